@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what the test bed and the tests need, idempotently:
+#   apt: openssh-server (sshd), openssh-client (ssh, ssh-keygen, ssh-keyscan), haproxy
+#   pip: the pinned moto server (testbed/requirements.txt)
+# Safe to run again: does nothing when everything is present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v /usr/sbin/sshd >/dev/null 2>&1 || need_apt+=(openssh-server)
+command -v ssh-keyscan >/dev/null 2>&1 || need_apt+=(openssh-client)
+command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || need_apt+=(haproxy)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: need ${need_apt[*]}; run as root or: sudo apt-get install ${need_apt[*]}" >&2
+    exit 2
+  fi
+  echo "install-deps: apt-get install ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # Do not let the package start a system sshd on port 22 of every address.
+  printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d
+  trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+  apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+mkdir -p /run/sshd 2>/dev/null || true
+
+if ! python3 testbed/check_deps.py 2>/dev/null; then
+  echo "install-deps: pip install -r testbed/requirements.txt"
+  pip_args=(install -q --disable-pip-version-check -r testbed/requirements.txt)
+  python3 -m pip "${pip_args[@]}" --root-user-action=ignore 2>/dev/null ||
+    python3 -m pip "${pip_args[@]}" --break-system-packages
+  python3 testbed/check_deps.py
+fi

@@ -1,0 +1,88 @@
+//! Exit codes: the CLI-wide contract scripts rely on (see README).
+//!
+//! | code | meaning |
+//! |---|---|
+//! | 0 | success; the fleet is consistent |
+//! | 1 | drift found (audit, `install --check`) |
+//! | 2 | usage or configuration error, bad input |
+//! | 3 | incomplete: some targets failed, timed out or were unreachable |
+//! | 4 | AWS error: access denied, not found, throttled, unreachable |
+
+use std::fmt;
+
+/// How a command ended, as an exit code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// 0: success.
+    Success,
+    /// 1: drift found.
+    Drift,
+    /// 2: usage, configuration or input error.
+    Usage,
+    /// 3: some targets failed or could not be reached.
+    Incomplete,
+    /// 4: an AWS service refused or could not be reached.
+    Aws,
+}
+
+impl Status {
+    /// The process exit code.
+    pub fn code(self) -> u8 {
+        match self {
+            Status::Success => 0,
+            Status::Drift => 1,
+            Status::Usage => 2,
+            Status::Incomplete => 3,
+            Status::Aws => 4,
+        }
+    }
+}
+
+/// A command's failure: the error to print and the exit status it maps to.
+pub struct Failure {
+    /// Exit status.
+    pub status: Status,
+    /// The error with its cause chain.
+    pub error: anyhow::Error,
+}
+
+impl Failure {
+    /// A usage, configuration or bad-input failure (exit 2).
+    pub fn usage(error: impl Into<anyhow::Error>) -> Self {
+        Failure {
+            status: Status::Usage,
+            error: error.into(),
+        }
+    }
+
+    /// An AWS failure (exit 4).
+    pub fn aws(error: impl Into<anyhow::Error>) -> Self {
+        Failure {
+            status: Status::Aws,
+            error: error.into(),
+        }
+    }
+
+    /// A failure with an explicit status.
+    pub fn with_status(status: Status, error: impl Into<anyhow::Error>) -> Self {
+        Failure {
+            status,
+            error: error.into(),
+        }
+    }
+}
+
+impl fmt::Debug for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?} ({:#})", self.status, self.error)
+    }
+}
+
+/// The documented exit codes, for `--help`.
+pub const EXIT_CODES_HELP: &str = "\
+Exit codes:
+  0  success; the fleet is consistent
+  1  drift found (audit, install --check)
+  2  usage or configuration error, bad input
+  3  incomplete: some targets failed, timed out or were unreachable
+  4  AWS error: access denied, not found, throttled, unreachable";

@@ -1,0 +1,604 @@
+//! Host keys and key sets: one OpenSSH host key per algorithm.
+//!
+//! This module owns what a "canonical host identity" is: which algorithms
+//! hostkeyctl manages, how a set is generated, how an existing node's
+//! `ssh_host_<alg>_key` files are adopted, and how a set is written back out
+//! as host key files. Private key material lives only inside
+//! [`ssh_key::PrivateKey`] (zeroized on drop, redacted by `Debug`) and in
+//! [`Zeroizing`] buffers.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use serde::Serialize;
+use ssh_key::private::{KeypairData, RsaKeypair};
+use ssh_key::{Algorithm, EcdsaCurve, HashAlg, LineEnding, PrivateKey, PublicKey};
+use zeroize::Zeroizing;
+
+use crate::fsutil;
+
+/// Smallest RSA modulus hostkeyctl accepts (OpenSSH refuses smaller ones).
+pub const MIN_RSA_BITS: usize = 2048;
+/// RSA modulus size used when none is given (what `ssh-keygen -A` makes).
+pub const DEFAULT_RSA_BITS: usize = 3072;
+/// Largest RSA modulus accepted: beyond this sshd handshakes get slow and
+/// OpenSSH itself refuses keys over 16384 bits.
+pub const MAX_RSA_BITS: usize = 16384;
+
+/// A host key algorithm hostkeyctl manages. Each key set has at most one key
+/// per algorithm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum KeyAlgorithm {
+    /// `ssh-ed25519`.
+    Ed25519,
+    /// `ecdsa-sha2-nistp256`.
+    Ecdsa,
+    /// `ssh-rsa` keys (served as `rsa-sha2-512`/`rsa-sha2-256`).
+    Rsa,
+}
+
+impl KeyAlgorithm {
+    /// Every managed algorithm, in the order sshd lists its default host keys.
+    pub const ALL: [KeyAlgorithm; 3] = [KeyAlgorithm::Rsa, KeyAlgorithm::Ecdsa, KeyAlgorithm::Ed25519];
+
+    /// The short name used on the command line and in host key file names.
+    pub fn short_name(self) -> &'static str {
+        match self {
+            KeyAlgorithm::Ed25519 => "ed25519",
+            KeyAlgorithm::Ecdsa => "ecdsa",
+            KeyAlgorithm::Rsa => "rsa",
+        }
+    }
+
+    /// The SSH key type name, as in a public key line.
+    pub fn key_type(self) -> &'static str {
+        match self {
+            KeyAlgorithm::Ed25519 => "ssh-ed25519",
+            KeyAlgorithm::Ecdsa => "ecdsa-sha2-nistp256",
+            KeyAlgorithm::Rsa => "ssh-rsa",
+        }
+    }
+
+    /// Parses an SSH key type name (`ssh-ed25519`, ...).
+    pub fn from_key_type(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|a| a.key_type() == name)
+    }
+
+    /// The managed algorithm of an `ssh-key` algorithm, if it is one.
+    pub fn of(algorithm: &Algorithm) -> Option<Self> {
+        match algorithm {
+            Algorithm::Ed25519 => Some(KeyAlgorithm::Ed25519),
+            Algorithm::Ecdsa {
+                curve: EcdsaCurve::NistP256,
+            } => Some(KeyAlgorithm::Ecdsa),
+            Algorithm::Rsa { .. } => Some(KeyAlgorithm::Rsa),
+            _ => None,
+        }
+    }
+
+    /// `ssh_host_<alg>_key`, the private key file name sshd uses by default.
+    pub fn private_file_name(self) -> String {
+        format!("ssh_host_{}_key", self.short_name())
+    }
+
+    /// `ssh_host_<alg>_key.pub`.
+    pub fn public_file_name(self) -> String {
+        format!("ssh_host_{}_key.pub", self.short_name())
+    }
+}
+
+impl fmt::Display for KeyAlgorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.key_type())
+    }
+}
+
+impl Serialize for KeyAlgorithm {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.key_type())
+    }
+}
+
+impl FromStr for KeyAlgorithm {
+    type Err = String;
+
+    /// Accepts the short names (`ed25519`, `ecdsa`, `rsa`) and the key type
+    /// names (`ssh-ed25519`, ...).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        Self::ALL
+            .into_iter()
+            .find(|a| a.short_name().eq_ignore_ascii_case(s) || a.key_type() == s)
+            .ok_or_else(|| format!("unknown host key algorithm {s:?}: expected ed25519, ecdsa or rsa"))
+    }
+}
+
+/// Why one private key cannot be a managed host key.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    /// The text is not an OpenSSH private key.
+    #[error("not an OpenSSH private key ({0}); expected the text of an `ssh_host_<alg>_key` file")]
+    Unparsable(ssh_key::Error),
+    /// The key is protected by a passphrase, which sshd cannot enter.
+    #[error(
+        "the private key is encrypted with a passphrase; host keys must be unencrypted because sshd cannot ask for one"
+    )]
+    Encrypted,
+    /// A key type hostkeyctl does not manage (DSA, ECDSA on other curves, FIDO keys).
+    #[error("{key_type} keys are not managed; hostkeyctl manages ssh-ed25519, ecdsa-sha2-nistp256 and ssh-rsa")]
+    Unsupported {
+        /// The key type found.
+        key_type: String,
+    },
+    /// An RSA key below [`MIN_RSA_BITS`].
+    #[error("RSA key of {bits} bits is too small; at least {MIN_RSA_BITS} bits are required")]
+    RsaTooSmall {
+        /// The modulus size found.
+        bits: usize,
+    },
+    /// The private half does not produce signatures its own public half accepts.
+    #[error("the private key does not match its own public key (a test signature did not verify)")]
+    Inconsistent,
+    /// Generating a key failed.
+    #[error("generating the {algorithm} key failed: {source}")]
+    Generate {
+        /// Which key was being made.
+        algorithm: KeyAlgorithm,
+        /// What went wrong.
+        source: ssh_key::Error,
+    },
+}
+
+/// One host key: the private key and what is derived from it.
+#[derive(Clone)]
+pub struct HostKey {
+    algorithm: KeyAlgorithm,
+    private: PrivateKey,
+    fingerprint: String,
+}
+
+impl HostKey {
+    /// Checks a private key and makes it a host key: unencrypted, a managed
+    /// algorithm, RSA large enough, and its private half really belongs to
+    /// its public half (proved by signing and verifying a test message).
+    pub fn from_private(private: PrivateKey) -> Result<Self, KeyError> {
+        if private.is_encrypted() {
+            return Err(KeyError::Encrypted);
+        }
+        let algorithm = KeyAlgorithm::of(&private.algorithm()).ok_or_else(|| KeyError::Unsupported {
+            key_type: private.algorithm().as_str().to_owned(),
+        })?;
+        if let KeypairData::Rsa(rsa) = private.key_data() {
+            let bits = rsa_bits(rsa);
+            if bits < MIN_RSA_BITS {
+                return Err(KeyError::RsaTooSmall { bits });
+            }
+        }
+        // The OpenSSH format stores the public key next to the private one;
+        // a signature check proves the private scalar really matches it.
+        let message = b"hostkeyctl key consistency check";
+        let signature = private
+            .sign("hostkeyctl", HashAlg::Sha512, message)
+            .map_err(|_| KeyError::Inconsistent)?;
+        private
+            .public_key()
+            .verify("hostkeyctl", message, &signature)
+            .map_err(|_| KeyError::Inconsistent)?;
+        let fingerprint = fingerprint_of(private.public_key());
+        Ok(HostKey {
+            algorithm,
+            private,
+            fingerprint,
+        })
+    }
+
+    /// Parses and checks the text of an OpenSSH private key file.
+    pub fn from_openssh(pem: &str) -> Result<Self, KeyError> {
+        let private = PrivateKey::from_openssh(pem).map_err(|e| match e {
+            ssh_key::Error::Encrypted => KeyError::Encrypted,
+            other => KeyError::Unparsable(other),
+        })?;
+        Self::from_private(private)
+    }
+
+    /// Generates a new key. `rsa_bits` is used for [`KeyAlgorithm::Rsa`] only.
+    pub fn generate(algorithm: KeyAlgorithm, rsa_bits: usize) -> Result<Self, KeyError> {
+        let mut rng = rand::rng();
+        let generated = match algorithm {
+            KeyAlgorithm::Ed25519 => PrivateKey::random(&mut rng, Algorithm::Ed25519),
+            KeyAlgorithm::Ecdsa => PrivateKey::random(
+                &mut rng,
+                Algorithm::Ecdsa {
+                    curve: EcdsaCurve::NistP256,
+                },
+            ),
+            KeyAlgorithm::Rsa => {
+                if rsa_bits < MIN_RSA_BITS {
+                    return Err(KeyError::RsaTooSmall { bits: rsa_bits });
+                }
+                RsaKeypair::random(&mut rng, rsa_bits).and_then(|kp| PrivateKey::new(KeypairData::Rsa(kp), ""))
+            }
+        };
+        let mut private = generated.map_err(|source| KeyError::Generate { algorithm, source })?;
+        private.set_comment("hostkeyctl");
+        Self::from_private(private)
+    }
+
+    /// Which algorithm this key is for.
+    pub fn algorithm(&self) -> KeyAlgorithm {
+        self.algorithm
+    }
+
+    /// The `SHA256:...` fingerprint, as `ssh-keygen -l` prints it.
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+
+    /// The public key.
+    pub fn public_key(&self) -> &PublicKey {
+        self.private.public_key()
+    }
+
+    /// The public key line (`ssh-ed25519 AAAA... comment`), without newline.
+    pub fn public_line(&self) -> String {
+        public_line(self.private.public_key())
+    }
+
+    /// The RSA modulus size, for RSA keys.
+    pub fn rsa_bits(&self) -> Option<usize> {
+        match self.private.key_data() {
+            KeypairData::Rsa(rsa) => Some(rsa_bits(rsa)),
+            _ => None,
+        }
+    }
+
+    /// The OpenSSH private key file text. This is secret: the buffer is
+    /// zeroized when dropped; never log or print it.
+    pub fn reveal_private_openssh(&self) -> Zeroizing<String> {
+        // Encoding a key that passed `from_private` cannot fail: it is
+        // unencrypted and of a supported type.
+        self.private
+            .to_openssh(LineEnding::LF)
+            .unwrap_or_else(|_| Zeroizing::new(String::new()))
+    }
+}
+
+impl PartialEq for HostKey {
+    /// Two host keys are equal when their private keys are (constant time).
+    fn eq(&self, other: &Self) -> bool {
+        self.private == other.private
+    }
+}
+
+impl fmt::Debug for HostKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HostKey")
+            .field("algorithm", &self.algorithm)
+            .field("fingerprint", &self.fingerprint)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The `SHA256:...` fingerprint of a public key.
+pub fn fingerprint_of(public: &PublicKey) -> String {
+    public.fingerprint(HashAlg::Sha256).to_string()
+}
+
+/// The OpenSSH public key line of a key, without newline.
+pub fn public_line(public: &PublicKey) -> String {
+    // Encoding a public key into a String only fails for key types this
+    // crate cannot represent at all, which never reach here.
+    public.to_openssh().unwrap_or_default()
+}
+
+fn rsa_bits(rsa: &RsaKeypair) -> usize {
+    let n = rsa.public().n().as_positive_bytes().unwrap_or_default();
+    let Some(first) = n.first() else { return 0 };
+    n.len() * 8 - first.leading_zeros() as usize
+}
+
+/// Why a directory of host key files cannot be read as a key set.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The directory cannot be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// What went wrong.
+        source: io::Error,
+    },
+    /// A private key file is not a usable host key.
+    #[error("{}: {source}", path.display())]
+    Key {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        source: KeyError,
+    },
+    /// A private key file holds a key of another algorithm than its name says.
+    #[error("{}: holds a {found} key but its name says {expected}", path.display())]
+    WrongFile {
+        /// The file.
+        path: PathBuf,
+        /// What the file name promises.
+        expected: KeyAlgorithm,
+        /// What the file holds.
+        found: KeyAlgorithm,
+    },
+    /// The `.pub` file beside a private key is another key.
+    #[error("{}: does not match its private key {} (the .pub is {pub_fp}, the private key's is {key_fp}); fix or delete the .pub", public_path.display(), private_path.display())]
+    PublicMismatch {
+        /// The private key file.
+        private_path: PathBuf,
+        /// The public key file.
+        public_path: PathBuf,
+        /// Fingerprint of the `.pub` file.
+        pub_fp: String,
+        /// Fingerprint of the private key.
+        key_fp: String,
+    },
+    /// The `.pub` file is not a public key line.
+    #[error("{}: not an OpenSSH public key line ({source})", path.display())]
+    BadPublic {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        source: ssh_key::Error,
+    },
+    /// No host key of a managed algorithm was found.
+    #[error("no host keys in {}: expected files named ssh_host_ed25519_key, ssh_host_ecdsa_key or ssh_host_rsa_key (as `ssh-keygen -A` writes them)", dir.display())]
+    Empty {
+        /// The directory.
+        dir: PathBuf,
+    },
+}
+
+/// Why a key set cannot be written out as files.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// A file is in the way and overwriting was not allowed.
+    #[error("{} already exists; pass --force to overwrite the key files", path.display())]
+    Exists {
+        /// The file in the way.
+        path: PathBuf,
+    },
+    /// Creating, writing or renaming a file failed.
+    #[error("cannot write {}: {source}", path.display())]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// What went wrong.
+        source: io::Error,
+    },
+}
+
+/// A set of host keys, at most one per algorithm.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KeySet {
+    keys: BTreeMap<KeyAlgorithm, HostKey>,
+}
+
+impl KeySet {
+    /// Generates a new set with one key per algorithm in `algorithms`.
+    pub fn generate(algorithms: &[KeyAlgorithm], rsa_bits: usize) -> Result<Self, KeyError> {
+        if algorithms.contains(&KeyAlgorithm::Rsa) && !(MIN_RSA_BITS..=MAX_RSA_BITS).contains(&rsa_bits) {
+            return Err(KeyError::RsaTooSmall { bits: rsa_bits });
+        }
+        let mut set = KeySet::default();
+        for &algorithm in algorithms {
+            if !set.keys.contains_key(&algorithm) {
+                set.insert(HostKey::generate(algorithm, rsa_bits)?);
+            }
+        }
+        Ok(set)
+    }
+
+    /// Adds a key, returning the one it replaces for the same algorithm.
+    pub fn insert(&mut self, key: HostKey) -> Option<HostKey> {
+        self.keys.insert(key.algorithm(), key)
+    }
+
+    /// The key for an algorithm.
+    pub fn get(&self, algorithm: KeyAlgorithm) -> Option<&HostKey> {
+        self.keys.get(&algorithm)
+    }
+
+    /// The keys, in algorithm order.
+    pub fn keys(&self) -> impl Iterator<Item = &HostKey> {
+        self.keys.values()
+    }
+
+    /// The algorithms present.
+    pub fn algorithms(&self) -> Vec<KeyAlgorithm> {
+        self.keys.keys().copied().collect()
+    }
+
+    /// How many keys the set holds.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether the set holds no key.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Keeps only the keys of the given algorithms.
+    pub fn retain(&mut self, algorithms: &[KeyAlgorithm]) {
+        self.keys.retain(|a, _| algorithms.contains(a));
+    }
+
+    /// Loads the `ssh_host_<alg>_key` files of every managed algorithm found
+    /// in `dir`. Each `.pub` beside a key, when present, must match it.
+    pub fn load_dir(dir: &Path) -> Result<Self, LoadError> {
+        std::fs::read_dir(dir).map_err(|source| LoadError::Io {
+            path: dir.to_owned(),
+            source,
+        })?;
+        let mut set = KeySet::default();
+        for algorithm in KeyAlgorithm::ALL {
+            let private_path = dir.join(algorithm.private_file_name());
+            let pem = match std::fs::read_to_string(&private_path) {
+                Ok(text) => Zeroizing::new(text),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(source) => {
+                    return Err(LoadError::Io {
+                        path: private_path,
+                        source,
+                    });
+                }
+            };
+            let key = HostKey::from_openssh(&pem).map_err(|source| LoadError::Key {
+                path: private_path.clone(),
+                source,
+            })?;
+            if key.algorithm() != algorithm {
+                return Err(LoadError::WrongFile {
+                    path: private_path,
+                    expected: algorithm,
+                    found: key.algorithm(),
+                });
+            }
+            let public_path = dir.join(algorithm.public_file_name());
+            match std::fs::read_to_string(&public_path) {
+                Ok(line) => {
+                    let public = PublicKey::from_openssh(line.trim()).map_err(|source| LoadError::BadPublic {
+                        path: public_path.clone(),
+                        source,
+                    })?;
+                    if public.key_data() != key.public_key().key_data() {
+                        return Err(LoadError::PublicMismatch {
+                            private_path,
+                            public_path,
+                            pub_fp: fingerprint_of(&public),
+                            key_fp: key.fingerprint().to_owned(),
+                        });
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(source) => {
+                    return Err(LoadError::Io {
+                        path: public_path,
+                        source,
+                    });
+                }
+            }
+            set.insert(key);
+        }
+        if set.is_empty() {
+            return Err(LoadError::Empty { dir: dir.to_owned() });
+        }
+        Ok(set)
+    }
+
+    /// Writes the set as `ssh_host_<alg>_key` (mode 0600) and `.pub` (0644)
+    /// files in `dir`, creating `dir` (0755) if needed. Each file is created
+    /// with its final mode in a temporary file beside it, synced and renamed.
+    /// Without `overwrite`, nothing is written if any target file exists.
+    pub fn write_dir(&self, dir: &Path, overwrite: bool) -> Result<Vec<WrittenKey>, WriteError> {
+        fsutil::create_dir_all(dir, 0o755).map_err(|source| WriteError::Io {
+            path: dir.to_owned(),
+            source,
+        })?;
+        let planned: Vec<(&HostKey, PathBuf, PathBuf)> = self
+            .keys()
+            .map(|k| {
+                let a = k.algorithm();
+                (k, dir.join(a.private_file_name()), dir.join(a.public_file_name()))
+            })
+            .collect();
+        if !overwrite {
+            for path in planned.iter().flat_map(|(_, p, q)| [p, q]) {
+                if path.symlink_metadata().is_ok() {
+                    return Err(WriteError::Exists { path: path.clone() });
+                }
+            }
+        }
+        let mut written = Vec::new();
+        for (key, private_path, public_path) in planned {
+            let pem = key.reveal_private_openssh();
+            let line = Zeroizing::new(format!("{}\n", key.public_line()));
+            for (path, bytes, mode) in [
+                (&private_path, pem.as_bytes(), 0o600),
+                (&public_path, line.as_bytes(), 0o644),
+            ] {
+                let options = fsutil::WriteOptions {
+                    mode,
+                    owner: None,
+                    overwrite,
+                };
+                fsutil::write_atomic(path, bytes, &options).map_err(|source| match source.kind() {
+                    io::ErrorKind::AlreadyExists => WriteError::Exists { path: path.clone() },
+                    _ => WriteError::Io {
+                        path: path.clone(),
+                        source,
+                    },
+                })?;
+            }
+            written.push(WrittenKey {
+                algorithm: key.algorithm(),
+                fingerprint: key.fingerprint().to_owned(),
+                public_key: key.public_line(),
+                private_key_file: private_path,
+                public_key_file: public_path,
+            });
+        }
+        Ok(written)
+    }
+}
+
+/// What [`KeySet::write_dir`] wrote for one key (public facts only).
+#[derive(Clone, Debug, Serialize)]
+pub struct WrittenKey {
+    /// The key's algorithm.
+    pub algorithm: KeyAlgorithm,
+    /// Its `SHA256:` fingerprint.
+    pub fingerprint: String,
+    /// Its public key line.
+    pub public_key: String,
+    /// Where the private key went.
+    pub private_key_file: PathBuf,
+    /// Where the public key went.
+    pub public_key_file: PathBuf,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{HostKey, KeyAlgorithm, KeyError, KeySet};
+
+    #[test]
+    fn algorithm_names_parse_both_ways() {
+        for a in KeyAlgorithm::ALL {
+            assert_eq!(a.short_name().parse::<KeyAlgorithm>(), Ok(a));
+            assert_eq!(a.key_type().parse::<KeyAlgorithm>(), Ok(a));
+            assert_eq!(KeyAlgorithm::from_key_type(a.key_type()), Some(a));
+        }
+        let err = "dsa".parse::<KeyAlgorithm>().unwrap_err();
+        assert!(err.contains("expected ed25519, ecdsa or rsa"), "{err}");
+    }
+
+    #[test]
+    fn generated_keys_are_consistent_and_redacted() {
+        let set = KeySet::generate(&[KeyAlgorithm::Ed25519, KeyAlgorithm::Ecdsa], 3072).unwrap();
+        assert_eq!(set.algorithms(), vec![KeyAlgorithm::Ed25519, KeyAlgorithm::Ecdsa]);
+        for key in set.keys() {
+            assert!(key.fingerprint().starts_with("SHA256:"));
+            let pem = key.reveal_private_openssh();
+            let debug = format!("{set:?}");
+            let body: String = pem.lines().nth(1).unwrap().to_owned();
+            assert!(!debug.contains(&body), "Debug shows private key material");
+            let again = HostKey::from_openssh(&pem).unwrap();
+            assert_eq!(&again, key);
+        }
+    }
+
+    #[test]
+    fn rsa_below_minimum_is_refused() {
+        let err = KeySet::generate(&[KeyAlgorithm::Rsa], 1024).unwrap_err();
+        assert!(matches!(err, KeyError::RsaTooSmall { bits: 1024 }), "{err}");
+    }
+}

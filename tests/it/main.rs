@@ -1,0 +1,10 @@
+//! Integration tests, built as one binary (see STYLE.md). They run the real
+//! `hostkeyctl` binary and real OpenSSH tools; the test bed tests need the
+//! parts `make test` installs.
+
+// Test code: a panic with the value is the clearest failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod document;
+mod keygen;
+mod support;

@@ -1,0 +1,60 @@
+//! Helpers shared by the integration tests.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The `hostkeyctl` binary built by cargo for this test run.
+pub fn hostkeyctl() -> assert_cmd::Command {
+    let mut cmd = assert_cmd::Command::cargo_bin("hostkeyctl").expect("hostkeyctl binary is built");
+    // Never inherit a developer's AWS or output settings.
+    cmd.env_remove("HOSTKEYCTL_OUTPUT").env_remove("AWS_PROFILE");
+    cmd
+}
+
+/// The committed fixtures directory.
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+/// Finds a tool the test needs, or fails with how to get it. A missing part
+/// is a failure, never a silent pass.
+pub fn require(tool: &str) -> PathBuf {
+    for dir in ["/usr/sbin", "/usr/bin", "/usr/local/bin", "/sbin", "/bin"] {
+        let candidate = Path::new(dir).join(tool);
+        if candidate.is_file() {
+            return candidate;
+        }
+    }
+    panic!(
+        "{tool} is not installed: run `make test` (it installs openssh-server, openssh-client and haproxy) or `apt-get install openssh-server openssh-client haproxy`"
+    );
+}
+
+/// Runs a command and returns its stdout, failing the test with its stderr
+/// if it exits non-zero.
+pub fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+/// `ssh-keygen -lf FILE`'s fingerprint (second field).
+pub fn ssh_keygen_fingerprint(file: &Path) -> String {
+    let out = run_ok(Command::new(require("ssh-keygen")).arg("-lf").arg(file));
+    out.split_whitespace().nth(1).expect("fingerprint field").to_owned()
+}
+
+/// The key type and base64 of a public key line, without the comment.
+pub fn key_part(line: &str) -> String {
+    line.split_whitespace().take(2).collect::<Vec<_>>().join(" ")
+}
+
+/// Makes sure sshd's privilege separation directory exists (sshd -t needs it).
+pub fn ensure_privsep_dir() {
+    std::fs::create_dir_all("/run/sshd").expect("create /run/sshd (tests run as root)");
+}
