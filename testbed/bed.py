@@ -1,0 +1,467 @@
+#!/usr/bin/env python3
+"""The hostkeyctl test bed: the whole world on loopback.
+
+    python3 testbed/bed.py up --dir DIR [--nodes 3] [--no-reexec] [--virtual N] ...
+    python3 testbed/bed.py down --dir DIR
+
+``up`` starts, and supervises until told to stop:
+
+* the AWS emulator (``emulator.py``: moto + an SSM agent) on 127.0.0.1, a free port;
+* N login nodes: real ``sshd`` processes, each with its own fresh host keys
+  (rsa, ecdsa, ed25519: different per node, the problem hostkeyctl solves),
+  config and pid file, on 127.K.0.(11+i) port 22, registered in the emulator
+  as running EC2 instances tagged ``Role=login``, ``Cluster=<name>`` with that
+  PrivateIpAddress, plus noise (compute nodes, a stopped login node, a login
+  node of another cluster) and optionally N "virtual" instances with no sshd;
+* HAProxy in TCP mode, round robin with health checks, on 127.K.0.10:22.
+
+K is a free network index (a lock file per index), so beds run in parallel.
+When everything answers, ``up`` writes ``DIR/bed.json`` and prints the same
+JSON on one stdout line. It tears everything down on SIGTERM/SIGINT, on
+``down``, or (with ``--watch-stdin``) when its stdin closes, which is how the
+Rust test helper makes sure nothing outlives a test, even a panicking one.
+Every child also gets SIGTERM if the supervisor dies (PR_SET_PDEATHSIG).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import fcntl
+import json
+import os
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+LOCK_DIR = Path("/tmp/hostkeyctl-bed-locks")
+REGION = "us-east-1"
+SSHD = "/usr/sbin/sshd"
+HAPROXY = "/usr/sbin/haproxy"
+KEY_TYPES = ["rsa", "ecdsa", "ed25519"]
+
+
+def log(msg: str) -> None:
+    print(f"[bed] {msg}", file=sys.stderr, flush=True)
+
+
+def _die_with_parent() -> None:
+    """preexec_fn: SIGTERM this child when the supervisor's main thread dies."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def require(path: str, package: str) -> str:
+    found = path if os.path.exists(path) else shutil.which(os.path.basename(path))
+    if not found:
+        raise SystemExit(f"bed: {path} not found; install it with `make deps` or `apt-get install {package}`")
+    return found
+
+
+def allocate_net(requested: int | None) -> tuple[int, Any]:
+    LOCK_DIR.mkdir(parents=True, exist_ok=True)
+    candidates = [requested] if requested is not None else range(0, 250)
+    for k in candidates:
+        handle = open(LOCK_DIR / f"net-{k}.lock", "w")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return k, handle
+        except BlockingIOError:
+            handle.close()
+    raise SystemExit("bed: no free network index (another bed holds each lock in /tmp/hostkeyctl-bed-locks)")
+
+
+def wait_banner(host: str, port: int, deadline: float) -> str:
+    last = ""
+    while time.time() < deadline:
+        try:
+            with socket.create_connection((host, port), timeout=1) as s:
+                s.settimeout(2)
+                data = s.recv(256)
+                if data.startswith(b"SSH-"):
+                    return data.decode().strip()
+                last = repr(data)
+        except OSError as e:
+            last = str(e)
+        time.sleep(0.05)
+    raise RuntimeError(f"no SSH banner from {host}:{port}: {last}")
+
+
+class Bed:
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.dir = Path(args.dir).resolve()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.children: dict[str, subprocess.Popen] = {}
+        self.main_queue: queue.Queue = queue.Queue()
+        self.stop_event = threading.Event()
+        self.state: dict[str, Any] = {}
+        self.nodes: list[dict[str, Any]] = []
+
+    # ------------------------------------------------------------ processes
+
+    def spawn(self, name: str, argv: list[str], logfile: Path) -> subprocess.Popen:
+        """Starts a supervised child. Must run on the main thread (PDEATHSIG
+        follows the thread that forked)."""
+        out = open(logfile, "ab")
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, preexec_fn=_die_with_parent, close_fds=True
+        )
+        out.close()
+        self.children[name] = proc
+        return proc
+
+    def stop_child(self, name: str) -> None:
+        proc = self.children.pop(name, None)
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    # ----------------------------------------------------------------- AWS
+
+    def start_emulator(self) -> None:
+        import logging
+
+        from werkzeug.serving import make_server
+
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
+
+        from emulator import Emulator
+
+        self.emulator = Emulator(REGION)
+        self.server = make_server("127.0.0.1", 0, self.emulator, threaded=True)
+        self.endpoint = f"http://127.0.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.emulator.base_env = {
+            "PATH": f"{self.args.bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+            if self.args.bin_dir
+            else os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(self.dir),
+            "LANG": "C.UTF-8",
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_REGION": REGION,
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_EC2_METADATA_DISABLED": "true",
+        }
+        self.emulator.control_hooks["/_bed/nodes/stop"] = lambda r: self.on_main("stop", r)
+        self.emulator.control_hooks["/_bed/nodes/start"] = lambda r: self.on_main("start", r)
+
+    def ec2(self) -> Any:
+        import boto3
+
+        return boto3.client(
+            "ec2",
+            endpoint_url=self.endpoint,
+            region_name=REGION,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+
+    def register_instances(self, net: int) -> None:
+        ec2 = self.ec2()
+        image = ec2.describe_images()["Images"][0]["ImageId"]
+        cluster = self.args.cluster
+
+        def run(ip: str | None, tags: dict[str, str], count: int = 1) -> list[str]:
+            kwargs: dict[str, Any] = {
+                "ImageId": image,
+                "MinCount": count,
+                "MaxCount": count,
+                "InstanceType": "m5.xlarge",
+                "TagSpecifications": [
+                    {"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
+                ],
+            }
+            if ip:
+                kwargs["PrivateIpAddress"] = ip
+            return [i["InstanceId"] for i in ec2.run_instances(**kwargs)["Instances"]]
+
+        for node in self.nodes:
+            node["instance_id"] = run(
+                node["address"], {"Name": node["name"], "Role": "login", "Cluster": cluster}
+            )[0]
+        noise = []
+        for i in range(2):
+            iid = run(f"127.{net}.1.{11 + i}", {"Name": f"{cluster}-compute-{i + 1}", "Role": "compute", "Cluster": cluster})[0]
+            noise.append({"instance_id": iid, "kind": "compute", "state": "running"})
+        stopped = run(f"127.{net}.1.30", {"Name": f"{cluster}-login-stopped", "Role": "login", "Cluster": cluster})[0]
+        ec2.stop_instances(InstanceIds=[stopped])
+        noise.append({"instance_id": stopped, "kind": "login", "state": "stopped"})
+        other = run(f"127.{net}.1.40", {"Name": "other-login-1", "Role": "login", "Cluster": "other"})[0]
+        noise.append({"instance_id": other, "kind": "login of cluster 'other'", "state": "running"})
+        self.state["noise"] = noise
+        virtual: list[str] = []
+        remaining = self.args.virtual
+        while remaining > 0:
+            batch = min(remaining, 100)
+            virtual += run(None, {"Role": "virtual", "Cluster": cluster}, batch)
+            remaining -= batch
+        self.state["virtual"] = virtual
+
+    # --------------------------------------------------------------- nodes
+
+    def prepare_node(self, i: int, net: int) -> dict[str, Any]:
+        name = f"{self.args.cluster}-login-{i + 1}"
+        root = self.dir / "nodes" / name
+        ssh_dir = root / "etc" / "ssh"
+        (ssh_dir / "sshd_config.d").mkdir(parents=True, exist_ok=True)
+        for sub in ("run", "var/lib/hostkeyctl"):
+            (root / sub).mkdir(parents=True, exist_ok=True)
+        if not (ssh_dir / "ssh_host_ed25519_key").exists():
+            subprocess.run(["ssh-keygen", "-A", "-f", str(root)], check=True, capture_output=True)
+        address = f"127.{net}.0.{11 + i}"
+        config = ssh_dir / "sshd_config"
+        host_keys = "".join(f"HostKey {ssh_dir}/ssh_host_{t}_key\n" for t in KEY_TYPES)
+        config.write_text(
+            f"# test bed node {name}: Debian-like layout, stock MaxStartups and KEX\n"
+            f"Include {ssh_dir}/sshd_config.d/*.conf\n"
+            f"ListenAddress {address}:22\n"
+            f"{host_keys}"
+            f"PidFile {root}/run/sshd.pid\n"
+            f"AuthorizedKeysFile {self.dir}/client/authorized_keys\n"
+            "PermitRootLogin prohibit-password\n"
+            "PasswordAuthentication no\n"
+            "KbdInteractiveAuthentication no\n"
+            "UsePAM no\n"
+            "StrictModes no\n"
+            "PrintMotd no\n"
+        )
+        pid_file = root / "run" / "sshd.pid"
+        argv = [SSHD, "-D", "-e", "-f", str(config)]
+        if self.args.no_reexec:
+            argv.insert(1, "-r")
+        return {
+            "name": name,
+            "address": address,
+            "port": 22,
+            "root": str(root),
+            "ssh_dir": str(ssh_dir),
+            "sshd_config": str(config),
+            "pid_file": str(pid_file),
+            "log": str(root / "sshd.log"),
+            "argv": argv,
+            "reload_command": f'kill -HUP "$(cat {pid_file})"',
+            "env": {
+                "HOSTKEYCTL_SSH_DIR": str(ssh_dir),
+                "HOSTKEYCTL_SSHD_CONFIG": str(config),
+                "HOSTKEYCTL_RELOAD_COMMAND": f'kill -HUP "$(cat {pid_file})"',
+                "HOSTKEYCTL_VERIFY_ADDRESS": f"{address}:22",
+                "HOSTKEYCTL_STATE_DIR": str(root / "var/lib/hostkeyctl"),
+                "HOSTKEYCTL_LOCK_FILE": str(root / "run/hostkeyctl.lock"),
+            },
+        }
+
+    def start_node(self, node: dict[str, Any]) -> None:
+        proc = self.spawn(node["name"], node["argv"], Path(node["log"]))
+        node["pid"] = proc.pid
+
+    def start_client(self) -> None:
+        client = self.dir / "client"
+        client.mkdir(exist_ok=True)
+        key = client / "id_ed25519"
+        if not key.exists():
+            subprocess.run(
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "bed-client", "-f", str(key)], check=True
+            )
+        shutil.copyfile(f"{key}.pub", client / "authorized_keys")
+        self.state["client_key"] = str(key)
+
+    def start_lb(self, net: int) -> None:
+        address = f"127.{net}.0.10"
+        servers = "".join(
+            f"    server {n['name']} {n['address']}:22 check inter 1s fall 2 rise 1\n" for n in self.nodes
+        )
+        config = self.dir / "haproxy.cfg"
+        config.write_text(
+            "global\n"
+            "    maxconn 512\n"
+            f"    pidfile {self.dir}/haproxy.pid\n"
+            "defaults\n"
+            "    mode tcp\n"
+            "    timeout connect 2s\n"
+            "    timeout client 120s\n"
+            "    timeout server 120s\n"
+            "frontend ssh\n"
+            f"    bind {address}:22\n"
+            "    default_backend login\n"
+            "backend login\n"
+            "    balance roundrobin\n"
+            "    option tcp-check\n"
+            "    tcp-check expect rstring ^SSH-2.0-\n"
+            f"{servers}"
+        )
+        self.spawn("haproxy", [HAPROXY, "-db", "-f", str(config)], self.dir / "haproxy.log")
+        self.state["lb"] = {"address": address, "port": 22, "pid": self.children["haproxy"].pid}
+
+    # ---------------------------------------------------- main-thread work
+
+    def on_main(self, op: str, request: dict[str, Any]) -> Any:
+        """Runs node operations on the main thread (they spawn processes)."""
+        reply: queue.Queue = queue.Queue()
+        self.main_queue.put((op, request, reply))
+        ok, value = reply.get(timeout=30)
+        if not ok:
+            raise ValueError(value)
+        return value
+
+    def handle(self, op: str, request: dict[str, Any]) -> Any:
+        node = next((n for n in self.nodes if n["name"] == request.get("name")), None)
+        if node is None:
+            raise ValueError(f"no node named {request.get('name')!r}")
+        if op == "stop":
+            self.stop_child(node["name"])
+            return {"stopped": node["name"]}
+        if op == "start":
+            self.stop_child(node["name"])
+            self.start_node(node)
+            wait_banner(node["address"], 22, time.time() + 10)
+            return {"started": node["name"], "pid": node["pid"]}
+        raise ValueError(op)
+
+    # --------------------------------------------------------------- run
+
+    def up(self) -> None:
+        require(SSHD, "openssh-server")
+        require(HAPROXY, "haproxy")
+        require("/usr/bin/ssh-keygen", "openssh-client")
+        Path("/run/sshd").mkdir(exist_ok=True)
+        net, self.lock_handle = allocate_net(self.args.net)
+        self.state.update({"dir": str(self.dir), "net": net, "region": REGION, "cluster": self.args.cluster})
+        self.start_emulator()
+        self.state["endpoint"] = self.endpoint
+        self.state["supervisor_pid"] = os.getpid()
+        (self.dir / "bed.pid").write_text(str(os.getpid()))
+        self.start_client()
+        self.nodes = [self.prepare_node(i, net) for i in range(self.args.nodes)]
+        self.register_instances(net)
+        for node in self.nodes:
+            self.start_node(node)
+        deadline = time.time() + 20
+        for node in self.nodes:
+            wait_banner(node["address"], 22, deadline)
+        for node in self.nodes:
+            self.emulator.nodes[node["instance_id"]] = self._node_env(node)
+        if self.nodes:
+            self.start_lb(net)
+            for _ in range(len(self.nodes) * 2):
+                wait_banner(self.state["lb"]["address"], 22, deadline)
+        with self.emulator.lock:
+            self.emulator.counts.clear()
+        self.state["nodes"] = self.nodes
+        (self.dir / "bed.json").write_text(json.dumps(self.state, indent=2))
+        print(json.dumps(self.state), flush=True)
+        log(f"ready: {len(self.nodes)} nodes on 127.{net}.0.11+, LB {self.state.get('lb', {}).get('address')}, "
+            f"AWS {self.endpoint}")
+
+    def _node_env(self, node: dict[str, Any]) -> Any:
+        from emulator import NodeEnv
+
+        return NodeEnv(node["instance_id"], node["name"], node["root"], node["env"])
+
+    def serve(self) -> None:
+        if self.args.watch_stdin:
+            threading.Thread(target=self._watch_stdin, daemon=True).start()
+        while not self.stop_event.is_set():
+            try:
+                op, request, reply = self.main_queue.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            try:
+                reply.put((True, self.handle(op, request)))
+            except Exception as e:  # reported to the caller of the control API
+                reply.put((False, str(e)))
+
+    def _watch_stdin(self) -> None:
+        while sys.stdin.buffer.read(4096):
+            pass
+        self.stop_event.set()
+
+    def down(self) -> None:
+        if hasattr(self, "emulator"):
+            self.emulator.close()
+        for name in list(self.children):
+            self.stop_child(name)
+        if hasattr(self, "server"):
+            self.server.shutdown()
+        try:
+            (self.dir / "bed.pid").unlink()
+        except FileNotFoundError:
+            pass
+        log("torn down")
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    bed = Bed(args)
+    signal.signal(signal.SIGTERM, lambda *_: bed.stop_event.set())
+    signal.signal(signal.SIGINT, lambda *_: bed.stop_event.set())
+    try:
+        bed.up()
+        bed.serve()
+    except BaseException as e:
+        log(f"failed: {e}")
+        bed.down()
+        raise
+    bed.down()
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    pid_file = Path(args.dir) / "bed.pid"
+    try:
+        pid = int(pid_file.read_text())
+    except (FileNotFoundError, ValueError):
+        log(f"no bed running in {args.dir}")
+        return 0
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return 0
+    deadline = time.time() + 15
+    while time.time() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return 0
+        time.sleep(0.05)
+    log(f"supervisor {pid} did not stop in 15 s; killing it")
+    os.kill(pid, signal.SIGKILL)
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    up = sub.add_parser("up", help="start the bed and supervise it until stopped")
+    up.add_argument("--dir", required=True, help="working directory for keys, configs, logs and bed.json")
+    up.add_argument("--nodes", type=int, default=3, help="number of sshd login nodes")
+    up.add_argument("--virtual", type=int, default=0, help="extra running instances with no sshd (Role=virtual)")
+    up.add_argument("--cluster", default="hp", help="Cluster tag and node name prefix")
+    up.add_argument("--net", type=int, default=None, help="network index K (default: first free)")
+    up.add_argument("--no-reexec", action="store_true", help="start sshd with -r, so only a reload changes its keys")
+    up.add_argument("--bin-dir", default=None, help="directory put first on the nodes' PATH (hostkeyctl)")
+    up.add_argument("--watch-stdin", action="store_true", help="tear down when stdin closes")
+    down = sub.add_parser("down", help="stop the bed running in DIR")
+    down.add_argument("--dir", required=True)
+    args = parser.parse_args()
+    return cmd_up(args) if args.cmd == "up" else cmd_down(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
