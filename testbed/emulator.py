@@ -190,7 +190,7 @@ class Emulator:
         if faults.latency_ms:
             time.sleep(faults.latency_ms / 1000)
         try:
-            denied = faults.deny_actions.get(action) or faults.deny_actions.get(key)
+            denied = faults.deny_actions.get(action, faults.deny_actions.get(key))
             if denied is not None:
                 raise self._denied(service, action, denied)
             if throttled:

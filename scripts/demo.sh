@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# The hostkeyctl story, end to end, on the local test bed (see testbed/):
+# three real sshd login nodes behind HAProxy, and an AWS emulator.
+#
+#   1. the problem: real ssh through the load balancer hits
+#      "REMOTE HOST IDENTIFICATION HAS CHANGED";
+#   2. hostkeyctl gives every node one canonical key set;
+#   3. 20 real ssh connections through the load balancer, 0 warnings.
+#
+# Run it with `make demo` (which installs what is missing and builds first).
+# It always tears the bed down, also on failure or Ctrl-C.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BIN_DIR="$PWD/target/debug"
+HOSTKEYCTL="$BIN_DIR/hostkeyctl"
+WORK=$(mktemp -d /tmp/hostkeyctl-demo.XXXXXX)
+BED_PID=""
+
+bold() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+say() { printf '   %s\n' "$*"; }
+run() { printf '   $ %s\n' "$*"; "$@"; }
+
+teardown() {
+  local rc=$?
+  if [ -n "$BED_PID" ] && kill -0 "$BED_PID" 2>/dev/null; then
+    kill -TERM "$BED_PID" 2>/dev/null || true
+    wait "$BED_PID" 2>/dev/null || true
+  fi
+  if [ $rc -eq 0 ]; then
+    rm -rf "$WORK"
+  else
+    echo "demo failed (exit $rc); logs kept in $WORK" >&2
+  fi
+  exit $rc
+}
+trap teardown EXIT INT TERM
+
+[ -x "$HOSTKEYCTL" ] || { echo "demo: $HOSTKEYCTL is missing; run \`make demo\` (it builds first)" >&2; exit 2; }
+
+bold "Starting the test bed: 3 sshd login nodes, HAProxy, AWS emulator"
+python3 testbed/bed.py up --dir "$WORK/bed" --nodes 3 --bin-dir "$BIN_DIR" >"$WORK/ready.json" 2>"$WORK/bed.log" &
+BED_PID=$!
+for _ in $(seq 1 600); do
+  [ -s "$WORK/ready.json" ] && break
+  kill -0 "$BED_PID" 2>/dev/null || { cat "$WORK/bed.log" >&2; exit 1; }
+  sleep 0.1
+done
+[ -s "$WORK/ready.json" ] || { echo "demo: the bed did not come up in 60 s" >&2; cat "$WORK/bed.log" >&2; exit 1; }
+
+state() { python3 -c "import json,sys; s=json.load(open('$WORK/ready.json')); print(eval(sys.argv[1]))" "$1"; }
+LB=$(state 's["lb"]["address"]')
+CLIENT_KEY=$(state 's["client_key"]')
+NODES=$(state '" ".join(n["name"] for n in s["nodes"])')
+export AWS_ENDPOINT_URL AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
+AWS_ENDPOINT_URL=$(state 's["endpoint"]')
+say "login nodes: $NODES"
+say "load balancer: $LB:22 (round robin)   AWS emulator: $AWS_ENDPOINT_URL"
+
+# One ssh through the load balancer as a user would, with a known_hosts file.
+ssh_lb() {
+  ssh -i "$CLIENT_KEY" -o UserKnownHostsFile="$1" -o StrictHostKeyChecking="$2" -o BatchMode=yes \
+    -o ConnectTimeout=5 -o LogLevel=ERROR "root@$LB" 'echo "$SSH_CONNECTION"' 2>&1
+}
+
+bold "1. The problem: every node has its own host keys"
+KH="$WORK/known_hosts.before"
+ssh_lb "$KH" accept-new >/dev/null
+say "first connection: the user accepts the key of whichever node answered"
+mismatches=0
+for _ in 1 2 3 4 5 6; do
+  out=$(ssh_lb "$KH" yes || true)
+  if grep -q "REMOTE HOST IDENTIFICATION HAS CHANGED" <<<"$out"; then
+    mismatches=$((mismatches + 1))
+    [ $mismatches -eq 1 ] && grep -m3 -E "WARNING|IDENTIFICATION|Host key verification failed" <<<"$out" | sed 's/^/   | /'
+  fi
+done
+say "next 6 connections with StrictHostKeyChecking=yes: $mismatches refused with a host key mismatch"
+[ $mismatches -gt 0 ] || { echo "demo: expected mismatches before the fix" >&2; exit 1; }
+
+bold "2. One canonical key set"
+run "$HOSTKEYCTL" keygen --out-dir "$WORK/canonical" --output table
+
+bold "3. Every node gets the canonical set"
+say "(by hand for now: 'hostkeyctl push' and 'install' are the next features)"
+for dir in $(state '" ".join(n["ssh_dir"] for n in s["nodes"])'); do
+  cp -p "$WORK"/canonical/ssh_host_* "$dir"/
+done
+for pid_file in $(state '" ".join(n["pid_file"] for n in s["nodes"])'); do
+  kill -HUP "$(cat "$pid_file")"
+done
+
+bold "4. 20 real ssh connections through the load balancer"
+KH="$WORK/known_hosts.after"
+ssh_lb "$KH" accept-new >/dev/null
+warnings=0
+declare -A served=()
+for _ in $(seq 1 20); do
+  if out=$(ssh_lb "$KH" yes); then
+    node=$(awk '{print $3}' <<<"$out")
+    served[$node]=$(( ${served[$node]:-0} + 1 ))
+  else
+    warnings=$((warnings + 1))
+    sed 's/^/   | /' <<<"$out"
+  fi
+done
+for node in "${!served[@]}"; do say "node $node served ${served[$node]} connections"; done
+say "host key warnings: $warnings of 20"
+[ $warnings -eq 0 ] || { echo "demo: host key warnings remain" >&2; exit 1; }
+bold "Done: one host identity behind the load balancer"

@@ -1,0 +1,332 @@
+//! The test bed from Rust: starts `testbed/bed.py up` for one test and tears
+//! it down when the [`TestBed`] is dropped, even when the test panics.
+//!
+//! Every bed gets its own network index (127.K.0.x) and emulator port, so
+//! tests run in parallel. The supervisor tears everything down when its
+//! stdin closes, and its children die with it (PR_SET_PDEATHSIG), so a test
+//! process killed outright leaves nothing behind either.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::support::{require, run_ok};
+
+/// What to start.
+#[derive(Clone, Debug)]
+pub struct BedOptions {
+    /// Number of sshd login nodes.
+    pub nodes: usize,
+    /// Extra running instances without sshd (tag `Role=virtual`).
+    pub virtual_instances: usize,
+    /// Start sshd with `-r`, so only a reload changes the keys it serves.
+    pub no_reexec: bool,
+}
+
+impl Default for BedOptions {
+    fn default() -> Self {
+        BedOptions {
+            nodes: 3,
+            virtual_instances: 0,
+            no_reexec: false,
+        }
+    }
+}
+
+/// One login node of the bed.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Node {
+    /// Name tag, e.g. `hp-login-1`.
+    pub name: String,
+    /// Loopback address sshd listens on (port 22).
+    pub address: String,
+    /// sshd port.
+    pub port: u16,
+    /// EC2 instance id in the emulator.
+    pub instance_id: String,
+    /// The node's root (its `/`).
+    pub root: PathBuf,
+    /// Its `/etc/ssh`.
+    pub ssh_dir: PathBuf,
+    /// Its sshd_config.
+    pub sshd_config: PathBuf,
+    /// sshd's pid file.
+    pub pid_file: PathBuf,
+    /// The environment the SSM agent gives commands on this node.
+    pub env: HashMap<String, String>,
+}
+
+/// The load balancer.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Lb {
+    /// Listen address.
+    pub address: String,
+    /// Listen port.
+    pub port: u16,
+    /// HAProxy's pid.
+    pub pid: u32,
+}
+
+/// An instance that is not a login node of the cluster.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Noise {
+    /// Its instance id.
+    pub instance_id: String,
+    /// What it is.
+    pub kind: String,
+    /// running or stopped.
+    pub state: String,
+}
+
+/// What `bed.py up` reports once everything answers.
+#[derive(Clone, Debug, Deserialize)]
+pub struct BedState {
+    /// The emulator's endpoint URL.
+    pub endpoint: String,
+    /// The region.
+    pub region: String,
+    /// The Cluster tag value.
+    pub cluster: String,
+    /// The load balancer, when there are nodes.
+    pub lb: Option<Lb>,
+    /// The login nodes.
+    pub nodes: Vec<Node>,
+    /// Noise instances.
+    pub noise: Vec<Noise>,
+    /// Virtual instance ids.
+    #[serde(rename = "virtual")]
+    pub virtual_ids: Vec<String>,
+    /// The supervisor's pid.
+    pub supervisor_pid: u32,
+    /// A client key whose public half every node authorises for root.
+    pub client_key: PathBuf,
+}
+
+/// A running test bed.
+pub struct TestBed {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    dir: tempfile::TempDir,
+    /// What is running where.
+    pub state: BedState,
+}
+
+impl TestBed {
+    /// Starts a bed, failing the test with the bed's log if it cannot.
+    pub fn start(options: BedOptions) -> TestBed {
+        require("sshd");
+        require("haproxy");
+        let dir = tempfile::Builder::new().prefix("hostkeyctl-bed-").tempdir().unwrap();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("testbed/bed.py");
+        let log = std::fs::File::create(dir.path().join("bed.log")).unwrap();
+        let mut cmd = Command::new("python3");
+        cmd.arg(&script)
+            .arg("up")
+            .arg("--dir")
+            .arg(dir.path())
+            .arg("--nodes")
+            .arg(options.nodes.to_string())
+            .arg("--virtual")
+            .arg(options.virtual_instances.to_string())
+            .arg("--bin-dir")
+            .arg(bin_dir())
+            .arg("--watch-stdin")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(log);
+        if options.no_reexec {
+            cmd.arg("--no-reexec");
+        }
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run python3 {}: {e}; install Python 3", script.display()));
+        let stdin = child.stdin.take();
+        let mut line = String::new();
+        let read = BufReader::new(child.stdout.take().unwrap()).read_line(&mut line);
+        if read.is_err() || line.trim().is_empty() {
+            let _ = child.wait();
+            let log = std::fs::read_to_string(dir.path().join("bed.log")).unwrap_or_default();
+            panic!("the test bed did not start (run `make deps` to install its parts):\n{log}");
+        }
+        let state: BedState = serde_json::from_str(&line).unwrap();
+        TestBed {
+            child,
+            stdin,
+            dir,
+            state,
+        }
+    }
+
+    /// The bed's working directory.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `hostkeyctl` pointed at the bed's AWS emulator.
+    pub fn hostkeyctl(&self) -> assert_cmd::Command {
+        let mut cmd = crate::support::hostkeyctl();
+        cmd.envs(self.aws_env());
+        cmd
+    }
+
+    /// The AWS environment that points the SDK at the emulator.
+    pub fn aws_env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("AWS_ENDPOINT_URL", self.state.endpoint.clone()),
+            ("AWS_ACCESS_KEY_ID", "testing".to_owned()),
+            ("AWS_SECRET_ACCESS_KEY", "testing".to_owned()),
+            ("AWS_REGION", self.state.region.clone()),
+            ("AWS_EC2_METADATA_DISABLED", "true".to_owned()),
+            ("AWS_CONFIG_FILE", "/dev/null".to_owned()),
+            ("AWS_SHARED_CREDENTIALS_FILE", "/dev/null".to_owned()),
+        ]
+    }
+
+    /// An SDK configuration for the emulator, with `max_attempts` tries.
+    pub async fn sdk_config(&self, max_attempts: u32) -> aws_config::SdkConfig {
+        let credentials = aws_sdk_ssm::config::Credentials::new("testing", "testing", None, None, "test-bed");
+        aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .region(aws_config::Region::new(self.state.region.clone()))
+            .endpoint_url(&self.state.endpoint)
+            .credentials_provider(credentials)
+            .retry_config(
+                aws_config::retry::RetryConfig::standard()
+                    .with_max_attempts(max_attempts)
+                    .with_initial_backoff(Duration::from_millis(10)),
+            )
+            .load()
+            .await
+    }
+
+    /// Calls the emulator's control API (`/_bed/...`).
+    pub fn control(&self, method: &str, path: &str, body: &Value) -> Value {
+        let authority = self.state.endpoint.trim_start_matches("http://");
+        let mut stream = TcpStream::connect(authority).unwrap();
+        let body = body.to_string();
+        write!(
+            stream,
+            "{method} {path} HTTP/1.0\r\nHost: {authority}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        let (head, payload) = response.split_once("\r\n\r\n").unwrap();
+        assert!(
+            head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
+            "{method} {path}: {response}"
+        );
+        serde_json::from_str(payload).unwrap()
+    }
+
+    /// Switches faults on (fields of `Faults` in testbed/emulator.py).
+    pub fn set_faults(&self, faults: Value) {
+        self.control("POST", "/_bed/faults", &faults);
+    }
+
+    /// API calls counted since the bed was ready (or the last reset).
+    pub fn counts(&self) -> HashMap<String, u64> {
+        serde_json::from_value(self.control("GET", "/_bed/counts", &Value::Null)).unwrap()
+    }
+
+    /// Every command sent so far, with its parameters.
+    pub fn commands(&self) -> Vec<Value> {
+        serde_json::from_value(self.control("GET", "/_bed/commands", &Value::Null)).unwrap()
+    }
+
+    /// Stops a node's sshd.
+    pub fn stop_node(&self, name: &str) {
+        self.control("POST", "/_bed/nodes/stop", &serde_json::json!({ "name": name }));
+    }
+
+    /// (Re)starts a node's sshd and waits for its banner.
+    pub fn start_node(&self, name: &str) {
+        self.control("POST", "/_bed/nodes/start", &serde_json::json!({ "name": name }));
+    }
+
+    /// Pids of every process the bed runs: supervisor, sshd per node, HAProxy.
+    pub fn pids(&self) -> Vec<u32> {
+        let mut pids = vec![self.state.supervisor_pid];
+        for node in &self.state.nodes {
+            if let Ok(pid) = std::fs::read_to_string(&node.pid_file) {
+                pids.push(pid.trim().parse().unwrap());
+            }
+        }
+        pids.extend(self.state.lb.as_ref().map(|lb| lb.pid));
+        pids
+    }
+}
+
+impl Drop for TestBed {
+    fn drop(&mut self) {
+        // Closing stdin tells the supervisor to tear everything down.
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The directory holding the `hostkeyctl` binary under test.
+pub fn bin_dir() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("hostkeyctl").parent().unwrap().to_owned()
+}
+
+/// The SHA256 fingerprint `ssh-keyscan -t TYPE` then `ssh-keygen -lf -` see
+/// at an endpoint, or `None` if the server offered no such key.
+pub fn keyscan(address: &str, port: u16, key_type: &str) -> Option<String> {
+    let scan = Command::new(require("ssh-keyscan"))
+        .args(["-T", "5", "-p", &port.to_string(), "-t", key_type, address])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&scan.stdout).to_string();
+    if text.trim().is_empty() {
+        return None;
+    }
+    let mut keygen = Command::new(require("ssh-keygen"))
+        .args(["-lf", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    keygen.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let out = keygen.wait_with_output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .nth(1)
+        .map(str::to_owned)
+}
+
+/// Fingerprints of a node's host key files on disk, by key type name.
+pub fn disk_fingerprint(node: &Node, short: &str) -> String {
+    let out = run_ok(
+        Command::new(require("ssh-keygen"))
+            .arg("-lf")
+            .arg(node.ssh_dir.join(format!("ssh_host_{short}_key.pub"))),
+    );
+    out.split_whitespace().nth(1).unwrap().to_owned()
+}
+
+/// Waits for a condition, polling; fails the test with `what` on timeout.
+pub fn wait_until(what: &str, timeout: Duration, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if condition() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    panic!("timed out after {timeout:?} waiting for {what}");
+}
