@@ -40,7 +40,7 @@ pub struct GlobalArgs {
 
 /// How to reach AWS. The standard `AWS_*` environment variables and the
 /// default credential chain (including IAM Identity Center) apply as well.
-#[derive(Clone, Debug, Default, Args)]
+#[derive(Clone, Debug, Args)]
 pub struct AwsArgs {
     /// AWS region (default: from AWS_REGION or the profile).
     #[arg(long, global = true)]
@@ -52,6 +52,9 @@ pub struct AwsArgs {
     /// emulator); also read from AWS_ENDPOINT_URL.
     #[arg(long, global = true)]
     pub endpoint_url: Option<String>,
+    /// Attempts per AWS call, retries included (adaptive retry mode).
+    #[arg(long, global = true, default_value_t = 5, env = "HOSTKEYCTL_MAX_ATTEMPTS", value_name = "N")]
+    pub max_attempts: u32,
 }
 
 /// The commands.
@@ -59,6 +62,14 @@ pub struct AwsArgs {
 pub enum Command {
     /// Generate a host key set offline and write it as ssh_host_<alg>_key files.
     Keygen(KeygenArgs),
+    /// Create the secret holding the canonical key set (new, or adopted from
+    /// a node's host key files).
+    Init(InitArgs),
+    /// Show the secret's versions, stages and fingerprints.
+    Status(StatusArgs),
+    /// On a login node (as root): fetch the key set, install it, reload
+    /// sshd, verify what it serves, roll back on any failure.
+    Install(InstallArgs),
 }
 
 /// `hostkeyctl keygen`.
@@ -82,4 +93,104 @@ pub struct KeygenArgs {
     /// Overwrite existing key files in DIR.
     #[arg(long)]
     pub force: bool,
+}
+
+/// `hostkeyctl install`. Node-side options also come from `HOSTKEYCTL_*`
+/// environment variables, so one command line works on every node.
+#[derive(Debug, Args)]
+pub struct InstallArgs {
+    /// The secret holding the key set (name or ARN).
+    #[arg(long, env = "HOSTKEYCTL_SECRET_ID", value_name = "ID")]
+    pub secret_id: Option<String>,
+    /// Install this exact version (what `push` sends).
+    #[arg(long, value_name = "ID", conflicts_with = "stage")]
+    pub version_id: Option<String>,
+    /// Install the version with this stage (default AWSCURRENT).
+    #[arg(long, value_name = "STAGE")]
+    pub stage: Option<String>,
+    /// Refuse unless the set has exactly these fingerprints (repeat per key).
+    #[arg(long = "expect", value_name = "SHA256:...")]
+    pub expect: Vec<String>,
+    /// Directory of the ssh_host_<alg>_key files.
+    #[arg(long, env = "HOSTKEYCTL_SSH_DIR", default_value = "/etc/ssh", value_name = "DIR")]
+    pub ssh_dir: PathBuf,
+    /// sshd's main config (default: DIR/sshd_config).
+    #[arg(long, env = "HOSTKEYCTL_SSHD_CONFIG", value_name = "FILE")]
+    pub sshd_config: Option<PathBuf>,
+    /// The sshd binary (for `sshd -t` and `sshd -T`).
+    #[arg(long, env = "HOSTKEYCTL_SSHD", default_value = "/usr/sbin/sshd", value_name = "PATH")]
+    pub sshd: PathBuf,
+    /// Shell command that reloads sshd (default: the systemd ssh/sshd unit,
+    /// else SIGHUP to the pid in sshd's PidFile).
+    #[arg(long, env = "HOSTKEYCTL_RELOAD_COMMAND", value_name = "CMD")]
+    pub reload_command: Option<String>,
+    /// Write the files only: no reload, and so no check of what is served.
+    #[arg(long)]
+    pub no_reload: bool,
+    /// Where to check what sshd serves (default: its first ListenAddress).
+    #[arg(long, env = "HOSTKEYCTL_VERIFY_ADDRESS", value_name = "HOST:PORT")]
+    pub verify_address: Option<String>,
+    /// Root-only directory for backups of replaced files.
+    #[arg(long, env = "HOSTKEYCTL_STATE_DIR", default_value = "/var/lib/hostkeyctl", value_name = "DIR")]
+    pub state_dir: PathBuf,
+    /// Lock file that keeps two installs from interleaving.
+    #[arg(long, env = "HOSTKEYCTL_LOCK_FILE", default_value = "/run/hostkeyctl.lock", value_name = "FILE")]
+    pub lock_file: PathBuf,
+    /// Backups to keep.
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    pub keep_backups: usize,
+    /// Seconds to wait for sshd to serve the new keys after a reload.
+    #[arg(long, default_value_t = 20, value_name = "SECS")]
+    pub verify_timeout: u64,
+    /// Seconds to wait for another install to finish.
+    #[arg(long, default_value_t = 120, value_name = "SECS")]
+    pub lock_timeout: u64,
+    /// Only compare on-disk and served keys with the set; change nothing
+    /// (exit 0 match, 1 drift). With --expect, no secret is read.
+    #[arg(long)]
+    pub check: bool,
+}
+
+/// `hostkeyctl init`.
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// Name of the secret to create.
+    #[arg(long, value_name = "NAME")]
+    pub secret_id: String,
+    /// Algorithms of the set, comma separated (with --from-dir: which of
+    /// the node's keys to adopt; default all found).
+    #[arg(long, value_delimiter = ',', value_name = "ALG,...")]
+    pub algorithms: Option<Vec<KeyAlgorithm>>,
+    /// RSA modulus size in bits for a generated set.
+    #[arg(long, default_value_t = DEFAULT_RSA_BITS, value_name = "BITS")]
+    pub rsa_bits: usize,
+    /// Adopt the ssh_host_<alg>_key files in DIR (e.g. a copy of one
+    /// node's /etc/ssh) instead of generating new keys.
+    #[arg(long, value_name = "DIR")]
+    pub from_dir: Option<PathBuf>,
+    /// Customer managed KMS key for the secret (default: aws/secretsmanager).
+    #[arg(long, value_name = "KEY")]
+    pub kms_key_id: Option<String>,
+    /// Extra tag on the secret (repeatable).
+    #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = parse_tag)]
+    pub tags: Vec<(String, String)>,
+    /// Description of the secret.
+    #[arg(long, default_value = "SSH host keys shared by the login nodes (managed by hostkeyctl)")]
+    pub description: String,
+}
+
+/// `hostkeyctl status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The secret (name or ARN).
+    #[arg(long, value_name = "ID")]
+    pub secret_id: String,
+}
+
+fn parse_tag(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() && !k.starts_with("hostkeyctl:") => Ok((k.to_owned(), v.to_owned())),
+        Some((k, _)) if k.starts_with("hostkeyctl:") => Err(format!("tag keys starting with hostkeyctl: are reserved: {k}")),
+        _ => Err(format!("{s:?} is not KEY=VALUE")),
+    }
 }

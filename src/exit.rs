@@ -7,6 +7,7 @@
 //! | 2 | usage or configuration error, bad input |
 //! | 3 | incomplete: some targets failed, timed out or were unreachable |
 //! | 4 | AWS error: access denied, not found, throttled, unreachable |
+//! | 5 | install failed and its rollback failed too: the node needs attention |
 
 use std::fmt;
 
@@ -23,6 +24,8 @@ pub enum Status {
     Incomplete,
     /// 4: an AWS service refused or could not be reached.
     Aws,
+    /// 5: an install failed and so did its rollback; the node needs a human.
+    RollbackFailed,
 }
 
 impl Status {
@@ -34,6 +37,7 @@ impl Status {
             Status::Usage => 2,
             Status::Incomplete => 3,
             Status::Aws => 4,
+            Status::RollbackFailed => 5,
         }
     }
 }
@@ -85,4 +89,5 @@ Exit codes:
   1  drift found (audit, install --check)
   2  usage or configuration error, bad input
   3  incomplete: some targets failed, timed out or were unreachable
-  4  AWS error: access denied, not found, throttled, unreachable";
+  4  AWS error: access denied, not found, throttled, unreachable
+  5  install failed and its rollback failed too: the node needs attention";

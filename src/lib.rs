@@ -9,10 +9,15 @@
 //! - [`fsutil`]: crash-safe file writes;
 //! - [`cli`], [`commands`], [`output`], [`exit`]: the command-line surface.
 
+pub mod aws;
 pub mod cli;
 pub mod commands;
+pub mod discovery;
 pub mod document;
 pub mod exit;
 pub mod fsutil;
+pub mod install;
 pub mod keyset;
 pub mod output;
+pub mod scan;
+pub mod store;

@@ -1,7 +1,10 @@
 //! One module per subcommand: each validates its arguments into a plan,
 //! runs it, and prints its result.
 
+pub mod init;
+pub mod install;
 pub mod keygen;
+pub mod status;
 
 use crate::cli::{Cli, Command};
 use crate::exit::{Failure, Status};
@@ -11,5 +14,8 @@ pub async fn run(cli: Cli) -> Result<Status, Failure> {
     let output = cli.global.output.resolve();
     match cli.command {
         Command::Keygen(args) => keygen::run(&args, output),
+        Command::Init(args) => init::run(&args, &cli.global, output).await,
+        Command::Status(args) => status::run(&args, &cli.global, output).await,
+        Command::Install(args) => install::run(&args, &cli.global).await,
     }
 }

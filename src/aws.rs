@@ -1,0 +1,254 @@
+//! AWS plumbing shared by every command: one SDK configuration from the
+//! common options, and errors that keep apart "the service said no"
+//! (access denied, not found, throttled, KMS) from "we could not reach it".
+
+use std::error::Error as StdError;
+use std::time::Duration;
+
+use aws_config::BehaviorVersion;
+use aws_config::retry::RetryConfig;
+use aws_config::timeout::TimeoutConfig;
+use aws_sdk_secretsmanager::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+
+use crate::cli::AwsArgs;
+
+/// Loads the SDK configuration: `--profile`, `--region`, `--endpoint-url`
+/// over the standard chain (`AWS_*` variables, config files, IAM Identity
+/// Center, credential_process, instance roles). Retries use the SDK's
+/// adaptive mode (client-side rate limiting on throttling).
+pub async fn load_config(args: &AwsArgs) -> Result<aws_config::SdkConfig, AwsError> {
+    let mut loader = aws_config::defaults(BehaviorVersion::latest())
+        .retry_config(
+            RetryConfig::adaptive()
+                .with_max_attempts(args.max_attempts.max(1))
+                .with_max_backoff(Duration::from_secs(20)),
+        )
+        .timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(Duration::from_secs(5))
+                .operation_attempt_timeout(Duration::from_secs(30))
+                .build(),
+        );
+    if let Some(profile) = &args.profile {
+        loader = loader.profile_name(profile);
+    }
+    if let Some(region) = &args.region {
+        loader = loader.region(aws_config::Region::new(region.clone()));
+    }
+    if let Some(url) = &args.endpoint_url {
+        loader = loader.endpoint_url(url);
+    }
+    let config = loader.load().await;
+    if config.region().is_none() {
+        return Err(AwsError::NoRegion);
+    }
+    Ok(config)
+}
+
+/// What an AWS call was for, to name it in errors.
+#[derive(Clone, Debug)]
+pub struct Call {
+    /// IAM action, e.g. `secretsmanager:GetSecretValue`.
+    pub action: &'static str,
+    /// The resource, e.g. the secret id.
+    pub resource: String,
+}
+
+impl Call {
+    /// A call of `action` on `resource`.
+    pub fn new(action: &'static str, resource: impl Into<String>) -> Self {
+        Call {
+            action,
+            resource: resource.into(),
+        }
+    }
+}
+
+/// An AWS failure, classified. Each maps to exit code 4.
+#[derive(Debug, thiserror::Error)]
+pub enum AwsError {
+    /// No region from options, environment or profile.
+    #[error("no AWS region is configured: pass --region, set AWS_REGION, or set `region` in the profile")]
+    NoRegion,
+    /// The credentials are not allowed to do this.
+    #[error(
+        "access denied: {action} on {resource}: {message}\n  grant {action} on that resource to the caller's role (docs/iam.md lists each role's policy)"
+    )]
+    AccessDenied {
+        /// IAM action.
+        action: &'static str,
+        /// Resource.
+        resource: String,
+        /// What AWS said.
+        message: String,
+    },
+    /// The credentials are missing, invalid or expired.
+    #[error(
+        "AWS rejected the credentials for {action}: {message}\n  log in again (e.g. `aws sso login --profile NAME`) or check AWS_PROFILE / the instance role"
+    )]
+    Credentials {
+        /// IAM action.
+        action: &'static str,
+        /// What went wrong.
+        message: String,
+    },
+    /// The named resource does not exist.
+    #[error("{resource} was not found ({action}): {message}\n  check the name, the region and the account")]
+    NotFound {
+        /// IAM action.
+        action: &'static str,
+        /// Resource.
+        resource: String,
+        /// What AWS said.
+        message: String,
+    },
+    /// Still throttled after the SDK's retries.
+    #[error(
+        "AWS throttled {action} and it still failed after the SDK's retries: {message}\n  retry later, lower --max-concurrency, or raise --max-attempts"
+    )]
+    Throttled {
+        /// IAM action.
+        action: &'static str,
+        /// What AWS said.
+        message: String,
+    },
+    /// KMS refused to encrypt or decrypt the secret.
+    #[error(
+        "KMS failed for {resource} ({action}): {message}\n  the caller needs kms:Decrypt (reading) or kms:GenerateDataKey (writing) on the secret's KMS key, and the key must be enabled"
+    )]
+    Kms {
+        /// IAM action.
+        action: &'static str,
+        /// Resource.
+        resource: String,
+        /// What AWS said.
+        message: String,
+    },
+    /// The service could not be reached or did not answer in time.
+    #[error(
+        "cannot reach AWS for {action}: {detail}\n  check network access to the service endpoint (VPC endpoint, proxy, --endpoint-url)"
+    )]
+    Unreachable {
+        /// IAM action.
+        action: &'static str,
+        /// What went wrong.
+        detail: String,
+    },
+    /// Any other refusal from the service.
+    #[error("{action} on {resource} failed: {code}: {message}")]
+    Service {
+        /// IAM action.
+        action: &'static str,
+        /// Resource.
+        resource: String,
+        /// AWS error code.
+        code: String,
+        /// What AWS said.
+        message: String,
+    },
+}
+
+impl AwsError {
+    /// The AWS error code of a service error, if this is one.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            AwsError::Service { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+
+    /// Classifies an SDK error for `call`.
+    pub fn from_sdk<E, R>(err: SdkError<E, R>, call: &Call) -> AwsError
+    where
+        E: ProvideErrorMetadata + StdError + Send + Sync + 'static,
+        R: std::fmt::Debug + Send + Sync + 'static,
+    {
+        let action = call.action;
+        match &err {
+            SdkError::ServiceError(service) => {
+                let e = service.err();
+                let code = e.code().unwrap_or("Unknown").to_owned();
+                let message = e.message().unwrap_or("no message").to_owned();
+                classify_code(&code, message, call)
+            }
+            SdkError::TimeoutError(_) => AwsError::Unreachable {
+                action,
+                detail: "the request timed out".to_owned(),
+            },
+            SdkError::DispatchFailure(d) if d.is_io() || d.is_timeout() => AwsError::Unreachable {
+                action,
+                detail: DisplayErrorContext(&err).to_string(),
+            },
+            _ => {
+                let detail = DisplayErrorContext(&err).to_string();
+                if detail.contains("credentials") || detail.contains("identity") {
+                    AwsError::Credentials {
+                        action,
+                        message: detail,
+                    }
+                } else {
+                    AwsError::Unreachable { action, detail }
+                }
+            }
+        }
+    }
+}
+
+/// Sorts an AWS error code into the classes above.
+pub fn classify_code(code: &str, message: String, call: &Call) -> AwsError {
+    let action = call.action;
+    let resource = call.resource.clone();
+    match code {
+        "AccessDeniedException" | "AccessDenied" | "UnauthorizedOperation" | "UnauthorizedAccess" => {
+            AwsError::AccessDenied {
+                action,
+                resource,
+                message,
+            }
+        }
+        "UnrecognizedClientException" | "InvalidClientTokenId" | "ExpiredTokenException" | "ExpiredToken"
+        | "AuthFailure" | "InvalidSignatureException" | "SignatureDoesNotMatch" => {
+            AwsError::Credentials { action, message }
+        }
+        "ResourceNotFoundException" | "InvalidInstanceID.NotFound" | "InvalidCommandId" | "InvalidDocument" => {
+            AwsError::NotFound {
+                action,
+                resource,
+                message,
+            }
+        }
+        "ThrottlingException" | "Throttling" | "RequestLimitExceeded" | "TooManyRequestsException"
+        | "ThrottledException" => AwsError::Throttled { action, message },
+        "DecryptionFailure" | "EncryptionFailure" | "KMSAccessDeniedException" | "KMSDisabledException"
+        | "KMSInvalidStateException" | "KMSNotFoundException" => AwsError::Kms {
+            action,
+            resource,
+            message,
+        },
+        _ => AwsError::Service {
+            action,
+            resource,
+            code: code.to_owned(),
+            message,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{AwsError, Call, classify_code};
+
+    #[test]
+    fn codes_are_classified_and_messages_say_what_to_do() {
+        let call = Call::new("secretsmanager:GetSecretValue", "secret hk");
+        let denied = classify_code("AccessDeniedException", "no".into(), &call);
+        assert!(matches!(denied, AwsError::AccessDenied { .. }));
+        assert!(denied.to_string().contains("grant secretsmanager:GetSecretValue"), "{denied}");
+        assert!(matches!(classify_code("RequestLimitExceeded", "x".into(), &call), AwsError::Throttled { .. }));
+        assert!(matches!(classify_code("ResourceNotFoundException", "x".into(), &call), AwsError::NotFound { .. }));
+        assert!(matches!(classify_code("DecryptionFailure", "x".into(), &call), AwsError::Kms { .. }));
+        assert!(matches!(classify_code("ExpiredTokenException", "x".into(), &call), AwsError::Credentials { .. }));
+        let other = classify_code("ValidationException", "bad".into(), &call);
+        assert_eq!(other.code(), Some("ValidationException"));
+    }
+}

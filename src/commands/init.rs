@@ -1,0 +1,124 @@
+//! `hostkeyctl init`: create the secret with a new or adopted key set.
+
+use anyhow::Context;
+use serde::Serialize;
+
+use crate::aws;
+use crate::cli::{GlobalArgs, InitArgs};
+use crate::document::SecretDocument;
+use crate::exit::{Failure, Status};
+use crate::keyset::{KeyAlgorithm, KeySet, MAX_RSA_BITS, MIN_RSA_BITS};
+use crate::output::{self, OutputFormat};
+use crate::store::{CreateRequest, SecretsManagerStore, StoreError};
+
+#[derive(Serialize)]
+struct InitReport<'a> {
+    arn: &'a str,
+    name: &'a str,
+    version_id: &'a str,
+    adopted_from: Option<&'a std::path::Path>,
+    keys: Vec<KeyRow>,
+}
+
+/// A key's public facts, for reports.
+#[derive(Serialize)]
+pub struct KeyRow {
+    /// Key type.
+    pub algorithm: String,
+    /// `SHA256:` fingerprint.
+    pub fingerprint: String,
+    /// Public key line.
+    pub public_key: String,
+}
+
+/// Public facts of every key of a set.
+pub fn key_rows(keys: &KeySet) -> Vec<KeyRow> {
+    keys.keys()
+        .map(|k| KeyRow {
+            algorithm: k.algorithm().key_type().to_owned(),
+            fingerprint: k.fingerprint().to_owned(),
+            public_key: k.public_line(),
+        })
+        .collect()
+}
+
+/// Maps store errors to exit statuses: AWS trouble is 4, the rest 2.
+pub fn store_failure(e: StoreError) -> Failure {
+    match e {
+        StoreError::Aws(a) => Failure::aws(a),
+        other => Failure::usage(other),
+    }
+}
+
+fn plan_keys(args: &InitArgs) -> Result<KeySet, Failure> {
+    if let Some(dir) = &args.from_dir {
+        let mut keys = KeySet::load_dir(dir)
+            .with_context(|| format!("adopting the host keys in {}", dir.display()))
+            .map_err(Failure::usage)?;
+        if let Some(wanted) = &args.algorithms {
+            let missing: Vec<String> = wanted
+                .iter()
+                .filter(|a| keys.get(**a).is_none())
+                .map(|a| a.private_file_name())
+                .collect();
+            if !missing.is_empty() {
+                return Err(Failure::usage(anyhow::anyhow!(
+                    "{} has no {}; drop those from --algorithms or add the files",
+                    dir.display(),
+                    missing.join(", ")
+                )));
+            }
+            keys.retain(wanted);
+        }
+        return Ok(keys);
+    }
+    let algorithms = args.algorithms.clone().unwrap_or_else(|| KeyAlgorithm::ALL.to_vec());
+    if algorithms.is_empty() {
+        return Err(Failure::usage(anyhow::anyhow!("--algorithms is empty; name at least one of ed25519, ecdsa, rsa")));
+    }
+    if algorithms.contains(&KeyAlgorithm::Rsa) && !(MIN_RSA_BITS..=MAX_RSA_BITS).contains(&args.rsa_bits) {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--rsa-bits {} is out of range; use {MIN_RSA_BITS} to {MAX_RSA_BITS} (default 3072)",
+            args.rsa_bits
+        )));
+    }
+    KeySet::generate(&algorithms, args.rsa_bits)
+        .context("generating the key set")
+        .map_err(Failure::usage)
+}
+
+/// Runs `init`.
+pub async fn run(args: &InitArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
+    let keys = plan_keys(args)?;
+    let config = aws::load_config(&global.aws).await.map_err(Failure::aws)?;
+    let store = SecretsManagerStore::new(&config);
+    let document = SecretDocument::new(keys);
+    let request = CreateRequest {
+        name: &args.secret_id,
+        document: &document,
+        description: &args.description,
+        tags: &args.tags,
+        kms_key_id: args.kms_key_id.as_deref(),
+    };
+    let (arn, version_id) = store.create(&request).await.map_err(store_failure)?;
+    let report = InitReport {
+        arn: &arn,
+        name: &args.secret_id,
+        version_id: &version_id,
+        adopted_from: args.from_dir.as_deref(),
+        keys: key_rows(&document.keys),
+    };
+    match output {
+        OutputFormat::Json => output::print_json(&report).map_err(Failure::usage)?,
+        _ => {
+            println!("created {arn}");
+            println!("version {version_id} (AWSCURRENT)");
+            let mut table = output::table(&["ALGORITHM", "FINGERPRINT"]);
+            for k in &report.keys {
+                table.add_row(vec![k.algorithm.clone(), k.fingerprint.clone()]);
+            }
+            println!("{table}");
+        }
+    }
+    Ok(Status::Success)
+}

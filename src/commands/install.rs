@@ -1,0 +1,136 @@
+//! `hostkeyctl install`: the node side. Prints one JSON line on stdout
+//! (what `push` reads back from SSM) and a human summary on stderr.
+
+use std::time::Duration;
+
+use crate::aws;
+use crate::cli::{GlobalArgs, InstallArgs};
+use crate::exit::{Failure, Status};
+use crate::install::sshd::{ReloadMethod, Sshd};
+use crate::install::{self, InstallOptions, InstallReport};
+use crate::store::{STAGE_CURRENT, SecretsManagerStore, VersionSelector};
+
+/// Runs `install`.
+pub async fn run(args: &InstallArgs, global: &GlobalArgs) -> Result<Status, Failure> {
+    let sshd = Sshd {
+        binary: args.sshd.clone(),
+        config: args.sshd_config.clone().unwrap_or_else(|| args.ssh_dir.join("sshd_config")),
+    };
+    let reload = if args.no_reload {
+        ReloadMethod::None
+    } else if let Some(cmd) = &args.reload_command {
+        ReloadMethod::Command(cmd.clone())
+    } else {
+        ReloadMethod::Auto
+    };
+    let verify_timeout = Duration::from_secs(args.verify_timeout);
+
+    if args.check && !args.expect.is_empty() && args.secret_id.is_none() {
+        let address = verify_address(args, &sshd)?;
+        let (status, report) = install::check(&args.expect, &args.ssh_dir, &address, verify_timeout).await;
+        emit(&report, global.quiet);
+        return Ok(status);
+    }
+    let Some(secret_id) = args.secret_id.clone() else {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--secret-id is required (or HOSTKEYCTL_SECRET_ID); `install --check` may use --expect instead"
+        )));
+    };
+    let selector = match (&args.version_id, &args.stage) {
+        (Some(v), _) => VersionSelector::VersionId(v.clone()),
+        (None, Some(s)) => VersionSelector::Stage(s.clone()),
+        (None, None) => VersionSelector::Stage(STAGE_CURRENT.to_owned()),
+    };
+    let config = aws::load_config(&global.aws).await.map_err(Failure::aws)?;
+    let store = SecretsManagerStore::new(&config);
+
+    if args.check {
+        let address = verify_address(args, &sshd)?;
+        let version = store.get(&secret_id, &selector).await.map_err(|e| match e {
+            crate::store::StoreError::Aws(a) => Failure::aws(a),
+            other => Failure::usage(other),
+        })?;
+        let mut expected: Vec<String> = version.document.keys.keys().map(|k| k.fingerprint().to_owned()).collect();
+        expected.extend(args.expect.iter().cloned());
+        expected.sort();
+        expected.dedup();
+        let (status, mut report) = install::check(&expected, &args.ssh_dir, &address, verify_timeout).await;
+        report.secret = Some(version.arn);
+        report.version_id = Some(version.version_id);
+        emit(&report, global.quiet);
+        return Ok(status);
+    }
+
+    let options = InstallOptions {
+        secret_id,
+        selector,
+        expect: args.expect.clone(),
+        ssh_dir: args.ssh_dir.clone(),
+        sshd,
+        reload,
+        verify_address: args.verify_address.clone(),
+        state_dir: args.state_dir.clone(),
+        lock_file: args.lock_file.clone(),
+        keep_backups: args.keep_backups,
+        verify_timeout,
+        lock_timeout: Duration::from_secs(args.lock_timeout),
+    };
+    let (status, report) = install::install(&options, &store).await;
+    emit(&report, global.quiet);
+    Ok(status)
+}
+
+fn verify_address(args: &InstallArgs, sshd: &Sshd) -> Result<String, Failure> {
+    if let Some(a) = &args.verify_address {
+        return Ok(a.clone());
+    }
+    let effective = sshd.effective().map_err(Failure::usage)?;
+    effective.verify_address().ok_or_else(|| {
+        Failure::usage(anyhow::anyhow!(
+            "cannot tell where sshd listens; pass --verify-address HOST:PORT"
+        ))
+    })
+}
+
+/// One JSON line on stdout; a human summary on stderr.
+fn emit(report: &InstallReport, quiet: bool) {
+    match serde_json::to_string(report) {
+        Ok(line) => println!("{line}"),
+        Err(e) => eprintln!("error: cannot encode the report: {e}"),
+    }
+    if quiet && report.error.is_none() {
+        return;
+    }
+    let version = report.version_id.as_deref().unwrap_or("-");
+    match report.result.as_str() {
+        "changed" => eprintln!(
+            "installed version {version}: {} file(s) changed, sshd {}, {}",
+            report.changed_files.len(),
+            if report.reloaded { "reloaded" } else { "not reloaded" },
+            if report.verified { "served keys verified" } else { "served keys not verified" }
+        ),
+        "unchanged" => eprintln!("version {version} is already installed and served; nothing to do"),
+        "reloaded" => eprintln!("version {version} was on disk but not served; sshd reloaded and verified"),
+        "match" => eprintln!("on-disk and served host keys match the expected set"),
+        other => {
+            eprintln!("install {other}: {}", report.error.as_deref().unwrap_or("see the JSON report"));
+            if let Some(r) = &report.rollback_error {
+                eprintln!("ROLLBACK FAILED: {r}");
+            } else if other == "rolled_back" {
+                eprintln!("the previous host keys were restored and are served again");
+            }
+            for row in report.checks.iter().filter(|r| !r.ok) {
+                eprintln!(
+                    "  {}: expected {}, on disk {}, served {}",
+                    row.key_type,
+                    row.expected.as_deref().unwrap_or("nothing"),
+                    row.on_disk.as_deref().unwrap_or("nothing"),
+                    match &row.served {
+                        Ok(fp) => fp.clone(),
+                        Err(e) => e.to_string(),
+                    }
+                );
+            }
+        }
+    }
+}

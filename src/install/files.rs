@@ -1,0 +1,314 @@
+//! The host key files on the node: reading them, replacing them as one
+//! transaction that can be undone without free disk space, and backups.
+//!
+//! Before a file is replaced, its current version is hard-linked beside it
+//! as `.hostkeyctl-rollback.<name>.old` (no data copied, so this works on a
+//! full disk). Undo renames the link back; commit deletes the links. A run
+//! killed in between leaves every file complete (each replacement is an
+//! atomic rename) and the next run, under the lock, removes the leftovers
+//! and converges.
+
+use std::fs;
+use std::io;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use zeroize::Zeroizing;
+
+use crate::fsutil::{self, WriteOptions};
+
+const ROLLBACK_PREFIX: &str = ".hostkeyctl-rollback.";
+const ROLLBACK_SUFFIX: &str = ".old";
+
+/// A file as found on disk.
+pub struct Current {
+    /// Its bytes (zeroized on drop: may be a private key).
+    pub content: Zeroizing<Vec<u8>>,
+    /// Permission bits.
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+}
+
+/// Reads a file, or `None` if it does not exist.
+pub fn read_current(path: &Path) -> io::Result<Option<Current>> {
+    let meta = match fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let content = Zeroizing::new(fs::read(path)?);
+    Ok(Some(Current {
+        content,
+        mode: meta.permissions().mode() & 0o7777,
+        uid: meta.uid(),
+        gid: meta.gid(),
+    }))
+}
+
+/// A file as it must be.
+pub struct Desired {
+    /// Where.
+    pub path: PathBuf,
+    /// What (zeroized on drop).
+    pub content: Zeroizing<Vec<u8>>,
+    /// Permission bits.
+    pub mode: u32,
+    /// Owner and group, or `None` for the running user's.
+    pub owner: Option<(u32, u32)>,
+}
+
+fn rollback_link(path: &Path) -> PathBuf {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    path.with_file_name(format!("{ROLLBACK_PREFIX}{name}{ROLLBACK_SUFFIX}"))
+}
+
+fn parent(path: &Path) -> &Path {
+    path.parent().unwrap_or(Path::new("."))
+}
+
+/// Removes what a killed run may have left in `dir`: temporary files and
+/// rollback links. Call under the install lock.
+pub fn remove_leftovers(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let mut removed = Vec::new();
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(removed),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let leftover = (name.starts_with(ROLLBACK_PREFIX) && name.ends_with(ROLLBACK_SUFFIX))
+            || (name.starts_with(".hostkeyctl-") && name.ends_with(".tmp"));
+        if leftover {
+            fs::remove_file(entry.path())?;
+            removed.push(entry.path());
+        }
+    }
+    Ok(removed)
+}
+
+struct Replaced {
+    path: PathBuf,
+    link: Option<PathBuf>,
+}
+
+/// Replacements that can be undone until committed.
+#[derive(Default)]
+pub struct Transaction {
+    done: Vec<Replaced>,
+}
+
+impl Transaction {
+    /// Replaces one file (see the module docs).
+    pub fn replace(&mut self, file: &Desired) -> io::Result<()> {
+        let link = if fs::symlink_metadata(&file.path).is_ok() {
+            let link = rollback_link(&file.path);
+            let _ = fs::remove_file(&link);
+            fs::hard_link(&file.path, &link)?;
+            Some(link)
+        } else {
+            None
+        };
+        let options = WriteOptions {
+            mode: file.mode,
+            owner: file.owner,
+            overwrite: true,
+        };
+        let written = fsutil::write_atomic(&file.path, &file.content, &options);
+        // Record before returning any error so a failed write is undone too.
+        self.done.push(Replaced {
+            path: file.path.clone(),
+            link,
+        });
+        written
+    }
+
+    /// How many files were replaced.
+    pub fn len(&self) -> usize {
+        self.done.len()
+    }
+
+    /// Whether nothing was replaced.
+    pub fn is_empty(&self) -> bool {
+        self.done.is_empty()
+    }
+
+    /// Puts every replaced file back as it was, newest first. Needs no free
+    /// space. Returns the files that could not be restored.
+    pub fn undo(mut self) -> Vec<(PathBuf, io::Error)> {
+        let mut failures = Vec::new();
+        while let Some(r) = self.done.pop() {
+            let result = match &r.link {
+                Some(link) => fs::rename(link, &r.path),
+                None => match fs::remove_file(&r.path) {
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+                    other => other,
+                },
+            };
+            if let Err(e) = result.and_then(|()| fsutil::sync_dir(parent(&r.path))) {
+                failures.push((r.path.clone(), e));
+            }
+        }
+        failures
+    }
+
+    /// Keeps the new files and drops the rollback links.
+    pub fn commit(self) -> io::Result<()> {
+        for r in &self.done {
+            if let Some(link) = &r.link {
+                fs::remove_file(link)?;
+                fsutil::sync_dir(parent(link))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One file recorded in a backup.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct BackupEntry {
+    /// Original path.
+    pub path: PathBuf,
+    /// Whether it existed.
+    pub existed: bool,
+    /// Permission bits.
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// File name of the copy inside the backup directory.
+    pub copy: Option<String>,
+}
+
+/// Copies the current versions of `paths` into a new directory under
+/// `state_dir/backups` (root only, never read by sshd) with a manifest.
+pub fn backup(state_dir: &Path, label: &str, paths: &[PathBuf]) -> io::Result<PathBuf> {
+    let root = state_dir.join("backups");
+    fsutil::create_dir_all(&root, 0o700)?;
+    fs::set_permissions(state_dir, fs::Permissions::from_mode(0o700))?;
+    fs::set_permissions(&root, fs::Permissions::from_mode(0o700))?;
+    let stamp = time::OffsetDateTime::now_utc();
+    let name = format!(
+        "{:04}{:02}{:02}T{:02}{:02}{:02}.{:09}Z-{label}",
+        stamp.year(),
+        u8::from(stamp.month()),
+        stamp.day(),
+        stamp.hour(),
+        stamp.minute(),
+        stamp.second(),
+        stamp.nanosecond()
+    );
+    let dir = root.join(name);
+    fsutil::create_dir_all(&dir, 0o700)?;
+    let mut manifest = Vec::new();
+    for (i, path) in paths.iter().enumerate() {
+        let entry = match read_current(path)? {
+            Some(current) => {
+                let copy = format!("{i:02}-{}", path.file_name().unwrap_or_default().to_string_lossy());
+                let options = WriteOptions {
+                    mode: 0o600,
+                    owner: None,
+                    overwrite: false,
+                };
+                fsutil::write_atomic(&dir.join(&copy), &current.content, &options)?;
+                BackupEntry {
+                    path: path.clone(),
+                    existed: true,
+                    mode: current.mode,
+                    uid: current.uid,
+                    gid: current.gid,
+                    copy: Some(copy),
+                }
+            }
+            None => BackupEntry {
+                path: path.clone(),
+                existed: false,
+                mode: 0,
+                uid: 0,
+                gid: 0,
+                copy: None,
+            },
+        };
+        manifest.push(entry);
+    }
+    let json = serde_json::to_vec_pretty(&manifest).map_err(io::Error::other)?;
+    let options = WriteOptions {
+        mode: 0o600,
+        owner: None,
+        overwrite: false,
+    };
+    fsutil::write_atomic(&dir.join("manifest.json"), &json, &options)?;
+    Ok(dir)
+}
+
+/// Deletes all but the newest `keep` backups (never `protect`).
+pub fn prune_backups(state_dir: &Path, keep: usize, protect: &Path) -> io::Result<()> {
+    let root = state_dir.join("backups");
+    let mut dirs: Vec<PathBuf> = match fs::read_dir(&root) {
+        Ok(entries) => entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).collect(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    dirs.sort();
+    let excess = dirs.len().saturating_sub(keep.max(1));
+    for dir in dirs.into_iter().take(excess) {
+        if dir != protect {
+            fs::remove_dir_all(&dir)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use zeroize::Zeroizing;
+
+    use super::{Desired, Transaction, read_current, remove_leftovers};
+
+    fn desired(path: &std::path::Path, content: &[u8], mode: u32) -> Desired {
+        Desired {
+            path: path.to_owned(),
+            content: Zeroizing::new(content.to_vec()),
+            mode,
+            owner: None,
+        }
+    }
+
+    #[test]
+    fn undo_restores_bytes_and_mode_and_removes_new_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = dir.path().join("old");
+        let new = dir.path().join("new");
+        std::fs::write(&old, b"before").unwrap();
+        std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let mut tx = Transaction::default();
+        tx.replace(&desired(&old, b"after", 0o600)).unwrap();
+        tx.replace(&desired(&new, b"fresh", 0o600)).unwrap();
+        assert_eq!(std::fs::read(&old).unwrap(), b"after");
+        assert!(tx.undo().is_empty());
+        let restored = read_current(&old).unwrap().unwrap();
+        assert_eq!(&restored.content[..], b"before");
+        assert_eq!(restored.mode, 0o640);
+        assert!(!new.exists());
+        assert!(remove_leftovers(dir.path()).unwrap().is_empty(), "undo left links behind");
+    }
+
+    #[test]
+    fn commit_drops_rollback_links() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"before").unwrap();
+        let mut tx = Transaction::default();
+        tx.replace(&desired(&path, b"after", 0o600)).unwrap();
+        tx.commit().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"after");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+}

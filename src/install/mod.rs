@@ -1,0 +1,711 @@
+//! Node-side install: fetch the key set, converge the host key files,
+//! reload sshd, verify what it serves, and roll back on any failure.
+//!
+//! The node must never lose sshd: OpenSSH's sshd exits on SIGHUP when a host
+//! key is corrupt, and `sshd -t` passes when one of several keys is bad. So
+//! every key written is parsed back and checked against its `.pub` before a
+//! reload, and what sshd serves after the reload is checked by a real SSH
+//! handshake. Any failure after the first write restores the previous files
+//! (no free disk space needed, see [`files`]), reloads, and checks that the
+//! old keys are served again.
+
+pub mod files;
+pub mod restrict;
+pub mod sshd;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use zeroize::Zeroizing;
+
+use crate::exit::Status;
+use crate::keyset::{HostKey, KeyAlgorithm, KeySet, fingerprint_of};
+use crate::scan::{self, ScanAlgorithm, ScanError};
+use crate::store::{SecretsManagerStore, StoreError, VersionSelector};
+use files::{Desired, Transaction};
+use restrict::Placement;
+use sshd::{ReloadMethod, Sshd};
+
+/// Everything `install` needs, validated.
+#[derive(Clone, Debug)]
+pub struct InstallOptions {
+    /// Secret id or ARN.
+    pub secret_id: String,
+    /// Which version.
+    pub selector: VersionSelector,
+    /// Fingerprints the set must have, exactly (empty: no check).
+    pub expect: Vec<String>,
+    /// Directory of the host key files.
+    pub ssh_dir: PathBuf,
+    /// sshd binary and config.
+    pub sshd: Sshd,
+    /// How to reload.
+    pub reload: ReloadMethod,
+    /// Where to verify, or `None` for sshd's first ListenAddress.
+    pub verify_address: Option<String>,
+    /// Backups live under `<state_dir>/backups`.
+    pub state_dir: PathBuf,
+    /// The lock file.
+    pub lock_file: PathBuf,
+    /// Backups kept.
+    pub keep_backups: usize,
+    /// How long to wait for sshd to serve the expected keys.
+    pub verify_timeout: Duration,
+    /// How long to wait for another install to finish.
+    pub lock_timeout: Duration,
+}
+
+/// What happened, as printed on stdout (one JSON line; `push` parses it).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct InstallReport {
+    /// `changed`, `unchanged`, `refused`, `rolled_back`, `rollback_failed`,
+    /// `failed`; with `--check`: `match`, `drift`, `incomplete`.
+    pub result: String,
+    /// The secret's ARN, when read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+    /// The version installed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version_id: Option<String>,
+    /// Fingerprints of the set, by key type.
+    pub fingerprints: BTreeMap<String, String>,
+    /// Files written (empty when unchanged).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub changed_files: Vec<PathBuf>,
+    /// Whether sshd was reloaded.
+    pub reloaded: bool,
+    /// Whether a handshake confirmed the served keys.
+    pub verified: bool,
+    /// The backup of the previous files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backup: Option<PathBuf>,
+    /// With `--check`: what each key type looks like on disk and served.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<CheckRow>,
+    /// The error, when it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The rollback's own error, when that failed too.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollback_error: Option<String>,
+}
+
+/// One row of `install --check`.
+#[derive(Clone, Debug, Serialize)]
+pub struct CheckRow {
+    /// Key type.
+    pub key_type: String,
+    /// Expected fingerprint (none: must not be served).
+    pub expected: Option<String>,
+    /// On disk (managed types only).
+    pub on_disk: Option<String>,
+    /// Served, or why not.
+    pub served: Result<String, ScanError>,
+    /// Whether this row is as it should be.
+    pub ok: bool,
+}
+
+/// Why install stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    /// Reading the secret failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The ssh directory is missing.
+    #[error("ssh directory {} does not exist or is not a directory; pass --ssh-dir (or HOSTKEYCTL_SSH_DIR)", .0.display())]
+    NoSshDir(PathBuf),
+    /// `--expect` differs from the set.
+    #[error("the key set does not have the expected fingerprints (refusing to install): expected {expected:?}, the set has {actual:?}")]
+    ExpectMismatch {
+        /// `--expect`.
+        expected: Vec<String>,
+        /// The set's.
+        actual: Vec<String>,
+    },
+    /// Another install holds the lock.
+    #[error("another hostkeyctl install holds {} (waited {waited:?}); try again when it is done", path.display())]
+    Locked {
+        /// Lock file.
+        path: PathBuf,
+        /// How long.
+        waited: Duration,
+    },
+    /// A file operation failed.
+    #[error("{what} {}: {source}", path.display())]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// Where.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A written key does not read back right.
+    #[error("{} does not read back as the key written: {detail}", path.display())]
+    ReadBack {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
+    /// sshd refused or could not be reloaded.
+    #[error(transparent)]
+    Sshd(#[from] sshd::SshdError),
+    /// sshd does not apply the HostKeyAlgorithms setting.
+    #[error("sshd does not apply hostkeyctl's HostKeyAlgorithms from {} (it reports {found:?}); another HostKeyAlgorithms line takes precedence: remove it", path.display())]
+    NotApplied {
+        /// Where the setting was written.
+        path: PathBuf,
+        /// What sshd -T reports.
+        found: Option<String>,
+    },
+    /// The served keys are not the expected ones.
+    #[error("sshd at {address} does not serve the installed keys: {detail}")]
+    Verify {
+        /// Where.
+        address: String,
+        /// Which keys differ.
+        detail: String,
+    },
+    /// No address to verify against.
+    #[error("cannot tell where sshd listens (sshd -T shows no ListenAddress); pass --verify-address HOST:PORT")]
+    NoVerifyAddress,
+}
+
+impl InstallError {
+    /// The exit status for an error raised before anything was written.
+    fn status_before_write(&self) -> Status {
+        match self {
+            InstallError::Store(StoreError::Aws(_)) => Status::Aws,
+            InstallError::Locked { .. } => Status::Incomplete,
+            _ => Status::Usage,
+        }
+    }
+}
+
+fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> InstallError + 'a {
+    move |source| InstallError::Io {
+        what,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// Parses `HOST:PORT` (IPv6 in brackets).
+pub fn split_address(address: &str) -> (String, u16) {
+    if let Some((host, port)) = address.rsplit_once(':')
+        && let Ok(port) = port.parse()
+    {
+        return (host.trim_start_matches('[').trim_end_matches(']').to_owned(), port);
+    }
+    (address.trim_start_matches('[').trim_end_matches(']').to_owned(), 22)
+}
+
+/// Scans `address` for each algorithm until it answers (sshd restarting
+/// after a reload refuses connections for a moment) or `timeout` passes.
+pub async fn served_keys(
+    address: &str,
+    algorithms: &[ScanAlgorithm],
+    timeout: Duration,
+) -> BTreeMap<ScanAlgorithm, Result<String, ScanError>> {
+    let (host, port) = split_address(address);
+    let deadline = Instant::now() + timeout;
+    let mut out = BTreeMap::new();
+    for &algorithm in algorithms {
+        let result = loop {
+            let attempt = scan::scan(&host, port, algorithm, Duration::from_secs(5)).await;
+            match attempt {
+                Err(ScanError::Refused | ScanError::Dropped(_) | ScanError::Timeout(_)) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                other => break other.map(|k| fingerprint_of(&k)),
+            }
+        };
+        out.insert(algorithm, result);
+    }
+    out
+}
+
+/// What a node's sshd must serve: the set's fingerprints, and nothing for
+/// the other types. Returns a description of each difference.
+fn compare_served(expected: &BTreeMap<ScanAlgorithm, String>, served: &BTreeMap<ScanAlgorithm, Result<String, ScanError>>) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (algorithm, result) in served {
+        match (expected.get(algorithm), result) {
+            (Some(want), Ok(got)) if want == got => {}
+            (Some(want), Ok(got)) => problems.push(format!("{algorithm}: serves {got}, expected {want}")),
+            (Some(want), Err(e)) => problems.push(format!("{algorithm}: expected {want}, {e}")),
+            (None, Ok(got)) => problems.push(format!("{algorithm}: still serves unmanaged key {got}")),
+            (None, Err(ScanError::NotOffered(_))) => {}
+            (None, Err(e)) => problems.push(format!("{algorithm}: {e}")),
+        }
+    }
+    problems
+}
+
+fn expected_scan(keys: &KeySet) -> BTreeMap<ScanAlgorithm, String> {
+    keys.keys()
+        .map(|k| (ScanAlgorithm::for_managed(k.algorithm()), k.fingerprint().to_owned()))
+        .collect()
+}
+
+struct Lock {
+    _file: std::fs::File,
+}
+
+fn lock(path: &Path, timeout: Duration) -> Result<Lock, InstallError> {
+    if let Some(parent) = path.parent() {
+        crate::fsutil::create_dir_all(parent, 0o755).map_err(io_err("cannot create the lock directory", parent))?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(io_err("cannot open the lock file", path))?;
+    let start = Instant::now();
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(Lock { _file: file }),
+            Err(std::fs::TryLockError::WouldBlock) if start.elapsed() < timeout => {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(InstallError::Locked {
+                    path: path.to_owned(),
+                    waited: start.elapsed(),
+                });
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(io_err("cannot lock", path)(e)),
+        }
+    }
+}
+
+/// The files a set needs, with modes and owners following what is there.
+fn desired_files(keys: &KeySet, ssh_dir: &Path, placement: &Placement, main_text: &str) -> Result<Vec<Desired>, InstallError> {
+    // Distributions differ: Debian uses root:root 0600, RHEL root:ssh_keys
+    // 0640. New files copy an existing private host key's group and mode.
+    let mut sibling = None;
+    for a in KeyAlgorithm::ALL {
+        let path = ssh_dir.join(a.private_file_name());
+        if let Some(current) = files::read_current(&path).map_err(io_err("cannot read", &path))?
+            && current.mode & 0o037 == 0
+        {
+            sibling = Some((current.mode, current.uid, current.gid));
+            break;
+        }
+    }
+    let mut out = Vec::new();
+    for key in keys.keys() {
+        let a = key.algorithm();
+        let private = ssh_dir.join(a.private_file_name());
+        let public = ssh_dir.join(a.public_file_name());
+        let current = files::read_current(&private).map_err(io_err("cannot read", &private))?;
+        let (mode, owner) = match (&current, sibling) {
+            // Keep a safe existing mode; never keep one sshd would refuse.
+            (Some(c), _) if c.mode & 0o037 == 0 => (c.mode, Some((c.uid, c.gid))),
+            (_, Some((mode, uid, gid))) => (mode, Some((uid, gid))),
+            _ => (0o600, None),
+        };
+        out.push(Desired {
+            path: private,
+            content: Zeroizing::new(key.reveal_private_openssh().as_bytes().to_vec()),
+            mode,
+            owner,
+        });
+        let current_pub = files::read_current(&public).map_err(io_err("cannot read", &public))?;
+        let (mode, owner) = current_pub.map_or((0o644, None), |c| (c.mode, Some((c.uid, c.gid))));
+        out.push(Desired {
+            path: public,
+            content: Zeroizing::new(format!("{}\n", key.public_line()).into_bytes()),
+            mode,
+            owner,
+        });
+    }
+    let algorithms = keys.algorithms();
+    let (path, content) = match placement {
+        Placement::DropIn(p) => (p.clone(), restrict::drop_in_content(&algorithms)),
+        Placement::Inline(p) => (p.clone(), restrict::inline_content(main_text, &algorithms)),
+    };
+    let current = files::read_current(&path).map_err(io_err("cannot read", &path))?;
+    let (mode, owner) = current.map_or((0o644, None), |c| (c.mode, Some((c.uid, c.gid))));
+    out.push(Desired {
+        path,
+        content: Zeroizing::new(content.into_bytes()),
+        mode,
+        owner,
+    });
+    Ok(out)
+}
+
+/// Whether the file on disk already is as desired. Keys are compared as
+/// keys (a private key file in another encoding of the same key is fine).
+fn is_converged(want: &Desired) -> Result<bool, InstallError> {
+    let Some(current) = files::read_current(&want.path).map_err(io_err("cannot read", &want.path))? else {
+        return Ok(false);
+    };
+    let private = want.content.starts_with(b"-----BEGIN OPENSSH PRIVATE KEY-----");
+    if private {
+        if current.mode & 0o037 != 0 {
+            return Ok(false);
+        }
+        let (Ok(have), Ok(wanted)) = (
+            std::str::from_utf8(&current.content),
+            std::str::from_utf8(&want.content),
+        ) else {
+            return Ok(false);
+        };
+        return Ok(match (HostKey::from_openssh(have), HostKey::from_openssh(wanted)) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        });
+    }
+    Ok(current.content == want.content)
+}
+
+/// Reads back every written key and its `.pub`.
+fn read_back(keys: &KeySet, ssh_dir: &Path) -> Result<(), InstallError> {
+    for key in keys.keys() {
+        let path = ssh_dir.join(key.algorithm().private_file_name());
+        let text = Zeroizing::new(std::fs::read_to_string(&path).map_err(io_err("cannot read back", &path))?);
+        let on_disk = HostKey::from_openssh(&text).map_err(|e| InstallError::ReadBack {
+            path: path.clone(),
+            detail: e.to_string(),
+        })?;
+        if on_disk.fingerprint() != key.fingerprint() {
+            return Err(InstallError::ReadBack {
+                path,
+                detail: format!("fingerprint {} instead of {}", on_disk.fingerprint(), key.fingerprint()),
+            });
+        }
+        let public = ssh_dir.join(key.algorithm().public_file_name());
+        let line = std::fs::read_to_string(&public).map_err(io_err("cannot read back", &public))?;
+        let parsed = ssh_key::PublicKey::from_openssh(line.trim()).map_err(|e| InstallError::ReadBack {
+            path: public.clone(),
+            detail: e.to_string(),
+        })?;
+        if fingerprint_of(&parsed) != key.fingerprint() {
+            return Err(InstallError::ReadBack {
+                path: public,
+                detail: "the .pub does not match the private key".to_owned(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Fingerprints of the managed key files as they are now (for checking
+/// that a rollback brought the old keys back).
+fn fingerprints_on_disk(ssh_dir: &Path) -> BTreeMap<ScanAlgorithm, String> {
+    let mut out = BTreeMap::new();
+    for a in KeyAlgorithm::ALL {
+        let path = ssh_dir.join(a.private_file_name());
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            let text = Zeroizing::new(text);
+            if let Ok(key) = HostKey::from_openssh(&text) {
+                out.insert(ScanAlgorithm::for_managed(a), key.fingerprint().to_owned());
+            }
+        }
+    }
+    out
+}
+
+/// Runs an install. Always returns a report; the status is the exit code.
+pub async fn install(options: &InstallOptions, store: &SecretsManagerStore) -> (Status, InstallReport) {
+    let mut report = InstallReport::default();
+    match prepare(options, store, &mut report).await {
+        Err(e) => {
+            report.result = "refused".to_owned();
+            report.error = Some(e.to_string());
+            (e.status_before_write(), report)
+        }
+        Ok(prepared) => converge(options, prepared, report).await,
+    }
+}
+
+struct Prepared {
+    keys: KeySet,
+    desired: Vec<Desired>,
+    verify_address: Option<String>,
+    _lock: Lock,
+}
+
+async fn prepare(options: &InstallOptions, store: &SecretsManagerStore, report: &mut InstallReport) -> Result<Prepared, InstallError> {
+    if !options.ssh_dir.is_dir() {
+        return Err(InstallError::NoSshDir(options.ssh_dir.clone()));
+    }
+    let version = store.get(&options.secret_id, &options.selector).await?;
+    report.secret = Some(version.arn.clone());
+    report.version_id = Some(version.version_id.clone());
+    let keys = version.document.keys;
+    report.fingerprints = keys
+        .keys()
+        .map(|k| (k.algorithm().key_type().to_owned(), k.fingerprint().to_owned()))
+        .collect();
+    if !options.expect.is_empty() {
+        let mut expected = options.expect.clone();
+        expected.sort();
+        expected.dedup();
+        let mut actual: Vec<String> = keys.keys().map(|k| k.fingerprint().to_owned()).collect();
+        actual.sort();
+        if expected != actual {
+            return Err(InstallError::ExpectMismatch { expected, actual });
+        }
+    }
+    let lock = lock(&options.lock_file, options.lock_timeout)?;
+    for dir in [options.ssh_dir.clone(), options.ssh_dir.join("sshd_config.d")] {
+        let removed = files::remove_leftovers(&dir).map_err(io_err("cannot clean up", &dir))?;
+        for path in removed {
+            tracing::info!("removed {} left by an interrupted install", path.display());
+        }
+    }
+    let main_text = std::fs::read_to_string(&options.sshd.config).map_err(io_err("cannot read", &options.sshd.config))?;
+    let placement = restrict::placement(&options.ssh_dir, &options.sshd.config, &main_text);
+    if let Placement::DropIn(path) = &placement
+        && let Some(parent) = path.parent()
+    {
+        crate::fsutil::create_dir_all(parent, 0o755).map_err(io_err("cannot create", parent))?;
+    }
+    let desired = desired_files(&keys, &options.ssh_dir, &placement, &main_text)?;
+    let verify_address = match (&options.reload, &options.verify_address) {
+        (ReloadMethod::None, _) => None,
+        (_, Some(a)) => Some(a.clone()),
+        (_, None) => Some(
+            options
+                .sshd
+                .effective()?
+                .verify_address()
+                .ok_or(InstallError::NoVerifyAddress)?,
+        ),
+    };
+    Ok(Prepared {
+        keys,
+        desired,
+        verify_address,
+        _lock: lock,
+    })
+}
+
+async fn verify(prepared: &Prepared, options: &InstallOptions, expected: &BTreeMap<ScanAlgorithm, String>) -> Result<bool, InstallError> {
+    let Some(address) = &prepared.verify_address else {
+        return Ok(false);
+    };
+    let served = served_keys(address, &ScanAlgorithm::ALL, options.verify_timeout).await;
+    let problems = compare_served(expected, &served);
+    if problems.is_empty() {
+        Ok(true)
+    } else {
+        Err(InstallError::Verify {
+            address: address.clone(),
+            detail: problems.join("; "),
+        })
+    }
+}
+
+async fn converge(options: &InstallOptions, prepared: Prepared, mut report: InstallReport) -> (Status, InstallReport) {
+    let expected = expected_scan(&prepared.keys);
+    let mut pending = Vec::new();
+    for want in &prepared.desired {
+        match is_converged(want) {
+            Ok(true) => {}
+            Ok(false) => pending.push(want),
+            Err(e) => {
+                report.result = "refused".to_owned();
+                report.error = Some(e.to_string());
+                return (Status::Usage, report);
+            }
+        }
+    }
+    if pending.is_empty() {
+        // Files are right. Make sure sshd serves them too: a run killed
+        // between writing and reloading leaves exactly this state.
+        report.result = "unchanged".to_owned();
+        match verify(&prepared, options, &expected).await {
+            Ok(verified) => {
+                report.verified = verified;
+                return (Status::Success, report);
+            }
+            Err(first) => {
+                tracing::warn!("files are current but sshd serves other keys ({first}); reloading");
+                let outcome = match options.sshd.reload(&options.reload) {
+                    Ok(_) => verify(&prepared, options, &expected).await,
+                    Err(e) => Err(e.into()),
+                };
+                report.reloaded = true;
+                return match outcome {
+                    Ok(verified) => {
+                        report.result = "reloaded".to_owned();
+                        report.verified = verified;
+                        (Status::Success, report)
+                    }
+                    Err(e) => {
+                        report.result = "failed".to_owned();
+                        report.error = Some(e.to_string());
+                        (Status::Incomplete, report)
+                    }
+                };
+            }
+        }
+    }
+
+    let paths: Vec<PathBuf> = pending.iter().map(|d| d.path.clone()).collect();
+    let label = report.version_id.clone().unwrap_or_default().chars().take(8).collect::<String>();
+    let backup = match files::backup(&options.state_dir, &label, &paths) {
+        Ok(dir) => dir,
+        Err(e) => {
+            report.result = "refused".to_owned();
+            report.error = Some(io_err("cannot back up the current files to", &options.state_dir)(e).to_string());
+            return (Status::Incomplete, report);
+        }
+    };
+    report.backup = Some(backup.clone());
+    let old_served = fingerprints_on_disk(&options.ssh_dir);
+
+    let mut tx = Transaction::default();
+    let mut reload_attempted = false;
+    let result: Result<bool, InstallError> = async {
+        for want in &pending {
+            tx.replace(want).map_err(io_err("cannot write", &want.path))?;
+        }
+        read_back(&prepared.keys, &options.ssh_dir)?;
+        options.sshd.test()?;
+        if !matches!(options.reload, ReloadMethod::None) {
+            let effective = options.sshd.effective()?;
+            let wanted = restrict::host_key_algorithms(&prepared.keys.algorithms());
+            if effective.host_key_algorithms.as_deref() != Some(wanted.as_str()) {
+                return Err(InstallError::NotApplied {
+                    path: prepared.desired.last().map(|d| d.path.clone()).unwrap_or_default(),
+                    found: effective.host_key_algorithms,
+                });
+            }
+            reload_attempted = true;
+            options.sshd.reload(&options.reload)?;
+        }
+        verify(&prepared, options, &expected).await
+    }
+    .await;
+    report.changed_files = paths;
+    match result {
+        Ok(verified) => {
+            report.result = "changed".to_owned();
+            report.reloaded = reload_attempted;
+            report.verified = verified;
+            if let Err(e) = tx.commit() {
+                tracing::warn!("could not remove rollback links: {e}");
+            }
+            if let Err(e) = files::prune_backups(&options.state_dir, options.keep_backups, &backup) {
+                tracing::warn!("could not prune old backups: {e}");
+            }
+            (Status::Success, report)
+        }
+        Err(error) => {
+            report.error = Some(error.to_string());
+            let failures = tx.undo();
+            let mut rollback_problems: Vec<String> = failures
+                .iter()
+                .map(|(p, e)| format!("cannot restore {}: {e}", p.display()))
+                .collect();
+            if rollback_problems.is_empty() && !matches!(options.reload, ReloadMethod::None) {
+                let reload_error = options.sshd.reload(&options.reload).err();
+                // The old keys must be served again, whatever the reload said
+                // (an sshd in re-exec mode reads the files per connection).
+                if let Err(e) = verify(&prepared, options, &old_served).await {
+                    rollback_problems.push(e.to_string());
+                    if let Some(r) = reload_error {
+                        rollback_problems.push(format!("reload after restoring: {r}"));
+                    }
+                }
+            }
+            report.reloaded = reload_attempted;
+            if rollback_problems.is_empty() {
+                report.result = "rolled_back".to_owned();
+                (Status::Incomplete, report)
+            } else {
+                report.result = "rollback_failed".to_owned();
+                report.rollback_error = Some(format!(
+                    "{}; the previous files are kept in {}",
+                    rollback_problems.join("; "),
+                    backup.display()
+                ));
+                (Status::RollbackFailed, report)
+            }
+        }
+    }
+}
+
+/// `install --check`: compares on-disk and served keys with the expected
+/// fingerprints, changing nothing.
+pub async fn check(
+    expected_fps: &[String],
+    ssh_dir: &Path,
+    verify_address: &str,
+    timeout: Duration,
+) -> (Status, InstallReport) {
+    let mut report = InstallReport::default();
+    let on_disk = fingerprints_on_disk(ssh_dir);
+    // Map each expected fingerprint to its type via the file that has it,
+    // or else via what is served.
+    let served = served_keys(verify_address, &ScanAlgorithm::ALL, timeout).await;
+    let mut expected: BTreeMap<ScanAlgorithm, String> = BTreeMap::new();
+    for fp in expected_fps {
+        let by_disk = on_disk.iter().find(|(_, v)| *v == fp).map(|(k, _)| *k);
+        let by_served = served.iter().find(|(_, v)| v.as_ref().ok() == Some(fp)).map(|(k, _)| *k);
+        if let Some(a) = by_disk.or(by_served) {
+            expected.insert(a, fp.clone());
+        }
+    }
+    let unplaced: Vec<&String> = expected_fps.iter().filter(|fp| !expected.values().any(|v| v == *fp)).collect();
+    let mut drift = !unplaced.is_empty();
+    let mut incomplete = false;
+    for (algorithm, served_result) in &served {
+        let want = expected.get(algorithm).cloned();
+        let disk = on_disk.get(algorithm).cloned();
+        let ok = match (&want, served_result) {
+            (Some(w), Ok(s)) => w == s && disk.as_ref() == Some(w),
+            (None, Err(ScanError::NotOffered(_))) => true,
+            (None, Ok(_)) | (Some(_), Err(ScanError::NotOffered(_))) => false,
+            (_, Err(_)) => {
+                // Could not look: neither match nor drift.
+                incomplete = true;
+                true
+            }
+        };
+        drift |= !ok;
+        report.checks.push(CheckRow {
+            key_type: algorithm.key_type().to_owned(),
+            expected: want,
+            on_disk: disk,
+            served: served_result.clone(),
+            ok,
+        });
+    }
+    report.fingerprints = expected.iter().map(|(k, v)| (k.key_type().to_owned(), v.clone())).collect();
+    if !unplaced.is_empty() {
+        report.error = Some(format!("expected fingerprints found neither on disk nor served: {unplaced:?}"));
+    }
+    let status = if drift {
+        report.result = "drift".to_owned();
+        Status::Drift
+    } else if incomplete {
+        report.result = "incomplete".to_owned();
+        Status::Incomplete
+    } else {
+        report.result = "match".to_owned();
+        Status::Success
+    };
+    (status, report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_address;
+
+    #[test]
+    fn addresses_split_with_default_port() {
+        assert_eq!(split_address("127.0.0.11:22"), ("127.0.0.11".to_owned(), 22));
+        assert_eq!(split_address("[::1]:2222"), ("::1".to_owned(), 2222));
+        assert_eq!(split_address("login"), ("login".to_owned(), 22));
+    }
+}

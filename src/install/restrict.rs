@@ -1,0 +1,188 @@
+//! Making sshd serve only the managed host key types.
+//!
+//! A node may hold host keys of other types (DSA, ECDSA P-384, a key an
+//! image baked in). Serving any of them means some client still sees a
+//! per-node key. hostkeyctl pins sshd's `HostKeyAlgorithms` to the managed
+//! set; the key files themselves are left alone, so the change is undone by
+//! deleting one line or file (docs/install.md).
+//!
+//! `HostKeyAlgorithms` is first-match-wins in sshd_config. Where the main
+//! config includes `sshd_config.d/*.conf` before setting it (Debian, Ubuntu,
+//! Amazon Linux 2023, RHEL 9), the setting goes into the drop-in
+//! `sshd_config.d/00-hostkeyctl.conf`; otherwise into a marked block at the
+//! top of the main config.
+
+use std::path::{Path, PathBuf};
+
+use crate::keyset::KeyAlgorithm;
+
+/// The drop-in file name (sorts first, so it wins).
+pub const DROP_IN_NAME: &str = "00-hostkeyctl.conf";
+/// First line of the inline block.
+pub const BEGIN_MARK: &str = "# BEGIN hostkeyctl: serve only the canonical host keys (docs/install.md)";
+/// Last line of the inline block.
+pub const END_MARK: &str = "# END hostkeyctl";
+
+/// Where the setting goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// A drop-in file the main config includes.
+    DropIn(PathBuf),
+    /// A block at the top of the main config, which has no suitable Include.
+    Inline(PathBuf),
+}
+
+impl Placement {
+    /// The file that holds the setting.
+    pub fn path(&self) -> &Path {
+        match self {
+            Placement::DropIn(p) | Placement::Inline(p) => p,
+        }
+    }
+}
+
+/// The `HostKeyAlgorithms` value for a set.
+pub fn host_key_algorithms(algorithms: &[KeyAlgorithm]) -> String {
+    let mut names = Vec::new();
+    for a in [KeyAlgorithm::Ed25519, KeyAlgorithm::Ecdsa, KeyAlgorithm::Rsa] {
+        if algorithms.contains(&a) {
+            match a {
+                KeyAlgorithm::Rsa => names.extend(["rsa-sha2-512", "rsa-sha2-256"]),
+                other => names.push(other.key_type()),
+            }
+        }
+    }
+    names.join(",")
+}
+
+/// Decides where the setting goes, from the main config's text.
+pub fn placement(ssh_dir: &Path, main_config: &Path, text: &str) -> Placement {
+    let drop_in_dir = ssh_dir.join("sshd_config.d");
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut words = line.split_whitespace();
+        let keyword = words.next().unwrap_or_default().to_ascii_lowercase();
+        match keyword.as_str() {
+            // Settings inside Match blocks are conditional: stop looking.
+            "match" | "hostkeyalgorithms" => break,
+            "include" => {
+                for arg in words {
+                    let resolved = if Path::new(arg).is_absolute() {
+                        PathBuf::from(arg)
+                    } else {
+                        ssh_dir.join(arg)
+                    };
+                    let (Some(dir), Some(pattern)) = (resolved.parent(), resolved.file_name()) else {
+                        continue;
+                    };
+                    if dir == drop_in_dir && wildcard_match(&pattern.to_string_lossy(), DROP_IN_NAME) {
+                        return Placement::DropIn(drop_in_dir.join(DROP_IN_NAME));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Placement::Inline(main_config.to_owned())
+}
+
+/// The drop-in file's content.
+pub fn drop_in_content(algorithms: &[KeyAlgorithm]) -> String {
+    format!(
+        "# Managed by hostkeyctl: serve only the canonical host key set.\n# Delete this file to undo (docs/install.md).\nHostKeyAlgorithms {}\n",
+        host_key_algorithms(algorithms)
+    )
+}
+
+/// The main config with the inline block (re)placed at the top.
+pub fn inline_content(main_text: &str, algorithms: &[KeyAlgorithm]) -> String {
+    let mut out = format!(
+        "{BEGIN_MARK}\nHostKeyAlgorithms {}\n{END_MARK}\n",
+        host_key_algorithms(algorithms)
+    );
+    let mut inside = false;
+    for line in main_text.lines() {
+        if line == BEGIN_MARK {
+            inside = true;
+            continue;
+        }
+        if inside {
+            if line == END_MARK {
+                inside = false;
+            }
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+/// `*`-only glob matching, as sshd's Include patterns are used in practice.
+fn wildcard_match(pattern: &str, name: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    if parts.len() == 1 {
+        return pattern == name;
+    }
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !name.starts_with(first) || !name.ends_with(last) || name.len() < first.len() + last.len() {
+        return false;
+    }
+    let mut rest = &name[first.len()..name.len() - last.len()];
+    for part in &parts[1..parts.len() - 1] {
+        match rest.find(part) {
+            Some(i) => rest = &rest[i + part.len()..],
+            None => return false,
+        }
+    }
+    !name.starts_with('.')
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::{Placement, host_key_algorithms, inline_content, placement};
+    use crate::keyset::KeyAlgorithm;
+
+    #[test]
+    fn algorithms_value_follows_the_set() {
+        assert_eq!(
+            host_key_algorithms(&KeyAlgorithm::ALL),
+            "ssh-ed25519,ecdsa-sha2-nistp256,rsa-sha2-512,rsa-sha2-256"
+        );
+        assert_eq!(host_key_algorithms(&[KeyAlgorithm::Ed25519]), "ssh-ed25519");
+    }
+
+    #[test]
+    fn placement_uses_the_include_only_when_it_comes_first() {
+        let dir = Path::new("/etc/ssh");
+        let main = Path::new("/etc/ssh/sshd_config");
+        let debian = "# comment\nInclude /etc/ssh/sshd_config.d/*.conf\nPort 22\n";
+        assert_eq!(
+            placement(dir, main, debian),
+            Placement::DropIn("/etc/ssh/sshd_config.d/00-hostkeyctl.conf".into())
+        );
+        assert_eq!(
+            placement(dir, main, "include sshd_config.d/*.conf\n"),
+            Placement::DropIn("/etc/ssh/sshd_config.d/00-hostkeyctl.conf".into())
+        );
+        assert_eq!(placement(dir, main, "Port 22\n"), Placement::Inline(main.into()));
+        let set_before = "HostKeyAlgorithms ssh-rsa\nInclude /etc/ssh/sshd_config.d/*.conf\n";
+        assert_eq!(placement(dir, main, set_before), Placement::Inline(main.into()));
+        let other_dir = "Include /etc/other/*.conf\n";
+        assert_eq!(placement(dir, main, other_dir), Placement::Inline(main.into()));
+    }
+
+    #[test]
+    fn inline_block_is_replaced_not_stacked() {
+        let once = inline_content("Port 22\n", &KeyAlgorithm::ALL);
+        let twice = inline_content(&once, &[KeyAlgorithm::Ed25519]);
+        assert_eq!(twice.matches("HostKeyAlgorithms").count(), 1, "{twice}");
+        assert!(twice.starts_with(super::BEGIN_MARK));
+        assert!(twice.ends_with("Port 22\n"));
+    }
+}

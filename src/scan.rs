@@ -1,0 +1,236 @@
+//! The SSH host key scanner: what a client really sees.
+//!
+//! Like `ssh-keyscan`, it runs an SSH handshake up to the server's host key
+//! and aborts right after, with no authentication: one connection per host
+//! key algorithm, offering only that algorithm, so a server is asked for each
+//! key type it might hold. The handshake uses russh; the key is captured in
+//! its server-key check, which then refuses the key to end the connection.
+//! The key exchange method offered first is the cheapest one OpenSSH
+//! accepts (`curve25519-sha256`, ~5x cheaper for the server than its default
+//! `sntrup761x25519-sha512`); the host key does not depend on it.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use russh::keys::PublicKeyOrCertificate;
+use russh::client::{self, Handler};
+use russh::{Preferred, kex};
+use ssh_key::{Algorithm, EcdsaCurve, HashAlg, PublicKey};
+
+/// A host key algorithm the scanner can ask for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub enum ScanAlgorithm {
+    /// `ssh-ed25519`.
+    #[serde(rename = "ssh-ed25519")]
+    Ed25519,
+    /// `ecdsa-sha2-nistp256`.
+    #[serde(rename = "ecdsa-sha2-nistp256")]
+    EcdsaP256,
+    /// `ecdsa-sha2-nistp384`.
+    #[serde(rename = "ecdsa-sha2-nistp384")]
+    EcdsaP384,
+    /// `ecdsa-sha2-nistp521`.
+    #[serde(rename = "ecdsa-sha2-nistp521")]
+    EcdsaP521,
+    /// RSA keys, asked for as `rsa-sha2-512`/`rsa-sha2-256`.
+    #[serde(rename = "ssh-rsa")]
+    Rsa,
+}
+
+impl ScanAlgorithm {
+    /// Every algorithm, so that a server serving an unexpected type is seen.
+    pub const ALL: [ScanAlgorithm; 5] = [
+        ScanAlgorithm::Ed25519,
+        ScanAlgorithm::EcdsaP256,
+        ScanAlgorithm::EcdsaP384,
+        ScanAlgorithm::EcdsaP521,
+        ScanAlgorithm::Rsa,
+    ];
+
+    /// The key type name, as in known_hosts.
+    pub fn key_type(self) -> &'static str {
+        match self {
+            ScanAlgorithm::Ed25519 => "ssh-ed25519",
+            ScanAlgorithm::EcdsaP256 => "ecdsa-sha2-nistp256",
+            ScanAlgorithm::EcdsaP384 => "ecdsa-sha2-nistp384",
+            ScanAlgorithm::EcdsaP521 => "ecdsa-sha2-nistp521",
+            ScanAlgorithm::Rsa => "ssh-rsa",
+        }
+    }
+
+    /// The scan algorithm for a managed key algorithm.
+    pub fn for_managed(a: crate::keyset::KeyAlgorithm) -> Self {
+        match a {
+            crate::keyset::KeyAlgorithm::Ed25519 => ScanAlgorithm::Ed25519,
+            crate::keyset::KeyAlgorithm::Ecdsa => ScanAlgorithm::EcdsaP256,
+            crate::keyset::KeyAlgorithm::Rsa => ScanAlgorithm::Rsa,
+        }
+    }
+
+    fn offered(self) -> Vec<Algorithm> {
+        match self {
+            ScanAlgorithm::Ed25519 => vec![Algorithm::Ed25519],
+            ScanAlgorithm::EcdsaP256 => vec![Algorithm::Ecdsa {
+                curve: EcdsaCurve::NistP256,
+            }],
+            ScanAlgorithm::EcdsaP384 => vec![Algorithm::Ecdsa {
+                curve: EcdsaCurve::NistP384,
+            }],
+            ScanAlgorithm::EcdsaP521 => vec![Algorithm::Ecdsa {
+                curve: EcdsaCurve::NistP521,
+            }],
+            ScanAlgorithm::Rsa => vec![
+                Algorithm::Rsa {
+                    hash: Some(HashAlg::Sha512),
+                },
+                Algorithm::Rsa {
+                    hash: Some(HashAlg::Sha256),
+                },
+            ],
+        }
+    }
+}
+
+impl fmt::Display for ScanAlgorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.key_type())
+    }
+}
+
+/// Why no key was seen.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, serde::Serialize)]
+#[serde(tag = "kind", content = "detail", rename_all = "snake_case")]
+pub enum ScanError {
+    /// The server does not offer a host key of this type.
+    #[error("the server offers no {0} host key")]
+    NotOffered(String),
+    /// TCP connection refused.
+    #[error("connection refused")]
+    Refused,
+    /// No answer within the timeout.
+    #[error("timed out after {0} ms")]
+    Timeout(u64),
+    /// The connection ended before the server showed its key (e.g. sshd's
+    /// MaxStartups dropping it).
+    #[error("connection dropped before the host key: {0}")]
+    Dropped(String),
+    /// Anything else (not SSH, protocol error, unreachable network).
+    #[error("{0}")]
+    Other(String),
+}
+
+impl ScanError {
+    /// Whether retrying may help (drops and timeouts under load).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, ScanError::Dropped(_) | ScanError::Timeout(_))
+    }
+}
+
+struct Capture {
+    key: Arc<Mutex<Option<PublicKey>>>,
+}
+
+impl Handler for Capture {
+    type Error = russh::Error;
+
+    async fn check_server_key(&mut self, server_key: &PublicKeyOrCertificate) -> Result<bool, Self::Error> {
+        let key = match server_key {
+            PublicKeyOrCertificate::PublicKey { key, .. } => key.clone(),
+            PublicKeyOrCertificate::Certificate(cert) => PublicKey::from(cert.public_key().clone()),
+        };
+        if let Ok(mut slot) = self.key.lock() {
+            *slot = Some(key);
+        }
+        // Refusing the key ends the handshake: nothing more is needed.
+        Ok(false)
+    }
+}
+
+const CHEAP_KEX: &[kex::Name] = &[
+    kex::CURVE25519,
+    kex::CURVE25519_PRE_RFC_8731,
+    kex::ECDH_SHA2_NISTP256,
+    kex::DH_G14_SHA256,
+    kex::DH_G16_SHA512,
+    kex::EXTENSION_SUPPORT_AS_CLIENT,
+    kex::EXTENSION_OPENSSH_STRICT_KEX_AS_CLIENT,
+];
+
+/// Fetches the host key `host:port` serves for `algorithm`.
+pub async fn scan(host: &str, port: u16, algorithm: ScanAlgorithm, timeout: Duration) -> Result<PublicKey, ScanError> {
+    let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+    let connect = tokio::time::timeout(timeout, tokio::net::TcpStream::connect((host, port))).await;
+    let stream = match connect {
+        Err(_) => return Err(ScanError::Timeout(timeout_ms)),
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => return Err(ScanError::Refused),
+        Ok(Err(e)) => return Err(ScanError::Other(format!("cannot connect: {e}"))),
+        Ok(Ok(s)) => s,
+    };
+    let _ = stream.set_nodelay(true);
+    let config = client::Config {
+        preferred: Preferred {
+            kex: Cow::Borrowed(CHEAP_KEX),
+            key: Cow::Owned(algorithm.offered()),
+            ..Preferred::DEFAULT
+        },
+        inactivity_timeout: Some(timeout),
+        ..client::Config::default()
+    };
+    let slot = Arc::new(Mutex::new(None));
+    let handler = Capture { key: slot.clone() };
+    let outcome = tokio::time::timeout(timeout, client::connect_stream(Arc::new(config), stream, handler)).await;
+    if let Some(key) = slot.lock().ok().and_then(|mut s| s.take()) {
+        return Ok(key);
+    }
+    match outcome {
+        Err(_) => Err(ScanError::Timeout(timeout_ms)),
+        Ok(Ok(_)) => Err(ScanError::Other("the server accepted the session without showing a key".to_owned())),
+        Ok(Err(e)) => Err(classify(e, algorithm)),
+    }
+}
+
+fn classify(e: russh::Error, algorithm: ScanAlgorithm) -> ScanError {
+    match e {
+        russh::Error::NoCommonAlgo {
+            kind: russh::AlgorithmKind::Key,
+            ..
+        } => ScanError::NotOffered(algorithm.key_type().to_owned()),
+        russh::Error::HUP | russh::Error::Disconnect => ScanError::Dropped("closed by the server".to_owned()),
+        russh::Error::IO(io) => match io.kind() {
+            std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::UnexpectedEof
+            | std::io::ErrorKind::BrokenPipe
+            | std::io::ErrorKind::ConnectionAborted => ScanError::Dropped(io.to_string()),
+            _ => ScanError::Other(io.to_string()),
+        },
+        russh::Error::ConnectionTimeout | russh::Error::InactivityTimeout => ScanError::Timeout(0),
+        other => ScanError::Other(other.to_string()),
+    }
+}
+
+/// Scans with retries and backoff for transient failures (a connection
+/// dropped before the key, typically sshd's MaxStartups under load).
+pub async fn scan_with_retries(
+    host: &str,
+    port: u16,
+    algorithm: ScanAlgorithm,
+    timeout: Duration,
+    attempts: u32,
+) -> Result<PublicKey, ScanError> {
+    let mut delay = Duration::from_millis(50);
+    let mut last = None;
+    for attempt in 0..attempts.max(1) {
+        match scan(host, port, algorithm, timeout).await {
+            Err(e) if e.is_transient() && attempt + 1 < attempts => {
+                last = Some(e);
+                let jitter = Duration::from_millis(rand::random::<u64>() % (delay.as_millis() as u64 + 1));
+                tokio::time::sleep(delay + jitter).await;
+                delay = (delay * 2).min(Duration::from_secs(2));
+            }
+            other => return other,
+        }
+    }
+    Err(last.unwrap_or(ScanError::Other("no attempt made".to_owned())))
+}
