@@ -206,10 +206,13 @@ pub fn classify_code(code: &str, message: String, call: &Call) -> AwsError {
                 message,
             }
         }
-        "UnrecognizedClientException" | "InvalidClientTokenId" | "ExpiredTokenException" | "ExpiredToken"
-        | "AuthFailure" | "InvalidSignatureException" | "SignatureDoesNotMatch" => {
-            AwsError::Credentials { action, message }
-        }
+        "UnrecognizedClientException"
+        | "InvalidClientTokenId"
+        | "ExpiredTokenException"
+        | "ExpiredToken"
+        | "AuthFailure"
+        | "InvalidSignatureException"
+        | "SignatureDoesNotMatch" => AwsError::Credentials { action, message },
         "ResourceNotFoundException" | "InvalidInstanceID.NotFound" | "InvalidCommandId" | "InvalidDocument" => {
             AwsError::NotFound {
                 action,
@@ -217,10 +220,17 @@ pub fn classify_code(code: &str, message: String, call: &Call) -> AwsError {
                 message,
             }
         }
-        "ThrottlingException" | "Throttling" | "RequestLimitExceeded" | "TooManyRequestsException"
+        "ThrottlingException"
+        | "Throttling"
+        | "RequestLimitExceeded"
+        | "TooManyRequestsException"
         | "ThrottledException" => AwsError::Throttled { action, message },
-        "DecryptionFailure" | "EncryptionFailure" | "KMSAccessDeniedException" | "KMSDisabledException"
-        | "KMSInvalidStateException" | "KMSNotFoundException" => AwsError::Kms {
+        "DecryptionFailure"
+        | "EncryptionFailure"
+        | "KMSAccessDeniedException"
+        | "KMSDisabledException"
+        | "KMSInvalidStateException"
+        | "KMSNotFoundException" => AwsError::Kms {
             action,
             resource,
             message,
@@ -243,11 +253,26 @@ mod tests {
         let call = Call::new("secretsmanager:GetSecretValue", "secret hk");
         let denied = classify_code("AccessDeniedException", "no".into(), &call);
         assert!(matches!(denied, AwsError::AccessDenied { .. }));
-        assert!(denied.to_string().contains("grant secretsmanager:GetSecretValue"), "{denied}");
-        assert!(matches!(classify_code("RequestLimitExceeded", "x".into(), &call), AwsError::Throttled { .. }));
-        assert!(matches!(classify_code("ResourceNotFoundException", "x".into(), &call), AwsError::NotFound { .. }));
-        assert!(matches!(classify_code("DecryptionFailure", "x".into(), &call), AwsError::Kms { .. }));
-        assert!(matches!(classify_code("ExpiredTokenException", "x".into(), &call), AwsError::Credentials { .. }));
+        assert!(
+            denied.to_string().contains("grant secretsmanager:GetSecretValue"),
+            "{denied}"
+        );
+        assert!(matches!(
+            classify_code("RequestLimitExceeded", "x".into(), &call),
+            AwsError::Throttled { .. }
+        ));
+        assert!(matches!(
+            classify_code("ResourceNotFoundException", "x".into(), &call),
+            AwsError::NotFound { .. }
+        ));
+        assert!(matches!(
+            classify_code("DecryptionFailure", "x".into(), &call),
+            AwsError::Kms { .. }
+        ));
+        assert!(matches!(
+            classify_code("ExpiredTokenException", "x".into(), &call),
+            AwsError::Credentials { .. }
+        ));
         let other = classify_code("ValidationException", "bad".into(), &call);
         assert_eq!(other.code(), Some("ValidationException"));
     }

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::discovery::TargetSpec;
 use crate::exit::EXIT_CODES_HELP;
 use crate::keyset::{DEFAULT_RSA_BITS, KeyAlgorithm};
 use crate::output::OutputFormat;
@@ -53,7 +54,13 @@ pub struct AwsArgs {
     #[arg(long, global = true)]
     pub endpoint_url: Option<String>,
     /// Attempts per AWS call, retries included (adaptive retry mode).
-    #[arg(long, global = true, default_value_t = 5, env = "HOSTKEYCTL_MAX_ATTEMPTS", value_name = "N")]
+    #[arg(
+        long,
+        global = true,
+        default_value_t = 5,
+        env = "HOSTKEYCTL_MAX_ATTEMPTS",
+        value_name = "N"
+    )]
     pub max_attempts: u32,
 }
 
@@ -67,6 +74,8 @@ pub enum Command {
     Init(InitArgs),
     /// Show the secret's versions, stages and fingerprints.
     Status(StatusArgs),
+    /// Install a key set version on every target node with SSM Run Command.
+    Push(PushArgs),
     /// On a login node (as root): fetch the key set, install it, reload
     /// sshd, verify what it serves, roll back on any failure.
     Install(InstallArgs),
@@ -131,10 +140,20 @@ pub struct InstallArgs {
     #[arg(long, env = "HOSTKEYCTL_VERIFY_ADDRESS", value_name = "HOST:PORT")]
     pub verify_address: Option<String>,
     /// Root-only directory for backups of replaced files.
-    #[arg(long, env = "HOSTKEYCTL_STATE_DIR", default_value = "/var/lib/hostkeyctl", value_name = "DIR")]
+    #[arg(
+        long,
+        env = "HOSTKEYCTL_STATE_DIR",
+        default_value = "/var/lib/hostkeyctl",
+        value_name = "DIR"
+    )]
     pub state_dir: PathBuf,
     /// Lock file that keeps two installs from interleaving.
-    #[arg(long, env = "HOSTKEYCTL_LOCK_FILE", default_value = "/run/hostkeyctl.lock", value_name = "FILE")]
+    #[arg(
+        long,
+        env = "HOSTKEYCTL_LOCK_FILE",
+        default_value = "/run/hostkeyctl.lock",
+        value_name = "FILE"
+    )]
     pub lock_file: PathBuf,
     /// Backups to keep.
     #[arg(long, default_value_t = 5, value_name = "N")]
@@ -175,7 +194,10 @@ pub struct InitArgs {
     #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = parse_tag)]
     pub tags: Vec<(String, String)>,
     /// Description of the secret.
-    #[arg(long, default_value = "SSH host keys shared by the login nodes (managed by hostkeyctl)")]
+    #[arg(
+        long,
+        default_value = "SSH host keys shared by the login nodes (managed by hostkeyctl)"
+    )]
     pub description: String,
 }
 
@@ -190,7 +212,48 @@ pub struct StatusArgs {
 fn parse_tag(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.is_empty() && !k.starts_with("hostkeyctl:") => Ok((k.to_owned(), v.to_owned())),
-        Some((k, _)) if k.starts_with("hostkeyctl:") => Err(format!("tag keys starting with hostkeyctl: are reserved: {k}")),
+        Some((k, _)) if k.starts_with("hostkeyctl:") => {
+            Err(format!("tag keys starting with hostkeyctl: are reserved: {k}"))
+        }
         _ => Err(format!("{s:?} is not KEY=VALUE")),
     }
+}
+
+/// `hostkeyctl push`.
+#[derive(Debug, Args)]
+pub struct PushArgs {
+    /// The secret (name or ARN).
+    #[arg(long, value_name = "ID")]
+    pub secret_id: String,
+    /// Which nodes: tag:KEY=VALUE or i-... (repeatable; all must match).
+    #[arg(long = "target", value_name = "SPEC", required = true)]
+    pub targets: Vec<TargetSpec>,
+    /// Push this exact version.
+    #[arg(long, value_name = "ID", conflicts_with = "stage")]
+    pub version_id: Option<String>,
+    /// Push the version with this stage (default AWSCURRENT); its version
+    /// id is pinned, so every node gets the same set even if stages move.
+    #[arg(long, value_name = "STAGE")]
+    pub stage: Option<String>,
+    /// Install on this many nodes first; go on only if all of them succeed.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub canary: usize,
+    /// SSM MaxConcurrency: nodes installing at once (number or percentage).
+    #[arg(long, default_value = "10%", value_name = "N|P%")]
+    pub max_concurrency: String,
+    /// SSM MaxErrors: failures after which SSM stops starting new nodes.
+    #[arg(long, default_value = "0", value_name = "N|P%")]
+    pub max_errors: String,
+    /// Seconds to wait for all nodes (also the execution timeout on each).
+    #[arg(long, default_value_t = 600, value_name = "SECS")]
+    pub timeout: u64,
+    /// SSM document that runs a shell command line (`commands` parameter).
+    #[arg(long, default_value = "AWS-RunShellScript", value_name = "NAME")]
+    pub document: String,
+    /// How the nodes call hostkeyctl (name on PATH or absolute path).
+    #[arg(long, default_value = "hostkeyctl", value_name = "PATH")]
+    pub node_command: String,
+    /// Print the targets and the exact command; send nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }

@@ -104,12 +104,19 @@ pub async fn discover(ec2: &aws_sdk_ec2::Client, specs: &[TargetSpec]) -> Result
     let mut ids = Vec::new();
     for spec in specs {
         match spec {
-            TargetSpec::Tag { key, value } => filters.push(Filter::builder().name(format!("tag:{key}")).values(value).build()),
+            TargetSpec::Tag { key, value } => {
+                filters.push(Filter::builder().name(format!("tag:{key}")).values(value).build())
+            }
             TargetSpec::InstanceId(id) => ids.push(id.clone()),
         }
     }
     if !ids.is_empty() {
-        filters.push(Filter::builder().name("instance-id").set_values(Some(ids.clone())).build());
+        filters.push(
+            Filter::builder()
+                .name("instance-id")
+                .set_values(Some(ids.clone()))
+                .build(),
+        );
     }
     let call = Call::new("ec2:DescribeInstances", describe_specs(specs));
     let mut pages = ec2
@@ -141,7 +148,10 @@ pub async fn discover(ec2: &aws_sdk_ec2::Client, specs: &[TargetSpec]) -> Result
     found.dedup_by(|a, b| a.instance_id == b.instance_id);
     let only_ids = specs.iter().all(|s| matches!(s, TargetSpec::InstanceId(_)));
     if only_ids {
-        let missing: Vec<&String> = ids.iter().filter(|id| !found.iter().any(|f| &f.instance_id == *id)).collect();
+        let missing: Vec<&String> = ids
+            .iter()
+            .filter(|id| !found.iter().any(|f| &f.instance_id == *id))
+            .collect();
         if !missing.is_empty() {
             return Err(DiscoveryError::NotRunning(
                 missing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "),

@@ -13,6 +13,7 @@ pub mod aws;
 pub mod cli;
 pub mod commands;
 pub mod discovery;
+pub mod dispatch;
 pub mod document;
 pub mod exit;
 pub mod fsutil;

@@ -14,8 +14,8 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use russh::keys::PublicKeyOrCertificate;
 use russh::client::{self, Handler};
+use russh::keys::PublicKeyOrCertificate;
 use russh::{Preferred, kex};
 use ssh_key::{Algorithm, EcdsaCurve, HashAlg, PublicKey};
 
@@ -186,7 +186,9 @@ pub async fn scan(host: &str, port: u16, algorithm: ScanAlgorithm, timeout: Dura
     }
     match outcome {
         Err(_) => Err(ScanError::Timeout(timeout_ms)),
-        Ok(Ok(_)) => Err(ScanError::Other("the server accepted the session without showing a key".to_owned())),
+        Ok(Ok(_)) => Err(ScanError::Other(
+            "the server accepted the session without showing a key".to_owned(),
+        )),
         Ok(Err(e)) => Err(classify(e, algorithm)),
     }
 }

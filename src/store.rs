@@ -140,7 +140,9 @@ pub enum StoreError {
     #[error(transparent)]
     Aws(#[from] AwsError),
     /// `init` on an existing secret.
-    #[error("secret {name} already exists and init never overwrites a key set; `hostkeyctl status --secret-id {name}` shows it, and rotating its keys replaces them")]
+    #[error(
+        "secret {name} already exists and init never overwrites a key set; `hostkeyctl status --secret-id {name}` shows it, and rotating its keys replaces them"
+    )]
     AlreadyExists {
         /// The name given.
         name: String,
@@ -164,7 +166,9 @@ pub enum StoreError {
         selector: VersionSelector,
     },
     /// A version id was reused for different content.
-    #[error("version {version_id} of {secret} already exists with different content; a ClientRequestToken must not be reused for another key set")]
+    #[error(
+        "version {version_id} of {secret} already exists with different content; a ClientRequestToken must not be reused for another key set"
+    )]
     TokenConflict {
         /// The secret.
         secret: String,
@@ -201,15 +205,20 @@ pub fn new_token() -> String {
 /// The fingerprint tags for a set at a version.
 pub fn fingerprint_tags(version_id: &str, keys: &KeySet) -> Vec<(String, String)> {
     let mut tags = vec![(TAG_VERSION.to_owned(), version_id.to_owned())];
-    tags.extend(
-        keys.keys()
-            .map(|k| (format!("{TAG_FP_PREFIX}{}", k.algorithm().key_type()), k.fingerprint().to_owned())),
-    );
+    tags.extend(keys.keys().map(|k| {
+        (
+            format!("{TAG_FP_PREFIX}{}", k.algorithm().key_type()),
+            k.fingerprint().to_owned(),
+        )
+    }));
     tags
 }
 
 fn to_tags(pairs: &[(String, String)]) -> Vec<Tag> {
-    pairs.iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| Tag::builder().key(k).value(v).build())
+        .collect()
 }
 
 fn time_string(t: Option<&aws_sdk_secretsmanager::primitives::DateTime>) -> Option<String> {
@@ -271,7 +280,10 @@ impl SecretsManagerStore {
 
     /// Reads and validates one version.
     pub async fn get(&self, secret_id: &str, selector: &VersionSelector) -> Result<StoredVersion, StoreError> {
-        let call = Call::new("secretsmanager:GetSecretValue", format!("secret {secret_id} ({selector})"));
+        let call = Call::new(
+            "secretsmanager:GetSecretValue",
+            format!("secret {secret_id} ({selector})"),
+        );
         let mut request = self.client.get_secret_value().secret_id(secret_id);
         request = match selector {
             VersionSelector::Stage(s) => request.version_stage(s),
@@ -341,7 +353,12 @@ impl SecretsManagerStore {
             tags: out
                 .tags()
                 .iter()
-                .map(|t| (t.key().unwrap_or_default().to_owned(), t.value().unwrap_or_default().to_owned()))
+                .map(|t| {
+                    (
+                        t.key().unwrap_or_default().to_owned(),
+                        t.value().unwrap_or_default().to_owned(),
+                    )
+                })
                 .collect(),
             versions: versions.into_iter().map(|(_, v)| v).collect(),
         })

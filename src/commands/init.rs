@@ -74,7 +74,9 @@ fn plan_keys(args: &InitArgs) -> Result<KeySet, Failure> {
     }
     let algorithms = args.algorithms.clone().unwrap_or_else(|| KeyAlgorithm::ALL.to_vec());
     if algorithms.is_empty() {
-        return Err(Failure::usage(anyhow::anyhow!("--algorithms is empty; name at least one of ed25519, ecdsa, rsa")));
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--algorithms is empty; name at least one of ed25519, ecdsa, rsa"
+        )));
     }
     if algorithms.contains(&KeyAlgorithm::Rsa) && !(MIN_RSA_BITS..=MAX_RSA_BITS).contains(&args.rsa_bits) {
         return Err(Failure::usage(anyhow::anyhow!(

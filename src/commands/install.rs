@@ -14,7 +14,10 @@ use crate::store::{STAGE_CURRENT, SecretsManagerStore, VersionSelector};
 pub async fn run(args: &InstallArgs, global: &GlobalArgs) -> Result<Status, Failure> {
     let sshd = Sshd {
         binary: args.sshd.clone(),
-        config: args.sshd_config.clone().unwrap_or_else(|| args.ssh_dir.join("sshd_config")),
+        config: args
+            .sshd_config
+            .clone()
+            .unwrap_or_else(|| args.ssh_dir.join("sshd_config")),
     };
     let reload = if args.no_reload {
         ReloadMethod::None
@@ -50,7 +53,12 @@ pub async fn run(args: &InstallArgs, global: &GlobalArgs) -> Result<Status, Fail
             crate::store::StoreError::Aws(a) => Failure::aws(a),
             other => Failure::usage(other),
         })?;
-        let mut expected: Vec<String> = version.document.keys.keys().map(|k| k.fingerprint().to_owned()).collect();
+        let mut expected: Vec<String> = version
+            .document
+            .keys
+            .keys()
+            .map(|k| k.fingerprint().to_owned())
+            .collect();
         expected.extend(args.expect.iter().cloned());
         expected.sort();
         expected.dedup();
@@ -107,13 +115,20 @@ fn emit(report: &InstallReport, quiet: bool) {
             "installed version {version}: {} file(s) changed, sshd {}, {}",
             report.changed_files.len(),
             if report.reloaded { "reloaded" } else { "not reloaded" },
-            if report.verified { "served keys verified" } else { "served keys not verified" }
+            if report.verified {
+                "served keys verified"
+            } else {
+                "served keys not verified"
+            }
         ),
         "unchanged" => eprintln!("version {version} is already installed and served; nothing to do"),
         "reloaded" => eprintln!("version {version} was on disk but not served; sshd reloaded and verified"),
         "match" => eprintln!("on-disk and served host keys match the expected set"),
         other => {
-            eprintln!("install {other}: {}", report.error.as_deref().unwrap_or("see the JSON report"));
+            eprintln!(
+                "install {other}: {}",
+                report.error.as_deref().unwrap_or("see the JSON report")
+            );
             if let Some(r) = &report.rollback_error {
                 eprintln!("ROLLBACK FAILED: {r}");
             } else if other == "rolled_back" {

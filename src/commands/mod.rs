@@ -4,6 +4,7 @@
 pub mod init;
 pub mod install;
 pub mod keygen;
+pub mod push;
 pub mod status;
 
 use crate::cli::{Cli, Command};
@@ -16,6 +17,7 @@ pub async fn run(cli: Cli) -> Result<Status, Failure> {
         Command::Keygen(args) => keygen::run(&args, output),
         Command::Init(args) => init::run(&args, &cli.global, output).await,
         Command::Status(args) => status::run(&args, &cli.global, output).await,
+        Command::Push(args) => push::run(&args, &cli.global, output).await,
         Command::Install(args) => install::run(&args, &cli.global).await,
     }
 }

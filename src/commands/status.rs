@@ -60,7 +60,10 @@ pub async fn run(args: &StatusArgs, global: &GlobalArgs, output: OutputFormat) -
         OutputFormat::Json => output::print_json(&report).map_err(Failure::usage)?,
         _ => {
             println!("secret   {}", report.arn);
-            println!("kms key  {}", report.kms_key_id.as_deref().unwrap_or("aws/secretsmanager (default)"));
+            println!(
+                "kms key  {}",
+                report.kms_key_id.as_deref().unwrap_or("aws/secretsmanager (default)")
+            );
             match &report.rotation_in_flight {
                 Some(v) => println!("rotation in flight: version {v} is AWSPENDING"),
                 None => println!("rotation in flight: no"),
@@ -72,7 +75,11 @@ pub async fn run(args: &StatusArgs, global: &GlobalArgs, output: OutputFormat) -
                     table.add_row(vec![
                         if first { v.version_id.clone() } else { String::new() },
                         if first { v.stages.join(",") } else { String::new() },
-                        if first { v.created.clone().unwrap_or_default() } else { String::new() },
+                        if first {
+                            v.created.clone().unwrap_or_default()
+                        } else {
+                            String::new()
+                        },
                         k.algorithm.clone(),
                         k.fingerprint.clone(),
                     ]);

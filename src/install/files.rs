@@ -61,7 +61,10 @@ pub struct Desired {
 }
 
 fn rollback_link(path: &Path) -> PathBuf {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     path.with_file_name(format!("{ROLLBACK_PREFIX}{name}{ROLLBACK_SUFFIX}"))
 }
 
@@ -250,7 +253,10 @@ pub fn backup(state_dir: &Path, label: &str, paths: &[PathBuf]) -> io::Result<Pa
 pub fn prune_backups(state_dir: &Path, keep: usize, protect: &Path) -> io::Result<()> {
     let root = state_dir.join("backups");
     let mut dirs: Vec<PathBuf> = match fs::read_dir(&root) {
-        Ok(entries) => entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).collect(),
+        Ok(entries) => entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.is_dir())
+            .collect(),
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e),
     };
@@ -297,7 +303,10 @@ mod tests {
         assert_eq!(&restored.content[..], b"before");
         assert_eq!(restored.mode, 0o640);
         assert!(!new.exists());
-        assert!(remove_leftovers(dir.path()).unwrap().is_empty(), "undo left links behind");
+        assert!(
+            remove_leftovers(dir.path()).unwrap().is_empty(),
+            "undo left links behind"
+        );
     }
 
     #[test]

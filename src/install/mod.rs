@@ -74,6 +74,9 @@ pub struct InstallReport {
     /// Files written (empty when unchanged).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub changed_files: Vec<PathBuf>,
+    /// Whether any host key file changed (false when only the sshd
+    /// setting that pins the served key types was written).
+    pub keys_changed: bool,
     /// Whether sshd was reloaded.
     pub reloaded: bool,
     /// Whether a handshake confirmed the served keys.
@@ -117,7 +120,9 @@ pub enum InstallError {
     #[error("ssh directory {} does not exist or is not a directory; pass --ssh-dir (or HOSTKEYCTL_SSH_DIR)", .0.display())]
     NoSshDir(PathBuf),
     /// `--expect` differs from the set.
-    #[error("the key set does not have the expected fingerprints (refusing to install): expected {expected:?}, the set has {actual:?}")]
+    #[error(
+        "the key set does not have the expected fingerprints (refusing to install): expected {expected:?}, the set has {actual:?}"
+    )]
     ExpectMismatch {
         /// `--expect`.
         expected: Vec<String>,
@@ -217,7 +222,9 @@ pub async fn served_keys(
         let result = loop {
             let attempt = scan::scan(&host, port, algorithm, Duration::from_secs(5)).await;
             match attempt {
-                Err(ScanError::Refused | ScanError::Dropped(_) | ScanError::Timeout(_)) if Instant::now() < deadline => {
+                Err(ScanError::Refused | ScanError::Dropped(_) | ScanError::Timeout(_))
+                    if Instant::now() < deadline =>
+                {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
                 other => break other.map(|k| fingerprint_of(&k)),
@@ -230,7 +237,10 @@ pub async fn served_keys(
 
 /// What a node's sshd must serve: the set's fingerprints, and nothing for
 /// the other types. Returns a description of each difference.
-fn compare_served(expected: &BTreeMap<ScanAlgorithm, String>, served: &BTreeMap<ScanAlgorithm, Result<String, ScanError>>) -> Vec<String> {
+fn compare_served(
+    expected: &BTreeMap<ScanAlgorithm, String>,
+    served: &BTreeMap<ScanAlgorithm, Result<String, ScanError>>,
+) -> Vec<String> {
     let mut problems = Vec::new();
     for (algorithm, result) in served {
         match (expected.get(algorithm), result) {
@@ -284,7 +294,12 @@ fn lock(path: &Path, timeout: Duration) -> Result<Lock, InstallError> {
 }
 
 /// The files a set needs, with modes and owners following what is there.
-fn desired_files(keys: &KeySet, ssh_dir: &Path, placement: &Placement, main_text: &str) -> Result<Vec<Desired>, InstallError> {
+fn desired_files(
+    keys: &KeySet,
+    ssh_dir: &Path,
+    placement: &Placement,
+    main_text: &str,
+) -> Result<Vec<Desired>, InstallError> {
     // Distributions differ: Debian uses root:root 0600, RHEL root:ssh_keys
     // 0640. New files copy an existing private host key's group and mode.
     let mut sibling = None;
@@ -432,7 +447,11 @@ struct Prepared {
     _lock: Lock,
 }
 
-async fn prepare(options: &InstallOptions, store: &SecretsManagerStore, report: &mut InstallReport) -> Result<Prepared, InstallError> {
+async fn prepare(
+    options: &InstallOptions,
+    store: &SecretsManagerStore,
+    report: &mut InstallReport,
+) -> Result<Prepared, InstallError> {
     if !options.ssh_dir.is_dir() {
         return Err(InstallError::NoSshDir(options.ssh_dir.clone()));
     }
@@ -461,7 +480,8 @@ async fn prepare(options: &InstallOptions, store: &SecretsManagerStore, report: 
             tracing::info!("removed {} left by an interrupted install", path.display());
         }
     }
-    let main_text = std::fs::read_to_string(&options.sshd.config).map_err(io_err("cannot read", &options.sshd.config))?;
+    let main_text =
+        std::fs::read_to_string(&options.sshd.config).map_err(io_err("cannot read", &options.sshd.config))?;
     let placement = restrict::placement(&options.ssh_dir, &options.sshd.config, &main_text);
     if let Placement::DropIn(path) = &placement
         && let Some(parent) = path.parent()
@@ -488,7 +508,11 @@ async fn prepare(options: &InstallOptions, store: &SecretsManagerStore, report: 
     })
 }
 
-async fn verify(prepared: &Prepared, options: &InstallOptions, expected: &BTreeMap<ScanAlgorithm, String>) -> Result<bool, InstallError> {
+async fn verify(
+    prepared: &Prepared,
+    options: &InstallOptions,
+    expected: &BTreeMap<ScanAlgorithm, String>,
+) -> Result<bool, InstallError> {
     let Some(address) = &prepared.verify_address else {
         return Ok(false);
     };
@@ -551,7 +575,13 @@ async fn converge(options: &InstallOptions, prepared: Prepared, mut report: Inst
     }
 
     let paths: Vec<PathBuf> = pending.iter().map(|d| d.path.clone()).collect();
-    let label = report.version_id.clone().unwrap_or_default().chars().take(8).collect::<String>();
+    let label = report
+        .version_id
+        .clone()
+        .unwrap_or_default()
+        .chars()
+        .take(8)
+        .collect::<String>();
     let backup = match files::backup(&options.state_dir, &label, &paths) {
         Ok(dir) => dir,
         Err(e) => {
@@ -586,6 +616,11 @@ async fn converge(options: &InstallOptions, prepared: Prepared, mut report: Inst
         verify(&prepared, options, &expected).await
     }
     .await;
+    report.keys_changed = paths.iter().any(|p| {
+        p.starts_with(&options.ssh_dir)
+            && p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("ssh_host_"))
+    });
     report.changed_files = paths;
     match result {
         Ok(verified) => {
@@ -651,12 +686,18 @@ pub async fn check(
     let mut expected: BTreeMap<ScanAlgorithm, String> = BTreeMap::new();
     for fp in expected_fps {
         let by_disk = on_disk.iter().find(|(_, v)| *v == fp).map(|(k, _)| *k);
-        let by_served = served.iter().find(|(_, v)| v.as_ref().ok() == Some(fp)).map(|(k, _)| *k);
+        let by_served = served
+            .iter()
+            .find(|(_, v)| v.as_ref().ok() == Some(fp))
+            .map(|(k, _)| *k);
         if let Some(a) = by_disk.or(by_served) {
             expected.insert(a, fp.clone());
         }
     }
-    let unplaced: Vec<&String> = expected_fps.iter().filter(|fp| !expected.values().any(|v| v == *fp)).collect();
+    let unplaced: Vec<&String> = expected_fps
+        .iter()
+        .filter(|fp| !expected.values().any(|v| v == *fp))
+        .collect();
     let mut drift = !unplaced.is_empty();
     let mut incomplete = false;
     for (algorithm, served_result) in &served {
@@ -681,9 +722,14 @@ pub async fn check(
             ok,
         });
     }
-    report.fingerprints = expected.iter().map(|(k, v)| (k.key_type().to_owned(), v.clone())).collect();
+    report.fingerprints = expected
+        .iter()
+        .map(|(k, v)| (k.key_type().to_owned(), v.clone()))
+        .collect();
     if !unplaced.is_empty() {
-        report.error = Some(format!("expected fingerprints found neither on disk nor served: {unplaced:?}"));
+        report.error = Some(format!(
+            "expected fingerprints found neither on disk nor served: {unplaced:?}"
+        ));
     }
     let status = if drift {
         report.result = "drift".to_owned();

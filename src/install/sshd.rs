@@ -45,7 +45,9 @@ pub enum SshdError {
         stderr: String,
     },
     /// No way to reload was found.
-    #[error("cannot tell how to reload sshd (no active ssh/sshd systemd unit, no pid in {pid_file}); pass --reload-command CMD or --no-reload")]
+    #[error(
+        "cannot tell how to reload sshd (no active ssh/sshd systemd unit, no pid in {pid_file}); pass --reload-command CMD or --no-reload"
+    )]
     NoReload {
         /// The pid file looked at.
         pid_file: String,
@@ -79,11 +81,7 @@ impl Effective {
     /// wildcard replaced by loopback.
     pub fn verify_address(&self) -> Option<String> {
         let first = self.listen.first()?;
-        Some(
-            first
-                .replace("0.0.0.0:", "127.0.0.1:")
-                .replace("[::]:", "[::1]:"),
-        )
+        Some(first.replace("0.0.0.0:", "127.0.0.1:").replace("[::]:", "[::1]:"))
     }
 }
 
@@ -117,7 +115,9 @@ impl Sshd {
         let text = self.run("-T")?;
         let mut e = Effective::default();
         for line in text.lines() {
-            let Some((key, value)) = line.split_once(' ') else { continue };
+            let Some((key, value)) = line.split_once(' ') else {
+                continue;
+            };
             match key {
                 "hostkey" => e.host_keys.push(value.to_owned()),
                 "hostkeyalgorithms" => e.host_key_algorithms = Some(value.to_owned()),
@@ -164,10 +164,14 @@ impl Sshd {
 }
 
 fn run_shell(cmd: &str) -> Result<(), SshdError> {
-    let out = Command::new("sh").arg("-c").arg(cmd).output().map_err(|source| SshdError::Spawn {
-        binary: Path::new("sh").to_owned(),
-        source,
-    })?;
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .output()
+        .map_err(|source| SshdError::Spawn {
+            binary: Path::new("sh").to_owned(),
+            source,
+        })?;
     if out.status.success() {
         Ok(())
     } else {

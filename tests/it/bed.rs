@@ -330,3 +330,122 @@ pub fn wait_until(what: &str, timeout: Duration, mut condition: impl FnMut() -> 
     }
     panic!("timed out after {timeout:?} waiting for {what}");
 }
+
+/// What a `hostkeyctl` run gave: exit code, stdout, stderr.
+pub struct Run {
+    /// Exit code.
+    pub code: i32,
+    /// stdout.
+    pub stdout: String,
+    /// stderr.
+    pub stderr: String,
+}
+
+impl Run {
+    /// stdout as JSON (the last line that is a JSON document, or all of it).
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .or_else(|_| {
+                let line = self.stdout.lines().rev().find(|l| l.starts_with('{')).unwrap_or("null");
+                serde_json::from_str(line)
+            })
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr))
+    }
+}
+
+impl TestBed {
+    /// Runs hostkeyctl with `args` against the bed's AWS.
+    pub fn run(&self, args: &[&str]) -> Run {
+        self.run_env(args, &[])
+    }
+
+    /// Runs hostkeyctl with `args` and extra environment.
+    pub fn run_env(&self, args: &[&str], env: &[(String, String)]) -> Run {
+        let out = self
+            .hostkeyctl()
+            .args(args)
+            .envs(env.iter().cloned())
+            .timeout(Duration::from_secs(120))
+            .output()
+            .unwrap();
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Runs `hostkeyctl install` on a node as the SSM agent would (the
+    /// node's environment), with extra arguments.
+    pub fn install_on(&self, node: &Node, args: &[&str]) -> Run {
+        let env: Vec<(String, String)> = node.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let mut all = vec!["install"];
+        all.extend_from_slice(args);
+        self.run_env(&all, &env)
+    }
+
+    /// Creates secret `name` adopting `node`'s current host keys.
+    pub fn init_from_node(&self, name: &str, node: &Node) -> Value {
+        let run = self.run(&[
+            "init",
+            "--output",
+            "json",
+            "--secret-id",
+            name,
+            "--from-dir",
+            node.ssh_dir.to_str().unwrap(),
+        ]);
+        assert_eq!(run.code, 0, "init failed: {}", run.stderr);
+        run.json()
+    }
+
+    /// Creates secret `name` with a freshly generated set.
+    pub fn init_generated(&self, name: &str) -> Value {
+        let run = self.run(&["init", "--output", "json", "--secret-id", name]);
+        assert_eq!(run.code, 0, "init failed: {}", run.stderr);
+        run.json()
+    }
+}
+
+/// The fingerprints a node serves for the three managed types, by ssh-keyscan.
+pub fn served(node: &Node) -> Vec<Option<String>> {
+    ["ed25519", "ecdsa", "rsa"]
+        .iter()
+        .map(|t| keyscan(&node.address, node.port, t))
+        .collect()
+}
+
+/// The fingerprints in an init report, in ed25519, ecdsa, rsa order.
+pub fn set_fingerprints(init: &Value) -> Vec<Option<String>> {
+    ["ssh-ed25519", "ecdsa-sha2-nistp256", "ssh-rsa"]
+        .iter()
+        .map(|t| {
+            init["keys"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|k| k["algorithm"] == *t)
+                .map(|k| k["fingerprint"].as_str().unwrap().to_owned())
+        })
+        .collect()
+}
+
+/// Every file in a directory (not recursive) with its bytes and mode.
+pub fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .map(|p| {
+            let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o7777;
+            (
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                std::fs::read(&p).unwrap(),
+                mode,
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}

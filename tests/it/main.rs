@@ -5,6 +5,7 @@
 // Test code: a panic with the value is the clearest failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod admin;
 mod bed;
 mod document;
 mod keygen;

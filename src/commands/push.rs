@@ -1,0 +1,383 @@
+//! `hostkeyctl push`: install one pinned key set version on every target
+//! node through SSM Run Command, with an optional canary.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::aws;
+use crate::cli::{GlobalArgs, PushArgs};
+use crate::commands::init::store_failure;
+use crate::discovery::{self, DiscoveryError, Instance};
+use crate::dispatch::{self, CommandSpec, Invocation, SsmDispatcher};
+use crate::exit::{Failure, Status};
+use crate::output::{self, OutputFormat};
+use crate::store::{STAGE_CURRENT, SecretsManagerStore, StoredVersion, VersionSelector};
+
+/// One node's outcome.
+#[derive(Clone, Debug, Serialize)]
+pub struct NodeResult {
+    /// Instance id.
+    pub instance_id: String,
+    /// Name tag.
+    pub name: Option<String>,
+    /// Private address.
+    pub private_ip: Option<String>,
+    /// SSM status, or `NotSent`.
+    pub status: String,
+    /// What install reported: changed, unchanged, rolled_back, ...
+    pub result: Option<String>,
+    /// Fingerprints installed, by key type.
+    pub fingerprints: BTreeMap<String, String>,
+    /// Whether the node is done right.
+    pub ok: bool,
+    /// Why not.
+    pub error: Option<String>,
+    /// The SSM command id.
+    pub command_id: Option<String>,
+}
+
+#[derive(Serialize)]
+struct PushReport<'a> {
+    secret: &'a str,
+    version_id: &'a str,
+    fingerprints: Vec<&'a str>,
+    command_line: &'a str,
+    command_ids: Vec<String>,
+    targets: usize,
+    succeeded: usize,
+    failed: usize,
+    results: &'a [NodeResult],
+}
+
+/// Single-quotes a word for sh.
+fn quote(word: &str) -> String {
+    let safe = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/-_.:+=@,".contains(c));
+    if safe {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+/// The command line the nodes run: ids and fingerprints only, never key
+/// material (SSM shows it to anyone with ssm:ListCommands).
+pub fn install_command_line(node_command: &str, version: &StoredVersion, region: Option<&str>) -> String {
+    let mut words = vec![
+        quote(node_command),
+        "install".to_owned(),
+        "--secret-id".to_owned(),
+        quote(&version.arn),
+        "--version-id".to_owned(),
+        quote(&version.version_id),
+    ];
+    for key in version.document.keys.keys() {
+        words.push("--expect".to_owned());
+        words.push(quote(key.fingerprint()));
+    }
+    if let Some(region) = region {
+        words.push("--region".to_owned());
+        words.push(quote(region));
+    }
+    words.push("--quiet".to_owned());
+    words.join(" ")
+}
+
+/// Reads an install report line from a node's stdout.
+fn parse_node_output(inv: &Invocation) -> (Option<String>, BTreeMap<String, String>, Option<String>) {
+    let line = inv.stdout.lines().rev().find(|l| l.trim_start().starts_with('{'));
+    let Some(value) = line.and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok()) else {
+        return (None, BTreeMap::new(), None);
+    };
+    let result = value["result"].as_str().map(|r| {
+        if r == "changed" && value["keys_changed"] == serde_json::Value::Bool(false) {
+            "changed (sshd setting only)".to_owned()
+        } else {
+            r.to_owned()
+        }
+    });
+    let fingerprints = value["fingerprints"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default();
+    let error = match (value["error"].as_str(), value["rollback_error"].as_str()) {
+        (Some(e), Some(r)) => Some(format!("{e}; rollback failed: {r}")),
+        (Some(e), None) => Some(e.to_owned()),
+        _ => None,
+    };
+    (result, fingerprints, error)
+}
+
+fn tail(text: &str, max: usize) -> String {
+    let text = text.trim();
+    let start = text
+        .char_indices()
+        .rev()
+        .nth(max.saturating_sub(1))
+        .map_or(0, |(i, _)| i);
+    text[start..].to_owned()
+}
+
+fn node_result(instance: &Instance, inv: Option<&Invocation>, not_sent_reason: &str) -> NodeResult {
+    let mut r = NodeResult {
+        instance_id: instance.instance_id.clone(),
+        name: instance.name.clone(),
+        private_ip: instance.private_ip.clone(),
+        status: "NotSent".to_owned(),
+        result: None,
+        fingerprints: BTreeMap::new(),
+        ok: false,
+        error: Some(not_sent_reason.to_owned()),
+        command_id: None,
+    };
+    let Some(inv) = inv else { return r };
+    r.status = inv.status.clone();
+    r.command_id = Some(inv.command_id.clone());
+    let (result, fingerprints, error) = parse_node_output(inv);
+    r.ok = inv.status == "Success"
+        && result
+            .as_deref()
+            .is_some_and(|r| r.starts_with("changed") || r == "unchanged" || r == "reloaded");
+    r.error = if r.ok {
+        None
+    } else if let Some(e) = error {
+        Some(e)
+    } else if !inv.is_final() {
+        Some(format!("timed out waiting for the node (SSM status {})", inv.status))
+    } else if inv.status == "Success" {
+        Some("the command succeeded but printed no hostkeyctl report; does --node-command run hostkeyctl?".to_owned())
+    } else if !inv.stderr.trim().is_empty() {
+        Some(tail(&inv.stderr, 400))
+    } else {
+        Some(format!("SSM status {}, exit code {:?}", inv.status, inv.response_code))
+    };
+    r.result = result;
+    r.fingerprints = fingerprints;
+    r
+}
+
+fn progress_bar(total: usize, quiet: bool) -> Option<indicatif::ProgressBar> {
+    if quiet || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new(total as u64);
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} nodes done ({elapsed})")
+    {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.enable_steady_tick(Duration::from_millis(200));
+    Some(bar)
+}
+
+/// Runs `push`.
+pub async fn run(args: &PushArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
+    dispatch::validate_rate("--max-concurrency", &args.max_concurrency)
+        .map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
+    dispatch::validate_rate("--max-errors", &args.max_errors).map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
+    if args.timeout == 0 {
+        return Err(Failure::usage(anyhow::anyhow!("--timeout must be at least 1 second")));
+    }
+    let config = aws::load_config(&global.aws).await.map_err(Failure::aws)?;
+    let selector = match (&args.version_id, &args.stage) {
+        (Some(v), _) => VersionSelector::VersionId(v.clone()),
+        (None, Some(s)) => VersionSelector::Stage(s.clone()),
+        (None, None) => VersionSelector::Stage(STAGE_CURRENT.to_owned()),
+    };
+    let store = SecretsManagerStore::new(&config);
+    let version = store.get(&args.secret_id, &selector).await.map_err(store_failure)?;
+    let ec2 = aws_sdk_ec2::Client::new(&config);
+    let instances = discovery::discover(&ec2, &args.targets).await.map_err(|e| match e {
+        DiscoveryError::Aws(a) => Failure::aws(a),
+        other => Failure::usage(other),
+    })?;
+    let region = config.region().map(|r| r.as_ref().to_owned());
+    let command_line = install_command_line(&args.node_command, &version, region.as_deref());
+    let fingerprints: Vec<&str> = version.document.keys.keys().map(|k| k.fingerprint()).collect();
+
+    if args.dry_run {
+        let mut table = output::table(&["INSTANCE", "NAME", "PRIVATE IP"]);
+        for i in &instances {
+            table.add_row(vec![
+                i.instance_id.clone(),
+                i.name.clone().unwrap_or_default(),
+                i.private_ip.clone().unwrap_or_default(),
+            ]);
+        }
+        match output {
+            OutputFormat::Json => output::print_json(&serde_json::json!({
+                "dry_run": true,
+                "secret": version.arn,
+                "version_id": version.version_id,
+                "document": args.document,
+                "command_line": command_line,
+                "targets": instances,
+            }))
+            .map_err(Failure::usage)?,
+            _ => {
+                println!("would send to {} node(s) with {}:", instances.len(), args.document);
+                println!("{table}");
+                println!("{command_line}");
+            }
+        }
+        return Ok(Status::Success);
+    }
+
+    let spec = CommandSpec {
+        document: args.document.clone(),
+        command_line: command_line.clone(),
+        comment: format!("hostkeyctl push {}", version.version_id),
+        max_concurrency: args.max_concurrency.clone(),
+        max_errors: args.max_errors.clone(),
+        execution_timeout: Duration::from_secs(args.timeout),
+    };
+    let dispatcher = SsmDispatcher::new(&config);
+    let deadline = Instant::now() + Duration::from_secs(args.timeout);
+    let ids: Vec<String> = instances.iter().map(|i| i.instance_id.clone()).collect();
+    let canary = args.canary.min(ids.len());
+    let waves: Vec<&[String]> = if canary > 0 && canary < ids.len() {
+        vec![&ids[..canary], &ids[canary..]]
+    } else {
+        vec![&ids[..]]
+    };
+    let bar = progress_bar(ids.len(), global.quiet);
+    let mut seen: BTreeMap<String, Invocation> = BTreeMap::new();
+    let mut command_ids = Vec::new();
+    let mut not_sent_reason = String::from("not sent");
+    for (wave_index, wave) in waves.iter().enumerate() {
+        let total = wave.len();
+        let batches: Vec<Vec<String>> = wave
+            .chunks(dispatch::MAX_IDS_PER_COMMAND)
+            .map(<[String]>::to_vec)
+            .collect();
+        let mut commands = Vec::new();
+        for batch in &batches {
+            let batch_spec = CommandSpec {
+                max_concurrency: dispatch::per_batch(&spec.max_concurrency, batch.len(), total, true),
+                max_errors: dispatch::per_batch(&spec.max_errors, batch.len(), total, false),
+                ..spec.clone()
+            };
+            match dispatcher.send(&batch_spec, batch).await {
+                Ok(sent) => commands.extend(sent),
+                Err(e) => {
+                    if commands.is_empty() && seen.is_empty() {
+                        return Err(Failure::aws(e));
+                    }
+                    not_sent_reason = format!("not sent: {e}");
+                    break;
+                }
+            }
+        }
+        command_ids.extend(commands.iter().map(|(id, _)| id.clone()));
+        let done_before = seen.len();
+        let progress = |finished: usize, _total: usize| {
+            if let Some(b) = &bar {
+                b.set_position((done_before + finished) as u64);
+            }
+        };
+        let states = dispatcher
+            .wait(&commands, deadline, &progress)
+            .await
+            .map_err(Failure::aws)?;
+        for (id, inv) in &states {
+            if !inv.is_final() {
+                tracing::warn!("{id} did not finish in time (still {})", inv.status);
+            }
+        }
+        for (command_id, ids) in &commands {
+            if ids.iter().any(|id| !states[id].is_final())
+                && let Err(e) = dispatcher.cancel(command_id).await
+            {
+                tracing::warn!("could not cancel {command_id}: {e}");
+            }
+        }
+        let wave_ok = states.values().all(|inv| {
+            let instance = instances.iter().find(|i| i.instance_id == inv.instance_id);
+            instance.is_some_and(|i| node_result(i, Some(inv), "").ok)
+        });
+        seen.extend(states);
+        if wave_index == 0 && waves.len() > 1 && !wave_ok {
+            not_sent_reason = format!("not sent: the canary ({canary} node(s)) failed");
+            break;
+        }
+        if Instant::now() >= deadline {
+            not_sent_reason = "not sent: --timeout reached".to_owned();
+            break;
+        }
+    }
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    let results: Vec<NodeResult> = instances
+        .iter()
+        .map(|i| node_result(i, seen.get(&i.instance_id), &not_sent_reason))
+        .collect();
+    let succeeded = results.iter().filter(|r| r.ok).count();
+    let report = PushReport {
+        secret: &version.arn,
+        version_id: &version.version_id,
+        fingerprints,
+        command_line: &command_line,
+        command_ids,
+        targets: results.len(),
+        succeeded,
+        failed: results.len() - succeeded,
+        results: &results,
+    };
+    match output {
+        OutputFormat::Json => output::print_json(&report).map_err(Failure::usage)?,
+        _ => {
+            let mut table = output::table(&["INSTANCE", "NAME", "ADDRESS", "STATUS", "RESULT", "ERROR"]);
+            for r in &results {
+                table.add_row(vec![
+                    r.instance_id.clone(),
+                    r.name.clone().unwrap_or_default(),
+                    r.private_ip.clone().unwrap_or_default(),
+                    r.status.clone(),
+                    r.result.clone().unwrap_or_default(),
+                    r.error.clone().unwrap_or_default(),
+                ]);
+            }
+            println!("{table}");
+            println!(
+                "version {}: {succeeded} of {} node(s) done, {} failed",
+                version.version_id,
+                results.len(),
+                results.len() - succeeded
+            );
+        }
+    }
+    Ok(if succeeded == results.len() {
+        Status::Success
+    } else {
+        Status::Incomplete
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{quote, tail};
+
+    #[test]
+    fn quoting_survives_single_quotes() {
+        assert_eq!(quote("a'b"), r"'a'\''b'");
+        assert_eq!(quote("SHA256:x+/="), "SHA256:x+/=");
+        assert_eq!(quote("a b"), "'a b'");
+        assert_eq!(quote(""), "''");
+    }
+
+    #[test]
+    fn tail_keeps_the_end() {
+        assert_eq!(tail("abcdef", 3), "def");
+        assert_eq!(tail("ab", 10), "ab");
+    }
+}

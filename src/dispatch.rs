@@ -1,0 +1,302 @@
+//! SSM Run Command dispatch: send one shell command line to many instances
+//! and collect each instance's outcome.
+//!
+//! At most 50 instance ids go in one `SendCommand` (the API's limit); each
+//! batch is one command. Polling uses `ListCommandInvocations` with
+//! `Details`, one call per unfinished batch per round, never one call per
+//! instance, with a growing interval. A command can be invisible to reads
+//! for a moment after it was sent; that is waited out, not reported.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use aws_sdk_ssm::Client;
+use aws_sdk_ssm::types::CommandInvocationStatus;
+
+use crate::aws::{AwsError, Call};
+
+/// SSM's limit on instance ids per `SendCommand`.
+pub const MAX_IDS_PER_COMMAND: usize = 50;
+/// How long a fresh command may stay invisible to reads.
+const VISIBILITY_GRACE: Duration = Duration::from_secs(30);
+
+/// What to run and how.
+#[derive(Clone, Debug)]
+pub struct CommandSpec {
+    /// SSM document, e.g. `AWS-RunShellScript`.
+    pub document: String,
+    /// The shell command line (no secrets: SSM shows it to anyone with
+    /// `ssm:ListCommands`).
+    pub command_line: String,
+    /// Comment shown in the SSM console (≤ 100 characters).
+    pub comment: String,
+    /// `MaxConcurrency` for each batch.
+    pub max_concurrency: String,
+    /// `MaxErrors` for each batch.
+    pub max_errors: String,
+    /// Execution timeout on the node.
+    pub execution_timeout: Duration,
+}
+
+/// The final (or last seen) state of one instance.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Invocation {
+    /// Instance id.
+    pub instance_id: String,
+    /// The command it belongs to.
+    pub command_id: String,
+    /// SSM status: Pending, InProgress, Success, Failed, TimedOut, Cancelled,
+    /// ...; `NotVisible` before SSM shows it.
+    pub status: String,
+    /// The command's exit code, when it ran.
+    pub response_code: Option<i32>,
+    /// stdout of the command (as cut by SSM).
+    pub stdout: String,
+    /// stderr of the command (as cut by SSM).
+    pub stderr: String,
+}
+
+impl Invocation {
+    /// Whether SSM will not change this any more.
+    pub fn is_final(&self) -> bool {
+        matches!(
+            self.status.as_str(),
+            "Success"
+                | "Failed"
+                | "TimedOut"
+                | "Cancelled"
+                | "Undeliverable"
+                | "Terminated"
+                | "DeliveryTimedOut"
+                | "ExecutionTimedOut"
+        )
+    }
+}
+
+/// Progress callback: (finished, total).
+pub type Progress<'a> = &'a (dyn Fn(usize, usize) + Sync);
+
+/// SSM Run Command through the AWS SDK.
+#[derive(Clone, Debug)]
+pub struct SsmDispatcher {
+    client: Client,
+    /// First polling interval; grows by half each round up to 5 s.
+    pub first_poll: Duration,
+}
+
+fn split_output(output: &str) -> (String, String) {
+    match output.split_once("\n----------ERROR-------\n") {
+        Some((out, err)) => (out.to_owned(), err.to_owned()),
+        None => match output.strip_prefix("----------ERROR-------\n") {
+            Some(err) => (String::new(), err.to_owned()),
+            None => (output.to_owned(), String::new()),
+        },
+    }
+}
+
+impl SsmDispatcher {
+    /// A dispatcher using `config`.
+    pub fn new(config: &aws_config::SdkConfig) -> Self {
+        SsmDispatcher {
+            client: Client::new(config),
+            first_poll: Duration::from_millis(500),
+        }
+    }
+
+    /// Sends `spec` to `instance_ids` in batches of at most 50 and returns
+    /// the command id of each batch with its instances.
+    pub async fn send(
+        &self,
+        spec: &CommandSpec,
+        instance_ids: &[String],
+    ) -> Result<Vec<(String, Vec<String>)>, AwsError> {
+        let call = Call::new("ssm:SendCommand", format!("document {}", spec.document));
+        let mut sent = Vec::new();
+        for batch in instance_ids.chunks(MAX_IDS_PER_COMMAND) {
+            let out = self
+                .client
+                .send_command()
+                .document_name(&spec.document)
+                .set_instance_ids(Some(batch.to_vec()))
+                .parameters("commands", vec![spec.command_line.clone()])
+                .parameters(
+                    "executionTimeout",
+                    vec![spec.execution_timeout.as_secs().max(1).to_string()],
+                )
+                .comment(spec.comment.chars().take(100).collect::<String>())
+                .max_concurrency(&spec.max_concurrency)
+                .max_errors(&spec.max_errors)
+                .send()
+                .await
+                .map_err(|e| AwsError::from_sdk(e, &call))?;
+            let id = out
+                .command()
+                .and_then(|c| c.command_id())
+                .ok_or_else(|| AwsError::Service {
+                    action: call.action,
+                    resource: call.resource.clone(),
+                    code: "NoCommandId".to_owned(),
+                    message: "SendCommand answered without a command id".to_owned(),
+                })?
+                .to_owned();
+            tracing::info!("sent command {id} to {} instance(s)", batch.len());
+            sent.push((id, batch.to_vec()));
+        }
+        Ok(sent)
+    }
+
+    /// Polls until every invocation is final or `deadline` passes; then the
+    /// rest are reported as they were last seen. Returns them by instance.
+    pub async fn wait(
+        &self,
+        commands: &[(String, Vec<String>)],
+        deadline: Instant,
+        progress: Progress<'_>,
+    ) -> Result<BTreeMap<String, Invocation>, AwsError> {
+        let sent_at = Instant::now();
+        let mut state: BTreeMap<String, Invocation> = BTreeMap::new();
+        for (command_id, ids) in commands {
+            for id in ids {
+                state.insert(
+                    id.clone(),
+                    Invocation {
+                        instance_id: id.clone(),
+                        command_id: command_id.clone(),
+                        status: "NotVisible".to_owned(),
+                        response_code: None,
+                        stdout: String::new(),
+                        stderr: String::new(),
+                    },
+                );
+            }
+        }
+        let total = state.len();
+        let mut interval = self.first_poll;
+        loop {
+            for (command_id, ids) in commands {
+                if ids.iter().all(|id| state[id].is_final()) {
+                    continue;
+                }
+                match self.list(command_id).await {
+                    Ok(rows) => {
+                        for row in rows {
+                            if let Some(slot) = state.get_mut(&row.instance_id) {
+                                *slot = row;
+                            }
+                        }
+                    }
+                    // Just sent: SSM may not show the command yet.
+                    Err(AwsError::NotFound { .. }) if sent_at.elapsed() < VISIBILITY_GRACE => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            let finished = state.values().filter(|i| i.is_final()).count();
+            progress(finished, total);
+            if finished == total || Instant::now() >= deadline {
+                return Ok(state);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            tokio::time::sleep(interval.min(left)).await;
+            interval = (interval * 3 / 2).min(Duration::from_secs(5));
+        }
+    }
+
+    async fn list(&self, command_id: &str) -> Result<Vec<Invocation>, AwsError> {
+        let call = Call::new("ssm:ListCommandInvocations", format!("command {command_id}"));
+        let mut pages = self
+            .client
+            .list_command_invocations()
+            .command_id(command_id)
+            .details(true)
+            .max_results(50)
+            .into_paginator()
+            .send();
+        let mut rows = Vec::new();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| AwsError::from_sdk(e, &call))?;
+            for inv in page.command_invocations() {
+                let plugin = inv.command_plugins().first();
+                let (stdout, stderr) = split_output(plugin.and_then(|p| p.output()).unwrap_or_default());
+                rows.push(Invocation {
+                    instance_id: inv.instance_id().unwrap_or_default().to_owned(),
+                    command_id: command_id.to_owned(),
+                    status: inv
+                        .status()
+                        .map(CommandInvocationStatus::as_str)
+                        .unwrap_or("Unknown")
+                        .to_owned(),
+                    response_code: plugin.map(|p| p.response_code()).filter(|c| *c != -1),
+                    stdout,
+                    stderr,
+                });
+            }
+        }
+        Ok(rows)
+    }
+
+    /// Asks SSM to cancel what has not finished.
+    pub async fn cancel(&self, command_id: &str) -> Result<(), AwsError> {
+        let call = Call::new("ssm:CancelCommand", format!("command {command_id}"));
+        self.client
+            .cancel_command()
+            .command_id(command_id)
+            .send()
+            .await
+            .map_err(|e| AwsError::from_sdk(e, &call))?;
+        Ok(())
+    }
+}
+
+/// Splits a fleet-wide rate value over batches: percentages apply to each
+/// batch as they are; an absolute number is shared in proportion to the
+/// batch's size (rounded down, at least 1 for concurrency).
+pub fn per_batch(value: &str, batch_size: usize, total: usize, at_least_one: bool) -> String {
+    if value.ends_with('%') || total <= batch_size {
+        return value.to_owned();
+    }
+    let Ok(n) = value.parse::<usize>() else {
+        return value.to_owned();
+    };
+    let share = n * batch_size / total.max(1);
+    if at_least_one { share.max(1) } else { share }.to_string()
+}
+
+/// Checks a MaxConcurrency / MaxErrors value as SSM accepts it.
+pub fn validate_rate(name: &str, value: &str) -> Result<(), String> {
+    let ok = match value.strip_suffix('%') {
+        Some(p) => p.parse::<u32>().is_ok_and(|p| p <= 100),
+        None => value.parse::<u32>().is_ok(),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name} {value:?} is not a number or a percentage such as 10 or 25%"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{per_batch, split_output, validate_rate};
+
+    #[test]
+    fn plugin_output_splits_into_stdout_and_stderr() {
+        assert_eq!(split_output("a\n----------ERROR-------\nb"), ("a".into(), "b".into()));
+        assert_eq!(split_output("----------ERROR-------\nb"), ("".into(), "b".into()));
+        assert_eq!(split_output("only out"), ("only out".into(), "".into()));
+    }
+
+    #[test]
+    fn rates_are_shared_over_batches() {
+        assert_eq!(per_batch("10%", 50, 300, true), "10%");
+        assert_eq!(per_batch("30", 50, 300, true), "5");
+        assert_eq!(per_batch("1", 50, 300, true), "1");
+        assert_eq!(per_batch("1", 50, 300, false), "0");
+        assert_eq!(per_batch("7", 3, 3, true), "7");
+        assert!(validate_rate("--max-errors", "0").is_ok());
+        assert!(validate_rate("--max-errors", "25%").is_ok());
+        assert!(validate_rate("--max-errors", "101%").is_err());
+        assert!(validate_rate("--max-errors", "many").is_err());
+    }
+}

@@ -1,0 +1,341 @@
+//! The admin side on the test bed: init, status, discovery and push through
+//! the AWS emulator to real sshd nodes.
+
+use std::collections::BTreeSet;
+
+use serde_json::json;
+
+use crate::bed::{BedOptions, TestBed, served, set_fingerprints, snapshot};
+
+fn login_targets() -> [&'static str; 4] {
+    ["--target", "tag:Role=login", "--target", "tag:Cluster=hp"]
+}
+
+#[test]
+fn init_then_status_shows_one_current_version_with_three_fingerprints() {
+    let bed = TestBed::start(BedOptions {
+        nodes: 0,
+        ..BedOptions::default()
+    });
+    let init = bed.init_generated("hostkeys/hp");
+    let fps = set_fingerprints(&init);
+    assert!(fps.iter().all(Option::is_some), "{init}");
+    let status = bed.run(&["status", "--output", "json", "--secret-id", "hostkeys/hp"]);
+    assert_eq!(status.code, 0, "{}", status.stderr);
+    let status = status.json();
+    let versions = status["versions"].as_array().unwrap();
+    assert_eq!(versions.len(), 1, "{status}");
+    assert_eq!(versions[0]["stages"], json!(["AWSCURRENT"]));
+    assert_eq!(versions[0]["version_id"], init["version_id"]);
+    let listed: Vec<Option<String>> = ["ssh-ed25519", "ecdsa-sha2-nistp256", "ssh-rsa"]
+        .iter()
+        .map(|t| {
+            versions[0]["keys"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|k| k["algorithm"] == *t)
+                .map(|k| k["fingerprint"].as_str().unwrap().to_owned())
+        })
+        .collect();
+    assert_eq!(listed, fps);
+    assert_eq!(status["rotation_in_flight"], serde_json::Value::Null);
+    // The table form says the same to a human.
+    let table = bed.run(&["status", "--output", "table", "--secret-id", "hostkeys/hp"]);
+    assert!(
+        table.stdout.contains("AWSCURRENT") && table.stdout.contains(fps[0].as_deref().unwrap()),
+        "{}",
+        table.stdout
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn init_records_public_fingerprints_in_tags_and_refuses_to_overwrite() {
+    let bed = TestBed::start(BedOptions {
+        nodes: 0,
+        ..BedOptions::default()
+    });
+    let init = bed.init_generated("hk");
+    let sm = aws_sdk_secretsmanager::Client::new(&bed.sdk_config(1).await);
+    let described = sm.describe_secret().secret_id("hk").send().await.unwrap();
+    let tags: Vec<(String, String)> = described
+        .tags()
+        .iter()
+        .map(|t| (t.key().unwrap().to_owned(), t.value().unwrap().to_owned()))
+        .collect();
+    assert!(
+        tags.contains(&("hostkeyctl:format".into(), "hostkeyctl/v1".into())),
+        "{tags:?}"
+    );
+    assert!(tags.contains(&("hostkeyctl:version".into(), init["version_id"].as_str().unwrap().into())));
+    for fp in set_fingerprints(&init).into_iter().flatten() {
+        assert!(
+            tags.iter().any(|(k, v)| k.starts_with("hostkeyctl:fp:") && *v == fp),
+            "{fp} not in {tags:?}"
+        );
+    }
+    let again = bed.run(&["init", "--secret-id", "hk"]);
+    assert_eq!(again.code, 2, "{}", again.stderr);
+    assert!(
+        again.stderr.contains("already exists") && again.stderr.contains("never overwrites"),
+        "{}",
+        again.stderr
+    );
+    let status = bed.run(&["status", "--output", "json", "--secret-id", "hk"]).json();
+    assert_eq!(
+        status["versions"].as_array().unwrap().len(),
+        1,
+        "the refused init added a version"
+    );
+}
+
+#[test]
+fn adopting_node_one_and_pushing_makes_every_node_serve_its_keys() {
+    let bed = TestBed::start(BedOptions {
+        no_reexec: true,
+        ..BedOptions::default()
+    });
+    let nodes = &bed.state.nodes;
+    let before_node1 = served(&nodes[0]);
+    let keys_node1 = snapshot(&nodes[0].ssh_dir);
+    let init = bed.init_from_node("hk", &nodes[0]);
+    assert_eq!(set_fingerprints(&init), before_node1, "adopted set is node 1's");
+    assert_ne!(served(&nodes[1]), before_node1, "nodes start different");
+
+    let mut args = vec![
+        "push",
+        "--output",
+        "json",
+        "--secret-id",
+        "hk",
+        "--max-concurrency",
+        "100%",
+    ];
+    args.extend(login_targets());
+    let push = bed.run(&args);
+    assert_eq!(push.code, 0, "{}\n{}", push.stdout, push.stderr);
+    let report = push.json();
+    assert_eq!(report["succeeded"], 3, "{report}");
+    for node in nodes {
+        assert_eq!(served(node), before_node1, "{} does not serve node 1's keys", node.name);
+    }
+    // Node 1's key files are byte for byte what they were.
+    let after: Vec<_> = snapshot(&nodes[0].ssh_dir)
+        .into_iter()
+        .filter(|(n, _, _)| n.starts_with("ssh_host_"))
+        .collect();
+    let before: Vec<_> = keys_node1
+        .into_iter()
+        .filter(|(n, _, _)| n.starts_with("ssh_host_"))
+        .collect();
+    assert_eq!(after, before, "node 1's key files changed");
+    let row1 = report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["instance_id"] == nodes[0].instance_id.as_str())
+        .unwrap();
+    assert_eq!(row1["result"], "changed (sshd setting only)", "{row1}");
+
+    // Only the three login nodes of the cluster received a command.
+    let commands = bed.commands();
+    let reached: BTreeSet<String> = commands
+        .iter()
+        .flat_map(|c| {
+            c["Invocations"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let logins: BTreeSet<String> = nodes.iter().map(|n| n.instance_id.clone()).collect();
+    assert_eq!(reached, logins, "noise instances were targeted");
+
+    // No private key material in any parameter of any command sent.
+    let params = serde_json::to_string(&commands.iter().map(|c| &c["Parameters"]).collect::<Vec<_>>()).unwrap();
+    assert!(!params.contains("PRIVATE KEY"), "{params}");
+    for (name, bytes, _) in snapshot(&nodes[0].ssh_dir)
+        .iter()
+        .filter(|(n, _, _)| n.starts_with("ssh_host_") && !n.ends_with(".pub"))
+    {
+        for line in String::from_utf8_lossy(bytes)
+            .lines()
+            .filter(|l| !l.starts_with("-----"))
+        {
+            assert!(!params.contains(line), "a line of {name} appears in the SSM parameters");
+        }
+    }
+    assert!(
+        params.contains(init["version_id"].as_str().unwrap()),
+        "the version id is pinned: {params}"
+    );
+
+    // A second push changes nothing anywhere.
+    let again = bed.run(&args).json();
+    for row in again["results"].as_array().unwrap() {
+        assert_eq!(row["result"], "unchanged", "{row}");
+    }
+}
+
+#[test]
+fn a_failing_node_is_reported_with_its_error_and_exit_3() {
+    let bed = TestBed::start(BedOptions::default());
+    bed.init_from_node("hk", &bed.state.nodes[0]);
+    let failing = bed.state.nodes[1].instance_id.clone();
+    bed.set_faults(json!({ "fail_instances": { failing.clone(): "hostkeyctl: /etc/ssh is read-only (injected)" } }));
+    let mut args = vec![
+        "push",
+        "--output",
+        "json",
+        "--secret-id",
+        "hk",
+        "--max-concurrency",
+        "100%",
+        "--max-errors",
+        "100%",
+    ];
+    args.extend(login_targets());
+    let push = bed.run(&args);
+    assert_eq!(push.code, 3, "{}\n{}", push.stdout, push.stderr);
+    let report = push.json();
+    for row in report["results"].as_array().unwrap() {
+        if row["instance_id"] == failing.as_str() {
+            assert_eq!(row["ok"], false);
+            assert_eq!(row["status"], "Failed");
+            assert!(row["error"].as_str().unwrap().contains("read-only (injected)"), "{row}");
+        } else {
+            assert_eq!(row["ok"], true, "{row}");
+        }
+    }
+    assert_eq!(report["failed"], 1);
+}
+
+#[test]
+fn a_failing_canary_stops_the_rollout() {
+    let bed = TestBed::start(BedOptions::default());
+    bed.init_from_node("hk", &bed.state.nodes[0]);
+    // Targets go out in instance id order; the first is the canary.
+    let mut ids: Vec<String> = bed.state.nodes.iter().map(|n| n.instance_id.clone()).collect();
+    ids.sort();
+    bed.set_faults(json!({ "fail_instances": { ids[0].clone(): "canary broke (injected)" } }));
+    let mut args = vec!["push", "--output", "json", "--secret-id", "hk", "--canary", "1"];
+    args.extend(login_targets());
+    let push = bed.run(&args);
+    assert_eq!(push.code, 3, "{}", push.stderr);
+    let commands = bed.commands();
+    assert_eq!(commands.len(), 1, "only the canary command may be sent: {commands:?}");
+    assert_eq!(commands[0]["InstanceIds"], json!([ids[0]]));
+    let report = push.json();
+    let not_sent: Vec<_> = report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["status"] == "NotSent")
+        .collect();
+    assert_eq!(not_sent.len(), 2, "{report}");
+    assert!(not_sent[0]["error"].as_str().unwrap().contains("canary"), "{report}");
+}
+
+#[test]
+fn a_passing_canary_lets_the_rest_follow() {
+    let bed = TestBed::start(BedOptions::default());
+    bed.init_from_node("hk", &bed.state.nodes[0]);
+    let mut args = vec!["push", "--output", "json", "--secret-id", "hk", "--canary", "1"];
+    args.extend(login_targets());
+    let push = bed.run(&args);
+    assert_eq!(push.code, 0, "{}", push.stderr);
+    let commands = bed.commands();
+    assert_eq!(commands.len(), 2, "canary then the rest");
+    assert_eq!(commands[0]["InstanceIds"].as_array().unwrap().len(), 1);
+    assert_eq!(commands[1]["InstanceIds"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn dry_run_prints_targets_and_command_and_sends_nothing() {
+    let bed = TestBed::start(BedOptions::default());
+    let init = bed.init_from_node("hk", &bed.state.nodes[0]);
+    let mut args = vec!["push", "--output", "json", "--secret-id", "hk", "--dry-run"];
+    args.extend(login_targets());
+    let run = bed.run(&args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let report = run.json();
+    assert_eq!(report["targets"].as_array().unwrap().len(), 3);
+    let line = report["command_line"].as_str().unwrap();
+    assert!(line.contains(init["version_id"].as_str().unwrap()), "{line}");
+    for fp in set_fingerprints(&init).into_iter().flatten() {
+        assert!(line.contains(&format!("--expect {fp}")), "{line}");
+    }
+    assert!(bed.commands().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_input_gets_clear_errors_and_documented_exit_codes() {
+    let bed = TestBed::start(BedOptions {
+        nodes: 1,
+        ..BedOptions::default()
+    });
+    let sm = aws_sdk_secretsmanager::Client::new(&bed.sdk_config(1).await);
+    sm.create_secret()
+        .name("db-password")
+        .secret_string("{\"password\":\"hunter2\"}")
+        .send()
+        .await
+        .unwrap();
+    bed.init_generated("hk");
+    let push =
+        |secret: &str, target: &str| bed.run(&["push", "--output", "json", "--secret-id", secret, "--target", target]);
+    let cases: Vec<(crate::bed::Run, i32, &str)> = vec![
+        (bed.run(&["status", "--secret-id", "nope"]), 4, "was not found"),
+        (push("nope", "tag:Role=login"), 4, "was not found"),
+        (
+            bed.run(&["status", "--secret-id", "db-password"]),
+            2,
+            "is not a hostkeyctl key set",
+        ),
+        (
+            push("hk", "tag:Role=nothing"),
+            2,
+            "no running instance matches tag:Role=nothing",
+        ),
+        (push("hk", "Role=login"), 2, "tag:KEY=VALUE"),
+        (push("hk", "i-0000000000000000a"), 2, "not running or do not exist"),
+        (
+            bed.run(&[
+                "push",
+                "--secret-id",
+                "hk",
+                "--target",
+                "tag:Role=login",
+                "--max-errors",
+                "lots",
+            ]),
+            2,
+            "--max-errors",
+        ),
+    ];
+    for (run, code, expect) in cases {
+        assert_eq!(run.code, code, "expected exit {code} with {expect:?}: {}", run.stderr);
+        assert!(run.stderr.contains(expect), "expected {expect:?} in: {}", run.stderr);
+        assert!(!run.stderr.contains("hunter2"), "a secret value leaked: {}", run.stderr);
+    }
+    bed.set_faults(json!({ "deny_actions": { "GetSecretValue": "" } }));
+    let denied = push("hk", "tag:Role=login");
+    assert_eq!(denied.code, 4);
+    assert!(
+        denied.stderr.contains("access denied") && denied.stderr.contains("grant secretsmanager:GetSecretValue"),
+        "{}",
+        denied.stderr
+    );
+    bed.set_faults(json!({ "deny_actions": {}, "throttle_fraction": 1.0, "throttle_actions": ["DescribeSecret"] }));
+    bed.control("POST", "/_bed/counts/reset", &json!({}));
+    let throttled = bed.run(&["status", "--secret-id", "hk", "--max-attempts", "2"]);
+    assert_eq!(throttled.code, 4, "{}", throttled.stderr);
+    assert!(throttled.stderr.contains("throttled"), "{}", throttled.stderr);
+    assert_eq!(
+        bed.counts().get("secretsmanager:DescribeSecret"),
+        Some(&2),
+        "the SDK retried once"
+    );
+}
