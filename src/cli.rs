@@ -158,8 +158,9 @@ pub struct InstallArgs {
     /// Backups to keep.
     #[arg(long, default_value_t = 5, value_name = "N")]
     pub keep_backups: usize,
-    /// Seconds to wait for sshd to serve the new keys after a reload.
-    #[arg(long, default_value_t = 20, value_name = "SECS")]
+    /// Seconds to wait for sshd to serve the new keys after a reload
+    /// before rolling back.
+    #[arg(long, default_value_t = 10, value_name = "SECS")]
     pub verify_timeout: u64,
     /// Seconds to wait for another install to finish.
     #[arg(long, default_value_t = 120, value_name = "SECS")]

@@ -165,6 +165,16 @@ pub async fn scan(host: &str, port: u16, algorithm: ScanAlgorithm, timeout: Dura
     let stream = match connect {
         Err(_) => return Err(ScanError::Timeout(timeout_ms)),
         Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => return Err(ScanError::Refused),
+        // A listener closing (sshd re-executing on SIGHUP) resets the
+        // connections in its backlog.
+        Ok(Err(e))
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::ConnectionAborted
+            ) =>
+        {
+            return Err(ScanError::Dropped(format!("while connecting: {e}")));
+        }
         Ok(Err(e)) => return Err(ScanError::Other(format!("cannot connect: {e}"))),
         Ok(Ok(s)) => s,
     };

@@ -344,7 +344,7 @@ impl SecretsManagerStore {
                 ));
             }
         }
-        versions.sort_by(|a, b| b.0.cmp(&a.0));
+        versions.sort_by_key(|v| std::cmp::Reverse(v.0));
         Ok(SecretInfo {
             arn: out.arn().unwrap_or_default().to_owned(),
             name: out.name().unwrap_or_default().to_owned(),

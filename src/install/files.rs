@@ -146,7 +146,13 @@ impl Transaction {
         let mut failures = Vec::new();
         while let Some(r) = self.done.pop() {
             let result = match &r.link {
-                Some(link) => fs::rename(link, &r.path),
+                // rename() between two links to the same inode (the write
+                // failed before replacing the file) does nothing, so the
+                // link must then be removed by hand.
+                Some(link) => fs::rename(link, &r.path).and_then(|()| match fs::remove_file(link) {
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+                    other => other,
+                }),
                 None => match fs::remove_file(&r.path) {
                     Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
                     other => other,

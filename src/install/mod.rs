@@ -115,7 +115,7 @@ pub struct CheckRow {
 pub enum InstallError {
     /// Reading the secret failed.
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(Box<StoreError>),
     /// The ssh directory is missing.
     #[error("ssh directory {} does not exist or is not a directory; pass --ssh-dir (or HOSTKEYCTL_SSH_DIR)", .0.display())]
     NoSshDir(PathBuf),
@@ -179,11 +179,17 @@ pub enum InstallError {
     NoVerifyAddress,
 }
 
+impl From<StoreError> for InstallError {
+    fn from(e: StoreError) -> Self {
+        InstallError::Store(Box::new(e))
+    }
+}
+
 impl InstallError {
     /// The exit status for an error raised before anything was written.
     fn status_before_write(&self) -> Status {
         match self {
-            InstallError::Store(StoreError::Aws(_)) => Status::Aws,
+            InstallError::Store(e) if matches!(**e, StoreError::Aws(_)) => Status::Aws,
             InstallError::Locked { .. } => Status::Incomplete,
             _ => Status::Usage,
         }
@@ -508,6 +514,10 @@ async fn prepare(
     })
 }
 
+/// Checks by handshakes that sshd serves `expected` and nothing else.
+/// Right after a reload the old sshd may still answer (SIGHUP is handled
+/// asynchronously, and connections accepted before it keep the old keys),
+/// so a difference is only final once it outlasts `verify_timeout`.
 async fn verify(
     prepared: &Prepared,
     options: &InstallOptions,
@@ -516,15 +526,22 @@ async fn verify(
     let Some(address) = &prepared.verify_address else {
         return Ok(false);
     };
-    let served = served_keys(address, &ScanAlgorithm::ALL, options.verify_timeout).await;
-    let problems = compare_served(expected, &served);
-    if problems.is_empty() {
-        Ok(true)
-    } else {
-        Err(InstallError::Verify {
-            address: address.clone(),
-            detail: problems.join("; "),
-        })
+    let deadline = Instant::now() + options.verify_timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let served = served_keys(address, &ScanAlgorithm::ALL, left).await;
+        let problems = compare_served(expected, &served);
+        if problems.is_empty() {
+            return Ok(true);
+        }
+        if Instant::now() >= deadline {
+            return Err(InstallError::Verify {
+                address: address.clone(),
+                detail: problems.join("; "),
+            });
+        }
+        tracing::debug!("sshd does not serve the expected keys yet: {}", problems.join("; "));
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use serde_json::json;
 
-use crate::bed::{BedOptions, TestBed, served, set_fingerprints, snapshot};
+use crate::bed::{BedOptions, TestBed, private_lines, served, set_fingerprints, snapshot};
 
 fn login_targets() -> [&'static str; 4] {
     ["--target", "tag:Role=login", "--target", "tag:Cluster=hp"]
@@ -152,20 +152,23 @@ fn adopting_node_one_and_pushing_makes_every_node_serve_its_keys() {
         .collect();
     let logins: BTreeSet<String> = nodes.iter().map(|n| n.instance_id.clone()).collect();
     assert_eq!(reached, logins, "noise instances were targeted");
+    for noise in &bed.state.noise {
+        assert!(
+            !reached.contains(&noise.instance_id),
+            "{} ({}) was targeted",
+            noise.instance_id,
+            noise.kind
+        );
+    }
 
     // No private key material in any parameter of any command sent.
     let params = serde_json::to_string(&commands.iter().map(|c| &c["Parameters"]).collect::<Vec<_>>()).unwrap();
     assert!(!params.contains("PRIVATE KEY"), "{params}");
-    for (name, bytes, _) in snapshot(&nodes[0].ssh_dir)
-        .iter()
-        .filter(|(n, _, _)| n.starts_with("ssh_host_") && !n.ends_with(".pub"))
-    {
-        for line in String::from_utf8_lossy(bytes)
-            .lines()
-            .filter(|l| !l.starts_with("-----"))
-        {
-            assert!(!params.contains(line), "a line of {name} appears in the SSM parameters");
-        }
+    for line in private_lines(&nodes[0].ssh_dir) {
+        assert!(
+            !params.contains(&line),
+            "private key material appears in the SSM parameters"
+        );
     }
     assert!(
         params.contains(init["version_id"].as_str().unwrap()),

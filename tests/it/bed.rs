@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::support::{require, run_ok};
+use crate::support::require;
 
 /// What to start.
 #[derive(Clone, Debug)]
@@ -91,8 +91,6 @@ pub struct BedState {
     pub endpoint: String,
     /// The region.
     pub region: String,
-    /// The Cluster tag value.
-    pub cluster: String,
     /// The load balancer, when there are nodes.
     pub lb: Option<Lb>,
     /// The login nodes.
@@ -309,16 +307,6 @@ pub fn keyscan(address: &str, port: u16, key_type: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// Fingerprints of a node's host key files on disk, by key type name.
-pub fn disk_fingerprint(node: &Node, short: &str) -> String {
-    let out = run_ok(
-        Command::new(require("ssh-keygen"))
-            .arg("-lf")
-            .arg(node.ssh_dir.join(format!("ssh_host_{short}_key.pub"))),
-    );
-    out.split_whitespace().nth(1).unwrap().to_owned()
-}
-
 /// Waits for a condition, polling; fails the test with `what` on timeout.
 pub fn wait_until(what: &str, timeout: Duration, mut condition: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
@@ -430,8 +418,10 @@ pub fn set_fingerprints(init: &Value) -> Vec<Option<String>> {
         .collect()
 }
 
-/// Every file in a directory (not recursive) with its bytes and mode.
-pub fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>, u32)> {
+/// Every file in a directory (not recursive): name, a digest of its bytes
+/// (so a failing comparison never prints key material), and mode.
+pub fn snapshot(dir: &Path) -> Vec<(String, u64, u32)> {
+    use std::hash::{DefaultHasher, Hash, Hasher};
     use std::os::unix::fs::PermissionsExt;
     let mut out: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
@@ -439,13 +429,58 @@ pub fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>, u32)> {
         .filter(|p| p.is_file())
         .map(|p| {
             let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o7777;
-            (
-                p.file_name().unwrap().to_string_lossy().into_owned(),
-                std::fs::read(&p).unwrap(),
-                mode,
-            )
+            let mut h = DefaultHasher::new();
+            std::fs::read(&p).unwrap().hash(&mut h);
+            (p.file_name().unwrap().to_string_lossy().into_owned(), h.finish(), mode)
         })
         .collect();
     out.sort();
     out
+}
+
+/// The private key lines (base64 body) of the host keys in a directory.
+pub fn private_lines(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("ssh_host_") && !name.ends_with(".pub") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            out.extend(text.lines().filter(|l| !l.starts_with("-----")).map(str::to_owned));
+        }
+    }
+    out
+}
+
+/// Whether a real `ssh` client can get a host key of `algorithm` from the node.
+pub fn offers(node: &Node, algorithm: &str, client_key: &Path) -> bool {
+    let known_hosts = tempfile::NamedTempFile::new().unwrap();
+    let out = Command::new(require("ssh"))
+        .arg("-i")
+        .arg(client_key)
+        .args([
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=accept-new",
+            "-o",
+            "ConnectTimeout=5",
+        ])
+        .arg("-o")
+        .arg(format!("UserKnownHostsFile={}", known_hosts.path().display()))
+        .arg("-o")
+        .arg(format!("HostKeyAlgorithms={algorithm}"))
+        .arg(format!("root@{}", node.address))
+        .arg("true")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("no matching host key type") {
+        return false;
+    }
+    assert!(
+        out.status.success(),
+        "ssh -o HostKeyAlgorithms={algorithm} failed: {stderr}"
+    );
+    true
 }

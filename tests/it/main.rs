@@ -8,6 +8,7 @@
 mod admin;
 mod bed;
 mod document;
+mod install;
 mod keygen;
 mod support;
 mod testbed;

@@ -1,0 +1,384 @@
+//! `hostkeyctl install` on real sshd nodes started with `-r`, so only a
+//! real reload changes the keys they serve.
+
+use std::process::Command;
+
+use serde_json::json;
+
+use crate::bed::{BedOptions, Node, Run, TestBed, offers, private_lines, served, set_fingerprints, snapshot};
+use crate::support::require;
+
+fn bed() -> TestBed {
+    TestBed::start(BedOptions {
+        nodes: 2,
+        no_reexec: true,
+        ..BedOptions::default()
+    })
+}
+
+fn sighups(node: &Node) -> usize {
+    let log = std::fs::read_to_string(node.root.join("sshd.log")).unwrap_or_default();
+    log.matches("Received SIGHUP").count()
+}
+
+fn assert_no_leftovers(node: &Node) {
+    for dir in [node.ssh_dir.clone(), node.ssh_dir.join("sshd_config.d")] {
+        let names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".hostkeyctl"))
+            .collect();
+        assert!(names.is_empty(), "leftovers in {}: {names:?}", dir.display());
+    }
+}
+
+#[test]
+fn a_fresh_node_converges_and_a_second_run_changes_nothing() {
+    let bed = bed();
+    let node = &bed.state.nodes[1];
+    let init = bed.init_from_node("hk", &bed.state.nodes[0]);
+    let expected = set_fingerprints(&init);
+    assert_ne!(served(node), expected);
+
+    let first = bed.install_on(node, &["--secret-id", "hk"]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let report = first.json();
+    assert_eq!(report["result"], "changed", "{report}");
+    assert_eq!(report["reloaded"], true);
+    assert_eq!(report["verified"], true);
+    assert_eq!(served(node), expected, "sshd does not serve the set after install");
+    assert_eq!(sighups(node), 1);
+    assert_no_leftovers(node);
+
+    let files_before = snapshot(&node.ssh_dir);
+    let second = bed.install_on(node, &["--secret-id", "hk"]);
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    assert_eq!(second.json()["result"], "unchanged");
+    assert_eq!(second.json()["reloaded"], false);
+    assert_eq!(snapshot(&node.ssh_dir), files_before, "a no-op install wrote files");
+    assert_eq!(sighups(node), 1, "a no-op install reloaded sshd");
+
+    // The new files keep Debian's conventions.
+    for (name, _, mode) in snapshot(&node.ssh_dir) {
+        if name.starts_with("ssh_host_") {
+            assert_eq!(mode, if name.ends_with(".pub") { 0o644 } else { 0o600 }, "{name}");
+        }
+    }
+    // --check agrees, changing nothing.
+    let check = bed.install_on(node, &["--secret-id", "hk", "--check"]);
+    assert_eq!(check.code, 0, "{}", check.stderr);
+    assert_eq!(check.json()["result"], "match");
+    let other = &bed.state.nodes[0];
+    let other_check = bed.install_on(other, &["--secret-id", "hk", "--check"]);
+    // Node 1 has the keys but not the HostKeyAlgorithms pin yet: fine; what
+    // it serves for the managed types matches.
+    assert_eq!(other_check.code, 0, "{}", other_check.stderr);
+}
+
+#[test]
+fn check_reports_drift_on_a_node_with_other_keys() {
+    let bed = bed();
+    let init = bed.init_generated("hk");
+    let fps: Vec<String> = set_fingerprints(&init).into_iter().flatten().collect();
+    let node = &bed.state.nodes[0];
+    let mut args = vec!["--check"];
+    for fp in &fps {
+        args.extend(["--expect", fp.as_str()]);
+    }
+    // --check with --expect alone reads no secret.
+    let run = bed.install_on(node, &args);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(run.json()["result"], "drift");
+    assert!(run.stderr.contains("expected"), "{}", run.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_input_is_refused_and_files_are_untouched() {
+    let bed = bed();
+    let node = bed.state.nodes[1].clone();
+    let init = bed.init_from_node("hk", &bed.state.nodes[0]);
+    let before = snapshot(&node.ssh_dir);
+
+    // --expect that differs from the set.
+    let run = bed.install_on(
+        &node,
+        &[
+            "--secret-id",
+            "hk",
+            "--expect",
+            "SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+        ],
+    );
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("does not have the expected fingerprints"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(run.json()["result"], "refused");
+
+    // A missing ssh dir.
+    let mut env: Vec<(String, String)> = node.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    env.push(("HOSTKEYCTL_SSH_DIR".into(), "/nonexistent/ssh".into()));
+    let run = bed.run_env(&["install", "--secret-id", "hk"], &env);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("/nonexistent/ssh does not exist"), "{}", run.stderr);
+
+    // A corrupt current version: a truncated private key.
+    let sm = aws_sdk_secretsmanager::Client::new(&bed.sdk_config(1).await);
+    let good = sm
+        .get_secret_value()
+        .secret_id("hk")
+        .version_stage("AWSCURRENT")
+        .send()
+        .await
+        .unwrap();
+    let mut doc: serde_json::Value = serde_json::from_str(good.secret_string().unwrap()).unwrap();
+    let pem = doc["keys"][0]["private_key"].as_str().unwrap().to_owned();
+    doc["keys"][0]["private_key"] = json!(pem[..pem.len() / 2]);
+    sm.put_secret_value()
+        .secret_id("hk")
+        .secret_string(doc.to_string())
+        .version_stages("AWSPENDING")
+        .send()
+        .await
+        .unwrap();
+    let run = bed.install_on(&node, &["--secret-id", "hk", "--stage", "AWSPENDING"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("is not a hostkeyctl key set") && run.stderr.contains("keys[0].private_key"),
+        "{}",
+        run.stderr
+    );
+
+    // A secret that is not a key set at all.
+    sm.create_secret()
+        .name("db")
+        .secret_string("hunter2")
+        .send()
+        .await
+        .unwrap();
+    let run = bed.install_on(&node, &["--secret-id", "db"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(!run.stderr.contains("hunter2") && !run.stdout.contains("hunter2"));
+
+    assert_eq!(snapshot(&node.ssh_dir), before, "a refused install touched the files");
+    assert_eq!(sighups(&node), 0);
+    let _ = init;
+}
+
+#[test]
+fn a_failing_reload_restores_the_files_byte_for_byte() {
+    let bed = bed();
+    let node = &bed.state.nodes[1];
+    bed.init_from_node("hk", &bed.state.nodes[0]);
+    let before = snapshot(&node.ssh_dir);
+    let served_before = served(node);
+    let run = bed.install_on(
+        node,
+        &[
+            "--secret-id",
+            "hk",
+            "--reload-command",
+            "echo 'reload is broken' >&2; exit 7",
+        ],
+    );
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    let report = run.json();
+    assert_eq!(report["result"], "rolled_back", "{report}");
+    assert!(
+        report["error"].as_str().unwrap().contains("reload is broken"),
+        "{report}"
+    );
+    assert_eq!(snapshot(&node.ssh_dir), before, "files not restored byte for byte");
+    assert_eq!(served(node), served_before, "old keys are not served");
+    assert!(!node.ssh_dir.join("sshd_config.d/00-hostkeyctl.conf").exists());
+    assert_no_leftovers(node);
+    // The backup of the previous files is kept.
+    let backup = std::path::PathBuf::from(report["backup"].as_str().unwrap());
+    assert!(backup.join("manifest.json").exists());
+}
+
+#[test]
+fn sshd_reading_another_host_key_path_fails_verification_and_rolls_back() {
+    let bed = bed();
+    let node = &bed.state.nodes[1];
+    bed.init_from_node("hk", &bed.state.nodes[0]);
+    // sshd reads its ed25519 key from elsewhere: writing ssh_host_ed25519_key
+    // changes nothing it serves.
+    let elsewhere = node.root.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::copy(
+        node.ssh_dir.join("ssh_host_ed25519_key"),
+        elsewhere.join("ssh_host_ed25519_key"),
+    )
+    .unwrap();
+    let config = std::fs::read_to_string(&node.sshd_config).unwrap();
+    let moved = config.replace(
+        &format!("HostKey {}/ssh_host_ed25519_key", node.ssh_dir.display()),
+        &format!("HostKey {}/ssh_host_ed25519_key", elsewhere.display()),
+    );
+    assert_ne!(config, moved);
+    std::fs::write(&node.sshd_config, moved).unwrap();
+    bed.start_node(&node.name);
+    let before = snapshot(&node.ssh_dir);
+    let served_before = served(node);
+
+    let run = bed.install_on(node, &["--secret-id", "hk", "--verify-timeout", "3"]);
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    let report = run.json();
+    assert_eq!(report["result"], "rolled_back", "{report}");
+    assert!(
+        report["error"].as_str().unwrap().contains("ssh-ed25519: serves"),
+        "{report}"
+    );
+    assert_eq!(snapshot(&node.ssh_dir), before);
+    assert_eq!(served(node), served_before);
+}
+
+/// Unmounts a tmpfs when dropped, even if the test fails.
+struct Mount(std::path::PathBuf);
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// Also the regression test for a rollback link left behind when the write
+/// that failed was of a file that still had its old inode.
+#[test]
+fn no_space_left_while_writing_rolls_back() {
+    let bed = bed();
+    let node = &bed.state.nodes[1];
+    bed.init_from_node("hk", &bed.state.nodes[0]);
+    // Move the node's /etc/ssh onto a 64 KiB tmpfs with two free pages.
+    let saved = node.root.join("ssh-saved");
+    assert!(
+        Command::new("cp")
+            .arg("-a")
+            .arg(&node.ssh_dir)
+            .arg(&saved)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64k,mode=755", "tmpfs"])
+        .arg(&node.ssh_dir)
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "mounting a tmpfs needs root");
+    let _mount = Mount(node.ssh_dir.clone());
+    let copy = format!("cp -a {}/. {}/", saved.display(), node.ssh_dir.display());
+    assert!(Command::new("sh").arg("-c").arg(copy).status().unwrap().success());
+    let fill = format!(
+        "dd if=/dev/zero of={}/filler bs=4096 2>/dev/null; true",
+        node.ssh_dir.display()
+    );
+    Command::new("sh").arg("-c").arg(fill).status().unwrap();
+    std::fs::remove_file(node.ssh_dir.join("filler")).unwrap();
+    let filler = node.ssh_dir.join("filler");
+    // Leave room for exactly two new files.
+    let room = format!(
+        "dd if=/dev/zero of={} bs=4096 count=$(( $(stat -f -c %a {}) - 2 )) 2>/dev/null",
+        filler.display(),
+        node.ssh_dir.display()
+    );
+    assert!(Command::new("sh").arg("-c").arg(room).status().unwrap().success());
+    let before = snapshot(&node.ssh_dir);
+    let served_before = served(node);
+
+    let run = bed.install_on(node, &["--secret-id", "hk"]);
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    let report = run.json();
+    assert_eq!(report["result"], "rolled_back", "{report}");
+    assert!(report["error"].as_str().unwrap().contains("No space left"), "{report}");
+    assert_eq!(snapshot(&node.ssh_dir), before, "files not restored");
+    assert_eq!(served(node), served_before);
+    assert_no_leftovers(node);
+}
+
+#[test]
+fn unmanaged_key_types_stop_being_served() {
+    let bed = bed();
+    let node = &bed.state.nodes[1];
+    bed.init_from_node("hk", &bed.state.nodes[0]);
+    // The image baked in an extra ECDSA P-384 host key.
+    let extra = node.ssh_dir.join("ssh_host_ecdsa384_key");
+    let made = Command::new(require("ssh-keygen"))
+        .args(["-q", "-t", "ecdsa", "-b", "384", "-N", "", "-f"])
+        .arg(&extra)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let config = std::fs::read_to_string(&node.sshd_config).unwrap();
+    std::fs::write(&node.sshd_config, format!("{config}HostKey {}\n", extra.display())).unwrap();
+    bed.start_node(&node.name);
+    assert!(
+        offers(node, "ecdsa-sha2-nistp384", &bed.state.client_key),
+        "the extra key is served at first"
+    );
+
+    let run = bed.install_on(node, &["--secret-id", "hk"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        !offers(node, "ecdsa-sha2-nistp384", &bed.state.client_key),
+        "the unmanaged key is still served"
+    );
+    assert!(
+        offers(node, "ecdsa-sha2-nistp256", &bed.state.client_key),
+        "the managed ecdsa key must still be served"
+    );
+    assert!(extra.exists(), "the key file itself is left alone");
+}
+
+#[test]
+fn a_config_without_include_gets_an_inline_block() {
+    let bed = bed();
+    let node = &bed.state.nodes[1];
+    let init = bed.init_from_node("hk", &bed.state.nodes[0]);
+    let config = std::fs::read_to_string(&node.sshd_config).unwrap();
+    let without: String = config
+        .lines()
+        .filter(|l| !l.starts_with("Include"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&node.sshd_config, &without).unwrap();
+    bed.start_node(&node.name);
+
+    let run = bed.install_on(node, &["--secret-id", "hk"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let after = std::fs::read_to_string(&node.sshd_config).unwrap();
+    assert!(after.starts_with("# BEGIN hostkeyctl"), "{after}");
+    assert!(after.ends_with(&without), "the rest of the config changed");
+    assert_eq!(served(node), set_fingerprints(&init));
+    let again = bed.install_on(node, &["--secret-id", "hk"]);
+    assert_eq!(again.json()["result"], "unchanged");
+}
+
+#[test]
+fn private_key_bytes_never_reach_stdout_or_stderr() {
+    let bed = bed();
+    let node = &bed.state.nodes[1];
+    bed.init_from_node("hk", &bed.state.nodes[0]);
+    let secret_lines = private_lines(&bed.state.nodes[0].ssh_dir);
+    let old_lines = private_lines(&node.ssh_dir);
+    let runs: Vec<Run> = vec![
+        bed.install_on(node, &["--secret-id", "hk", "-vvv"]),
+        bed.install_on(node, &["--secret-id", "hk", "-vvv"]),
+        bed.install_on(
+            &bed.state.nodes[0],
+            &["--secret-id", "hk", "--reload-command", "false", "-vvv"],
+        ),
+        bed.install_on(node, &["--secret-id", "hk", "--check", "-vvv"]),
+    ];
+    for run in &runs {
+        for line in secret_lines.iter().chain(&old_lines) {
+            assert!(
+                !run.stdout.contains(line.as_str()) && !run.stderr.contains(line.as_str()),
+                "key material in output"
+            );
+        }
+    }
+}
