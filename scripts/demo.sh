@@ -4,8 +4,9 @@
 #
 #   1. the problem: real ssh through the load balancer hits
 #      "REMOTE HOST IDENTIFICATION HAS CHANGED";
-#   2. hostkeyctl gives every node one canonical key set;
-#   3. 20 real ssh connections through the load balancer, 0 warnings.
+#   2. hostkeyctl adopts node 1's keys as the canonical set in Secrets Manager;
+#   3. and pushes it to every node with SSM Run Command;
+#   4. 20 real ssh connections through the load balancer, 0 warnings.
 #
 # Run it with `make demo` (which installs what is missing and builds first).
 # It always tears the bed down, also on failure or Ctrl-C.
@@ -78,17 +79,16 @@ done
 say "next 6 connections with StrictHostKeyChecking=yes: $mismatches refused with a host key mismatch"
 [ $mismatches -gt 0 ] || { echo "demo: expected mismatches before the fix" >&2; exit 1; }
 
-bold "2. One canonical key set"
-run "$HOSTKEYCTL" keygen --out-dir "$WORK/canonical" --output table
+bold "2. Adopt node 1's host keys as the canonical set (in Secrets Manager)"
+say "(users who already trust node 1 keep trusting it; nodes 2 and 3 will take its keys)"
+NODE1_SSH_DIR=$(state 's["nodes"][0]["ssh_dir"]')
+run "$HOSTKEYCTL" init --secret-id hostkeys/demo --from-dir "$NODE1_SSH_DIR" --output table
+run "$HOSTKEYCTL" status --secret-id hostkeys/demo --output table
 
-bold "3. Every node gets the canonical set"
-say "(by hand for now: 'hostkeyctl push' and 'install' are the next features)"
-for dir in $(state '" ".join(n["ssh_dir"] for n in s["nodes"])'); do
-  cp -p "$WORK"/canonical/ssh_host_* "$dir"/
-done
-for pid_file in $(state '" ".join(n["pid_file"] for n in s["nodes"])'); do
-  kill -HUP "$(cat "$pid_file")"
-done
+bold "3. Push it to every login node with SSM Run Command"
+say "(each node runs 'hostkeyctl install': fetch, validate, atomic write, sshd -t, reload, verify, roll back on failure)"
+run "$HOSTKEYCTL" push --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
+  --canary 1 --max-concurrency 100% --output table
 
 bold "4. 20 real ssh connections through the load balancer"
 KH="$WORK/known_hosts.after"
