@@ -23,4 +23,5 @@ demo: deps build
 	./scripts/demo.sh
 
 bench: deps
-	./scripts/bench-keygen.sh
+	$(CARGO) build --release --locked
+	python3 scripts/bench.py all

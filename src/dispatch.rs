@@ -73,6 +73,22 @@ impl Invocation {
     }
 }
 
+/// How much polling a wait took.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PollStats {
+    /// Polling rounds.
+    pub rounds: usize,
+    /// `ListCommandInvocations` calls (pages included).
+    pub list_calls: usize,
+}
+
+impl std::ops::AddAssign for PollStats {
+    fn add_assign(&mut self, other: Self) {
+        self.rounds += other.rounds;
+        self.list_calls += other.list_calls;
+    }
+}
+
 /// Progress callback: (finished, total).
 pub type Progress<'a> = &'a (dyn Fn(usize, usize) + Sync);
 
@@ -152,8 +168,9 @@ impl SsmDispatcher {
         commands: &[(String, Vec<String>)],
         deadline: Instant,
         progress: Progress<'_>,
-    ) -> Result<BTreeMap<String, Invocation>, AwsError> {
+    ) -> Result<(BTreeMap<String, Invocation>, PollStats), AwsError> {
         let sent_at = Instant::now();
+        let mut stats = PollStats::default();
         let mut state: BTreeMap<String, Invocation> = BTreeMap::new();
         for (command_id, ids) in commands {
             for id in ids {
@@ -173,11 +190,12 @@ impl SsmDispatcher {
         let total = state.len();
         let mut interval = self.first_poll;
         loop {
+            stats.rounds += 1;
             for (command_id, ids) in commands {
                 if ids.iter().all(|id| state[id].is_final()) {
                     continue;
                 }
-                match self.list(command_id).await {
+                match self.list(command_id, &mut stats.list_calls).await {
                     Ok(rows) => {
                         for row in rows {
                             if let Some(slot) = state.get_mut(&row.instance_id) {
@@ -193,7 +211,7 @@ impl SsmDispatcher {
             let finished = state.values().filter(|i| i.is_final()).count();
             progress(finished, total);
             if finished == total || Instant::now() >= deadline {
-                return Ok(state);
+                return Ok((state, stats));
             }
             let left = deadline.saturating_duration_since(Instant::now());
             tokio::time::sleep(interval.min(left)).await;
@@ -201,7 +219,7 @@ impl SsmDispatcher {
         }
     }
 
-    async fn list(&self, command_id: &str) -> Result<Vec<Invocation>, AwsError> {
+    async fn list(&self, command_id: &str, calls: &mut usize) -> Result<Vec<Invocation>, AwsError> {
         let call = Call::new("ssm:ListCommandInvocations", format!("command {command_id}"));
         let mut pages = self
             .client
@@ -213,6 +231,7 @@ impl SsmDispatcher {
             .send();
         let mut rows = Vec::new();
         while let Some(page) = pages.next().await {
+            *calls += 1;
             let page = page.map_err(|e| AwsError::from_sdk(e, &call))?;
             for inv in page.command_invocations() {
                 let plugin = inv.command_plugins().first();

@@ -588,6 +588,13 @@ class Emulator:
         if node is not None:
             env.update(node.env)
             workdir = node.workdir
+        else:
+            # A virtual instance has no sshd and no files: its hostkeyctl is
+            # the stand-in in virtual-bin/, and a real one would find no ssh
+            # directory and refuse before writing anything.
+            here = os.path.dirname(os.path.abspath(__file__))
+            env["PATH"] = os.path.join(here, "virtual-bin") + ":" + env.get("PATH", "")
+            env["HOSTKEYCTL_SSH_DIR"] = "/nonexistent/virtual-instance/etc/ssh"
         env["AWS_SSM_INSTANCE_ID"] = inv.instance_id
         try:
             proc = subprocess.Popen(

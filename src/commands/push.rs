@@ -11,7 +11,7 @@ use crate::aws;
 use crate::cli::{GlobalArgs, PushArgs};
 use crate::commands::init::store_failure;
 use crate::discovery::{self, DiscoveryError, Instance};
-use crate::dispatch::{self, CommandSpec, Invocation, SsmDispatcher};
+use crate::dispatch::{self, CommandSpec, Invocation, PollStats, SsmDispatcher};
 use crate::exit::{Failure, Status};
 use crate::output::{self, OutputFormat};
 use crate::store::{STAGE_CURRENT, SecretsManagerStore, StoredVersion, VersionSelector};
@@ -46,6 +46,7 @@ struct PushReport<'a> {
     fingerprints: Vec<&'a str>,
     command_line: &'a str,
     command_ids: Vec<String>,
+    polling: PollStats,
     targets: usize,
     succeeded: usize,
     failed: usize,
@@ -252,6 +253,7 @@ pub async fn run(args: &PushArgs, global: &GlobalArgs, output: OutputFormat) -> 
     let bar = progress_bar(ids.len(), global.quiet);
     let mut seen: BTreeMap<String, Invocation> = BTreeMap::new();
     let mut command_ids = Vec::new();
+    let mut polling = PollStats::default();
     let mut not_sent_reason = String::from("not sent");
     for (wave_index, wave) in waves.iter().enumerate() {
         let total = wave.len();
@@ -284,10 +286,11 @@ pub async fn run(args: &PushArgs, global: &GlobalArgs, output: OutputFormat) -> 
                 b.set_position((done_before + finished) as u64);
             }
         };
-        let states = dispatcher
+        let (states, stats) = dispatcher
             .wait(&commands, deadline, &progress)
             .await
             .map_err(Failure::aws)?;
+        polling += stats;
         for (id, inv) in &states {
             if !inv.is_final() {
                 tracing::warn!("{id} did not finish in time (still {})", inv.status);
@@ -328,6 +331,7 @@ pub async fn run(args: &PushArgs, global: &GlobalArgs, output: OutputFormat) -> 
         fingerprints,
         command_line: &command_line,
         command_ids,
+        polling,
         targets: results.len(),
         succeeded,
         failed: results.len() - succeeded,

@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+"""hostkeyctl benchmarks: figures and ratios against named baselines, all
+measured in the same run on this machine. Not tests: nothing here fails on
+a slow machine; it prints what it measured.
+
+    python3 scripts/bench.py keygen  [--runs 10]
+    python3 scripts/bench.py install [--runs 5]
+    python3 scripts/bench.py push    [--instances 1000]
+    python3 scripts/bench.py all
+
+Uses target/release/hostkeyctl (`make bench` builds it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = ROOT / "target" / "release" / "hostkeyctl"
+
+
+def timed(argv: list[str]) -> tuple[float, subprocess.CompletedProcess]:
+    """Runs argv; returns wall seconds and the result."""
+    start = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True)
+    return time.perf_counter() - start, done
+
+
+def run_rss(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, int, int, bytes, bytes]:
+    """Runs argv with os.wait4 to get its own peak RSS (KiB)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    out = proc.stdout.read() if proc.stdout else b""
+    err = proc.stderr.read() if proc.stderr else b""
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return elapsed, usage.ru_maxrss, proc.returncode, out, err
+
+
+def median_ms(xs: list[float]) -> float:
+    return statistics.median(xs) * 1000
+
+
+def bench_keygen(runs: int) -> None:
+    print(f"== keygen: one key per run, {runs} runs each, median wall time (process start included)")
+    print(f"   baseline: ssh-keygen -t ALG (RSA -b 3072), same machine, same run")
+    work = Path(tempfile.mkdtemp(prefix="hkbench-"))
+    try:
+        print(f"   {'algorithm':<10} {'hostkeyctl':>12} {'ssh-keygen':>12} {'ratio':>8}")
+        for alg in ["ed25519", "ecdsa", "rsa"]:
+            ours, theirs = [], []
+            for _ in range(runs):
+                t, p = timed([str(BIN), "keygen", "--algorithms", alg, "--out-dir", str(work / "k"), "--force", "--output", "json"])
+                assert p.returncode == 0, p.stderr
+                ours.append(t)
+                key = work / "s" / "key"
+                shutil.rmtree(work / "s", ignore_errors=True)
+                (work / "s").mkdir()
+                argv = ["ssh-keygen", "-q", "-t", alg, "-N", "", "-f", str(key)]
+                if alg == "rsa":
+                    argv[4:4] = ["-b", "3072"]
+                t, p = timed(argv)
+                assert p.returncode == 0, p.stderr
+                theirs.append(t)
+            a, b = median_ms(ours), median_ms(theirs)
+            print(f"   {alg:<10} {a:>10.1f}ms {b:>10.1f}ms {a / b:>7.2f}x")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+class Bed:
+    def __init__(self, nodes: int, virtual: int = 0):
+        self.dir = Path(tempfile.mkdtemp(prefix="hkbench-bed-"))
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "testbed" / "bed.py"), "up", "--dir", str(self.dir), "--nodes", str(nodes),
+             "--virtual", str(virtual), "--no-reexec", "--bin-dir", str(BIN.parent), "--watch-stdin"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(self.dir / "bed.log", "wb"),
+        )
+        line = self.proc.stdout.readline() if self.proc.stdout else b""
+        if not line:
+            raise SystemExit("bed did not start: " + (self.dir / "bed.log").read_text())
+        self.state = json.loads(line)
+        self.env = dict(os.environ)
+        self.env.update({
+            "AWS_ENDPOINT_URL": self.state["endpoint"], "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true",
+        })
+
+    def control(self, path: str, body: dict | None = None) -> object:
+        req = urllib.request.Request(self.state["endpoint"] + path, data=json.dumps(body or {}).encode(),
+                                     method="POST" if body is not None else "GET")
+        return json.loads(urllib.request.urlopen(req).read())
+
+    def hk(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(BIN), *args], env=self.env, capture_output=True)
+
+    def close(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def bench_install(runs: int) -> None:
+    print(f"== install on one real sshd node (started with -r), {runs} runs each, median")
+    print("   goal: converging < 300 ms and < 40 MB peak RSS")
+    bed = Bed(nodes=1)
+    try:
+        for name in ("a", "b"):
+            p = bed.hk("init", "--secret-id", name, "--output", "json")
+            assert p.returncode == 0, p.stderr
+        node = bed.state["nodes"][0]
+        env = dict(bed.env)
+        env.update(node["env"])
+        converge, noop = [], []
+        for i in range(runs):
+            for name in ("a", "b"):
+                t, rss, code, out, err = run_rss([str(BIN), "install", "--secret-id", name, "--quiet"], env)
+                assert code == 0 and b'"changed"' in out, (out, err)
+                converge.append((t, rss))
+            t, rss, code, out, err = run_rss([str(BIN), "install", "--secret-id", "b", "--quiet"], env)
+            assert code == 0 and b'"unchanged"' in out, (out, err)
+            noop.append((t, rss))
+        for label, xs in (("converge (write + sshd -t + reload + verify)", converge), ("no-op (fetch + compare + verify)", noop)):
+            ms = median_ms([x[0] for x in xs])
+            mb = max(x[1] for x in xs) / 1024
+            print(f"   {label:<48} {ms:>7.1f} ms   peak RSS {mb:>5.1f} MB")
+    finally:
+        bed.close()
+
+
+def bench_push(instances: int) -> None:
+    batches = math.ceil(instances / 50)
+    print(f"== push to {instances} emulated instances ({batches} SendCommand batches)")
+    print("   baseline: the same commands, then a naive loop of GetCommandInvocation per instance")
+    bed = Bed(nodes=0, virtual=instances)
+    try:
+        p = bed.hk("init", "--secret-id", "hk", "--algorithms", "ed25519", "--output", "json")
+        assert p.returncode == 0, p.stderr
+        bed.control("/_bed/counts/reset", {})
+        start = time.perf_counter()
+        p = bed.hk("push", "--secret-id", "hk", "--target", "tag:Role=virtual", "--max-concurrency", "100%",
+                   "--max-errors", "100%", "--output", "json")
+        wall = time.perf_counter() - start
+        report = json.loads(p.stdout)
+        counts = bed.control("/_bed/counts")
+        rounds = report["polling"]["rounds"]
+        calls = report["polling"]["list_calls"]
+        print(f"   hostkeyctl push: exit {p.returncode}, {report['succeeded']}/{report['targets']} ok, {wall:.1f} s wall")
+        print(f"     API calls: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())))
+        print(f"     polling: {calls} ListCommandInvocations in {rounds} rounds = {calls / max(rounds, 1):.1f} per round"
+              f" (goal <= ceil(N/50)+1 = {batches + 1})")
+
+        import boto3  # the baseline uses the Python SDK against the same bed
+
+        ssm = boto3.client("ssm", endpoint_url=bed.state["endpoint"], region_name="us-east-1",
+                           aws_access_key_id="testing", aws_secret_access_key="testing")
+        ids = bed.state["virtual"]
+        bed.control("/_bed/counts/reset", {})
+        start = time.perf_counter()
+        sent = []
+        for i in range(0, len(ids), 50):
+            c = ssm.send_command(InstanceIds=ids[i:i + 50], DocumentName="AWS-RunShellScript",
+                                 Parameters={"commands": [report["command_line"]]}, MaxConcurrency="100%",
+                                 MaxErrors="100%")["Command"]["CommandId"]
+            sent += [(c, iid) for iid in ids[i:i + 50]]
+        pending, naive_rounds, naive_calls = set(sent), 0, 0
+        while pending:
+            naive_rounds += 1
+            for c, iid in list(pending):
+                naive_calls += 1
+                try:
+                    st = ssm.get_command_invocation(CommandId=c, InstanceId=iid)["Status"]
+                except ssm.exceptions.InvocationDoesNotExist:
+                    continue
+                if st in ("Success", "Failed", "TimedOut", "Cancelled"):
+                    pending.discard((c, iid))
+            if pending:
+                time.sleep(0.5)
+        naive_wall = time.perf_counter() - start
+        print(f"   naive per-instance loop: {naive_calls} GetCommandInvocation in {naive_rounds} rounds"
+              f" = {naive_calls / naive_rounds:.0f} per round, {naive_wall:.1f} s wall")
+        print(f"   ratio: {naive_calls / max(calls, 1):.0f}x fewer polling calls with hostkeyctl")
+    finally:
+        bed.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", choices=["keygen", "install", "push", "all"])
+    parser.add_argument("--runs", type=int, default=None)
+    parser.add_argument("--instances", type=int, default=1000)
+    args = parser.parse_args()
+    if not BIN.exists():
+        raise SystemExit(f"{BIN} is missing: run `make bench` (builds it) or `cargo build --release`")
+    if args.what in ("keygen", "all"):
+        bench_keygen(args.runs or 10)
+    if args.what in ("install", "all"):
+        bench_install(args.runs or 5)
+    if args.what in ("push", "all"):
+        bench_push(args.instances)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
