@@ -382,3 +382,123 @@ fn private_key_bytes_never_reach_stdout_or_stderr() {
         }
     }
 }
+
+/// Kills installs with SIGKILL at random points, 50 times, each followed by
+/// a normal run, while a probe keeps asking sshd (in its default re-exec
+/// mode, which reads the key files on every connection) for all three keys.
+#[test]
+fn installs_killed_at_random_points_always_converge_and_sshd_keeps_serving() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::time::Instant;
+
+    let bed = TestBed::start(BedOptions {
+        nodes: 1,
+        ..BedOptions::default()
+    });
+    let node = bed.state.nodes[0].clone();
+    let sets = [bed.init_generated("a"), bed.init_generated("b")];
+
+    // The probe: ssh-keyscan for rsa, ecdsa and ed25519 at once.
+    let stop = Arc::new(AtomicBool::new(false));
+    let (probes, refused) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let failures = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let probe = {
+        let (stop, probes, refused, failures) = (stop.clone(), probes.clone(), refused.clone(), failures.clone());
+        let address = node.address.clone();
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let out = Command::new(require("ssh-keyscan"))
+                    .args(["-T", "5", "-t", "rsa,ecdsa,ed25519", &address])
+                    .output()
+                    .unwrap();
+                probes.fetch_add(1, Ordering::Relaxed);
+                let keys = String::from_utf8_lossy(&out.stdout)
+                    .lines()
+                    .filter(|l| !l.starts_with('#'))
+                    .count();
+                let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+                // ssh-keyscan prints each connection's banner on stderr: a
+                // banner without a key is sshd answering but serving none.
+                let banners = stderr
+                    .lines()
+                    .filter(|l| l.starts_with("# ") && l.contains("SSH-"))
+                    .count();
+                if keys == 3 {
+                    continue;
+                }
+                if keys == banners {
+                    // Refused or reset before sshd spoke: sshd re-executing
+                    // on SIGHUP closes its listener for a moment.
+                    refused.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                failures
+                    .lock()
+                    .unwrap()
+                    .push(format!("{keys} keys after {banners} banners: {stderr}"));
+            }
+        })
+    };
+
+    let env: Vec<(String, String)> = node.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let spawn_install = |secret: &str| {
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("hostkeyctl"))
+            .envs(bed.aws_env())
+            .envs(env.iter().cloned())
+            .args(["install", "--secret-id", secret, "--quiet"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    // How long one converging install takes here, to spread the kills over it.
+    let start = Instant::now();
+    let calibrate = bed.install_on(&node, &["--secret-id", "a"]);
+    assert_eq!(calibrate.code, 0, "{}", calibrate.stderr);
+    let span = start.elapsed();
+
+    let mut killed_midway = 0;
+    for round in 0..50 {
+        let secret = ["b", "a"][round % 2];
+        let mut child = spawn_install(secret);
+        let delay = span.mul_f64(rand::random::<f64>());
+        std::thread::sleep(delay);
+        if child.try_wait().unwrap().is_none() {
+            killed_midway += 1;
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        let after = bed.install_on(&node, &["--secret-id", secret]);
+        assert_eq!(
+            after.code, 0,
+            "round {round}: the run after a kill failed: {}",
+            after.stderr
+        );
+        let result = after.json()["result"].as_str().unwrap().to_owned();
+        assert!(
+            ["changed", "unchanged", "reloaded"].contains(&result.as_str()),
+            "round {round}: {result}"
+        );
+        let expected = set_fingerprints(&sets[(round + 1) % 2]);
+        assert_eq!(served(&node), expected, "round {round}: not converged after the kill");
+        assert_no_leftovers(&node);
+    }
+    stop.store(true, Ordering::Relaxed);
+    probe.join().unwrap();
+    let failures = failures.lock().unwrap();
+    assert!(
+        failures.is_empty(),
+        "the probe saw sshd serve an incomplete set: {failures:?}"
+    );
+    let probes = probes.load(Ordering::Relaxed);
+    assert!(probes >= 50, "the probe ran only {probes} times");
+    assert!(
+        killed_midway >= 25,
+        "only {killed_midway} of 50 installs were killed before they ended"
+    );
+    eprintln!(
+        "crash campaign: 50 kills ({killed_midway} mid-install), {probes} probes, {} cut off before the banner during reloads, install span {span:?}",
+        refused.load(Ordering::Relaxed)
+    );
+}
