@@ -76,6 +76,9 @@ pub enum Command {
     Status(StatusArgs),
     /// Install a key set version on every target node with SSM Run Command.
     Push(PushArgs),
+    /// Check by real SSH handshakes which host keys every node and the load
+    /// balancer serve, against the expected set.
+    Audit(AuditArgs),
     /// On a login node (as root): fetch the key set, install it, reload
     /// sshd, verify what it serves, roll back on any failure.
     Install(InstallArgs),
@@ -257,4 +260,76 @@ pub struct PushArgs {
     /// Print the targets and the exact command; send nothing.
     #[arg(long)]
     pub dry_run: bool,
+}
+
+/// `hostkeyctl audit`.
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// Expected set from this secret: its public fingerprints from the
+    /// tags (DescribeSecret only), or the value with --stage/--version-id.
+    #[arg(long, value_name = "ID", conflicts_with_all = ["known_hosts", "expect"])]
+    pub secret_id: Option<String>,
+    /// Read this stage's value (needs secretsmanager:GetSecretValue).
+    #[arg(long, value_name = "STAGE", requires = "secret_id", conflicts_with = "version_id")]
+    pub stage: Option<String>,
+    /// Read this version's value (needs secretsmanager:GetSecretValue).
+    #[arg(long, value_name = "ID", requires = "secret_id")]
+    pub version_id: Option<String>,
+    /// Expected set from a known_hosts file (one key per type).
+    #[arg(long, value_name = "FILE", conflicts_with = "expect")]
+    pub known_hosts: Option<PathBuf>,
+    /// Expected fingerprint (repeatable; matched by value).
+    #[arg(long = "expect", value_name = "SHA256:...")]
+    pub expect: Vec<String>,
+    /// Nodes from EC2: tag:KEY=VALUE or i-... (repeatable; all must match).
+    #[arg(long = "target", value_name = "SPEC")]
+    pub targets: Vec<TargetSpec>,
+    /// A node given directly (repeatable; each is audited as given).
+    #[arg(long = "endpoint", value_name = "HOST[:PORT]")]
+    pub endpoints: Vec<String>,
+    /// sshd port of discovered nodes.
+    #[arg(long, default_value_t = 22, value_name = "PORT")]
+    pub port: u16,
+    /// The load balancer to sample.
+    #[arg(long, value_name = "HOST[:PORT]")]
+    pub lb: Option<String>,
+    /// Connections per key type through the load balancer.
+    #[arg(long, default_value_t = 20, value_name = "N")]
+    pub samples: usize,
+    /// Backends behind the load balancer (default: the number of nodes
+    /// audited), for the chance that a bad one was missed.
+    #[arg(long, value_name = "K")]
+    pub backends: Option<usize>,
+    /// Key types to ask each node for.
+    #[arg(long, value_delimiter = ',', value_name = "TYPE,...", value_parser = parse_scan_algorithm,
+          default_value = "ssh-ed25519,ecdsa-sha2-nistp256,ecdsa-sha2-nistp384,ecdsa-sha2-nistp521,ssh-rsa")]
+    pub key_types: Vec<crate::scan::ScanAlgorithm>,
+    /// Connections at once, overall.
+    #[arg(long, default_value_t = 32, value_name = "N")]
+    pub concurrency: usize,
+    /// Connections at once to one host (sshd starts dropping unauthenticated
+    /// connections at 10 by default: MaxStartups 10:30:100).
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub per_host: usize,
+    /// Seconds per connection.
+    #[arg(long, default_value_t = 5, value_name = "SECS")]
+    pub timeout: u64,
+    /// Attempts per probe when a connection is dropped or times out.
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub attempts: u32,
+    /// Also run `hostkeyctl install --check` on the --target nodes over SSM
+    /// and report what is on disk (catches keys written but not served).
+    #[arg(long)]
+    pub via_ssm: bool,
+    /// With --via-ssm: how the nodes call hostkeyctl.
+    #[arg(long, default_value = "hostkeyctl", value_name = "PATH")]
+    pub node_command: String,
+}
+
+fn parse_scan_algorithm(s: &str) -> Result<crate::scan::ScanAlgorithm, String> {
+    let s = s.trim();
+    crate::scan::ScanAlgorithm::ALL
+        .into_iter()
+        .find(|a| a.key_type() == s || (s == "ed25519" && a.key_type() == "ssh-ed25519") || (s == "rsa" && a.key_type() == "ssh-rsa") || (s == "ecdsa" && a.key_type() == "ecdsa-sha2-nistp256"))
+        .ok_or_else(|| format!("unknown key type {s:?}: use ssh-ed25519, ecdsa-sha2-nistp256, ecdsa-sha2-nistp384, ecdsa-sha2-nistp521 or ssh-rsa"))
 }

@@ -9,6 +9,7 @@
 //! - [`fsutil`]: crash-safe file writes;
 //! - [`cli`], [`commands`], [`output`], [`exit`]: the command-line surface.
 
+pub mod audit;
 pub mod aws;
 pub mod cli;
 pub mod commands;

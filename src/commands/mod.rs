@@ -1,6 +1,7 @@
 //! One module per subcommand: each validates its arguments into a plan,
 //! runs it, and prints its result.
 
+pub mod audit;
 pub mod init;
 pub mod install;
 pub mod keygen;
@@ -18,6 +19,7 @@ pub async fn run(cli: Cli) -> Result<Status, Failure> {
         Command::Init(args) => init::run(&args, &cli.global, output).await,
         Command::Status(args) => status::run(&args, &cli.global, output).await,
         Command::Push(args) => push::run(&args, &cli.global, output).await,
+        Command::Audit(args) => audit::run(&args, &cli.global, output).await,
         Command::Install(args) => install::run(&args, &cli.global).await,
     }
 }

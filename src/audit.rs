@@ -1,0 +1,479 @@
+//! The audit: what clients really see, node by node and through the load
+//! balancer, compared with the expected key set.
+//!
+//! Scanning is complete and polite: a global concurrency limit, a per-host
+//! limit well below sshd's default `MaxStartups` (10), retries with backoff
+//! when a connection is dropped before the key, and a timeout per
+//! connection, so a node is never reported unreachable because the auditor
+//! overloaded it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::Semaphore;
+
+use crate::keyset::fingerprint_of;
+use crate::scan::{self, ScanAlgorithm, ScanError};
+
+/// What the fleet must serve.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Expected {
+    /// Fingerprint per key type.
+    pub by_type: BTreeMap<ScanAlgorithm, String>,
+    /// Fingerprints whose type is unknown (`--expect`): matched by value.
+    pub untyped: Vec<String>,
+}
+
+impl Expected {
+    /// The expected fingerprint for a type, resolving untyped fingerprints
+    /// by what was served.
+    fn for_type(&self, algorithm: ScanAlgorithm, served: Option<&str>) -> Option<String> {
+        if let Some(fp) = self.by_type.get(&algorithm) {
+            return Some(fp.clone());
+        }
+        served
+            .filter(|s| self.untyped.iter().any(|u| u == s))
+            .map(str::to_owned)
+    }
+
+    /// Whether no fingerprint is expected at all.
+    pub fn is_empty(&self) -> bool {
+        self.by_type.is_empty() && self.untyped.is_empty()
+    }
+}
+
+/// An endpoint to scan.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Endpoint {
+    /// What to call it (instance name or id, or the address).
+    pub name: String,
+    /// Host name or address.
+    pub host: String,
+    /// Port.
+    pub port: u16,
+}
+
+/// How to scan.
+#[derive(Clone, Debug)]
+pub struct ScanPolicy {
+    /// Connections at once, overall.
+    pub concurrency: usize,
+    /// Connections at once to one host.
+    pub per_host: usize,
+    /// Timeout per connection.
+    pub timeout: Duration,
+    /// Attempts per probe when the connection is dropped or times out.
+    pub attempts: u32,
+    /// Key types asked for.
+    pub algorithms: Vec<ScanAlgorithm>,
+}
+
+/// A finding's verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Verdict {
+    /// Serves the expected key.
+    Ok,
+    /// Serves another key of an expected type.
+    Mismatch,
+    /// Serves a type outside the set.
+    Unmanaged,
+    /// Does not serve an expected type.
+    Missing,
+    /// Could not be asked.
+    Unreachable,
+}
+
+impl Verdict {
+    /// Whether this is drift (exit 1).
+    pub fn is_drift(self) -> bool {
+        matches!(self, Verdict::Mismatch | Verdict::Unmanaged | Verdict::Missing)
+    }
+}
+
+/// One node and key type.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// Key type.
+    pub key_type: String,
+    /// Verdict.
+    pub status: Verdict,
+    /// Expected fingerprint.
+    pub expected: Option<String>,
+    /// Served fingerprint.
+    pub served: Option<String>,
+    /// Why unreachable: refused, timeout, dropped before the key, ...
+    pub detail: Option<String>,
+}
+
+/// One node's findings.
+#[derive(Clone, Debug, Serialize)]
+pub struct NodeReport {
+    /// The endpoint.
+    #[serde(flatten)]
+    pub endpoint: Endpoint,
+    /// Findings, by key type.
+    pub findings: Vec<Finding>,
+}
+
+/// What a probe returned.
+pub type Probe = Result<String, ScanError>;
+
+/// Judges one node from its probes (one per key type asked).
+pub fn judge_node(expected: &Expected, probes: &BTreeMap<ScanAlgorithm, Probe>) -> Vec<Finding> {
+    let all_failed = probes
+        .values()
+        .all(|p| matches!(p, Err(e) if !matches!(e, ScanError::NotOffered(_))));
+    if all_failed && let Some(Err(e)) = probes.values().next() {
+        return vec![Finding {
+            key_type: "*".to_owned(),
+            status: Verdict::Unreachable,
+            expected: None,
+            served: None,
+            detail: Some(e.to_string()),
+        }];
+    }
+    let mut out = Vec::new();
+    for (algorithm, probe) in probes {
+        let served = probe.as_ref().ok().cloned();
+        let want = expected.for_type(*algorithm, served.as_deref());
+        let typed = expected.by_type.contains_key(algorithm);
+        let (status, detail) = match (probe, &want) {
+            (Ok(s), Some(w)) if s == w => (Verdict::Ok, None),
+            (Ok(_), Some(_)) => (Verdict::Mismatch, None),
+            // Untyped expectations: a served key that is none of them.
+            (Ok(_), None) if typed || !expected.untyped.is_empty() && expected.by_type.is_empty() => {
+                (Verdict::Mismatch, None)
+            }
+            (Ok(_), None) => (Verdict::Unmanaged, None),
+            (Err(ScanError::NotOffered(_)), _) if typed => (Verdict::Missing, None),
+            (Err(ScanError::NotOffered(_)), _) => continue,
+            (Err(e), _) => (Verdict::Unreachable, Some(e.to_string())),
+        };
+        out.push(Finding {
+            key_type: algorithm.key_type().to_owned(),
+            status,
+            expected: want.or_else(|| expected.by_type.get(algorithm).cloned()),
+            served,
+            detail,
+        });
+    }
+    // Untyped fingerprints nobody served: the node lacks that key.
+    for fp in &expected.untyped {
+        if !out.iter().any(|f| f.served.as_deref() == Some(fp.as_str())) {
+            out.push(Finding {
+                key_type: "?".to_owned(),
+                status: Verdict::Missing,
+                expected: Some(fp.clone()),
+                served: None,
+                detail: Some("no key type served this fingerprint".to_owned()),
+            });
+        }
+    }
+    out
+}
+
+/// A key seen through the load balancer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Seen {
+    /// Fingerprint.
+    pub fingerprint: String,
+    /// How many samples showed it.
+    pub count: usize,
+    /// Whether it is the expected one.
+    pub expected: bool,
+}
+
+/// One key type through the load balancer.
+#[derive(Clone, Debug, Serialize)]
+pub struct LbType {
+    /// Key type.
+    pub key_type: String,
+    /// Verdict: OK (one key, the expected one), MISMATCH, UNMANAGED,
+    /// MISSING or UNREACHABLE (no sample answered).
+    pub status: Verdict,
+    /// Distinct keys with counts.
+    pub seen: Vec<Seen>,
+    /// Samples that did not answer, with reasons.
+    pub failed: BTreeMap<String, usize>,
+}
+
+/// The load balancer's findings.
+#[derive(Clone, Debug, Serialize)]
+pub struct LbReport {
+    /// The LB endpoint.
+    #[serde(flatten)]
+    pub endpoint: Endpoint,
+    /// Samples per key type.
+    pub samples: usize,
+    /// Backends behind it, when known.
+    pub backends: Option<usize>,
+    /// With K backends, the chance that one given backend was never hit by
+    /// any sample of a type (connections spread uniformly): (1 - 1/K)^N.
+    pub miss_probability: Option<f64>,
+    /// Per key type.
+    pub types: Vec<LbType>,
+}
+
+/// Judges the LB samples of one key type.
+pub fn judge_lb(expected: &Expected, algorithm: ScanAlgorithm, probes: &[Probe]) -> LbType {
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    let mut failed: BTreeMap<String, usize> = BTreeMap::new();
+    let mut not_offered = 0;
+    for p in probes {
+        match p {
+            Ok(fp) => *counts.entry(fp.clone()).or_default() += 1,
+            Err(ScanError::NotOffered(_)) => not_offered += 1,
+            Err(e) => *failed.entry(e.to_string()).or_default() += 1,
+        }
+    }
+    let typed = expected.by_type.get(&algorithm);
+    let seen: Vec<Seen> = counts
+        .into_iter()
+        .map(|(fingerprint, count)| Seen {
+            expected: typed == Some(&fingerprint) || expected.untyped.contains(&fingerprint),
+            fingerprint,
+            count,
+        })
+        .collect();
+    let status = if seen.is_empty() && not_offered == 0 {
+        Verdict::Unreachable
+    } else if seen.iter().any(|s| !s.expected) {
+        if typed.is_some() || (expected.by_type.is_empty() && !expected.untyped.is_empty()) {
+            Verdict::Mismatch
+        } else {
+            Verdict::Unmanaged
+        }
+    } else if typed.is_some() && (not_offered > 0 || seen.is_empty()) {
+        Verdict::Missing
+    } else {
+        Verdict::Ok
+    };
+    LbType {
+        key_type: algorithm.key_type().to_owned(),
+        status,
+        seen,
+        failed,
+    }
+}
+
+/// The scanner with its limits.
+pub struct Scanner {
+    policy: ScanPolicy,
+    global: Arc<Semaphore>,
+    hosts: std::sync::Mutex<BTreeMap<String, Arc<Semaphore>>>,
+}
+
+impl Scanner {
+    /// A scanner with `policy`.
+    pub fn new(policy: ScanPolicy) -> Self {
+        Scanner {
+            global: Arc::new(Semaphore::new(policy.concurrency.max(1))),
+            hosts: std::sync::Mutex::new(BTreeMap::new()),
+            policy,
+        }
+    }
+
+    fn host_limit(&self, host: &str) -> Arc<Semaphore> {
+        let mut hosts = self.hosts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        hosts
+            .entry(host.to_owned())
+            .or_insert_with(|| Arc::new(Semaphore::new(self.policy.per_host.max(1))))
+            .clone()
+    }
+
+    /// One probe under both limits, with retries for transient failures.
+    pub async fn probe(&self, endpoint: &Endpoint, algorithm: ScanAlgorithm) -> Probe {
+        let host_limit = self.host_limit(&endpoint.host);
+        let mut delay = Duration::from_millis(100);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let result = {
+                let _g = self.global.acquire().await;
+                let _h = host_limit.acquire().await;
+                scan::scan(&endpoint.host, endpoint.port, algorithm, self.policy.timeout).await
+            };
+            match result {
+                Err(e) if e.is_transient() && attempt < self.policy.attempts => {
+                    let jitter = Duration::from_millis(rand::random::<u64>() % 100);
+                    tokio::time::sleep(delay + jitter).await;
+                    delay = (delay * 2).min(Duration::from_secs(3));
+                }
+                other => return other.map(|k| fingerprint_of(&k)),
+            }
+        }
+    }
+
+    /// Probes every endpoint for every key type, concurrently within limits.
+    pub async fn scan_nodes(self: &Arc<Self>, endpoints: &[Endpoint]) -> Vec<BTreeMap<ScanAlgorithm, Probe>> {
+        let mut tasks = Vec::new();
+        for endpoint in endpoints {
+            for &algorithm in &self.policy.algorithms {
+                let me = self.clone();
+                let endpoint = endpoint.clone();
+                tasks.push(tokio::spawn(async move { me.probe(&endpoint, algorithm).await }));
+            }
+        }
+        let mut out = Vec::new();
+        let mut results = Vec::new();
+        for t in tasks {
+            results.push(
+                t.await
+                    .unwrap_or_else(|e| Err(ScanError::Other(format!("scan task failed: {e}")))),
+            );
+        }
+        let per = self.policy.algorithms.len();
+        for chunk in results.chunks(per.max(1)) {
+            out.push(
+                self.policy
+                    .algorithms
+                    .iter()
+                    .copied()
+                    .zip(chunk.iter().cloned())
+                    .collect(),
+            );
+        }
+        out
+    }
+
+    /// `samples` probes per key type through the load balancer.
+    pub async fn scan_lb(self: &Arc<Self>, lb: &Endpoint, samples: usize) -> BTreeMap<ScanAlgorithm, Vec<Probe>> {
+        let mut tasks = Vec::new();
+        for &algorithm in &self.policy.algorithms {
+            for _ in 0..samples {
+                let me = self.clone();
+                let lb = lb.clone();
+                tasks.push((algorithm, tokio::spawn(async move { me.probe(&lb, algorithm).await })));
+            }
+        }
+        let mut out: BTreeMap<ScanAlgorithm, Vec<Probe>> = BTreeMap::new();
+        for (algorithm, t) in tasks {
+            let r = t
+                .await
+                .unwrap_or_else(|e| Err(ScanError::Other(format!("scan task failed: {e}"))));
+            out.entry(algorithm).or_default().push(r);
+        }
+        out
+    }
+}
+
+/// (1 - 1/K)^N: the chance that N uniformly spread samples all miss one
+/// given backend out of K.
+pub fn miss_probability(backends: usize, samples: usize) -> Option<f64> {
+    if backends == 0 {
+        return None;
+    }
+    let k = backends as f64;
+    Some((1.0 - 1.0 / k).powi(i32::try_from(samples).unwrap_or(i32::MAX)))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::{Expected, Verdict, judge_lb, judge_node, miss_probability};
+    use crate::scan::{ScanAlgorithm, ScanError};
+
+    fn expected() -> Expected {
+        Expected {
+            by_type: [
+                (ScanAlgorithm::Ed25519, "A".to_owned()),
+                (ScanAlgorithm::Rsa, "R".to_owned()),
+            ]
+            .into(),
+            untyped: vec![],
+        }
+    }
+
+    fn not_offered(a: ScanAlgorithm) -> Result<String, ScanError> {
+        Err(ScanError::NotOffered(a.key_type().into()))
+    }
+
+    #[test]
+    fn node_findings_cover_every_verdict() {
+        let probes: BTreeMap<_, _> = [
+            (ScanAlgorithm::Ed25519, Ok("A".to_owned())),
+            (ScanAlgorithm::EcdsaP256, Ok("E".to_owned())),
+            (ScanAlgorithm::EcdsaP384, not_offered(ScanAlgorithm::EcdsaP384)),
+            (ScanAlgorithm::Rsa, not_offered(ScanAlgorithm::Rsa)),
+        ]
+        .into();
+        let f = judge_node(&expected(), &probes);
+        let verdicts: Vec<(String, Verdict)> = f.iter().map(|f| (f.key_type.clone(), f.status)).collect();
+        assert_eq!(
+            verdicts,
+            vec![
+                ("ssh-ed25519".into(), Verdict::Ok),
+                ("ecdsa-sha2-nistp256".into(), Verdict::Unmanaged),
+                ("ssh-rsa".into(), Verdict::Missing),
+            ]
+        );
+        let wrong: BTreeMap<_, _> = [(ScanAlgorithm::Ed25519, Ok("B".to_owned()))].into();
+        assert_eq!(judge_node(&expected(), &wrong)[0].status, Verdict::Mismatch);
+        let down: BTreeMap<_, _> = [
+            (ScanAlgorithm::Ed25519, Err(ScanError::Refused)),
+            (ScanAlgorithm::Rsa, Err(ScanError::Refused)),
+        ]
+        .into();
+        let f = judge_node(&expected(), &down);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].status, Verdict::Unreachable);
+        assert_eq!(f[0].detail.as_deref(), Some("connection refused"));
+    }
+
+    #[test]
+    fn untyped_expectations_match_by_value() {
+        let e = Expected {
+            by_type: BTreeMap::new(),
+            untyped: vec!["A".into(), "R".into()],
+        };
+        let probes: BTreeMap<_, _> = [
+            (ScanAlgorithm::Ed25519, Ok("A".to_owned())),
+            (ScanAlgorithm::Rsa, Ok("X".to_owned())),
+        ]
+        .into();
+        let f = judge_node(&e, &probes);
+        assert_eq!(f[0].status, Verdict::Ok);
+        assert_eq!(f[1].status, Verdict::Mismatch);
+        assert_eq!(f[2].status, Verdict::Missing, "R was served nowhere: {f:?}");
+    }
+
+    #[test]
+    fn lb_counts_distinct_keys() {
+        let probes = vec![
+            Ok("A".to_owned()),
+            Ok("B".to_owned()),
+            Ok("A".to_owned()),
+            Err(ScanError::Timeout(5)),
+        ];
+        let t = judge_lb(&expected(), ScanAlgorithm::Ed25519, &probes);
+        assert_eq!(t.status, Verdict::Mismatch);
+        assert_eq!(t.seen.len(), 2);
+        assert_eq!(t.seen[0].count, 2);
+        assert!(t.seen[0].expected);
+        assert_eq!(t.failed.values().sum::<usize>(), 1);
+        let ok = judge_lb(&expected(), ScanAlgorithm::Ed25519, &[Ok("A".to_owned())]);
+        assert_eq!(ok.status, Verdict::Ok);
+        let gone = judge_lb(
+            &expected(),
+            ScanAlgorithm::EcdsaP384,
+            &[not_offered(ScanAlgorithm::EcdsaP384)],
+        );
+        assert_eq!(
+            gone.status,
+            Verdict::Ok,
+            "an unexpected type that is not served is fine"
+        );
+    }
+
+    #[test]
+    fn miss_probability_follows_the_formula() {
+        let p = miss_probability(3, 20).unwrap();
+        assert!((p - (2.0f64 / 3.0).powi(20)).abs() < 1e-12);
+        assert_eq!(miss_probability(0, 5), None);
+        assert_eq!(miss_probability(1, 5), Some(0.0));
+    }
+}

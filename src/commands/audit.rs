@@ -1,0 +1,389 @@
+//! `hostkeyctl audit`: what clients see, against the expected set.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::audit::{self, Endpoint, Expected, LbReport, NodeReport, ScanPolicy, Scanner, Verdict};
+use crate::aws;
+use crate::cli::{AuditArgs, GlobalArgs};
+use crate::commands::init::store_failure;
+use crate::discovery::{self, DiscoveryError};
+use crate::dispatch::{CommandSpec, SsmDispatcher};
+use crate::exit::{Failure, Status};
+use crate::install::split_address;
+use crate::output::{self, OutputFormat};
+use crate::scan::ScanAlgorithm;
+use crate::store::{STAGE_CURRENT, SecretsManagerStore, VersionSelector};
+
+/// The `--output json` document (schema: docs/audit.md).
+#[derive(Serialize)]
+struct AuditReport {
+    /// `hostkeyctl-audit/v1`.
+    schema: &'static str,
+    /// Where the expected set came from.
+    expected_source: String,
+    /// The expected set.
+    expected: Expected,
+    /// Per node.
+    nodes: Vec<NodeReport>,
+    /// Through the load balancer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lb: Option<LbReport>,
+    /// With --via-ssm: `install --check` per instance.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    on_disk: BTreeMap<String, serde_json::Value>,
+    /// Counts by verdict.
+    summary: BTreeMap<String, usize>,
+    /// The exit code.
+    exit_code: u8,
+}
+
+async fn expected_set(args: &AuditArgs, config: Option<&aws_config::SdkConfig>) -> Result<(Expected, String), Failure> {
+    if let Some(secret) = &args.secret_id {
+        let config = config.ok_or_else(|| Failure::usage(anyhow::anyhow!("no AWS configuration")))?;
+        let store = SecretsManagerStore::new(config);
+        let explicit = match (&args.stage, &args.version_id) {
+            (_, Some(v)) => Some(VersionSelector::VersionId(v.clone())),
+            (Some(s), None) => Some(VersionSelector::Stage(s.clone())),
+            (None, None) => None,
+        };
+        if explicit.is_none() {
+            // Public fingerprints from the tags: DescribeSecret only.
+            let info = store.describe(secret).await.map_err(store_failure)?;
+            let current = info.version_with_stage(STAGE_CURRENT).map(|v| v.version_id.clone());
+            if let Some((version, fps)) = info.tagged_fingerprints()
+                && Some(&version) == current.as_ref()
+                && !fps.is_empty()
+            {
+                let by_type = fps
+                    .into_iter()
+                    .map(|(a, fp)| (ScanAlgorithm::for_managed(a), fp))
+                    .collect();
+                return Ok((
+                    Expected {
+                        by_type,
+                        untyped: vec![],
+                    },
+                    format!("tags of {} (version {version}, AWSCURRENT)", info.arn),
+                ));
+            }
+            tracing::warn!(
+                "the fingerprint tags of {secret} are missing or not of the AWSCURRENT version; reading the secret value instead"
+            );
+        }
+        let selector = explicit.unwrap_or_else(|| VersionSelector::Stage(STAGE_CURRENT.to_owned()));
+        let version = store.get(secret, &selector).await.map_err(store_failure)?;
+        let by_type = version
+            .document
+            .keys
+            .keys()
+            .map(|k| (ScanAlgorithm::for_managed(k.algorithm()), k.fingerprint().to_owned()))
+            .collect();
+        return Ok((
+            Expected {
+                by_type,
+                untyped: vec![],
+            },
+            format!("{} version {} ({selector})", version.arn, version.version_id),
+        ));
+    }
+    if let Some(path) = &args.known_hosts {
+        let entries = ssh_key::known_hosts::KnownHosts::read_file(path).map_err(|e| {
+            Failure::usage(anyhow::anyhow!(
+                "cannot read {} as a known_hosts file: {e}",
+                path.display()
+            ))
+        })?;
+        let mut by_type = BTreeMap::new();
+        for entry in entries {
+            if entry.marker().is_some() {
+                continue;
+            }
+            let key = entry.public_key();
+            let name = key.algorithm().as_str().to_owned();
+            let Some(algorithm) = ScanAlgorithm::ALL.into_iter().find(|a| a.key_type() == name) else {
+                continue;
+            };
+            let fp = crate::keyset::fingerprint_of(key);
+            if let Some(other) = by_type.insert(algorithm, fp.clone())
+                && other != fp
+            {
+                return Err(Failure::usage(anyhow::anyhow!(
+                    "{} holds two different {name} keys ({other} and {fp}); give a file with the one expected key per type",
+                    path.display()
+                )));
+            }
+        }
+        if by_type.is_empty() {
+            return Err(Failure::usage(anyhow::anyhow!("{} holds no host key", path.display())));
+        }
+        return Ok((
+            Expected {
+                by_type,
+                untyped: vec![],
+            },
+            format!("known_hosts file {}", path.display()),
+        ));
+    }
+    if !args.expect.is_empty() {
+        return Ok((
+            Expected {
+                by_type: BTreeMap::new(),
+                untyped: args.expect.clone(),
+            },
+            "--expect".to_owned(),
+        ));
+    }
+    Err(Failure::usage(anyhow::anyhow!(
+        "name the expected set: --secret-id NAME, --known-hosts FILE or --expect SHA256:..."
+    )))
+}
+
+fn endpoint_of(spec: &str) -> Endpoint {
+    let (host, port) = split_address(spec);
+    Endpoint {
+        name: spec.to_owned(),
+        host,
+        port,
+    }
+}
+
+/// Runs `audit`.
+pub async fn run(args: &AuditArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
+    if args.targets.is_empty() && args.endpoints.is_empty() && args.lb.is_none() {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "nothing to audit: give --target SPEC, --endpoint HOST[:PORT] or --lb HOST[:PORT]"
+        )));
+    }
+    if args.via_ssm && args.targets.is_empty() {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--via-ssm needs --target (SSM reaches instances, not addresses)"
+        )));
+    }
+    let needs_aws = args.secret_id.is_some() || !args.targets.is_empty();
+    let config = if needs_aws {
+        Some(aws::load_config(&global.aws).await.map_err(Failure::aws)?)
+    } else {
+        None
+    };
+    let (expected, source) = expected_set(args, config.as_ref()).await?;
+
+    let mut endpoints: Vec<Endpoint> = Vec::new();
+    let mut instances = Vec::new();
+    if let Some(config) = &config
+        && !args.targets.is_empty()
+    {
+        let ec2 = aws_sdk_ec2::Client::new(config);
+        instances = discovery::discover(&ec2, &args.targets).await.map_err(|e| match e {
+            DiscoveryError::Aws(a) => Failure::aws(a),
+            other => Failure::usage(other),
+        })?;
+        for i in &instances {
+            let Some(ip) = &i.private_ip else {
+                tracing::warn!("{} has no private address; skipped", i.instance_id);
+                continue;
+            };
+            endpoints.push(Endpoint {
+                name: i.name.clone().unwrap_or_else(|| i.instance_id.clone()),
+                host: ip.clone(),
+                port: args.port,
+            });
+        }
+    }
+    endpoints.sort_by(|a, b| a.name.cmp(&b.name));
+    endpoints.extend(args.endpoints.iter().map(|e| endpoint_of(e)));
+
+    let scanner = Arc::new(Scanner::new(ScanPolicy {
+        concurrency: args.concurrency,
+        per_host: args.per_host,
+        timeout: Duration::from_secs(args.timeout.max(1)),
+        attempts: args.attempts.max(1),
+        algorithms: args.key_types.clone(),
+    }));
+    let node_probes = scanner.scan_nodes(&endpoints).await;
+    let nodes: Vec<NodeReport> = endpoints
+        .iter()
+        .zip(node_probes)
+        .map(|(endpoint, probes)| NodeReport {
+            endpoint: endpoint.clone(),
+            findings: audit::judge_node(&expected, &probes),
+        })
+        .collect();
+
+    let lb = match &args.lb {
+        Some(spec) => {
+            let endpoint = endpoint_of(spec);
+            let samples = scanner.scan_lb(&endpoint, args.samples).await;
+            let backends = args.backends.or((!endpoints.is_empty()).then_some(endpoints.len()));
+            Some(LbReport {
+                types: samples
+                    .iter()
+                    .map(|(algorithm, probes)| audit::judge_lb(&expected, *algorithm, probes))
+                    .collect(),
+                endpoint,
+                samples: args.samples,
+                backends,
+                miss_probability: backends.and_then(|k| audit::miss_probability(k, args.samples)),
+            })
+        }
+        None => None,
+    };
+
+    let mut on_disk = BTreeMap::new();
+    if args.via_ssm
+        && let Some(config) = &config
+    {
+        on_disk = check_on_disk(config, args, &expected, &instances).await?;
+    }
+
+    let mut summary: BTreeMap<String, usize> = BTreeMap::new();
+    let mut verdicts: Vec<Verdict> = nodes.iter().flat_map(|n| n.findings.iter().map(|f| f.status)).collect();
+    if let Some(lb) = &lb {
+        verdicts.extend(lb.types.iter().map(|t| t.status));
+    }
+    for v in &verdicts {
+        *summary.entry(format!("{v:?}").to_uppercase()).or_default() += 1;
+    }
+    let disk_drift = on_disk.values().any(|v| v["result"] != "match");
+    let status = if verdicts.iter().any(|v| v.is_drift()) || disk_drift {
+        Status::Drift
+    } else if verdicts.contains(&Verdict::Unreachable) {
+        Status::Incomplete
+    } else {
+        Status::Success
+    };
+    let report = AuditReport {
+        schema: "hostkeyctl-audit/v1",
+        expected_source: source,
+        expected,
+        nodes,
+        lb,
+        on_disk,
+        summary,
+        exit_code: status.code(),
+    };
+    match output {
+        OutputFormat::Json => output::print_json(&report).map_err(Failure::usage)?,
+        _ => print_table(&report),
+    }
+    Ok(status)
+}
+
+async fn check_on_disk(
+    config: &aws_config::SdkConfig,
+    args: &AuditArgs,
+    expected: &Expected,
+    instances: &[discovery::Instance],
+) -> Result<BTreeMap<String, serde_json::Value>, Failure> {
+    let mut line = format!("{} install --check --quiet", args.node_command);
+    for fp in expected.by_type.values().chain(&expected.untyped) {
+        line.push_str(&format!(" --expect {fp}"));
+    }
+    let spec = CommandSpec {
+        document: "AWS-RunShellScript".to_owned(),
+        command_line: line,
+        comment: "hostkeyctl audit --via-ssm".to_owned(),
+        max_concurrency: "25%".to_owned(),
+        max_errors: "100%".to_owned(),
+        execution_timeout: Duration::from_secs(120),
+    };
+    let ids: Vec<String> = instances.iter().map(|i| i.instance_id.clone()).collect();
+    let dispatcher = SsmDispatcher::new(config);
+    let commands = dispatcher.send(&spec, &ids).await.map_err(Failure::aws)?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(180);
+    let (states, _) = dispatcher
+        .wait(&commands, deadline, &|_, _| {})
+        .await
+        .map_err(Failure::aws)?;
+    Ok(states
+        .into_iter()
+        .map(|(id, inv)| {
+            let parsed = inv
+                .stdout
+                .lines()
+                .rev()
+                .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .unwrap_or_else(
+                    || serde_json::json!({ "result": "unknown", "status": inv.status, "error": inv.stderr }),
+                );
+            (id, parsed)
+        })
+        .collect())
+}
+
+fn print_table(report: &AuditReport) {
+    println!("expected set: {}", report.expected_source);
+    let mut table = output::table(&["NODE", "ADDRESS", "KEY TYPE", "STATUS", "EXPECTED", "SERVED / DETAIL"]);
+    for node in &report.nodes {
+        for (i, f) in node.findings.iter().enumerate() {
+            table.add_row(vec![
+                if i == 0 {
+                    node.endpoint.name.clone()
+                } else {
+                    String::new()
+                },
+                if i == 0 {
+                    format!("{}:{}", node.endpoint.host, node.endpoint.port)
+                } else {
+                    String::new()
+                },
+                f.key_type.clone(),
+                format!("{:?}", f.status).to_uppercase(),
+                f.expected.clone().unwrap_or_default(),
+                f.served.clone().or_else(|| f.detail.clone()).unwrap_or_default(),
+            ]);
+        }
+    }
+    if !report.nodes.is_empty() {
+        println!("{table}");
+    }
+    if let Some(lb) = &report.lb {
+        println!(
+            "load balancer {}:{}, {} samples per key type{}",
+            lb.endpoint.host,
+            lb.endpoint.port,
+            lb.samples,
+            match (lb.backends, lb.miss_probability) {
+                (Some(k), Some(p)) => format!("; with {k} backends, chance a given backend was never sampled: {p:.2e}"),
+                _ => String::new(),
+            }
+        );
+        let mut table = output::table(&["KEY TYPE", "STATUS", "KEYS SEEN", "NO ANSWER"]);
+        for t in &lb.types {
+            table.add_row(vec![
+                t.key_type.clone(),
+                format!("{:?}", t.status).to_uppercase(),
+                if t.seen.is_empty() {
+                    "not served".to_owned()
+                } else {
+                    t.seen
+                        .iter()
+                        .map(|s| {
+                            format!(
+                                "{} x{}{}",
+                                s.fingerprint,
+                                s.count,
+                                if s.expected { "" } else { " (unexpected)" }
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                },
+                t.failed
+                    .iter()
+                    .map(|(k, v)| format!("{k} x{v}"))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            ]);
+        }
+        println!("{table}");
+    }
+    for (id, v) in &report.on_disk {
+        println!("on disk {id}: {}", v["result"].as_str().unwrap_or("unknown"));
+    }
+    let summary: Vec<String> = report.summary.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    println!("{}", summary.join(", "));
+}

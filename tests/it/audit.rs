@@ -1,0 +1,236 @@
+//! `hostkeyctl audit` on the test bed: real sshd nodes and HAProxy.
+
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::bed::{BedOptions, TestBed, keyscan, set_fingerprints};
+use crate::support::require;
+
+const TARGETS: [&str; 4] = ["--target", "tag:Role=login", "--target", "tag:Cluster=hp"];
+
+fn audit(bed: &TestBed, extra: &[&str]) -> (i32, Value) {
+    let mut args = vec!["audit", "--output", "json"];
+    args.extend_from_slice(extra);
+    let run = bed.run(&args);
+    assert!(run.code >= 0 && run.code <= 4, "{}", run.stderr);
+    (run.code, run.json())
+}
+
+fn node<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == name)
+        .unwrap_or_else(|| panic!("{name} not in {report}"))
+}
+
+fn statuses(node: &Value) -> Vec<(String, String)> {
+    node["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["key_type"].as_str().unwrap().to_owned(),
+                f["status"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn lb_distinct(report: &Value, key_type: &str) -> usize {
+    report["lb"]["types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["key_type"] == key_type)
+        .unwrap()["seen"]
+        .as_array()
+        .unwrap()
+        .len()
+}
+
+const MANAGED: [&str; 3] = ["ssh-ed25519", "ecdsa-sha2-nistp256", "ssh-rsa"];
+
+#[test]
+fn mismatches_before_push_and_one_key_per_type_after() {
+    let bed = TestBed::start(BedOptions::default());
+    let lb = bed.state.lb.clone().unwrap();
+    let lb_arg = format!("{}:{}", lb.address, lb.port);
+    bed.init_from_node("hk", &bed.state.nodes[0]);
+    let mut args = vec!["--secret-id", "hk", "--lb", &lb_arg, "--samples", "9"];
+    args.extend(TARGETS);
+
+    let (code, report) = audit(&bed, &args);
+    assert_eq!(code, 1, "{report}");
+    assert!(statuses(node(&report, "hp-login-1")).iter().all(|(_, s)| s == "OK"));
+    for name in ["hp-login-2", "hp-login-3"] {
+        let s = statuses(node(&report, name));
+        assert_eq!(s.len(), 3, "{s:?}");
+        assert!(s.iter().all(|(_, v)| v == "MISMATCH"), "{name}: {s:?}");
+    }
+    for t in MANAGED {
+        assert_eq!(lb_distinct(&report, t), 3, "{t} through the LB: {report}");
+    }
+    assert_eq!(report["lb"]["backends"], 3);
+    assert!(
+        report["expected_source"].as_str().unwrap().starts_with("tags of"),
+        "{report}"
+    );
+
+    let mut push = vec!["push", "--secret-id", "hk", "--max-concurrency", "100%"];
+    push.extend(TARGETS);
+    assert_eq!(bed.run(&push).code, 0);
+    let (code, report) = audit(&bed, &args);
+    assert_eq!(code, 0, "{report}");
+    for t in MANAGED {
+        assert_eq!(lb_distinct(&report, t), 1, "{t} through the LB: {report}");
+    }
+    assert_eq!(
+        report["summary"].as_object().unwrap().keys().collect::<Vec<_>>(),
+        ["OK"]
+    );
+}
+
+#[test]
+fn reported_fingerprints_equal_what_ssh_keyscan_sees() {
+    let bed = TestBed::start(BedOptions::default());
+    bed.init_generated("hk");
+    let mut args = vec!["--secret-id", "hk"];
+    args.extend(TARGETS);
+    let (_, report) = audit(&bed, &args);
+    for n in &bed.state.nodes {
+        let findings = node(&report, &n.name)["findings"].as_array().unwrap().clone();
+        for (short, key_type) in [
+            ("ed25519", "ssh-ed25519"),
+            ("ecdsa", "ecdsa-sha2-nistp256"),
+            ("rsa", "ssh-rsa"),
+        ] {
+            let ours = findings.iter().find(|f| f["key_type"] == key_type).unwrap()["served"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            assert_eq!(Some(ours), keyscan(&n.address, n.port, short), "{} {key_type}", n.name);
+        }
+    }
+}
+
+#[test]
+fn unmanaged_types_and_stopped_nodes_are_reported() {
+    let bed = TestBed::start(BedOptions::default());
+    bed.init_from_node("hk", &bed.state.nodes[0]);
+    let mut push = vec!["push", "--secret-id", "hk", "--max-concurrency", "100%"];
+    push.extend(TARGETS);
+    assert_eq!(bed.run(&push).code, 0);
+    let mut args = vec!["--secret-id", "hk"];
+    args.extend(TARGETS);
+
+    // A stopped sshd: UNREACHABLE, exit 3.
+    bed.stop_node("hp-login-3");
+    let (code, report) = audit(&bed, &args);
+    assert_eq!(code, 3, "{report}");
+    let down = &node(&report, "hp-login-3")["findings"][0];
+    assert_eq!(down["status"], "UNREACHABLE");
+    assert_eq!(down["detail"], "connection refused");
+    bed.start_node("hp-login-3");
+
+    // An extra host key type outside the set, served by an sshd whose
+    // HostKeyAlgorithms pin was removed: UNMANAGED, exit 1.
+    let n = &bed.state.nodes[1];
+    let extra = n.ssh_dir.join("ssh_host_ecdsa384_key");
+    assert!(
+        Command::new(require("ssh-keygen"))
+            .args(["-q", "-t", "ecdsa", "-b", "384", "-N", "", "-f"])
+            .arg(&extra)
+            .status()
+            .unwrap()
+            .success()
+    );
+    std::fs::remove_file(n.ssh_dir.join("sshd_config.d/00-hostkeyctl.conf")).unwrap();
+    let config = std::fs::read_to_string(&n.sshd_config).unwrap();
+    std::fs::write(&n.sshd_config, format!("{config}HostKey {}\n", extra.display())).unwrap();
+    bed.start_node(&n.name);
+    let (code, report) = audit(&bed, &args);
+    assert_eq!(code, 1, "{report}");
+    let s = statuses(node(&report, &n.name));
+    assert!(
+        s.contains(&("ecdsa-sha2-nistp384".to_owned(), "UNMANAGED".to_owned())),
+        "{s:?}"
+    );
+    assert!(s.contains(&("ssh-ed25519".to_owned(), "OK".to_owned())), "{s:?}");
+}
+
+#[test]
+fn the_expected_set_can_come_from_known_hosts_expect_or_tags_without_reading_the_value() {
+    let bed = TestBed::start(BedOptions::default());
+    let init = bed.init_from_node("hk", &bed.state.nodes[0]);
+    let n1 = &bed.state.nodes[0];
+    let scan = Command::new(require("ssh-keyscan"))
+        .args(["-t", "rsa,ecdsa,ed25519", &n1.address])
+        .output()
+        .unwrap();
+    let known_hosts = bed.dir().join("known_hosts");
+    std::fs::write(&known_hosts, &scan.stdout).unwrap();
+    let endpoints: Vec<String> = bed.state.nodes.iter().map(|n| format!("{}:22", n.address)).collect();
+    let mut ends = vec![];
+    for e in &endpoints {
+        ends.extend(["--endpoint", e.as_str()]);
+    }
+    let fps: Vec<String> = set_fingerprints(&init).into_iter().flatten().collect();
+    let mut expect = vec![];
+    for fp in &fps {
+        expect.extend(["--expect", fp.as_str()]);
+    }
+    // An auditor who may not read the secret's value.
+    bed.set_faults(json!({ "deny_actions": { "GetSecretValue": "" } }));
+    let sources: Vec<Vec<&str>> = vec![
+        vec!["--known-hosts", known_hosts.to_str().unwrap()],
+        expect.clone(),
+        vec!["--secret-id", "hk"],
+    ];
+    for source in sources {
+        let mut args = source.clone();
+        args.extend(ends.iter().copied());
+        let (code, report) = audit(&bed, &args);
+        assert_eq!(code, 1, "{source:?}: {report}");
+        let first = statuses(&report["nodes"][0]);
+        assert!(first.iter().all(|(_, s)| s == "OK"), "{source:?}: {first:?}");
+        let second = statuses(&report["nodes"][1]);
+        assert!(second.iter().any(|(_, s)| s == "MISMATCH"), "{source:?}: {second:?}");
+    }
+    // Reading a stage explicitly needs the value, and says so.
+    let run = bed.run(&[
+        "audit",
+        "--secret-id",
+        "hk",
+        "--stage",
+        "AWSCURRENT",
+        "--endpoint",
+        &endpoints[0],
+    ]);
+    assert_eq!(run.code, 4, "{}", run.stderr);
+    assert!(run.stderr.contains("secretsmanager:GetSecretValue"), "{}", run.stderr);
+    let run = bed.run(&["audit", "--endpoint", &endpoints[0]]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("name the expected set"), "{}", run.stderr);
+}
+
+#[test]
+fn many_probes_of_one_node_never_report_it_unreachable() {
+    let bed = TestBed::start(BedOptions {
+        nodes: 1,
+        ..BedOptions::default()
+    });
+    bed.init_from_node("hk", &bed.state.nodes[0]);
+    let endpoint = format!("{}:22", bed.state.nodes[0].address);
+    let mut args = vec!["--secret-id", "hk", "--concurrency", "64"];
+    for _ in 0..40 {
+        args.extend(["--endpoint", endpoint.as_str()]);
+    }
+    let (code, report) = audit(&bed, &args);
+    assert_eq!(code, 0, "{}", report["summary"]);
+    assert_eq!(report["nodes"].as_array().unwrap().len(), 40);
+    assert_eq!(report["summary"]["OK"], 120, "{}", report["summary"]);
+}
