@@ -6,6 +6,7 @@ a slow machine; it prints what it measured.
     python3 scripts/bench.py keygen  [--runs 10]
     python3 scripts/bench.py install [--runs 5]
     python3 scripts/bench.py push    [--instances 1000]
+    python3 scripts/bench.py audit
     python3 scripts/bench.py all
 
 Uses target/release/hostkeyctl (`make bench` builds it).
@@ -81,11 +82,12 @@ def bench_keygen(runs: int) -> None:
 
 
 class Bed:
-    def __init__(self, nodes: int, virtual: int = 0):
+    def __init__(self, nodes: int, virtual: int = 0, reexec: bool = True):
         self.dir = Path(tempfile.mkdtemp(prefix="hkbench-bed-"))
         self.proc = subprocess.Popen(
             [sys.executable, str(ROOT / "testbed" / "bed.py"), "up", "--dir", str(self.dir), "--nodes", str(nodes),
-             "--virtual", str(virtual), "--no-reexec", "--bin-dir", str(BIN.parent), "--watch-stdin"],
+             "--virtual", str(virtual), "--bin-dir", str(BIN.parent), "--watch-stdin"]
+            + ([] if reexec else ["--no-reexec"]),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(self.dir / "bed.log", "wb"),
         )
         line = self.proc.stdout.readline() if self.proc.stdout else b""
@@ -116,7 +118,7 @@ class Bed:
 def bench_install(runs: int) -> None:
     print(f"== install on one real sshd node (started with -r), {runs} runs each, median")
     print("   goal: converging < 300 ms and < 40 MB peak RSS")
-    bed = Bed(nodes=1)
+    bed = Bed(nodes=1, reexec=False)
     try:
         for name in ("a", "b"):
             p = bed.hk("init", "--secret-id", name, "--output", "json")
@@ -197,9 +199,40 @@ def bench_push(instances: int) -> None:
         bed.close()
 
 
+def bench_audit(nodes: int, repeats: int) -> None:
+    types = ["ssh-ed25519", "ecdsa-sha2-nistp256", "ssh-rsa"]
+    probes = nodes * len(types) * repeats
+    print(f"== audit: {nodes} stock sshd nodes x {len(types)} key types x {repeats} repeats = {probes} probes")
+    print("   baseline: one ssh-keyscan run (all nodes on port 22) over the same host list, -t rsa,ecdsa,ed25519")
+    bed = Bed(nodes=nodes)
+    try:
+        addresses = [n["address"] for n in bed.state["nodes"]]
+        args = [str(BIN), "audit", "--output", "json", "--key-types", ",".join(types), "--expect", "SHA256:none"]
+        for a in addresses:
+            for _ in range(repeats):
+                args += ["--endpoint", f"{a}:22"]
+        start = time.perf_counter()
+        p = subprocess.run(args, capture_output=True)
+        ours_wall = time.perf_counter() - start
+        report = json.loads(p.stdout)
+        ours = sum(1 for n in report["nodes"] for f in n["findings"] if f.get("served"))
+        hosts = Path(bed.dir) / "hosts"
+        hosts.write_text("".join(f"{a}\n" for a in addresses for _ in range(repeats)))
+        start = time.perf_counter()
+        k = subprocess.run(["ssh-keyscan", "-T", "5", "-t", "rsa,ecdsa,ed25519", "-f", str(hosts)], capture_output=True)
+        theirs_wall = time.perf_counter() - start
+        theirs = sum(1 for line in k.stdout.decode().splitlines() if line and not line.startswith("#"))
+        print(f"   hostkeyctl audit: {ours}/{probes} keys in {ours_wall:.2f} s")
+        print(f"   ssh-keyscan:      {theirs}/{probes} keys in {theirs_wall:.2f} s")
+        print(f"   ratio: {theirs_wall / ours_wall:.1f}x the wall time of hostkeyctl for ssh-keyscan; "
+              f"results {100 * ours / probes:.0f}% vs {100 * theirs / probes:.0f}%")
+    finally:
+        bed.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["keygen", "install", "push", "all"])
+    parser.add_argument("what", choices=["keygen", "install", "push", "audit", "all"])
     parser.add_argument("--runs", type=int, default=None)
     parser.add_argument("--instances", type=int, default=1000)
     args = parser.parse_args()
@@ -209,6 +242,8 @@ def main() -> int:
         bench_keygen(args.runs or 10)
     if args.what in ("install", "all"):
         bench_install(args.runs or 5)
+    if args.what in ("audit", "all"):
+        bench_audit(4, 50)
     if args.what in ("push", "all"):
         bench_push(args.instances)
     return 0

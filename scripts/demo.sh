@@ -5,8 +5,9 @@
 #   1. the problem: real ssh through the load balancer hits
 #      "REMOTE HOST IDENTIFICATION HAS CHANGED";
 #   2. hostkeyctl adopts node 1's keys as the canonical set in Secrets Manager;
-#   3. and pushes it to every node with SSM Run Command;
-#   4. 20 real ssh connections through the load balancer, 0 warnings.
+#   3. audits what clients see (drift), 4. pushes the set to every node with
+#   SSM Run Command, 5. audits again (clean);
+#   6. 20 real ssh connections through the load balancer, 0 warnings.
 #
 # Run it with `make demo` (which installs what is missing and builds first).
 # It always tears the bed down, also on failure or Ctrl-C.
@@ -85,12 +86,22 @@ NODE1_SSH_DIR=$(state 's["nodes"][0]["ssh_dir"]')
 run "$HOSTKEYCTL" init --secret-id hostkeys/demo --from-dir "$NODE1_SSH_DIR" --output table
 run "$HOSTKEYCTL" status --secret-id hostkeys/demo --output table
 
-bold "3. Push it to every login node with SSM Run Command"
+bold "3. Audit: what clients see, node by node and through the load balancer"
+LB_ADDR="$LB:22"
+run "$HOSTKEYCTL" audit --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
+  --lb "$LB_ADDR" --samples 9 --key-types ssh-ed25519,ecdsa-sha2-nistp256,ssh-rsa --output table || true
+say "(exit 1: drift. Nodes 2 and 3 serve their own keys, and the load balancer shows 3 keys per type)"
+
+bold "4. Push it to every login node with SSM Run Command"
 say "(each node runs 'hostkeyctl install': fetch, validate, atomic write, sshd -t, reload, verify, roll back on failure)"
 run "$HOSTKEYCTL" push --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
   --canary 1 --max-concurrency 100% --output table
 
-bold "4. 20 real ssh connections through the load balancer"
+bold "5. Audit again"
+run "$HOSTKEYCTL" audit --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
+  --lb "$LB_ADDR" --samples 9 --output table
+
+bold "6. 20 real ssh connections through the load balancer"
 KH="$WORK/known_hosts.after"
 ssh_lb "$KH" accept-new >/dev/null
 warnings=0
