@@ -76,6 +76,9 @@ pub enum Command {
     Status(StatusArgs),
     /// Install a key set version on every target node with SSM Run Command.
     Push(PushArgs),
+    /// Replace the key set without losing the working one: create a new set
+    /// (AWSPENDING), push it, audit it, then promote it to AWSCURRENT.
+    Rotate(RotateArgs),
     /// Check by real SSH handshakes which host keys every node and the load
     /// balancer serve, against the expected set.
     Audit(AuditArgs),
@@ -332,4 +335,58 @@ fn parse_scan_algorithm(s: &str) -> Result<crate::scan::ScanAlgorithm, String> {
         .into_iter()
         .find(|a| a.key_type() == s || (s == "ed25519" && a.key_type() == "ssh-ed25519") || (s == "rsa" && a.key_type() == "ssh-rsa") || (s == "ecdsa" && a.key_type() == "ecdsa-sha2-nistp256"))
         .ok_or_else(|| format!("unknown key type {s:?}: use ssh-ed25519, ecdsa-sha2-nistp256, ecdsa-sha2-nistp384, ecdsa-sha2-nistp521 or ssh-rsa"))
+}
+
+/// The steps of a rotation, for `--stop-after`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RotateStep {
+    /// The new set is stored as AWSPENDING.
+    Create,
+    /// The new set is installed on every target.
+    Set,
+    /// Every target was audited serving the new set.
+    Test,
+}
+
+/// `hostkeyctl rotate`.
+#[derive(Debug, Args)]
+pub struct RotateArgs {
+    /// The secret (name or ARN).
+    #[arg(long, value_name = "ID")]
+    pub secret_id: String,
+    /// The login nodes: tag:KEY=VALUE or i-... (repeatable; all must match).
+    #[arg(long = "target", value_name = "SPEC", required = true)]
+    pub targets: Vec<TargetSpec>,
+    /// Continue the rotation in flight (AWSPENDING) from where it stopped.
+    #[arg(long, conflicts_with = "abort")]
+    pub resume: bool,
+    /// Drop the rotation in flight: push AWSCURRENT back to the targets,
+    /// then remove AWSPENDING.
+    #[arg(long)]
+    pub abort: bool,
+    /// Stop after this step (resume later with --resume).
+    #[arg(long, value_enum, value_name = "STEP")]
+    pub stop_after: Option<RotateStep>,
+    /// Install on this many nodes first; go on only if all of them succeed.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub canary: usize,
+    /// SSM MaxConcurrency.
+    #[arg(long, default_value = "10%", value_name = "N|P%")]
+    pub max_concurrency: String,
+    /// SSM MaxErrors.
+    #[arg(long, default_value = "0", value_name = "N|P%")]
+    pub max_errors: String,
+    /// Seconds to wait for each push.
+    #[arg(long, default_value_t = 600, value_name = "SECS")]
+    pub timeout: u64,
+    /// SSM document that runs a shell command line.
+    #[arg(long, default_value = "AWS-RunShellScript", value_name = "NAME")]
+    pub document: String,
+    /// How the nodes call hostkeyctl.
+    #[arg(long, default_value = "hostkeyctl", value_name = "PATH")]
+    pub node_command: String,
+    /// sshd port of the nodes, for the audit step.
+    #[arg(long, default_value_t = 22, value_name = "PORT")]
+    pub port: u16,
 }

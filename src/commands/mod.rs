@@ -6,6 +6,7 @@ pub mod init;
 pub mod install;
 pub mod keygen;
 pub mod push;
+pub mod rotate;
 pub mod status;
 
 use crate::cli::{Cli, Command};
@@ -19,6 +20,7 @@ pub async fn run(cli: Cli) -> Result<Status, Failure> {
         Command::Init(args) => init::run(&args, &cli.global, output).await,
         Command::Status(args) => status::run(&args, &cli.global, output).await,
         Command::Push(args) => push::run(&args, &cli.global, output).await,
+        Command::Rotate(args) => rotate::run(&args, &cli.global, output).await,
         Command::Audit(args) => audit::run(&args, &cli.global, output).await,
         Command::Install(args) => install::run(&args, &cli.global).await,
     }

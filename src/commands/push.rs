@@ -201,11 +201,9 @@ pub async fn run(args: &PushArgs, global: &GlobalArgs, output: OutputFormat) -> 
         DiscoveryError::Aws(a) => Failure::aws(a),
         other => Failure::usage(other),
     })?;
-    let region = config.region().map(|r| r.as_ref().to_owned());
-    let command_line = install_command_line(&args.node_command, &version, region.as_deref());
-    let fingerprints: Vec<&str> = version.document.keys.keys().map(|k| k.fingerprint()).collect();
-
     if args.dry_run {
+        let region = config.region().map(|r| r.as_ref().to_owned());
+        let command_line = install_command_line(&args.node_command, &version, region.as_deref());
         let mut table = output::table(&["INSTANCE", "NAME", "PRIVATE IP"]);
         for i in &instances {
             table.add_row(vec![
@@ -233,24 +231,91 @@ pub async fn run(args: &PushArgs, global: &GlobalArgs, output: OutputFormat) -> 
         return Ok(Status::Success);
     }
 
-    let spec = CommandSpec {
+    let options = PushOptions {
         document: args.document.clone(),
-        command_line: command_line.clone(),
-        comment: format!("hostkeyctl push {}", version.version_id),
+        node_command: args.node_command.clone(),
         max_concurrency: args.max_concurrency.clone(),
         max_errors: args.max_errors.clone(),
-        execution_timeout: Duration::from_secs(args.timeout),
+        timeout: Duration::from_secs(args.timeout),
+        canary: args.canary,
+        quiet: global.quiet,
     };
-    let dispatcher = SsmDispatcher::new(&config);
-    let deadline = Instant::now() + Duration::from_secs(args.timeout);
+    let outcome = push_version(&config, &version, &instances, &options).await?;
+    print_outcome(&outcome, &version, output)?;
+    Ok(if outcome.all_ok() {
+        Status::Success
+    } else {
+        Status::Incomplete
+    })
+}
+
+/// How to push.
+#[derive(Clone, Debug)]
+pub struct PushOptions {
+    /// SSM document.
+    pub document: String,
+    /// How nodes call hostkeyctl.
+    pub node_command: String,
+    /// SSM MaxConcurrency over the fleet.
+    pub max_concurrency: String,
+    /// SSM MaxErrors over the fleet.
+    pub max_errors: String,
+    /// Overall timeout (also the execution timeout on each node).
+    pub timeout: Duration,
+    /// Nodes to install first.
+    pub canary: usize,
+    /// No progress bar.
+    pub quiet: bool,
+}
+
+/// What a push did.
+#[derive(Clone, Debug, Serialize)]
+pub struct PushOutcome {
+    /// The command line sent.
+    pub command_line: String,
+    /// SSM command ids.
+    pub command_ids: Vec<String>,
+    /// Polling effort.
+    pub polling: PollStats,
+    /// Per node.
+    pub results: Vec<NodeResult>,
+}
+
+impl PushOutcome {
+    /// Whether every node is done right.
+    pub fn all_ok(&self) -> bool {
+        self.results.iter().all(|r| r.ok)
+    }
+}
+
+/// Installs `version` on `instances` through SSM Run Command: a canary
+/// wave first when asked, then the rest, in batches of at most 50.
+pub async fn push_version(
+    config: &aws_config::SdkConfig,
+    version: &StoredVersion,
+    instances: &[Instance],
+    options: &PushOptions,
+) -> Result<PushOutcome, Failure> {
+    let region = config.region().map(|r| r.as_ref().to_owned());
+    let command_line = install_command_line(&options.node_command, version, region.as_deref());
+    let spec = CommandSpec {
+        document: options.document.clone(),
+        command_line: command_line.clone(),
+        comment: format!("hostkeyctl push {}", version.version_id),
+        max_concurrency: options.max_concurrency.clone(),
+        max_errors: options.max_errors.clone(),
+        execution_timeout: options.timeout,
+    };
+    let dispatcher = SsmDispatcher::new(config);
+    let deadline = Instant::now() + options.timeout;
     let ids: Vec<String> = instances.iter().map(|i| i.instance_id.clone()).collect();
-    let canary = args.canary.min(ids.len());
+    let canary = options.canary.min(ids.len());
     let waves: Vec<&[String]> = if canary > 0 && canary < ids.len() {
         vec![&ids[..canary], &ids[canary..]]
     } else {
         vec![&ids[..]]
     };
-    let bar = progress_bar(ids.len(), global.quiet);
+    let bar = progress_bar(ids.len(), options.quiet);
     let mut seen: BTreeMap<String, Invocation> = BTreeMap::new();
     let mut command_ids = Vec::new();
     let mut polling = PollStats::default();
@@ -291,16 +356,12 @@ pub async fn run(args: &PushArgs, global: &GlobalArgs, output: OutputFormat) -> 
             .await
             .map_err(Failure::aws)?;
         polling += stats;
-        for (id, inv) in &states {
-            if !inv.is_final() {
-                tracing::warn!("{id} did not finish in time (still {})", inv.status);
-            }
-        }
         for (command_id, ids) in &commands {
-            if ids.iter().any(|id| !states[id].is_final())
-                && let Err(e) = dispatcher.cancel(command_id).await
-            {
-                tracing::warn!("could not cancel {command_id}: {e}");
+            if ids.iter().any(|id| !states[id].is_final()) {
+                tracing::warn!("command {command_id} did not finish in time; cancelling it");
+                if let Err(e) = dispatcher.cancel(command_id).await {
+                    tracing::warn!("could not cancel {command_id}: {e}");
+                }
             }
         }
         let wave_ok = states.values().all(|inv| {
@@ -320,28 +381,39 @@ pub async fn run(args: &PushArgs, global: &GlobalArgs, output: OutputFormat) -> 
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
-    let results: Vec<NodeResult> = instances
+    let results = instances
         .iter()
         .map(|i| node_result(i, seen.get(&i.instance_id), &not_sent_reason))
         .collect();
+    Ok(PushOutcome {
+        command_line,
+        command_ids,
+        polling,
+        results,
+    })
+}
+
+/// Prints a push outcome as a table or JSON.
+pub fn print_outcome(outcome: &PushOutcome, version: &StoredVersion, output: OutputFormat) -> Result<(), Failure> {
+    let results = &outcome.results;
     let succeeded = results.iter().filter(|r| r.ok).count();
     let report = PushReport {
         secret: &version.arn,
         version_id: &version.version_id,
-        fingerprints,
-        command_line: &command_line,
-        command_ids,
-        polling,
+        fingerprints: version.document.keys.keys().map(|k| k.fingerprint()).collect(),
+        command_line: &outcome.command_line,
+        command_ids: outcome.command_ids.clone(),
+        polling: outcome.polling,
         targets: results.len(),
         succeeded,
         failed: results.len() - succeeded,
-        results: &results,
+        results,
     };
     match output {
         OutputFormat::Json => output::print_json(&report).map_err(Failure::usage)?,
         _ => {
             let mut table = output::table(&["INSTANCE", "NAME", "ADDRESS", "STATUS", "RESULT", "ERROR"]);
-            for r in &results {
+            for r in results {
                 table.add_row(vec![
                     r.instance_id.clone(),
                     r.name.clone().unwrap_or_default(),
@@ -360,11 +432,7 @@ pub async fn run(args: &PushArgs, global: &GlobalArgs, output: OutputFormat) -> 
             );
         }
     }
-    Ok(if succeeded == results.len() {
-        Status::Success
-    } else {
-        Status::Incomplete
-    })
+    Ok(())
 }
 
 #[cfg(test)]

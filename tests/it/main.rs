@@ -11,5 +11,6 @@ mod bed;
 mod document;
 mod install;
 mod keygen;
+mod rotate;
 mod support;
 mod testbed;

@@ -1,0 +1,202 @@
+//! `hostkeyctl rotate` on the test bed: full rotation, stops and crashes
+//! resumed, failures that must not promote, and abort.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::bed::{BedOptions, TestBed, keyscan, served, set_fingerprints};
+
+const TARGETS: [&str; 4] = ["--target", "tag:Role=login", "--target", "tag:Cluster=hp"];
+
+fn rotate(bed: &TestBed, extra: &[&str]) -> (i32, Value, String) {
+    let mut args = vec![
+        "rotate",
+        "--output",
+        "json",
+        "--secret-id",
+        "hk",
+        "--max-concurrency",
+        "100%",
+    ];
+    args.extend(TARGETS);
+    args.extend_from_slice(extra);
+    let run = bed.run(&args);
+    let json = if run.stdout.trim().is_empty() {
+        Value::Null
+    } else {
+        run.json()
+    };
+    (run.code, json, run.stderr)
+}
+
+fn stages(bed: &TestBed) -> Value {
+    let run = bed.run(&["status", "--output", "json", "--secret-id", "hk"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let status = run.json();
+    let mut by_stage = serde_json::Map::new();
+    for v in status["versions"].as_array().unwrap() {
+        for s in v["stages"].as_array().unwrap() {
+            by_stage.insert(s.as_str().unwrap().to_owned(), v["version_id"].clone());
+        }
+    }
+    Value::Object(by_stage)
+}
+
+fn set_of(bed: &TestBed, version: &str) -> Vec<Option<String>> {
+    let status = bed.run(&["status", "--output", "json", "--secret-id", "hk"]).json();
+    let v = status["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["version_id"] == version)
+        .unwrap()
+        .clone();
+    set_fingerprints(&v)
+}
+
+fn prepared() -> (TestBed, String) {
+    let bed = TestBed::start(BedOptions::default());
+    let init = bed.init_from_node("hk", &bed.state.nodes[0]);
+    let mut push = vec!["push", "--secret-id", "hk", "--max-concurrency", "100%"];
+    push.extend(TARGETS);
+    assert_eq!(bed.run(&push).code, 0);
+    (bed, init["version_id"].as_str().unwrap().to_owned())
+}
+
+#[test]
+fn a_full_rotation_moves_every_node_and_the_lb_to_the_new_set() {
+    let (bed, old) = prepared();
+    let (code, report, stderr) = rotate(&bed, &[]);
+    assert_eq!(code, 0, "{stderr}\n{report}");
+    assert_eq!(report["result"], "rotated");
+    let new = report["current_version"].as_str().unwrap().to_owned();
+    assert_ne!(new, old);
+    let s = stages(&bed);
+    assert_eq!(s["AWSCURRENT"], new.as_str());
+    assert_eq!(s["AWSPREVIOUS"], old.as_str());
+    assert!(s.get("AWSPENDING").is_none(), "{s}");
+    let expected = set_of(&bed, &new);
+    assert_ne!(expected, set_of(&bed, &old));
+    for n in &bed.state.nodes {
+        assert_eq!(served(n), expected, "{}", n.name);
+    }
+    let lb = bed.state.lb.clone().unwrap();
+    for _ in 0..6 {
+        assert_eq!(keyscan(&lb.address, lb.port, "ed25519"), expected[0]);
+    }
+    // The auditor's view (tags) follows the rotation.
+    let mut audit = vec!["audit", "--output", "json", "--secret-id", "hk"];
+    audit.extend(TARGETS);
+    let run = bed.run(&audit);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    assert!(run.json()["expected_source"].as_str().unwrap().contains(&new));
+}
+
+#[test]
+fn stopping_after_each_step_or_being_killed_resumes_to_completion() {
+    let (bed, old) = prepared();
+    for step in ["create", "set", "test"] {
+        let resume = if step == "create" { vec![] } else { vec!["--resume"] };
+        let mut extra = vec!["--stop-after", step];
+        extra.extend(resume);
+        let (code, report, stderr) = rotate(&bed, &extra);
+        assert_eq!(code, 0, "{step}: {stderr}");
+        assert_eq!(report["result"], format!("stopped_after_{step}"));
+        let s = stages(&bed);
+        assert_eq!(
+            s["AWSCURRENT"],
+            old.as_str(),
+            "AWSCURRENT moved before the audit passed ({step})"
+        );
+        assert!(s.get("AWSPENDING").is_some(), "{step}: {s}");
+        // A new rotation is refused while one is in flight, naming it.
+        let (code, _, stderr) = rotate(&bed, &[]);
+        assert_eq!(code, 2);
+        assert!(
+            stderr.contains("already in flight") && stderr.contains("--resume"),
+            "{stderr}"
+        );
+    }
+    // Killed at a random point of the remaining work, then resumed.
+    let mut args = vec!["rotate", "--secret-id", "hk", "--resume", "--max-concurrency", "100%"];
+    args.extend(TARGETS);
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("hostkeyctl"))
+        .envs(bed.aws_env())
+        .args(&args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300 + rand::random::<u64>() % 700));
+    let _ = child.kill();
+    let _ = child.wait();
+    let s = stages(&bed);
+    let pending = s.get("AWSPENDING").cloned();
+    if s["AWSCURRENT"] == old.as_str() {
+        let (code, report, stderr) = rotate(&bed, &["--resume"]);
+        assert_eq!(code, 0, "{stderr}");
+        assert_eq!(report["result"], "rotated");
+    } else {
+        // Killed after promoting: the next run only cleans up.
+        let (code, report, stderr) = rotate(&bed, &["--abort"]);
+        assert_eq!(code, 0, "{stderr}");
+        assert_eq!(report["result"], "nothing_to_abort");
+        assert!(
+            stages(&bed).get("AWSPENDING").is_none(),
+            "pending {pending:?} left behind"
+        );
+    }
+    let s = stages(&bed);
+    assert_eq!(s["AWSPREVIOUS"], old.as_str(), "{s}");
+    assert_ne!(s["AWSCURRENT"], old.as_str());
+    // No version is lost: the old one is still readable by id.
+    assert_eq!(set_of(&bed, &old).len(), 3);
+    let new = s["AWSCURRENT"].as_str().unwrap().to_owned();
+    for n in &bed.state.nodes {
+        assert_eq!(served(n), set_of(&bed, &new), "{}", n.name);
+    }
+}
+
+#[test]
+fn a_failing_node_stops_promotion_and_abort_restores_the_old_set() {
+    let (bed, old) = prepared();
+    let old_set = set_of(&bed, &old);
+    let failing = bed.state.nodes[1].instance_id.clone();
+    bed.set_faults(json!({ "fail_instances": { failing: "disk full (injected)" } }));
+    let (code, report, stderr) = rotate(&bed, &["--max-errors", "100%"]);
+    assert_eq!(code, 3, "{stderr}\n{report}");
+    assert_eq!(report["result"], "push_failed");
+    let s = stages(&bed);
+    assert_eq!(s["AWSCURRENT"], old.as_str(), "a failed push promoted the new set");
+    let pending = s["AWSPENDING"].as_str().unwrap().to_owned();
+    let new_set = set_of(&bed, &pending);
+    assert_eq!(
+        served(&bed.state.nodes[0]),
+        new_set,
+        "the healthy nodes got the new set"
+    );
+
+    bed.control("POST", "/_bed/faults/reset", &json!({}));
+    let (code, report, stderr) = rotate(&bed, &["--abort"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(report["result"], "aborted");
+    for n in &bed.state.nodes {
+        assert_eq!(
+            served(n),
+            old_set,
+            "{} does not serve the old set after --abort",
+            n.name
+        );
+    }
+    let s = stages(&bed);
+    assert!(s.get("AWSPENDING").is_none(), "AWSPENDING survived --abort: {s}");
+    assert_eq!(s["AWSCURRENT"], old.as_str());
+    let status = bed.run(&["status", "--output", "json", "--secret-id", "hk"]).json();
+    assert_eq!(status["rotation_in_flight"], Value::Null);
+    let (code, report, _) = rotate(&bed, &["--abort"]);
+    assert_eq!((code, report["result"].as_str()), (0, Some("nothing_to_abort")));
+    let (code, _, stderr) = rotate(&bed, &["--resume"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("no rotation in flight"), "{stderr}");
+}
