@@ -79,6 +79,9 @@ pub enum Command {
     /// Replace the key set without losing the working one: create a new set
     /// (AWSPENDING), push it, audit it, then promote it to AWSCURRENT.
     Rotate(RotateArgs),
+    /// Print known_hosts lines (or SSHFP records) for the key set, for
+    /// clients and DNS.
+    KnownHosts(KnownHostsArgs),
     /// Check by real SSH handshakes which host keys every node and the load
     /// balancer serve, against the expected set.
     Audit(AuditArgs),
@@ -389,4 +392,30 @@ pub struct RotateArgs {
     /// sshd port of the nodes, for the audit step.
     #[arg(long, default_value_t = 22, value_name = "PORT")]
     pub port: u16,
+}
+
+/// `hostkeyctl known-hosts`.
+#[derive(Debug, Args)]
+pub struct KnownHostsArgs {
+    /// The secret (name or ARN).
+    #[arg(long, value_name = "ID")]
+    pub secret_id: String,
+    /// Host names the lines are for: the load balancer's DNS name, aliases.
+    #[arg(long = "host", value_name = "NAME[,NAME...]", value_delimiter = ',', required = true)]
+    pub hosts: Vec<String>,
+    /// Use this stage (default AWSCURRENT; AWSPENDING during a rotation).
+    #[arg(long, value_name = "STAGE", conflicts_with = "version_id")]
+    pub stage: Option<String>,
+    /// Use this version.
+    #[arg(long, value_name = "ID")]
+    pub version_id: Option<String>,
+    /// SSH port, when not 22 (lines then read [host]:port).
+    #[arg(long, default_value_t = 22, value_name = "PORT")]
+    pub port: u16,
+    /// Hash the host names, as `ssh-keygen -H` does.
+    #[arg(long, conflicts_with = "sshfp")]
+    pub hash: bool,
+    /// Print DNS SSHFP records instead, as `ssh-keygen -r` does.
+    #[arg(long)]
+    pub sshfp: bool,
 }

@@ -5,6 +5,7 @@ pub mod audit;
 pub mod init;
 pub mod install;
 pub mod keygen;
+pub mod known_hosts;
 pub mod push;
 pub mod rotate;
 pub mod status;
@@ -21,6 +22,7 @@ pub async fn run(cli: Cli) -> Result<Status, Failure> {
         Command::Status(args) => status::run(&args, &cli.global, output).await,
         Command::Push(args) => push::run(&args, &cli.global, output).await,
         Command::Rotate(args) => rotate::run(&args, &cli.global, output).await,
+        Command::KnownHosts(args) => known_hosts::run(&args, &cli.global).await,
         Command::Audit(args) => audit::run(&args, &cli.global, output).await,
         Command::Install(args) => install::run(&args, &cli.global).await,
     }

@@ -11,6 +11,7 @@ mod bed;
 mod document;
 mod install;
 mod keygen;
+mod known_hosts;
 mod rotate;
 mod support;
 mod testbed;

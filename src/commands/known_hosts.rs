@@ -1,0 +1,129 @@
+//! `hostkeyctl known-hosts`: client-side files for the canonical set.
+//!
+//! Plain known_hosts lines, hashed ones (`ssh-keygen -H`'s format:
+//! `|1|base64(salt)|base64(HMAC-SHA1(salt, host))`), or DNS SSHFP records
+//! (`ssh-keygen -r`'s format: SHA-1 and SHA-256 of the key blob).
+
+use base64ct::{Base64, Encoding};
+use hmac::{Hmac, KeyInit, Mac};
+use sha1::Sha1;
+use sha2::{Digest, Sha256};
+use ssh_key::PublicKey;
+
+use crate::aws;
+use crate::cli::{GlobalArgs, KnownHostsArgs};
+use crate::commands::init::store_failure;
+use crate::exit::{Failure, Status};
+use crate::store::{STAGE_CURRENT, SecretsManagerStore, VersionSelector};
+
+/// The host pattern for a name and port (`[name]:port` unless 22).
+pub fn host_pattern(name: &str, port: u16) -> String {
+    if port == 22 {
+        name.to_owned()
+    } else {
+        format!("[{name}]:{port}")
+    }
+}
+
+/// `ssh-keygen -H`'s hashed form of a host pattern, with the given salt.
+pub fn hashed_host(pattern: &str, salt: &[u8; 20]) -> String {
+    // HMAC accepts keys of any length; new_from_slice cannot fail here.
+    let mut mac = match <Hmac<Sha1> as KeyInit>::new_from_slice(salt) {
+        Ok(m) => m,
+        Err(_) => return String::new(),
+    };
+    mac.update(pattern.as_bytes());
+    let digest = mac.finalize().into_bytes();
+    format!("|1|{}|{}", Base64::encode_string(salt), Base64::encode_string(&digest))
+}
+
+/// The key part of a known_hosts line: type and base64, no comment.
+pub fn key_part(key: &PublicKey) -> String {
+    let line = crate::keyset::public_line(key);
+    line.split_whitespace().take(2).collect::<Vec<_>>().join(" ")
+}
+
+/// `ssh-keygen -r`'s SSHFP records for one key.
+pub fn sshfp(name: &str, key: &PublicKey) -> Vec<String> {
+    let algorithm = match key.algorithm() {
+        ssh_key::Algorithm::Rsa { .. } => 1,
+        ssh_key::Algorithm::Dsa => 2,
+        ssh_key::Algorithm::Ecdsa { .. } => 3,
+        ssh_key::Algorithm::Ed25519 => 4,
+        _ => return Vec::new(),
+    };
+    let Ok(blob) = key.to_bytes() else { return Vec::new() };
+    let sha1 = Sha1::digest(&blob);
+    let sha256 = Sha256::digest(&blob);
+    vec![
+        format!("{name} IN SSHFP {algorithm} 1 {}", hex(&sha1)),
+        format!("{name} IN SSHFP {algorithm} 2 {}", hex(&sha256)),
+    ]
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Runs `known-hosts`.
+pub async fn run(args: &KnownHostsArgs, global: &GlobalArgs) -> Result<Status, Failure> {
+    let hosts: Vec<String> = args
+        .hosts
+        .iter()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .collect();
+    if let Some(bad) = hosts
+        .iter()
+        .find(|h| h.contains(char::is_whitespace) || h.contains(','))
+    {
+        return Err(Failure::usage(anyhow::anyhow!("{bad:?} is not a host name")));
+    }
+    if hosts.is_empty() {
+        return Err(Failure::usage(anyhow::anyhow!("--host needs at least one name")));
+    }
+    let config = aws::load_config(&global.aws).await.map_err(Failure::aws)?;
+    let store = SecretsManagerStore::new(&config);
+    let selector = match (&args.version_id, &args.stage) {
+        (Some(v), _) => VersionSelector::VersionId(v.clone()),
+        (None, Some(s)) => VersionSelector::Stage(s.clone()),
+        (None, None) => VersionSelector::Stage(STAGE_CURRENT.to_owned()),
+    };
+    let version = store.get(&args.secret_id, &selector).await.map_err(store_failure)?;
+    let keys: Vec<&PublicKey> = version.document.keys.keys().map(|k| k.public_key()).collect();
+    let patterns: Vec<String> = hosts.iter().map(|h| host_pattern(h, args.port)).collect();
+    let mut out = String::new();
+    for key in keys {
+        if args.sshfp {
+            for host in &hosts {
+                for record in sshfp(host, key) {
+                    out.push_str(&record);
+                    out.push('\n');
+                }
+            }
+        } else if args.hash {
+            for pattern in &patterns {
+                let salt: [u8; 20] = rand::random();
+                out.push_str(&format!("{} {}\n", hashed_host(pattern, &salt), key_part(key)));
+            }
+        } else {
+            out.push_str(&format!("{} {}\n", patterns.join(","), key_part(key)));
+        }
+    }
+    print!("{out}");
+    Ok(Status::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{hashed_host, host_pattern};
+
+    #[test]
+    fn patterns_and_hashes_have_openssh_shapes() {
+        assert_eq!(host_pattern("login", 22), "login");
+        assert_eq!(host_pattern("login", 2222), "[login]:2222");
+        let h = hashed_host("login", &[7u8; 20]);
+        assert!(h.starts_with("|1|BwcHBwcHBwcHBwcHBwcHBwcHBwc=|"), "{h}");
+        assert_eq!(h.len(), "|1|".len() + 28 + 1 + 28);
+    }
+}

@@ -1,0 +1,138 @@
+//! `hostkeyctl known-hosts` against OpenSSH itself: real ssh through the
+//! load balancer, `ssh-keygen -F` on hashed lines, `ssh-keygen -r` SSHFP.
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+use crate::bed::{BedOptions, TestBed};
+use crate::support::{require, run_ok};
+
+fn pushed() -> TestBed {
+    let bed = TestBed::start(BedOptions::default());
+    bed.init_from_node("hk", &bed.state.nodes[0]);
+    let push = bed.run(&[
+        "push",
+        "--secret-id",
+        "hk",
+        "--target",
+        "tag:Role=login",
+        "--max-concurrency",
+        "100%",
+    ]);
+    assert_eq!(push.code, 0, "{}", push.stderr);
+    bed
+}
+
+fn ssh_lb(bed: &TestBed, known_hosts: &std::path::Path) -> std::process::Output {
+    let lb = bed.state.lb.clone().unwrap();
+    Command::new(require("ssh"))
+        .arg("-i")
+        .arg(&bed.state.client_key)
+        .arg("-o")
+        .arg(format!("UserKnownHostsFile={}", known_hosts.display()))
+        .args([
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "ConnectTimeout=5",
+        ])
+        .arg(format!("root@{}", lb.address))
+        .arg("true")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn real_ssh_trusts_the_lb_with_plain_and_hashed_files() {
+    let bed = pushed();
+    let lb = bed.state.lb.clone().unwrap();
+    for hash in [false, true] {
+        let mut args = vec!["known-hosts", "--secret-id", "hk", "--host", &lb.address];
+        if hash {
+            args.push("--hash");
+        }
+        let run = bed.run(&args);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        assert_eq!(run.stdout.lines().count(), 3, "{}", run.stdout);
+        let file = bed.dir().join(if hash { "known_hosts.hashed" } else { "known_hosts" });
+        std::fs::write(&file, &run.stdout).unwrap();
+        let failures: Vec<String> = (0..20)
+            .map(|_| ssh_lb(&bed, &file))
+            .filter(|o| !o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
+            .collect();
+        assert!(
+            failures.is_empty(),
+            "hash={hash}: {} of 20 failed: {failures:?}",
+            failures.len()
+        );
+        if hash {
+            assert!(
+                !run.stdout.contains(&lb.address),
+                "the host name is visible in a hashed file"
+            );
+            let found = run_ok(
+                Command::new(require("ssh-keygen"))
+                    .args(["-F", &lb.address, "-f"])
+                    .arg(&file),
+            );
+            assert_eq!(found.lines().filter(|l| !l.starts_with('#')).count(), 3, "{found}");
+        }
+    }
+}
+
+#[test]
+fn sshfp_records_match_ssh_keygen_r() {
+    let bed = TestBed::start(BedOptions {
+        nodes: 1,
+        ..BedOptions::default()
+    });
+    bed.init_from_node("hk", &bed.state.nodes[0]);
+    let run = bed.run(&[
+        "known-hosts",
+        "--secret-id",
+        "hk",
+        "--host",
+        "login.example.org",
+        "--sshfp",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let ours: BTreeSet<String> = run.stdout.lines().map(str::to_owned).collect();
+    let mut theirs = BTreeSet::new();
+    for t in ["ed25519", "ecdsa", "rsa"] {
+        let pub_file = bed.state.nodes[0].ssh_dir.join(format!("ssh_host_{t}_key.pub"));
+        let out = run_ok(
+            Command::new(require("ssh-keygen"))
+                .args(["-r", "login.example.org", "-f"])
+                .arg(&pub_file),
+        );
+        theirs.extend(out.lines().map(str::to_owned));
+    }
+    assert_eq!(ours, theirs);
+}
+
+#[test]
+fn a_non_default_port_uses_bracketed_patterns() {
+    let bed = TestBed::start(BedOptions {
+        nodes: 1,
+        ..BedOptions::default()
+    });
+    bed.init_generated("hk");
+    let run = bed.run(&[
+        "known-hosts",
+        "--secret-id",
+        "hk",
+        "--host",
+        "a.example,b.example",
+        "--port",
+        "2222",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for line in run.stdout.lines() {
+        assert!(line.starts_with("[a.example]:2222,[b.example]:2222 "), "{line}");
+    }
+    let bad = bed.run(&["known-hosts", "--secret-id", "hk", "--host", "a b"]);
+    assert_eq!(bad.code, 2);
+}
