@@ -162,8 +162,8 @@ def bench_push(instances: int) -> None:
         calls = report["polling"]["list_calls"]
         print(f"   hostkeyctl push: exit {p.returncode}, {report['succeeded']}/{report['targets']} ok, {wall:.1f} s wall")
         print(f"     API calls: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())))
-        print(f"     polling: {calls} ListCommandInvocations in {rounds} rounds = {calls / max(rounds, 1):.1f} per round"
-              f" (goal <= ceil(N/50)+1 = {batches + 1})")
+        print(f"     polling: {calls} ListCommandInvocations in {rounds} rounds, at most one per unfinished batch"
+              f" per round = {batches} (goal <= ceil(N/50)+1 = {batches + 1})")
 
         import boto3  # the baseline uses the Python SDK against the same bed
 
@@ -178,9 +178,10 @@ def bench_push(instances: int) -> None:
                                  Parameters={"commands": [report["command_line"]]}, MaxConcurrency="100%",
                                  MaxErrors="100%")["Command"]["CommandId"]
             sent += [(c, iid) for iid in ids[i:i + 50]]
-        pending, naive_rounds, naive_calls = set(sent), 0, 0
+        pending, naive_rounds, naive_calls, naive_max = set(sent), 0, 0, 0
         while pending:
             naive_rounds += 1
+            naive_max = max(naive_max, len(pending))
             for c, iid in list(pending):
                 naive_calls += 1
                 try:
@@ -192,8 +193,8 @@ def bench_push(instances: int) -> None:
             if pending:
                 time.sleep(0.5)
         naive_wall = time.perf_counter() - start
-        print(f"   naive per-instance loop: {naive_calls} GetCommandInvocation in {naive_rounds} rounds"
-              f" = {naive_calls / naive_rounds:.0f} per round, {naive_wall:.1f} s wall")
+        print(f"   naive per-instance loop: {naive_calls} GetCommandInvocation in {naive_rounds} rounds,"
+              f" up to {naive_max} per round, {naive_wall:.1f} s wall")
         print(f"   ratio: {naive_calls / max(calls, 1):.0f}x fewer polling calls with hostkeyctl")
     finally:
         bed.close()
