@@ -162,8 +162,9 @@ def bench_push(instances: int) -> None:
         calls = report["polling"]["list_calls"]
         print(f"   hostkeyctl push: exit {p.returncode}, {report['succeeded']}/{report['targets']} ok, {wall:.1f} s wall")
         print(f"     API calls: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())))
-        print(f"     polling: {calls} ListCommandInvocations in {rounds} rounds, at most one per unfinished batch"
-              f" per round = {batches} (goal <= ceil(N/50)+1 = {batches + 1})")
+        most = report["polling"]["max_calls_per_round"]
+        print(f"     polling: {calls} ListCommandInvocations in {rounds} rounds, at most {most} in one round"
+              f" (goal <= ceil(N/50)+1 = {batches + 1})")
 
         import boto3  # the baseline uses the Python SDK against the same bed
 

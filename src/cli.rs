@@ -129,6 +129,13 @@ pub struct InstallArgs {
     /// Refuse unless the set has exactly these fingerprints (repeat per key).
     #[arg(long = "expect", value_name = "SHA256:...")]
     pub expect: Vec<String>,
+    /// During a rotation's overlap phase: also serve this version's keys,
+    /// after the current ones, so clients with UpdateHostKeys learn them.
+    #[arg(long, value_name = "ID")]
+    pub next_version_id: Option<String>,
+    /// Refuse unless the next set has exactly these fingerprints.
+    #[arg(long = "expect-next", value_name = "SHA256:...", requires = "next_version_id")]
+    pub expect_next: Vec<String>,
     /// Directory of the ssh_host_<alg>_key files.
     #[arg(long, env = "HOSTKEYCTL_SSH_DIR", default_value = "/etc/ssh", value_name = "DIR")]
     pub ssh_dir: PathBuf,
@@ -371,6 +378,14 @@ pub struct RotateArgs {
     /// Stop after this step (resume later with --resume).
     #[arg(long, value_enum, value_name = "STEP")]
     pub stop_after: Option<RotateStep>,
+    /// Phase one of an overlapping rotation: nodes keep serving the current
+    /// keys and also offer the new ones, which OpenSSH clients with
+    /// UpdateHostKeys learn after logging in. Finish later with --finish.
+    #[arg(long, conflicts_with_all = ["abort", "finish"])]
+    pub overlap: bool,
+    /// Phase two: switch the nodes to the new set only, audit, promote.
+    #[arg(long, conflicts_with_all = ["abort", "resume"])]
+    pub finish: bool,
     /// Install on this many nodes first; go on only if all of them succeed.
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub canary: usize,

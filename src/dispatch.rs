@@ -80,12 +80,15 @@ pub struct PollStats {
     pub rounds: usize,
     /// `ListCommandInvocations` calls (pages included).
     pub list_calls: usize,
+    /// The most calls made in one round.
+    pub max_calls_per_round: usize,
 }
 
 impl std::ops::AddAssign for PollStats {
     fn add_assign(&mut self, other: Self) {
         self.rounds += other.rounds;
         self.list_calls += other.list_calls;
+        self.max_calls_per_round = self.max_calls_per_round.max(other.max_calls_per_round);
     }
 }
 
@@ -191,6 +194,7 @@ impl SsmDispatcher {
         let mut interval = self.first_poll;
         loop {
             stats.rounds += 1;
+            let calls_before = stats.list_calls;
             for (command_id, ids) in commands {
                 if ids.iter().all(|id| state[id].is_final()) {
                     continue;
@@ -208,6 +212,7 @@ impl SsmDispatcher {
                     Err(e) => return Err(e),
                 }
             }
+            stats.max_calls_per_round = stats.max_calls_per_round.max(stats.list_calls - calls_before);
             let finished = state.values().filter(|i| i.is_final()).count();
             progress(finished, total);
             if finished == total || Instant::now() >= deadline {

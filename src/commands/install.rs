@@ -82,6 +82,10 @@ pub async fn run(args: &InstallArgs, global: &GlobalArgs) -> Result<Status, Fail
         keep_backups: args.keep_backups,
         verify_timeout,
         lock_timeout: Duration::from_secs(args.lock_timeout),
+        next: args.next_version_id.as_ref().map(|v| install::NextVersion {
+            version_id: v.clone(),
+            expect: args.expect_next.clone(),
+        }),
     };
     let (status, report) = install::install(&options, &store).await;
     emit(&report, global.quiet);

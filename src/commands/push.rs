@@ -68,7 +68,12 @@ fn quote(word: &str) -> String {
 
 /// The command line the nodes run: ids and fingerprints only, never key
 /// material (SSM shows it to anyone with ssm:ListCommands).
-pub fn install_command_line(node_command: &str, version: &StoredVersion, region: Option<&str>) -> String {
+pub fn install_command_line(
+    node_command: &str,
+    version: &StoredVersion,
+    next: Option<&StoredVersion>,
+    region: Option<&str>,
+) -> String {
     let mut words = vec![
         quote(node_command),
         "install".to_owned(),
@@ -80,6 +85,14 @@ pub fn install_command_line(node_command: &str, version: &StoredVersion, region:
     for key in version.document.keys.keys() {
         words.push("--expect".to_owned());
         words.push(quote(key.fingerprint()));
+    }
+    if let Some(next) = next {
+        words.push("--next-version-id".to_owned());
+        words.push(quote(&next.version_id));
+        for key in next.document.keys.keys() {
+            words.push("--expect-next".to_owned());
+            words.push(quote(key.fingerprint()));
+        }
     }
     if let Some(region) = region {
         words.push("--region".to_owned());
@@ -203,7 +216,7 @@ pub async fn run(args: &PushArgs, global: &GlobalArgs, output: OutputFormat) -> 
     })?;
     if args.dry_run {
         let region = config.region().map(|r| r.as_ref().to_owned());
-        let command_line = install_command_line(&args.node_command, &version, region.as_deref());
+        let command_line = install_command_line(&args.node_command, &version, None, region.as_deref());
         let mut table = output::table(&["INSTANCE", "NAME", "PRIVATE IP"]);
         for i in &instances {
             table.add_row(vec![
@@ -240,7 +253,7 @@ pub async fn run(args: &PushArgs, global: &GlobalArgs, output: OutputFormat) -> 
         canary: args.canary,
         quiet: global.quiet,
     };
-    let outcome = push_version(&config, &version, &instances, &options).await?;
+    let outcome = push_version(&config, &version, None, &instances, &options).await?;
     print_outcome(&outcome, &version, output)?;
     Ok(if outcome.all_ok() {
         Status::Success
@@ -293,11 +306,12 @@ impl PushOutcome {
 pub async fn push_version(
     config: &aws_config::SdkConfig,
     version: &StoredVersion,
+    next: Option<&StoredVersion>,
     instances: &[Instance],
     options: &PushOptions,
 ) -> Result<PushOutcome, Failure> {
     let region = config.region().map(|r| r.as_ref().to_owned());
-    let command_line = install_command_line(&options.node_command, version, region.as_deref());
+    let command_line = install_command_line(&options.node_command, version, next, region.as_deref());
     let spec = CommandSpec {
         document: options.document.clone(),
         command_line: command_line.clone(),

@@ -220,7 +220,7 @@ pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -
                 instances.len()
             ),
         );
-        let outcome = push_version(&config, &current_set, &instances, &push_options).await?;
+        let outcome = push_version(&config, &current_set, None, &instances, &push_options).await?;
         let ok = outcome.all_ok();
         if output != OutputFormat::Json {
             print_outcome(&outcome, &current_set, output)?;
@@ -248,8 +248,9 @@ pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -
     }
 
     // create
+    let resume = args.resume || args.finish;
     let pending_id = match pending {
-        Some((id, created)) if !args.resume => {
+        Some((id, created)) if !resume => {
             return Err(Failure::usage(anyhow::anyhow!(
                 "a rotation is already in flight: version {id} is AWSPENDING ({}); continue it with --resume or drop it with --abort",
                 age(created.as_deref())
@@ -259,7 +260,7 @@ pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -
             say(global, &format!("resuming the rotation to version {id}"));
             id
         }
-        None if args.resume => {
+        None if resume => {
             return Err(Failure::usage(anyhow::anyhow!(
                 "no rotation in flight to resume (no AWSPENDING version besides AWSCURRENT {current})"
             )));
@@ -296,11 +297,25 @@ pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -
         .get(secret, &VersionSelector::VersionId(pending_id.clone()))
         .await
         .map_err(store_failure)?;
+    if args.overlap {
+        return overlap_phase_one(
+            &config,
+            args,
+            global,
+            output,
+            &push_options,
+            &instances,
+            &current_set,
+            &pending_set,
+            report,
+        )
+        .await;
+    }
     say(
         global,
         &format!("set: installing version {pending_id} on {} node(s)", instances.len()),
     );
-    let outcome = push_version(&config, &pending_set, &instances, &push_options).await?;
+    let outcome = push_version(&config, &pending_set, None, &instances, &push_options).await?;
     let pushed = outcome.all_ok();
     if output != OutputFormat::Json {
         print_outcome(&outcome, &pending_set, output)?;
@@ -367,6 +382,67 @@ pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -
     report.current_version = pending_id;
     report.pending_version = None;
     report.result = "rotated".to_owned();
+    finish_report(&report, output)?;
+    Ok(Status::Success)
+}
+
+/// Phase one of an overlapping rotation: every node keeps serving the
+/// current set and also offers the pending one; nothing is promoted.
+#[allow(clippy::too_many_arguments)]
+async fn overlap_phase_one(
+    config: &aws_config::SdkConfig,
+    args: &RotateArgs,
+    global: &GlobalArgs,
+    output: OutputFormat,
+    push_options: &PushOptions,
+    instances: &[Instance],
+    current_set: &StoredVersion,
+    pending_set: &StoredVersion,
+    mut report: RotateReport,
+) -> Result<Status, Failure> {
+    say(
+        global,
+        &format!(
+            "overlap: {} node(s) keep serving {} and also offer {}",
+            instances.len(),
+            current_set.version_id,
+            pending_set.version_id
+        ),
+    );
+    let outcome = push_version(config, current_set, Some(pending_set), instances, push_options).await?;
+    let pushed = outcome.all_ok();
+    if output != OutputFormat::Json {
+        print_outcome(&outcome, current_set, output)?;
+    }
+    report.push = Some(outcome);
+    if !pushed {
+        report.result = "push_failed".to_owned();
+        report
+            .steps
+            .push("overlap: some nodes failed; fix them and run --overlap --resume, or --abort".to_owned());
+        finish_report(&report, output)?;
+        return Ok(Status::Incomplete);
+    }
+    let findings = audit_targets(instances, &current_set.document.keys, args.port).await;
+    let verdicts: Vec<Verdict> = findings.iter().flat_map(|(_, f)| f.iter().map(|f| f.status)).collect();
+    if verdicts.iter().any(|v| *v != Verdict::Ok) {
+        report.audit = findings;
+        report.result = "audit_failed".to_owned();
+        report
+            .steps
+            .push("overlap: a node no longer serves the current set first".to_owned());
+        finish_report(&report, output)?;
+        return Ok(if verdicts.iter().any(|v| v.is_drift()) {
+            Status::Drift
+        } else {
+            Status::Incomplete
+        });
+    }
+    report.steps.push(format!(
+        "overlap: every node serves {} and offers {}; clients with UpdateHostKeys learn the new keys when they log in. Run `rotate --finish` when ready",
+        current_set.version_id, pending_set.version_id
+    ));
+    report.result = "overlap_started".to_owned();
     finish_report(&report, output)?;
     Ok(Status::Success)
 }

@@ -52,8 +52,8 @@ pub fn read_current(path: &Path) -> io::Result<Option<Current>> {
 pub struct Desired {
     /// Where.
     pub path: PathBuf,
-    /// What (zeroized on drop).
-    pub content: Zeroizing<Vec<u8>>,
+    /// What (zeroized on drop); `None`: the file must not exist.
+    pub content: Option<Zeroizing<Vec<u8>>>,
     /// Permission bits.
     pub mode: u32,
     /// Owner and group, or `None` for the running user's.
@@ -106,7 +106,7 @@ pub struct Transaction {
 }
 
 impl Transaction {
-    /// Replaces one file (see the module docs).
+    /// Replaces (or, with no content, removes) one file (see the module docs).
     pub fn replace(&mut self, file: &Desired) -> io::Result<()> {
         let link = if fs::symlink_metadata(&file.path).is_ok() {
             let link = rollback_link(&file.path);
@@ -116,12 +116,20 @@ impl Transaction {
         } else {
             None
         };
+        let Some(content) = &file.content else {
+            let removed = fs::remove_file(&file.path).and_then(|()| fsutil::sync_dir(parent(&file.path)));
+            self.done.push(Replaced {
+                path: file.path.clone(),
+                link,
+            });
+            return removed;
+        };
         let options = WriteOptions {
             mode: file.mode,
             owner: file.owner,
             overwrite: true,
         };
-        let written = fsutil::write_atomic(&file.path, &file.content, &options);
+        let written = fsutil::write_atomic(&file.path, content, &options);
         // Record before returning any error so a failed write is undone too.
         self.done.push(Replaced {
             path: file.path.clone(),
@@ -287,7 +295,7 @@ mod tests {
     fn desired(path: &std::path::Path, content: &[u8], mode: u32) -> Desired {
         Desired {
             path: path.to_owned(),
-            content: Zeroizing::new(content.to_vec()),
+            content: Some(Zeroizing::new(content.to_vec())),
             mode,
             owner: None,
         }

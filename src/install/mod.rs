@@ -55,6 +55,17 @@ pub struct InstallOptions {
     pub verify_timeout: Duration,
     /// How long to wait for another install to finish.
     pub lock_timeout: Duration,
+    /// A rotation's overlap phase: the next set, served as extra host keys.
+    pub next: Option<NextVersion>,
+}
+
+/// The next set of a rotation's overlap phase.
+#[derive(Clone, Debug)]
+pub struct NextVersion {
+    /// Its version id.
+    pub version_id: String,
+    /// Fingerprints it must have, exactly (empty: no check).
+    pub expect: Vec<String>,
 }
 
 /// What happened, as printed on stdout (one JSON line; `push` parses it).
@@ -71,6 +82,12 @@ pub struct InstallReport {
     pub version_id: Option<String>,
     /// Fingerprints of the set, by key type.
     pub fingerprints: BTreeMap<String, String>,
+    /// During a rotation's overlap phase: the next set's version.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_version_id: Option<String>,
+    /// And its fingerprints, served as extra host keys.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub next_fingerprints: BTreeMap<String, String>,
     /// Files written (empty when unchanged).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub changed_files: Vec<PathBuf>,
@@ -267,6 +284,22 @@ fn expected_scan(keys: &KeySet) -> BTreeMap<ScanAlgorithm, String> {
         .collect()
 }
 
+fn check_expect(expect: &[String], keys: &KeySet) -> Result<(), InstallError> {
+    if expect.is_empty() {
+        return Ok(());
+    }
+    let mut expected = expect.to_vec();
+    expected.sort();
+    expected.dedup();
+    let mut actual: Vec<String> = keys.keys().map(|k| k.fingerprint().to_owned()).collect();
+    actual.sort();
+    if expected == actual {
+        Ok(())
+    } else {
+        Err(InstallError::ExpectMismatch { expected, actual })
+    }
+}
+
 struct Lock {
     _file: std::fs::File,
 }
@@ -300,10 +333,66 @@ fn lock(path: &Path, timeout: Duration) -> Result<Lock, InstallError> {
 }
 
 /// The files a set needs, with modes and owners following what is there.
+/// Where the next set's keys live during a rotation's overlap phase.
+pub fn next_private_path(ssh_dir: &Path, a: KeyAlgorithm) -> PathBuf {
+    ssh_dir.join(format!("hostkeyctl_next_{}_key", a.short_name()))
+}
+
+/// The `.pub` beside [`next_private_path`].
+pub fn next_public_path(ssh_dir: &Path, a: KeyAlgorithm) -> PathBuf {
+    ssh_dir.join(format!("hostkeyctl_next_{}_key.pub", a.short_name()))
+}
+
+/// The key files of one set, named by `private_path`/`public_path`.
+fn key_files(
+    keys: &KeySet,
+    sibling: Option<(u32, u32, u32)>,
+    private_path: &dyn Fn(KeyAlgorithm) -> PathBuf,
+    public_path: &dyn Fn(KeyAlgorithm) -> PathBuf,
+) -> Result<Vec<Desired>, InstallError> {
+    let mut out = Vec::new();
+    for key in keys.keys() {
+        let a = key.algorithm();
+        let private = private_path(a);
+        let public = public_path(a);
+        let current = files::read_current(&private).map_err(io_err("cannot read", &private))?;
+        let (mode, owner) = match (&current, sibling) {
+            // Keep a safe existing mode; never keep one sshd would refuse.
+            (Some(c), _) if c.mode & 0o037 == 0 => (c.mode, Some((c.uid, c.gid))),
+            (_, Some((mode, uid, gid))) => (mode, Some((uid, gid))),
+            _ => (0o600, None),
+        };
+        out.push(Desired {
+            path: private,
+            content: Some(Zeroizing::new(key.reveal_private_openssh().as_bytes().to_vec())),
+            mode,
+            owner,
+        });
+        let current_pub = files::read_current(&public).map_err(io_err("cannot read", &public))?;
+        let (mode, owner) = current_pub.map_or((0o644, None), |c| (c.mode, Some((c.uid, c.gid))));
+        out.push(Desired {
+            path: public,
+            content: Some(Zeroizing::new(format!("{}\n", key.public_line()).into_bytes())),
+            mode,
+            owner,
+        });
+    }
+    Ok(out)
+}
+
+/// The files a set needs, with modes and owners following what is there.
+/// With `next` (a rotation's overlap phase), also the next set's keys and
+/// the explicit HostKey list `host_keys` (current keys first); without it,
+/// any next-set files left from an overlap are removed.
+#[allow(clippy::too_many_arguments)]
 fn desired_files(
     keys: &KeySet,
+    next: Option<&KeySet>,
+    host_keys: &[String],
+    explicit_host_keys: bool,
     ssh_dir: &Path,
     placement: &Placement,
+    main_config: &Path,
     main_text: &str,
 ) -> Result<Vec<Desired>, InstallError> {
     // Distributions differ: Debian uses root:root 0600, RHEL root:ssh_keys
@@ -318,64 +407,91 @@ fn desired_files(
             break;
         }
     }
-    let mut out = Vec::new();
-    for key in keys.keys() {
-        let a = key.algorithm();
-        let private = ssh_dir.join(a.private_file_name());
-        let public = ssh_dir.join(a.public_file_name());
-        let current = files::read_current(&private).map_err(io_err("cannot read", &private))?;
-        let (mode, owner) = match (&current, sibling) {
-            // Keep a safe existing mode; never keep one sshd would refuse.
-            (Some(c), _) if c.mode & 0o037 == 0 => (c.mode, Some((c.uid, c.gid))),
-            (_, Some((mode, uid, gid))) => (mode, Some((uid, gid))),
-            _ => (0o600, None),
-        };
+    let mut out = key_files(keys, sibling, &|a| ssh_dir.join(a.private_file_name()), &|a| {
+        ssh_dir.join(a.public_file_name())
+    })?;
+    // sshd loads every HostKey line in order and serves the first key of
+    // each type, and clients refuse a host key update that lists a key
+    // twice. So during an overlap the next keys come after all other
+    // HostKey lines: in a block near the end of the main config when such
+    // lines exist, or, when sshd uses its default list, in the managed
+    // settings after the current keys listed explicitly.
+    let mut listed = Vec::new();
+    let mut next_block = Vec::new();
+    match next {
+        Some(next) => {
+            out.extend(key_files(next, sibling, &|a| next_private_path(ssh_dir, a), &|a| {
+                next_public_path(ssh_dir, a)
+            })?);
+            let next_paths: Vec<String> = next
+                .keys()
+                .map(|k| next_private_path(ssh_dir, k.algorithm()).display().to_string())
+                .collect();
+            if explicit_host_keys {
+                next_block = next_paths;
+            } else {
+                listed.extend(host_keys.iter().cloned());
+                listed.extend(next_paths);
+            }
+        }
+        None => {
+            for a in KeyAlgorithm::ALL {
+                for path in [next_private_path(ssh_dir, a), next_public_path(ssh_dir, a)] {
+                    out.push(Desired {
+                        path,
+                        content: None,
+                        mode: 0,
+                        owner: None,
+                    });
+                }
+            }
+        }
+    }
+    let algorithms = keys.algorithms();
+    let settings = restrict::settings(&algorithms, &listed);
+    let mut managed = Vec::new();
+    match placement {
+        Placement::DropIn(p) => {
+            managed.push((p.clone(), restrict::drop_in_content(&algorithms, &listed)));
+            managed.push((
+                main_config.to_owned(),
+                restrict::main_config_content(main_text, None, &next_block),
+            ));
+        }
+        Placement::Inline(p) => {
+            managed.push((
+                p.clone(),
+                restrict::main_config_content(main_text, Some(&settings), &next_block),
+            ));
+        }
+    }
+    for (path, content) in managed {
+        let current = files::read_current(&path).map_err(io_err("cannot read", &path))?;
+        let (mode, owner) = current.map_or((0o644, None), |c| (c.mode, Some((c.uid, c.gid))));
         out.push(Desired {
-            path: private,
-            content: Zeroizing::new(key.reveal_private_openssh().as_bytes().to_vec()),
-            mode,
-            owner,
-        });
-        let current_pub = files::read_current(&public).map_err(io_err("cannot read", &public))?;
-        let (mode, owner) = current_pub.map_or((0o644, None), |c| (c.mode, Some((c.uid, c.gid))));
-        out.push(Desired {
-            path: public,
-            content: Zeroizing::new(format!("{}\n", key.public_line()).into_bytes()),
+            path,
+            content: Some(Zeroizing::new(content.into_bytes())),
             mode,
             owner,
         });
     }
-    let algorithms = keys.algorithms();
-    let (path, content) = match placement {
-        Placement::DropIn(p) => (p.clone(), restrict::drop_in_content(&algorithms)),
-        Placement::Inline(p) => (p.clone(), restrict::inline_content(main_text, &algorithms)),
-    };
-    let current = files::read_current(&path).map_err(io_err("cannot read", &path))?;
-    let (mode, owner) = current.map_or((0o644, None), |c| (c.mode, Some((c.uid, c.gid))));
-    out.push(Desired {
-        path,
-        content: Zeroizing::new(content.into_bytes()),
-        mode,
-        owner,
-    });
     Ok(out)
 }
 
 /// Whether the file on disk already is as desired. Keys are compared as
 /// keys (a private key file in another encoding of the same key is fine).
 fn is_converged(want: &Desired) -> Result<bool, InstallError> {
-    let Some(current) = files::read_current(&want.path).map_err(io_err("cannot read", &want.path))? else {
-        return Ok(false);
+    let current = files::read_current(&want.path).map_err(io_err("cannot read", &want.path))?;
+    let (Some(current), Some(content)) = (current, &want.content) else {
+        // Converged when both are absent.
+        return Ok(want.content.is_none() && !want.path.exists());
     };
-    let private = want.content.starts_with(b"-----BEGIN OPENSSH PRIVATE KEY-----");
+    let private = content.starts_with(b"-----BEGIN OPENSSH PRIVATE KEY-----");
     if private {
         if current.mode & 0o037 != 0 {
             return Ok(false);
         }
-        let (Ok(have), Ok(wanted)) = (
-            std::str::from_utf8(&current.content),
-            std::str::from_utf8(&want.content),
-        ) else {
+        let (Ok(have), Ok(wanted)) = (std::str::from_utf8(&current.content), std::str::from_utf8(content)) else {
             return Ok(false);
         };
         return Ok(match (HostKey::from_openssh(have), HostKey::from_openssh(wanted)) {
@@ -383,13 +499,29 @@ fn is_converged(want: &Desired) -> Result<bool, InstallError> {
             _ => false,
         });
     }
-    Ok(current.content == want.content)
+    Ok(current.content == *content)
 }
 
 /// Reads back every written key and its `.pub`.
-fn read_back(keys: &KeySet, ssh_dir: &Path) -> Result<(), InstallError> {
+fn read_back(keys: &KeySet, ssh_dir: &Path, next: Option<&KeySet>) -> Result<(), InstallError> {
+    read_back_set(keys, &|a| ssh_dir.join(a.private_file_name()), &|a| {
+        ssh_dir.join(a.public_file_name())
+    })?;
+    if let Some(next) = next {
+        read_back_set(next, &|a| next_private_path(ssh_dir, a), &|a| {
+            next_public_path(ssh_dir, a)
+        })?;
+    }
+    Ok(())
+}
+
+fn read_back_set(
+    keys: &KeySet,
+    private_path: &dyn Fn(KeyAlgorithm) -> PathBuf,
+    public_path: &dyn Fn(KeyAlgorithm) -> PathBuf,
+) -> Result<(), InstallError> {
     for key in keys.keys() {
-        let path = ssh_dir.join(key.algorithm().private_file_name());
+        let path = private_path(key.algorithm());
         let text = Zeroizing::new(std::fs::read_to_string(&path).map_err(io_err("cannot read back", &path))?);
         let on_disk = HostKey::from_openssh(&text).map_err(|e| InstallError::ReadBack {
             path: path.clone(),
@@ -401,7 +533,7 @@ fn read_back(keys: &KeySet, ssh_dir: &Path) -> Result<(), InstallError> {
                 detail: format!("fingerprint {} instead of {}", on_disk.fingerprint(), key.fingerprint()),
             });
         }
-        let public = ssh_dir.join(key.algorithm().public_file_name());
+        let public = public_path(key.algorithm());
         let line = std::fs::read_to_string(&public).map_err(io_err("cannot read back", &public))?;
         let parsed = ssh_key::PublicKey::from_openssh(line.trim()).map_err(|e| InstallError::ReadBack {
             path: public.clone(),
@@ -447,7 +579,9 @@ pub async fn install(options: &InstallOptions, store: &SecretsManagerStore) -> (
 }
 
 struct Prepared {
+    settings_file: PathBuf,
     keys: KeySet,
+    next_keys: Option<KeySet>,
     desired: Vec<Desired>,
     verify_address: Option<String>,
     _lock: Lock,
@@ -469,16 +603,36 @@ async fn prepare(
         .keys()
         .map(|k| (k.algorithm().key_type().to_owned(), k.fingerprint().to_owned()))
         .collect();
-    if !options.expect.is_empty() {
-        let mut expected = options.expect.clone();
-        expected.sort();
-        expected.dedup();
-        let mut actual: Vec<String> = keys.keys().map(|k| k.fingerprint().to_owned()).collect();
-        actual.sort();
-        if expected != actual {
-            return Err(InstallError::ExpectMismatch { expected, actual });
+    check_expect(&options.expect, &keys)?;
+    let next_keys = match &options.next {
+        None => None,
+        Some(next) => {
+            let version = store
+                .get(&options.secret_id, &VersionSelector::VersionId(next.version_id.clone()))
+                .await?;
+            report.next_version_id = Some(version.version_id.clone());
+            report.next_fingerprints = version
+                .document
+                .keys
+                .keys()
+                .map(|k| (k.algorithm().key_type().to_owned(), k.fingerprint().to_owned()))
+                .collect();
+            check_expect(&next.expect, &version.document.keys)?;
+            if version.document.keys.algorithms() != keys.algorithms() {
+                return Err(InstallError::ExpectMismatch {
+                    expected: keys.algorithms().iter().map(|a| a.key_type().to_owned()).collect(),
+                    actual: version
+                        .document
+                        .keys
+                        .algorithms()
+                        .iter()
+                        .map(|a| a.key_type().to_owned())
+                        .collect(),
+                });
+            }
+            Some(version.document.keys)
         }
-    }
+    };
     let lock = lock(&options.lock_file, options.lock_timeout)?;
     for dir in [options.ssh_dir.clone(), options.ssh_dir.join("sshd_config.d")] {
         let removed = files::remove_leftovers(&dir).map_err(io_err("cannot clean up", &dir))?;
@@ -494,7 +648,42 @@ async fn prepare(
     {
         crate::fsutil::create_dir_all(parent, 0o755).map_err(io_err("cannot create", parent))?;
     }
-    let desired = desired_files(&keys, &options.ssh_dir, &placement, &main_text)?;
+    // During an overlap, list sshd's own host keys explicitly, first, so
+    // they stay the ones served; the next set's keys follow.
+    let host_keys = if next_keys.is_some() {
+        let mut seen = Vec::new();
+        for path in options.sshd.effective()?.host_keys {
+            let ours = KeyAlgorithm::ALL
+                .iter()
+                .any(|a| Path::new(&path) == next_private_path(&options.ssh_dir, *a));
+            if !ours && !seen.contains(&path) {
+                seen.push(path);
+            }
+        }
+        seen
+    } else {
+        Vec::new()
+    };
+    let mut texts = vec![restrict::strip_blocks(&main_text)];
+    if let Ok(entries) = std::fs::read_dir(options.ssh_dir.join("sshd_config.d")) {
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".conf") && name != restrict::DROP_IN_NAME {
+                texts.push(std::fs::read_to_string(entry.path()).unwrap_or_default());
+            }
+        }
+    }
+    let explicit = restrict::has_host_key_lines(&texts);
+    let desired = desired_files(
+        &keys,
+        next_keys.as_ref(),
+        &host_keys,
+        explicit,
+        &options.ssh_dir,
+        &placement,
+        &options.sshd.config,
+        &main_text,
+    )?;
     let verify_address = match (&options.reload, &options.verify_address) {
         (ReloadMethod::None, _) => None,
         (_, Some(a)) => Some(a.clone()),
@@ -507,7 +696,9 @@ async fn prepare(
         ),
     };
     Ok(Prepared {
+        settings_file: placement.path().to_owned(),
         keys,
+        next_keys,
         desired,
         verify_address,
         _lock: lock,
@@ -616,14 +807,14 @@ async fn converge(options: &InstallOptions, prepared: Prepared, mut report: Inst
         for want in &pending {
             tx.replace(want).map_err(io_err("cannot write", &want.path))?;
         }
-        read_back(&prepared.keys, &options.ssh_dir)?;
+        read_back(&prepared.keys, &options.ssh_dir, prepared.next_keys.as_ref())?;
         options.sshd.test()?;
         if !matches!(options.reload, ReloadMethod::None) {
             let effective = options.sshd.effective()?;
             let wanted = restrict::host_key_algorithms(&prepared.keys.algorithms());
             if effective.host_key_algorithms.as_deref() != Some(wanted.as_str()) {
                 return Err(InstallError::NotApplied {
-                    path: prepared.desired.last().map(|d| d.path.clone()).unwrap_or_default(),
+                    path: prepared.settings_file.clone(),
                     found: effective.host_key_algorithms,
                 });
             }

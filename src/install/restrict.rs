@@ -89,28 +89,42 @@ pub fn placement(ssh_dir: &Path, main_config: &Path, text: &str) -> Placement {
     Placement::Inline(main_config.to_owned())
 }
 
+/// The settings hostkeyctl manages: the pinned `HostKeyAlgorithms`, and
+/// during a rotation's overlap phase the explicit `HostKey` list (current
+/// keys first, so they stay the ones served, then the next set's keys,
+/// which OpenSSH clients with `UpdateHostKeys` learn after logging in).
+pub fn settings(algorithms: &[KeyAlgorithm], host_keys: &[String]) -> String {
+    let mut out = format!("HostKeyAlgorithms {}\n", host_key_algorithms(algorithms));
+    for path in host_keys {
+        out.push_str(&format!("HostKey {path}\n"));
+    }
+    out
+}
+
 /// The drop-in file's content.
-pub fn drop_in_content(algorithms: &[KeyAlgorithm]) -> String {
+pub fn drop_in_content(algorithms: &[KeyAlgorithm], host_keys: &[String]) -> String {
     format!(
-        "# Managed by hostkeyctl: serve only the canonical host key set.\n# Delete this file to undo (docs/install.md).\nHostKeyAlgorithms {}\n",
-        host_key_algorithms(algorithms)
+        "# Managed by hostkeyctl: serve only the canonical host key set.\n# Delete this file to undo (docs/install.md).\n{}",
+        settings(algorithms, host_keys)
     )
 }
 
-/// The main config with the inline block (re)placed at the top.
-pub fn inline_content(main_text: &str, algorithms: &[KeyAlgorithm]) -> String {
-    let mut out = format!(
-        "{BEGIN_MARK}\nHostKeyAlgorithms {}\n{END_MARK}\n",
-        host_key_algorithms(algorithms)
-    );
+/// First line of the block that adds the next set's host keys during a
+/// rotation's overlap, when other HostKey lines exist (they must come first).
+pub const NEXT_BEGIN: &str = "# BEGIN hostkeyctl next host keys: rotation overlap (docs/install.md)";
+/// Last line of that block.
+pub const NEXT_END: &str = "# END hostkeyctl next host keys";
+
+fn strip_block(text: &str, begin: &str, end: &str) -> String {
+    let mut out = String::new();
     let mut inside = false;
-    for line in main_text.lines() {
-        if line == BEGIN_MARK {
+    for line in text.lines() {
+        if line == begin {
             inside = true;
             continue;
         }
         if inside {
-            if line == END_MARK {
+            if line == end {
                 inside = false;
             }
             continue;
@@ -119,6 +133,59 @@ pub fn inline_content(main_text: &str, algorithms: &[KeyAlgorithm]) -> String {
         out.push('\n');
     }
     out
+}
+
+/// The main config without any hostkeyctl block.
+pub fn strip_blocks(text: &str) -> String {
+    strip_block(&strip_block(text, BEGIN_MARK, END_MARK), NEXT_BEGIN, NEXT_END)
+}
+
+/// Whether any of these config texts has a `HostKey` line (then sshd's
+/// default host key list does not apply).
+pub fn has_host_key_lines(texts: &[String]) -> bool {
+    texts.iter().flat_map(|t| t.lines()).any(|line| {
+        let mut words = line.split_whitespace();
+        words.next().is_some_and(|w| w.eq_ignore_ascii_case("hostkey"))
+    })
+}
+
+/// The main config as hostkeyctl wants it: its own lines untouched, with
+/// the settings block at the top when `top` is given (no usable Include),
+/// and the next host keys before the first `Match` (HostKey is not allowed
+/// inside one) when `next_keys` is given.
+pub fn main_config_content(main_text: &str, top: Option<&str>, next_keys: &[String]) -> String {
+    let base = strip_blocks(main_text);
+    let mut body = String::new();
+    if next_keys.is_empty() {
+        body = base;
+    } else {
+        let block: String = std::iter::once(format!("{NEXT_BEGIN}\n"))
+            .chain(next_keys.iter().map(|k| format!("HostKey {k}\n")))
+            .chain(std::iter::once(format!("{NEXT_END}\n")))
+            .collect();
+        let mut placed = false;
+        for line in base.lines() {
+            let first = line.split_whitespace().next().unwrap_or_default();
+            if !placed && first.eq_ignore_ascii_case("match") {
+                body.push_str(&block);
+                placed = true;
+            }
+            body.push_str(line);
+            body.push('\n');
+        }
+        if !placed {
+            body.push_str(&block);
+        }
+    }
+    match top {
+        Some(settings) => format!("{BEGIN_MARK}\n{settings}{END_MARK}\n{body}"),
+        None => body,
+    }
+}
+
+/// The main config with the inline block (re)placed at the top.
+pub fn inline_content(main_text: &str, algorithms: &[KeyAlgorithm], host_keys: &[String]) -> String {
+    main_config_content(main_text, Some(&settings(algorithms, host_keys)), &[])
 }
 
 /// `*`-only glob matching, as sshd's Include patterns are used in practice.
@@ -178,11 +245,26 @@ mod tests {
     }
 
     #[test]
+    fn next_keys_go_before_the_first_match_and_come_off_again() {
+        let main = "Port 22\nHostKey /a\nMatch User x\n  X11Forwarding no\n";
+        let with = super::main_config_content(main, None, &["/next".to_owned()]);
+        let next_at = with.find("HostKey /next").unwrap();
+        assert!(
+            with.find("HostKey /a").unwrap() < next_at && next_at < with.find("Match User").unwrap(),
+            "{with}"
+        );
+        assert_eq!(super::main_config_content(&with, None, &[]), main);
+        assert!(super::has_host_key_lines(&[main.to_owned()]));
+        assert!(!super::has_host_key_lines(&["HostKeyAlgorithms x\n".to_owned()]));
+    }
+
+    #[test]
     fn inline_block_is_replaced_not_stacked() {
-        let once = inline_content("Port 22\n", &KeyAlgorithm::ALL);
-        let twice = inline_content(&once, &[KeyAlgorithm::Ed25519]);
+        let once = inline_content("Port 22\n", &KeyAlgorithm::ALL, &["/k".to_owned()]);
+        let twice = inline_content(&once, &[KeyAlgorithm::Ed25519], &[]);
         assert_eq!(twice.matches("HostKeyAlgorithms").count(), 1, "{twice}");
         assert!(twice.starts_with(super::BEGIN_MARK));
         assert!(twice.ends_with("Port 22\n"));
+        assert!(!twice.contains("HostKey /k"), "{twice}");
     }
 }

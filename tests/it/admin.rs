@@ -342,3 +342,44 @@ async fn bad_input_gets_clear_errors_and_documented_exit_codes() {
         "the SDK retried once"
     );
 }
+
+#[test]
+fn push_polls_at_most_once_per_batch_per_round() {
+    let bed = TestBed::start(BedOptions {
+        nodes: 0,
+        virtual_instances: 120,
+        ..BedOptions::default()
+    });
+    bed.init_generated("hk");
+    bed.control("POST", "/_bed/counts/reset", &json!({}));
+    let push = bed.run(&[
+        "push",
+        "--output",
+        "json",
+        "--secret-id",
+        "hk",
+        "--target",
+        "tag:Role=virtual",
+        "--max-concurrency",
+        "100%",
+    ]);
+    assert_eq!(push.code, 0, "{}", push.stderr);
+    let report = push.json();
+    assert_eq!(report["succeeded"], 120);
+    // 120 instances: 3 commands of at most 50 ids; at most 3 polls a round.
+    assert_eq!(bed.counts().get("ssm:SendCommand"), Some(&3));
+    assert!(
+        report["polling"]["max_calls_per_round"].as_u64().unwrap() <= 3,
+        "{}",
+        report["polling"]
+    );
+    assert_eq!(
+        bed.counts().get("ssm:ListCommandInvocations").copied().unwrap_or(0),
+        report["polling"]["list_calls"].as_u64().unwrap(),
+    );
+    assert_eq!(
+        bed.counts().get("ssm:GetCommandInvocation"),
+        None,
+        "no per-instance polling"
+    );
+}

@@ -200,3 +200,81 @@ fn a_failing_node_stops_promotion_and_abort_restores_the_old_set() {
     assert_eq!(code, 2);
     assert!(stderr.contains("no rotation in flight"), "{stderr}");
 }
+
+#[test]
+fn an_overlapping_rotation_lets_update_host_keys_clients_learn_the_new_keys() {
+    use std::process::Command;
+
+    use crate::support::require;
+
+    let (bed, old) = prepared();
+    let lb = bed.state.lb.clone().unwrap();
+    let known_hosts = bed.dir().join("known_hosts");
+    let stale = bed.dir().join("known_hosts.stale");
+    let lines = bed.run(&["known-hosts", "--secret-id", "hk", "--host", &lb.address]);
+    assert_eq!(lines.code, 0, "{}", lines.stderr);
+    std::fs::write(&known_hosts, &lines.stdout).unwrap();
+    std::fs::write(&stale, &lines.stdout).unwrap();
+    let ssh = |file: &std::path::Path, update: &str| {
+        Command::new(require("ssh"))
+            .arg("-i")
+            .arg(&bed.state.client_key)
+            .arg("-o")
+            .arg(format!("UserKnownHostsFile={}", file.display()))
+            .args([
+                "-o",
+                "StrictHostKeyChecking=yes",
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                "ConnectTimeout=5",
+            ])
+            .args(["-o", &format!("UpdateHostKeys={update}")])
+            .arg(format!("root@{}", lb.address))
+            .arg("true")
+            .output()
+            .unwrap()
+    };
+
+    let (code, report, stderr) = rotate(&bed, &["--overlap"]);
+    assert_eq!(code, 0, "{stderr}\n{report}");
+    assert_eq!(report["result"], "overlap_started");
+    let s = stages(&bed);
+    assert_eq!(s["AWSCURRENT"], old.as_str(), "phase one must not promote");
+    let new = s["AWSPENDING"].as_str().unwrap().to_owned();
+    for n in &bed.state.nodes {
+        assert_eq!(
+            served(n),
+            set_of(&bed, &old),
+            "{} must keep serving the current set first",
+            n.name
+        );
+    }
+
+    // One login during the overlap: the client learns the new keys.
+    let login = ssh(&known_hosts, "yes");
+    assert!(login.status.success(), "{}", String::from_utf8_lossy(&login.stderr));
+    let learned = crate::support::run_ok(Command::new(require("ssh-keygen")).arg("-lf").arg(&known_hosts));
+    for fp in set_of(&bed, &new).into_iter().flatten() {
+        assert!(learned.contains(&fp), "the client did not learn {fp}:\n{learned}");
+    }
+
+    let (code, report, stderr) = rotate(&bed, &["--finish"]);
+    assert_eq!(code, 0, "{stderr}\n{report}");
+    assert_eq!(report["result"], "rotated");
+    for n in &bed.state.nodes {
+        assert_eq!(served(n), set_of(&bed, &new), "{}", n.name);
+        let leftovers: Vec<_> = std::fs::read_dir(&n.ssh_dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|f| f.starts_with("hostkeyctl_next_"))
+            .collect();
+        assert!(leftovers.is_empty(), "{}: {leftovers:?}", n.name);
+    }
+    let failures = (0..20).filter(|_| !ssh(&known_hosts, "no").status.success()).count();
+    assert_eq!(failures, 0, "the client that learned the new keys saw warnings");
+    // A client that did not log in during the overlap sees one warning.
+    let out = ssh(&stale, "no");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("REMOTE HOST IDENTIFICATION HAS CHANGED"));
+}
