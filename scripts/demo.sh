@@ -7,7 +7,8 @@
 #   2. hostkeyctl adopts node 1's keys as the canonical set in Secrets Manager;
 #   3. audits what clients see (drift), 4. pushes the set to every node with
 #   SSM Run Command, 5. audits again (clean);
-#   6. 20 real ssh connections through the load balancer, 0 warnings.
+#   6. users get one known_hosts line per key: 20 real ssh connections, 0 warnings;
+#   7. rotation with overlap (UpdateHostKeys), 8. 20 more connections, 0 warnings.
 #
 # Run it with `make demo` (which installs what is missing and builds first).
 # It always tears the bed down, also on failure or Ctrl-C.
@@ -101,21 +102,41 @@ bold "5. Audit again"
 run "$HOSTKEYCTL" audit --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
   --lb "$LB_ADDR" --samples 9 --output table
 
-bold "6. 20 real ssh connections through the load balancer"
-KH="$WORK/known_hosts.after"
-ssh_lb "$KH" accept-new >/dev/null
-warnings=0
-declare -A served=()
-for _ in $(seq 1 20); do
-  if out=$(ssh_lb "$KH" yes); then
-    node=$(awk '{print $3}' <<<"$out")
-    served[$node]=$(( ${served[$node]:-0} + 1 ))
-  else
-    warnings=$((warnings + 1))
-    sed 's/^/   | /' <<<"$out"
-  fi
-done
-for node in "${!served[@]}"; do say "node $node served ${served[$node]} connections"; done
-say "host key warnings: $warnings of 20"
-[ $warnings -eq 0 ] || { echo "demo: host key warnings remain" >&2; exit 1; }
-bold "Done: one host identity behind the load balancer"
+bold "6. Users trust the fleet's one identity"
+run "$HOSTKEYCTL" known-hosts --secret-id hostkeys/demo --host "$LB" > "$WORK/known_hosts"
+sed 's/^/   | /; s/\(AAAA.\{20\}\).*/\1.../' "$WORK/known_hosts"
+KH="$WORK/known_hosts"
+twenty() {
+  local warnings=0 node out
+  declare -A served=()
+  for _ in $(seq 1 20); do
+    if out=$(ssh_lb "$KH" yes); then
+      node=$(awk '{print $3}' <<<"$out")
+      served[$node]=$(( ${served[$node]:-0} + 1 ))
+    else
+      warnings=$((warnings + 1))
+      sed 's/^/   | /' <<<"$out"
+    fi
+  done
+  for node in "${!served[@]}"; do say "node $node served ${served[$node]} connections"; done
+  say "host key warnings: $warnings of 20"
+  [ $warnings -eq 0 ] || { echo "demo: host key warnings remain" >&2; exit 1; }
+}
+say "20 real ssh connections through the load balancer, StrictHostKeyChecking=yes:"
+twenty
+
+bold "7. Rotate the keys without a warning: overlap, then finish"
+run "$HOSTKEYCTL" rotate --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
+  --overlap --max-concurrency 100% --output table -q
+say "a user logs in during the overlap; OpenSSH (UpdateHostKeys) learns the new keys:"
+ssh -i "$CLIENT_KEY" -o UserKnownHostsFile="$KH" -o StrictHostKeyChecking=yes -o BatchMode=yes \
+  -o UpdateHostKeys=yes -o LogLevel=ERROR "root@$LB" true
+say "known_hosts now holds $(grep -vc "^#" "$KH") lines for $LB: the current keys and the learned next ones"
+run "$HOSTKEYCTL" rotate --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
+  --finish --canary 1 --max-concurrency 100% --output table -q
+run "$HOSTKEYCTL" audit --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
+  --lb "$LB_ADDR" --samples 9 --key-types ssh-ed25519,ecdsa-sha2-nistp256,ssh-rsa --output table
+
+bold "8. 20 real ssh connections through the load balancer, after the rotation"
+twenty
+bold "Done: one host identity behind the load balancer, rotated without a warning"
