@@ -252,24 +252,9 @@ pub struct PushArgs {
     /// id is pinned, so every node gets the same set even if stages move.
     #[arg(long, value_name = "STAGE")]
     pub stage: Option<String>,
-    /// Install on this many nodes first; go on only if all of them succeed.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub canary: usize,
-    /// SSM MaxConcurrency: nodes installing at once (number or percentage).
-    #[arg(long, default_value = "10%", value_name = "N|P%")]
-    pub max_concurrency: String,
-    /// SSM MaxErrors: failures after which SSM stops starting new nodes.
-    #[arg(long, default_value = "0", value_name = "N|P%")]
-    pub max_errors: String,
-    /// Seconds to wait for all nodes (also the execution timeout on each).
-    #[arg(long, default_value_t = 600, value_name = "SECS")]
-    pub timeout: u64,
-    /// SSM document that runs a shell command line (`commands` parameter).
-    #[arg(long, default_value = "AWS-RunShellScript", value_name = "NAME")]
-    pub document: String,
-    /// How the nodes call hostkeyctl (name on PATH or absolute path).
-    #[arg(long, default_value = "hostkeyctl", value_name = "PATH")]
-    pub node_command: String,
+    /// How the install command goes out through SSM Run Command.
+    #[command(flatten)]
+    pub rollout: RolloutArgs,
     /// Print the targets and the exact command; send nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -386,24 +371,9 @@ pub struct RotateArgs {
     /// Phase two: switch the nodes to the new set only, audit, promote.
     #[arg(long, conflicts_with_all = ["abort", "resume"])]
     pub finish: bool,
-    /// Install on this many nodes first; go on only if all of them succeed.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub canary: usize,
-    /// SSM MaxConcurrency.
-    #[arg(long, default_value = "10%", value_name = "N|P%")]
-    pub max_concurrency: String,
-    /// SSM MaxErrors.
-    #[arg(long, default_value = "0", value_name = "N|P%")]
-    pub max_errors: String,
-    /// Seconds to wait for each push.
-    #[arg(long, default_value_t = 600, value_name = "SECS")]
-    pub timeout: u64,
-    /// SSM document that runs a shell command line.
-    #[arg(long, default_value = "AWS-RunShellScript", value_name = "NAME")]
-    pub document: String,
-    /// How the nodes call hostkeyctl.
-    #[arg(long, default_value = "hostkeyctl", value_name = "PATH")]
-    pub node_command: String,
+    /// How the install command goes out through SSM Run Command.
+    #[command(flatten)]
+    pub rollout: RolloutArgs,
     /// sshd port of the nodes, for the audit step.
     #[arg(long, default_value_t = 22, value_name = "PORT")]
     pub port: u16,
@@ -433,4 +403,27 @@ pub struct KnownHostsArgs {
     /// Print DNS SSHFP records instead, as `ssh-keygen -r` does.
     #[arg(long)]
     pub sshfp: bool,
+}
+
+/// How `push` and `rotate` send `hostkeyctl install` through SSM Run Command.
+#[derive(Debug, Args)]
+pub struct RolloutArgs {
+    /// Install on this many nodes first; go on only if all of them succeed.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub canary: usize,
+    /// SSM MaxConcurrency: nodes installing at once (number or percentage).
+    #[arg(long, default_value = "10%", value_name = "N|P%")]
+    pub max_concurrency: String,
+    /// SSM MaxErrors: failures after which SSM stops starting new nodes.
+    #[arg(long, default_value = "0", value_name = "N|P%")]
+    pub max_errors: String,
+    /// Seconds to wait for all nodes (also the execution timeout on each).
+    #[arg(long, default_value_t = 600, value_name = "SECS")]
+    pub timeout: u64,
+    /// SSM document that runs a shell command line (`commands` parameter).
+    #[arg(long, default_value = "AWS-RunShellScript", value_name = "NAME")]
+    pub document: String,
+    /// How the nodes call hostkeyctl (name on PATH or absolute path).
+    #[arg(long, default_value = "hostkeyctl", value_name = "PATH")]
+    pub node_command: String,
 }

@@ -40,6 +40,18 @@ pub enum VersionSelector {
     VersionId(String),
 }
 
+impl VersionSelector {
+    /// From `--version-id` / `--stage` options: the version id wins, and
+    /// neither means AWSCURRENT.
+    pub fn from_options(version_id: Option<&String>, stage: Option<&String>) -> Self {
+        match (version_id, stage) {
+            (Some(v), _) => VersionSelector::VersionId(v.clone()),
+            (None, Some(s)) => VersionSelector::Stage(s.clone()),
+            (None, None) => VersionSelector::Stage(STAGE_CURRENT.to_owned()),
+        }
+    }
+}
+
 impl std::fmt::Display for VersionSelector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -9,8 +9,8 @@ use serde::Serialize;
 use crate::audit::{self, Endpoint, Expected, LbReport, NodeReport, ScanPolicy, Scanner, Verdict};
 use crate::aws;
 use crate::cli::{AuditArgs, GlobalArgs};
-use crate::commands::init::store_failure;
-use crate::discovery::{self, DiscoveryError};
+use crate::commands::{discovery_failure, store_failure};
+use crate::discovery;
 use crate::dispatch::{CommandSpec, SsmDispatcher};
 use crate::exit::{Failure, Status};
 use crate::install::split_address;
@@ -177,10 +177,9 @@ pub async fn run(args: &AuditArgs, global: &GlobalArgs, output: OutputFormat) ->
         && !args.targets.is_empty()
     {
         let ec2 = aws_sdk_ec2::Client::new(config);
-        instances = discovery::discover(&ec2, &args.targets).await.map_err(|e| match e {
-            DiscoveryError::Aws(a) => Failure::aws(a),
-            other => Failure::usage(other),
-        })?;
+        instances = discovery::discover(&ec2, &args.targets)
+            .await
+            .map_err(discovery_failure)?;
         for i in &instances {
             let Some(ip) = &i.private_ip else {
                 tracing::warn!("{} has no private address; skipped", i.instance_id);

@@ -5,11 +5,12 @@ use serde::Serialize;
 
 use crate::aws;
 use crate::cli::{GlobalArgs, InitArgs};
+use crate::commands::store_failure;
 use crate::document::SecretDocument;
 use crate::exit::{Failure, Status};
-use crate::keyset::{KeyAlgorithm, KeySet, MAX_RSA_BITS, MIN_RSA_BITS};
+use crate::keyset::{KeyAlgorithm, KeySet};
 use crate::output::{self, OutputFormat};
-use crate::store::{CreateRequest, SecretsManagerStore, StoreError};
+use crate::store::{CreateRequest, SecretsManagerStore};
 
 #[derive(Serialize)]
 struct InitReport<'a> {
@@ -42,14 +43,6 @@ pub fn key_rows(keys: &KeySet) -> Vec<KeyRow> {
         .collect()
 }
 
-/// Maps store errors to exit statuses: AWS trouble is 4, the rest 2.
-pub fn store_failure(e: StoreError) -> Failure {
-    match e {
-        StoreError::Aws(a) => Failure::aws(a),
-        other => Failure::usage(other),
-    }
-}
-
 fn plan_keys(args: &InitArgs) -> Result<KeySet, Failure> {
     if let Some(dir) = &args.from_dir {
         let mut keys = KeySet::load_dir(dir)
@@ -73,20 +66,7 @@ fn plan_keys(args: &InitArgs) -> Result<KeySet, Failure> {
         return Ok(keys);
     }
     let algorithms = args.algorithms.clone().unwrap_or_else(|| KeyAlgorithm::ALL.to_vec());
-    if algorithms.is_empty() {
-        return Err(Failure::usage(anyhow::anyhow!(
-            "--algorithms is empty; name at least one of ed25519, ecdsa, rsa"
-        )));
-    }
-    if algorithms.contains(&KeyAlgorithm::Rsa) && !(MIN_RSA_BITS..=MAX_RSA_BITS).contains(&args.rsa_bits) {
-        return Err(Failure::usage(anyhow::anyhow!(
-            "--rsa-bits {} is out of range; use {MIN_RSA_BITS} to {MAX_RSA_BITS} (default 3072)",
-            args.rsa_bits
-        )));
-    }
-    KeySet::generate(&algorithms, args.rsa_bits)
-        .context("generating the key set")
-        .map_err(Failure::usage)
+    crate::commands::keygen::generate_checked(&algorithms, args.rsa_bits)
 }
 
 /// Runs `init`.

@@ -8,7 +8,7 @@ use crate::cli::{GlobalArgs, InstallArgs};
 use crate::exit::{Failure, Status};
 use crate::install::sshd::{ReloadMethod, Sshd};
 use crate::install::{self, InstallOptions, InstallReport};
-use crate::store::{STAGE_CURRENT, SecretsManagerStore, VersionSelector};
+use crate::store::{SecretsManagerStore, VersionSelector};
 
 /// Runs `install`.
 pub async fn run(args: &InstallArgs, global: &GlobalArgs) -> Result<Status, Failure> {
@@ -39,11 +39,7 @@ pub async fn run(args: &InstallArgs, global: &GlobalArgs) -> Result<Status, Fail
             "--secret-id is required (or HOSTKEYCTL_SECRET_ID); `install --check` may use --expect instead"
         )));
     };
-    let selector = match (&args.version_id, &args.stage) {
-        (Some(v), _) => VersionSelector::VersionId(v.clone()),
-        (None, Some(s)) => VersionSelector::Stage(s.clone()),
-        (None, None) => VersionSelector::Stage(STAGE_CURRENT.to_owned()),
-    };
+    let selector = VersionSelector::from_options(args.version_id.as_ref(), args.stage.as_ref());
     let config = aws::load_config(&global.aws).await.map_err(Failure::aws)?;
     let store = SecretsManagerStore::new(&config);
 

@@ -14,23 +14,27 @@ struct KeygenReport<'a> {
     keys: &'a [WrittenKey],
 }
 
-/// Runs `keygen`.
-pub fn run(args: &KeygenArgs, output: OutputFormat) -> Result<Status, Failure> {
-    let algorithms = dedup(&args.algorithms);
+/// Generates a set after checking the options a user gave for it.
+pub fn generate_checked(algorithms: &[KeyAlgorithm], rsa_bits: usize) -> Result<KeySet, Failure> {
+    let algorithms = dedup(algorithms);
     if algorithms.is_empty() {
         return Err(Failure::usage(anyhow::anyhow!(
             "--algorithms is empty; name at least one of ed25519, ecdsa, rsa"
         )));
     }
-    if algorithms.contains(&KeyAlgorithm::Rsa) && !(MIN_RSA_BITS..=MAX_RSA_BITS).contains(&args.rsa_bits) {
+    if algorithms.contains(&KeyAlgorithm::Rsa) && !(MIN_RSA_BITS..=MAX_RSA_BITS).contains(&rsa_bits) {
         return Err(Failure::usage(anyhow::anyhow!(
-            "--rsa-bits {} is out of range; use {MIN_RSA_BITS} to {MAX_RSA_BITS} (default 3072)",
-            args.rsa_bits
+            "--rsa-bits {rsa_bits} is out of range; use {MIN_RSA_BITS} to {MAX_RSA_BITS} (default 3072)"
         )));
     }
-    let set = KeySet::generate(&algorithms, args.rsa_bits)
+    KeySet::generate(&algorithms, rsa_bits)
         .context("generating the key set")
-        .map_err(Failure::usage)?;
+        .map_err(Failure::usage)
+}
+
+/// Runs `keygen`.
+pub fn run(args: &KeygenArgs, output: OutputFormat) -> Result<Status, Failure> {
+    let set = generate_checked(&args.algorithms, args.rsa_bits)?;
     let written = set
         .write_dir(&args.out_dir, args.force)
         .map_err(|e| Failure::usage(anyhow::Error::new(e)))?;

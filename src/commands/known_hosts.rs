@@ -12,9 +12,9 @@ use ssh_key::PublicKey;
 
 use crate::aws;
 use crate::cli::{GlobalArgs, KnownHostsArgs};
-use crate::commands::init::store_failure;
+use crate::commands::store_failure;
 use crate::exit::{Failure, Status};
-use crate::store::{STAGE_CURRENT, SecretsManagerStore, VersionSelector};
+use crate::store::{SecretsManagerStore, VersionSelector};
 
 /// The host pattern for a name and port (`[name]:port` unless 22).
 pub fn host_pattern(name: &str, port: u16) -> String {
@@ -84,11 +84,7 @@ pub async fn run(args: &KnownHostsArgs, global: &GlobalArgs) -> Result<Status, F
     }
     let config = aws::load_config(&global.aws).await.map_err(Failure::aws)?;
     let store = SecretsManagerStore::new(&config);
-    let selector = match (&args.version_id, &args.stage) {
-        (Some(v), _) => VersionSelector::VersionId(v.clone()),
-        (None, Some(s)) => VersionSelector::Stage(s.clone()),
-        (None, None) => VersionSelector::Stage(STAGE_CURRENT.to_owned()),
-    };
+    let selector = VersionSelector::from_options(args.version_id.as_ref(), args.stage.as_ref());
     let version = store.get(&args.secret_id, &selector).await.map_err(store_failure)?;
     let keys: Vec<&PublicKey> = version.document.keys.keys().map(|k| k.public_key()).collect();
     let patterns: Vec<String> = hosts.iter().map(|h| host_pattern(h, args.port)).collect();

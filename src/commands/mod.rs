@@ -11,7 +11,25 @@ pub mod rotate;
 pub mod status;
 
 use crate::cli::{Cli, Command};
+use crate::discovery::DiscoveryError;
 use crate::exit::{Failure, Status};
+use crate::store::StoreError;
+
+/// Store errors as exit statuses: AWS trouble is 4, bad data 2.
+pub fn store_failure(e: StoreError) -> Failure {
+    match e {
+        StoreError::Aws(a) => Failure::aws(a),
+        other => Failure::usage(other),
+    }
+}
+
+/// Discovery errors as exit statuses: AWS trouble is 4, no match 2.
+pub fn discovery_failure(e: DiscoveryError) -> Failure {
+    match e {
+        DiscoveryError::Aws(a) => Failure::aws(a),
+        other => Failure::usage(other),
+    }
+}
 
 /// Runs the parsed command line.
 pub async fn run(cli: Cli) -> Result<Status, Failure> {

@@ -8,13 +8,13 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::aws;
-use crate::cli::{GlobalArgs, PushArgs};
-use crate::commands::init::store_failure;
-use crate::discovery::{self, DiscoveryError, Instance};
+use crate::cli::{GlobalArgs, PushArgs, RolloutArgs};
+use crate::commands::{discovery_failure, store_failure};
+use crate::discovery::{self, Instance};
 use crate::dispatch::{self, CommandSpec, Invocation, PollStats, SsmDispatcher};
 use crate::exit::{Failure, Status};
 use crate::output::{self, OutputFormat};
-use crate::store::{STAGE_CURRENT, SecretsManagerStore, StoredVersion, VersionSelector};
+use crate::store::{SecretsManagerStore, StoredVersion, VersionSelector};
 
 /// One node's outcome.
 #[derive(Clone, Debug, Serialize)]
@@ -195,28 +195,18 @@ fn progress_bar(total: usize, quiet: bool) -> Option<indicatif::ProgressBar> {
 
 /// Runs `push`.
 pub async fn run(args: &PushArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
-    dispatch::validate_rate("--max-concurrency", &args.max_concurrency)
-        .map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
-    dispatch::validate_rate("--max-errors", &args.max_errors).map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
-    if args.timeout == 0 {
-        return Err(Failure::usage(anyhow::anyhow!("--timeout must be at least 1 second")));
-    }
+    let options = PushOptions::from_args(&args.rollout, global.quiet)?;
     let config = aws::load_config(&global.aws).await.map_err(Failure::aws)?;
-    let selector = match (&args.version_id, &args.stage) {
-        (Some(v), _) => VersionSelector::VersionId(v.clone()),
-        (None, Some(s)) => VersionSelector::Stage(s.clone()),
-        (None, None) => VersionSelector::Stage(STAGE_CURRENT.to_owned()),
-    };
+    let selector = VersionSelector::from_options(args.version_id.as_ref(), args.stage.as_ref());
     let store = SecretsManagerStore::new(&config);
     let version = store.get(&args.secret_id, &selector).await.map_err(store_failure)?;
     let ec2 = aws_sdk_ec2::Client::new(&config);
-    let instances = discovery::discover(&ec2, &args.targets).await.map_err(|e| match e {
-        DiscoveryError::Aws(a) => Failure::aws(a),
-        other => Failure::usage(other),
-    })?;
+    let instances = discovery::discover(&ec2, &args.targets)
+        .await
+        .map_err(discovery_failure)?;
     if args.dry_run {
         let region = config.region().map(|r| r.as_ref().to_owned());
-        let command_line = install_command_line(&args.node_command, &version, None, region.as_deref());
+        let command_line = install_command_line(&options.node_command, &version, None, region.as_deref());
         let mut table = output::table(&["INSTANCE", "NAME", "PRIVATE IP"]);
         for i in &instances {
             table.add_row(vec![
@@ -230,13 +220,13 @@ pub async fn run(args: &PushArgs, global: &GlobalArgs, output: OutputFormat) -> 
                 "dry_run": true,
                 "secret": version.arn,
                 "version_id": version.version_id,
-                "document": args.document,
+                "document": options.document,
                 "command_line": command_line,
                 "targets": instances,
             }))
             .map_err(Failure::usage)?,
             _ => {
-                println!("would send to {} node(s) with {}:", instances.len(), args.document);
+                println!("would send to {} node(s) with {}:", instances.len(), options.document);
                 println!("{table}");
                 println!("{command_line}");
             }
@@ -244,15 +234,6 @@ pub async fn run(args: &PushArgs, global: &GlobalArgs, output: OutputFormat) -> 
         return Ok(Status::Success);
     }
 
-    let options = PushOptions {
-        document: args.document.clone(),
-        node_command: args.node_command.clone(),
-        max_concurrency: args.max_concurrency.clone(),
-        max_errors: args.max_errors.clone(),
-        timeout: Duration::from_secs(args.timeout),
-        canary: args.canary,
-        quiet: global.quiet,
-    };
     let outcome = push_version(&config, &version, None, &instances, &options).await?;
     print_outcome(&outcome, &version, output)?;
     Ok(if outcome.all_ok() {
@@ -292,6 +273,27 @@ pub struct PushOutcome {
     pub polling: PollStats,
     /// Per node.
     pub results: Vec<NodeResult>,
+}
+
+impl PushOptions {
+    /// Validated options from the command line.
+    pub fn from_args(args: &RolloutArgs, quiet: bool) -> Result<Self, Failure> {
+        dispatch::validate_rate("--max-concurrency", &args.max_concurrency)
+            .map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
+        dispatch::validate_rate("--max-errors", &args.max_errors).map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
+        if args.timeout == 0 {
+            return Err(Failure::usage(anyhow::anyhow!("--timeout must be at least 1 second")));
+        }
+        Ok(PushOptions {
+            document: args.document.clone(),
+            node_command: args.node_command.clone(),
+            max_concurrency: args.max_concurrency.clone(),
+            max_errors: args.max_errors.clone(),
+            timeout: Duration::from_secs(args.timeout),
+            canary: args.canary,
+            quiet,
+        })
+    }
 }
 
 impl PushOutcome {

@@ -14,10 +14,9 @@ use serde::Serialize;
 use crate::audit::{self, Endpoint, Expected, Finding, ScanPolicy, Scanner, Verdict};
 use crate::aws;
 use crate::cli::{GlobalArgs, RotateArgs, RotateStep};
-use crate::commands::init::store_failure;
 use crate::commands::push::{PushOptions, PushOutcome, print_outcome, push_version};
-use crate::discovery::{self, DiscoveryError, Instance};
-use crate::dispatch;
+use crate::commands::{discovery_failure, store_failure};
+use crate::discovery::{self, Instance};
 use crate::document::SecretDocument;
 use crate::exit::{Failure, Status};
 use crate::keyset::{DEFAULT_RSA_BITS, KeySet};
@@ -135,26 +134,14 @@ fn pending_of(info: &SecretInfo, current: &str) -> Option<(String, Option<String
 
 /// Runs `rotate`.
 pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
-    dispatch::validate_rate("--max-concurrency", &args.max_concurrency)
-        .map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
-    dispatch::validate_rate("--max-errors", &args.max_errors).map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
+    let push_options = PushOptions::from_args(&args.rollout, global.quiet)?;
     let config = aws::load_config(&global.aws).await.map_err(Failure::aws)?;
     let store = SecretsManagerStore::new(&config);
     let secret = args.secret_id.as_str();
     let ec2 = aws_sdk_ec2::Client::new(&config);
-    let instances = discovery::discover(&ec2, &args.targets).await.map_err(|e| match e {
-        DiscoveryError::Aws(a) => Failure::aws(a),
-        other => Failure::usage(other),
-    })?;
-    let push_options = PushOptions {
-        document: args.document.clone(),
-        node_command: args.node_command.clone(),
-        max_concurrency: args.max_concurrency.clone(),
-        max_errors: args.max_errors.clone(),
-        timeout: Duration::from_secs(args.timeout.max(1)),
-        canary: args.canary,
-        quiet: global.quiet,
-    };
+    let instances = discovery::discover(&ec2, &args.targets)
+        .await
+        .map_err(discovery_failure)?;
 
     let mut info = store.describe(secret).await.map_err(store_failure)?;
     let current = info

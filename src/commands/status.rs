@@ -4,7 +4,8 @@ use serde::Serialize;
 
 use crate::aws;
 use crate::cli::{GlobalArgs, StatusArgs};
-use crate::commands::init::{KeyRow, key_rows, store_failure};
+use crate::commands::init::{KeyRow, key_rows};
+use crate::commands::store_failure;
 use crate::exit::{Failure, Status};
 use crate::output::{self, OutputFormat};
 use crate::store::{STAGE_CURRENT, STAGE_PENDING, SecretsManagerStore, VersionSelector};
