@@ -851,9 +851,19 @@ async fn converge(options: &InstallOptions, prepared: Prepared, mut report: Inst
                 .map(|(p, e)| format!("cannot restore {}: {e}", p.display()))
                 .collect();
             if rollback_problems.is_empty() && !matches!(options.reload, ReloadMethod::None) {
-                let reload_error = options.sshd.reload(&options.reload).err();
-                // The old keys must be served again, whatever the reload said
-                // (an sshd in re-exec mode reads the files per connection).
+                // Reload again only if sshd was reloaded onto the new files:
+                // otherwise it still holds the old keys (or, in re-exec mode,
+                // reads the restored files per connection). And never reload
+                // onto a config sshd -t refuses: sshd exits on SIGHUP then.
+                let mut reload_error = None;
+                if reload_attempted {
+                    reload_error = match options.sshd.test() {
+                        Ok(()) => options.sshd.reload(&options.reload).err().map(|e| e.to_string()),
+                        Err(e) => Some(format!(
+                            "the restored configuration fails sshd -t, so sshd was not reloaded: {e}"
+                        )),
+                    };
+                }
                 if let Err(e) = verify(&prepared, options, &old_served).await {
                     rollback_problems.push(e.to_string());
                     if let Some(r) = reload_error {
@@ -954,7 +964,48 @@ pub async fn check(
 
 #[cfg(test)]
 mod tests {
-    use super::split_address;
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::{desired_files, split_address};
+    use crate::install::restrict::Placement;
+    use crate::keyset::{KeyAlgorithm, KeySet};
+
+    /// RHEL keeps host keys root:ssh_keys 0640; a missing key must be
+    /// created the same way (Debian's sshd refuses such files, so this is
+    /// checked here rather than on the bed's sshd).
+    #[test]
+    fn new_key_files_follow_an_existing_private_keys_group_and_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let rsa = dir.path().join("ssh_host_rsa_key");
+        std::fs::write(&rsa, b"x").unwrap();
+        std::fs::set_permissions(&rsa, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let gid = 1;
+        std::os::unix::fs::chown(&rsa, None, Some(gid)).unwrap();
+        let keys = KeySet::generate(&[KeyAlgorithm::Ed25519], 3072).unwrap();
+        let main = dir.path().join("sshd_config");
+        let desired = desired_files(
+            &keys,
+            None,
+            &[],
+            false,
+            dir.path(),
+            &Placement::Inline(main.clone()),
+            &main,
+            "",
+        )
+        .unwrap();
+        let ed = desired
+            .iter()
+            .find(|d| d.path.ends_with("ssh_host_ed25519_key"))
+            .unwrap();
+        assert_eq!(ed.mode, 0o640);
+        assert_eq!(ed.owner.map(|(_, g)| g), Some(gid));
+        let public = desired
+            .iter()
+            .find(|d| d.path.ends_with("ssh_host_ed25519_key.pub"))
+            .unwrap();
+        assert_eq!(public.mode, 0o644);
+    }
 
     #[test]
     fn addresses_split_with_default_port() {

@@ -234,3 +234,43 @@ fn many_probes_of_one_node_never_report_it_unreachable() {
     assert_eq!(report["nodes"].as_array().unwrap().len(), 40);
     assert_eq!(report["summary"]["OK"], 120, "{}", report["summary"]);
 }
+
+#[test]
+fn via_ssm_sees_keys_written_but_not_served() {
+    let bed = TestBed::start(BedOptions {
+        no_reexec: true,
+        ..BedOptions::default()
+    });
+    bed.init_from_node("hk", &bed.state.nodes[0]);
+    let mut push = vec!["push", "--secret-id", "hk", "--max-concurrency", "100%"];
+    push.extend(TARGETS);
+    assert_eq!(bed.run(&push).code, 0);
+    // Someone regenerated node 2's ed25519 key on disk without reloading
+    // sshd (started with -r): clients still see the right key.
+    let n = &bed.state.nodes[1];
+    let key = n.ssh_dir.join("ssh_host_ed25519_key");
+    std::fs::remove_file(&key).unwrap();
+    std::fs::remove_file(n.ssh_dir.join("ssh_host_ed25519_key.pub")).unwrap();
+    assert!(
+        Command::new(require("ssh-keygen"))
+            .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+            .arg(&key)
+            .status()
+            .unwrap()
+            .success()
+    );
+
+    let mut args = vec!["--secret-id", "hk"];
+    args.extend(TARGETS);
+    let (code, _) = audit(&bed, &args);
+    assert_eq!(code, 0, "what is served is still right");
+    args.push("--via-ssm");
+    let (code, report) = audit(&bed, &args);
+    assert_eq!(code, 1, "{report}");
+    let on_disk = report["on_disk"].as_object().unwrap();
+    assert_eq!(on_disk.len(), 3);
+    assert_eq!(on_disk[&n.instance_id]["result"], "drift", "{report}");
+    for other in [&bed.state.nodes[0], &bed.state.nodes[2]] {
+        assert_eq!(on_disk[&other.instance_id]["result"], "match", "{report}");
+    }
+}

@@ -502,3 +502,77 @@ fn installs_killed_at_random_points_always_converge_and_sshd_keeps_serving() {
         refused.load(Ordering::Relaxed)
     );
 }
+
+/// Regression: a rollback used to reload sshd onto restored files that
+/// `sshd -t` refuses (here: group-readable keys, which Debian's sshd
+/// rejects), and sshd exits on such a SIGHUP. The failure happened before
+/// any reload, so the rollback must not reload at all.
+#[test]
+fn a_refused_config_is_rolled_back_without_taking_sshd_down() {
+    let bed = bed();
+    let node = &bed.state.nodes[1];
+    bed.init_from_node("hk", &bed.state.nodes[0]);
+    let served_before = served(node);
+    for t in ["ed25519", "ecdsa", "rsa"] {
+        let key = node.ssh_dir.join(format!("ssh_host_{t}_key"));
+        assert!(Command::new("chmod").arg("0640").arg(&key).status().unwrap().success());
+    }
+    let run = bed.install_on(node, &["--secret-id", "hk"]);
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    let report = run.json();
+    assert_eq!(report["result"], "rolled_back", "{report}");
+    assert!(report["error"].as_str().unwrap().contains("sshd -t"), "{report}");
+    assert_eq!(sighups(node), 0, "sshd was reloaded onto a refused config");
+    assert_eq!(served(node), served_before, "sshd must keep serving its old keys");
+}
+
+#[test]
+fn reload_is_found_from_sshds_pid_file_without_a_command() {
+    let bed = bed();
+    let node = &bed.state.nodes[1];
+    let init = bed.init_from_node("hk", &bed.state.nodes[0]);
+    let env: Vec<(String, String)> = node
+        .env
+        .iter()
+        .filter(|(k, _)| k.as_str() != "HOSTKEYCTL_RELOAD_COMMAND")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let run = bed.run_env(&["install", "--secret-id", "hk"], &env);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.json()["reloaded"], true);
+    assert_eq!(sighups(node), 1, "sshd was not sent SIGHUP through its PidFile");
+    assert_eq!(served(node), set_fingerprints(&init));
+}
+
+#[test]
+fn a_second_install_waits_for_the_lock_and_then_gives_up_clearly() {
+    let bed = bed();
+    let node = &bed.state.nodes[1];
+    bed.init_from_node("hk", &bed.state.nodes[0]);
+    let lock_file = node.env["HOSTKEYCTL_LOCK_FILE"].clone();
+    let before = snapshot(&node.ssh_dir);
+    // Another install holds the lock (flock(1) takes the same kind of lock).
+    let mut holder = Command::new("flock")
+        .args([lock_file.as_str(), "sleep", "30"])
+        .spawn()
+        .expect("flock from util-linux");
+    crate::bed::wait_until("the lock to be held", std::time::Duration::from_secs(5), || {
+        Command::new("flock")
+            .args(["-n", lock_file.as_str(), "true"])
+            .status()
+            .map(|s| !s.success())
+            .unwrap_or(false)
+    });
+    let run = bed.install_on(node, &["--secret-id", "hk", "--lock-timeout", "1"]);
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("another hostkeyctl install holds"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(snapshot(&node.ssh_dir), before);
+    let again = bed.install_on(node, &["--secret-id", "hk"]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+}
