@@ -100,9 +100,29 @@ fn verify_address(args: &InstallArgs, sshd: &Sshd) -> Result<String, Failure> {
     })
 }
 
+/// Longest error text in the JSON line: SSM returns at most 2,500
+/// characters of a command's output to `push`, and the line must parse.
+const MAX_ERROR_CHARS: usize = 700;
+
+fn cut(text: &Option<String>) -> Option<String> {
+    text.as_ref().map(|t| {
+        if t.chars().count() <= MAX_ERROR_CHARS {
+            t.clone()
+        } else {
+            format!(
+                "{}... (cut; the full text is on stderr)",
+                t.chars().take(MAX_ERROR_CHARS).collect::<String>()
+            )
+        }
+    })
+}
+
 /// One JSON line on stdout; a human summary on stderr.
 fn emit(report: &InstallReport, quiet: bool) {
-    match serde_json::to_string(report) {
+    let mut line_report = report.clone();
+    line_report.error = cut(&report.error);
+    line_report.rollback_error = cut(&report.rollback_error);
+    match serde_json::to_string(&line_report) {
         Ok(line) => println!("{line}"),
         Err(e) => eprintln!("error: cannot encode the report: {e}"),
     }
@@ -147,5 +167,20 @@ fn emit(report: &InstallReport, quiet: bool) {
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MAX_ERROR_CHARS, cut};
+
+    #[test]
+    fn long_errors_are_cut_for_the_json_line() {
+        assert_eq!(cut(&Some("short".to_owned())), Some("short".to_owned()));
+        let long = "x".repeat(5_000);
+        let cut_text = cut(&Some(long)).unwrap();
+        assert!(cut_text.len() < MAX_ERROR_CHARS + 60, "{}", cut_text.len());
+        assert!(cut_text.ends_with("(cut; the full text is on stderr)"));
+        assert_eq!(cut(&None), None);
     }
 }
