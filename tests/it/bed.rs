@@ -395,6 +395,31 @@ impl TestBed {
     }
 }
 
+impl TestBed {
+    /// A real `ssh` login through the load balancer with `known_hosts`,
+    /// `StrictHostKeyChecking=yes` and extra `-o` options, running `true`.
+    pub fn ssh_lb(&self, known_hosts: &Path, options: &[&str]) -> std::process::Output {
+        let lb = self.state.lb.clone().expect("the bed has a load balancer");
+        let mut cmd = Command::new(require("ssh"));
+        cmd.arg("-i")
+            .arg(&self.state.client_key)
+            .arg("-o")
+            .arg(format!("UserKnownHostsFile={}", known_hosts.display()))
+            .args([
+                "-o",
+                "StrictHostKeyChecking=yes",
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                "ConnectTimeout=5",
+            ]);
+        for option in options {
+            cmd.args(["-o", option]);
+        }
+        cmd.arg(format!("root@{}", lb.address)).arg("true").output().unwrap()
+    }
+}
+
 /// The fingerprints a node serves for the three managed types, by ssh-keyscan.
 pub fn served(node: &Node) -> Vec<Option<String>> {
     ["ed25519", "ecdsa", "rsa"]

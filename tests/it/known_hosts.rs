@@ -23,27 +23,6 @@ fn pushed() -> TestBed {
     bed
 }
 
-fn ssh_lb(bed: &TestBed, known_hosts: &std::path::Path) -> std::process::Output {
-    let lb = bed.state.lb.clone().unwrap();
-    Command::new(require("ssh"))
-        .arg("-i")
-        .arg(&bed.state.client_key)
-        .arg("-o")
-        .arg(format!("UserKnownHostsFile={}", known_hosts.display()))
-        .args([
-            "-o",
-            "StrictHostKeyChecking=yes",
-            "-o",
-            "BatchMode=yes",
-            "-o",
-            "ConnectTimeout=5",
-        ])
-        .arg(format!("root@{}", lb.address))
-        .arg("true")
-        .output()
-        .unwrap()
-}
-
 #[test]
 fn real_ssh_trusts_the_lb_with_plain_and_hashed_files() {
     let bed = pushed();
@@ -59,7 +38,7 @@ fn real_ssh_trusts_the_lb_with_plain_and_hashed_files() {
         let file = bed.dir().join(if hash { "known_hosts.hashed" } else { "known_hosts" });
         std::fs::write(&file, &run.stdout).unwrap();
         let failures: Vec<String> = (0..20)
-            .map(|_| ssh_lb(&bed, &file))
+            .map(|_| bed.ssh_lb(&file, &[]))
             .filter(|o| !o.status.success())
             .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
             .collect();

@@ -215,26 +215,7 @@ fn an_overlapping_rotation_lets_update_host_keys_clients_learn_the_new_keys() {
     assert_eq!(lines.code, 0, "{}", lines.stderr);
     std::fs::write(&known_hosts, &lines.stdout).unwrap();
     std::fs::write(&stale, &lines.stdout).unwrap();
-    let ssh = |file: &std::path::Path, update: &str| {
-        Command::new(require("ssh"))
-            .arg("-i")
-            .arg(&bed.state.client_key)
-            .arg("-o")
-            .arg(format!("UserKnownHostsFile={}", file.display()))
-            .args([
-                "-o",
-                "StrictHostKeyChecking=yes",
-                "-o",
-                "BatchMode=yes",
-                "-o",
-                "ConnectTimeout=5",
-            ])
-            .args(["-o", &format!("UpdateHostKeys={update}")])
-            .arg(format!("root@{}", lb.address))
-            .arg("true")
-            .output()
-            .unwrap()
-    };
+    let ssh = |file: &std::path::Path, update: &str| bed.ssh_lb(file, &[&format!("UpdateHostKeys={update}")]);
 
     let (code, report, stderr) = rotate(&bed, &["--overlap"]);
     assert_eq!(code, 0, "{stderr}\n{report}");
