@@ -126,6 +126,33 @@ fn finish_report(report: &RotateReport, output: OutputFormat) -> Result<(), Fail
     }
 }
 
+/// How a rotation run starts, decided from the stages alone.
+#[derive(Debug, PartialEq, Eq)]
+enum Start {
+    /// No rotation in flight: create a new pending version.
+    Create,
+    /// Continue with this pending version.
+    Continue(String),
+    /// Refuse, saying why and what to do.
+    Refuse(String),
+}
+
+/// `pending` is the AWSPENDING version (id, creation time) when it is not
+/// the current one; `resume` is --resume or --finish.
+fn plan_start(current: &str, pending: Option<&(String, Option<String>)>, resume: bool) -> Start {
+    match (pending, resume) {
+        (Some((id, created)), false) => Start::Refuse(format!(
+            "a rotation is already in flight: version {id} is AWSPENDING ({}); continue it with --resume or drop it with --abort",
+            age(created.as_deref())
+        )),
+        (Some((id, _)), true) => Start::Continue(id.clone()),
+        (None, true) => Start::Refuse(format!(
+            "no rotation in flight to resume (no AWSPENDING version besides AWSCURRENT {current})"
+        )),
+        (None, false) => Start::Create,
+    }
+}
+
 fn pending_of(info: &SecretInfo, current: &str) -> Option<(String, Option<String>)> {
     info.version_with_stage(STAGE_PENDING)
         .filter(|v| v.version_id != current)
@@ -235,24 +262,13 @@ pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -
     }
 
     // create
-    let resume = args.resume || args.finish;
-    let pending_id = match pending {
-        Some((id, created)) if !resume => {
-            return Err(Failure::usage(anyhow::anyhow!(
-                "a rotation is already in flight: version {id} is AWSPENDING ({}); continue it with --resume or drop it with --abort",
-                age(created.as_deref())
-            )));
-        }
-        Some((id, _)) => {
+    let pending_id = match plan_start(&current, pending.as_ref(), args.resume || args.finish) {
+        Start::Refuse(message) => return Err(Failure::usage(anyhow::anyhow!(message))),
+        Start::Continue(id) => {
             say(global, &format!("resuming the rotation to version {id}"));
             id
         }
-        None if resume => {
-            return Err(Failure::usage(anyhow::anyhow!(
-                "no rotation in flight to resume (no AWSPENDING version besides AWSCURRENT {current})"
-            )));
-        }
-        None => {
+        Start::Create => {
             let old = &current_set.document.keys;
             let rsa_bits = old
                 .get(crate::keyset::KeyAlgorithm::Rsa)
@@ -432,4 +448,39 @@ async fn overlap_phase_one(
     report.result = "overlap_started".to_owned();
     finish_report(&report, output)?;
     Ok(Status::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Start, age, plan_start};
+
+    #[test]
+    fn the_start_follows_the_stages() {
+        assert_eq!(plan_start("c", None, false), Start::Create);
+        let pending = ("p".to_owned(), Some("2020-01-01T00:00:00Z".to_owned()));
+        assert_eq!(plan_start("c", Some(&pending), true), Start::Continue("p".to_owned()));
+        let Start::Refuse(busy) = plan_start("c", Some(&pending), false) else {
+            panic!("not refused")
+        };
+        assert!(
+            busy.contains("version p is AWSPENDING") && busy.contains("h old") && busy.contains("--abort"),
+            "{busy}"
+        );
+        let Start::Refuse(idle) = plan_start("c", None, true) else {
+            panic!("not refused")
+        };
+        assert!(
+            idle.contains("no rotation in flight") && idle.contains("AWSCURRENT c"),
+            "{idle}"
+        );
+    }
+
+    #[test]
+    fn ages_read_naturally() {
+        assert_eq!(age(None), "unknown age");
+        assert_eq!(age(Some("not a time")), "created not a time");
+        let now = time::OffsetDateTime::now_utc() - time::Duration::minutes(5);
+        let stamp = now.format(&time::format_description::well_known::Rfc3339).unwrap();
+        assert_eq!(age(Some(&stamp)), "5 min old");
+    }
 }
