@@ -143,10 +143,9 @@ pub fn judge_node(expected: &Expected, probes: &BTreeMap<ScanAlgorithm, Probe>) 
         let (status, detail) = match (probe, &want) {
             (Ok(s), Some(w)) if s == w => (Verdict::Ok, None),
             (Ok(_), Some(_)) => (Verdict::Mismatch, None),
-            // Untyped expectations: a served key that is none of them.
-            (Ok(_), None) if typed || !expected.untyped.is_empty() && expected.by_type.is_empty() => {
-                (Verdict::Mismatch, None)
-            }
+            // Only untyped expectations (--expect): any type may hold one of
+            // them, so a served key that is none of them is a mismatch.
+            (Ok(_), None) if expected.by_type.is_empty() && !expected.untyped.is_empty() => (Verdict::Mismatch, None),
             (Ok(_), None) => (Verdict::Unmanaged, None),
             (Err(ScanError::NotOffered(_)), _) if typed => (Verdict::Missing, None),
             (Err(ScanError::NotOffered(_)), _) => continue,

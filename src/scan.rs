@@ -221,28 +221,3 @@ fn classify(e: russh::Error, algorithm: ScanAlgorithm) -> ScanError {
         other => ScanError::Other(other.to_string()),
     }
 }
-
-/// Scans with retries and backoff for transient failures (a connection
-/// dropped before the key, typically sshd's MaxStartups under load).
-pub async fn scan_with_retries(
-    host: &str,
-    port: u16,
-    algorithm: ScanAlgorithm,
-    timeout: Duration,
-    attempts: u32,
-) -> Result<PublicKey, ScanError> {
-    let mut delay = Duration::from_millis(50);
-    let mut last = None;
-    for attempt in 0..attempts.max(1) {
-        match scan(host, port, algorithm, timeout).await {
-            Err(e) if e.is_transient() && attempt + 1 < attempts => {
-                last = Some(e);
-                let jitter = Duration::from_millis(rand::random::<u64>() % (delay.as_millis() as u64 + 1));
-                tokio::time::sleep(delay + jitter).await;
-                delay = (delay * 2).min(Duration::from_secs(2));
-            }
-            other => return other,
-        }
-    }
-    Err(last.unwrap_or(ScanError::Other("no attempt made".to_owned())))
-}

@@ -110,11 +110,6 @@ impl SecretInfo {
         self.versions.iter().find(|v| v.stages.iter().any(|s| s == stage))
     }
 
-    /// Whether the tags mark this as a hostkeyctl secret.
-    pub fn is_hostkeyctl(&self) -> bool {
-        self.tags.iter().any(|(k, _)| k == TAG_FORMAT)
-    }
-
     /// The fingerprints recorded in the tags, with the version they are of.
     pub fn tagged_fingerprints(&self) -> Option<(String, Vec<(KeyAlgorithm, String)>)> {
         let version = self.tags.iter().find(|(k, _)| k == TAG_VERSION)?.1.clone();
