@@ -194,6 +194,13 @@ pub async fn run(args: &AuditArgs, global: &GlobalArgs, output: OutputFormat) ->
     }
     endpoints.sort_by(|a, b| a.name.cmp(&b.name));
     endpoints.extend(args.endpoints.iter().map(|e| endpoint_of(e)));
+    if endpoints.is_empty() && args.lb.is_none() {
+        // Every matched instance lacked a private address: auditing nothing
+        // must not look like a clean fleet.
+        return Err(Failure::usage(anyhow::anyhow!(
+            "no instance matching the targets has a private address to audit; give --endpoint HOST[:PORT] instead"
+        )));
+    }
 
     let scanner = Arc::new(Scanner::new(ScanPolicy {
         concurrency: args.concurrency,

@@ -146,6 +146,16 @@ pub enum InstallError {
         /// The set's.
         actual: Vec<String>,
     },
+    /// The next set of an overlap has other key types than the current one.
+    #[error(
+        "the next set has key types {next} but the current set has {current}; an overlap needs the same types (rotate without --overlap to change them)"
+    )]
+    NextAlgorithms {
+        /// The current set's types.
+        current: String,
+        /// The next set's types.
+        next: String,
+    },
     /// Another install holds the lock.
     #[error("another hostkeyctl install holds {} (waited {waited:?}); try again when it is done", path.display())]
     Locked {
@@ -619,15 +629,16 @@ async fn prepare(
                 .collect();
             check_expect(&next.expect, &version.document.keys)?;
             if version.document.keys.algorithms() != keys.algorithms() {
-                return Err(InstallError::ExpectMismatch {
-                    expected: keys.algorithms().iter().map(|a| a.key_type().to_owned()).collect(),
-                    actual: version
-                        .document
-                        .keys
-                        .algorithms()
+                let names = |s: &KeySet| {
+                    s.algorithms()
                         .iter()
-                        .map(|a| a.key_type().to_owned())
-                        .collect(),
+                        .map(|a| a.key_type())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                return Err(InstallError::NextAlgorithms {
+                    current: names(&keys),
+                    next: names(&version.document.keys),
                 });
             }
             Some(version.document.keys)
