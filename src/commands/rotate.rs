@@ -98,6 +98,44 @@ async fn audit_targets(instances: &[Instance], keys: &KeySet, port: u16) -> Vec<
         .collect()
 }
 
+/// Pushes `version` (with `next` as extra keys during an overlap), shows
+/// the per-node table, keeps the outcome in the report; true if all nodes
+/// are done.
+async fn push_step(
+    config: &aws_config::SdkConfig,
+    version: &StoredVersion,
+    next: Option<&StoredVersion>,
+    instances: &[Instance],
+    options: &PushOptions,
+    output: OutputFormat,
+    report: &mut RotateReport,
+) -> Result<bool, Failure> {
+    let outcome = push_version(config, version, next, instances, options).await?;
+    let ok = outcome.all_ok();
+    if output != OutputFormat::Json {
+        print_outcome(&outcome, version, output)?;
+    }
+    report.push = Some(outcome);
+    Ok(ok)
+}
+
+/// Audits the targets against `keys`; `None` when every node passed, else
+/// the exit status (drift 1, unreachable 3), with the findings kept.
+async fn audit_step(instances: &[Instance], keys: &KeySet, port: u16, report: &mut RotateReport) -> Option<Status> {
+    let findings = audit_targets(instances, keys, port).await;
+    let verdicts: Vec<Verdict> = findings.iter().flat_map(|(_, f)| f.iter().map(|f| f.status)).collect();
+    if verdicts.iter().all(|v| *v == Verdict::Ok) {
+        return None;
+    }
+    report.audit = findings;
+    report.result = "audit_failed".to_owned();
+    Some(if verdicts.iter().any(|v| v.is_drift()) {
+        Status::Drift
+    } else {
+        Status::Incomplete
+    })
+}
+
 fn finish_report(report: &RotateReport, output: OutputFormat) -> Result<(), Failure> {
     match output {
         OutputFormat::Json => output::print_json(report).map_err(Failure::usage),
@@ -234,12 +272,16 @@ pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -
                 instances.len()
             ),
         );
-        let outcome = push_version(&config, &current_set, None, &instances, &push_options).await?;
-        let ok = outcome.all_ok();
-        if output != OutputFormat::Json {
-            print_outcome(&outcome, &current_set, output)?;
-        }
-        report.push = Some(outcome);
+        let ok = push_step(
+            &config,
+            &current_set,
+            None,
+            &instances,
+            &push_options,
+            output,
+            &mut report,
+        )
+        .await?;
         if !ok {
             report.result = "abort_push_failed".to_owned();
             report.steps.push(
@@ -318,12 +360,16 @@ pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -
         global,
         &format!("set: installing version {pending_id} on {} node(s)", instances.len()),
     );
-    let outcome = push_version(&config, &pending_set, None, &instances, &push_options).await?;
-    let pushed = outcome.all_ok();
-    if output != OutputFormat::Json {
-        print_outcome(&outcome, &pending_set, output)?;
-    }
-    report.push = Some(outcome);
+    let pushed = push_step(
+        &config,
+        &pending_set,
+        None,
+        &instances,
+        &push_options,
+        output,
+        &mut report,
+    )
+    .await?;
     if !pushed {
         report.result = "push_failed".to_owned();
         report.steps.push(format!(
@@ -341,20 +387,12 @@ pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -
 
     // test
     say(global, "test: auditing every node against the new set");
-    let findings = audit_targets(&instances, &pending_set.document.keys, args.port).await;
-    let verdicts: Vec<Verdict> = findings.iter().flat_map(|(_, f)| f.iter().map(|f| f.status)).collect();
-    if verdicts.iter().any(|v| *v != Verdict::Ok) {
-        report.audit = findings;
-        report.result = "audit_failed".to_owned();
+    if let Some(status) = audit_step(&instances, &pending_set.document.keys, args.port, &mut report).await {
         report.steps.push(format!(
             "test: not every node serves the new set; AWSCURRENT stays {current}"
         ));
         finish_report(&report, output)?;
-        return Ok(if verdicts.iter().any(|v| v.is_drift()) {
-            Status::Drift
-        } else {
-            Status::Incomplete
-        });
+        return Ok(status);
     }
     report
         .steps
@@ -412,12 +450,16 @@ async fn overlap_phase_one(
             pending_set.version_id
         ),
     );
-    let outcome = push_version(config, current_set, Some(pending_set), instances, push_options).await?;
-    let pushed = outcome.all_ok();
-    if output != OutputFormat::Json {
-        print_outcome(&outcome, current_set, output)?;
-    }
-    report.push = Some(outcome);
+    let pushed = push_step(
+        config,
+        current_set,
+        Some(pending_set),
+        instances,
+        push_options,
+        output,
+        &mut report,
+    )
+    .await?;
     if !pushed {
         report.result = "push_failed".to_owned();
         report
@@ -426,20 +468,12 @@ async fn overlap_phase_one(
         finish_report(&report, output)?;
         return Ok(Status::Incomplete);
     }
-    let findings = audit_targets(instances, &current_set.document.keys, args.port).await;
-    let verdicts: Vec<Verdict> = findings.iter().flat_map(|(_, f)| f.iter().map(|f| f.status)).collect();
-    if verdicts.iter().any(|v| *v != Verdict::Ok) {
-        report.audit = findings;
-        report.result = "audit_failed".to_owned();
+    if let Some(status) = audit_step(instances, &current_set.document.keys, args.port, &mut report).await {
         report
             .steps
             .push("overlap: a node no longer serves the current set first".to_owned());
         finish_report(&report, output)?;
-        return Ok(if verdicts.iter().any(|v| v.is_drift()) {
-            Status::Drift
-        } else {
-            Status::Incomplete
-        });
+        return Ok(status);
     }
     report.steps.push(format!(
         "overlap: every node serves {} and offers {}; clients with UpdateHostKeys learn the new keys when they log in. Run `rotate --finish` when ready",
