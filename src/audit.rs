@@ -14,6 +14,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::sync::Semaphore;
 
+use crate::fingerprint::Fingerprint;
 use crate::keyset::fingerprint_of;
 use crate::scan::{self, ScanAlgorithm, ScanError};
 
@@ -21,21 +22,19 @@ use crate::scan::{self, ScanAlgorithm, ScanError};
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Expected {
     /// Fingerprint per key type.
-    pub by_type: BTreeMap<ScanAlgorithm, String>,
+    pub by_type: BTreeMap<ScanAlgorithm, Fingerprint>,
     /// Fingerprints whose type is unknown (`--expect`): matched by value.
-    pub untyped: Vec<String>,
+    pub untyped: Vec<Fingerprint>,
 }
 
 impl Expected {
     /// The expected fingerprint for a type, resolving untyped fingerprints
     /// by what was served.
-    fn for_type(&self, algorithm: ScanAlgorithm, served: Option<&str>) -> Option<String> {
+    fn for_type(&self, algorithm: ScanAlgorithm, served: Option<&Fingerprint>) -> Option<Fingerprint> {
         if let Some(fp) = self.by_type.get(&algorithm) {
             return Some(fp.clone());
         }
-        served
-            .filter(|s| self.untyped.iter().any(|u| u == s))
-            .map(str::to_owned)
+        served.filter(|s| self.untyped.contains(s)).cloned()
     }
 
     /// Whether no fingerprint is expected at all.
@@ -101,9 +100,9 @@ pub struct Finding {
     /// Verdict.
     pub status: Verdict,
     /// Expected fingerprint.
-    pub expected: Option<String>,
+    pub expected: Option<Fingerprint>,
     /// Served fingerprint.
-    pub served: Option<String>,
+    pub served: Option<Fingerprint>,
     /// Why unreachable: refused, timeout, dropped before the key, ...
     pub detail: Option<String>,
 }
@@ -119,7 +118,7 @@ pub struct NodeReport {
 }
 
 /// What a probe returned.
-pub type Probe = Result<String, ScanError>;
+pub type Probe = Result<Fingerprint, ScanError>;
 
 /// Judges one node from its probes (one per key type asked).
 pub fn judge_node(expected: &Expected, probes: &BTreeMap<ScanAlgorithm, Probe>) -> Vec<Finding> {
@@ -138,7 +137,7 @@ pub fn judge_node(expected: &Expected, probes: &BTreeMap<ScanAlgorithm, Probe>) 
     let mut out = Vec::new();
     for (algorithm, probe) in probes {
         let served = probe.as_ref().ok().cloned();
-        let want = expected.for_type(*algorithm, served.as_deref());
+        let want = expected.for_type(*algorithm, served.as_ref());
         let typed = expected.by_type.contains_key(algorithm);
         let (status, detail) = match (probe, &want) {
             (Ok(s), Some(w)) if s == w => (Verdict::Ok, None),
@@ -161,7 +160,7 @@ pub fn judge_node(expected: &Expected, probes: &BTreeMap<ScanAlgorithm, Probe>) 
     }
     // Untyped fingerprints nobody served: the node lacks that key.
     for fp in &expected.untyped {
-        if !out.iter().any(|f| f.served.as_deref() == Some(fp.as_str())) {
+        if !out.iter().any(|f| f.served.as_ref() == Some(fp)) {
             out.push(Finding {
                 key_type: "?".to_owned(),
                 status: Verdict::Missing,
@@ -178,7 +177,7 @@ pub fn judge_node(expected: &Expected, probes: &BTreeMap<ScanAlgorithm, Probe>) 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Seen {
     /// Fingerprint.
-    pub fingerprint: String,
+    pub fingerprint: Fingerprint,
     /// How many samples showed it.
     pub count: usize,
     /// Whether it is the expected one.
@@ -218,7 +217,7 @@ pub struct LbReport {
 
 /// Judges the LB samples of one key type.
 pub fn judge_lb(expected: &Expected, algorithm: ScanAlgorithm, probes: &[Probe]) -> LbType {
-    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    let mut counts: BTreeMap<Fingerprint, usize> = BTreeMap::new();
     let mut failed: BTreeMap<String, usize> = BTreeMap::new();
     let mut not_offered = 0;
     for p in probes {
@@ -374,28 +373,29 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::{Expected, Verdict, judge_lb, judge_node, miss_probability};
+    use crate::fingerprint::Fingerprint;
     use crate::scan::{ScanAlgorithm, ScanError};
+
+    fn fp(c: char) -> Fingerprint {
+        Fingerprint::from_digest(&[c as u8; 32])
+    }
 
     fn expected() -> Expected {
         Expected {
-            by_type: [
-                (ScanAlgorithm::Ed25519, "A".to_owned()),
-                (ScanAlgorithm::Rsa, "R".to_owned()),
-            ]
-            .into(),
+            by_type: [(ScanAlgorithm::Ed25519, fp('A')), (ScanAlgorithm::Rsa, fp('R'))].into(),
             untyped: vec![],
         }
     }
 
-    fn not_offered(a: ScanAlgorithm) -> Result<String, ScanError> {
+    fn not_offered(a: ScanAlgorithm) -> Result<Fingerprint, ScanError> {
         Err(ScanError::NotOffered(a.key_type().into()))
     }
 
     #[test]
     fn node_findings_cover_every_verdict() {
         let probes: BTreeMap<_, _> = [
-            (ScanAlgorithm::Ed25519, Ok("A".to_owned())),
-            (ScanAlgorithm::EcdsaP256, Ok("E".to_owned())),
+            (ScanAlgorithm::Ed25519, Ok(fp('A'))),
+            (ScanAlgorithm::EcdsaP256, Ok(fp('E'))),
             (ScanAlgorithm::EcdsaP384, not_offered(ScanAlgorithm::EcdsaP384)),
             (ScanAlgorithm::Rsa, not_offered(ScanAlgorithm::Rsa)),
         ]
@@ -410,7 +410,7 @@ mod tests {
                 ("ssh-rsa".into(), Verdict::Missing),
             ]
         );
-        let wrong: BTreeMap<_, _> = [(ScanAlgorithm::Ed25519, Ok("B".to_owned()))].into();
+        let wrong: BTreeMap<_, _> = [(ScanAlgorithm::Ed25519, Ok(fp('B')))].into();
         assert_eq!(judge_node(&expected(), &wrong)[0].status, Verdict::Mismatch);
         let down: BTreeMap<_, _> = [
             (ScanAlgorithm::Ed25519, Err(ScanError::Refused)),
@@ -427,13 +427,9 @@ mod tests {
     fn untyped_expectations_match_by_value() {
         let e = Expected {
             by_type: BTreeMap::new(),
-            untyped: vec!["A".into(), "R".into()],
+            untyped: vec![fp('A'), fp('R')],
         };
-        let probes: BTreeMap<_, _> = [
-            (ScanAlgorithm::Ed25519, Ok("A".to_owned())),
-            (ScanAlgorithm::Rsa, Ok("X".to_owned())),
-        ]
-        .into();
+        let probes: BTreeMap<_, _> = [(ScanAlgorithm::Ed25519, Ok(fp('A'))), (ScanAlgorithm::Rsa, Ok(fp('X')))].into();
         let f = judge_node(&e, &probes);
         assert_eq!(f[0].status, Verdict::Ok);
         assert_eq!(f[1].status, Verdict::Mismatch);
@@ -442,19 +438,14 @@ mod tests {
 
     #[test]
     fn lb_counts_distinct_keys() {
-        let probes = vec![
-            Ok("A".to_owned()),
-            Ok("B".to_owned()),
-            Ok("A".to_owned()),
-            Err(ScanError::Timeout(5)),
-        ];
+        let probes = vec![Ok(fp('A')), Ok(fp('B')), Ok(fp('A')), Err(ScanError::Timeout(5))];
         let t = judge_lb(&expected(), ScanAlgorithm::Ed25519, &probes);
         assert_eq!(t.status, Verdict::Mismatch);
         assert_eq!(t.seen.len(), 2);
         assert_eq!(t.seen[0].count, 2);
         assert!(t.seen[0].expected);
         assert_eq!(t.failed.values().sum::<usize>(), 1);
-        let ok = judge_lb(&expected(), ScanAlgorithm::Ed25519, &[Ok("A".to_owned())]);
+        let ok = judge_lb(&expected(), ScanAlgorithm::Ed25519, &[Ok(fp('A'))]);
         assert_eq!(ok.status, Verdict::Ok);
         let gone = judge_lb(
             &expected(),

@@ -5,8 +5,12 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::aws::AwsArgs;
 use crate::discovery::TargetSpec;
 use crate::exit::EXIT_CODES_HELP;
+use crate::fingerprint::Fingerprint;
+use crate::hostport::HostPort;
+use crate::ids::{Program, SecretId, StageLabel, VersionId};
 use crate::keyset::{DEFAULT_RSA_BITS, KeyAlgorithm};
 use crate::output::OutputFormat;
 
@@ -37,31 +41,6 @@ pub struct GlobalArgs {
     /// AWS connection options.
     #[command(flatten)]
     pub aws: AwsArgs,
-}
-
-/// How to reach AWS. The standard `AWS_*` environment variables and the
-/// default credential chain (including IAM Identity Center) apply as well.
-#[derive(Clone, Debug, Args)]
-pub struct AwsArgs {
-    /// AWS region (default: from AWS_REGION or the profile).
-    #[arg(long, global = true)]
-    pub region: Option<String>,
-    /// Named profile from the AWS config files.
-    #[arg(long, global = true)]
-    pub profile: Option<String>,
-    /// Endpoint URL for every AWS service (e.g. a VPC endpoint or an
-    /// emulator); also read from AWS_ENDPOINT_URL.
-    #[arg(long, global = true)]
-    pub endpoint_url: Option<String>,
-    /// Attempts per AWS call, retries included (adaptive retry mode).
-    #[arg(
-        long,
-        global = true,
-        default_value_t = 5,
-        env = "HOSTKEYCTL_MAX_ATTEMPTS",
-        value_name = "N"
-    )]
-    pub max_attempts: u32,
 }
 
 /// The commands.
@@ -119,23 +98,23 @@ pub struct KeygenArgs {
 pub struct InstallArgs {
     /// The secret holding the key set (name or ARN).
     #[arg(long, env = "HOSTKEYCTL_SECRET_ID", value_name = "ID")]
-    pub secret_id: Option<String>,
+    pub secret_id: Option<SecretId>,
     /// Install this exact version (what `push` sends).
     #[arg(long, value_name = "ID", conflicts_with = "stage")]
-    pub version_id: Option<String>,
+    pub version_id: Option<VersionId>,
     /// Install the version with this stage (default AWSCURRENT).
     #[arg(long, value_name = "STAGE")]
-    pub stage: Option<String>,
+    pub stage: Option<StageLabel>,
     /// Refuse unless the set has exactly these fingerprints (repeat per key).
     #[arg(long = "expect", value_name = "SHA256:...")]
-    pub expect: Vec<String>,
+    pub expect: Vec<Fingerprint>,
     /// During a rotation's overlap phase: also serve this version's keys,
     /// after the current ones, so clients with UpdateHostKeys learn them.
     #[arg(long, value_name = "ID")]
-    pub next_version_id: Option<String>,
+    pub next_version_id: Option<VersionId>,
     /// Refuse unless the next set has exactly these fingerprints.
     #[arg(long = "expect-next", value_name = "SHA256:...", requires = "next_version_id")]
-    pub expect_next: Vec<String>,
+    pub expect_next: Vec<Fingerprint>,
     /// Directory of the ssh_host_<alg>_key files.
     #[arg(long, env = "HOSTKEYCTL_SSH_DIR", default_value = "/etc/ssh", value_name = "DIR")]
     pub ssh_dir: PathBuf,
@@ -154,7 +133,7 @@ pub struct InstallArgs {
     pub no_reload: bool,
     /// Where to check what sshd serves (default: its first ListenAddress).
     #[arg(long, env = "HOSTKEYCTL_VERIFY_ADDRESS", value_name = "HOST:PORT")]
-    pub verify_address: Option<String>,
+    pub verify_address: Option<HostPort>,
     /// Root-only directory for backups of replaced files.
     #[arg(
         long,
@@ -192,7 +171,7 @@ pub struct InstallArgs {
 pub struct InitArgs {
     /// Name of the secret to create.
     #[arg(long, value_name = "NAME")]
-    pub secret_id: String,
+    pub secret_id: SecretId,
     /// Algorithms of the set, comma separated (with --from-dir: which of
     /// the node's keys to adopt; default all found).
     #[arg(long, value_delimiter = ',', value_name = "ALG,...")]
@@ -223,7 +202,7 @@ pub struct InitArgs {
 pub struct StatusArgs {
     /// The secret (name or ARN).
     #[arg(long, value_name = "ID")]
-    pub secret_id: String,
+    pub secret_id: SecretId,
 }
 
 fn parse_tag(s: &str) -> Result<(String, String), String> {
@@ -241,17 +220,17 @@ fn parse_tag(s: &str) -> Result<(String, String), String> {
 pub struct PushArgs {
     /// The secret (name or ARN).
     #[arg(long, value_name = "ID")]
-    pub secret_id: String,
+    pub secret_id: SecretId,
     /// Which nodes: tag:KEY=VALUE or i-... (repeatable; all must match).
     #[arg(long = "target", value_name = "SPEC", required = true)]
     pub targets: Vec<TargetSpec>,
     /// Push this exact version.
     #[arg(long, value_name = "ID", conflicts_with = "stage")]
-    pub version_id: Option<String>,
+    pub version_id: Option<VersionId>,
     /// Push the version with this stage (default AWSCURRENT); its version
     /// id is pinned, so every node gets the same set even if stages move.
     #[arg(long, value_name = "STAGE")]
-    pub stage: Option<String>,
+    pub stage: Option<StageLabel>,
     /// How the install command goes out through SSM Run Command.
     #[command(flatten)]
     pub rollout: RolloutArgs,
@@ -266,31 +245,31 @@ pub struct AuditArgs {
     /// Expected set from this secret: its public fingerprints from the
     /// tags (DescribeSecret only), or the value with --stage/--version-id.
     #[arg(long, value_name = "ID", conflicts_with_all = ["known_hosts", "expect"])]
-    pub secret_id: Option<String>,
+    pub secret_id: Option<SecretId>,
     /// Read this stage's value (needs secretsmanager:GetSecretValue).
     #[arg(long, value_name = "STAGE", requires = "secret_id", conflicts_with = "version_id")]
-    pub stage: Option<String>,
+    pub stage: Option<StageLabel>,
     /// Read this version's value (needs secretsmanager:GetSecretValue).
     #[arg(long, value_name = "ID", requires = "secret_id")]
-    pub version_id: Option<String>,
+    pub version_id: Option<VersionId>,
     /// Expected set from a known_hosts file (one key per type).
     #[arg(long, value_name = "FILE", conflicts_with = "expect")]
     pub known_hosts: Option<PathBuf>,
     /// Expected fingerprint (repeatable; matched by value).
     #[arg(long = "expect", value_name = "SHA256:...")]
-    pub expect: Vec<String>,
+    pub expect: Vec<Fingerprint>,
     /// Nodes from EC2: tag:KEY=VALUE or i-... (repeatable; all must match).
     #[arg(long = "target", value_name = "SPEC")]
     pub targets: Vec<TargetSpec>,
     /// A node given directly (repeatable; each is audited as given).
     #[arg(long = "endpoint", value_name = "HOST[:PORT]")]
-    pub endpoints: Vec<String>,
+    pub endpoints: Vec<HostPort>,
     /// sshd port of discovered nodes.
     #[arg(long, default_value_t = 22, value_name = "PORT")]
     pub port: u16,
     /// The load balancer to sample.
     #[arg(long, value_name = "HOST[:PORT]")]
-    pub lb: Option<String>,
+    pub lb: Option<HostPort>,
     /// Connections per key type through the load balancer.
     #[arg(long, default_value_t = 20, value_name = "N")]
     pub samples: usize,
@@ -321,7 +300,7 @@ pub struct AuditArgs {
     pub via_ssm: bool,
     /// With --via-ssm: how the nodes call hostkeyctl.
     #[arg(long, default_value = "hostkeyctl", value_name = "PATH")]
-    pub node_command: String,
+    pub node_command: Program,
 }
 
 fn parse_scan_algorithm(s: &str) -> Result<crate::scan::ScanAlgorithm, String> {
@@ -349,7 +328,7 @@ pub enum RotateStep {
 pub struct RotateArgs {
     /// The secret (name or ARN).
     #[arg(long, value_name = "ID")]
-    pub secret_id: String,
+    pub secret_id: SecretId,
     /// The login nodes: tag:KEY=VALUE or i-... (repeatable; all must match).
     #[arg(long = "target", value_name = "SPEC", required = true)]
     pub targets: Vec<TargetSpec>,
@@ -384,16 +363,16 @@ pub struct RotateArgs {
 pub struct KnownHostsArgs {
     /// The secret (name or ARN).
     #[arg(long, value_name = "ID")]
-    pub secret_id: String,
+    pub secret_id: SecretId,
     /// Host names the lines are for: the load balancer's DNS name, aliases.
     #[arg(long = "host", value_name = "NAME[,NAME...]", value_delimiter = ',', required = true)]
     pub hosts: Vec<String>,
     /// Use this stage (default AWSCURRENT; AWSPENDING during a rotation).
     #[arg(long, value_name = "STAGE", conflicts_with = "version_id")]
-    pub stage: Option<String>,
+    pub stage: Option<StageLabel>,
     /// Use this version.
     #[arg(long, value_name = "ID")]
-    pub version_id: Option<String>,
+    pub version_id: Option<VersionId>,
     /// SSH port, when not 22 (lines then read [host]:port).
     #[arg(long, default_value_t = 22, value_name = "PORT")]
     pub port: u16,
@@ -425,5 +404,5 @@ pub struct RolloutArgs {
     pub document: String,
     /// How the nodes call hostkeyctl (name on PATH or absolute path).
     #[arg(long, default_value = "hostkeyctl", value_name = "PATH")]
-    pub node_command: String,
+    pub node_command: Program,
 }

@@ -204,7 +204,7 @@ impl SecretDocument {
                 .map(|k| RawKey {
                     algorithm: k.algorithm().key_type().to_owned(),
                     public_key: k.public_line(),
-                    fingerprint: k.fingerprint().to_owned(),
+                    fingerprint: k.fingerprint().to_string(),
                     private_key: k.reveal_private_openssh(),
                 })
                 .collect(),
@@ -267,15 +267,15 @@ impl SecretDocument {
             if stated.key_data() != key.public_key().key_data() {
                 return Err(DocumentError::PublicKeyMismatch {
                     index,
-                    stated: fingerprint_of(&stated),
-                    actual: key.fingerprint().to_owned(),
+                    stated: fingerprint_of(&stated).to_string(),
+                    actual: key.fingerprint().to_string(),
                 });
             }
-            if entry.fingerprint != key.fingerprint() {
+            if entry.fingerprint != key.fingerprint().as_str() {
                 return Err(DocumentError::FingerprintMismatch {
                     index,
                     stated: entry.fingerprint.clone(),
-                    actual: key.fingerprint().to_owned(),
+                    actual: key.fingerprint().to_string(),
                 });
             }
             keys.insert(key);

@@ -18,6 +18,7 @@ use ssh_key::private::{KeypairData, RsaKeypair};
 use ssh_key::{Algorithm, EcdsaCurve, HashAlg, LineEnding, PrivateKey, PublicKey};
 use zeroize::Zeroizing;
 
+use crate::fingerprint::Fingerprint;
 use crate::fsutil;
 
 /// Smallest RSA modulus hostkeyctl accepts (OpenSSH refuses smaller ones).
@@ -157,7 +158,7 @@ pub enum KeyError {
 pub struct HostKey {
     algorithm: KeyAlgorithm,
     private: PrivateKey,
-    fingerprint: String,
+    fingerprint: Fingerprint,
 }
 
 impl HostKey {
@@ -233,7 +234,7 @@ impl HostKey {
     }
 
     /// The `SHA256:...` fingerprint, as `ssh-keygen -l` prints it.
-    pub fn fingerprint(&self) -> &str {
+    pub fn fingerprint(&self) -> &Fingerprint {
         &self.fingerprint
     }
 
@@ -283,8 +284,8 @@ impl fmt::Debug for HostKey {
 }
 
 /// The `SHA256:...` fingerprint of a public key.
-pub fn fingerprint_of(public: &PublicKey) -> String {
-    public.fingerprint(HashAlg::Sha256).to_string()
+pub fn fingerprint_of(public: &PublicKey) -> Fingerprint {
+    Fingerprint::of(public)
 }
 
 /// The OpenSSH public key line of a key, without newline.
@@ -337,9 +338,9 @@ pub enum LoadError {
         /// The public key file.
         public_path: PathBuf,
         /// Fingerprint of the `.pub` file.
-        pub_fp: String,
+        pub_fp: Fingerprint,
         /// Fingerprint of the private key.
-        key_fp: String,
+        key_fp: Fingerprint,
     },
     /// The `.pub` file is not a public key line.
     #[error("{}: not an OpenSSH public key line ({source})", path.display())]
@@ -475,7 +476,7 @@ impl KeySet {
                             private_path,
                             public_path,
                             pub_fp: fingerprint_of(&public),
-                            key_fp: key.fingerprint().to_owned(),
+                            key_fp: key.fingerprint().clone(),
                         });
                     }
                 }
@@ -541,7 +542,7 @@ impl KeySet {
             }
             written.push(WrittenKey {
                 algorithm: key.algorithm(),
-                fingerprint: key.fingerprint().to_owned(),
+                fingerprint: key.fingerprint().clone(),
                 public_key: key.public_line(),
                 private_key_file: private_path,
                 public_key_file: public_path,
@@ -557,7 +558,7 @@ pub struct WrittenKey {
     /// The key's algorithm.
     pub algorithm: KeyAlgorithm,
     /// Its `SHA256:` fingerprint.
-    pub fingerprint: String,
+    pub fingerprint: Fingerprint,
     /// Its public key line.
     pub public_key: String,
     /// Where the private key went.
@@ -586,7 +587,7 @@ mod tests {
         let set = KeySet::generate(&[KeyAlgorithm::Ed25519, KeyAlgorithm::Ecdsa], 3072).unwrap();
         assert_eq!(set.algorithms(), vec![KeyAlgorithm::Ed25519, KeyAlgorithm::Ecdsa]);
         for key in set.keys() {
-            assert!(key.fingerprint().starts_with("SHA256:"));
+            assert!(key.fingerprint().as_str().starts_with("SHA256:"));
             let pem = key.reveal_private_openssh();
             let debug = format!("{set:?}");
             let body: String = pem.lines().nth(1).unwrap().to_owned();

@@ -100,7 +100,7 @@ impl fmt::Display for ScanAlgorithm {
 }
 
 /// Why no key was seen.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "kind", content = "detail", rename_all = "snake_case")]
 pub enum ScanError {
     /// The server does not offer a host key of this type.

@@ -13,10 +13,13 @@ use crate::commands::{discovery_failure, store_failure};
 use crate::discovery;
 use crate::dispatch::{CommandSpec, SsmDispatcher};
 use crate::exit::{Failure, Status};
-use crate::install::split_address;
+use crate::hostport::HostPort;
+use crate::install::InstallReport;
+use crate::output::escape;
 use crate::output::{self, OutputFormat};
 use crate::scan::ScanAlgorithm;
-use crate::store::{STAGE_CURRENT, SecretsManagerStore, VersionSelector};
+use crate::shell::CommandLine;
+use crate::store::{STAGE_CURRENT, SecretStore, SecretsManagerStore, StoreError, VersionSelector, stage};
 
 /// The `--output json` document (schema: docs/audit.md).
 #[derive(Serialize)]
@@ -34,11 +37,37 @@ struct AuditReport {
     lb: Option<LbReport>,
     /// With --via-ssm: `install --check` per instance.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    on_disk: BTreeMap<String, serde_json::Value>,
+    on_disk: BTreeMap<String, OnDisk>,
     /// Counts by verdict.
     summary: BTreeMap<String, usize>,
     /// The exit code.
     exit_code: u8,
+}
+
+/// What `install --check` on one node said through SSM.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum OnDisk {
+    /// The node's report.
+    Report(Box<InstallReport>),
+    /// No report: SSM or the node failed; neither match nor drift.
+    Unknown {
+        /// Always `unknown`.
+        result: &'static str,
+        /// SSM's status.
+        status: String,
+        /// Why, escaped.
+        error: String,
+    },
+}
+
+impl OnDisk {
+    fn result(&self) -> &str {
+        match self {
+            OnDisk::Report(r) => r.result.as_str(),
+            OnDisk::Unknown { result, .. } => result,
+        }
+    }
 }
 
 async fn expected_set(args: &AuditArgs, config: Option<&aws_config::SdkConfig>) -> Result<(Expected, String), Failure> {
@@ -54,7 +83,10 @@ async fn expected_set(args: &AuditArgs, config: Option<&aws_config::SdkConfig>) 
             // Public fingerprints from the tags: DescribeSecret only.
             let info = store.describe(secret).await.map_err(store_failure)?;
             let current = info.version_with_stage(STAGE_CURRENT).map(|v| v.version_id.clone());
-            if let Some((version, fps)) = info.tagged_fingerprints()
+            let tagged = info
+                .tagged_fingerprints()
+                .map_err(|e| Failure::usage(StoreError::from(e)))?;
+            if let Some((version, fps)) = tagged
                 && Some(&version) == current.as_ref()
                 && !fps.is_empty()
             {
@@ -74,13 +106,13 @@ async fn expected_set(args: &AuditArgs, config: Option<&aws_config::SdkConfig>) 
                 "the fingerprint tags of {secret} are missing or not of the AWSCURRENT version; reading the secret value instead"
             );
         }
-        let selector = explicit.unwrap_or_else(|| VersionSelector::Stage(STAGE_CURRENT.to_owned()));
+        let selector = explicit.unwrap_or_else(|| VersionSelector::Stage(stage(STAGE_CURRENT)));
         let version = store.get(secret, &selector).await.map_err(store_failure)?;
         let by_type = version
             .document
             .keys
             .keys()
-            .map(|k| (ScanAlgorithm::for_managed(k.algorithm()), k.fingerprint().to_owned()))
+            .map(|k| (ScanAlgorithm::for_managed(k.algorithm()), k.fingerprint().clone()))
             .collect();
         return Ok((
             Expected {
@@ -142,12 +174,11 @@ async fn expected_set(args: &AuditArgs, config: Option<&aws_config::SdkConfig>) 
     )))
 }
 
-fn endpoint_of(spec: &str) -> Endpoint {
-    let (host, port) = split_address(spec);
+fn endpoint_of(address: &HostPort) -> Endpoint {
     Endpoint {
-        name: spec.to_owned(),
-        host,
-        port,
+        name: address.to_string(),
+        host: address.host().to_owned(),
+        port: address.port(),
     }
 }
 
@@ -193,7 +224,7 @@ pub async fn run(args: &AuditArgs, global: &GlobalArgs, output: OutputFormat) ->
         }
     }
     endpoints.sort_by(|a, b| a.name.cmp(&b.name));
-    endpoints.extend(args.endpoints.iter().map(|e| endpoint_of(e)));
+    endpoints.extend(args.endpoints.iter().map(endpoint_of));
     if endpoints.is_empty() && args.lb.is_none() {
         // Every matched instance lacked a private address: auditing nothing
         // must not look like a clean fleet.
@@ -253,10 +284,13 @@ pub async fn run(args: &AuditArgs, global: &GlobalArgs, output: OutputFormat) ->
     for v in &verdicts {
         *summary.entry(format!("{v:?}").to_uppercase()).or_default() += 1;
     }
-    let disk_drift = on_disk.values().any(|v| v["result"] != "match");
+    // A node that said "drift" is drift; one that could not answer (SSM
+    // failed, no report) is incomplete, never drift.
+    let disk_drift = on_disk.values().any(|v| v.result() == "drift");
+    let disk_unknown = on_disk.values().any(|v| !matches!(v.result(), "match" | "drift"));
     let status = if verdicts.iter().any(|v| v.is_drift()) || disk_drift {
         Status::Drift
-    } else if verdicts.contains(&Verdict::Unreachable) {
+    } else if verdicts.contains(&Verdict::Unreachable) || disk_unknown {
         Status::Incomplete
     } else {
         Status::Success
@@ -283,11 +317,13 @@ async fn check_on_disk(
     args: &AuditArgs,
     expected: &Expected,
     instances: &[discovery::Instance],
-) -> Result<BTreeMap<String, serde_json::Value>, Failure> {
-    let mut line = format!("{} install --check --quiet", args.node_command);
+) -> Result<BTreeMap<String, OnDisk>, Failure> {
+    let mut line = CommandLine::new(&args.node_command);
+    line.arg("install").arg("--check").arg("--quiet");
     for fp in expected.by_type.values().chain(&expected.untyped) {
-        line.push_str(&format!(" --expect {fp}"));
+        line.option("expect", fp);
     }
+    let line = line.build().map_err(Failure::usage)?;
     let spec = CommandSpec {
         document: "AWS-RunShellScript".to_owned(),
         command_line: line,
@@ -307,14 +343,18 @@ async fn check_on_disk(
     Ok(states
         .into_iter()
         .map(|(id, inv)| {
-            let parsed = inv
-                .stdout
-                .lines()
-                .rev()
-                .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-                .unwrap_or_else(
-                    || serde_json::json!({ "result": "unknown", "status": inv.status, "error": inv.stderr }),
-                );
+            let parsed = match InstallReport::from_output(&inv.stdout) {
+                Ok(report) => OnDisk::Report(Box::new(report)),
+                Err(e) => OnDisk::Unknown {
+                    result: "unknown",
+                    status: escape(&inv.status),
+                    error: if inv.stderr.trim().is_empty() {
+                        e.to_string()
+                    } else {
+                        escape(inv.stderr.trim())
+                    },
+                },
+            };
             (id, parsed)
         })
         .collect())
@@ -338,8 +378,12 @@ fn print_table(report: &AuditReport) {
                 },
                 f.key_type.clone(),
                 format!("{:?}", f.status).to_uppercase(),
-                f.expected.clone().unwrap_or_default(),
-                f.served.clone().or_else(|| f.detail.clone()).unwrap_or_default(),
+                f.expected.as_ref().map(ToString::to_string).unwrap_or_default(),
+                f.served
+                    .as_ref()
+                    .map(ToString::to_string)
+                    .or_else(|| f.detail.clone())
+                    .unwrap_or_default(),
             ]);
         }
     }
@@ -388,7 +432,7 @@ fn print_table(report: &AuditReport) {
         println!("{table}");
     }
     for (id, v) in &report.on_disk {
-        println!("on disk {id}: {}", v["result"].as_str().unwrap_or("unknown"));
+        println!("on disk {}: {}", escape(id), v.result());
     }
     let summary: Vec<String> = report.summary.iter().map(|(k, v)| format!("{k} {v}")).collect();
     println!("{}", summary.join(", "));

@@ -8,15 +8,17 @@ use crate::cli::{GlobalArgs, InitArgs};
 use crate::commands::store_failure;
 use crate::document::SecretDocument;
 use crate::exit::{Failure, Status};
+use crate::fingerprint::Fingerprint;
+use crate::ids::{SecretId, VersionId};
 use crate::keyset::{KeyAlgorithm, KeySet};
 use crate::output::{self, OutputFormat};
-use crate::store::{CreateRequest, SecretsManagerStore};
+use crate::store::{CreateRequest, SecretStore, SecretsManagerStore};
 
 #[derive(Serialize)]
 struct InitReport<'a> {
-    arn: &'a str,
-    name: &'a str,
-    version_id: &'a str,
+    arn: &'a SecretId,
+    name: &'a SecretId,
+    version_id: &'a VersionId,
     adopted_from: Option<&'a std::path::Path>,
     keys: Vec<KeyRow>,
 }
@@ -27,7 +29,7 @@ pub struct KeyRow {
     /// Key type.
     pub algorithm: String,
     /// `SHA256:` fingerprint.
-    pub fingerprint: String,
+    pub fingerprint: Fingerprint,
     /// Public key line.
     pub public_key: String,
 }
@@ -37,7 +39,7 @@ pub fn key_rows(keys: &KeySet) -> Vec<KeyRow> {
     keys.keys()
         .map(|k| KeyRow {
             algorithm: k.algorithm().key_type().to_owned(),
-            fingerprint: k.fingerprint().to_owned(),
+            fingerprint: k.fingerprint().clone(),
             public_key: k.public_line(),
         })
         .collect()
@@ -97,7 +99,7 @@ pub async fn run(args: &InitArgs, global: &GlobalArgs, output: OutputFormat) -> 
             println!("version {version_id} (AWSCURRENT)");
             let mut table = output::table(&["ALGORITHM", "FINGERPRINT"]);
             for k in &report.keys {
-                table.add_row(vec![k.algorithm.clone(), k.fingerprint.clone()]);
+                table.add_row(vec![k.algorithm.clone(), k.fingerprint.to_string()]);
             }
             println!("{table}");
         }

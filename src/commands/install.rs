@@ -7,8 +7,8 @@ use crate::aws;
 use crate::cli::{GlobalArgs, InstallArgs};
 use crate::exit::{Failure, Status};
 use crate::install::sshd::{ReloadMethod, Sshd};
-use crate::install::{self, InstallOptions, InstallReport};
-use crate::store::{SecretsManagerStore, VersionSelector};
+use crate::install::{self, InstallOptions, InstallReport, InstallResult};
+use crate::store::{SecretStore, SecretsManagerStore, VersionSelector};
 
 /// Runs `install`.
 pub async fn run(args: &InstallArgs, global: &GlobalArgs) -> Result<Status, Failure> {
@@ -49,12 +49,8 @@ pub async fn run(args: &InstallArgs, global: &GlobalArgs) -> Result<Status, Fail
             crate::store::StoreError::Aws(a) => Failure::aws(a),
             other => Failure::usage(other),
         })?;
-        let mut expected: Vec<String> = version
-            .document
-            .keys
-            .keys()
-            .map(|k| k.fingerprint().to_owned())
-            .collect();
+        let mut expected: Vec<crate::fingerprint::Fingerprint> =
+            version.document.keys.keys().map(|k| k.fingerprint().clone()).collect();
         expected.extend(args.expect.iter().cloned());
         expected.sort();
         expected.dedup();
@@ -88,7 +84,7 @@ pub async fn run(args: &InstallArgs, global: &GlobalArgs) -> Result<Status, Fail
     Ok(status)
 }
 
-fn verify_address(args: &InstallArgs, sshd: &Sshd) -> Result<String, Failure> {
+fn verify_address(args: &InstallArgs, sshd: &Sshd) -> Result<crate::hostport::HostPort, Failure> {
     if let Some(a) = &args.verify_address {
         return Ok(a.clone());
     }
@@ -129,9 +125,9 @@ fn emit(report: &InstallReport, quiet: bool) {
     if quiet && report.error.is_none() {
         return;
     }
-    let version = report.version_id.as_deref().unwrap_or("-");
-    match report.result.as_str() {
-        "changed" => eprintln!(
+    let version = report.version_id.as_ref().map_or("-", |v| v.as_str());
+    match report.result {
+        InstallResult::Changed => eprintln!(
             "installed version {version}: {} file(s) changed, sshd {}, {}",
             report.changed_files.len(),
             if report.reloaded { "reloaded" } else { "not reloaded" },
@@ -141,27 +137,30 @@ fn emit(report: &InstallReport, quiet: bool) {
                 "served keys not verified"
             }
         ),
-        "unchanged" => eprintln!("version {version} is already installed and served; nothing to do"),
-        "reloaded" => eprintln!("version {version} was on disk but not served; sshd reloaded and verified"),
-        "match" => eprintln!("on-disk and served host keys match the expected set"),
+        InstallResult::Unchanged => eprintln!("version {version} is already installed and served; nothing to do"),
+        InstallResult::Reloaded => {
+            eprintln!("version {version} was on disk but not served; sshd reloaded and verified")
+        }
+        InstallResult::Match => eprintln!("on-disk and served host keys match the expected set"),
         other => {
             eprintln!(
-                "install {other}: {}",
+                "install {}: {}",
+                other.as_str(),
                 report.error.as_deref().unwrap_or("see the JSON report")
             );
             if let Some(r) = &report.rollback_error {
                 eprintln!("ROLLBACK FAILED: {r}");
-            } else if other == "rolled_back" {
+            } else if other == InstallResult::RolledBack {
                 eprintln!("the previous host keys were restored and are served again");
             }
             for row in report.checks.iter().filter(|r| !r.ok) {
                 eprintln!(
                     "  {}: expected {}, on disk {}, served {}",
                     row.key_type,
-                    row.expected.as_deref().unwrap_or("nothing"),
-                    row.on_disk.as_deref().unwrap_or("nothing"),
+                    row.expected.as_ref().map_or("nothing", |f| f.as_str()),
+                    row.on_disk.as_ref().map_or("nothing", |f| f.as_str()),
                     match &row.served {
-                        Ok(fp) => fp.clone(),
+                        Ok(fp) => fp.to_string(),
                         Err(e) => e.to_string(),
                     }
                 );

@@ -49,7 +49,7 @@ pub fn run(args: &KeygenArgs, output: OutputFormat) -> Result<Status, Failure> {
             for k in &written {
                 table.add_row(vec![
                     k.algorithm.to_string(),
-                    k.fingerprint.clone(),
+                    k.fingerprint.to_string(),
                     k.private_key_file.display().to_string(),
                 ]);
             }

@@ -14,7 +14,7 @@ use crate::aws;
 use crate::cli::{GlobalArgs, KnownHostsArgs};
 use crate::commands::store_failure;
 use crate::exit::{Failure, Status};
-use crate::store::{SecretsManagerStore, VersionSelector};
+use crate::store::{SecretStore, SecretsManagerStore, VersionSelector};
 
 /// The host pattern for a name and port (`[name]:port` unless 22).
 pub fn host_pattern(name: &str, port: u16) -> String {
@@ -56,13 +56,9 @@ pub fn sshfp(name: &str, key: &PublicKey) -> Vec<String> {
     let sha1 = Sha1::digest(&blob);
     let sha256 = Sha256::digest(&blob);
     vec![
-        format!("{name} IN SSHFP {algorithm} 1 {}", hex(&sha1)),
-        format!("{name} IN SSHFP {algorithm} 2 {}", hex(&sha256)),
+        format!("{name} IN SSHFP {algorithm} 1 {}", hex::encode(sha1)),
+        format!("{name} IN SSHFP {algorithm} 2 {}", hex::encode(sha256)),
     ]
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Runs `known-hosts`.

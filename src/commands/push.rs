@@ -13,8 +13,13 @@ use crate::commands::{discovery_failure, store_failure};
 use crate::discovery::{self, Instance};
 use crate::dispatch::{self, CommandSpec, Invocation, PollStats, SsmDispatcher};
 use crate::exit::{Failure, Status};
+use crate::fingerprint::Fingerprint;
+use crate::ids::{Program, Region, SecretId, VersionId};
+use crate::install::{InstallReport, InstallResult};
+use crate::output::escape;
 use crate::output::{self, OutputFormat};
-use crate::store::{SecretsManagerStore, StoredVersion, VersionSelector};
+use crate::shell::{CommandLine, QuoteError};
+use crate::store::{SecretStore, SecretsManagerStore, StoredVersion, VersionSelector};
 
 /// One node's outcome.
 #[derive(Clone, Debug, Serialize)]
@@ -30,7 +35,7 @@ pub struct NodeResult {
     /// What install reported: changed, unchanged, rolled_back, ...
     pub result: Option<String>,
     /// Fingerprints installed, by key type.
-    pub fingerprints: BTreeMap<String, String>,
+    pub fingerprints: BTreeMap<String, Fingerprint>,
     /// Whether the node is done right.
     pub ok: bool,
     /// Why not.
@@ -41,9 +46,9 @@ pub struct NodeResult {
 
 #[derive(Serialize)]
 struct PushReport<'a> {
-    secret: &'a str,
-    version_id: &'a str,
-    fingerprints: Vec<&'a str>,
+    secret: &'a SecretId,
+    version_id: &'a VersionId,
+    fingerprints: Vec<&'a Fingerprint>,
     command_line: &'a str,
     command_ids: Vec<String>,
     polling: PollStats,
@@ -53,82 +58,58 @@ struct PushReport<'a> {
     results: &'a [NodeResult],
 }
 
-/// Single-quotes a word for sh.
-fn quote(word: &str) -> String {
-    let safe = !word.is_empty()
-        && word
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "/-_.:+=@,".contains(c));
-    if safe {
-        word.to_owned()
-    } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
-    }
-}
-
 /// The command line the nodes run: ids and fingerprints only, never key
-/// material (SSM shows it to anyone with ssm:ListCommands).
+/// material (SSM shows it to anyone with ssm:ListCommands). Every word is a
+/// typed value, quoted by [`crate::shell::quote`].
 pub fn install_command_line(
-    node_command: &str,
+    node_command: &Program,
     version: &StoredVersion,
     next: Option<&StoredVersion>,
-    region: Option<&str>,
-) -> String {
-    let mut words = vec![
-        quote(node_command),
-        "install".to_owned(),
-        "--secret-id".to_owned(),
-        quote(&version.arn),
-        "--version-id".to_owned(),
-        quote(&version.version_id),
-    ];
+    region: Option<&Region>,
+) -> Result<String, QuoteError> {
+    let mut line = CommandLine::new(node_command);
+    line.arg("install")
+        .option("secret-id", &version.arn)
+        .option("version-id", &version.version_id);
     for key in version.document.keys.keys() {
-        words.push("--expect".to_owned());
-        words.push(quote(key.fingerprint()));
+        line.option("expect", key.fingerprint());
     }
     if let Some(next) = next {
-        words.push("--next-version-id".to_owned());
-        words.push(quote(&next.version_id));
+        line.option("next-version-id", &next.version_id);
         for key in next.document.keys.keys() {
-            words.push("--expect-next".to_owned());
-            words.push(quote(key.fingerprint()));
+            line.option("expect-next", key.fingerprint());
         }
     }
     if let Some(region) = region {
-        words.push("--region".to_owned());
-        words.push(quote(region));
+        line.option("region", region);
     }
-    words.push("--quiet".to_owned());
-    words.join(" ")
+    line.arg("--quiet");
+    line.build()
 }
 
-/// Reads an install report line from a node's stdout.
-fn parse_node_output(inv: &Invocation) -> (Option<String>, BTreeMap<String, String>, Option<String>) {
-    let line = inv.stdout.lines().rev().find(|l| l.trim_start().starts_with('{'));
-    let Some(value) = line.and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok()) else {
-        return (None, BTreeMap::new(), None);
+/// The region of an SDK configuration, parsed (it goes on node command lines).
+pub fn config_region(config: &aws_config::SdkConfig) -> Result<Option<Region>, Failure> {
+    config
+        .region()
+        .map(|r| Region::parse(r.as_ref()))
+        .transpose()
+        .map_err(Failure::usage)
+}
+
+/// What push shows of a node's report: the result (noting a change of
+/// the sshd setting alone), the fingerprints, and the error.
+fn summarize(report: &InstallReport) -> (String, BTreeMap<String, Fingerprint>, Option<String>) {
+    let result = if report.result == InstallResult::Changed && !report.keys_changed {
+        "changed (sshd setting only)".to_owned()
+    } else {
+        report.result.as_str().to_owned()
     };
-    let result = value["result"].as_str().map(|r| {
-        if r == "changed" && value["keys_changed"] == serde_json::Value::Bool(false) {
-            "changed (sshd setting only)".to_owned()
-        } else {
-            r.to_owned()
-        }
-    });
-    let fingerprints = value["fingerprints"]
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
-                .collect()
-        })
-        .unwrap_or_default();
-    let error = match (value["error"].as_str(), value["rollback_error"].as_str()) {
+    let error = match (&report.error, &report.rollback_error) {
         (Some(e), Some(r)) => Some(format!("{e}; rollback failed: {r}")),
-        (Some(e), None) => Some(e.to_owned()),
+        (Some(e), None) => Some(e.clone()),
         _ => None,
     };
-    (result, fingerprints, error)
+    (result, report.fingerprints.clone(), error.map(|e| escape(&e)))
 }
 
 fn tail(text: &str, max: usize) -> String {
@@ -156,23 +137,34 @@ fn node_result(instance: &Instance, inv: Option<&Invocation>, not_sent_reason: &
     let Some(inv) = inv else { return r };
     r.status = inv.status.clone();
     r.command_id = Some(inv.command_id.clone());
-    let (result, fingerprints, error) = parse_node_output(inv);
-    r.ok = inv.status == "Success"
-        && result
-            .as_deref()
-            .is_some_and(|r| r.starts_with("changed") || r == "unchanged" || r == "reloaded");
+    let parsed = InstallReport::from_output(&inv.stdout);
+    let (result, fingerprints, error) = match &parsed {
+        Ok(report) => {
+            let (result, fingerprints, error) = summarize(report);
+            (Some(result), fingerprints, error)
+        }
+        Err(_) => (None, BTreeMap::new(), None),
+    };
+    r.ok = inv.status == "Success" && parsed.as_ref().is_ok_and(|p| p.result.is_done());
     r.error = if r.ok {
         None
     } else if let Some(e) = error {
         Some(e)
     } else if !inv.is_final() {
-        Some(format!("timed out waiting for the node (SSM status {})", inv.status))
-    } else if inv.status == "Success" {
-        Some("the command succeeded but printed no hostkeyctl report; does --node-command run hostkeyctl?".to_owned())
+        Some(format!(
+            "timed out waiting for the node (SSM status {})",
+            escape(&inv.status)
+        ))
+    } else if let (true, Err(e)) = (inv.status == "Success", &parsed) {
+        Some(format!("the command succeeded but {e}"))
     } else if !inv.stderr.trim().is_empty() {
-        Some(tail(&inv.stderr, 400))
+        Some(escape(&tail(&inv.stderr, 400)))
     } else {
-        Some(format!("SSM status {}, exit code {:?}", inv.status, inv.response_code))
+        Some(format!(
+            "SSM status {}, exit code {:?}",
+            escape(&inv.status),
+            inv.response_code
+        ))
     };
     r.result = result;
     r.fingerprints = fingerprints;
@@ -205,8 +197,9 @@ pub async fn run(args: &PushArgs, global: &GlobalArgs, output: OutputFormat) -> 
         .await
         .map_err(discovery_failure)?;
     if args.dry_run {
-        let region = config.region().map(|r| r.as_ref().to_owned());
-        let command_line = install_command_line(&options.node_command, &version, None, region.as_deref());
+        let region = config_region(&config)?;
+        let command_line =
+            install_command_line(&options.node_command, &version, None, region.as_ref()).map_err(Failure::usage)?;
         let mut table = output::table(&["INSTANCE", "NAME", "PRIVATE IP"]);
         for i in &instances {
             table.add_row(vec![
@@ -249,7 +242,7 @@ pub struct PushOptions {
     /// SSM document.
     pub document: String,
     /// How nodes call hostkeyctl.
-    pub node_command: String,
+    pub node_command: Program,
     /// SSM MaxConcurrency over the fleet.
     pub max_concurrency: String,
     /// SSM MaxErrors over the fleet.
@@ -312,8 +305,9 @@ pub async fn push_version(
     instances: &[Instance],
     options: &PushOptions,
 ) -> Result<PushOutcome, Failure> {
-    let region = config.region().map(|r| r.as_ref().to_owned());
-    let command_line = install_command_line(&options.node_command, version, next, region.as_deref());
+    let region = config_region(config)?;
+    let command_line =
+        install_command_line(&options.node_command, version, next, region.as_ref()).map_err(Failure::usage)?;
     let spec = CommandSpec {
         document: options.document.clone(),
         command_line: command_line.clone(),
@@ -453,15 +447,7 @@ pub fn print_outcome(outcome: &PushOutcome, version: &StoredVersion, output: Out
 
 #[cfg(test)]
 mod tests {
-    use super::{quote, tail};
-
-    #[test]
-    fn quoting_survives_single_quotes() {
-        assert_eq!(quote("a'b"), r"'a'\''b'");
-        assert_eq!(quote("SHA256:x+/="), "SHA256:x+/=");
-        assert_eq!(quote("a b"), "'a b'");
-        assert_eq!(quote(""), "''");
-    }
+    use super::tail;
 
     #[test]
     fn tail_keeps_the_end() {

@@ -19,22 +19,25 @@ use crate::commands::{discovery_failure, store_failure};
 use crate::discovery::{self, Instance};
 use crate::document::SecretDocument;
 use crate::exit::{Failure, Status};
+use crate::fingerprint::Fingerprint;
+use crate::ids::{SecretId, VersionId};
 use crate::keyset::{DEFAULT_RSA_BITS, KeySet};
 use crate::output::{self, OutputFormat};
 use crate::scan::ScanAlgorithm;
 use crate::store::{
-    STAGE_CURRENT, STAGE_PENDING, SecretInfo, SecretsManagerStore, StoredVersion, VersionSelector, new_token,
+    STAGE_CURRENT, STAGE_PENDING, SecretInfo, SecretStore, SecretsManagerStore, StoredVersion, VersionSelector, stage,
+    tag_fingerprints,
 };
 
 #[derive(Serialize)]
 struct RotateReport {
-    secret: String,
+    secret: SecretId,
     /// `rotated`, `aborted`, `stopped_after_<step>`, `push_failed`,
     /// `audit_failed`, `nothing_to_abort`.
     result: String,
-    current_version: String,
-    pending_version: Option<String>,
-    previous_version: Option<String>,
+    current_version: VersionId,
+    pending_version: Option<VersionId>,
+    previous_version: Option<VersionId>,
     steps: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     push: Option<PushOutcome>,
@@ -71,7 +74,7 @@ async fn audit_targets(instances: &[Instance], keys: &KeySet, port: u16) -> Vec<
     let expected = Expected {
         by_type: keys
             .keys()
-            .map(|k| (ScanAlgorithm::for_managed(k.algorithm()), k.fingerprint().to_owned()))
+            .map(|k| (ScanAlgorithm::for_managed(k.algorithm()), k.fingerprint().clone()))
             .collect(),
         untyped: vec![],
     };
@@ -146,8 +149,12 @@ fn finish_report(report: &RotateReport, output: OutputFormat) -> Result<(), Fail
                         "{node}: {} {:?} (expected {}, served {})",
                         f.key_type,
                         f.status,
-                        f.expected.as_deref().unwrap_or("-"),
-                        f.served.as_deref().or(f.detail.as_deref()).unwrap_or("-")
+                        f.expected.as_ref().map_or("-", Fingerprint::as_str),
+                        f.served
+                            .as_ref()
+                            .map(Fingerprint::as_str)
+                            .or(f.detail.as_deref())
+                            .unwrap_or("-")
                     );
                 }
             }
@@ -170,14 +177,14 @@ enum Start {
     /// No rotation in flight: create a new pending version.
     Create,
     /// Continue with this pending version.
-    Continue(String),
+    Continue(VersionId),
     /// Refuse, saying why and what to do.
     Refuse(String),
 }
 
 /// `pending` is the AWSPENDING version (id, creation time) when it is not
 /// the current one; `resume` is --resume or --finish.
-fn plan_start(current: &str, pending: Option<&(String, Option<String>)>, resume: bool) -> Start {
+fn plan_start(current: &VersionId, pending: Option<&(VersionId, Option<String>)>, resume: bool) -> Start {
     match (pending, resume) {
         (Some((id, created)), false) => Start::Refuse(format!(
             "a rotation is already in flight: version {id} is AWSPENDING ({}); continue it with --resume or drop it with --abort",
@@ -191,9 +198,9 @@ fn plan_start(current: &str, pending: Option<&(String, Option<String>)>, resume:
     }
 }
 
-fn pending_of(info: &SecretInfo, current: &str) -> Option<(String, Option<String>)> {
+fn pending_of(info: &SecretInfo, current: &VersionId) -> Option<(VersionId, Option<String>)> {
     info.version_with_stage(STAGE_PENDING)
-        .filter(|v| v.version_id != current)
+        .filter(|v| &v.version_id != current)
         .map(|v| (v.version_id.clone(), v.created.clone()))
 }
 
@@ -202,7 +209,7 @@ pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -
     let push_options = PushOptions::from_args(&args.rollout, global.quiet)?;
     let config = aws::load_config(&global.aws).await.map_err(Failure::aws)?;
     let store = SecretsManagerStore::new(&config);
-    let secret = args.secret_id.as_str();
+    let secret = &args.secret_id;
     let ec2 = aws_sdk_ec2::Client::new(&config);
     let instances = discovery::discover(&ec2, &args.targets)
         .await
@@ -230,14 +237,15 @@ pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -
         .is_some_and(|v| v.version_id == current)
     {
         store
-            .move_stage(secret, STAGE_PENDING, None, Some(&current))
+            .move_stage(secret, &stage(STAGE_PENDING), None, Some(&current))
             .await
             .map_err(store_failure)?;
         steps.push("cleaned up AWSPENDING left on the current version".to_owned());
     }
-    if info.tagged_fingerprints().map(|(v, _)| v) != Some(current.clone()) {
-        store
-            .tag_fingerprints(secret, &current, &current_set.document.keys)
+    let tagged = info.tagged_fingerprints().ok().flatten().map(|(v, _)| v);
+    if tagged.as_ref() != Some(&current) {
+        // Missing, stale or tampered tags are rewritten from the value.
+        tag_fingerprints(&store, secret, &current, &current_set.document.keys)
             .await
             .map_err(store_failure)?;
         steps.push("refreshed the fingerprint tags to the current version".to_owned());
@@ -291,7 +299,7 @@ pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -
             return Ok(Status::Incomplete);
         }
         store
-            .move_stage(secret, STAGE_PENDING, None, Some(&pending_id))
+            .move_stage(secret, &stage(STAGE_PENDING), None, Some(&pending_id))
             .await
             .map_err(store_failure)?;
         report.steps.push(format!(
@@ -319,7 +327,12 @@ pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -
             let keys = KeySet::generate(&old.algorithms(), rsa_bits)
                 .map_err(|e| Failure::usage(anyhow::Error::new(e).context("generating the new key set")))?;
             let id = store
-                .put_pending(secret, &SecretDocument::new(keys), &new_token())
+                .put_version(
+                    secret,
+                    &SecretDocument::new(keys),
+                    &VersionId::random(),
+                    &[stage(STAGE_PENDING)],
+                )
                 .await
                 .map_err(store_failure)?;
             say(
@@ -405,15 +418,14 @@ pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -
 
     // finish
     store
-        .move_stage(secret, STAGE_CURRENT, Some(&pending_id), Some(&current))
+        .move_stage(secret, &stage(STAGE_CURRENT), Some(&pending_id), Some(&current))
         .await
         .map_err(store_failure)?;
     store
-        .move_stage(secret, STAGE_PENDING, None, Some(&pending_id))
+        .move_stage(secret, &stage(STAGE_PENDING), None, Some(&pending_id))
         .await
         .map_err(store_failure)?;
-    store
-        .tag_fingerprints(secret, &pending_id, &pending_set.document.keys)
+    tag_fingerprints(&store, secret, &pending_id, &pending_set.document.keys)
         .await
         .map_err(store_failure)?;
     report
@@ -487,24 +499,27 @@ async fn overlap_phase_one(
 #[cfg(test)]
 mod tests {
     use super::{Start, age, plan_start};
+    use crate::ids::VersionId;
 
     #[test]
     fn the_start_follows_the_stages() {
-        assert_eq!(plan_start("c", None, false), Start::Create);
-        let pending = ("p".to_owned(), Some("2020-01-01T00:00:00Z".to_owned()));
-        assert_eq!(plan_start("c", Some(&pending), true), Start::Continue("p".to_owned()));
-        let Start::Refuse(busy) = plan_start("c", Some(&pending), false) else {
+        let c = VersionId::random();
+        let p = VersionId::random();
+        assert_eq!(plan_start(&c, None, false), Start::Create);
+        let pending = (p.clone(), Some("2020-01-01T00:00:00Z".to_owned()));
+        assert_eq!(plan_start(&c, Some(&pending), true), Start::Continue(p.clone()));
+        let Start::Refuse(busy) = plan_start(&c, Some(&pending), false) else {
             panic!("not refused")
         };
         assert!(
-            busy.contains("version p is AWSPENDING") && busy.contains("h old") && busy.contains("--abort"),
+            busy.contains(&format!("version {p} is AWSPENDING")) && busy.contains("h old") && busy.contains("--abort"),
             "{busy}"
         );
-        let Start::Refuse(idle) = plan_start("c", None, true) else {
+        let Start::Refuse(idle) = plan_start(&c, None, true) else {
             panic!("not refused")
         };
         assert!(
-            idle.contains("no rotation in flight") && idle.contains("AWSCURRENT c"),
+            idle.contains("no rotation in flight") && idle.contains(&format!("AWSCURRENT {c}")),
             "{idle}"
         );
     }

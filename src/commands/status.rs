@@ -7,12 +7,13 @@ use crate::cli::{GlobalArgs, StatusArgs};
 use crate::commands::init::{KeyRow, key_rows};
 use crate::commands::store_failure;
 use crate::exit::{Failure, Status};
+use crate::ids::{SecretId, VersionId};
 use crate::output::{self, OutputFormat};
-use crate::store::{STAGE_CURRENT, STAGE_PENDING, SecretsManagerStore, VersionSelector};
+use crate::store::{STAGE_CURRENT, STAGE_PENDING, SecretStore, SecretsManagerStore, VersionSelector};
 
 #[derive(Serialize)]
 struct VersionRow {
-    version_id: String,
+    version_id: VersionId,
     stages: Vec<String>,
     created: Option<String>,
     keys: Vec<KeyRow>,
@@ -20,10 +21,10 @@ struct VersionRow {
 
 #[derive(Serialize)]
 struct StatusReport {
-    arn: String,
+    arn: SecretId,
     name: String,
     kms_key_id: Option<String>,
-    rotation_in_flight: Option<String>,
+    rotation_in_flight: Option<VersionId>,
     versions: Vec<VersionRow>,
 }
 
@@ -74,7 +75,7 @@ pub async fn run(args: &StatusArgs, global: &GlobalArgs, output: OutputFormat) -
                 for (i, k) in v.keys.iter().enumerate() {
                     let first = i == 0;
                     table.add_row(vec![
-                        if first { v.version_id.clone() } else { String::new() },
+                        if first { v.version_id.to_string() } else { String::new() },
                         if first { v.stages.join(",") } else { String::new() },
                         if first {
                             v.created.clone().unwrap_or_default()
@@ -82,7 +83,7 @@ pub async fn run(args: &StatusArgs, global: &GlobalArgs, output: OutputFormat) -
                             String::new()
                         },
                         k.algorithm.clone(),
-                        k.fingerprint.clone(),
+                        k.fingerprint.to_string(),
                     ]);
                 }
             }

@@ -10,6 +10,7 @@
 //! old keys are served again.
 
 pub mod files;
+pub mod report;
 pub mod restrict;
 pub mod sshd;
 
@@ -17,14 +18,17 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
 use zeroize::Zeroizing;
 
 use crate::exit::Status;
+use crate::fingerprint::Fingerprint;
+use crate::hostport::HostPort;
+use crate::ids::{SecretId, VersionId};
 use crate::keyset::{HostKey, KeyAlgorithm, KeySet, fingerprint_of};
 use crate::scan::{self, ScanAlgorithm, ScanError};
-use crate::store::{SecretsManagerStore, StoreError, VersionSelector};
+use crate::store::{SecretStore, StoreError, VersionSelector};
 use files::{Desired, Transaction};
+pub use report::{CheckRow, INSTALL_SCHEMA, InstallReport, InstallResult};
 use restrict::Placement;
 use sshd::{ReloadMethod, Sshd};
 
@@ -32,11 +36,11 @@ use sshd::{ReloadMethod, Sshd};
 #[derive(Clone, Debug)]
 pub struct InstallOptions {
     /// Secret id or ARN.
-    pub secret_id: String,
+    pub secret_id: SecretId,
     /// Which version.
     pub selector: VersionSelector,
     /// Fingerprints the set must have, exactly (empty: no check).
-    pub expect: Vec<String>,
+    pub expect: Vec<Fingerprint>,
     /// Directory of the host key files.
     pub ssh_dir: PathBuf,
     /// sshd binary and config.
@@ -44,7 +48,7 @@ pub struct InstallOptions {
     /// How to reload.
     pub reload: ReloadMethod,
     /// Where to verify, or `None` for sshd's first ListenAddress.
-    pub verify_address: Option<String>,
+    pub verify_address: Option<HostPort>,
     /// Backups live under `<state_dir>/backups`.
     pub state_dir: PathBuf,
     /// The lock file.
@@ -63,68 +67,9 @@ pub struct InstallOptions {
 #[derive(Clone, Debug)]
 pub struct NextVersion {
     /// Its version id.
-    pub version_id: String,
+    pub version_id: VersionId,
     /// Fingerprints it must have, exactly (empty: no check).
-    pub expect: Vec<String>,
-}
-
-/// What happened, as printed on stdout (one JSON line; `push` parses it).
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct InstallReport {
-    /// `changed`, `unchanged`, `refused`, `rolled_back`, `rollback_failed`,
-    /// `failed`; with `--check`: `match`, `drift`, `incomplete`.
-    pub result: String,
-    /// The secret's ARN, when read.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub secret: Option<String>,
-    /// The version installed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub version_id: Option<String>,
-    /// Fingerprints of the set, by key type.
-    pub fingerprints: BTreeMap<String, String>,
-    /// During a rotation's overlap phase: the next set's version.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub next_version_id: Option<String>,
-    /// And its fingerprints, served as extra host keys.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub next_fingerprints: BTreeMap<String, String>,
-    /// Files written (empty when unchanged).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub changed_files: Vec<PathBuf>,
-    /// Whether any host key file changed (false when only the sshd
-    /// setting that pins the served key types was written).
-    pub keys_changed: bool,
-    /// Whether sshd was reloaded.
-    pub reloaded: bool,
-    /// Whether a handshake confirmed the served keys.
-    pub verified: bool,
-    /// The backup of the previous files.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub backup: Option<PathBuf>,
-    /// With `--check`: what each key type looks like on disk and served.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub checks: Vec<CheckRow>,
-    /// The error, when it failed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// The rollback's own error, when that failed too.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rollback_error: Option<String>,
-}
-
-/// One row of `install --check`.
-#[derive(Clone, Debug, Serialize)]
-pub struct CheckRow {
-    /// Key type.
-    pub key_type: String,
-    /// Expected fingerprint (none: must not be served).
-    pub expected: Option<String>,
-    /// On disk (managed types only).
-    pub on_disk: Option<String>,
-    /// Served, or why not.
-    pub served: Result<String, ScanError>,
-    /// Whether this row is as it should be.
-    pub ok: bool,
+    pub expect: Vec<Fingerprint>,
 }
 
 /// Why install stopped.
@@ -142,9 +87,9 @@ pub enum InstallError {
     )]
     ExpectMismatch {
         /// `--expect`.
-        expected: Vec<String>,
+        expected: Vec<Fingerprint>,
         /// The set's.
-        actual: Vec<String>,
+        actual: Vec<Fingerprint>,
     },
     /// The next set of an overlap has other key types than the current one.
     #[error(
@@ -231,29 +176,19 @@ fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error)
     }
 }
 
-/// Parses `HOST:PORT` (IPv6 in brackets).
-pub fn split_address(address: &str) -> (String, u16) {
-    if let Some((host, port)) = address.rsplit_once(':')
-        && let Ok(port) = port.parse()
-    {
-        return (host.trim_start_matches('[').trim_end_matches(']').to_owned(), port);
-    }
-    (address.trim_start_matches('[').trim_end_matches(']').to_owned(), 22)
-}
-
 /// Scans `address` for each algorithm until it answers (sshd restarting
 /// after a reload refuses connections for a moment) or `timeout` passes.
 pub async fn served_keys(
-    address: &str,
+    address: &HostPort,
     algorithms: &[ScanAlgorithm],
     timeout: Duration,
-) -> BTreeMap<ScanAlgorithm, Result<String, ScanError>> {
-    let (host, port) = split_address(address);
+) -> BTreeMap<ScanAlgorithm, Result<Fingerprint, ScanError>> {
+    let (host, port) = (address.host(), address.port());
     let deadline = Instant::now() + timeout;
     let mut out = BTreeMap::new();
     for &algorithm in algorithms {
         let result = loop {
-            let attempt = scan::scan(&host, port, algorithm, Duration::from_secs(5)).await;
+            let attempt = scan::scan(host, port, algorithm, Duration::from_secs(5)).await;
             match attempt {
                 Err(ScanError::Refused | ScanError::Dropped(_) | ScanError::Timeout(_))
                     if Instant::now() < deadline =>
@@ -271,8 +206,8 @@ pub async fn served_keys(
 /// What a node's sshd must serve: the set's fingerprints, and nothing for
 /// the other types. Returns a description of each difference.
 fn compare_served(
-    expected: &BTreeMap<ScanAlgorithm, String>,
-    served: &BTreeMap<ScanAlgorithm, Result<String, ScanError>>,
+    expected: &BTreeMap<ScanAlgorithm, Fingerprint>,
+    served: &BTreeMap<ScanAlgorithm, Result<Fingerprint, ScanError>>,
 ) -> Vec<String> {
     let mut problems = Vec::new();
     for (algorithm, result) in served {
@@ -288,20 +223,20 @@ fn compare_served(
     problems
 }
 
-fn expected_scan(keys: &KeySet) -> BTreeMap<ScanAlgorithm, String> {
+fn expected_scan(keys: &KeySet) -> BTreeMap<ScanAlgorithm, Fingerprint> {
     keys.keys()
-        .map(|k| (ScanAlgorithm::for_managed(k.algorithm()), k.fingerprint().to_owned()))
+        .map(|k| (ScanAlgorithm::for_managed(k.algorithm()), k.fingerprint().clone()))
         .collect()
 }
 
-fn check_expect(expect: &[String], keys: &KeySet) -> Result<(), InstallError> {
+fn check_expect(expect: &[Fingerprint], keys: &KeySet) -> Result<(), InstallError> {
     if expect.is_empty() {
         return Ok(());
     }
     let mut expected = expect.to_vec();
     expected.sort();
     expected.dedup();
-    let mut actual: Vec<String> = keys.keys().map(|k| k.fingerprint().to_owned()).collect();
+    let mut actual: Vec<Fingerprint> = keys.keys().map(|k| k.fingerprint().clone()).collect();
     actual.sort();
     if expected == actual {
         Ok(())
@@ -549,7 +484,7 @@ fn read_back_set(
             path: public.clone(),
             detail: e.to_string(),
         })?;
-        if fingerprint_of(&parsed) != key.fingerprint() {
+        if fingerprint_of(&parsed) != *key.fingerprint() {
             return Err(InstallError::ReadBack {
                 path: public,
                 detail: "the .pub does not match the private key".to_owned(),
@@ -561,14 +496,14 @@ fn read_back_set(
 
 /// Fingerprints of the managed key files as they are now (for checking
 /// that a rollback brought the old keys back).
-fn fingerprints_on_disk(ssh_dir: &Path) -> BTreeMap<ScanAlgorithm, String> {
+fn fingerprints_on_disk(ssh_dir: &Path) -> BTreeMap<ScanAlgorithm, Fingerprint> {
     let mut out = BTreeMap::new();
     for a in KeyAlgorithm::ALL {
         let path = ssh_dir.join(a.private_file_name());
         if let Ok(text) = std::fs::read_to_string(&path) {
             let text = Zeroizing::new(text);
             if let Ok(key) = HostKey::from_openssh(&text) {
-                out.insert(ScanAlgorithm::for_managed(a), key.fingerprint().to_owned());
+                out.insert(ScanAlgorithm::for_managed(a), key.fingerprint().clone());
             }
         }
     }
@@ -576,11 +511,11 @@ fn fingerprints_on_disk(ssh_dir: &Path) -> BTreeMap<ScanAlgorithm, String> {
 }
 
 /// Runs an install. Always returns a report; the status is the exit code.
-pub async fn install(options: &InstallOptions, store: &SecretsManagerStore) -> (Status, InstallReport) {
+pub async fn install(options: &InstallOptions, store: &impl SecretStore) -> (Status, InstallReport) {
     let mut report = InstallReport::default();
     match prepare(options, store, &mut report).await {
         Err(e) => {
-            report.result = "refused".to_owned();
+            report.result = InstallResult::Refused;
             report.error = Some(e.to_string());
             (e.status_before_write(), report)
         }
@@ -593,13 +528,13 @@ struct Prepared {
     keys: KeySet,
     next_keys: Option<KeySet>,
     desired: Vec<Desired>,
-    verify_address: Option<String>,
+    verify_address: Option<HostPort>,
     _lock: Lock,
 }
 
 async fn prepare(
     options: &InstallOptions,
-    store: &SecretsManagerStore,
+    store: &impl SecretStore,
     report: &mut InstallReport,
 ) -> Result<Prepared, InstallError> {
     if !options.ssh_dir.is_dir() {
@@ -611,7 +546,7 @@ async fn prepare(
     let keys = version.document.keys;
     report.fingerprints = keys
         .keys()
-        .map(|k| (k.algorithm().key_type().to_owned(), k.fingerprint().to_owned()))
+        .map(|k| (k.algorithm().key_type().to_owned(), k.fingerprint().clone()))
         .collect();
     check_expect(&options.expect, &keys)?;
     let next_keys = match &options.next {
@@ -625,7 +560,7 @@ async fn prepare(
                 .document
                 .keys
                 .keys()
-                .map(|k| (k.algorithm().key_type().to_owned(), k.fingerprint().to_owned()))
+                .map(|k| (k.algorithm().key_type().to_owned(), k.fingerprint().clone()))
                 .collect();
             check_expect(&next.expect, &version.document.keys)?;
             if version.document.keys.algorithms() != keys.algorithms() {
@@ -723,7 +658,7 @@ async fn prepare(
 async fn verify(
     prepared: &Prepared,
     options: &InstallOptions,
-    expected: &BTreeMap<ScanAlgorithm, String>,
+    expected: &BTreeMap<ScanAlgorithm, Fingerprint>,
 ) -> Result<bool, InstallError> {
     let Some(address) = &prepared.verify_address else {
         return Ok(false);
@@ -738,7 +673,7 @@ async fn verify(
         }
         if Instant::now() >= deadline {
             return Err(InstallError::Verify {
-                address: address.clone(),
+                address: address.to_string(),
                 detail: problems.join("; "),
             });
         }
@@ -755,7 +690,7 @@ async fn converge(options: &InstallOptions, prepared: Prepared, mut report: Inst
             Ok(true) => {}
             Ok(false) => pending.push(want),
             Err(e) => {
-                report.result = "refused".to_owned();
+                report.result = InstallResult::Refused;
                 report.error = Some(e.to_string());
                 return (Status::Usage, report);
             }
@@ -764,7 +699,7 @@ async fn converge(options: &InstallOptions, prepared: Prepared, mut report: Inst
     if pending.is_empty() {
         // Files are right. Make sure sshd serves them too: a run killed
         // between writing and reloading leaves exactly this state.
-        report.result = "unchanged".to_owned();
+        report.result = InstallResult::Unchanged;
         match verify(&prepared, options, &expected).await {
             Ok(verified) => {
                 report.verified = verified;
@@ -779,12 +714,12 @@ async fn converge(options: &InstallOptions, prepared: Prepared, mut report: Inst
                 report.reloaded = true;
                 return match outcome {
                     Ok(verified) => {
-                        report.result = "reloaded".to_owned();
+                        report.result = InstallResult::Reloaded;
                         report.verified = verified;
                         (Status::Success, report)
                     }
                     Err(e) => {
-                        report.result = "failed".to_owned();
+                        report.result = InstallResult::Failed;
                         report.error = Some(e.to_string());
                         (Status::Incomplete, report)
                     }
@@ -796,7 +731,8 @@ async fn converge(options: &InstallOptions, prepared: Prepared, mut report: Inst
     let paths: Vec<PathBuf> = pending.iter().map(|d| d.path.clone()).collect();
     let label = report
         .version_id
-        .clone()
+        .as_ref()
+        .map(ToString::to_string)
         .unwrap_or_default()
         .chars()
         .take(8)
@@ -804,7 +740,7 @@ async fn converge(options: &InstallOptions, prepared: Prepared, mut report: Inst
     let backup = match files::backup(&options.state_dir, &label, &paths) {
         Ok(dir) => dir,
         Err(e) => {
-            report.result = "refused".to_owned();
+            report.result = InstallResult::Refused;
             report.error = Some(io_err("cannot back up the current files to", &options.state_dir)(e).to_string());
             return (Status::Incomplete, report);
         }
@@ -843,7 +779,7 @@ async fn converge(options: &InstallOptions, prepared: Prepared, mut report: Inst
     report.changed_files = paths;
     match result {
         Ok(verified) => {
-            report.result = "changed".to_owned();
+            report.result = InstallResult::Changed;
             report.reloaded = reload_attempted;
             report.verified = verified;
             if let Err(e) = tx.commit() {
@@ -884,10 +820,10 @@ async fn converge(options: &InstallOptions, prepared: Prepared, mut report: Inst
             }
             report.reloaded = reload_attempted;
             if rollback_problems.is_empty() {
-                report.result = "rolled_back".to_owned();
+                report.result = InstallResult::RolledBack;
                 (Status::Incomplete, report)
             } else {
-                report.result = "rollback_failed".to_owned();
+                report.result = InstallResult::RollbackFailed;
                 report.rollback_error = Some(format!(
                     "{}; the previous files are kept in {}",
                     rollback_problems.join("; "),
@@ -902,9 +838,9 @@ async fn converge(options: &InstallOptions, prepared: Prepared, mut report: Inst
 /// `install --check`: compares on-disk and served keys with the expected
 /// fingerprints, changing nothing.
 pub async fn check(
-    expected_fps: &[String],
+    expected_fps: &[Fingerprint],
     ssh_dir: &Path,
-    verify_address: &str,
+    verify_address: &HostPort,
     timeout: Duration,
 ) -> (Status, InstallReport) {
     let mut report = InstallReport::default();
@@ -912,7 +848,7 @@ pub async fn check(
     // Map each expected fingerprint to its type via the file that has it,
     // or else via what is served.
     let served = served_keys(verify_address, &ScanAlgorithm::ALL, timeout).await;
-    let mut expected: BTreeMap<ScanAlgorithm, String> = BTreeMap::new();
+    let mut expected: BTreeMap<ScanAlgorithm, Fingerprint> = BTreeMap::new();
     for fp in expected_fps {
         let by_disk = on_disk.iter().find(|(_, v)| *v == fp).map(|(k, _)| *k);
         let by_served = served
@@ -923,7 +859,7 @@ pub async fn check(
             expected.insert(a, fp.clone());
         }
     }
-    let unplaced: Vec<&String> = expected_fps
+    let unplaced: Vec<&Fingerprint> = expected_fps
         .iter()
         .filter(|fp| !expected.values().any(|v| v == *fp))
         .collect();
@@ -961,13 +897,13 @@ pub async fn check(
         ));
     }
     let status = if drift {
-        report.result = "drift".to_owned();
+        report.result = InstallResult::Drift;
         Status::Drift
     } else if incomplete {
-        report.result = "incomplete".to_owned();
+        report.result = InstallResult::Incomplete;
         Status::Incomplete
     } else {
-        report.result = "match".to_owned();
+        report.result = InstallResult::Match;
         Status::Success
     };
     (status, report)
@@ -977,7 +913,7 @@ pub async fn check(
 mod tests {
     use std::os::unix::fs::PermissionsExt;
 
-    use super::{desired_files, split_address};
+    use super::desired_files;
     use crate::install::restrict::Placement;
     use crate::keyset::{KeyAlgorithm, KeySet};
 
@@ -1016,12 +952,5 @@ mod tests {
             .find(|d| d.path.ends_with("ssh_host_ed25519_key.pub"))
             .unwrap();
         assert_eq!(public.mode, 0o644);
-    }
-
-    #[test]
-    fn addresses_split_with_default_port() {
-        assert_eq!(split_address("127.0.0.11:22"), ("127.0.0.11".to_owned(), 22));
-        assert_eq!(split_address("[::1]:2222"), ("::1".to_owned(), 2222));
-        assert_eq!(split_address("login"), ("login".to_owned(), 22));
     }
 }

@@ -78,7 +78,7 @@ pub fn placement(ssh_dir: &Path, main_config: &Path, text: &str) -> Placement {
                     let (Some(dir), Some(pattern)) = (resolved.parent(), resolved.file_name()) else {
                         continue;
                     };
-                    if dir == drop_in_dir && wildcard_match(&pattern.to_string_lossy(), DROP_IN_NAME) {
+                    if dir == drop_in_dir && include_matches(&pattern.to_string_lossy(), DROP_IN_NAME) {
                         return Placement::DropIn(drop_in_dir.join(DROP_IN_NAME));
                     }
                 }
@@ -188,24 +188,16 @@ pub fn inline_content(main_text: &str, algorithms: &[KeyAlgorithm], host_keys: &
     main_config_content(main_text, Some(&settings(algorithms, host_keys)), &[])
 }
 
-/// `*`-only glob matching, as sshd's Include patterns are used in practice.
-fn wildcard_match(pattern: &str, name: &str) -> bool {
-    let parts: Vec<&str> = pattern.split('*').collect();
-    if parts.len() == 1 {
-        return pattern == name;
-    }
-    let (first, last) = (parts[0], parts[parts.len() - 1]);
-    if !name.starts_with(first) || !name.ends_with(last) || name.len() < first.len() + last.len() {
+/// Whether an `Include` pattern matches a file name, as sshd's glob(3)
+/// does: `*`, `?` and `[...]`, and no wildcard matches a leading dot.
+fn include_matches(pattern: &str, name: &str) -> bool {
+    if name.starts_with('.') && !pattern.starts_with('.') {
         return false;
     }
-    let mut rest = &name[first.len()..name.len() - last.len()];
-    for part in &parts[1..parts.len() - 1] {
-        match rest.find(part) {
-            Some(i) => rest = &rest[i + part.len()..],
-            None => return false,
-        }
-    }
-    !name.starts_with('.')
+    globset::GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .build()
+        .is_ok_and(|g| g.compile_matcher().is_match(name))
 }
 
 #[cfg(test)]
@@ -214,6 +206,20 @@ mod tests {
 
     use super::{Placement, host_key_algorithms, inline_content, placement};
     use crate::keyset::KeyAlgorithm;
+
+    #[test]
+    fn include_patterns_match_as_glob_does() {
+        for (pattern, name, hit) in [
+            ("*.conf", "00-hostkeyctl.conf", true),
+            ("0?-*.conf", "00-hostkeyctl.conf", true),
+            ("[0-9]*.conf", "00-hostkeyctl.conf", true),
+            ("*.cfg", "00-hostkeyctl.conf", false),
+            ("*", ".hidden.conf", false),
+            ("00-hostkeyctl.conf", "00-hostkeyctl.conf", true),
+        ] {
+            assert_eq!(super::include_matches(pattern, name), hit, "{pattern} vs {name}");
+        }
+    }
 
     #[test]
     fn algorithms_value_follows_the_set() {

@@ -3,6 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::hostport::HostPort;
+
 /// How to make sshd pick up new host keys.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ReloadMethod {
@@ -79,9 +81,14 @@ pub struct Effective {
 impl Effective {
     /// The address to verify against: the first listen address, with a
     /// wildcard replaced by loopback.
-    pub fn verify_address(&self) -> Option<String> {
-        let first = self.listen.first()?;
-        Some(first.replace("0.0.0.0:", "127.0.0.1:").replace("[::]:", "[::1]:"))
+    pub fn verify_address(&self) -> Option<HostPort> {
+        let first = HostPort::parse(self.listen.first()?).ok()?;
+        let host = match first.host() {
+            "0.0.0.0" => "127.0.0.1",
+            "::" => "::1",
+            other => other,
+        };
+        Some(HostPort::new(host, first.port()))
     }
 }
 

@@ -268,7 +268,7 @@ fn dry_run_prints_targets_and_command_and_sends_nothing() {
     let line = report["command_line"].as_str().unwrap();
     assert!(line.contains(init["version_id"].as_str().unwrap()), "{line}");
     for fp in set_fingerprints(&init).into_iter().flatten() {
-        assert!(line.contains(&format!("--expect {fp}")), "{line}");
+        assert!(line.contains(&format!("--expect={fp}")), "{line}");
     }
     assert!(bed.commands().is_empty());
 }

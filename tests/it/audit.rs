@@ -274,3 +274,98 @@ fn via_ssm_sees_keys_written_but_not_served() {
         assert_eq!(on_disk[&other.instance_id]["result"], "match", "{report}");
     }
 }
+
+/// Regression (hardening finding 1): `audit --via-ssm` put the fingerprints
+/// from the secret's tags on the nodes' shell line unquoted, so anyone who
+/// could tag the secret ran commands as root on every node. A tag value is
+/// now parsed as a fingerprint before anything is sent; this one is refused
+/// with exit 2 naming the tag, and no node runs anything.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hostile_fingerprint_tag_never_reaches_a_nodes_shell() {
+    let bed = TestBed::start(BedOptions::default());
+    bed.init_from_node("hk", &bed.state.nodes[0]);
+    let marker = bed.dir().join("pwned-by-a-tag");
+    let sm = aws_sdk_secretsmanager::Client::new(&bed.sdk_config(1).await);
+    let tag = aws_sdk_secretsmanager::types::Tag::builder()
+        .key("hostkeyctl:fp:ssh-ed25519")
+        .value(format!("$(touch {})", marker.display()))
+        .build();
+    sm.tag_resource().secret_id("hk").tags(tag).send().await.unwrap();
+
+    let mut args = vec!["audit", "--output", "json", "--secret-id", "hk", "--via-ssm"];
+    args.extend(TARGETS);
+    let run = bed.run(&args);
+    assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("tag hostkeyctl:fp:ssh-ed25519") && run.stderr.contains("is not a SHA256 fingerprint"),
+        "{}",
+        run.stderr
+    );
+    assert!(bed.commands().is_empty(), "something was sent: {:?}", bed.commands());
+    assert!(!marker.exists(), "a node ran the tag's command");
+}
+
+/// Regression (seams): a bare IPv6 address was split at its last colon
+/// (`::1` became host `:` and port 1). `--endpoint [::1]:22` and
+/// `--endpoint ::1` must both reach a real sshd on ::1 port 22.
+#[test]
+fn ipv6_endpoints_with_and_without_brackets_reach_port_22() {
+    crate::support::ensure_privsep_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("ssh_host_ed25519_key");
+    crate::support::run_ok(
+        Command::new(require("ssh-keygen"))
+            .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+            .arg(&key),
+    );
+    let fp = crate::support::ssh_keygen_fingerprint(&dir.path().join("ssh_host_ed25519_key.pub"));
+    let config = dir.path().join("sshd_config");
+    std::fs::write(
+        &config,
+        format!(
+            "ListenAddress [::1]:22\nHostKey {}\nPidFile {}/sshd.pid\nUsePAM no\n",
+            key.display(),
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    let mut sshd = Command::new(require("sshd"))
+        .args(["-D", "-e", "-f"])
+        .arg(&config)
+        .spawn()
+        .unwrap();
+    crate::bed::wait_until("sshd on [::1]:22", std::time::Duration::from_secs(10), || {
+        std::net::TcpStream::connect("[::1]:22").is_ok()
+    });
+    for endpoint in ["[::1]:22", "::1"] {
+        let out = crate::support::hostkeyctl()
+            .args([
+                "audit",
+                "--output",
+                "json",
+                "--key-types",
+                "ssh-ed25519",
+                "--expect",
+                &fp,
+                "--endpoint",
+                endpoint,
+            ])
+            .output()
+            .unwrap();
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let node = &report["nodes"][0];
+        assert_eq!(
+            (node["host"].as_str(), node["port"].as_u64()),
+            (Some("::1"), Some(22)),
+            "{endpoint}: {report}"
+        );
+        assert_eq!(
+            statuses(node),
+            [("ssh-ed25519".to_owned(), "OK".to_owned())],
+            "{endpoint}: {report}"
+        );
+        assert_eq!(out.status.code(), Some(0), "{endpoint}: {report}");
+    }
+    let _ = sshd.kill();
+    let _ = sshd.wait();
+}

@@ -184,7 +184,7 @@ fn ssh_keygen_sets_round_trip_through_the_document() {
             }
             assert_eq!(
                 ssh_keygen_fingerprint(&out.path().join(a.public_file_name())),
-                set.get(a).unwrap().fingerprint()
+                set.get(a).unwrap().fingerprint().as_str()
             );
         }
     }

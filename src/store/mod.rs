@@ -1,0 +1,381 @@
+//! The Secrets Manager store: the single source of truth for key sets.
+//!
+//! One secret holds the canonical key set as a [`SecretDocument`]. Version
+//! stages carry the rotation state (`AWSCURRENT`, `AWSPENDING`,
+//! `AWSPREVIOUS`). Reads always name a stage or a version id explicitly;
+//! the service's "default version" is never relied on.
+//!
+//! The public half of the current set is also recorded in the secret's tags
+//! (`hostkeyctl:fp:<key type>` and `hostkeyctl:version`), readable with
+//! `secretsmanager:DescribeSecret` alone, so auditors never need permission
+//! to read private keys (docs/iam.md).
+
+pub mod secretsmanager;
+
+pub use secretsmanager::SecretsManagerStore;
+
+use std::future::Future;
+
+use zeroize::Zeroizing;
+
+use crate::aws::AwsError;
+use crate::document::{DocumentError, SecretDocument};
+use crate::fingerprint::{Fingerprint, FingerprintError};
+use crate::ids::{IdError, SecretId, StageLabel, VersionId};
+use crate::keyset::{KeyAlgorithm, KeySet};
+
+/// The stage nodes must serve.
+pub const STAGE_CURRENT: &str = "AWSCURRENT";
+/// A rotation in flight.
+pub const STAGE_PENDING: &str = "AWSPENDING";
+/// The last good set.
+pub const STAGE_PREVIOUS: &str = "AWSPREVIOUS";
+/// Tag marking a secret as a hostkeyctl key set.
+pub const TAG_FORMAT: &str = "hostkeyctl:format";
+/// Tag naming the version whose fingerprints the `hostkeyctl:fp:*` tags hold.
+pub const TAG_VERSION: &str = "hostkeyctl:version";
+/// Prefix of the fingerprint tags, followed by the key type.
+pub const TAG_FP_PREFIX: &str = "hostkeyctl:fp:";
+
+/// Which version of a secret to read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum VersionSelector {
+    /// The version carrying this staging label.
+    Stage(StageLabel),
+    /// This exact version id.
+    VersionId(VersionId),
+}
+
+/// A staging label hostkeyctl names in its own code.
+pub fn stage(label: &'static str) -> StageLabel {
+    // The constants above are valid labels; a test holds it.
+    StageLabel::parse(label).unwrap_or_else(|_| unreachable!("{label} is a valid staging label"))
+}
+
+impl VersionSelector {
+    /// From `--version-id` / `--stage` options: the version id wins, and
+    /// neither means AWSCURRENT.
+    pub fn from_options(version_id: Option<&VersionId>, stage_label: Option<&StageLabel>) -> Self {
+        match (version_id, stage_label) {
+            (Some(v), _) => VersionSelector::VersionId(v.clone()),
+            (None, Some(s)) => VersionSelector::Stage(s.clone()),
+            (None, None) => VersionSelector::Stage(stage(STAGE_CURRENT)),
+        }
+    }
+}
+
+impl std::fmt::Display for VersionSelector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            VersionSelector::Stage(s) => write!(f, "stage {s}"),
+            VersionSelector::VersionId(v) => write!(f, "version {v}"),
+        }
+    }
+}
+
+/// One version of the secret, read and validated.
+#[derive(Debug)]
+pub struct StoredVersion {
+    /// The secret's ARN.
+    pub arn: SecretId,
+    /// The secret's name.
+    pub name: String,
+    /// The version id.
+    pub version_id: VersionId,
+    /// Its staging labels.
+    pub stages: Vec<String>,
+    /// The key set.
+    pub document: SecretDocument,
+}
+
+/// The fingerprints in the tags, by key type, with the version they are of.
+pub type TaggedFingerprints = (VersionId, Vec<(KeyAlgorithm, Fingerprint)>);
+
+/// A version's metadata.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct VersionInfo {
+    /// The version id.
+    pub version_id: VersionId,
+    /// Its staging labels (as AWS returns them; compared, never passed on).
+    pub stages: Vec<String>,
+    /// When Secrets Manager created it (RFC 3339), if known.
+    pub created: Option<String>,
+}
+
+/// The secret's metadata (no values).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct SecretInfo {
+    /// ARN.
+    pub arn: SecretId,
+    /// Name.
+    pub name: String,
+    /// Description.
+    pub description: Option<String>,
+    /// The KMS key, when not the AWS managed key.
+    pub kms_key_id: Option<String>,
+    /// Tags.
+    pub tags: Vec<(String, String)>,
+    /// Versions that carry at least one stage, newest first.
+    pub versions: Vec<VersionInfo>,
+}
+
+impl SecretInfo {
+    /// The version carrying `stage`.
+    pub fn version_with_stage(&self, label: &str) -> Option<&VersionInfo> {
+        self.versions.iter().find(|v| v.stages.iter().any(|s| s == label))
+    }
+
+    /// The fingerprints recorded in the tags, with the version they are of.
+    /// Tags can be written by anyone with `secretsmanager:TagResource`, so
+    /// each value is parsed strictly; one that does not parse is an error
+    /// naming the tag, never a value passed on.
+    pub fn tagged_fingerprints(&self) -> Result<Option<TaggedFingerprints>, TagError> {
+        let Some((_, version)) = self.tags.iter().find(|(k, _)| k == TAG_VERSION) else {
+            return Ok(None);
+        };
+        let version = VersionId::parse(version).map_err(|source| TagError::Version {
+            secret: self.arn.to_string(),
+            source,
+        })?;
+        let mut fps = Vec::new();
+        for (key, value) in &self.tags {
+            let Some(key_type) = key.strip_prefix(TAG_FP_PREFIX) else {
+                continue;
+            };
+            let Some(algorithm) = KeyAlgorithm::from_key_type(key_type) else {
+                continue;
+            };
+            let fp = Fingerprint::parse(value).map_err(|source| TagError::Fingerprint {
+                secret: self.arn.to_string(),
+                tag: crate::output::escape(key),
+                source,
+            })?;
+            fps.push((algorithm, fp));
+        }
+        Ok(Some((version, fps)))
+    }
+}
+
+/// A hostkeyctl tag on the secret holds something that does not parse.
+#[derive(Debug, thiserror::Error)]
+pub enum TagError {
+    /// `hostkeyctl:version` is not a version id.
+    #[error(
+        "tag {TAG_VERSION} on {secret} is not a version id ({source}); it was changed outside hostkeyctl: restore it with `hostkeyctl rotate --resume` or remove the hostkeyctl:* tags, and find out who can tag the secret"
+    )]
+    Version {
+        /// The secret.
+        secret: String,
+        /// Why.
+        source: IdError,
+    },
+    /// A `hostkeyctl:fp:*` tag is not a fingerprint.
+    #[error(
+        "tag {tag} on {secret} is not a fingerprint ({source}); it was changed outside hostkeyctl: nothing was sent to any node. Audit with --stage AWSCURRENT (reads the value) and find out who can tag the secret"
+    )]
+    Fingerprint {
+        /// The secret.
+        secret: String,
+        /// The tag key, escaped.
+        tag: String,
+        /// Why.
+        source: FingerprintError,
+    },
+}
+
+/// What `create` needs.
+#[derive(Debug)]
+pub struct CreateRequest<'a> {
+    /// Secret name.
+    pub name: &'a SecretId,
+    /// The key set.
+    pub document: &'a SecretDocument,
+    /// Description.
+    pub description: &'a str,
+    /// Extra tags.
+    pub tags: &'a [(String, String)],
+    /// Customer managed KMS key, if any.
+    pub kms_key_id: Option<&'a str>,
+}
+
+/// Store failures.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// An AWS call failed.
+    #[error(transparent)]
+    Aws(#[from] AwsError),
+    /// `init` on an existing secret.
+    #[error(
+        "secret {name} already exists and init never overwrites a key set; `hostkeyctl status --secret-id {name}` shows it, and rotating its keys replaces them"
+    )]
+    AlreadyExists {
+        /// The name given.
+        name: String,
+    },
+    /// The secret holds something else.
+    #[error("secret {secret} ({selector}) is not a hostkeyctl key set: {source}")]
+    NotHostkeyctl {
+        /// The secret id.
+        secret: SecretId,
+        /// Which version was read.
+        selector: VersionSelector,
+        /// Why.
+        source: Box<DocumentError>,
+    },
+    /// The secret has a binary value.
+    #[error("secret {secret} ({selector}) holds SecretBinary, not a hostkeyctl JSON document; check the secret id")]
+    Binary {
+        /// The secret id.
+        secret: SecretId,
+        /// Which version was read.
+        selector: VersionSelector,
+    },
+    /// AWS answered with metadata that does not parse.
+    #[error("Secrets Manager returned {what} for {secret} that hostkeyctl cannot use: {source}")]
+    BadMetadata {
+        /// The secret.
+        secret: String,
+        /// Which field.
+        what: &'static str,
+        /// Why.
+        source: IdError,
+    },
+    /// A hostkeyctl tag does not parse.
+    #[error(transparent)]
+    Tag(#[from] TagError),
+    /// A version id was reused for different content.
+    #[error(
+        "version {version_id} of {secret} already exists with different content; a ClientRequestToken must not be reused for another key set"
+    )]
+    TokenConflict {
+        /// The secret.
+        secret: String,
+        /// The version id.
+        version_id: VersionId,
+    },
+}
+
+/// The secret store: Secrets Manager, or an in-memory double with the same
+/// rules (feature `testing`). Every value it returns is parsed into types.
+pub trait SecretStore: Sync {
+    /// Creates the secret with `document` as its first (AWSCURRENT) version
+    /// and the given tags. Returns the ARN and version id.
+    fn create(&self, req: &CreateRequest<'_>)
+    -> impl Future<Output = Result<(SecretId, VersionId), StoreError>> + Send;
+
+    /// Reads and validates one version.
+    fn get(
+        &self,
+        secret: &SecretId,
+        selector: &VersionSelector,
+    ) -> impl Future<Output = Result<StoredVersion, StoreError>> + Send;
+
+    /// The secret's metadata and staged versions (no values).
+    fn describe(&self, secret: &SecretId) -> impl Future<Output = Result<SecretInfo, StoreError>> + Send;
+
+    /// Stores `document` as a new version with id `token` carrying `stages`
+    /// (PutSecretValue: the labels move to it from other versions). The
+    /// same token with the same document is a no-op; with another document
+    /// it is refused ([`StoreError::TokenConflict`]).
+    fn put_version(
+        &self,
+        secret: &SecretId,
+        document: &SecretDocument,
+        token: &VersionId,
+        stages: &[StageLabel],
+    ) -> impl Future<Output = Result<VersionId, StoreError>> + Send;
+
+    /// UpdateSecretVersionStage: attaches `label` to `to` and/or removes it
+    /// from `from`. As in Secrets Manager, moving a label that another
+    /// version holds needs that version as `from`, and moving AWSCURRENT
+    /// puts AWSPREVIOUS on the version that held it.
+    fn move_stage(
+        &self,
+        secret: &SecretId,
+        label: &StageLabel,
+        to: Option<&VersionId>,
+        from: Option<&VersionId>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Adds or overwrites tags.
+    fn tag(&self, secret: &SecretId, tags: &[(String, String)]) -> impl Future<Output = Result<(), StoreError>> + Send;
+}
+
+/// Records the fingerprints of the set at `version_id` in the secret's tags.
+pub async fn tag_fingerprints(
+    store: &impl SecretStore,
+    secret: &SecretId,
+    version_id: &VersionId,
+    keys: &KeySet,
+) -> Result<(), StoreError> {
+    store.tag(secret, &fingerprint_tags(version_id, keys)).await
+}
+
+/// Builds a [`StoredVersion`] from what the store returned, parsing every
+/// value; shared by the adapters so they validate alike.
+pub fn stored_version(
+    secret: &SecretId,
+    selector: &VersionSelector,
+    arn: Option<&str>,
+    name: Option<&str>,
+    version_id: Option<&str>,
+    stages: Vec<String>,
+    text: Option<Zeroizing<String>>,
+) -> Result<StoredVersion, StoreError> {
+    let Some(text) = text else {
+        return Err(StoreError::Binary {
+            secret: secret.clone(),
+            selector: selector.clone(),
+        });
+    };
+    let document = SecretDocument::parse(&text).map_err(|source| StoreError::NotHostkeyctl {
+        secret: secret.clone(),
+        selector: selector.clone(),
+        source: Box::new(source),
+    })?;
+    Ok(StoredVersion {
+        arn: parse_meta(secret, "an ARN", arn, SecretId::parse)?,
+        name: name.unwrap_or_default().to_owned(),
+        version_id: parse_meta(secret, "a version id", version_id, VersionId::parse)?,
+        stages,
+        document,
+    })
+}
+
+/// Parses one metadata field AWS returned.
+pub fn parse_meta<T>(
+    secret: &SecretId,
+    what: &'static str,
+    value: Option<&str>,
+    parse: fn(&str) -> Result<T, IdError>,
+) -> Result<T, StoreError> {
+    parse(value.unwrap_or_default()).map_err(|source| StoreError::BadMetadata {
+        secret: secret.to_string(),
+        what,
+        source,
+    })
+}
+
+/// The fingerprint tags for a set at a version.
+pub fn fingerprint_tags(version_id: &VersionId, keys: &KeySet) -> Vec<(String, String)> {
+    let mut tags = vec![(TAG_VERSION.to_owned(), version_id.to_string())];
+    tags.extend(keys.keys().map(|k| {
+        (
+            format!("{TAG_FP_PREFIX}{}", k.algorithm().key_type()),
+            k.fingerprint().to_string(),
+        )
+    }));
+    tags
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{STAGE_CURRENT, STAGE_PENDING, STAGE_PREVIOUS, stage};
+
+    #[test]
+    fn own_stage_names_are_valid_labels() {
+        for label in [STAGE_CURRENT, STAGE_PENDING, STAGE_PREVIOUS] {
+            assert_eq!(stage(label).as_str(), label);
+        }
+    }
+}

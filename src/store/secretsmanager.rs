@@ -1,0 +1,227 @@
+//! The real [`SecretStore`]: AWS Secrets Manager through the SDK.
+
+use aws_sdk_secretsmanager::Client;
+use aws_sdk_secretsmanager::types::Tag;
+use zeroize::Zeroizing;
+
+use super::{
+    CreateRequest, SecretInfo, SecretStore, StoreError, StoredVersion, TAG_FORMAT, VersionInfo, VersionSelector,
+    fingerprint_tags, parse_meta, stored_version,
+};
+use crate::aws::{AwsError, Call};
+use crate::document::SecretDocument;
+use crate::ids::{SecretId, StageLabel, VersionId};
+
+fn to_tags(pairs: &[(String, String)]) -> Vec<Tag> {
+    pairs
+        .iter()
+        .map(|(k, v)| Tag::builder().key(k).value(v).build())
+        .collect()
+}
+
+fn time_string(t: Option<&aws_sdk_secretsmanager::primitives::DateTime>) -> Option<String> {
+    t.and_then(|t| t.fmt(aws_sdk_secretsmanager::primitives::DateTimeFormat::DateTime).ok())
+}
+
+/// Secrets Manager through the AWS SDK.
+#[derive(Clone, Debug)]
+pub struct SecretsManagerStore {
+    client: Client,
+}
+
+impl SecretsManagerStore {
+    /// A store using `config`.
+    pub fn new(config: &aws_config::SdkConfig) -> Self {
+        SecretsManagerStore {
+            client: Client::new(config),
+        }
+    }
+}
+
+impl SecretStore for SecretsManagerStore {
+    async fn create(&self, req: &CreateRequest<'_>) -> Result<(SecretId, VersionId), StoreError> {
+        let version_id = VersionId::random();
+        let mut tags = vec![(TAG_FORMAT.to_owned(), crate::document::FORMAT_V1.to_owned())];
+        tags.extend(fingerprint_tags(&version_id, &req.document.keys));
+        tags.extend(req.tags.iter().cloned());
+        let json = req.document.to_json().map_err(|source| StoreError::NotHostkeyctl {
+            secret: req.name.clone(),
+            selector: VersionSelector::VersionId(version_id.clone()),
+            source: Box::new(source),
+        })?;
+        let call = Call::new("secretsmanager:CreateSecret", format!("secret {}", req.name));
+        let out = self
+            .client
+            .create_secret()
+            .name(req.name.as_str())
+            .description(req.description)
+            .secret_string(json.as_str())
+            .client_request_token(version_id.as_str())
+            .set_kms_key_id(req.kms_key_id.map(str::to_owned))
+            .set_tags(Some(to_tags(&tags)))
+            .send()
+            .await
+            .map_err(|e| {
+                if e.as_service_error().is_some_and(|s| s.is_resource_exists_exception()) {
+                    StoreError::AlreadyExists {
+                        name: req.name.to_string(),
+                    }
+                } else {
+                    StoreError::Aws(AwsError::from_sdk(e, &call))
+                }
+            })?;
+        let arn = parse_meta(req.name, "an ARN", out.arn(), SecretId::parse)?;
+        let id = match out.version_id() {
+            Some(v) => parse_meta(req.name, "a version id", Some(v), VersionId::parse)?,
+            None => version_id,
+        };
+        Ok((arn, id))
+    }
+
+    async fn get(&self, secret: &SecretId, selector: &VersionSelector) -> Result<StoredVersion, StoreError> {
+        let call = Call::new("secretsmanager:GetSecretValue", format!("secret {secret} ({selector})"));
+        let mut request = self.client.get_secret_value().secret_id(secret.as_str());
+        request = match selector {
+            VersionSelector::Stage(s) => request.version_stage(s.as_str()),
+            VersionSelector::VersionId(v) => request.version_id(v.as_str()),
+        };
+        let mut out = request.send().await.map_err(|e| AwsError::from_sdk(e, &call))?;
+        let text = out.secret_string.take().map(Zeroizing::new);
+        stored_version(
+            secret,
+            selector,
+            out.arn(),
+            out.name(),
+            out.version_id(),
+            out.version_stages().to_vec(),
+            text,
+        )
+    }
+
+    async fn describe(&self, secret: &SecretId) -> Result<SecretInfo, StoreError> {
+        let call = Call::new("secretsmanager:DescribeSecret", format!("secret {secret}"));
+        let out = self
+            .client
+            .describe_secret()
+            .secret_id(secret.as_str())
+            .send()
+            .await
+            .map_err(|e| AwsError::from_sdk(e, &call))?;
+        let call = Call::new("secretsmanager:ListSecretVersionIds", format!("secret {secret}"));
+        let mut versions = Vec::new();
+        let mut pages = self
+            .client
+            .list_secret_version_ids()
+            .secret_id(secret.as_str())
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| AwsError::from_sdk(e, &call))?;
+            for v in page.versions() {
+                if v.version_stages().is_empty() {
+                    continue;
+                }
+                versions.push((
+                    v.created_date().copied(),
+                    VersionInfo {
+                        version_id: parse_meta(secret, "a version id", v.version_id(), VersionId::parse)?,
+                        stages: v.version_stages().to_vec(),
+                        created: time_string(v.created_date()),
+                    },
+                ));
+            }
+        }
+        versions.sort_by_key(|v| std::cmp::Reverse(v.0));
+        Ok(SecretInfo {
+            arn: parse_meta(secret, "an ARN", out.arn(), SecretId::parse)?,
+            name: out.name().unwrap_or_default().to_owned(),
+            description: out.description().map(str::to_owned),
+            kms_key_id: out.kms_key_id().map(str::to_owned),
+            tags: out
+                .tags()
+                .iter()
+                .map(|t| {
+                    (
+                        t.key().unwrap_or_default().to_owned(),
+                        t.value().unwrap_or_default().to_owned(),
+                    )
+                })
+                .collect(),
+            versions: versions.into_iter().map(|(_, v)| v).collect(),
+        })
+    }
+
+    async fn put_version(
+        &self,
+        secret: &SecretId,
+        document: &SecretDocument,
+        token: &VersionId,
+        stages: &[StageLabel],
+    ) -> Result<VersionId, StoreError> {
+        // Secrets Manager refuses a reused token with other content; the
+        // emulator overwrites silently. Check first so both behave alike.
+        match self.get(secret, &VersionSelector::VersionId(token.clone())).await {
+            Ok(existing) if existing.document.keys == document.keys => return Ok(existing.version_id),
+            Ok(_) => {
+                return Err(StoreError::TokenConflict {
+                    secret: secret.to_string(),
+                    version_id: token.clone(),
+                });
+            }
+            Err(StoreError::Aws(AwsError::NotFound { .. })) => {}
+            Err(other) => return Err(other),
+        }
+        let json = document.to_json().map_err(|source| StoreError::NotHostkeyctl {
+            secret: secret.clone(),
+            selector: VersionSelector::VersionId(token.clone()),
+            source: Box::new(source),
+        })?;
+        let call = Call::new("secretsmanager:PutSecretValue", format!("secret {secret}"));
+        let out = self
+            .client
+            .put_secret_value()
+            .secret_id(secret.as_str())
+            .client_request_token(token.as_str())
+            .secret_string(json.as_str())
+            .set_version_stages(Some(stages.iter().map(|s| s.to_string()).collect()))
+            .send()
+            .await
+            .map_err(|e| AwsError::from_sdk(e, &call))?;
+        match out.version_id() {
+            Some(v) => parse_meta(secret, "a version id", Some(v), VersionId::parse),
+            None => Ok(token.clone()),
+        }
+    }
+
+    async fn move_stage(
+        &self,
+        secret: &SecretId,
+        label: &StageLabel,
+        to: Option<&VersionId>,
+        from: Option<&VersionId>,
+    ) -> Result<(), StoreError> {
+        let call = Call::new("secretsmanager:UpdateSecretVersionStage", format!("secret {secret}"));
+        self.client
+            .update_secret_version_stage()
+            .secret_id(secret.as_str())
+            .version_stage(label.as_str())
+            .set_move_to_version_id(to.map(ToString::to_string))
+            .set_remove_from_version_id(from.map(ToString::to_string))
+            .send()
+            .await
+            .map_err(|e| AwsError::from_sdk(e, &call))?;
+        Ok(())
+    }
+
+    async fn tag(&self, secret: &SecretId, tags: &[(String, String)]) -> Result<(), StoreError> {
+        let call = Call::new("secretsmanager:TagResource", format!("secret {secret}"));
+        self.client
+            .tag_resource()
+            .secret_id(secret.as_str())
+            .set_tags(Some(to_tags(tags)))
+            .send()
+            .await
+            .map_err(|e| AwsError::from_sdk(e, &call))?;
+        Ok(())
+    }
+}
