@@ -16,7 +16,7 @@ use tokio::sync::Semaphore;
 
 use crate::fingerprint::Fingerprint;
 use crate::keyset::fingerprint_of;
-use crate::scan::{self, ScanAlgorithm, ScanError};
+use crate::scan::{Prober, ScanAlgorithm, ScanError};
 
 /// What the fleet must serve.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -257,17 +257,19 @@ pub fn judge_lb(expected: &Expected, algorithm: ScanAlgorithm, probes: &[Probe])
     }
 }
 
-/// The scanner with its limits.
-pub struct Scanner {
+/// The scanner with its limits, over a [`Prober`].
+pub struct Scanner<P> {
+    prober: P,
     policy: ScanPolicy,
     global: Arc<Semaphore>,
     hosts: std::sync::Mutex<BTreeMap<String, Arc<Semaphore>>>,
 }
 
-impl Scanner {
+impl<P: Prober> Scanner<P> {
     /// A scanner with `policy`.
-    pub fn new(policy: ScanPolicy) -> Self {
+    pub fn new(prober: P, policy: ScanPolicy) -> Self {
         Scanner {
+            prober,
             global: Arc::new(Semaphore::new(policy.concurrency.max(1))),
             hosts: std::sync::Mutex::new(BTreeMap::new()),
             policy,
@@ -292,7 +294,9 @@ impl Scanner {
             let result = {
                 let _g = self.global.acquire().await;
                 let _h = host_limit.acquire().await;
-                scan::scan(&endpoint.host, endpoint.port, algorithm, self.policy.timeout).await
+                self.prober
+                    .probe(&endpoint.host, endpoint.port, algorithm, self.policy.timeout)
+                    .await
             };
             match result {
                 Err(e) if e.is_transient() && attempt < self.policy.attempts => {

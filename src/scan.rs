@@ -158,6 +158,36 @@ const CHEAP_KEX: &[kex::Name] = &[
     kex::EXTENSION_OPENSSH_STRICT_KEX_AS_CLIENT,
 ];
 
+/// One handshake scan: the host key an SSH server serves for an algorithm.
+/// The real prober is [`SshProber`]; tests use doubles that answer from
+/// in-memory nodes (feature `testing`).
+pub trait Prober: Send + Sync + 'static {
+    /// The key `host:port` serves for `algorithm`, or why none was seen.
+    fn probe(
+        &self,
+        host: &str,
+        port: u16,
+        algorithm: ScanAlgorithm,
+        timeout: Duration,
+    ) -> impl std::future::Future<Output = Result<PublicKey, ScanError>> + Send;
+}
+
+/// The real prober: an SSH handshake with russh ([`scan`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SshProber;
+
+impl Prober for SshProber {
+    async fn probe(
+        &self,
+        host: &str,
+        port: u16,
+        algorithm: ScanAlgorithm,
+        timeout: Duration,
+    ) -> Result<PublicKey, ScanError> {
+        scan(host, port, algorithm, timeout).await
+    }
+}
+
 /// Fetches the host key `host:port` serves for `algorithm`.
 pub async fn scan(host: &str, port: u16, algorithm: ScanAlgorithm, timeout: Duration) -> Result<PublicKey, ScanError> {
     let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);

@@ -233,13 +233,16 @@ pub async fn run(args: &AuditArgs, global: &GlobalArgs, output: OutputFormat) ->
         )));
     }
 
-    let scanner = Arc::new(Scanner::new(ScanPolicy {
-        concurrency: args.concurrency,
-        per_host: args.per_host,
-        timeout: Duration::from_secs(args.timeout.max(1)),
-        attempts: args.attempts.max(1),
-        algorithms: args.key_types.clone(),
-    }));
+    let scanner = Arc::new(Scanner::new(
+        crate::scan::SshProber,
+        ScanPolicy {
+            concurrency: args.concurrency,
+            per_host: args.per_host,
+            timeout: Duration::from_secs(args.timeout.max(1)),
+            attempts: args.attempts.max(1),
+            algorithms: args.key_types.clone(),
+        },
+    ));
     let node_probes = scanner.scan_nodes(&endpoints).await;
     let nodes: Vec<NodeReport> = endpoints
         .iter()

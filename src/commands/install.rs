@@ -5,19 +5,49 @@ use std::time::Duration;
 
 use crate::aws;
 use crate::cli::{GlobalArgs, InstallArgs};
+use crate::commands::store_failure;
 use crate::exit::{Failure, Status};
-use crate::install::sshd::{ReloadMethod, Sshd};
-use crate::install::{self, InstallOptions, InstallReport, InstallResult};
+use crate::fingerprint::Fingerprint;
+use crate::install::sshd::{ReloadMethod, Sshd, SshdControl};
+use crate::install::{self, InstallOptions, InstallReport, InstallResult, Refusal};
+use crate::scan::{Prober, SshProber};
 use crate::store::{SecretStore, SecretsManagerStore, VersionSelector};
 
-/// Runs `install`.
-pub async fn run(args: &InstallArgs, global: &GlobalArgs) -> Result<Status, Failure> {
-    let sshd = Sshd {
+/// The exit status of an install or check, from its report: the one
+/// place where install outcomes become exit codes.
+pub fn exit_status(report: &InstallReport) -> Status {
+    match report.result {
+        InstallResult::Changed | InstallResult::Unchanged | InstallResult::Reloaded | InstallResult::Match => {
+            Status::Success
+        }
+        InstallResult::Drift => Status::Drift,
+        InstallResult::Refused => match report.refusal {
+            Some(Refusal::Aws) => Status::Aws,
+            Some(Refusal::Unavailable) => Status::Incomplete,
+            Some(Refusal::BadInput) | None => Status::Usage,
+        },
+        InstallResult::RolledBack | InstallResult::Failed | InstallResult::Incomplete => Status::Incomplete,
+        InstallResult::RollbackFailed => Status::RollbackFailed,
+    }
+}
+
+/// The node's sshd as the options name it.
+pub fn sshd_of(args: &InstallArgs) -> Sshd {
+    Sshd {
         binary: args.sshd.clone(),
         config: args
             .sshd_config
             .clone()
             .unwrap_or_else(|| args.ssh_dir.join("sshd_config")),
+    }
+}
+
+/// The validated options of an install that reads the secret.
+pub fn install_options(args: &InstallArgs) -> Result<InstallOptions, Failure> {
+    let Some(secret_id) = args.secret_id.clone() else {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--secret-id is required (or HOSTKEYCTL_SECRET_ID); `install --check` may use --expect instead"
+        )));
     };
     let reload = if args.no_reload {
         ReloadMethod::None
@@ -26,65 +56,81 @@ pub async fn run(args: &InstallArgs, global: &GlobalArgs) -> Result<Status, Fail
     } else {
         ReloadMethod::Auto
     };
-    let verify_timeout = Duration::from_secs(args.verify_timeout);
-
-    if args.check && !args.expect.is_empty() && args.secret_id.is_none() {
-        let address = verify_address(args, &sshd)?;
-        let (status, report) = install::check(&args.expect, &args.ssh_dir, &address, verify_timeout).await;
-        emit(&report, global.quiet);
-        return Ok(status);
-    }
-    let Some(secret_id) = args.secret_id.clone() else {
-        return Err(Failure::usage(anyhow::anyhow!(
-            "--secret-id is required (or HOSTKEYCTL_SECRET_ID); `install --check` may use --expect instead"
-        )));
-    };
-    let selector = VersionSelector::from_options(args.version_id.as_ref(), args.stage.as_ref());
-    let config = aws::load_config(&global.aws).await.map_err(Failure::aws)?;
-    let store = SecretsManagerStore::new(&config);
-
-    if args.check {
-        let address = verify_address(args, &sshd)?;
-        let version = store.get(&secret_id, &selector).await.map_err(|e| match e {
-            crate::store::StoreError::Aws(a) => Failure::aws(a),
-            other => Failure::usage(other),
-        })?;
-        let mut expected: Vec<crate::fingerprint::Fingerprint> =
-            version.document.keys.keys().map(|k| k.fingerprint().clone()).collect();
-        expected.extend(args.expect.iter().cloned());
-        expected.sort();
-        expected.dedup();
-        let (status, mut report) = install::check(&expected, &args.ssh_dir, &address, verify_timeout).await;
-        report.secret = Some(version.arn);
-        report.version_id = Some(version.version_id);
-        emit(&report, global.quiet);
-        return Ok(status);
-    }
-
-    let options = InstallOptions {
+    Ok(InstallOptions {
         secret_id,
-        selector,
+        selector: VersionSelector::from_options(args.version_id.as_ref(), args.stage.as_ref()),
         expect: args.expect.clone(),
         ssh_dir: args.ssh_dir.clone(),
-        sshd,
         reload,
         verify_address: args.verify_address.clone(),
         state_dir: args.state_dir.clone(),
         lock_file: args.lock_file.clone(),
         keep_backups: args.keep_backups,
-        verify_timeout,
+        verify_timeout: Duration::from_secs(args.verify_timeout),
         lock_timeout: Duration::from_secs(args.lock_timeout),
         next: args.next_version_id.as_ref().map(|v| install::NextVersion {
             version_id: v.clone(),
             expect: args.expect_next.clone(),
         }),
-    };
-    let (status, report) = install::install(&options, &store).await;
-    emit(&report, global.quiet);
-    Ok(status)
+    })
 }
 
-fn verify_address(args: &InstallArgs, sshd: &Sshd) -> Result<crate::hostport::HostPort, Failure> {
+/// Runs `install` (or `install --check`) against the given store, sshd and
+/// prober, and returns its report. `commands` and the in-process test
+/// dispatcher share it.
+pub async fn execute(
+    args: &InstallArgs,
+    store: Option<&impl SecretStore>,
+    sshd: &impl SshdControl,
+    prober: &impl Prober,
+) -> Result<InstallReport, Failure> {
+    let verify_timeout = Duration::from_secs(args.verify_timeout);
+    if args.check {
+        let address = verify_address(args, sshd)?;
+        let Some(store) = store.filter(|_| args.secret_id.is_some()) else {
+            if args.expect.is_empty() {
+                return Err(Failure::usage(anyhow::anyhow!(
+                    "install --check needs --secret-id or --expect SHA256:..."
+                )));
+            }
+            return Ok(install::check(prober, &args.expect, &args.ssh_dir, &address, verify_timeout).await);
+        };
+        let options = install_options(args)?;
+        let version = store
+            .get(&options.secret_id, &options.selector)
+            .await
+            .map_err(store_failure)?;
+        let mut expected: Vec<Fingerprint> = version.document.keys.keys().map(|k| k.fingerprint().clone()).collect();
+        expected.extend(args.expect.iter().cloned());
+        expected.sort();
+        expected.dedup();
+        let mut report = install::check(prober, &expected, &args.ssh_dir, &address, verify_timeout).await;
+        report.secret = Some(version.arn);
+        report.version_id = Some(version.version_id);
+        return Ok(report);
+    }
+    let options = install_options(args)?;
+    let Some(store) = store else {
+        return Err(Failure::usage(anyhow::anyhow!("install needs the secret store")));
+    };
+    Ok(install::install(&options, store, sshd, prober).await)
+}
+
+/// Runs `install`.
+pub async fn run(args: &InstallArgs, global: &GlobalArgs) -> Result<Status, Failure> {
+    let sshd = sshd_of(args);
+    let store = if args.secret_id.is_some() {
+        let config = aws::load_config(&global.aws).await.map_err(Failure::aws)?;
+        Some(SecretsManagerStore::new(&config))
+    } else {
+        None
+    };
+    let report = execute(args, store.as_ref(), &sshd, &SshProber).await?;
+    emit(&report, global.quiet);
+    Ok(exit_status(&report))
+}
+
+fn verify_address(args: &InstallArgs, sshd: &impl SshdControl) -> Result<crate::hostport::HostPort, Failure> {
     if let Some(a) = &args.verify_address {
         return Ok(a.clone());
     }

@@ -86,13 +86,16 @@ async fn audit_targets(instances: &[Instance], keys: &KeySet, port: u16) -> Vec<
             port,
         })
         .collect();
-    let scanner = Arc::new(Scanner::new(ScanPolicy {
-        concurrency: 32,
-        per_host: 4,
-        timeout: Duration::from_secs(5),
-        attempts: 4,
-        algorithms: ScanAlgorithm::ALL.to_vec(),
-    }));
+    let scanner = Arc::new(Scanner::new(
+        crate::scan::SshProber,
+        ScanPolicy {
+            concurrency: 32,
+            per_host: 4,
+            timeout: Duration::from_secs(5),
+            attempts: 4,
+            algorithms: ScanAlgorithm::ALL.to_vec(),
+        },
+    ));
     let probes = scanner.scan_nodes(&endpoints).await;
     endpoints
         .into_iter()

@@ -19,6 +19,19 @@ use crate::scan::ScanError;
 /// The schema name and version every report carries.
 pub const INSTALL_SCHEMA: &str = "hostkeyctl-install/v1";
 
+/// Why an install stopped before writing anything.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Refusal {
+    /// Bad input: the set, the options, the files found.
+    BadInput,
+    /// AWS refused or could not be reached.
+    Aws,
+    /// Busy or out of resources: another install holds the lock, no room
+    /// for a backup. Try again.
+    Unavailable,
+}
+
 /// What an install (or `install --check`) came to.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -84,6 +97,9 @@ pub struct InstallReport {
     pub schema: String,
     /// The outcome.
     pub result: InstallResult,
+    /// With `refused`: why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<Refusal>,
     /// The secret's ARN, when read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret: Option<SecretId>,
@@ -131,6 +147,7 @@ impl Default for InstallReport {
         InstallReport {
             schema: schema(),
             result: InstallResult::default(),
+            refusal: None,
             secret: None,
             version_id: None,
             fingerprints: BTreeMap::new(),

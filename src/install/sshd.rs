@@ -56,6 +56,37 @@ pub enum SshdError {
     },
 }
 
+/// What install needs of the node's sshd. The real one is [`Sshd`]
+/// (the binary, systemd, signals); tests use doubles (feature `testing`).
+pub trait SshdControl: Sync {
+    /// The main configuration file.
+    fn config(&self) -> &Path;
+    /// `sshd -t`: the configuration and keys load.
+    fn test(&self) -> Result<(), SshdError>;
+    /// `sshd -T`: the effective settings hostkeyctl cares about.
+    fn effective(&self) -> Result<Effective, SshdError>;
+    /// Makes sshd pick up the files on disk. Returns what was done.
+    fn reload(&self, method: &ReloadMethod) -> Result<String, SshdError>;
+}
+
+impl SshdControl for Sshd {
+    fn config(&self) -> &Path {
+        &self.config
+    }
+
+    fn test(&self) -> Result<(), SshdError> {
+        Sshd::test(self)
+    }
+
+    fn effective(&self) -> Result<Effective, SshdError> {
+        Sshd::effective(self)
+    }
+
+    fn reload(&self, method: &ReloadMethod) -> Result<String, SshdError> {
+        Sshd::reload(self, method)
+    }
+}
+
 /// The node's sshd: its binary and main config file.
 #[derive(Clone, Debug)]
 pub struct Sshd {
