@@ -311,18 +311,6 @@ fn parse_scan_algorithm(s: &str) -> Result<crate::scan::ScanAlgorithm, String> {
         .ok_or_else(|| format!("unknown key type {s:?}: use ssh-ed25519, ecdsa-sha2-nistp256, ecdsa-sha2-nistp384, ecdsa-sha2-nistp521 or ssh-rsa"))
 }
 
-/// The steps of a rotation, for `--stop-after`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RotateStep {
-    /// The new set is stored as AWSPENDING.
-    Create,
-    /// The new set is installed on every target.
-    Set,
-    /// Every target was audited serving the new set.
-    Test,
-}
-
 /// `hostkeyctl rotate`.
 #[derive(Debug, Args)]
 pub struct RotateArgs {
@@ -341,7 +329,7 @@ pub struct RotateArgs {
     pub abort: bool,
     /// Stop after this step (resume later with --resume).
     #[arg(long, value_enum, value_name = "STEP")]
-    pub stop_after: Option<RotateStep>,
+    pub stop_after: Option<crate::rotation::Step>,
     /// Phase one of an overlapping rotation: nodes keep serving the current
     /// keys and also offer the new ones, which OpenSSH clients with
     /// UpdateHostKeys learn after logging in. Finish later with --finish.

@@ -8,6 +8,7 @@
 //! for a moment after it was sent; that is waited out, not reported.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 use aws_sdk_ssm::Client;
@@ -95,6 +96,114 @@ impl std::ops::AddAssign for PollStats {
 /// Progress callback: (finished, total).
 pub type Progress<'a> = &'a (dyn Fn(usize, usize) + Sync);
 
+/// Sends a command line to instances and reports each one's outcome: SSM
+/// Run Command ([`SsmDispatcher`]), or an in-process double that runs
+/// `install` against in-memory nodes (feature `testing`).
+pub trait Dispatcher: Sync {
+    /// Sends `spec` to `instance_ids` in batches of at most 50; returns the
+    /// command id of each batch with its instances.
+    fn send(
+        &self,
+        spec: &CommandSpec,
+        instance_ids: &[String],
+    ) -> impl Future<Output = Result<Vec<(String, Vec<String>)>, AwsError>> + Send;
+
+    /// Waits until every invocation is final or `deadline` passes, then
+    /// reports them as last seen, by instance.
+    fn wait(
+        &self,
+        commands: &[(String, Vec<String>)],
+        deadline: Instant,
+        progress: Progress<'_>,
+    ) -> impl Future<Output = Result<(BTreeMap<String, Invocation>, PollStats), AwsError>> + Send;
+
+    /// Asks that what has not finished be cancelled.
+    fn cancel(&self, command_id: &str) -> impl Future<Output = Result<(), AwsError>> + Send;
+}
+
+/// One read of a command's invocations (`ListCommandInvocations`, all
+/// pages), counting the calls made.
+pub trait InvocationSource: Sync {
+    /// The invocations of `command_id` as SSM shows them now.
+    fn list(
+        &self,
+        command_id: &str,
+        calls: &mut usize,
+    ) -> impl Future<Output = Result<Vec<Invocation>, AwsError>> + Send;
+}
+
+/// How polling paces itself.
+#[derive(Clone, Copy, Debug)]
+pub struct Pacing {
+    /// First interval; it grows by half each round up to 5 s.
+    pub first_poll: Duration,
+    /// How long a fresh command may stay invisible to reads.
+    pub visibility_grace: Duration,
+}
+
+/// Polls until every invocation is final or `deadline` passes; then the
+/// rest are reported as they were last seen. One read per unfinished
+/// command per round, never one per instance. A command SSM does not show
+/// yet (`NotFound` within the grace) is waited for, not reported.
+pub async fn poll(
+    source: &impl InvocationSource,
+    commands: &[(String, Vec<String>)],
+    deadline: Instant,
+    progress: Progress<'_>,
+    pacing: Pacing,
+) -> Result<(BTreeMap<String, Invocation>, PollStats), AwsError> {
+    let sent_at = Instant::now();
+    let mut stats = PollStats::default();
+    let mut state: BTreeMap<String, Invocation> = BTreeMap::new();
+    for (command_id, ids) in commands {
+        for id in ids {
+            state.insert(
+                id.clone(),
+                Invocation {
+                    instance_id: id.clone(),
+                    command_id: command_id.clone(),
+                    status: "NotVisible".to_owned(),
+                    response_code: None,
+                    stdout: String::new(),
+                    stderr: String::new(),
+                },
+            );
+        }
+    }
+    let total = state.len();
+    let mut interval = pacing.first_poll;
+    loop {
+        stats.rounds += 1;
+        let calls_before = stats.list_calls;
+        for (command_id, ids) in commands {
+            if ids.iter().all(|id| state[id].is_final()) {
+                continue;
+            }
+            match source.list(command_id, &mut stats.list_calls).await {
+                Ok(rows) => {
+                    for row in rows {
+                        if let Some(slot) = state.get_mut(&row.instance_id) {
+                            *slot = row;
+                        }
+                    }
+                }
+                // Just sent: SSM may not show the command yet.
+                Err(AwsError::NotFound { .. }) if sent_at.elapsed() < pacing.visibility_grace => {}
+                Err(e) => return Err(e),
+            }
+        }
+        stats.max_calls_per_round = stats.max_calls_per_round.max(stats.list_calls - calls_before);
+        let finished = state.values().filter(|i| i.is_final()).count();
+        progress(finished, total);
+        if finished == total || Instant::now() >= deadline {
+            return Ok((state, stats));
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        tokio::time::sleep(interval.min(left)).await;
+        interval = (interval * 3 / 2).min(Duration::from_secs(5));
+    }
+}
+
 /// SSM Run Command through the AWS SDK.
 #[derive(Clone, Debug)]
 pub struct SsmDispatcher {
@@ -121,14 +230,10 @@ impl SsmDispatcher {
             first_poll: Duration::from_millis(500),
         }
     }
+}
 
-    /// Sends `spec` to `instance_ids` in batches of at most 50 and returns
-    /// the command id of each batch with its instances.
-    pub async fn send(
-        &self,
-        spec: &CommandSpec,
-        instance_ids: &[String],
-    ) -> Result<Vec<(String, Vec<String>)>, AwsError> {
+impl Dispatcher for SsmDispatcher {
+    async fn send(&self, spec: &CommandSpec, instance_ids: &[String]) -> Result<Vec<(String, Vec<String>)>, AwsError> {
         let call = Call::new("ssm:SendCommand", format!("document {}", spec.document));
         let mut sent = Vec::new();
         for batch in instance_ids.chunks(MAX_IDS_PER_COMMAND) {
@@ -164,66 +269,32 @@ impl SsmDispatcher {
         Ok(sent)
     }
 
-    /// Polls until every invocation is final or `deadline` passes; then the
-    /// rest are reported as they were last seen. Returns them by instance.
-    pub async fn wait(
+    async fn wait(
         &self,
         commands: &[(String, Vec<String>)],
         deadline: Instant,
         progress: Progress<'_>,
     ) -> Result<(BTreeMap<String, Invocation>, PollStats), AwsError> {
-        let sent_at = Instant::now();
-        let mut stats = PollStats::default();
-        let mut state: BTreeMap<String, Invocation> = BTreeMap::new();
-        for (command_id, ids) in commands {
-            for id in ids {
-                state.insert(
-                    id.clone(),
-                    Invocation {
-                        instance_id: id.clone(),
-                        command_id: command_id.clone(),
-                        status: "NotVisible".to_owned(),
-                        response_code: None,
-                        stdout: String::new(),
-                        stderr: String::new(),
-                    },
-                );
-            }
-        }
-        let total = state.len();
-        let mut interval = self.first_poll;
-        loop {
-            stats.rounds += 1;
-            let calls_before = stats.list_calls;
-            for (command_id, ids) in commands {
-                if ids.iter().all(|id| state[id].is_final()) {
-                    continue;
-                }
-                match self.list(command_id, &mut stats.list_calls).await {
-                    Ok(rows) => {
-                        for row in rows {
-                            if let Some(slot) = state.get_mut(&row.instance_id) {
-                                *slot = row;
-                            }
-                        }
-                    }
-                    // Just sent: SSM may not show the command yet.
-                    Err(AwsError::NotFound { .. }) if sent_at.elapsed() < VISIBILITY_GRACE => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            stats.max_calls_per_round = stats.max_calls_per_round.max(stats.list_calls - calls_before);
-            let finished = state.values().filter(|i| i.is_final()).count();
-            progress(finished, total);
-            if finished == total || Instant::now() >= deadline {
-                return Ok((state, stats));
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            tokio::time::sleep(interval.min(left)).await;
-            interval = (interval * 3 / 2).min(Duration::from_secs(5));
-        }
+        let pacing = Pacing {
+            first_poll: self.first_poll,
+            visibility_grace: VISIBILITY_GRACE,
+        };
+        poll(self, commands, deadline, progress, pacing).await
     }
 
+    async fn cancel(&self, command_id: &str) -> Result<(), AwsError> {
+        let call = Call::new("ssm:CancelCommand", format!("command {command_id}"));
+        self.client
+            .cancel_command()
+            .command_id(command_id)
+            .send()
+            .await
+            .map_err(|e| AwsError::from_sdk(e, &call))?;
+        Ok(())
+    }
+}
+
+impl InvocationSource for SsmDispatcher {
     async fn list(&self, command_id: &str, calls: &mut usize) -> Result<Vec<Invocation>, AwsError> {
         let call = Call::new("ssm:ListCommandInvocations", format!("command {command_id}"));
         let mut pages = self
@@ -256,18 +327,6 @@ impl SsmDispatcher {
             }
         }
         Ok(rows)
-    }
-
-    /// Asks SSM to cancel what has not finished.
-    pub async fn cancel(&self, command_id: &str) -> Result<(), AwsError> {
-        let call = Call::new("ssm:CancelCommand", format!("command {command_id}"));
-        self.client
-            .cancel_command()
-            .command_id(command_id)
-            .send()
-            .await
-            .map_err(|e| AwsError::from_sdk(e, &call))?;
-        Ok(())
     }
 }
 

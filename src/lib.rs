@@ -24,6 +24,8 @@ pub mod ids;
 pub mod install;
 pub mod keyset;
 pub mod output;
+pub mod rollout;
+pub mod rotation;
 pub mod scan;
 pub mod shell;
 pub mod store;

@@ -172,6 +172,18 @@ pub trait Prober: Send + Sync + 'static {
     ) -> impl std::future::Future<Output = Result<PublicKey, ScanError>> + Send;
 }
 
+impl<P: Prober> Prober for std::sync::Arc<P> {
+    fn probe(
+        &self,
+        host: &str,
+        port: u16,
+        algorithm: ScanAlgorithm,
+        timeout: Duration,
+    ) -> impl std::future::Future<Output = Result<PublicKey, ScanError>> + Send {
+        P::probe(self, host, port, algorithm, timeout)
+    }
+}
+
 /// The real prober: an SSH handshake with russh ([`scan`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SshProber;

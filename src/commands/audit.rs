@@ -11,7 +11,7 @@ use crate::aws;
 use crate::cli::{AuditArgs, GlobalArgs};
 use crate::commands::{discovery_failure, store_failure};
 use crate::discovery;
-use crate::dispatch::{CommandSpec, SsmDispatcher};
+use crate::dispatch::{CommandSpec, Dispatcher, SsmDispatcher};
 use crate::exit::{Failure, Status};
 use crate::hostport::HostPort;
 use crate::install::InstallReport;

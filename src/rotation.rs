@@ -1,0 +1,562 @@
+//! Rotation: the Secrets Manager rotation protocol for host keys, as steps
+//! that can be called one at a time.
+//!
+//! create (a new set staged AWSPENDING) → set (push it to every target) →
+//! test (audit every target against it) → finish (AWSCURRENT moves to it;
+//! AWSPREVIOUS keeps the old set). The secret's stages are the only state:
+//! each step reads what it needs from them and is idempotent, so a crash
+//! anywhere is resumed by running the rotation again, and AWSCURRENT never
+//! moves before every target passed the test step.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::audit::{self, Endpoint, Expected, Finding, ScanPolicy, Scanner, Verdict};
+use crate::discovery::Instance;
+use crate::dispatch::{Dispatcher, Progress};
+use crate::document::SecretDocument;
+use crate::ids::{SecretId, VersionId};
+use crate::keyset::{DEFAULT_RSA_BITS, KeyAlgorithm, KeyError, KeySet};
+use crate::rollout::{self, PushOptions, PushOutcome, RolloutError};
+use crate::scan::{Prober, ScanAlgorithm};
+use crate::store::{
+    STAGE_CURRENT, STAGE_PENDING, STAGE_PREVIOUS, SecretInfo, SecretStore, StoreError, StoredVersion, VersionSelector,
+    stage, tag_fingerprints,
+};
+
+/// Why a rotation step could not run at all (as opposed to a step that
+/// ran and found nodes failing, which is an [`Outcome`]).
+#[derive(Debug, thiserror::Error)]
+pub enum RotationError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The rollout could not start.
+    #[error(transparent)]
+    Rollout(#[from] RolloutError),
+    /// Generating the new set failed.
+    #[error("generating the new key set: {0}")]
+    Generate(#[from] KeyError),
+    /// The stages do not allow this step; says why and what to do.
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// The stages that carry a rotation's state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stages {
+    /// What nodes must serve.
+    pub current: VersionId,
+    /// A rotation in flight (not the current version), with its creation time.
+    pub pending: Option<(VersionId, Option<String>)>,
+    /// The last good set.
+    pub previous: Option<VersionId>,
+}
+
+impl Stages {
+    /// The stages of a secret's metadata.
+    pub fn of(info: &SecretInfo) -> Result<Self, RotationError> {
+        let current = info
+            .version_with_stage(STAGE_CURRENT)
+            .map(|v| v.version_id.clone())
+            .ok_or_else(|| {
+                RotationError::Refused(format!(
+                    "secret {} has no AWSCURRENT version; create it with `hostkeyctl init`",
+                    info.arn
+                ))
+            })?;
+        let pending = info
+            .version_with_stage(STAGE_PENDING)
+            .filter(|v| v.version_id != current)
+            .map(|v| (v.version_id.clone(), v.created.clone()));
+        let previous = info.version_with_stage(STAGE_PREVIOUS).map(|v| v.version_id.clone());
+        Ok(Stages {
+            current,
+            pending,
+            previous,
+        })
+    }
+}
+
+/// The steps of a rotation, for `--stop-after`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Step {
+    /// The new set is stored as AWSPENDING.
+    Create,
+    /// The new set is installed on every target.
+    Set,
+    /// Every target was audited serving the new set.
+    Test,
+}
+
+/// What a rotation run came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// AWSCURRENT moved to the new set.
+    Rotated,
+    /// Stopped after create.
+    StoppedAfterCreate,
+    /// Stopped after set.
+    StoppedAfterSet,
+    /// Stopped after test.
+    StoppedAfterTest,
+    /// Some nodes did not install the new set; nothing promoted.
+    PushFailed,
+    /// Some nodes do not serve the new set (drift); nothing promoted.
+    AuditFailed,
+    /// Some nodes could not be audited; nothing promoted.
+    AuditIncomplete,
+    /// The rotation in flight was dropped.
+    Aborted,
+    /// Pushing AWSCURRENT back failed; AWSPENDING kept for a retry.
+    AbortPushFailed,
+    /// No rotation in flight.
+    NothingToAbort,
+    /// Overlap phase one done: nodes offer the new set as extra keys.
+    OverlapStarted,
+    /// Nothing in flight; what an interrupted finish left was put right.
+    Completed,
+}
+
+/// What a rotation did, step by step (`--output json`).
+#[derive(Debug, Serialize)]
+pub struct Report {
+    /// The secret.
+    pub secret: SecretId,
+    /// What it came to.
+    pub result: Option<Outcome>,
+    /// AWSCURRENT at the end.
+    pub current_version: VersionId,
+    /// AWSPENDING at the end.
+    pub pending_version: Option<VersionId>,
+    /// AWSPREVIOUS at the end.
+    pub previous_version: Option<VersionId>,
+    /// What each step did.
+    pub steps: Vec<String>,
+    /// The last push.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub push: Option<PushOutcome>,
+    /// The audit findings, when the test step failed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub audit: Vec<(String, Vec<Finding>)>,
+}
+
+/// What a run is asked to do.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Request {
+    /// Continue the rotation in flight.
+    pub resume: bool,
+    /// Drop the rotation in flight.
+    pub abort: bool,
+    /// Phase one of an overlapping rotation.
+    pub overlap: bool,
+    /// Phase two (implies resume).
+    pub finish: bool,
+    /// Stop after this step.
+    pub stop_after: Option<Step>,
+}
+
+/// The outside systems and targets of one rotation.
+pub struct Rotation<'a, S, D, P> {
+    /// The secret store.
+    pub store: &'a S,
+    /// Sends install to the nodes.
+    pub dispatcher: &'a D,
+    /// Audits the nodes by handshake.
+    pub prober: Arc<P>,
+    /// The secret.
+    pub secret: &'a SecretId,
+    /// The login nodes.
+    pub instances: &'a [Instance],
+    /// How to push.
+    pub push: &'a PushOptions,
+    /// sshd port of the nodes, for the test step.
+    pub port: u16,
+    /// Rollout progress.
+    pub progress: Progress<'a>,
+    /// Called with a line for each step as it starts.
+    pub say: &'a (dyn Fn(&str) + Sync),
+}
+
+impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
+    /// Reads the stages, after putting right what an interrupted finish
+    /// left: AWSPENDING still on the current version, stale fingerprint tags.
+    pub async fn stages(&self, notes: &mut Vec<String>) -> Result<(Stages, StoredVersion, bool), RotationError> {
+        let before = notes.len();
+        let info = self.store.describe(self.secret).await?;
+        let stages = Stages::of(&info)?;
+        let current_set = self
+            .store
+            .get(self.secret, &VersionSelector::VersionId(stages.current.clone()))
+            .await?;
+        if info
+            .version_with_stage(STAGE_PENDING)
+            .is_some_and(|v| v.version_id == stages.current)
+        {
+            self.store
+                .move_stage(self.secret, &stage(STAGE_PENDING), None, Some(&stages.current))
+                .await?;
+            notes.push("cleaned up AWSPENDING left on the current version".to_owned());
+        }
+        let tagged = info.tagged_fingerprints().ok().flatten().map(|(v, _)| v);
+        if tagged.as_ref() != Some(&stages.current) {
+            // Missing, stale or tampered tags are rewritten from the value.
+            tag_fingerprints(self.store, self.secret, &stages.current, &current_set.document.keys).await?;
+            notes.push("refreshed the fingerprint tags to the current version".to_owned());
+        }
+        Ok((stages, current_set, notes.len() > before))
+    }
+
+    /// Step create: a new set like the current one, stored as AWSPENDING.
+    pub async fn create(&self, current: &KeySet) -> Result<VersionId, RotationError> {
+        let rsa_bits = current
+            .get(KeyAlgorithm::Rsa)
+            .and_then(|k| k.rsa_bits())
+            .unwrap_or(DEFAULT_RSA_BITS);
+        let keys = KeySet::generate(&current.algorithms(), rsa_bits)?;
+        let id = self
+            .store
+            .put_version(
+                self.secret,
+                &SecretDocument::new(keys),
+                &VersionId::random(),
+                &[stage(STAGE_PENDING)],
+            )
+            .await?;
+        Ok(id)
+    }
+
+    /// Step set: installs `version` on every target (with `next` as extra
+    /// keys during an overlap).
+    pub async fn set(
+        &self,
+        version: &StoredVersion,
+        next: Option<&StoredVersion>,
+    ) -> Result<PushOutcome, RotationError> {
+        Ok(rollout::push_version(self.dispatcher, version, next, self.instances, self.push, self.progress).await?)
+    }
+
+    /// Step test: audits every target against `keys`; `None` when every
+    /// node serves exactly them, else the findings.
+    pub async fn test(&self, keys: &KeySet) -> Option<Vec<(String, Vec<Finding>)>> {
+        let expected = Expected {
+            by_type: keys
+                .keys()
+                .map(|k| (ScanAlgorithm::for_managed(k.algorithm()), k.fingerprint().clone()))
+                .collect(),
+            untyped: vec![],
+        };
+        let endpoints: Vec<Endpoint> = self
+            .instances
+            .iter()
+            .map(|i| Endpoint {
+                name: i.name.clone().unwrap_or_else(|| i.instance_id.clone()),
+                host: i.private_ip.clone().unwrap_or_default(),
+                port: self.port,
+            })
+            .collect();
+        let scanner = Arc::new(Scanner::new(
+            self.prober.clone(),
+            ScanPolicy {
+                concurrency: 32,
+                per_host: 4,
+                timeout: Duration::from_secs(5),
+                attempts: 4,
+                algorithms: ScanAlgorithm::ALL.to_vec(),
+            },
+        ));
+        let probes = scanner.scan_nodes(&endpoints).await;
+        let findings: Vec<(String, Vec<Finding>)> = endpoints
+            .into_iter()
+            .zip(probes)
+            .map(|(e, p)| (e.name, audit::judge_node(&expected, &p)))
+            .collect();
+        let all_ok = findings.iter().all(|(_, f)| f.iter().all(|f| f.status == Verdict::Ok));
+        (!all_ok).then_some(findings)
+    }
+
+    /// Step finish: AWSCURRENT moves to `pending` (AWSPREVIOUS follows),
+    /// AWSPENDING comes off, the tags follow. Each move is skipped when
+    /// already done, so a finish interrupted anywhere is completed by the
+    /// next run.
+    pub async fn finish(&self, current: &VersionId, pending: &StoredVersion) -> Result<(), RotationError> {
+        self.store
+            .move_stage(
+                self.secret,
+                &stage(STAGE_CURRENT),
+                Some(&pending.version_id),
+                Some(current),
+            )
+            .await?;
+        self.store
+            .move_stage(self.secret, &stage(STAGE_PENDING), None, Some(&pending.version_id))
+            .await?;
+        tag_fingerprints(self.store, self.secret, &pending.version_id, &pending.document.keys).await?;
+        Ok(())
+    }
+
+    /// Drops the rotation in flight: AWSCURRENT goes back to every target
+    /// first; only then AWSPENDING comes off.
+    pub async fn abort(
+        &self,
+        current_set: &StoredVersion,
+        pending: &VersionId,
+        report: &mut Report,
+    ) -> Result<Outcome, RotationError> {
+        (self.say)(&format!(
+            "aborting: pushing AWSCURRENT {} back to {} node(s)",
+            current_set.version_id,
+            self.instances.len()
+        ));
+        let pushed = self.set(current_set, None).await?;
+        let ok = pushed.all_ok();
+        report.push = Some(pushed);
+        if !ok {
+            report.steps.push(
+                "pushing AWSCURRENT back failed on some nodes; AWSPENDING kept so --abort can be retried".to_owned(),
+            );
+            return Ok(Outcome::AbortPushFailed);
+        }
+        self.store
+            .move_stage(self.secret, &stage(STAGE_PENDING), None, Some(pending))
+            .await?;
+        report.steps.push(format!(
+            "every node serves {} again; AWSPENDING removed from {pending}",
+            current_set.version_id
+        ));
+        report.pending_version = None;
+        Ok(Outcome::Aborted)
+    }
+
+    /// Runs a rotation as `request` asks, from the stages alone.
+    pub async fn run(&self, request: Request, report: &mut Report) -> Result<Outcome, RotationError> {
+        let (stages, current_set, repaired) = self.stages(&mut report.steps).await?;
+        report.current_version = stages.current.clone();
+        report.pending_version = stages.pending.as_ref().map(|p| p.0.clone());
+        report.previous_version = stages.previous.clone();
+        if request.abort {
+            let Some((pending, _)) = &stages.pending else {
+                (self.say)("no rotation in flight; nothing to abort");
+                return Ok(Outcome::NothingToAbort);
+            };
+            return self.abort(&current_set, pending, report).await;
+        }
+        if repaired && request.resume && stages.pending.is_none() {
+            // A run killed inside finish: the stages are now complete.
+            return Ok(Outcome::Completed);
+        }
+        let pending_id = match plan_start(
+            &stages.current,
+            stages.pending.as_ref(),
+            request.resume || request.finish,
+        ) {
+            Start::Refuse(message) => return Err(RotationError::Refused(message)),
+            Start::Continue(id) => {
+                (self.say)(&format!("resuming the rotation to version {id}"));
+                id
+            }
+            Start::Create => {
+                let id = self.create(&current_set.document.keys).await?;
+                (self.say)(&format!("create: new key set stored as version {id} (AWSPENDING)"));
+                id
+            }
+        };
+        report.pending_version = Some(pending_id.clone());
+        report.steps.push(format!("create: version {pending_id} is AWSPENDING"));
+        if request.stop_after == Some(Step::Create) {
+            return Ok(Outcome::StoppedAfterCreate);
+        }
+        let pending = self
+            .store
+            .get(self.secret, &VersionSelector::VersionId(pending_id.clone()))
+            .await?;
+        if request.overlap {
+            return self.overlap(&current_set, &pending, report).await;
+        }
+        self.promote(&stages.current, &pending, request, report).await
+    }
+
+    /// set, test and finish for `pending`.
+    async fn promote(
+        &self,
+        current: &VersionId,
+        pending: &StoredVersion,
+        request: Request,
+        report: &mut Report,
+    ) -> Result<Outcome, RotationError> {
+        let id = &pending.version_id;
+        (self.say)(&format!(
+            "set: installing version {id} on {} node(s)",
+            self.instances.len()
+        ));
+        let pushed = self.set(pending, None).await?;
+        let ok = pushed.all_ok();
+        report.push = Some(pushed);
+        if !ok {
+            report.steps.push(format!(
+                "set: some nodes failed; AWSCURRENT stays {current}. Fix them and run --resume, or --abort"
+            ));
+            return Ok(Outcome::PushFailed);
+        }
+        report.steps.push("set: every node installed the new set".to_owned());
+        if request.stop_after == Some(Step::Set) {
+            return Ok(Outcome::StoppedAfterSet);
+        }
+        (self.say)("test: auditing every node against the new set");
+        if let Some(findings) = self.test(&pending.document.keys).await {
+            report.steps.push(format!(
+                "test: not every node serves the new set; AWSCURRENT stays {current}"
+            ));
+            let drift = findings.iter().any(|(_, f)| f.iter().any(|f| f.status.is_drift()));
+            report.audit = findings;
+            return Ok(if drift {
+                Outcome::AuditFailed
+            } else {
+                Outcome::AuditIncomplete
+            });
+        }
+        report
+            .steps
+            .push("test: every node serves the new set and nothing else".to_owned());
+        if request.stop_after == Some(Step::Test) {
+            return Ok(Outcome::StoppedAfterTest);
+        }
+        self.finish(current, pending).await?;
+        report
+            .steps
+            .push(format!("finish: AWSCURRENT is {id}, AWSPREVIOUS is {current}"));
+        report.previous_version = Some(current.clone());
+        report.current_version = id.clone();
+        report.pending_version = None;
+        Ok(Outcome::Rotated)
+    }
+
+    /// Phase one of an overlapping rotation: every node keeps serving the
+    /// current set and also offers the pending one; nothing is promoted.
+    async fn overlap(
+        &self,
+        current_set: &StoredVersion,
+        pending: &StoredVersion,
+        report: &mut Report,
+    ) -> Result<Outcome, RotationError> {
+        (self.say)(&format!(
+            "overlap: {} node(s) keep serving {} and also offer {}",
+            self.instances.len(),
+            current_set.version_id,
+            pending.version_id
+        ));
+        let pushed = self.set(current_set, Some(pending)).await?;
+        let ok = pushed.all_ok();
+        report.push = Some(pushed);
+        if !ok {
+            report
+                .steps
+                .push("overlap: some nodes failed; fix them and run --overlap --resume, or --abort".to_owned());
+            return Ok(Outcome::PushFailed);
+        }
+        if let Some(findings) = self.test(&current_set.document.keys).await {
+            report
+                .steps
+                .push("overlap: a node no longer serves the current set first".to_owned());
+            let drift = findings.iter().any(|(_, f)| f.iter().any(|f| f.status.is_drift()));
+            report.audit = findings;
+            return Ok(if drift {
+                Outcome::AuditFailed
+            } else {
+                Outcome::AuditIncomplete
+            });
+        }
+        report.steps.push(format!(
+            "overlap: every node serves {} and offers {}; clients with UpdateHostKeys learn the new keys when they log in. Run `rotate --finish` when ready",
+            current_set.version_id, pending.version_id
+        ));
+        Ok(Outcome::OverlapStarted)
+    }
+}
+
+/// How a rotation run starts, decided from the stages alone.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Start {
+    /// No rotation in flight: create a new pending version.
+    Create,
+    /// Continue with this pending version.
+    Continue(VersionId),
+    /// Refuse, saying why and what to do.
+    Refuse(String),
+}
+
+/// `pending` is the AWSPENDING version (id, creation time) when it is not
+/// the current one; `resume` is --resume or --finish.
+pub fn plan_start(current: &VersionId, pending: Option<&(VersionId, Option<String>)>, resume: bool) -> Start {
+    match (pending, resume) {
+        (Some((id, created)), false) => Start::Refuse(format!(
+            "a rotation is already in flight: version {id} is AWSPENDING ({}); continue it with --resume or drop it with --abort",
+            age(created.as_deref())
+        )),
+        (Some((id, _)), true) => Start::Continue(id.clone()),
+        (None, true) => Start::Refuse(format!(
+            "no rotation in flight to resume (no AWSPENDING version besides AWSCURRENT {current})"
+        )),
+        (None, false) => Start::Create,
+    }
+}
+
+/// How old a version is, for people.
+pub fn age(created: Option<&str>) -> String {
+    let Some(created) = created else {
+        return "unknown age".to_owned();
+    };
+    match time::OffsetDateTime::parse(created, &time::format_description::well_known::Rfc3339) {
+        Ok(t) => {
+            let secs = (time::OffsetDateTime::now_utc() - t).whole_seconds().max(0);
+            match secs {
+                s if s < 120 => format!("{s} s old"),
+                s if s < 7200 => format!("{} min old", s / 60),
+                s => format!("{} h old", s / 3600),
+            }
+        }
+        Err(_) => format!("created {}", crate::output::escape(created)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Start, age, plan_start};
+    use crate::ids::VersionId;
+
+    #[test]
+    fn the_start_follows_the_stages() {
+        let c = VersionId::random();
+        let p = VersionId::random();
+        assert_eq!(plan_start(&c, None, false), Start::Create);
+        let pending = (p.clone(), Some("2020-01-01T00:00:00Z".to_owned()));
+        assert_eq!(plan_start(&c, Some(&pending), true), Start::Continue(p.clone()));
+        let Start::Refuse(busy) = plan_start(&c, Some(&pending), false) else {
+            panic!("not refused")
+        };
+        assert!(
+            busy.contains(&format!("version {p} is AWSPENDING")) && busy.contains("h old") && busy.contains("--abort"),
+            "{busy}"
+        );
+        let Start::Refuse(idle) = plan_start(&c, None, true) else {
+            panic!("not refused")
+        };
+        assert!(
+            idle.contains("no rotation in flight") && idle.contains(&format!("AWSCURRENT {c}")),
+            "{idle}"
+        );
+    }
+
+    #[test]
+    fn ages_read_naturally() {
+        assert_eq!(age(None), "unknown age");
+        assert_eq!(age(Some("not a time")), "created not a time");
+        let now = time::OffsetDateTime::now_utc() - time::Duration::minutes(5);
+        let stamp = now.format(&time::format_description::well_known::Rfc3339).unwrap();
+        assert_eq!(age(Some(&stamp)), "5 min old");
+    }
+}
