@@ -1,10 +1,12 @@
 # The two commands a newcomer runs (see README):
 #   make demo   the whole story end to end on the local test bed
 #   make test   every check and test (what CI runs)
+# And for iterating: make check (fmt, clippy, unit and in-memory flow
+# tests; no root, no sshd, no AWS emulator, no HAProxy).
 
 CARGO ?= cargo
 
-.PHONY: demo test deps lint build bench clean-bed
+.PHONY: demo test check deps lint build bench clean-bed
 
 deps:
 	./scripts/install-deps.sh
@@ -14,10 +16,13 @@ build:
 
 lint:
 	$(CARGO) fmt --check
-	$(CARGO) clippy --locked --all-targets -- -D warnings
+	$(CARGO) clippy --locked --all-targets --features testing -- -D warnings
+
+check: lint
+	$(CARGO) test --locked --lib --features testing
 
 test: deps lint
-	$(CARGO) test --locked --all-targets
+	$(CARGO) test --locked --all-targets --features testing
 
 demo: deps build
 	./scripts/demo.sh

@@ -29,3 +29,5 @@ pub mod rotation;
 pub mod scan;
 pub mod shell;
 pub mod store;
+#[cfg(feature = "testing")]
+pub mod testing;

@@ -190,7 +190,7 @@ pub fn inline_content(main_text: &str, algorithms: &[KeyAlgorithm], host_keys: &
 
 /// Whether an `Include` pattern matches a file name, as sshd's glob(3)
 /// does: `*`, `?` and `[...]`, and no wildcard matches a leading dot.
-fn include_matches(pattern: &str, name: &str) -> bool {
+pub fn include_matches(pattern: &str, name: &str) -> bool {
     if name.starts_with('.') && !pattern.starts_with('.') {
         return false;
     }

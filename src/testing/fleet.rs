@@ -1,0 +1,430 @@
+//! Login nodes in memory: each a temporary directory with a real
+//! `etc/ssh` layout and an sshd double that, like sshd, serves the keys it
+//! loaded at its last reload, whatever is on disk since.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use ssh_key::PublicKey;
+
+use crate::aws::{AwsError, Call};
+use crate::cli::{Cli, Command};
+use crate::commands::install::{execute, exit_status};
+use crate::discovery::Instance;
+use crate::dispatch::{CommandSpec, Dispatcher, Invocation, MAX_IDS_PER_COMMAND, PollStats, Progress};
+use crate::hostport::HostPort;
+use crate::install::restrict::include_matches;
+use crate::install::sshd::{Effective, ReloadMethod, SshdControl, SshdError};
+use crate::keyset::{HostKey, KeyAlgorithm, KeySet};
+use crate::scan::{Prober, ScanAlgorithm, ScanError};
+use crate::store::SecretStore;
+
+/// Faults a node can be given.
+#[derive(Clone, Debug, Default)]
+pub struct NodeFaults {
+    /// The reload command fails (sshd keeps what it had).
+    pub reload_fails: bool,
+    /// sshd exits on reload and stays down.
+    pub dies_on_reload: bool,
+    /// The SSM agent fails the command with this stderr before it runs.
+    pub dispatch_fails: Option<String>,
+}
+
+/// One login node.
+pub struct MemNode {
+    /// Its EC2 identity.
+    pub instance: Instance,
+    /// Its `/etc/ssh`.
+    pub ssh_dir: PathBuf,
+    /// Its root directory.
+    pub root: PathBuf,
+    config: PathBuf,
+    served: Mutex<Option<BTreeMap<ScanAlgorithm, PublicKey>>>,
+    /// Faults to inject.
+    pub faults: Mutex<NodeFaults>,
+    reloads: Mutex<usize>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn scan_algorithm(key: &PublicKey) -> Option<ScanAlgorithm> {
+    match key.algorithm().as_str() {
+        "ssh-ed25519" => Some(ScanAlgorithm::Ed25519),
+        "ecdsa-sha2-nistp256" => Some(ScanAlgorithm::EcdsaP256),
+        "ecdsa-sha2-nistp384" => Some(ScanAlgorithm::EcdsaP384),
+        "ecdsa-sha2-nistp521" => Some(ScanAlgorithm::EcdsaP521),
+        "ssh-rsa" => Some(ScanAlgorithm::Rsa),
+        _ => None,
+    }
+}
+
+impl MemNode {
+    /// The fingerprints sshd serves now, by key type (`None`: sshd is down).
+    pub fn served(&self) -> Option<BTreeMap<ScanAlgorithm, crate::fingerprint::Fingerprint>> {
+        lock(&self.served)
+            .as_ref()
+            .map(|m| m.iter().map(|(a, k)| (*a, crate::keyset::fingerprint_of(k))).collect())
+    }
+
+    /// How many times sshd was reloaded.
+    pub fn reloads(&self) -> usize {
+        *lock(&self.reloads)
+    }
+
+    /// Whether sshd serves exactly `keys` (one key per type, nothing else).
+    pub fn serves(&self, keys: &KeySet) -> bool {
+        let want: BTreeMap<ScanAlgorithm, crate::fingerprint::Fingerprint> = keys
+            .keys()
+            .map(|k| (ScanAlgorithm::for_managed(k.algorithm()), k.fingerprint().clone()))
+            .collect();
+        self.served() == Some(want)
+    }
+
+    /// Loads what the config names, as sshd does at start and on reload:
+    /// the first key of each type the HostKeyAlgorithms setting allows.
+    fn load(&self) -> Result<BTreeMap<ScanAlgorithm, PublicKey>, SshdError> {
+        let effective = self.effective()?;
+        let allowed = |a: ScanAlgorithm| match &effective.host_key_algorithms {
+            None => true,
+            Some(list) => list.split(',').any(|name| match a {
+                ScanAlgorithm::Rsa => matches!(name, "rsa-sha2-512" | "rsa-sha2-256" | "ssh-rsa"),
+                other => name == other.key_type(),
+            }),
+        };
+        let mut out = BTreeMap::new();
+        for path in &effective.host_keys {
+            let Ok(text) = std::fs::read_to_string(path) else {
+                continue;
+            };
+            let text = zeroize::Zeroizing::new(text);
+            let Ok(key) = HostKey::from_openssh(&text) else {
+                return Err(SshdError::ConfigTest {
+                    command: "sshd -t (double)".to_owned(),
+                    stderr: format!("Unable to load host key {path}: invalid format"),
+                });
+            };
+            if let Some(a) = scan_algorithm(key.public_key())
+                && allowed(a)
+            {
+                out.entry(a).or_insert_with(|| key.public_key().clone());
+            }
+        }
+        Ok(out)
+    }
+
+    fn parse_file(&self, path: &Path, e: &mut Effective, depth: usize) {
+        let Ok(text) = std::fs::read_to_string(path) else {
+            return;
+        };
+        for line in text.lines() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (keyword, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+            let rest = rest.trim();
+            match keyword.to_ascii_lowercase().as_str() {
+                "match" => break,
+                "include" if depth < 4 => {
+                    for pattern in rest.split_whitespace() {
+                        let full = if Path::new(pattern).is_absolute() {
+                            PathBuf::from(pattern)
+                        } else {
+                            self.ssh_dir.join(pattern)
+                        };
+                        let (Some(dir), Some(name)) = (full.parent(), full.file_name()) else {
+                            continue;
+                        };
+                        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+                            .map(|d| d.flatten().map(|f| f.path()).collect())
+                            .unwrap_or_default();
+                        files.sort();
+                        for f in files {
+                            let fname = f
+                                .file_name()
+                                .map(|n| n.to_string_lossy().into_owned())
+                                .unwrap_or_default();
+                            if include_matches(&name.to_string_lossy(), &fname) {
+                                self.parse_file(&f, e, depth + 1);
+                            }
+                        }
+                    }
+                }
+                "hostkey" => e.host_keys.push(rest.to_owned()),
+                "hostkeyalgorithms" if e.host_key_algorithms.is_none() => {
+                    e.host_key_algorithms = Some(rest.to_owned());
+                }
+                "listenaddress" => e.listen.push(rest.to_owned()),
+                "pidfile" if e.pid_file.is_none() => e.pid_file = Some(rest.to_owned()),
+                _ => {}
+            }
+        }
+    }
+}
+
+impl SshdControl for MemNode {
+    fn config(&self) -> &Path {
+        &self.config
+    }
+
+    fn test(&self) -> Result<(), SshdError> {
+        self.load().map(|_| ())
+    }
+
+    fn effective(&self) -> Result<Effective, SshdError> {
+        let mut e = Effective::default();
+        self.parse_file(&self.config, &mut e, 0);
+        if e.host_keys.is_empty() {
+            for a in KeyAlgorithm::ALL {
+                e.host_keys
+                    .push(self.ssh_dir.join(a.private_file_name()).display().to_string());
+            }
+        }
+        if e.listen.is_empty() {
+            e.listen.push("0.0.0.0:22".to_owned());
+        }
+        Ok(e)
+    }
+
+    fn reload(&self, _method: &ReloadMethod) -> Result<String, SshdError> {
+        *lock(&self.reloads) += 1;
+        let faults = lock(&self.faults).clone();
+        if faults.reload_fails {
+            return Err(SshdError::Reload {
+                command: "reload (double)".to_owned(),
+                status: "exit status: 1".to_owned(),
+                stderr: "injected reload failure".to_owned(),
+            });
+        }
+        if faults.dies_on_reload {
+            *lock(&self.served) = None;
+            return Ok("reload (double): sshd exited".to_owned());
+        }
+        let loaded = self.load()?;
+        *lock(&self.served) = Some(loaded);
+        Ok("reload (double)".to_owned())
+    }
+}
+
+/// A fleet of in-memory login nodes.
+pub struct MemFleet {
+    /// The nodes.
+    pub nodes: Vec<MemNode>,
+    _dir: tempfile::TempDir,
+}
+
+impl MemFleet {
+    /// `count` nodes, each with its own fresh keys of `algorithms` (so they
+    /// differ, as on a real fleet), a Debian-like config with an `Include`
+    /// of `sshd_config.d/*.conf`, and sshd serving those keys.
+    pub fn new(count: usize, algorithms: &[KeyAlgorithm]) -> std::io::Result<Self> {
+        let dir = tempfile::Builder::new().prefix("hostkeyctl-memfleet-").tempdir()?;
+        let mut nodes = Vec::new();
+        for i in 0..count {
+            let root = dir.path().join(format!("node-{}", i + 1));
+            let ssh_dir = root.join("etc/ssh");
+            std::fs::create_dir_all(ssh_dir.join("sshd_config.d"))?;
+            for sub in ["run", "var/lib/hostkeyctl"] {
+                std::fs::create_dir_all(root.join(sub))?;
+            }
+            let keys = KeySet::generate(algorithms, 2048).map_err(std::io::Error::other)?;
+            keys.write_dir(&ssh_dir, false).map_err(std::io::Error::other)?;
+            let address = format!("127.200.0.{}", 11 + i);
+            let config = ssh_dir.join("sshd_config");
+            std::fs::write(
+                &config,
+                format!(
+                    "# in-memory node {}\nInclude {}/sshd_config.d/*.conf\nListenAddress {address}:22\nPasswordAuthentication no\n",
+                    i + 1,
+                    ssh_dir.display()
+                ),
+            )?;
+            let node = MemNode {
+                instance: Instance {
+                    instance_id: format!("i-{:017x}", i + 1),
+                    private_ip: Some(address),
+                    name: Some(format!("mem-login-{}", i + 1)),
+                },
+                ssh_dir,
+                root,
+                config,
+                served: Mutex::new(None),
+                faults: Mutex::new(NodeFaults::default()),
+                reloads: Mutex::new(0),
+            };
+            let loaded = node.load().map_err(std::io::Error::other)?;
+            *lock(&node.served) = Some(loaded);
+            nodes.push(node);
+        }
+        Ok(MemFleet { nodes, _dir: dir })
+    }
+
+    /// The instances, as discovery would return them.
+    pub fn instances(&self) -> Vec<Instance> {
+        self.nodes.iter().map(|n| n.instance.clone()).collect()
+    }
+
+    /// The node with this instance id.
+    pub fn node(&self, instance_id: &str) -> Option<&MemNode> {
+        self.nodes.iter().find(|n| n.instance.instance_id == instance_id)
+    }
+
+    /// Every node serves exactly `keys`.
+    pub fn all_serve(&self, keys: &KeySet) -> bool {
+        self.nodes.iter().all(|n| n.serves(keys))
+    }
+}
+
+impl Prober for MemFleet {
+    async fn probe(
+        &self,
+        host: &str,
+        port: u16,
+        algorithm: ScanAlgorithm,
+        _timeout: Duration,
+    ) -> Result<PublicKey, ScanError> {
+        let node = self
+            .nodes
+            .iter()
+            .find(|n| n.instance.private_ip.as_deref() == Some(host) && port == 22)
+            .ok_or(ScanError::Refused)?;
+        let served = lock(&node.served).clone();
+        match served {
+            None => Err(ScanError::Refused),
+            Some(keys) => keys
+                .get(&algorithm)
+                .cloned()
+                .ok_or_else(|| ScanError::NotOffered(algorithm.key_type().to_owned())),
+        }
+    }
+}
+
+/// SSM Run Command in memory: runs each `hostkeyctl install` command line
+/// in-process on its node, against `store`, at once (rate controls are
+/// not modelled), and reports invocations as SSM does.
+pub struct MemDispatcher<'a, S> {
+    fleet: &'a MemFleet,
+    store: &'a S,
+    done: Mutex<BTreeMap<String, Invocation>>,
+    /// Command lines sent, in order.
+    pub sent: Mutex<Vec<String>>,
+}
+
+impl<'a, S: SecretStore> MemDispatcher<'a, S> {
+    /// A dispatcher over `fleet`, whose nodes read `store`.
+    pub fn new(fleet: &'a MemFleet, store: &'a S) -> Self {
+        MemDispatcher {
+            fleet,
+            store,
+            done: Mutex::new(BTreeMap::new()),
+            sent: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Runs one command line on one node as the SSM agent would:
+    /// (exit code, stdout, stderr).
+    async fn run_on(&self, node: &MemNode, line: &str) -> (i32, String, String) {
+        if let Some(stderr) = lock(&node.faults).dispatch_fails.clone() {
+            return (1, String::new(), stderr);
+        }
+        let Some(words) = shlex::split(line) else {
+            return (2, String::new(), "sh: syntax error".to_owned());
+        };
+        let argv = std::iter::once("hostkeyctl".to_owned()).chain(words.into_iter().skip(1));
+        let cli = match Cli::try_parse_from(argv) {
+            Ok(cli) => cli,
+            Err(e) => return (2, String::new(), e.to_string()),
+        };
+        let Command::Install(mut args) = cli.command else {
+            return (2, String::new(), "not an install command".to_owned());
+        };
+        // What the node's environment (HOSTKEYCTL_*) says on the bed.
+        args.ssh_dir = node.ssh_dir.clone();
+        args.sshd_config = Some(node.config.clone());
+        args.state_dir = node.root.join("var/lib/hostkeyctl");
+        args.lock_file = node.root.join("run/hostkeyctl.lock");
+        args.verify_address = node
+            .instance
+            .private_ip
+            .as_ref()
+            .map(|ip| HostPort::new(ip.clone(), 22));
+        args.reload_command = Some("reload".to_owned());
+        args.verify_timeout = 0;
+        args.lock_timeout = 1;
+        match execute(&args, Some(self.store), node, self.fleet).await {
+            Ok(report) => {
+                let line = serde_json::to_string(&report).unwrap_or_default();
+                (
+                    i32::from(exit_status(&report).code()),
+                    format!("{line}\n"),
+                    String::new(),
+                )
+            }
+            Err(failure) => (
+                i32::from(failure.status.code()),
+                String::new(),
+                format!("error: {:#}", failure.error),
+            ),
+        }
+    }
+}
+
+impl<S: SecretStore> Dispatcher for MemDispatcher<'_, S> {
+    async fn send(&self, spec: &CommandSpec, instance_ids: &[String]) -> Result<Vec<(String, Vec<String>)>, AwsError> {
+        let call = Call::new("ssm:SendCommand", format!("document {}", spec.document));
+        lock(&self.sent).push(spec.command_line.clone());
+        let mut sent = Vec::new();
+        for batch in instance_ids.chunks(MAX_IDS_PER_COMMAND) {
+            let command_id = uuid::Uuid::new_v4().to_string();
+            for id in batch {
+                let node = self.fleet.node(id).ok_or_else(|| {
+                    crate::aws::classify_code("InvalidInstanceId", format!("instance {id} is not managed"), &call)
+                })?;
+                let (code, stdout, stderr) = self.run_on(node, &spec.command_line).await;
+                lock(&self.done).insert(
+                    id.clone(),
+                    Invocation {
+                        instance_id: id.clone(),
+                        command_id: command_id.clone(),
+                        status: if code == 0 { "Success" } else { "Failed" }.to_owned(),
+                        response_code: Some(code),
+                        stdout,
+                        stderr,
+                    },
+                );
+            }
+            sent.push((command_id, batch.to_vec()));
+        }
+        Ok(sent)
+    }
+
+    async fn wait(
+        &self,
+        commands: &[(String, Vec<String>)],
+        _deadline: Instant,
+        progress: Progress<'_>,
+    ) -> Result<(BTreeMap<String, Invocation>, PollStats), AwsError> {
+        let done = lock(&self.done).clone();
+        let out: BTreeMap<String, Invocation> = commands
+            .iter()
+            .flat_map(|(_, ids)| ids.iter())
+            .filter_map(|id| done.get(id).map(|inv| (id.clone(), inv.clone())))
+            .collect();
+        progress(out.len(), out.len());
+        let stats = PollStats {
+            rounds: 1,
+            list_calls: commands.len(),
+            max_calls_per_round: commands.len(),
+        };
+        Ok((out, stats))
+    }
+
+    async fn cancel(&self, _command_id: &str) -> Result<(), AwsError> {
+        Ok(())
+    }
+}

@@ -1,0 +1,335 @@
+//! A secret store in memory with Secrets Manager's rules for versions,
+//! staging labels and client tokens.
+
+use std::sync::Mutex;
+
+use zeroize::Zeroizing;
+
+use crate::aws::AwsError;
+use crate::document::SecretDocument;
+use crate::ids::{SecretId, StageLabel, VersionId};
+use crate::store::{
+    CreateRequest, STAGE_CURRENT, STAGE_PREVIOUS, SecretInfo, SecretStore, StoreError, StoredVersion, TAG_FORMAT,
+    VersionInfo, VersionSelector, fingerprint_tags, stored_version,
+};
+
+struct Version {
+    id: VersionId,
+    text: Zeroizing<String>,
+    stages: Vec<String>,
+    created: i64,
+}
+
+struct Secret {
+    arn: SecretId,
+    name: String,
+    description: String,
+    kms_key_id: Option<String>,
+    tags: Vec<(String, String)>,
+    versions: Vec<Version>,
+}
+
+/// Secrets Manager in memory: one region, one account.
+#[derive(Default)]
+pub struct MemoryStore {
+    secrets: Mutex<Vec<Secret>>,
+    clock: Mutex<i64>,
+}
+
+fn not_found(action: &'static str, secret: &SecretId, what: &str) -> StoreError {
+    StoreError::Aws(AwsError::NotFound {
+        action,
+        resource: format!("secret {secret}"),
+        message: format!("Secrets Manager can't find {what}."),
+    })
+}
+
+fn invalid(action: &'static str, secret: &SecretId, message: String) -> StoreError {
+    StoreError::Aws(AwsError::Service {
+        action,
+        resource: format!("secret {secret}"),
+        code: "InvalidParameterException".to_owned(),
+        message,
+    })
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        MemoryStore::default()
+    }
+
+    fn tick(&self) -> i64 {
+        let mut clock = self.clock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *clock += 1;
+        1_800_000_000 + *clock
+    }
+
+    fn with<T>(
+        &self,
+        action: &'static str,
+        id: &SecretId,
+        f: impl FnOnce(&mut Secret) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut secrets = self.secrets.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let secret = secrets
+            .iter_mut()
+            .find(|s| s.name == id.as_str() || s.arn == *id)
+            .ok_or_else(|| not_found(action, id, "the specified secret"))?;
+        f(secret)
+    }
+
+    /// The staging labels of every version, for assertions: (version, labels).
+    pub fn stages(&self, id: &SecretId) -> Vec<(VersionId, Vec<String>)> {
+        self.with("test:Stages", id, |s| {
+            Ok(s.versions.iter().map(|v| (v.id.clone(), v.stages.clone())).collect())
+        })
+        .unwrap_or_default()
+    }
+
+    /// The version holding `label`.
+    pub fn holder(&self, id: &SecretId, label: &str) -> Option<VersionId> {
+        self.stages(id)
+            .into_iter()
+            .find(|(_, labels)| labels.iter().any(|l| l == label))
+            .map(|(v, _)| v)
+    }
+
+    /// How many versions the secret has, labelled or not.
+    pub fn version_count(&self, id: &SecretId) -> usize {
+        self.stages(id).len()
+    }
+}
+
+fn take_label(secret: &mut Secret, label: &str) {
+    for v in &mut secret.versions {
+        v.stages.retain(|l| l != label);
+    }
+}
+
+fn created_string(t: i64) -> Option<String> {
+    time::OffsetDateTime::from_unix_timestamp(t)
+        .ok()
+        .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
+}
+
+impl SecretStore for MemoryStore {
+    async fn create(&self, req: &CreateRequest<'_>) -> Result<(SecretId, VersionId), StoreError> {
+        let version_id = VersionId::random();
+        let text = req.document.to_json().map_err(|source| StoreError::NotHostkeyctl {
+            secret: req.name.clone(),
+            selector: VersionSelector::VersionId(version_id.clone()),
+            source: Box::new(source),
+        })?;
+        let created = self.tick();
+        let mut secrets = self.secrets.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if secrets.iter().any(|s| s.name == req.name.as_str()) {
+            return Err(StoreError::AlreadyExists {
+                name: req.name.to_string(),
+            });
+        }
+        let arn = SecretId::parse(&format!(
+            "arn:aws:secretsmanager:us-east-1:123456789012:secret:{}-AbCdEf",
+            req.name
+        ))
+        .map_err(|source| StoreError::BadMetadata {
+            secret: req.name.to_string(),
+            what: "an ARN",
+            source,
+        })?;
+        let mut tags = vec![(TAG_FORMAT.to_owned(), crate::document::FORMAT_V1.to_owned())];
+        tags.extend(fingerprint_tags(&version_id, &req.document.keys));
+        tags.extend(req.tags.iter().cloned());
+        secrets.push(Secret {
+            arn: arn.clone(),
+            name: req.name.to_string(),
+            description: req.description.to_owned(),
+            kms_key_id: req.kms_key_id.map(str::to_owned),
+            tags,
+            versions: vec![Version {
+                id: version_id.clone(),
+                text,
+                stages: vec![STAGE_CURRENT.to_owned()],
+                created,
+            }],
+        });
+        Ok((arn, version_id))
+    }
+
+    async fn get(&self, id: &SecretId, selector: &VersionSelector) -> Result<StoredVersion, StoreError> {
+        let (arn, name, version, stages, text) = self.with("secretsmanager:GetSecretValue", id, |s| {
+            let v = s
+                .versions
+                .iter()
+                .find(|v| match selector {
+                    VersionSelector::Stage(l) => v.stages.iter().any(|x| x == l.as_str()),
+                    VersionSelector::VersionId(x) => v.id == *x,
+                })
+                .ok_or_else(|| not_found("secretsmanager:GetSecretValue", id, &format!("the {selector}")))?;
+            Ok((
+                s.arn.to_string(),
+                s.name.clone(),
+                v.id.to_string(),
+                v.stages.clone(),
+                v.text.clone(),
+            ))
+        })?;
+        stored_version(
+            id,
+            selector,
+            Some(&arn),
+            Some(&name),
+            Some(&version),
+            stages,
+            Some(text),
+        )
+    }
+
+    async fn describe(&self, id: &SecretId) -> Result<SecretInfo, StoreError> {
+        self.with("secretsmanager:DescribeSecret", id, |s| {
+            let mut versions: Vec<&Version> = s.versions.iter().filter(|v| !v.stages.is_empty()).collect();
+            versions.sort_by_key(|v| std::cmp::Reverse(v.created));
+            Ok(SecretInfo {
+                arn: s.arn.clone(),
+                name: s.name.clone(),
+                description: Some(s.description.clone()),
+                kms_key_id: s.kms_key_id.clone(),
+                tags: s.tags.clone(),
+                versions: versions
+                    .into_iter()
+                    .map(|v| VersionInfo {
+                        version_id: v.id.clone(),
+                        stages: v.stages.clone(),
+                        created: created_string(v.created),
+                    })
+                    .collect(),
+            })
+        })
+    }
+
+    async fn put_version(
+        &self,
+        id: &SecretId,
+        document: &SecretDocument,
+        token: &VersionId,
+        stages: &[StageLabel],
+    ) -> Result<VersionId, StoreError> {
+        let text = document.to_json().map_err(|source| StoreError::NotHostkeyctl {
+            secret: id.clone(),
+            selector: VersionSelector::VersionId(token.clone()),
+            source: Box::new(source),
+        })?;
+        let created = self.tick();
+        self.with("secretsmanager:PutSecretValue", id, |s| {
+            if let Some(existing) = s.versions.iter().find(|v| v.id == *token) {
+                // Secrets Manager: the same token with the same value is a
+                // no-op; with another value it is refused.
+                return if *existing.text == *text {
+                    Ok(token.clone())
+                } else {
+                    Err(StoreError::TokenConflict {
+                        secret: id.to_string(),
+                        version_id: token.clone(),
+                    })
+                };
+            }
+            let labels: Vec<String> = if stages.is_empty() {
+                vec![STAGE_CURRENT.to_owned()]
+            } else {
+                stages.iter().map(ToString::to_string).collect()
+            };
+            if labels.iter().any(|l| l == STAGE_CURRENT) {
+                let old = s
+                    .versions
+                    .iter()
+                    .position(|v| v.stages.iter().any(|l| l == STAGE_CURRENT));
+                take_label(s, STAGE_PREVIOUS);
+                if let Some(i) = old {
+                    s.versions[i].stages.push(STAGE_PREVIOUS.to_owned());
+                }
+            }
+            for label in &labels {
+                take_label(s, label);
+            }
+            s.versions.push(Version {
+                id: token.clone(),
+                text,
+                stages: labels,
+                created,
+            });
+            Ok(token.clone())
+        })
+    }
+
+    async fn move_stage(
+        &self,
+        id: &SecretId,
+        label: &StageLabel,
+        to: Option<&VersionId>,
+        from: Option<&VersionId>,
+    ) -> Result<(), StoreError> {
+        const ACTION: &str = "secretsmanager:UpdateSecretVersionStage";
+        self.with(ACTION, id, |s| {
+            let holder = s
+                .versions
+                .iter()
+                .find(|v| v.stages.iter().any(|l| l == label.as_str()))
+                .map(|v| v.id.clone());
+            if let Some(from) = from
+                && holder.as_ref() != Some(from)
+            {
+                return Err(invalid(
+                    ACTION,
+                    id,
+                    format!("The staging label {label} is not attached to version {from}"),
+                ));
+            }
+            let Some(to) = to else {
+                take_label(s, label.as_str());
+                return Ok(());
+            };
+            if !s.versions.iter().any(|v| v.id == *to) {
+                return Err(not_found(ACTION, id, &format!("version {to}")));
+            }
+            if holder.as_ref() == Some(to) {
+                return Ok(());
+            }
+            if let Some(h) = &holder
+                && from != Some(h)
+            {
+                return Err(invalid(
+                    ACTION,
+                    id,
+                    format!(
+                        "The staging label {label} is currently attached to version {h}; specify RemoveFromVersionId"
+                    ),
+                ));
+            }
+            take_label(s, label.as_str());
+            if label.as_str() == STAGE_CURRENT {
+                take_label(s, STAGE_PREVIOUS);
+                if let Some(h) = &holder
+                    && let Some(v) = s.versions.iter_mut().find(|v| v.id == *h)
+                {
+                    v.stages.push(STAGE_PREVIOUS.to_owned());
+                }
+            }
+            if let Some(v) = s.versions.iter_mut().find(|v| v.id == *to) {
+                v.stages.push(label.to_string());
+            }
+            Ok(())
+        })
+    }
+
+    async fn tag(&self, id: &SecretId, tags: &[(String, String)]) -> Result<(), StoreError> {
+        self.with("secretsmanager:TagResource", id, |s| {
+            for (k, v) in tags {
+                match s.tags.iter_mut().find(|(key, _)| key == k) {
+                    Some(slot) => slot.1 = v.clone(),
+                    None => s.tags.push((k.clone(), v.clone())),
+                }
+            }
+            Ok(())
+        })
+    }
+}
