@@ -132,7 +132,7 @@ impl SecretId {
                 text,
                 format!(
                     "{} is not allowed; a name has ASCII letters, digits and /_+=.@- only",
-                    crate::output::escape(&bad.to_string())
+                    quoted_prefix(&bad.to_string(), 4)
                 ),
             ));
         }

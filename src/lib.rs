@@ -1,13 +1,29 @@
 //! hostkeyctl: one SSH host identity for every login node behind a load
 //! balancer.
 //!
-//! The binary (`src/main.rs`) only parses arguments and maps results to exit
-//! codes; everything else lives here, one module per concern:
+//! The data path: an admin stores one key set in Secrets Manager
+//! ([`store`], as a [`document`] of a [`keyset`]); [`rollout`] sends
+//! `hostkeyctl install` to the nodes through SSM Run Command ([`dispatch`]),
+//! on command lines built from typed values ([`shell`], [`ids`],
+//! [`fingerprint`]); on each node [`install`] fetches the set, writes it,
+//! reloads sshd, verifies by handshake and rolls back on failure, and
+//! answers with a typed report; [`rotation`] replaces the set step by step
+//! with the secret's stages as its only state; [`audit`] checks by real
+//! handshakes ([`scan`]) what every node ([`discovery`], [`hostport`]) and
+//! the load balancer serve.
 //!
-//! - [`keyset`]: host keys and key sets (generate, adopt from files, write);
-//! - [`document`]: the JSON document stored in Secrets Manager;
-//! - [`fsutil`]: crash-safe file writes;
-//! - [`cli`], [`commands`], [`output`], [`exit`]: the command-line surface.
+//! Every module:
+//!
+//! - [`keyset`], [`document`], [`fingerprint`], [`ids`], [`hostport`]: the
+//!   values, parsed strictly where they enter;
+//! - [`store`] (Secrets Manager), [`dispatch`] (SSM), [`scan`] (SSH),
+//!   [`discovery`] (EC2), [`aws`] (SDK configuration, errors): the outside
+//!   systems, each behind a trait where the flows need a seam;
+//! - [`rollout`], [`rotation`], [`install`], [`audit`]: the flows;
+//! - [`shell`], [`fsutil`]: quoting for node shells, crash-safe writes;
+//! - [`cli`], [`commands`], [`output`], [`exit`]: the command line, printing
+//!   and exit codes (only `commands` maps outcomes to exit codes);
+//! - `testing` (feature `testing`): in-memory doubles of the outside systems.
 
 pub mod audit;
 pub mod aws;

@@ -77,6 +77,12 @@ class Faults:
     deny_actions: dict[str, str] = field(default_factory=dict)
     latency_ms: int = 0
     invisible_ms: int = 0
+    # Deterministic interruption: [{"action": "UpdateSecretVersionStage",
+    # "n": 1, "after": true}] answers the Nth call of that action (counted
+    # from when the faults were set) with HTTP 500 InternalFailure, after
+    # the call took effect when "after" is true (a client killed before it
+    # read the answer), before it otherwise.
+    fail_at: list[dict[str, Any]] = field(default_factory=list)
     seed: int = 1
 
     def update(self, changes: dict[str, Any]) -> None:
@@ -165,6 +171,7 @@ class Emulator:
         self.commands: dict[str, Command] = {}
         self.command_order: list[str] = []
         self.counts: dict[str, int] = {}
+        self.fault_counts: dict[str, int] = {}
         self.lock = threading.Lock()
         self.processes: set[subprocess.Popen] = set()
         self.control_hooks: dict[str, Callable[[dict[str, Any]], Any]] = {}
@@ -183,7 +190,12 @@ class Emulator:
         with self.lock:
             key = f"{service}:{action}"
             self.counts[key] = self.counts.get(key, 0) + 1
+            self.fault_counts[action] = self.fault_counts.get(action, 0) + 1
             faults = self.faults
+            interrupt = next(
+                (f for f in faults.fail_at if f.get("action") in (action, key) and f.get("n") == self.fault_counts[action]),
+                None,
+            )
             throttled = faults.throttle_fraction > 0 and (
                 not faults.throttle_actions or action in faults.throttle_actions or key in faults.throttle_actions
             ) and self.rng.random() < faults.throttle_fraction
@@ -195,6 +207,8 @@ class Emulator:
                 raise self._denied(service, action, denied)
             if throttled:
                 raise self._throttled(service)
+            if interrupt is not None and not interrupt.get("after"):
+                raise ApiError("InternalFailure", f"injected failure of {action} call {interrupt['n']}", 500)
             if service == "ssm" and action in OWN_SSM_ACTIONS:
                 request = json.loads(body or b"{}")
                 result = getattr(self, f"_ssm_{action}")(request, region or self.region)
@@ -203,6 +217,14 @@ class Emulator:
             return self._error(start_response, service, e)
         environ["wsgi.input"] = io.BytesIO(body)
         environ["CONTENT_LENGTH"] = str(len(body))
+        if interrupt is not None:
+            # Let the call take effect, then lose the answer.
+            b"".join(self.moto(environ, lambda *_args, **_kw: None))
+            return self._error(
+                start_response,
+                service,
+                ApiError("InternalFailure", f"injected: {action} call {interrupt['n']} took effect, answer lost", 500),
+            )
         return self.moto(environ, start_response)
 
     @staticmethod
@@ -285,11 +307,13 @@ class Emulator:
                 if method == "POST":
                     self.faults.update(request)
                     self.rng = random.Random(self.faults.seed)
+                    self.fault_counts.clear()
                 return self.faults.__dict__
         if path == "/_bed/faults/reset" and method == "POST":
             with self.lock:
                 self.faults = Faults()
                 self.rng = random.Random(self.faults.seed)
+                self.fault_counts.clear()
             return {}
         if path == "/_bed/commands":
             with self.lock:

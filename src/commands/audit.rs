@@ -70,6 +70,46 @@ impl OnDisk {
     }
 }
 
+/// The expected set from a known_hosts file: one key per type.
+fn expected_from_known_hosts(path: &std::path::Path) -> Result<(Expected, String), Failure> {
+    let entries = ssh_key::known_hosts::KnownHosts::read_file(path).map_err(|e| {
+        Failure::usage(anyhow::anyhow!(
+            "cannot read {} as a known_hosts file: {e}",
+            path.display()
+        ))
+    })?;
+    let mut by_type = BTreeMap::new();
+    for entry in entries {
+        if entry.marker().is_some() {
+            continue;
+        }
+        let key = entry.public_key();
+        let name = key.algorithm().as_str().to_owned();
+        let Some(algorithm) = ScanAlgorithm::ALL.into_iter().find(|a| a.key_type() == name) else {
+            continue;
+        };
+        let fp = crate::keyset::fingerprint_of(key);
+        if let Some(other) = by_type.insert(algorithm, fp.clone())
+            && other != fp
+        {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "{} holds two different {name} keys ({other} and {fp}); give a file with the one expected key per type",
+                path.display()
+            )));
+        }
+    }
+    if by_type.is_empty() {
+        return Err(Failure::usage(anyhow::anyhow!("{} holds no host key", path.display())));
+    }
+    Ok((
+        Expected {
+            by_type,
+            untyped: vec![],
+        },
+        format!("known_hosts file {}", path.display()),
+    ))
+}
+
 async fn expected_set(args: &AuditArgs, config: Option<&aws_config::SdkConfig>) -> Result<(Expected, String), Failure> {
     if let Some(secret) = &args.secret_id {
         let config = config.ok_or_else(|| Failure::usage(anyhow::anyhow!("no AWS configuration")))?;
@@ -123,42 +163,7 @@ async fn expected_set(args: &AuditArgs, config: Option<&aws_config::SdkConfig>) 
         ));
     }
     if let Some(path) = &args.known_hosts {
-        let entries = ssh_key::known_hosts::KnownHosts::read_file(path).map_err(|e| {
-            Failure::usage(anyhow::anyhow!(
-                "cannot read {} as a known_hosts file: {e}",
-                path.display()
-            ))
-        })?;
-        let mut by_type = BTreeMap::new();
-        for entry in entries {
-            if entry.marker().is_some() {
-                continue;
-            }
-            let key = entry.public_key();
-            let name = key.algorithm().as_str().to_owned();
-            let Some(algorithm) = ScanAlgorithm::ALL.into_iter().find(|a| a.key_type() == name) else {
-                continue;
-            };
-            let fp = crate::keyset::fingerprint_of(key);
-            if let Some(other) = by_type.insert(algorithm, fp.clone())
-                && other != fp
-            {
-                return Err(Failure::usage(anyhow::anyhow!(
-                    "{} holds two different {name} keys ({other} and {fp}); give a file with the one expected key per type",
-                    path.display()
-                )));
-            }
-        }
-        if by_type.is_empty() {
-            return Err(Failure::usage(anyhow::anyhow!("{} holds no host key", path.display())));
-        }
-        return Ok((
-            Expected {
-                by_type,
-                untyped: vec![],
-            },
-            format!("known_hosts file {}", path.display()),
-        ));
+        return expected_from_known_hosts(path);
     }
     if !args.expect.is_empty() {
         return Ok((
@@ -182,6 +187,73 @@ fn endpoint_of(address: &HostPort) -> Endpoint {
     }
 }
 
+/// The nodes to audit: discovered instances (with their private address)
+/// and the endpoints given directly.
+async fn endpoints(
+    args: &AuditArgs,
+    config: Option<&aws_config::SdkConfig>,
+) -> Result<(Vec<discovery::Instance>, Vec<Endpoint>), Failure> {
+    let mut endpoints: Vec<Endpoint> = Vec::new();
+    let mut instances = Vec::new();
+    if let Some(config) = config
+        && !args.targets.is_empty()
+    {
+        let ec2 = aws_sdk_ec2::Client::new(config);
+        instances = discovery::discover(&ec2, &args.targets)
+            .await
+            .map_err(discovery_failure)?;
+        for i in &instances {
+            let Some(ip) = &i.private_ip else {
+                tracing::warn!("{} has no private address; skipped", escape(&i.instance_id));
+                continue;
+            };
+            endpoints.push(Endpoint {
+                name: i.name.clone().unwrap_or_else(|| i.instance_id.clone()),
+                host: ip.clone(),
+                port: args.port,
+            });
+        }
+    }
+    endpoints.sort_by(|a, b| a.name.cmp(&b.name));
+    endpoints.extend(args.endpoints.iter().map(endpoint_of));
+    if endpoints.is_empty() && args.lb.is_none() {
+        // Every matched instance lacked a private address: auditing nothing
+        // must not look like a clean fleet.
+        return Err(Failure::usage(anyhow::anyhow!(
+            "no instance matching the targets has a private address to audit; give --endpoint HOST[:PORT] instead"
+        )));
+    }
+    Ok((instances, endpoints))
+}
+
+/// Counts by verdict, and the exit status: a node that said "drift" is
+/// drift; one that could not answer (SSM failed, no report) is incomplete,
+/// never drift.
+fn verdict(
+    nodes: &[NodeReport],
+    lb: Option<&LbReport>,
+    on_disk: &BTreeMap<String, OnDisk>,
+) -> (BTreeMap<String, usize>, Status) {
+    let mut summary: BTreeMap<String, usize> = BTreeMap::new();
+    let mut verdicts: Vec<Verdict> = nodes.iter().flat_map(|n| n.findings.iter().map(|f| f.status)).collect();
+    if let Some(lb) = lb {
+        verdicts.extend(lb.types.iter().map(|t| t.status));
+    }
+    for v in &verdicts {
+        *summary.entry(format!("{v:?}").to_uppercase()).or_default() += 1;
+    }
+    let disk_drift = on_disk.values().any(|v| v.result() == "drift");
+    let disk_unknown = on_disk.values().any(|v| !matches!(v.result(), "match" | "drift"));
+    let status = if verdicts.iter().any(|v| v.is_drift()) || disk_drift {
+        Status::Drift
+    } else if verdicts.contains(&Verdict::Unreachable) || disk_unknown {
+        Status::Incomplete
+    } else {
+        Status::Success
+    };
+    (summary, status)
+}
+
 /// Runs `audit`.
 pub async fn run(args: &AuditArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
     if args.targets.is_empty() && args.endpoints.is_empty() && args.lb.is_none() {
@@ -201,37 +273,7 @@ pub async fn run(args: &AuditArgs, global: &GlobalArgs, output: OutputFormat) ->
         None
     };
     let (expected, source) = expected_set(args, config.as_ref()).await?;
-
-    let mut endpoints: Vec<Endpoint> = Vec::new();
-    let mut instances = Vec::new();
-    if let Some(config) = &config
-        && !args.targets.is_empty()
-    {
-        let ec2 = aws_sdk_ec2::Client::new(config);
-        instances = discovery::discover(&ec2, &args.targets)
-            .await
-            .map_err(discovery_failure)?;
-        for i in &instances {
-            let Some(ip) = &i.private_ip else {
-                tracing::warn!("{} has no private address; skipped", i.instance_id);
-                continue;
-            };
-            endpoints.push(Endpoint {
-                name: i.name.clone().unwrap_or_else(|| i.instance_id.clone()),
-                host: ip.clone(),
-                port: args.port,
-            });
-        }
-    }
-    endpoints.sort_by(|a, b| a.name.cmp(&b.name));
-    endpoints.extend(args.endpoints.iter().map(endpoint_of));
-    if endpoints.is_empty() && args.lb.is_none() {
-        // Every matched instance lacked a private address: auditing nothing
-        // must not look like a clean fleet.
-        return Err(Failure::usage(anyhow::anyhow!(
-            "no instance matching the targets has a private address to audit; give --endpoint HOST[:PORT] instead"
-        )));
-    }
+    let (instances, endpoints) = endpoints(args, config.as_ref()).await?;
 
     let scanner = Arc::new(Scanner::new(
         crate::scan::SshProber,
@@ -279,25 +321,7 @@ pub async fn run(args: &AuditArgs, global: &GlobalArgs, output: OutputFormat) ->
         on_disk = check_on_disk(config, args, &expected, &instances).await?;
     }
 
-    let mut summary: BTreeMap<String, usize> = BTreeMap::new();
-    let mut verdicts: Vec<Verdict> = nodes.iter().flat_map(|n| n.findings.iter().map(|f| f.status)).collect();
-    if let Some(lb) = &lb {
-        verdicts.extend(lb.types.iter().map(|t| t.status));
-    }
-    for v in &verdicts {
-        *summary.entry(format!("{v:?}").to_uppercase()).or_default() += 1;
-    }
-    // A node that said "drift" is drift; one that could not answer (SSM
-    // failed, no report) is incomplete, never drift.
-    let disk_drift = on_disk.values().any(|v| v.result() == "drift");
-    let disk_unknown = on_disk.values().any(|v| !matches!(v.result(), "match" | "drift"));
-    let status = if verdicts.iter().any(|v| v.is_drift()) || disk_drift {
-        Status::Drift
-    } else if verdicts.contains(&Verdict::Unreachable) || disk_unknown {
-        Status::Incomplete
-    } else {
-        Status::Success
-    };
+    let (summary, status) = verdict(&nodes, lb.as_ref(), &on_disk);
     let report = AuditReport {
         schema: "hostkeyctl-audit/v1",
         expected_source: source,

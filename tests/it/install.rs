@@ -383,29 +383,23 @@ fn private_key_bytes_never_reach_stdout_or_stderr() {
     }
 }
 
-/// Kills installs with SIGKILL at random points, 50 times, each followed by
-/// a normal run, while a probe keeps asking sshd (in its default re-exec
-/// mode, which reads the key files on every connection) for all three keys.
-#[test]
-fn installs_killed_at_random_points_always_converge_and_sshd_keeps_serving() {
+/// What the probe thread of the kill campaign counts.
+type ProbeCounters = (
+    std::thread::JoinHandle<()>,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+);
+
+/// ssh-keyscan for all three key types in a loop until `stop`: probes run,
+/// refusals (sshd re-executing), and any answer with fewer keys than banners.
+fn keyscan_probe(address: String, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> ProbeCounters {
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    use std::time::Instant;
-
-    let bed = TestBed::start(BedOptions {
-        nodes: 1,
-        ..BedOptions::default()
-    });
-    let node = bed.state.nodes[0].clone();
-    let sets = [bed.init_generated("a"), bed.init_generated("b")];
-
-    // The probe: ssh-keyscan for rsa, ecdsa and ed25519 at once.
-    let stop = Arc::new(AtomicBool::new(false));
+    use std::sync::atomic::{AtomicUsize, Ordering};
     let (probes, refused) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let failures = Arc::new(std::sync::Mutex::new(Vec::new()));
     let probe = {
-        let (stop, probes, refused, failures) = (stop.clone(), probes.clone(), refused.clone(), failures.clone());
-        let address = node.address.clone();
+        let (probes, refused, failures) = (probes.clone(), refused.clone(), failures.clone());
         std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
                 let out = Command::new(require("ssh-keyscan"))
@@ -440,6 +434,28 @@ fn installs_killed_at_random_points_always_converge_and_sshd_keeps_serving() {
             }
         })
     };
+    (probe, probes, refused, failures)
+}
+
+/// Kills installs with SIGKILL at random points, 50 times, each followed by
+/// a normal run, while a probe keeps asking sshd (in its default re-exec
+/// mode, which reads the key files on every connection) for all three keys.
+#[test]
+fn installs_killed_at_random_points_always_converge_and_sshd_keeps_serving() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Instant;
+
+    let bed = TestBed::start(BedOptions {
+        nodes: 1,
+        ..BedOptions::default()
+    });
+    let node = bed.state.nodes[0].clone();
+    let sets = [bed.init_generated("a"), bed.init_generated("b")];
+
+    // The probe: ssh-keyscan for rsa, ecdsa and ed25519 at once.
+    let stop = Arc::new(AtomicBool::new(false));
+    let (probe, probes, refused, failures) = keyscan_probe(node.address.clone(), stop.clone());
 
     let env: Vec<(String, String)> = node.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     let spawn_install = |secret: &str| {
