@@ -208,6 +208,9 @@ pub struct LbReport {
     pub samples: usize,
     /// Backends behind it, when known.
     pub backends: Option<usize>,
+    /// Whether `backends` is an assumption (the number of nodes audited)
+    /// rather than given or read from the load balancer.
+    pub backends_assumed: bool,
     /// With K backends, the chance that one given backend was never hit by
     /// any sample of a type (connections spread uniformly): (1 - 1/K)^N.
     pub miss_probability: Option<f64>,
@@ -246,6 +249,10 @@ pub fn judge_lb(expected: &Expected, algorithm: ScanAlgorithm, probes: &[Probe])
         }
     } else if typed.is_some() && (not_offered > 0 || seen.is_empty()) {
         Verdict::Missing
+    } else if !failed.is_empty() {
+        // A sample that got no answer may have hit the one backend that
+        // serves another key: the verdict is at best incomplete.
+        Verdict::Unreachable
     } else {
         Verdict::Ok
     };
@@ -451,6 +458,14 @@ mod tests {
         assert_eq!(t.failed.values().sum::<usize>(), 1);
         let ok = judge_lb(&expected(), ScanAlgorithm::Ed25519, &[Ok(fp('A'))]);
         assert_eq!(ok.status, Verdict::Ok);
+        // Regression (hardening finding 8): a sample with no answer was
+        // ignored whenever another answered; it may have been the bad backend.
+        let partly = judge_lb(
+            &expected(),
+            ScanAlgorithm::Ed25519,
+            &[Ok(fp('A')), Err(ScanError::Timeout(5000))],
+        );
+        assert_eq!(partly.status, Verdict::Unreachable);
         let gone = judge_lb(
             &expected(),
             ScanAlgorithm::EcdsaP384,

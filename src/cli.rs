@@ -84,7 +84,7 @@ pub struct KeygenArgs {
         value_name = "ALG,..."
     )]
     pub algorithms: Vec<KeyAlgorithm>,
-    /// RSA modulus size in bits (2048 to 16384).
+    /// RSA modulus size in bits (2048 to 8192).
     #[arg(long, default_value_t = DEFAULT_RSA_BITS, value_name = "BITS")]
     pub rsa_bits: usize,
     /// Overwrite existing key files in DIR.

@@ -1,10 +1,12 @@
 //! Fleet discovery: which instances a `--target` names.
 //!
 //! One source today, EC2 `DescribeInstances` (running instances only), behind
-//! a small seam so that an NLB target group or a HyperPod cluster's node list
-//! can be added as further sources.
+//! the [`Fleet`] seam so that an NLB target group or a HyperPod cluster's
+//! node list can be added as further sources, and the flows tested against
+//! an in-memory fleet (feature `testing`).
 
 use std::fmt;
+use std::future::Future;
 use std::str::FromStr;
 
 use aws_sdk_ec2::types::Filter;
@@ -86,6 +88,33 @@ pub enum DiscoveryError {
     /// No target at all.
     #[error("no --target given: name the login nodes with --target tag:KEY=VALUE or --target i-...")]
     NoTargets,
+}
+
+/// Where the login nodes come from.
+pub trait Fleet: Sync {
+    /// The running instances matching every spec.
+    fn discover(&self, specs: &[TargetSpec]) -> impl Future<Output = Result<Vec<Instance>, DiscoveryError>> + Send;
+}
+
+/// The real fleet: EC2 `DescribeInstances`.
+#[derive(Clone, Debug)]
+pub struct Ec2Fleet {
+    client: aws_sdk_ec2::Client,
+}
+
+impl Ec2Fleet {
+    /// A fleet read with `config`.
+    pub fn new(config: &aws_config::SdkConfig) -> Self {
+        Ec2Fleet {
+            client: aws_sdk_ec2::Client::new(config),
+        }
+    }
+}
+
+impl Fleet for Ec2Fleet {
+    async fn discover(&self, specs: &[TargetSpec]) -> Result<Vec<Instance>, DiscoveryError> {
+        discover(&self.client, specs).await
+    }
 }
 
 /// Describes `specs` as users wrote them, joined with AND.

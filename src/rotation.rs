@@ -17,7 +17,7 @@ use crate::audit::{self, Endpoint, Expected, Finding, ScanPolicy, Scanner, Verdi
 use crate::discovery::Instance;
 use crate::dispatch::{Dispatcher, Progress};
 use crate::document::SecretDocument;
-use crate::ids::{SecretId, VersionId};
+use crate::ids::{SecretId, StageLabel, VersionId};
 use crate::keyset::{DEFAULT_RSA_BITS, KeyAlgorithm, KeyError, KeySet};
 use crate::rollout::{self, PushOptions, PushOutcome, RolloutError};
 use crate::scan::{Prober, ScanAlgorithm};
@@ -186,7 +186,6 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
     /// Reads the stages, after putting right what an interrupted finish
     /// left: AWSPENDING still on the current version, stale fingerprint tags.
     pub async fn stages(&self, notes: &mut Vec<String>) -> Result<(Stages, StoredVersion, bool), RotationError> {
-        let before = notes.len();
         let info = self.store.describe(self.secret).await?;
         let stages = Stages::of(&info)?;
         let current_set = self
@@ -202,32 +201,106 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
                 .await?;
             notes.push("cleaned up AWSPENDING left on the current version".to_owned());
         }
+        // A run killed between storing its set and claiming AWSPENDING
+        // leaves a claim label on a version nobody will use: take it off.
+        for v in &info.versions {
+            let pending = v.stages.iter().any(|l| l == STAGE_PENDING);
+            for label in v.stages.iter().filter(|l| l.starts_with(CLAIM_PREFIX)) {
+                if pending {
+                    continue;
+                }
+                if let Ok(label) = StageLabel::parse(label) {
+                    self.store
+                        .move_stage(self.secret, &label, None, Some(&v.version_id))
+                        .await?;
+                    notes.push(format!("removed the stale claim {label} from version {}", v.version_id));
+                }
+            }
+        }
         let tagged = info.tagged_fingerprints().ok().flatten().map(|(v, _)| v);
         if tagged.as_ref() != Some(&stages.current) {
             // Missing, stale or tampered tags are rewritten from the value.
             tag_fingerprints(self.store, self.secret, &stages.current, &current_set.document.keys).await?;
             notes.push("refreshed the fingerprint tags to the current version".to_owned());
         }
-        Ok((stages, current_set, notes.len() > before))
+        // Repairs of an interrupted finish (not stale claims) say that a
+        // rotation just completed.
+        let repaired = notes
+            .iter()
+            .any(|n| n.starts_with("cleaned up AWSPENDING") || n.starts_with("refreshed the fingerprint tags"));
+        Ok((stages, current_set, repaired))
     }
 
     /// Step create: a new set like the current one, stored as AWSPENDING.
-    pub async fn create(&self, current: &KeySet) -> Result<VersionId, RotationError> {
+    ///
+    /// Claiming AWSPENDING is atomic, so two admins rotating at once cannot
+    /// both proceed: the set is stored under a claim label of its own, then
+    /// AWSPENDING is moved to it *without* `RemoveFromVersionId`, which
+    /// Secrets Manager refuses while another version holds the label. The
+    /// loser takes its claim back and is refused, naming the winner.
+    pub async fn create(&self, planned_from: &VersionId, current: &KeySet) -> Result<VersionId, RotationError> {
         let rsa_bits = current
             .get(KeyAlgorithm::Rsa)
             .and_then(|k| k.rsa_bits())
             .unwrap_or(DEFAULT_RSA_BITS);
         let keys = KeySet::generate(&current.algorithms(), rsa_bits)?;
+        let token = VersionId::random();
+        let claim = claim_label(&token);
         let id = self
             .store
             .put_version(
                 self.secret,
                 &SecretDocument::new(keys),
-                &VersionId::random(),
-                &[stage(STAGE_PENDING)],
+                &token,
+                std::slice::from_ref(&claim),
             )
             .await?;
+        let claimed = self
+            .store
+            .move_stage(self.secret, &stage(STAGE_PENDING), Some(&id), None)
+            .await;
+        let refused = matches!(
+            &claimed,
+            Err(StoreError::Aws(crate::aws::AwsError::Service { code, .. })) if code == "InvalidParameterException"
+        );
+        if refused {
+            self.drop_claim(&claim, &id).await?;
+            let info = self.store.describe(self.secret).await?;
+            let winner = info
+                .version_with_stage(STAGE_PENDING)
+                .map_or_else(|| "another version".to_owned(), |v| format!("version {}", v.version_id));
+            return Err(RotationError::Refused(format!(
+                "another rotation claimed AWSPENDING first ({winner}); this run stored nothing that is staged. Follow that rotation with `hostkeyctl status`, or drop it with --abort"
+            )));
+        }
+        claimed?;
+        self.drop_claim(&claim, &id).await?;
+        // The plan was made from the stages read before the claim. If another
+        // rotation finished in between, AWSCURRENT moved: give AWSPENDING
+        // back rather than push a set planned against stale stages.
+        let info = self.store.describe(self.secret).await?;
+        let now = info.version_with_stage(STAGE_CURRENT).map(|v| v.version_id.clone());
+        if now.as_ref() != Some(planned_from) {
+            self.store
+                .move_stage(self.secret, &stage(STAGE_PENDING), None, Some(&id))
+                .await?;
+            return Err(RotationError::Refused(format!(
+                "another rotation finished while this one started: AWSCURRENT is now {}; nothing was pushed, run again if another rotation is still wanted",
+                now.map_or_else(|| "unset".to_owned(), |v| v.to_string())
+            )));
+        }
         Ok(id)
+    }
+
+    /// Takes a claim label off `id`; already gone (another run's cleanup)
+    /// is fine.
+    async fn drop_claim(&self, claim: &StageLabel, id: &VersionId) -> Result<(), RotationError> {
+        match self.store.move_stage(self.secret, claim, None, Some(id)).await {
+            Err(StoreError::Aws(crate::aws::AwsError::Service { code, .. })) if code == "InvalidParameterException" => {
+                Ok(())
+            }
+            other => Ok(other?),
+        }
     }
 
     /// Step set: installs `version` on every target (with `next` as extra
@@ -360,7 +433,7 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
                 id
             }
             Start::Create => {
-                let id = self.create(&current_set.document.keys).await?;
+                let id = self.create(&stages.current, &current_set.document.keys).await?;
                 (self.say)(&format!("create: new key set stored as version {id} (AWSPENDING)"));
                 id
             }
@@ -476,6 +549,25 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
         ));
         Ok(Outcome::OverlapStarted)
     }
+}
+
+/// The prefix of a rotation's claim label.
+pub const CLAIM_PREFIX: &str = "hostkeyctl-claim-";
+
+/// The label a new version carries until it holds AWSPENDING.
+fn claim_label(token: &VersionId) -> StageLabel {
+    let short: String = token
+        .as_str()
+        .chars()
+        .filter(char::is_ascii_hexdigit)
+        .take(12)
+        .collect();
+    stage_label(&format!("{CLAIM_PREFIX}{short}"))
+}
+
+fn stage_label(text: &str) -> StageLabel {
+    // Built from a fixed prefix and hex digits: always a valid label.
+    StageLabel::parse(text).unwrap_or_else(|_| stage(STAGE_PENDING))
 }
 
 /// How a rotation run starts, decided from the stages alone.

@@ -209,6 +209,8 @@ class Emulator:
                 raise self._throttled(service)
             if interrupt is not None and not interrupt.get("after"):
                 raise ApiError("InternalFailure", f"injected failure of {action} call {interrupt['n']}", 500)
+            if service == "secretsmanager" and action == "UpdateSecretVersionStage":
+                self._check_stage_move(json.loads(body or b"{}"), region or self.region)
             if service == "ssm" and action in OWN_SSM_ACTIONS:
                 request = json.loads(body or b"{}")
                 result = getattr(self, f"_ssm_{action}")(request, region or self.region)
@@ -226,6 +228,30 @@ class Emulator:
                 ApiError("InternalFailure", f"injected: {action} call {interrupt['n']} took effect, answer lost", 500),
             )
         return self.moto(environ, start_response)
+
+    @staticmethod
+    def _check_stage_move(request: dict[str, Any], region: str) -> None:
+        """Secrets Manager refuses to move a staging label that another
+        version holds unless RemoveFromVersionId names that version; moto 5.2
+        enforces this for AWSCURRENT only. hostkeyctl relies on the refusal
+        to claim AWSPENDING atomically."""
+        from moto.secretsmanager.models import secretsmanager_backends
+
+        if request.get("RemoveFromVersionId") or not request.get("MoveToVersionId"):
+            return
+        backend = secretsmanager_backends[ACCOUNT][region]
+        secret_id, label = request.get("SecretId", ""), request.get("VersionStage", "")
+        if secret_id not in backend.secrets:
+            return
+        secret = backend.secrets[secret_id]
+        for version_id, version in secret.versions.items():
+            if label in version.get("version_stages", []) and version_id != request["MoveToVersionId"]:
+                raise ApiError(
+                    "InvalidParameterException",
+                    f"The parameter RemoveFromVersionId can't be empty. Staging label {label} is currently "
+                    f"attached to version {version_id}, so you must explicitly reference that version in "
+                    "RemoveFromVersionId.",
+                )
 
     @staticmethod
     def _identify(environ: dict[str, Any], body: bytes) -> tuple[str, str, str]:

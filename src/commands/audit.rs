@@ -10,7 +10,7 @@ use crate::audit::{self, Endpoint, Expected, LbReport, NodeReport, ScanPolicy, S
 use crate::aws;
 use crate::cli::{AuditArgs, GlobalArgs};
 use crate::commands::{discovery_failure, store_failure};
-use crate::discovery;
+use crate::discovery::{self, Ec2Fleet, Fleet};
 use crate::dispatch::{CommandSpec, Dispatcher, SsmDispatcher};
 use crate::exit::{Failure, Status};
 use crate::hostport::HostPort;
@@ -198,8 +198,8 @@ async fn endpoints(
     if let Some(config) = config
         && !args.targets.is_empty()
     {
-        let ec2 = aws_sdk_ec2::Client::new(config);
-        instances = discovery::discover(&ec2, &args.targets)
+        instances = Ec2Fleet::new(config)
+            .discover(&args.targets)
             .await
             .map_err(discovery_failure)?;
         for i in &instances {
@@ -299,7 +299,8 @@ pub async fn run(args: &AuditArgs, global: &GlobalArgs, output: OutputFormat) ->
         Some(spec) => {
             let endpoint = endpoint_of(spec);
             let samples = scanner.scan_lb(&endpoint, args.samples).await;
-            let backends = args.backends.or((!endpoints.is_empty()).then_some(endpoints.len()));
+            let assumed = args.backends.is_none() && !endpoints.is_empty();
+            let backends = args.backends.or(assumed.then_some(endpoints.len()));
             Some(LbReport {
                 types: samples
                     .iter()
@@ -308,6 +309,7 @@ pub async fn run(args: &AuditArgs, global: &GlobalArgs, output: OutputFormat) ->
                 endpoint,
                 samples: args.samples,
                 backends,
+                backends_assumed: assumed,
                 miss_probability: backends.and_then(|k| audit::miss_probability(k, args.samples)),
             })
         }
@@ -424,7 +426,14 @@ fn print_table(report: &AuditReport) {
             lb.endpoint.port,
             lb.samples,
             match (lb.backends, lb.miss_probability) {
-                (Some(k), Some(p)) => format!("; with {k} backends, chance a given backend was never sampled: {p:.2e}"),
+                (Some(k), Some(p)) => format!(
+                    "; with {k} backends{}, chance a given backend was never sampled: {p:.2e}",
+                    if lb.backends_assumed {
+                        " (assumed: the nodes audited; pass --backends K)"
+                    } else {
+                        ""
+                    }
+                ),
                 _ => String::new(),
             }
         );

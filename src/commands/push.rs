@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::aws;
 use crate::cli::{GlobalArgs, PushArgs, RolloutArgs};
 use crate::commands::{discovery_failure, store_failure};
-use crate::discovery::{self, Instance};
+use crate::discovery::{Ec2Fleet, Fleet, Instance};
 use crate::dispatch::{self, Dispatcher, PollStats, SsmDispatcher};
 use crate::exit::{Failure, Status};
 use crate::fingerprint::Fingerprint;
@@ -111,8 +111,8 @@ pub async fn run(args: &PushArgs, global: &GlobalArgs, output: OutputFormat) -> 
     let selector = VersionSelector::from_options(args.version_id.as_ref(), args.stage.as_ref());
     let store = SecretsManagerStore::new(&config);
     let version = store.get(&args.secret_id, &selector).await.map_err(store_failure)?;
-    let ec2 = aws_sdk_ec2::Client::new(&config);
-    let instances = discovery::discover(&ec2, &args.targets)
+    let instances = Ec2Fleet::new(&config)
+        .discover(&args.targets)
         .await
         .map_err(discovery_failure)?;
     if args.dry_run {

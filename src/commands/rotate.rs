@@ -8,7 +8,7 @@ use crate::aws;
 use crate::cli::{GlobalArgs, RotateArgs};
 use crate::commands::push::{print_outcome, push_options, rollout_failure};
 use crate::commands::{discovery_failure, store_failure};
-use crate::discovery;
+use crate::discovery::{Ec2Fleet, Fleet};
 use crate::dispatch::SsmDispatcher;
 use crate::exit::{Failure, Status};
 use crate::fingerprint::Fingerprint;
@@ -49,8 +49,8 @@ pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -
     let config = aws::load_config(&global.aws).await.map_err(Failure::aws)?;
     let push = push_options(&args.rollout, &config)?;
     let store = SecretsManagerStore::new(&config);
-    let ec2 = aws_sdk_ec2::Client::new(&config);
-    let instances = discovery::discover(&ec2, &args.targets)
+    let instances = Ec2Fleet::new(&config)
+        .discover(&args.targets)
         .await
         .map_err(discovery_failure)?;
     let dispatcher = SsmDispatcher::new(&config);

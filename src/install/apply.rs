@@ -111,7 +111,7 @@ impl<C: SshdControl, P: Prober> Apply<'_, C, P> {
             Err(first) => first,
         };
         tracing::warn!("files are current but sshd serves other keys ({first}); reloading");
-        let outcome = match self.sshd.reload(&self.options.reload) {
+        let outcome = match self.sshd.reload(&self.prepared.reload) {
             Ok(_) => self.verify(&expected).await,
             Err(e) => Err(e.into()),
         };
@@ -142,7 +142,7 @@ impl<C: SshdControl, P: Prober> Apply<'_, C, P> {
         }
         read_back(&prepared.keys, &self.options.ssh_dir, prepared.next_keys.as_ref())?;
         self.sshd.test()?;
-        if !matches!(self.options.reload, ReloadMethod::None) {
+        if !matches!(self.prepared.reload, ReloadMethod::None) {
             let effective = self.sshd.effective()?;
             let wanted = restrict::host_key_algorithms(&prepared.keys.algorithms());
             if effective.host_key_algorithms.as_deref() != Some(wanted.as_str()) {
@@ -152,7 +152,7 @@ impl<C: SshdControl, P: Prober> Apply<'_, C, P> {
                 });
             }
             *reload_attempted = true;
-            self.sshd.reload(&self.options.reload)?;
+            self.sshd.reload(&self.prepared.reload)?;
         }
         self.verify(&expected_scan(&prepared.keys)).await
     }
@@ -171,7 +171,7 @@ impl<C: SshdControl, P: Prober> Apply<'_, C, P> {
             .iter()
             .map(|(p, e)| format!("cannot restore {}: {e}", p.display()))
             .collect();
-        if !problems.is_empty() || matches!(self.options.reload, ReloadMethod::None) {
+        if !problems.is_empty() || matches!(self.prepared.reload, ReloadMethod::None) {
             return problems;
         }
         // Reload again only if sshd was reloaded onto the new files:
@@ -181,7 +181,7 @@ impl<C: SshdControl, P: Prober> Apply<'_, C, P> {
         let mut reload_error = None;
         if reload_attempted {
             reload_error = match self.sshd.test() {
-                Ok(()) => self.sshd.reload(&self.options.reload).err().map(|e| e.to_string()),
+                Ok(()) => self.sshd.reload(&self.prepared.reload).err().map(|e| e.to_string()),
                 Err(e) => Some(format!(
                     "the restored configuration fails sshd -t, so sshd was not reloaded: {e}"
                 )),

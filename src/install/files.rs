@@ -32,9 +32,39 @@ pub struct Current {
     pub gid: u32,
 }
 
-/// Reads a file, or `None` if it does not exist.
+/// Where a managed file really is. A symlink (config management often
+/// links `sshd_config`) is written through to its target, which must be a
+/// regular file; the link itself stays. A path that does not exist yet is
+/// itself. Anything else (a directory, a dangling link) is refused.
+pub fn managed_path(path: &Path) -> io::Result<PathBuf> {
+    match fs::symlink_metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(path.to_owned()),
+        Err(e) => Err(e),
+        Ok(m) if m.file_type().is_symlink() => {
+            let target = fs::canonicalize(path).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("it is a symlink whose target cannot be resolved ({e})"),
+                )
+            })?;
+            if fs::metadata(&target)?.is_file() {
+                Ok(target)
+            } else {
+                Err(io::Error::other(format!(
+                    "it is a symlink to {}, which is not a regular file",
+                    target.display()
+                )))
+            }
+        }
+        Ok(m) if m.is_file() => Ok(path.to_owned()),
+        Ok(_) => Err(io::Error::other("it is not a regular file")),
+    }
+}
+
+/// Reads a file (following a symlink: the mode and owner are the real
+/// file's, never the link's), or `None` if it does not exist.
 pub fn read_current(path: &Path) -> io::Result<Option<Current>> {
-    let meta = match fs::symlink_metadata(path) {
+    let meta = match fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
@@ -205,9 +235,19 @@ pub struct BackupEntry {
 /// Copies the current versions of `paths` into a new directory under
 /// `state_dir/backups` (root only, never read by sshd) with a manifest.
 pub fn backup(state_dir: &Path, label: &str, paths: &[PathBuf]) -> io::Result<PathBuf> {
+    // The state directory may be shared: it is created 0700 when missing
+    // and otherwise left as it is, but one that others can write to could
+    // have its backups swapped, so it is refused.
+    fsutil::create_dir_all(state_dir, 0o700)?;
+    let meta = fs::symlink_metadata(state_dir)?;
+    if !meta.is_dir() || meta.permissions().mode() & 0o022 != 0 {
+        return Err(io::Error::other(format!(
+            "{} is not a directory only its owner can write to; give --state-dir a root-only directory",
+            state_dir.display()
+        )));
+    }
     let root = state_dir.join("backups");
     fsutil::create_dir_all(&root, 0o700)?;
-    fs::set_permissions(state_dir, fs::Permissions::from_mode(0o700))?;
     fs::set_permissions(&root, fs::Permissions::from_mode(0o700))?;
     let stamp = time::OffsetDateTime::now_utc();
     let name = format!(
@@ -321,6 +361,50 @@ mod tests {
             remove_leftovers(dir.path()).unwrap().is_empty(),
             "undo left links behind"
         );
+    }
+
+    /// Regression (hardening finding 5): a backup changed the mode of the
+    /// --state-dir it was given (a shared directory became 0700).
+    #[test]
+    fn a_backup_leaves_the_state_dirs_mode_alone_and_refuses_a_writable_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = dir.path().join("shared");
+        std::fs::create_dir(&shared).unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, b"x").unwrap();
+        super::backup(&shared, "t", std::slice::from_ref(&file)).unwrap();
+        let mode = std::fs::metadata(&shared).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o755);
+        let backups = std::fs::metadata(shared.join("backups")).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(backups, 0o700);
+        let open = dir.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let err = super::backup(&open, "t", &[file]).unwrap_err().to_string();
+        assert!(err.contains("root-only directory"), "{err}");
+    }
+
+    /// Regression (hardening finding 2): a symlinked managed file is
+    /// written through to its target; its mode is the target's, never the
+    /// link's 0777.
+    #[test]
+    fn a_symlinked_file_resolves_to_its_target_with_the_targets_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("real_sshd_config");
+        std::fs::write(&target, b"Port 22\n").unwrap();
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let link = dir.path().join("sshd_config");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let resolved = super::managed_path(&link).unwrap();
+        assert_eq!(resolved, std::fs::canonicalize(&target).unwrap());
+        assert_eq!(read_current(&link).unwrap().unwrap().mode, 0o640);
+        let dangling = dir.path().join("dangling");
+        std::os::unix::fs::symlink(dir.path().join("nowhere"), &dangling).unwrap();
+        assert!(super::managed_path(&dangling).is_err());
+        let to_dir = dir.path().join("to_dir");
+        std::os::unix::fs::symlink(dir.path(), &to_dir).unwrap();
+        assert!(super::managed_path(&to_dir).is_err());
     }
 
     #[test]

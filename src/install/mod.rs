@@ -152,6 +152,14 @@ pub enum InstallError {
         /// Which keys differ.
         detail: String,
     },
+    /// A hostkeyctl block in the config is damaged; nothing was written.
+    #[error("{}: {source}; nothing was written", path.display())]
+    DamagedBlock {
+        /// The config file.
+        path: PathBuf,
+        /// Where and what.
+        source: restrict::BlockError,
+    },
     /// No address to verify against.
     #[error("cannot tell where sshd listens (sshd -T shows no ListenAddress); pass --verify-address HOST:PORT")]
     NoVerifyAddress,

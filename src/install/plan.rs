@@ -75,6 +75,11 @@ pub fn next_public_path(ssh_dir: &Path, a: KeyAlgorithm) -> PathBuf {
     ssh_dir.join(format!("hostkeyctl_next_{}_key.pub", a.short_name()))
 }
 
+/// Where a managed file really is (see [`files::managed_path`]).
+fn managed(path: &Path) -> Result<PathBuf, InstallError> {
+    files::managed_path(path).map_err(io_err("cannot manage", path))
+}
+
 /// The key files of one set, named by `private_path`/`public_path`.
 fn key_files(
     keys: &KeySet,
@@ -85,8 +90,8 @@ fn key_files(
     let mut out = Vec::new();
     for key in keys.keys() {
         let a = key.algorithm();
-        let private = private_path(a);
-        let public = public_path(a);
+        let private = managed(&private_path(a))?;
+        let public = managed(&public_path(a))?;
         let current = files::read_current(&private).map_err(io_err("cannot read", &private))?;
         let (mode, owner) = match (&current, sibling) {
             // Keep a safe existing mode; never keep one sshd would refuse.
@@ -100,8 +105,9 @@ fn key_files(
             mode,
             owner,
         });
+        // A .pub is 0644 whatever it was; only its owner is kept.
         let current_pub = files::read_current(&public).map_err(io_err("cannot read", &public))?;
-        let (mode, owner) = current_pub.map_or((0o644, None), |c| (c.mode, Some((c.uid, c.gid))));
+        let (mode, owner) = (0o644, current_pub.map(|c| (c.uid, c.gid)));
         out.push(Desired {
             path: public,
             content: Some(Zeroizing::new(format!("{}\n", key.public_line()).into_bytes())),
@@ -181,25 +187,27 @@ fn desired_files(
     }
     let algorithms = keys.algorithms();
     let settings = restrict::settings(&algorithms, &listed);
-    let mut managed = Vec::new();
+    let mut managed_files = Vec::new();
     match placement {
         Placement::DropIn(p) => {
-            managed.push((p.clone(), restrict::drop_in_content(&algorithms, &listed)));
-            managed.push((
+            managed_files.push((p.clone(), restrict::drop_in_content(&algorithms, &listed)));
+            managed_files.push((
                 main_config.to_owned(),
                 restrict::main_config_content(main_text, None, &next_block),
             ));
         }
         Placement::Inline(p) => {
-            managed.push((
+            managed_files.push((
                 p.clone(),
                 restrict::main_config_content(main_text, Some(&settings), &next_block),
             ));
         }
     }
-    for (path, content) in managed {
+    for (path, content) in managed_files {
+        let path = managed(&path)?;
         let current = files::read_current(&path).map_err(io_err("cannot read", &path))?;
-        let (mode, owner) = current.map_or((0o644, None), |c| (c.mode, Some((c.uid, c.gid))));
+        // A config keeps the real file's mode, never group or world write.
+        let (mode, owner) = current.map_or((0o644, None), |c| (c.mode & !0o022, Some((c.uid, c.gid))));
         out.push(Desired {
             path,
             content: Some(Zeroizing::new(content.into_bytes())),
@@ -246,6 +254,8 @@ pub(super) struct Prepared {
     pub desired: Vec<Desired>,
     /// Where to verify, unless not reloading.
     pub verify_address: Option<HostPort>,
+    /// How to reload, resolved.
+    pub reload: ReloadMethod,
     _lock: Lock,
 }
 
@@ -309,6 +319,9 @@ pub(super) async fn prepare(
         return Err(InstallError::NoSshDir(options.ssh_dir.clone()));
     }
     let (keys, next_keys) = fetch_sets(options, store, report).await?;
+    // How to reload is settled before anything is written: an install
+    // that could not reload (or would signal the wrong process) never starts.
+    let reload = sshd.resolve_reload(&options.reload)?;
     let lock = lock(&options.lock_file, options.lock_timeout)?;
     for dir in [options.ssh_dir.clone(), options.ssh_dir.join("sshd_config.d")] {
         let removed = files::remove_leftovers(&dir).map_err(io_err("cannot clean up", &dir))?;
@@ -318,6 +331,10 @@ pub(super) async fn prepare(
     }
     let main_config = sshd.config();
     let main_text = std::fs::read_to_string(main_config).map_err(io_err("cannot read", main_config))?;
+    restrict::check_blocks(&main_text).map_err(|source| InstallError::DamagedBlock {
+        path: main_config.to_owned(),
+        source,
+    })?;
     let placement = restrict::placement(&options.ssh_dir, main_config, &main_text);
     if let Placement::DropIn(path) = &placement
         && let Some(parent) = path.parent()
@@ -375,6 +392,7 @@ pub(super) async fn prepare(
         next_keys,
         desired,
         verify_address,
+        reload,
         _lock: lock,
     })
 }

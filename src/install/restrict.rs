@@ -135,7 +135,67 @@ fn strip_block(text: &str, begin: &str, end: &str) -> String {
     out
 }
 
-/// The main config without any hostkeyctl block.
+/// A hostkeyctl block in a config file is damaged: stripping it could
+/// remove the admin's own lines, so nothing is written.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {detail}")]
+pub struct BlockError {
+    /// The 1-based line number.
+    pub line: usize,
+    /// What is wrong.
+    pub detail: String,
+}
+
+/// Checks that every hostkeyctl marker in `text` is intact and paired. A
+/// line that looks like a marker but is not exactly one, a BEGIN inside a
+/// block, an END outside one or of another block, and a block with no END
+/// are all refused.
+pub fn check_blocks(text: &str) -> Result<(), BlockError> {
+    let mut open: Option<(&str, usize)> = None;
+    let mut last = 0;
+    for (i, line) in text.lines().enumerate() {
+        let n = i + 1;
+        last = n;
+        let trimmed = line.trim();
+        let looks_like = trimmed.starts_with("# BEGIN hostkeyctl") || trimmed.starts_with("# END hostkeyctl");
+        if !looks_like {
+            continue;
+        }
+        let fail = |detail: String| Err(BlockError { line: n, detail });
+        match (line, open) {
+            (l, None) if l == BEGIN_MARK || l == NEXT_BEGIN => open = Some((l, n)),
+            (l, Some((begin, start))) if l == BEGIN_MARK || l == NEXT_BEGIN => {
+                return fail(format!(
+                    "a hostkeyctl block starts before the one from line {start} ({begin:?}) ends"
+                ));
+            }
+            (l, Some((begin, _)))
+                if (l == END_MARK && begin == BEGIN_MARK) || (l == NEXT_END && begin == NEXT_BEGIN) =>
+            {
+                open = None;
+            }
+            (l, _) if l == END_MARK || l == NEXT_END => {
+                return fail("a hostkeyctl END marker without its BEGIN".to_owned());
+            }
+            _ => {
+                return fail(format!(
+                    "damaged hostkeyctl marker {}; restore it to {BEGIN_MARK:?} or {END_MARK:?} (or the next-keys pair), or remove the block by hand",
+                    crate::output::quoted_prefix(line, 100)
+                ));
+            }
+        }
+    }
+    match open {
+        Some((_, start)) => Err(BlockError {
+            line: last.max(start),
+            detail: format!("the hostkeyctl block that starts at line {start} has no END marker"),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The main config without any hostkeyctl block (call [`check_blocks`]
+/// first: a damaged block is not stripped safely).
 pub fn strip_blocks(text: &str) -> String {
     strip_block(&strip_block(text, BEGIN_MARK, END_MARK), NEXT_BEGIN, NEXT_END)
 }
@@ -219,6 +279,29 @@ mod tests {
         ] {
             assert_eq!(super::include_matches(pattern, name), hit, "{pattern} vs {name}");
         }
+    }
+
+    /// Regression (hardening finding 3): one stray character on an END line
+    /// made the stripper drop everything to the end of the file.
+    #[test]
+    fn damaged_or_unpaired_markers_are_refused_with_the_line() {
+        use super::{BEGIN_MARK, END_MARK, check_blocks};
+        let good = format!(
+            "Port 22\n{BEGIN_MARK}\nHostKeyAlgorithms x\n{END_MARK}\nMatch User a\n  ForceCommand /bin/false\n"
+        );
+        assert_eq!(check_blocks(&good), Ok(()));
+        let damaged = good.replace(&format!("{END_MARK}\n"), &format!("{END_MARK}x\n"));
+        let err = check_blocks(&damaged).unwrap_err();
+        assert_eq!(err.line, 4, "{err}");
+        assert!(err.detail.contains("damaged hostkeyctl marker"), "{err}");
+        let no_end = format!("{BEGIN_MARK}\nHostKeyAlgorithms x\nMatch User a\n");
+        assert!(check_blocks(&no_end).unwrap_err().detail.contains("has no END marker"));
+        let stray_end = format!("Port 22\n{END_MARK}\n");
+        assert_eq!(check_blocks(&stray_end).unwrap_err().line, 2);
+        let nested = format!("{BEGIN_MARK}\n{BEGIN_MARK}\n{END_MARK}\n");
+        assert_eq!(check_blocks(&nested).unwrap_err().line, 2);
+        let indented = format!("  {BEGIN_MARK}\n{END_MARK}\n");
+        assert_eq!(check_blocks(&indented).unwrap_err().line, 1);
     }
 
     #[test]

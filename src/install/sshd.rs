@@ -15,6 +15,10 @@ pub enum ReloadMethod {
     Auto,
     /// Do not reload (and so do not verify what is served).
     None,
+    /// Resolved from `Auto`: `systemctl reload UNIT`.
+    Systemd(String),
+    /// Resolved from `Auto`: SIGHUP to this sshd pid, checked in /proc.
+    Pid(u32),
 }
 
 /// sshd failures.
@@ -46,6 +50,16 @@ pub enum SshdError {
         /// Its stderr.
         stderr: String,
     },
+    /// The pid file does not name a running sshd.
+    #[error(
+        "will not signal the pid in {pid_file}: {why}; nothing was written. Pass --reload-command CMD, or fix sshd's PidFile"
+    )]
+    BadPid {
+        /// The pid file.
+        pid_file: String,
+        /// Why.
+        why: String,
+    },
     /// No way to reload was found.
     #[error(
         "cannot tell how to reload sshd (no active ssh/sshd systemd unit, no pid in {pid_file}); pass --reload-command CMD or --no-reload"
@@ -67,6 +81,11 @@ pub trait SshdControl: Sync {
     fn effective(&self) -> Result<Effective, SshdError>;
     /// Makes sshd pick up the files on disk. Returns what was done.
     fn reload(&self, method: &ReloadMethod) -> Result<String, SshdError>;
+    /// Turns `Auto` into the concrete way to reload, before anything is
+    /// written, so an install that could not reload never starts.
+    fn resolve_reload(&self, method: &ReloadMethod) -> Result<ReloadMethod, SshdError> {
+        Ok(method.clone())
+    }
 }
 
 impl SshdControl for Sshd {
@@ -85,6 +104,41 @@ impl SshdControl for Sshd {
     fn reload(&self, method: &ReloadMethod) -> Result<String, SshdError> {
         Sshd::reload(self, method)
     }
+
+    fn resolve_reload(&self, method: &ReloadMethod) -> Result<ReloadMethod, SshdError> {
+        Sshd::resolve_reload(self, method)
+    }
+}
+
+/// The pid in sshd's pid file, if it names a running sshd: above 1 (0 and
+/// negative pids signal process groups, 1 is init) and, per
+/// `/proc/PID/comm`, an `sshd`. A stale pid reused by another process is
+/// refused rather than signalled.
+pub fn sshd_pid(pid_file: &Path, proc_root: &Path) -> Result<u32, SshdError> {
+    let refuse = |why: String| SshdError::BadPid {
+        pid_file: pid_file.display().to_string(),
+        why,
+    };
+    let text = std::fs::read_to_string(pid_file).map_err(|e| refuse(format!("cannot read it ({e})")))?;
+    let pid: u32 = text.trim().parse().map_err(|_| {
+        refuse(format!(
+            "it holds {}, not a pid",
+            crate::output::quoted_prefix(text.trim(), 20)
+        ))
+    })?;
+    if pid <= 1 {
+        return Err(refuse(format!("it holds pid {pid}, which no sshd can have")));
+    }
+    let comm = std::fs::read_to_string(proc_root.join(pid.to_string()).join("comm"))
+        .map_err(|_| refuse(format!("pid {pid} is not running (a stale pid file)")))?;
+    let comm = comm.trim();
+    if comm != "sshd" {
+        return Err(refuse(format!(
+            "pid {pid} is {}, not sshd (a stale pid file)",
+            crate::output::quoted_prefix(comm, 20)
+        )));
+    }
+    Ok(pid)
 }
 
 /// The node's sshd: its binary and main config file.
@@ -172,32 +226,78 @@ impl Sshd {
         match method {
             ReloadMethod::None => Ok("not reloaded (--no-reload)".to_owned()),
             ReloadMethod::Command(cmd) => run_shell(cmd).map(|_| cmd.clone()),
-            ReloadMethod::Auto => {
-                for unit in ["ssh", "sshd"] {
-                    let active = Command::new("systemctl")
-                        .args(["is-active", "--quiet", unit])
-                        .status()
-                        .is_ok_and(|s| s.success());
-                    if active {
-                        let cmd = format!("systemctl reload {unit}");
-                        return run_shell(&cmd).map(|_| cmd);
-                    }
-                }
-                let pid_file = self
-                    .effective()
-                    .ok()
-                    .and_then(|e| e.pid_file)
-                    .unwrap_or_else(|| "/run/sshd.pid".to_owned());
-                let pid = std::fs::read_to_string(&pid_file)
-                    .ok()
-                    .and_then(|s| s.trim().parse::<u32>().ok())
-                    .ok_or(SshdError::NoReload {
-                        pid_file: pid_file.clone(),
+            ReloadMethod::Systemd(unit) => {
+                let out = Command::new("systemctl")
+                    .args(["reload", unit])
+                    .output()
+                    .map_err(|source| SshdError::Spawn {
+                        binary: Path::new("systemctl").to_owned(),
+                        source,
                     })?;
-                let cmd = format!("kill -HUP {pid}");
-                run_shell(&cmd).map(|_| cmd)
+                check_status(&format!("systemctl reload {unit}"), &out)
+            }
+            ReloadMethod::Pid(pid) => {
+                // Checked again right before the signal: the pid may have
+                // gone since the plan.
+                let (pid_file, proc_root) = (self.pid_file(), Path::new("/proc"));
+                let current = sshd_pid(&pid_file, proc_root)?;
+                if current != *pid {
+                    return Err(SshdError::BadPid {
+                        pid_file: pid_file.display().to_string(),
+                        why: format!("it changed from {pid} to {current} during the install"),
+                    });
+                }
+                let out = Command::new("kill")
+                    .args(["-HUP", &pid.to_string()])
+                    .output()
+                    .map_err(|source| SshdError::Spawn {
+                        binary: Path::new("kill").to_owned(),
+                        source,
+                    })?;
+                check_status(&format!("kill -HUP {pid}"), &out)
+            }
+            ReloadMethod::Auto => {
+                let resolved = self.resolve_reload(method)?;
+                self.reload(&resolved)
             }
         }
+    }
+
+    /// sshd's pid file, from `sshd -T` (default `/run/sshd.pid`).
+    fn pid_file(&self) -> PathBuf {
+        self.effective()
+            .ok()
+            .and_then(|e| e.pid_file)
+            .map_or_else(|| PathBuf::from("/run/sshd.pid"), PathBuf::from)
+    }
+
+    /// `Auto` as the active systemd `ssh`/`sshd` unit, else sshd's pid.
+    pub fn resolve_reload(&self, method: &ReloadMethod) -> Result<ReloadMethod, SshdError> {
+        if *method != ReloadMethod::Auto {
+            return Ok(method.clone());
+        }
+        for unit in ["ssh", "sshd"] {
+            let active = Command::new("systemctl")
+                .args(["is-active", "--quiet", unit])
+                .status()
+                .is_ok_and(|s| s.success());
+            if active {
+                return Ok(ReloadMethod::Systemd(unit.to_owned()));
+            }
+        }
+        sshd_pid(&self.pid_file(), Path::new("/proc")).map(ReloadMethod::Pid)
+    }
+}
+
+fn check_status(what: &str, out: &std::process::Output) -> Result<String, SshdError> {
+    if out.status.success() {
+        Ok(what.to_owned())
+    } else {
+        Err(SshdError::Reload {
+            command: what.to_owned(),
+            status: out.status.to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        })
     }
 }
 
@@ -218,5 +318,42 @@ fn run_shell(cmd: &str) -> Result<(), SshdError> {
             status: out.status.to_string(),
             stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::sshd_pid;
+
+    /// Regression (hardening finding 4): a pid file holding 0 made the
+    /// reload signal hostkeyctl's own process group, and a stale pid an
+    /// unrelated process.
+    #[test]
+    fn only_a_running_sshd_pid_is_signalled() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("sshd.pid");
+        let refused = |text: &str| {
+            std::fs::write(&pid_file, text).unwrap();
+            sshd_pid(&pid_file, Path::new("/proc")).unwrap_err().to_string()
+        };
+        assert!(refused("0\n").contains("which no sshd can have"));
+        assert!(refused("1").contains("which no sshd can have"));
+        assert!(refused("-5").contains("not a pid"));
+        assert!(refused("abc").contains("not a pid"));
+        let mut sleeper = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let err = refused(&sleeper.id().to_string());
+        assert!(err.contains("is \"sleep\", not sshd"), "{err}");
+        assert_eq!(sleeper.try_wait().unwrap(), None, "the unrelated process is untouched");
+        let _ = sleeper.kill();
+        let _ = sleeper.wait();
+        assert!(refused("4194304").contains("not running"));
+        // A fake /proc where the pid is an sshd.
+        let proc_root = dir.path().join("proc");
+        std::fs::create_dir_all(proc_root.join("4242")).unwrap();
+        std::fs::write(proc_root.join("4242/comm"), "sshd\n").unwrap();
+        std::fs::write(&pid_file, "4242\n").unwrap();
+        assert_eq!(sshd_pid(&pid_file, &proc_root).unwrap(), 4242);
     }
 }

@@ -26,9 +26,11 @@ use crate::fingerprint::Fingerprint;
 pub const MIN_RSA_BITS: usize = 2048;
 /// RSA modulus size used when none is given (what `ssh-keygen -A` makes).
 pub const DEFAULT_RSA_BITS: usize = 3072;
-/// Largest RSA modulus accepted: beyond this sshd handshakes get slow and
-/// OpenSSH itself refuses keys over 16384 bits.
-pub const MAX_RSA_BITS: usize = 16384;
+/// Largest RSA modulus accepted. Every handshake costs the node an RSA
+/// signature, which grows with the cube of the size; a 16384-bit key in the
+/// secret (all OpenSSH allows) would let whoever can write the secret slow
+/// every login node's sshd (and the validation here) to a crawl.
+pub const MAX_RSA_BITS: usize = 8192;
 
 /// A host key algorithm hostkeyctl manages. Each key set has at most one key
 /// per algorithm.
@@ -141,6 +143,12 @@ pub enum KeyError {
         /// The modulus size found.
         bits: usize,
     },
+    /// An RSA key above [`MAX_RSA_BITS`].
+    #[error("RSA key of {bits} bits is too large; at most {MAX_RSA_BITS} bits are accepted")]
+    RsaTooLarge {
+        /// The modulus size found.
+        bits: usize,
+    },
     /// The private half does not produce signatures its own public half accepts.
     #[error("the private key does not match its own public key (a test signature did not verify)")]
     Inconsistent,
@@ -177,6 +185,9 @@ impl HostKey {
             let bits = rsa_bits(rsa);
             if bits < MIN_RSA_BITS {
                 return Err(KeyError::RsaTooSmall { bits });
+            }
+            if bits > MAX_RSA_BITS {
+                return Err(KeyError::RsaTooLarge { bits });
             }
         }
         // The OpenSSH format stores the public key next to the private one;

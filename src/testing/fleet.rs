@@ -13,7 +13,7 @@ use ssh_key::PublicKey;
 use crate::aws::{AwsError, Call};
 use crate::cli::{Cli, Command};
 use crate::commands::install::{execute, exit_status};
-use crate::discovery::Instance;
+use crate::discovery::{DiscoveryError, Fleet, Instance, TargetSpec};
 use crate::dispatch::{CommandSpec, Dispatcher, Invocation, MAX_IDS_PER_COMMAND, PollStats, Progress};
 use crate::hostport::HostPort;
 use crate::install::restrict::include_matches;
@@ -277,6 +277,30 @@ impl MemFleet {
     /// Every node serves exactly `keys`.
     pub fn all_serve(&self, keys: &KeySet) -> bool {
         self.nodes.iter().all(|n| n.serves(keys))
+    }
+}
+
+impl Fleet for MemFleet {
+    /// Every node is tagged `Role=login`; instance ids select nodes.
+    async fn discover(&self, specs: &[TargetSpec]) -> Result<Vec<Instance>, DiscoveryError> {
+        if specs.is_empty() {
+            return Err(DiscoveryError::NoTargets);
+        }
+        let found: Vec<Instance> = self
+            .nodes
+            .iter()
+            .filter(|n| {
+                specs.iter().all(|s| match s {
+                    TargetSpec::Tag { key, value } => key == "Role" && value == "login",
+                    TargetSpec::InstanceId(id) => *id == n.instance.instance_id,
+                })
+            })
+            .map(|n| n.instance.clone())
+            .collect();
+        if found.is_empty() {
+            return Err(DiscoveryError::NoMatch(crate::discovery::describe_specs(specs)));
+        }
+        Ok(found)
     }
 }
 

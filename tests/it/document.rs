@@ -188,6 +188,9 @@ fn unsupported_key_types_and_names() {
             "ecdsa-sha2-nistp384 keys are not managed",
         ),
         ("rsa1024_key", "ssh-rsa", "1024 bits is too small"),
+        // Regression (hardening finding 10): no upper bound let whoever can
+        // write the secret make every node's handshakes crawl.
+        ("rsa8448_key", "ssh-rsa", "8448 bits is too large"),
     ] {
         let mut doc = good();
         let i = entry(&doc, slot);

@@ -346,3 +346,43 @@ fn teardown_leaves_no_process_behind() {
         })
     });
 }
+
+/// Secrets Manager refuses to move a staging label another version holds
+/// unless RemoveFromVersionId names it; moto 5.2 does so only for
+/// AWSCURRENT, so the emulator enforces it (rotation claims rely on it).
+#[tokio::test(flavor = "multi_thread")]
+async fn moving_a_label_held_elsewhere_needs_remove_from_version_id() {
+    let bed = TestBed::start(BedOptions {
+        nodes: 0,
+        ..BedOptions::default()
+    });
+    let sm = aws_sdk_secretsmanager::Client::new(&bed.sdk_config(1).await);
+    sm.create_secret().name("s").secret_string("a").send().await.unwrap();
+    let put = |value: &'static str, label: &'static str| {
+        sm.put_secret_value()
+            .secret_id("s")
+            .secret_string(value)
+            .version_stages(label)
+            .send()
+    };
+    let first = put("b", "AWSPENDING").await.unwrap().version_id().unwrap().to_owned();
+    let second = put("c", "mine").await.unwrap().version_id().unwrap().to_owned();
+    let claim = sm
+        .update_secret_version_stage()
+        .secret_id("s")
+        .version_stage("AWSPENDING")
+        .move_to_version_id(&second)
+        .send()
+        .await;
+    let err = claim.expect_err("the claim of a held label went through");
+    let code = aws_sdk_secretsmanager::error::ProvideErrorMetadata::code(&err).map(str::to_owned);
+    assert_eq!(code.as_deref(), Some("InvalidParameterException"), "{err:?}");
+    sm.update_secret_version_stage()
+        .secret_id("s")
+        .version_stage("AWSPENDING")
+        .move_to_version_id(&second)
+        .remove_from_version_id(&first)
+        .send()
+        .await
+        .unwrap();
+}
