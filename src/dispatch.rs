@@ -212,7 +212,8 @@ pub struct SsmDispatcher {
     pub first_poll: Duration,
 }
 
-fn split_output(output: &str) -> (String, String) {
+/// Splits a plugin's Output into stdout and stderr at SSM's separator.
+pub fn split_output(output: &str) -> (String, String) {
     match output.split_once("\n----------ERROR-------\n") {
         Some((out, err)) => (out.to_owned(), err.to_owned()),
         None => match output.strip_prefix("----------ERROR-------\n") {

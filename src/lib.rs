@@ -20,7 +20,8 @@
 //!   [`discovery`] (EC2), [`aws`] (SDK configuration, errors): the outside
 //!   systems, each behind a trait where the flows need a seam;
 //! - [`rollout`], [`rotation`], [`install`], [`audit`]: the flows;
-//! - [`shell`], [`fsutil`]: quoting for node shells, crash-safe writes;
+//! - [`shell`], [`fsutil`], [`process`]: quoting for node shells,
+//!   crash-safe writes, no core dumps;
 //! - [`cli`], [`commands`], [`output`], [`exit`]: the command line, printing
 //!   and exit codes (only `commands` maps outcomes to exit codes);
 //! - `testing` (feature `testing`): in-memory doubles of the outside systems.
@@ -40,6 +41,9 @@ pub mod ids;
 pub mod install;
 pub mod keyset;
 pub mod output;
+#[cfg(test)]
+mod parser_properties;
+pub mod process;
 pub mod rollout;
 pub mod rotation;
 pub mod scan;

@@ -7,6 +7,19 @@ use hostkeyctl::cli::Cli;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
+    // Before anything else, and so before any private key is in memory.
+    if let Err(e) = hostkeyctl::process::forbid_core_dumps() {
+        eprintln!("error: cannot turn core dumps off ({e}); refusing to handle private keys");
+        return ExitCode::from(hostkeyctl::exit::Status::Usage.code());
+    }
+    // The AWS SDK prints response bodies, secret values included, at trace
+    // level when LOG_SENSITIVE_BODIES is true: never with private keys.
+    if std::env::var("LOG_SENSITIVE_BODIES").is_ok_and(|v| v.eq_ignore_ascii_case("true")) {
+        eprintln!(
+            "error: LOG_SENSITIVE_BODIES=true makes the AWS SDK log secret values (the private host keys); unset it and use -vvv or HOSTKEYCTL_LOG for detail"
+        );
+        return ExitCode::from(hostkeyctl::exit::Status::Usage.code());
+    }
     let cli = Cli::parse();
     let level = match (cli.global.quiet, cli.global.verbose) {
         (true, _) => "error",
@@ -17,8 +30,13 @@ fn main() -> ExitCode {
     };
     // Our own crate logs at the chosen level; the AWS SDK only at warn
     // unless HOSTKEYCTL_LOG overrides.
-    let filter = EnvFilter::try_from_env("HOSTKEYCTL_LOG")
+    let mut filter = EnvFilter::try_from_env("HOSTKEYCTL_LOG")
         .unwrap_or_else(|_| EnvFilter::new(format!("warn,hostkeyctl={level}")));
+    // Defence in depth: the SDK's response-body log line stays off at
+    // every level, whatever HOSTKEYCTL_LOG says.
+    if let Ok(off) = "aws_smithy_runtime::client::orchestrator::http=off".parse() {
+        filter = filter.add_directive(off);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -35,7 +53,11 @@ fn main() -> ExitCode {
     match runtime.block_on(hostkeyctl::commands::run(cli)) {
         Ok(status) => ExitCode::from(status.code()),
         Err(failure) => {
-            eprintln!("error: {:#}", failure.error);
+            // The cause chain can quote AWS or a node: escaped, line by line.
+            eprintln!(
+                "error: {}",
+                hostkeyctl::output::escape_lines(&format!("{:#}", failure.error))
+            );
             ExitCode::from(failure.status.code())
         }
     }

@@ -45,6 +45,23 @@ pub fn table(header: &[&str]) -> Table {
     table
 }
 
+/// Adds a row to a table. Cells may hold text from outside (node reports,
+/// tags, AWS messages): every line of every cell is escaped ([`escape`]),
+/// the line breaks between them kept.
+pub fn add_row<I, S>(table: &mut Table, cells: I)
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str>,
+{
+    table.add_row(cells.into_iter().map(|c| escape_lines(c.as_ref())).collect::<Vec<_>>());
+}
+
+/// [`escape`] applied to each line, keeping the line breaks: for messages
+/// that have several lines of their own (an error and what to do).
+pub fn escape_lines(text: &str) -> String {
+    text.split('\n').map(escape).collect::<Vec<_>>().join("\n")
+}
+
 /// Makes text from outside (a node's report, an SSM error stream, a tag,
 /// an instance name) safe to show on a terminal or in a log line: control
 /// characters and the Unicode format characters that reorder or hide text
@@ -81,7 +98,18 @@ pub fn quoted_prefix(text: &str, max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{escape, quoted_prefix};
+    use super::{add_row, escape, quoted_prefix, table};
+
+    /// Regression (hardening finding 6): text from nodes and AWS reached
+    /// the terminal raw, escape sequences and all.
+    #[test]
+    fn table_cells_never_carry_escape_sequences() {
+        let mut t = table(&["NODE", "ERROR"]);
+        add_row(&mut t, ["evil\x1b]2;owned\x07", "line one\n\x1b[2Jline two"]);
+        let rendered = t.to_string();
+        assert!(!rendered.contains('\x1b') && !rendered.contains('\x07'), "{rendered:?}");
+        assert!(rendered.contains("\\x1b[2Jline two"), "{rendered}");
+    }
 
     #[test]
     fn control_and_format_characters_are_escaped() {

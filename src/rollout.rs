@@ -262,9 +262,9 @@ pub async fn push_version(
         polling += stats;
         for (command_id, ids) in &commands {
             if ids.iter().any(|id| !states[id].is_final()) {
-                tracing::warn!("command {command_id} did not finish in time; cancelling it");
+                tracing::warn!("command {} did not finish in time; cancelling it", escape(command_id));
                 if let Err(e) = dispatcher.cancel(command_id).await {
-                    tracing::warn!("could not cancel {command_id}: {e}");
+                    tracing::warn!("could not cancel {}: {}", escape(command_id), escape(&e.to_string()));
                 }
             }
         }

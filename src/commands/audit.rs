@@ -72,12 +72,26 @@ impl OnDisk {
 
 /// The expected set from a known_hosts file: one key per type.
 fn expected_from_known_hosts(path: &std::path::Path) -> Result<(Expected, String), Failure> {
-    let entries = ssh_key::known_hosts::KnownHosts::read_file(path).map_err(|e| {
+    let text = std::fs::read_to_string(path).map_err(|e| {
         Failure::usage(anyhow::anyhow!(
             "cannot read {} as a known_hosts file: {e}",
             path.display()
         ))
     })?;
+    expected_from_known_hosts_text(&text, path)
+}
+
+/// The expected set from a known_hosts file's text (the parser of outside
+/// data behind `--known-hosts`).
+pub fn expected_from_known_hosts_text(text: &str, path: &std::path::Path) -> Result<(Expected, String), Failure> {
+    let entries = ssh_key::known_hosts::KnownHosts::new(text)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| {
+            Failure::usage(anyhow::anyhow!(
+                "cannot read {} as a known_hosts file: {e}",
+                path.display()
+            ))
+        })?;
     let mut by_type = BTreeMap::new();
     for entry in entries {
         if entry.marker().is_some() {
@@ -390,30 +404,33 @@ async fn check_on_disk(
 }
 
 fn print_table(report: &AuditReport) {
-    println!("expected set: {}", report.expected_source);
+    println!("expected set: {}", escape(&report.expected_source));
     let mut table = output::table(&["NODE", "ADDRESS", "KEY TYPE", "STATUS", "EXPECTED", "SERVED / DETAIL"]);
     for node in &report.nodes {
         for (i, f) in node.findings.iter().enumerate() {
-            table.add_row(vec![
-                if i == 0 {
-                    node.endpoint.name.clone()
-                } else {
-                    String::new()
-                },
-                if i == 0 {
-                    format!("{}:{}", node.endpoint.host, node.endpoint.port)
-                } else {
-                    String::new()
-                },
-                f.key_type.clone(),
-                format!("{:?}", f.status).to_uppercase(),
-                f.expected.as_ref().map(ToString::to_string).unwrap_or_default(),
-                f.served
-                    .as_ref()
-                    .map(ToString::to_string)
-                    .or_else(|| f.detail.clone())
-                    .unwrap_or_default(),
-            ]);
+            output::add_row(
+                &mut table,
+                vec![
+                    if i == 0 {
+                        node.endpoint.name.clone()
+                    } else {
+                        String::new()
+                    },
+                    if i == 0 {
+                        format!("{}:{}", node.endpoint.host, node.endpoint.port)
+                    } else {
+                        String::new()
+                    },
+                    f.key_type.clone(),
+                    format!("{:?}", f.status).to_uppercase(),
+                    f.expected.as_ref().map(ToString::to_string).unwrap_or_default(),
+                    f.served
+                        .as_ref()
+                        .map(ToString::to_string)
+                        .or_else(|| f.detail.clone())
+                        .unwrap_or_default(),
+                ],
+            );
         }
     }
     if !report.nodes.is_empty() {
@@ -439,31 +456,34 @@ fn print_table(report: &AuditReport) {
         );
         let mut table = output::table(&["KEY TYPE", "STATUS", "KEYS SEEN", "NO ANSWER"]);
         for t in &lb.types {
-            table.add_row(vec![
-                t.key_type.clone(),
-                format!("{:?}", t.status).to_uppercase(),
-                if t.seen.is_empty() {
-                    "not served".to_owned()
-                } else {
-                    t.seen
+            output::add_row(
+                &mut table,
+                vec![
+                    t.key_type.clone(),
+                    format!("{:?}", t.status).to_uppercase(),
+                    if t.seen.is_empty() {
+                        "not served".to_owned()
+                    } else {
+                        t.seen
+                            .iter()
+                            .map(|s| {
+                                format!(
+                                    "{} x{}{}",
+                                    s.fingerprint,
+                                    s.count,
+                                    if s.expected { "" } else { " (unexpected)" }
+                                )
+                            })
+                            .collect::<Vec<_>>()
+                            .join("\n")
+                    },
+                    t.failed
                         .iter()
-                        .map(|s| {
-                            format!(
-                                "{} x{}{}",
-                                s.fingerprint,
-                                s.count,
-                                if s.expected { "" } else { " (unexpected)" }
-                            )
-                        })
+                        .map(|(k, v)| format!("{k} x{v}"))
                         .collect::<Vec<_>>()
-                        .join("\n")
-                },
-                t.failed
-                    .iter()
-                    .map(|(k, v)| format!("{k} x{v}"))
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-            ]);
+                        .join("\n"),
+                ],
+            );
         }
         println!("{table}");
     }

@@ -99,7 +99,7 @@ pub async fn run(args: &InitArgs, global: &GlobalArgs, output: OutputFormat) -> 
             println!("version {version_id} (AWSCURRENT)");
             let mut table = output::table(&["ALGORITHM", "FINGERPRINT"]);
             for k in &report.keys {
-                table.add_row(vec![k.algorithm.clone(), k.fingerprint.to_string()]);
+                output::add_row(&mut table, vec![k.algorithm.clone(), k.fingerprint.to_string()]);
             }
             println!("{table}");
         }

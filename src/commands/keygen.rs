@@ -47,11 +47,14 @@ pub fn run(args: &KeygenArgs, output: OutputFormat) -> Result<Status, Failure> {
         _ => {
             let mut table = output::table(&["ALGORITHM", "FINGERPRINT", "PRIVATE KEY FILE"]);
             for k in &written {
-                table.add_row(vec![
-                    k.algorithm.to_string(),
-                    k.fingerprint.to_string(),
-                    k.private_key_file.display().to_string(),
-                ]);
+                output::add_row(
+                    &mut table,
+                    vec![
+                        k.algorithm.to_string(),
+                        k.fingerprint.to_string(),
+                        k.private_key_file.display().to_string(),
+                    ],
+                );
             }
             println!("{table}");
         }

@@ -120,11 +120,14 @@ pub async fn run(args: &PushArgs, global: &GlobalArgs, output: OutputFormat) -> 
             .map_err(Failure::usage)?;
         let mut table = output::table(&["INSTANCE", "NAME", "PRIVATE IP"]);
         for i in &instances {
-            table.add_row(vec![
-                i.instance_id.clone(),
-                i.name.clone().unwrap_or_default(),
-                i.private_ip.clone().unwrap_or_default(),
-            ]);
+            output::add_row(
+                &mut table,
+                vec![
+                    i.instance_id.clone(),
+                    i.name.clone().unwrap_or_default(),
+                    i.private_ip.clone().unwrap_or_default(),
+                ],
+            );
         }
         match output {
             OutputFormat::Json => output::print_json(&serde_json::json!({
@@ -176,14 +179,17 @@ pub fn print_outcome(outcome: &PushOutcome, secret: &SecretId, output: OutputFor
         _ => {
             let mut table = output::table(&["INSTANCE", "NAME", "ADDRESS", "STATUS", "RESULT", "ERROR"]);
             for r in results {
-                table.add_row(vec![
-                    r.instance_id.clone(),
-                    r.name.clone().unwrap_or_default(),
-                    r.private_ip.clone().unwrap_or_default(),
-                    r.status.clone(),
-                    r.result.clone().unwrap_or_default(),
-                    r.error.clone().unwrap_or_default(),
-                ]);
+                output::add_row(
+                    &mut table,
+                    vec![
+                        r.instance_id.clone(),
+                        r.name.clone().unwrap_or_default(),
+                        r.private_ip.clone().unwrap_or_default(),
+                        r.status.clone(),
+                        r.result.clone().unwrap_or_default(),
+                        r.error.clone().unwrap_or_default(),
+                    ],
+                );
             }
             println!("{table}");
             println!(

@@ -74,17 +74,20 @@ pub async fn run(args: &StatusArgs, global: &GlobalArgs, output: OutputFormat) -
             for v in &report.versions {
                 for (i, k) in v.keys.iter().enumerate() {
                     let first = i == 0;
-                    table.add_row(vec![
-                        if first { v.version_id.to_string() } else { String::new() },
-                        if first { v.stages.join(",") } else { String::new() },
-                        if first {
-                            v.created.clone().unwrap_or_default()
-                        } else {
-                            String::new()
-                        },
-                        k.algorithm.clone(),
-                        k.fingerprint.to_string(),
-                    ]);
+                    output::add_row(
+                        &mut table,
+                        vec![
+                            if first { v.version_id.to_string() } else { String::new() },
+                            if first { v.stages.join(",") } else { String::new() },
+                            if first {
+                                v.created.clone().unwrap_or_default()
+                            } else {
+                                String::new()
+                            },
+                            k.algorithm.clone(),
+                            k.fingerprint.to_string(),
+                        ],
+                    );
                 }
             }
             println!("{table}");

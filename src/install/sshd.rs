@@ -164,6 +164,25 @@ pub struct Effective {
 }
 
 impl Effective {
+    /// The settings hostkeyctl cares about, from `sshd -T`'s output
+    /// (`keyword value` lines; anything else is skipped).
+    pub fn parse(text: &str) -> Self {
+        let mut e = Effective::default();
+        for line in text.lines() {
+            let Some((key, value)) = line.split_once(' ') else {
+                continue;
+            };
+            match key {
+                "hostkey" => e.host_keys.push(value.to_owned()),
+                "hostkeyalgorithms" => e.host_key_algorithms = Some(value.to_owned()),
+                "listenaddress" => e.listen.push(value.to_owned()),
+                "pidfile" => e.pid_file = Some(value.to_owned()),
+                _ => {}
+            }
+        }
+        e
+    }
+
     /// The address to verify against: the first listen address, with a
     /// wildcard replaced by loopback.
     pub fn verify_address(&self) -> Option<HostPort> {
@@ -204,21 +223,7 @@ impl Sshd {
 
     /// `sshd -T`: the effective settings hostkeyctl cares about.
     pub fn effective(&self) -> Result<Effective, SshdError> {
-        let text = self.run("-T")?;
-        let mut e = Effective::default();
-        for line in text.lines() {
-            let Some((key, value)) = line.split_once(' ') else {
-                continue;
-            };
-            match key {
-                "hostkey" => e.host_keys.push(value.to_owned()),
-                "hostkeyalgorithms" => e.host_key_algorithms = Some(value.to_owned()),
-                "listenaddress" => e.listen.push(value.to_owned()),
-                "pidfile" => e.pid_file = Some(value.to_owned()),
-                _ => {}
-            }
-        }
-        Ok(e)
+        Ok(Effective::parse(&self.run("-T")?))
     }
 
     /// Reloads sshd. Returns what was done, for the report.

@@ -373,6 +373,29 @@ fn private_key_bytes_never_reach_stdout_or_stderr() {
         ),
         bed.install_on(node, &["--secret-id", "hk", "--check", "-vvv"]),
     ];
+    // Regression (hardening finding 7): at trace level with the SDK's
+    // sensitive-body logging switched on, GetSecretValue's answer (the
+    // private keys) was printed. hostkeyctl now refuses to start then, and
+    // filters the SDK's body logging out at any level.
+    let trace = |sensitive: bool| {
+        let mut env: Vec<(String, String)> = node.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        env.push(("HOSTKEYCTL_LOG".into(), "trace".into()));
+        if sensitive {
+            env.push(("LOG_SENSITIVE_BODIES".into(), "true".into()));
+        }
+        bed.run_env(&["status", "--secret-id", "hk", "--output", "json"], &env)
+    };
+    let refused = trace(true);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(refused.stderr.contains("LOG_SENSITIVE_BODIES"), "{}", refused.stderr);
+    let traced = trace(false);
+    assert_eq!(traced.code, 0, "{}", traced.stderr);
+    assert!(
+        traced.stderr.lines().count() > 20,
+        "trace logging is not on: {}",
+        traced.stderr
+    );
+    let runs: Vec<Run> = runs.into_iter().chain([refused, traced]).collect();
     for run in &runs {
         for line in secret_lines.iter().chain(&old_lines) {
             assert!(
