@@ -369,3 +369,30 @@ fn ipv6_endpoints_with_and_without_brackets_reach_port_22() {
     let _ = sshd.kill();
     let _ = sshd.wait();
 }
+
+/// Regression (hardening finding 10): `audit --via-ssm` reported a node
+/// whose SSM command failed (no report at all) as drift, exit 1; it is
+/// incomplete, exit 3, and the node's entry says why.
+#[test]
+fn via_ssm_counts_an_ssm_failure_as_incomplete_not_drift() {
+    let bed = TestBed::start(BedOptions::default());
+    bed.init_from_node("hk", &bed.state.nodes[0]);
+    let mut push = vec!["push", "--secret-id", "hk", "--max-concurrency", "100%"];
+    push.extend(TARGETS);
+    assert_eq!(bed.run(&push).code, 0);
+    let failing = bed.state.nodes[2].instance_id.clone();
+    bed.set_faults(json!({ "fail_instances": { failing.clone(): "agent: cannot start the plugin" } }));
+    let mut args = vec!["--secret-id", "hk", "--via-ssm"];
+    args.extend(TARGETS);
+    let (code, report) = audit(&bed, &args);
+    assert_eq!(code, 3, "{report}");
+    let on_disk = &report["on_disk"];
+    assert_eq!(on_disk[&failing]["result"], "unknown", "{report}");
+    assert!(
+        on_disk[&failing]["error"].as_str().unwrap().contains("cannot start the plugin"),
+        "{report}"
+    );
+    for other in [&bed.state.nodes[0], &bed.state.nodes[1]] {
+        assert_eq!(on_disk[&other.instance_id]["result"], "match", "{report}");
+    }
+}
