@@ -6,7 +6,7 @@
 
 CARGO ?= cargo
 
-.PHONY: demo test check deps lint build bench clean-bed
+.PHONY: demo test check deps lint deny build bench clean-bed
 
 deps:
 	./scripts/install-deps.sh
@@ -18,10 +18,15 @@ lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --locked --all-targets --features testing -- -D warnings
 
+# cargo-deny is installed on first use (about 2 minutes, once).
+deny:
+	command -v cargo-deny >/dev/null 2>&1 || $(CARGO) install --locked --quiet cargo-deny@0.20.2
+	$(CARGO) deny check licenses bans sources
+
 check: lint
 	$(CARGO) test --locked --lib --features testing
 
-test: deps lint
+test: deps lint deny
 	$(CARGO) test --locked --all-targets --features testing
 
 demo: deps build
