@@ -9,7 +9,7 @@ a slow machine; it prints what it measured.
     python3 scripts/bench.py audit
     python3 scripts/bench.py all
 
-Uses target/release/hostkeyctl (`make bench` builds it).
+Uses the release hostkeyctl where cargo put it (`make bench` builds it).
 """
 
 from __future__ import annotations
@@ -28,7 +28,17 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BIN = ROOT / "target" / "release" / "hostkeyctl"
+def _target_dir() -> Path:
+    """Where cargo puts its output (CARGO_TARGET_DIR and .cargo/config
+    honoured): asked of cargo itself."""
+    out = subprocess.run(
+        ["cargo", "metadata", "--format-version", "1", "--no-deps"],
+        cwd=ROOT, check=True, capture_output=True, text=True,
+    ).stdout
+    return Path(json.loads(out)["target_directory"])
+
+
+BIN = _target_dir() / "release" / "hostkeyctl"
 
 
 def timed(argv: list[str]) -> tuple[float, subprocess.CompletedProcess]:

@@ -15,7 +15,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-BIN_DIR="$PWD/target/debug"
+# Where cargo put the binary: CARGO_TARGET_DIR and .cargo/config are
+# honoured by asking cargo itself.
+TARGET_DIR=$(cargo metadata --format-version 1 --no-deps |
+  python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+BIN_DIR="$TARGET_DIR/debug"
 HOSTKEYCTL="$BIN_DIR/hostkeyctl"
 WORK=$(mktemp -d /tmp/hostkeyctl-demo.XXXXXX)
 BED_PID=""

@@ -11,19 +11,22 @@ use aws_config::timeout::TimeoutConfig;
 use aws_sdk_secretsmanager::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use clap::Args;
 
+/// The help heading of the AWS options.
+pub const AWS: &str = "AWS options";
+
 /// How to reach AWS. The standard `AWS_*` environment variables and the
 /// default credential chain (including IAM Identity Center) apply as well.
 #[derive(Clone, Debug, Args)]
 pub struct AwsArgs {
     /// AWS region (default: from AWS_REGION or the profile).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = AWS)]
     pub region: Option<String>,
     /// Named profile from the AWS config files.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = AWS)]
     pub profile: Option<String>,
     /// Endpoint URL for every AWS service (e.g. a VPC endpoint or an
     /// emulator); also read from AWS_ENDPOINT_URL.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = AWS)]
     pub endpoint_url: Option<String>,
     /// Attempts per AWS call, retries included (adaptive retry mode).
     #[arg(
@@ -31,7 +34,8 @@ pub struct AwsArgs {
         global = true,
         default_value_t = 5,
         env = "HOSTKEYCTL_MAX_ATTEMPTS",
-        value_name = "N"
+        value_name = "N",
+        help_heading = AWS
     )]
     pub max_attempts: u32,
 }
@@ -105,6 +109,14 @@ pub enum AwsError {
         resource: String,
         /// What AWS said.
         message: String,
+    },
+    /// No credentials were found at all.
+    #[error(
+        "no AWS credentials found for {action}\n  set AWS_PROFILE (or --profile), run `aws sso login`, export AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or run where an instance role applies"
+    )]
+    NoCredentials {
+        /// IAM action.
+        action: &'static str,
     },
     /// The credentials are missing, invalid or expired.
     #[error(
@@ -205,7 +217,18 @@ impl AwsError {
             },
             _ => {
                 let detail = DisplayErrorContext(&err).to_string();
-                if detail.contains("credentials") || detail.contains("identity") {
+                let lower = detail.to_ascii_lowercase();
+                if lower.contains("no providers in chain provided credentials")
+                    || lower.contains("no credentials")
+                    || lower.contains("credentials provider was not enabled")
+                {
+                    AwsError::NoCredentials { action }
+                } else if lower.contains("sso") && (lower.contains("expired") || lower.contains("token")) {
+                    AwsError::Credentials {
+                        action,
+                        message: "the IAM Identity Center (SSO) session has expired".to_owned(),
+                    }
+                } else if detail.contains("credentials") || detail.contains("identity") {
                     AwsError::Credentials {
                         action,
                         message: detail,

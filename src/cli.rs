@@ -26,17 +26,20 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// The help heading of the options every command takes.
+pub const GLOBAL: &str = "Global options";
+
 /// Options shared by every command.
 #[derive(Debug, Args)]
 pub struct GlobalArgs {
     /// Output format: a table on a terminal, JSON otherwise, unless set.
-    #[arg(long, global = true, value_enum, default_value_t = OutputFormat::Auto, env = "HOSTKEYCTL_OUTPUT")]
+    #[arg(long, global = true, value_enum, default_value_t = OutputFormat::Auto, env = "HOSTKEYCTL_OUTPUT", help_heading = GLOBAL)]
     pub output: OutputFormat,
     /// More log detail on stderr (repeat for more). Never shows key material.
-    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet", help_heading = GLOBAL)]
     pub verbose: u8,
     /// Only errors on stderr.
-    #[arg(short, long, global = true)]
+    #[arg(short, long, global = true, help_heading = GLOBAL)]
     pub quiet: bool,
     /// AWS connection options.
     #[command(flatten)]
@@ -47,25 +50,49 @@ pub struct GlobalArgs {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Generate a host key set offline and write it as ssh_host_<alg>_key files.
+    #[command(
+        after_help = "Examples:\n  hostkeyctl keygen --out-dir ./hostkeys\n  hostkeyctl keygen --out-dir ./hostkeys --algorithms ed25519,ecdsa"
+    )]
     Keygen(KeygenArgs),
     /// Create the secret holding the canonical key set (new, or adopted from
     /// a node's host key files).
+    #[command(
+        after_help = "Examples:\n  hostkeyctl init --secret-id hostkeys/my-cluster --from-dir ./login-1-etc-ssh\n  hostkeyctl init --secret-id hostkeys/my-cluster --kms-key-id alias/hostkeys"
+    )]
     Init(InitArgs),
     /// Show the secret's versions, stages and fingerprints.
+    #[command(
+        after_help = "Examples:\n  hostkeyctl status --secret-id hostkeys/my-cluster\n  hostkeyctl status --secret-id hostkeys/my-cluster --output json"
+    )]
     Status(StatusArgs),
     /// Install a key set version on every target node with SSM Run Command.
+    #[command(
+        after_help = "Examples:\n  hostkeyctl push --secret-id hostkeys/my-cluster --target tag:Role=login --canary 1\n  hostkeyctl push --secret-id hostkeys/my-cluster --target i-0123456789abcdef0 --dry-run"
+    )]
     Push(PushArgs),
     /// Replace the key set without losing the working one: create a new set
     /// (AWSPENDING), push it, audit it, then promote it to AWSCURRENT.
+    #[command(
+        after_help = "Examples:\n  hostkeyctl rotate --secret-id hostkeys/my-cluster --target tag:Role=login --overlap\n  hostkeyctl rotate --secret-id hostkeys/my-cluster --target tag:Role=login --finish"
+    )]
     Rotate(RotateArgs),
     /// Print known_hosts lines (or SSHFP records) for the key set, for
     /// clients and DNS.
+    #[command(
+        after_help = "Examples:\n  hostkeyctl known-hosts --secret-id hostkeys/my-cluster --host login.my-cluster.internal\n  hostkeyctl known-hosts --secret-id hostkeys/my-cluster --host login.my-cluster.internal --sshfp"
+    )]
     KnownHosts(KnownHostsArgs),
     /// Check by real SSH handshakes which host keys every node and the load
     /// balancer serve, against the expected set.
+    #[command(
+        after_help = "Examples:\n  hostkeyctl audit --secret-id hostkeys/my-cluster --target tag:Role=login --lb login.my-cluster.internal\n  hostkeyctl audit --known-hosts ~/.ssh/known_hosts --endpoint 10.0.0.5 --endpoint 10.0.0.6"
+    )]
     Audit(AuditArgs),
     /// On a login node (as root): fetch the key set, install it, reload
     /// sshd, verify what it serves, roll back on any failure.
+    #[command(
+        after_help = "Examples:\n  hostkeyctl install --secret-id hostkeys/my-cluster\n  hostkeyctl install --check --expect SHA256:..."
+    )]
     Install(InstallArgs),
 }
 

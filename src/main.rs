@@ -21,17 +21,17 @@ fn main() -> ExitCode {
         return ExitCode::from(hostkeyctl::exit::Status::Usage.code());
     }
     let cli = Cli::parse();
-    let level = match (cli.global.quiet, cli.global.verbose) {
-        (true, _) => "error",
-        (false, 0) => "warn",
-        (false, 1) => "info",
-        (false, 2) => "debug",
-        _ => "trace",
+    // Our own crate logs at the chosen level. The AWS SDK's own warnings
+    // (IMDS probes, retries) are noise to a user until they ask with -v: the
+    // error hostkeyctl prints says what went wrong and what to do.
+    let directives = match (cli.global.quiet, cli.global.verbose) {
+        (true, _) => "off,hostkeyctl=error",
+        (false, 0) => "off,hostkeyctl=warn",
+        (false, 1) => "warn,hostkeyctl=info",
+        (false, 2) => "info,hostkeyctl=debug",
+        _ => "debug,hostkeyctl=trace",
     };
-    // Our own crate logs at the chosen level; the AWS SDK only at warn
-    // unless HOSTKEYCTL_LOG overrides.
-    let mut filter = EnvFilter::try_from_env("HOSTKEYCTL_LOG")
-        .unwrap_or_else(|_| EnvFilter::new(format!("warn,hostkeyctl={level}")));
+    let mut filter = EnvFilter::try_from_env("HOSTKEYCTL_LOG").unwrap_or_else(|_| EnvFilter::new(directives));
     // Defence in depth: the SDK's response-body log line stays off at
     // every level, whatever HOSTKEYCTL_LOG says.
     if let Ok(off) = "aws_smithy_runtime::client::orchestrator::http=off".parse() {

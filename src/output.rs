@@ -35,14 +35,54 @@ pub fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A table with hostkeyctl's look and the given header.
+/// A table with hostkeyctl's look and the given header, as wide as the
+/// terminal at most: `COLUMNS` when set (also when stdout is a pipe),
+/// else the terminal's width, else unlimited. Long cells wrap.
 pub fn table(header: &[&str]) -> Table {
     let mut table = Table::new();
     table
         .load_style(UTF8_FULL_CONDENSED)
         .set_content_arrangement(ContentArrangement::Dynamic)
         .set_header(header.iter().copied());
+    if let Some(width) = columns() {
+        table.set_width(width);
+    }
     table
+}
+
+/// The terminal width from `COLUMNS` (at least 40), if set.
+pub fn columns() -> Option<u16> {
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<u16>().ok())
+        .filter(|w| *w >= 40)
+}
+
+/// `text` broken at spaces into lines of at most `width` characters (a
+/// single word longer than that stays whole), continuation lines indented.
+pub fn wrap(text: &str, width: Option<u16>, indent: &str) -> String {
+    let Some(width) = width.map(usize::from) else {
+        return text.to_owned();
+    };
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        let prefix = if lines.is_empty() { "" } else { indent };
+        if !line.is_empty() && prefix.len() + line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    lines.push(line);
+    lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| if i == 0 { l.clone() } else { format!("{indent}{l}") })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Adds a row to a table. Cells may hold text from outside (node reports,
@@ -123,6 +163,16 @@ mod tests {
             "a\\\\x1b",
             "a literal backslash cannot fake an escape"
         );
+    }
+
+    #[test]
+    fn text_wraps_at_spaces_to_the_width() {
+        let text =
+            "expected set: tags of arn:aws:secretsmanager:us-east-1:123456789012:secret:hk (version 1, AWSCURRENT)";
+        let wrapped = super::wrap(text, Some(60), "  ");
+        assert!(wrapped.lines().all(|l| l.chars().count() <= 60), "{wrapped}");
+        assert_eq!(wrapped.replace("\n  ", " "), text);
+        assert_eq!(super::wrap(text, None, "  "), text);
     }
 
     #[test]

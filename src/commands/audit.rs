@@ -282,7 +282,7 @@ pub async fn run(args: &AuditArgs, global: &GlobalArgs, output: OutputFormat) ->
     }
     let needs_aws = args.secret_id.is_some() || !args.targets.is_empty();
     let config = if needs_aws {
-        Some(aws::load_config(&global.aws).await.map_err(Failure::aws)?)
+        Some(aws::load_config(&global.aws).await.map_err(Failure::aws_config)?)
     } else {
         None
     };
@@ -404,10 +404,30 @@ async fn check_on_disk(
 }
 
 fn print_table(report: &AuditReport) {
-    println!("expected set: {}", escape(&report.expected_source));
-    let mut table = output::table(&["NODE", "ADDRESS", "KEY TYPE", "STATUS", "EXPECTED", "SERVED / DETAIL"]);
+    println!(
+        "{}",
+        output::wrap(
+            &format!("expected set: {}", escape(&report.expected_source)),
+            output::columns(),
+            "  "
+        )
+    );
+    for (key_type, fp) in &report.expected.by_type {
+        println!("  {key_type:<20} {fp}");
+    }
+    for fp in &report.expected.untyped {
+        println!("  {:<20} {fp}", "(any type)");
+    }
+    // The served fingerprint only where it differs from the expected one:
+    // two 50-character columns do not fit a terminal.
+    let mut table = output::table(&["NODE", "ADDRESS", "KEY TYPE", "STATUS", "SERVED INSTEAD / DETAIL"]);
     for node in &report.nodes {
         for (i, f) in node.findings.iter().enumerate() {
+            let served_instead = match (&f.served, &f.expected) {
+                (Some(s), Some(e)) if s == e => None,
+                (Some(s), _) => Some(s.to_string()),
+                (None, _) => None,
+            };
             output::add_row(
                 &mut table,
                 vec![
@@ -423,12 +443,7 @@ fn print_table(report: &AuditReport) {
                     },
                     f.key_type.clone(),
                     format!("{:?}", f.status).to_uppercase(),
-                    f.expected.as_ref().map(ToString::to_string).unwrap_or_default(),
-                    f.served
-                        .as_ref()
-                        .map(ToString::to_string)
-                        .or_else(|| f.detail.clone())
-                        .unwrap_or_default(),
+                    served_instead.or_else(|| f.detail.clone()).unwrap_or_default(),
                 ],
             );
         }
@@ -437,9 +452,9 @@ fn print_table(report: &AuditReport) {
         println!("{table}");
     }
     if let Some(lb) = &report.lb {
-        println!(
+        let header = format!(
             "load balancer {}:{}, {} samples per key type{}",
-            lb.endpoint.host,
+            escape(&lb.endpoint.host),
             lb.endpoint.port,
             lb.samples,
             match (lb.backends, lb.miss_probability) {
@@ -454,6 +469,7 @@ fn print_table(report: &AuditReport) {
                 _ => String::new(),
             }
         );
+        println!("{}", output::wrap(&header, output::columns(), "  "));
         let mut table = output::table(&["KEY TYPE", "STATUS", "KEYS SEEN", "NO ANSWER"]);
         for t in &lb.types {
             output::add_row(

@@ -74,7 +74,7 @@ fn plan_keys(args: &InitArgs) -> Result<KeySet, Failure> {
 /// Runs `init`.
 pub async fn run(args: &InitArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
     let keys = plan_keys(args)?;
-    let config = aws::load_config(&global.aws).await.map_err(Failure::aws)?;
+    let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
     let store = SecretsManagerStore::new(&config);
     let document = SecretDocument::new(keys);
     let request = CreateRequest {

@@ -120,7 +120,7 @@ pub async fn execute(
 pub async fn run(args: &InstallArgs, global: &GlobalArgs) -> Result<Status, Failure> {
     let sshd = sshd_of(args);
     let store = if args.secret_id.is_some() {
-        let config = aws::load_config(&global.aws).await.map_err(Failure::aws)?;
+        let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
         Some(SecretsManagerStore::new(&config))
     } else {
         None

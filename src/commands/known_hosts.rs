@@ -78,7 +78,7 @@ pub async fn run(args: &KnownHostsArgs, global: &GlobalArgs) -> Result<Status, F
     if hosts.is_empty() {
         return Err(Failure::usage(anyhow::anyhow!("--host needs at least one name")));
     }
-    let config = aws::load_config(&global.aws).await.map_err(Failure::aws)?;
+    let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
     let store = SecretsManagerStore::new(&config);
     let selector = VersionSelector::from_options(args.version_id.as_ref(), args.stage.as_ref());
     let version = store.get(&args.secret_id, &selector).await.map_err(store_failure)?;

@@ -106,7 +106,7 @@ pub async fn push_with_progress(
 
 /// Runs `push`.
 pub async fn run(args: &PushArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
-    let config = aws::load_config(&global.aws).await.map_err(Failure::aws)?;
+    let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
     let options = push_options(&args.rollout, &config)?;
     let selector = VersionSelector::from_options(args.version_id.as_ref(), args.stage.as_ref());
     let store = SecretsManagerStore::new(&config);

@@ -46,7 +46,7 @@ pub fn rotation_failure(e: RotationError) -> Failure {
 
 /// Runs `rotate`.
 pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
-    let config = aws::load_config(&global.aws).await.map_err(Failure::aws)?;
+    let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
     let push = push_options(&args.rollout, &config)?;
     let store = SecretsManagerStore::new(&config);
     let instances = Ec2Fleet::new(&config)

@@ -389,10 +389,53 @@ fn via_ssm_counts_an_ssm_failure_as_incomplete_not_drift() {
     let on_disk = &report["on_disk"];
     assert_eq!(on_disk[&failing]["result"], "unknown", "{report}");
     assert!(
-        on_disk[&failing]["error"].as_str().unwrap().contains("cannot start the plugin"),
+        on_disk[&failing]["error"]
+            .as_str()
+            .unwrap()
+            .contains("cannot start the plugin"),
         "{report}"
     );
     for other in [&bed.state.nodes[0], &bed.state.nodes[1]] {
         assert_eq!(on_disk[&other.instance_id]["result"], "match", "{report}");
     }
+}
+
+/// The audit table of a three-node bed, nodes and load balancer, with every
+/// node serving other keys (the widest case), fits a 100-column terminal.
+#[test]
+fn the_audit_table_fits_100_columns() {
+    let bed = TestBed::start(BedOptions::default());
+    bed.init_generated("hk");
+    let lb = bed.state.lb.clone().unwrap();
+    let lb_address = format!("{}:{}", lb.address, lb.port);
+    let mut args = vec![
+        "audit",
+        "--output",
+        "table",
+        "--secret-id",
+        "hk",
+        "--lb",
+        &lb_address,
+        "--samples",
+        "6",
+    ];
+    args.extend(TARGETS);
+    let run = bed.run_env(&args, &[("COLUMNS".to_owned(), "100".to_owned())]);
+    assert_eq!(
+        run.code, 1,
+        "every node serves other keys: {}\n{}",
+        run.stdout, run.stderr
+    );
+    assert!(run.stdout.contains("MISMATCH"), "{}", run.stdout);
+    for line in run.stdout.lines() {
+        assert!(
+            line.chars().count() <= 100,
+            "{} columns: {line}\n{}",
+            line.chars().count(),
+            run.stdout
+        );
+    }
+    // The served fingerprint is shown where it differs from the expected one.
+    let served = keyscan(&bed.state.nodes[0].address, 22, "ed25519").unwrap();
+    assert!(run.stdout.contains(&served[..30]), "{}", run.stdout);
 }
