@@ -403,6 +403,60 @@ async fn check_on_disk(
         .collect())
 }
 
+/// The load balancer's findings, as a header line and a table.
+fn print_lb(lb: &LbReport) {
+    let header = format!(
+        "load balancer {}:{}, {} samples per key type{}",
+        escape(&lb.endpoint.host),
+        lb.endpoint.port,
+        lb.samples,
+        match (lb.backends, lb.miss_probability) {
+            (Some(k), Some(p)) => format!(
+                "; with {k} backends{}, chance a given backend was never sampled: {p:.2e}",
+                if lb.backends_assumed {
+                    " (assumed: the nodes audited; pass --backends K)"
+                } else {
+                    ""
+                }
+            ),
+            _ => String::new(),
+        }
+    );
+    println!("{}", output::wrap(&header, output::columns(), "  "));
+    let mut table = output::table(&["KEY TYPE", "STATUS", "KEYS SEEN", "NO ANSWER"]);
+    for t in &lb.types {
+        output::add_row(
+            &mut table,
+            vec![
+                t.key_type.clone(),
+                format!("{:?}", t.status).to_uppercase(),
+                if t.seen.is_empty() {
+                    "not served".to_owned()
+                } else {
+                    t.seen
+                        .iter()
+                        .map(|s| {
+                            format!(
+                                "{} x{}{}",
+                                s.fingerprint,
+                                s.count,
+                                if s.expected { "" } else { " (unexpected)" }
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                },
+                t.failed
+                    .iter()
+                    .map(|(k, v)| format!("{k} x{v}"))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            ],
+        );
+    }
+    println!("{table}");
+}
+
 fn print_table(report: &AuditReport) {
     println!(
         "{}",
@@ -452,56 +506,7 @@ fn print_table(report: &AuditReport) {
         println!("{table}");
     }
     if let Some(lb) = &report.lb {
-        let header = format!(
-            "load balancer {}:{}, {} samples per key type{}",
-            escape(&lb.endpoint.host),
-            lb.endpoint.port,
-            lb.samples,
-            match (lb.backends, lb.miss_probability) {
-                (Some(k), Some(p)) => format!(
-                    "; with {k} backends{}, chance a given backend was never sampled: {p:.2e}",
-                    if lb.backends_assumed {
-                        " (assumed: the nodes audited; pass --backends K)"
-                    } else {
-                        ""
-                    }
-                ),
-                _ => String::new(),
-            }
-        );
-        println!("{}", output::wrap(&header, output::columns(), "  "));
-        let mut table = output::table(&["KEY TYPE", "STATUS", "KEYS SEEN", "NO ANSWER"]);
-        for t in &lb.types {
-            output::add_row(
-                &mut table,
-                vec![
-                    t.key_type.clone(),
-                    format!("{:?}", t.status).to_uppercase(),
-                    if t.seen.is_empty() {
-                        "not served".to_owned()
-                    } else {
-                        t.seen
-                            .iter()
-                            .map(|s| {
-                                format!(
-                                    "{} x{}{}",
-                                    s.fingerprint,
-                                    s.count,
-                                    if s.expected { "" } else { " (unexpected)" }
-                                )
-                            })
-                            .collect::<Vec<_>>()
-                            .join("\n")
-                    },
-                    t.failed
-                        .iter()
-                        .map(|(k, v)| format!("{k} x{v}"))
-                        .collect::<Vec<_>>()
-                        .join("\n"),
-                ],
-            );
-        }
-        println!("{table}");
+        print_lb(lb);
     }
     for (id, v) in &report.on_disk {
         println!("on disk {}: {}", escape(id), v.result());
