@@ -145,6 +145,34 @@ pub struct Report {
     pub audit: Vec<(String, Vec<Finding>)>,
 }
 
+impl Report {
+    /// An empty report for `secret`, filled in by [`Rotation::run`].
+    pub fn new(secret: SecretId) -> Self {
+        Report {
+            secret,
+            result: None,
+            current_version: VersionId::random(),
+            pending_version: None,
+            previous_version: None,
+            steps: Vec::new(),
+            push: None,
+            audit: Vec::new(),
+        }
+    }
+}
+
+/// Keeps failed audit findings in the report: drift when a node serves
+/// other keys, incomplete when one could not be asked.
+fn audit_failed(findings: Vec<(String, Vec<Finding>)>, report: &mut Report) -> Outcome {
+    let drift = findings.iter().any(|(_, f)| f.iter().any(|f| f.status.is_drift()));
+    report.audit = findings;
+    if drift {
+        Outcome::AuditFailed
+    } else {
+        Outcome::AuditIncomplete
+    }
+}
+
 /// What a run is asked to do.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Request {
@@ -484,13 +512,7 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
             report.steps.push(format!(
                 "test: not every node serves the new set; AWSCURRENT stays {current}"
             ));
-            let drift = findings.iter().any(|(_, f)| f.iter().any(|f| f.status.is_drift()));
-            report.audit = findings;
-            return Ok(if drift {
-                Outcome::AuditFailed
-            } else {
-                Outcome::AuditIncomplete
-            });
+            return Ok(audit_failed(findings, report));
         }
         report
             .steps
@@ -535,13 +557,7 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
             report
                 .steps
                 .push("overlap: a node no longer serves the current set first".to_owned());
-            let drift = findings.iter().any(|(_, f)| f.iter().any(|f| f.status.is_drift()));
-            report.audit = findings;
-            return Ok(if drift {
-                Outcome::AuditFailed
-            } else {
-                Outcome::AuditIncomplete
-            });
+            return Ok(audit_failed(findings, report));
         }
         report.steps.push(format!(
             "overlap: every node serves {} and offers {}; clients with UpdateHostKeys learn the new keys when they log in. Run `rotate --finish` when ready",

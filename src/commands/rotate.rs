@@ -12,7 +12,6 @@ use crate::discovery::{Ec2Fleet, Fleet};
 use crate::dispatch::SsmDispatcher;
 use crate::exit::{Failure, Status};
 use crate::fingerprint::Fingerprint;
-use crate::ids::VersionId;
 use crate::output::{self, OutputFormat};
 use crate::rotation::{Outcome, Report, Request, Rotation, RotationError};
 use crate::scan::SshProber;
@@ -78,16 +77,7 @@ pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -
         finish: args.finish,
         stop_after: args.stop_after,
     };
-    let mut report = Report {
-        secret: args.secret_id.clone(),
-        result: None,
-        current_version: VersionId::random(),
-        pending_version: None,
-        previous_version: None,
-        steps: Vec::new(),
-        push: None,
-        audit: Vec::new(),
-    };
+    let mut report = Report::new(args.secret_id.clone());
     let outcome = rotation.run(request, &mut report).await.map_err(rotation_failure)?;
     report.result = Some(outcome);
     print_report(&report, output)?;

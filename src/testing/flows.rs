@@ -72,17 +72,14 @@ async fn current(store: &impl SecretStore) -> StoredVersion {
         .unwrap()
 }
 
-fn new_report() -> Report {
-    Report {
-        secret: secret(),
-        result: None,
-        current_version: VersionId::random(),
-        pending_version: None,
-        previous_version: None,
-        steps: Vec::new(),
-        push: None,
-        audit: Vec::new(),
-    }
+/// A new set stored as AWSPENDING, read back.
+async fn pending_set(store: &MemoryStore) -> StoredVersion {
+    let doc = SecretDocument::new(KeySet::generate(&ALGS, 2048).unwrap());
+    let id = store
+        .put_version(&secret(), &doc, &VersionId::random(), &[stage(STAGE_PENDING)])
+        .await
+        .unwrap();
+    store.get(&secret(), &VersionSelector::VersionId(id)).await.unwrap()
 }
 
 async fn rotate(
@@ -105,7 +102,7 @@ async fn rotate(
         progress: &|_, _| {},
         say: &|_| {},
     };
-    rotation.run(request, &mut new_report()).await
+    rotation.run(request, &mut Report::new(secret())).await
 }
 
 /// Checks, at every move of AWSCURRENT, that every node already serves the
@@ -326,12 +323,7 @@ async fn an_abort_whose_push_fails_keeps_the_rotation_for_a_retry() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failing_reload_rolls_back_and_a_dead_sshd_is_exit_5() {
     let (store, fleet, _) = world(2).await;
-    let next = SecretDocument::new(KeySet::generate(&ALGS, 2048).unwrap());
-    let id = store
-        .put_version(&secret(), &next, &VersionId::random(), &[stage(STAGE_PENDING)])
-        .await
-        .unwrap();
-    let pending = store.get(&secret(), &VersionSelector::VersionId(id)).await.unwrap();
+    let pending = pending_set(&store).await;
     let before = current(&store).await;
     fleet.nodes[0].faults.lock().unwrap().reload_fails = true;
     fleet.nodes[1].faults.lock().unwrap().dies_on_reload = true;
@@ -605,12 +597,7 @@ async fn symlinked_config_and_keys_are_written_through_with_safe_modes() {
         std::fs::set_permissions(&target, std::fs::Permissions::from_mode(mode)).unwrap();
         std::os::unix::fs::symlink(&target, &link).unwrap();
     }
-    let doc = SecretDocument::new(KeySet::generate(&ALGS, 2048).unwrap());
-    let id = store
-        .put_version(&secret(), &doc, &VersionId::random(), &[stage(STAGE_PENDING)])
-        .await
-        .unwrap();
-    let next = store.get(&secret(), &VersionSelector::VersionId(id)).await.unwrap();
+    let next = pending_set(&store).await;
     let dispatcher = MemDispatcher::new(&fleet, &store);
     let outcome = push_version(&dispatcher, &next, None, &fleet.instances(), &options(0), &|_, _| {})
         .await
@@ -656,12 +643,7 @@ async fn a_damaged_marker_refuses_the_install_and_writes_nothing() {
         .flatten()
         .map(|e| (e.file_name(), std::fs::read(e.path()).ok()))
         .collect();
-    let doc = SecretDocument::new(KeySet::generate(&ALGS, 2048).unwrap());
-    let id = store
-        .put_version(&secret(), &doc, &VersionId::random(), &[stage(STAGE_PENDING)])
-        .await
-        .unwrap();
-    let next = store.get(&secret(), &VersionSelector::VersionId(id)).await.unwrap();
+    let next = pending_set(&store).await;
     let dispatcher = MemDispatcher::new(&fleet, &store);
     let outcome = push_version(&dispatcher, &next, None, &fleet.instances(), &options(0), &|_, _| {})
         .await

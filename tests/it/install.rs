@@ -396,12 +396,17 @@ fn private_key_bytes_never_reach_stdout_or_stderr() {
         traced.stderr
     );
     let runs: Vec<Run> = runs.into_iter().chain([refused, traced]).collect();
-    for run in &runs {
-        for line in secret_lines.iter().chain(&old_lines) {
+    for (i, run) in runs.iter().enumerate() {
+        for (j, line) in secret_lines.iter().chain(&old_lines).enumerate() {
             assert!(
-                !run.stdout.contains(line.as_str()) && !run.stderr.contains(line.as_str()),
-                "key material in output"
+                !run.stdout.contains(line.as_str()),
+                "key material (line {j}) on stdout of run {i}"
             );
+            if let Some(at) = run.stderr.find(line.as_str()) {
+                let start = run.stderr[..at].rfind('\n').map_or(0, |n| n + 1);
+                let context: String = run.stderr[start..at].chars().take(200).collect();
+                panic!("key material (line {j}) on stderr of run {i}, after: {context}");
+            }
         }
     }
 }
