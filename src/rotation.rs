@@ -273,7 +273,7 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
             .unwrap_or(DEFAULT_RSA_BITS);
         let keys = KeySet::generate(&current.algorithms(), rsa_bits)?;
         let token = VersionId::random();
-        let claim = claim_label(&token);
+        let claim = claim_label(&token)?;
         let id = self
             .store
             .put_version(
@@ -571,19 +571,15 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
 pub const CLAIM_PREFIX: &str = "hostkeyctl-claim-";
 
 /// The label a new version carries until it holds AWSPENDING.
-fn claim_label(token: &VersionId) -> StageLabel {
+fn claim_label(token: &VersionId) -> Result<StageLabel, RotationError> {
     let short: String = token
         .as_str()
         .chars()
         .filter(char::is_ascii_hexdigit)
         .take(12)
         .collect();
-    stage_label(&format!("{CLAIM_PREFIX}{short}"))
-}
-
-fn stage_label(text: &str) -> StageLabel {
-    // Built from a fixed prefix and hex digits: always a valid label.
-    StageLabel::parse(text).unwrap_or_else(|_| stage(STAGE_PENDING))
+    StageLabel::parse(&format!("{CLAIM_PREFIX}{short}"))
+        .map_err(|e| RotationError::Refused(format!("cannot name the rotation's claim label: {e}")))
 }
 
 /// How a rotation run starts, decided from the stages alone.

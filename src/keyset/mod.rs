@@ -17,6 +17,7 @@ use ssh_key::{Algorithm, EcdsaCurve, HashAlg, LineEnding, PrivateKey, PublicKey}
 use zeroize::Zeroizing;
 
 mod dir;
+mod short_scalar;
 
 pub use dir::{LoadError, WriteError, WrittenKey};
 
@@ -210,10 +211,17 @@ impl HostKey {
 
     /// Parses and checks the text of an OpenSSH private key file.
     pub fn from_openssh(pem: &str) -> Result<Self, KeyError> {
-        let private = PrivateKey::from_openssh(pem).map_err(|e| match e {
-            ssh_key::Error::Encrypted => KeyError::Encrypted,
-            other => KeyError::Unparsable(other),
-        })?;
+        let private = match PrivateKey::from_openssh(pem) {
+            Ok(private) => private,
+            Err(ssh_key::Error::Encrypted) => return Err(KeyError::Encrypted),
+            Err(first) => {
+                // OpenSSH writes an ECDSA scalar as a minimal mpint, so about
+                // one P-256 key in 256 (top byte zero) has a 31-byte scalar,
+                // which the pinned ssh-key refuses ("length invalid").
+                let padded = short_scalar::pad(pem).ok_or(KeyError::Unparsable(first))?;
+                PrivateKey::from_openssh(padded.as_str()).map_err(KeyError::Unparsable)?
+            }
+        };
         Self::from_private(private)
     }
 
