@@ -248,7 +248,7 @@ mod tests {
                 "--secret-id=arn:aws:secretsmanager:us-east-1:123456789012:secret:hk-AbCdEf",
                 "--version-id=0f8e5c1a-3b6d-4c2e-9a7f-1d2e3f4a5b6c",
             ])
-            .arg(format!("--expect={fp}"))
+            .arg(["--expect=", fp.as_str()].concat())
             .arg("--quiet")
             .output()
             .unwrap();

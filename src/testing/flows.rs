@@ -21,13 +21,13 @@ use crate::store::{
     VersionSelector, stage,
 };
 
-const ALGS: [KeyAlgorithm; 2] = [KeyAlgorithm::Ed25519, KeyAlgorithm::Ecdsa];
+pub(super) const ALGS: [KeyAlgorithm; 2] = [KeyAlgorithm::Ed25519, KeyAlgorithm::Ecdsa];
 
-fn secret() -> SecretId {
+pub(super) fn secret() -> SecretId {
     SecretId::parse("hk").unwrap()
 }
 
-fn options(canary: usize) -> PushOptions {
+pub(super) fn options(canary: usize) -> PushOptions {
     PushOptions {
         document: "AWS-RunShellScript".to_owned(),
         node_command: crate::ids::Program::parse("hostkeyctl").unwrap(),
@@ -40,7 +40,7 @@ fn options(canary: usize) -> PushOptions {
 }
 
 /// A secret with a fresh set, and a fleet whose nodes all serve it.
-async fn world(nodes: usize) -> (MemoryStore, Arc<MemFleet>, VersionId) {
+pub(super) async fn world(nodes: usize) -> (MemoryStore, Arc<MemFleet>, VersionId) {
     let store = MemoryStore::new();
     let keys = KeySet::generate(&ALGS, 2048).unwrap();
     let document = SecretDocument::new(keys);
@@ -65,7 +65,7 @@ async fn world(nodes: usize) -> (MemoryStore, Arc<MemFleet>, VersionId) {
     (store, fleet, version)
 }
 
-async fn current(store: &impl SecretStore) -> StoredVersion {
+pub(super) async fn current(store: &impl SecretStore) -> StoredVersion {
     store
         .get(&secret(), &VersionSelector::Stage(stage(STAGE_CURRENT)))
         .await
@@ -73,7 +73,7 @@ async fn current(store: &impl SecretStore) -> StoredVersion {
 }
 
 /// A new set stored as AWSPENDING, read back.
-async fn pending_set(store: &MemoryStore) -> StoredVersion {
+pub(super) async fn pending_set(store: &MemoryStore) -> StoredVersion {
     let doc = SecretDocument::new(KeySet::generate(&ALGS, 2048).unwrap());
     let id = store
         .put_version(&secret(), &doc, &VersionId::random(), &[stage(STAGE_PENDING)])
@@ -82,7 +82,7 @@ async fn pending_set(store: &MemoryStore) -> StoredVersion {
     store.get(&secret(), &VersionSelector::VersionId(id)).await.unwrap()
 }
 
-async fn rotate(
+pub(super) async fn rotate(
     store: &impl SecretStore,
     fleet: &Arc<MemFleet>,
     dispatcher_store: &impl SecretStore,
@@ -182,7 +182,7 @@ async fn complete(store: &MemoryStore, fleet: &Arc<MemFleet>, original: &Version
     }
 }
 
-fn assert_rotated(store: &MemoryStore, fleet: &MemFleet, original: &VersionId, what: &str) {
+pub(super) fn assert_rotated(store: &MemoryStore, fleet: &MemFleet, original: &VersionId, what: &str) {
     let s = secret();
     let current = store.holder(&s, STAGE_CURRENT).unwrap();
     assert_ne!(&current, original, "{what}: AWSCURRENT did not move");
@@ -369,7 +369,7 @@ async fn a_failing_reload_rolls_back_and_a_dead_sshd_is_exit_5() {
     assert!(!outcome.all_ok());
 }
 
-fn dispatcher_invocation<S: SecretStore>(d: &MemDispatcher<'_, S>, id: &str) -> Invocation {
+pub(super) fn dispatcher_invocation<S: SecretStore>(d: &MemDispatcher<'_, S>, id: &str) -> Invocation {
     let rt = tokio::runtime::Handle::current();
     let commands = vec![("x".to_owned(), vec![id.to_owned()])];
     let (states, _) = tokio::task::block_in_place(|| {
@@ -495,170 +495,4 @@ async fn a_command_ssm_does_not_show_yet_is_waited_for_within_the_grace_only() {
         poll(&late, &commands, deadline, &|_, _| {}, no_grace).await,
         Err(AwsError::NotFound { .. })
     ));
-}
-
-/// Holds every run at its first `describe` until all have read the stages,
-/// so their claims race for real.
-struct Gate<'a, S> {
-    inner: &'a S,
-    barrier: &'a tokio::sync::Barrier,
-    passed: std::sync::atomic::AtomicBool,
-}
-
-impl<S: SecretStore> SecretStore for Gate<'_, S> {
-    async fn create(&self, req: &CreateRequest<'_>) -> Result<(SecretId, VersionId), StoreError> {
-        self.inner.create(req).await
-    }
-    async fn get(&self, s: &SecretId, v: &VersionSelector) -> Result<StoredVersion, StoreError> {
-        self.inner.get(s, v).await
-    }
-    async fn describe(&self, s: &SecretId) -> Result<crate::store::SecretInfo, StoreError> {
-        let info = self.inner.describe(s).await;
-        if !self.passed.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            self.barrier.wait().await;
-        }
-        info
-    }
-    async fn put_version(
-        &self,
-        s: &SecretId,
-        d: &SecretDocument,
-        t: &VersionId,
-        l: &[StageLabel],
-    ) -> Result<VersionId, StoreError> {
-        self.inner.put_version(s, d, t, l).await
-    }
-    async fn move_stage(
-        &self,
-        s: &SecretId,
-        label: &StageLabel,
-        to: Option<&VersionId>,
-        from: Option<&VersionId>,
-    ) -> Result<(), StoreError> {
-        self.inner.move_stage(s, label, to, from).await
-    }
-    async fn tag(&self, s: &SecretId, t: &[(String, String)]) -> Result<(), StoreError> {
-        self.inner.tag(s, t).await
-    }
-}
-
-/// Regression (hardening finding 9): the in-flight check was not atomic and
-/// PutSecretValue silently took AWSPENDING from the other admin's version.
-/// Two rotations started together, 20 times: exactly one proceeds, the
-/// other is refused naming it, and the stages and the fleet end consistent.
-#[tokio::test(flavor = "multi_thread")]
-async fn two_rotations_started_together_never_both_proceed() {
-    for round in 0..20 {
-        let (store, fleet, original) = world(2).await;
-        let barrier = tokio::sync::Barrier::new(2);
-        let gate = |_: usize| Gate {
-            inner: &store,
-            barrier: &barrier,
-            passed: false.into(),
-        };
-        let (a, b) = (gate(0), gate(1));
-        let (ra, rb) = tokio::join!(
-            rotate(&a, &fleet, &store, Request::default()),
-            rotate(&b, &fleet, &store, Request::default())
-        );
-        let outcomes = [&ra, &rb];
-        let won = outcomes.iter().filter(|r| matches!(r, Ok(Outcome::Rotated))).count();
-        assert_eq!(won, 1, "round {round}: {ra:?} / {rb:?}");
-        let lost = outcomes.iter().find_map(|r| r.as_ref().err()).unwrap().to_string();
-        assert!(
-            lost.contains("another rotation claimed AWSPENDING first") || lost.contains("another rotation finished"),
-            "round {round}: {lost}"
-        );
-        assert_rotated(&store, &fleet, &original, &format!("round {round}"));
-        let claims = store
-            .stages(&secret())
-            .into_iter()
-            .flat_map(|(_, l)| l)
-            .filter(|l| l.starts_with(crate::rotation::CLAIM_PREFIX))
-            .count();
-        assert_eq!(claims, 0, "round {round}: a claim label was left behind");
-    }
-}
-
-/// A node whose sshd_config and ed25519 .pub are symlinks (config
-/// management): install writes through to the targets, keeps the links,
-/// and never leaves a group- or world-writable file.
-#[tokio::test(flavor = "multi_thread")]
-async fn symlinked_config_and_keys_are_written_through_with_safe_modes() {
-    use std::os::unix::fs::PermissionsExt;
-    let (store, fleet, _) = world(1).await;
-    let node = &fleet.nodes[0];
-    let managed = node.root.join("managed");
-    std::fs::create_dir_all(&managed).unwrap();
-    for (name, mode) in [("sshd_config", 0o640), ("ssh_host_ed25519_key.pub", 0o664)] {
-        let link = node.ssh_dir.join(name);
-        let target = managed.join(name);
-        std::fs::rename(&link, &target).unwrap();
-        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(mode)).unwrap();
-        std::os::unix::fs::symlink(&target, &link).unwrap();
-    }
-    let next = pending_set(&store).await;
-    let dispatcher = MemDispatcher::new(&fleet, &store);
-    let outcome = push_version(&dispatcher, &next, None, &fleet.instances(), &options(0), &|_, _| {})
-        .await
-        .unwrap();
-    assert!(outcome.all_ok(), "{:?}", outcome.results);
-    assert!(node.serves(&next.document.keys));
-    for (name, mode) in [("sshd_config", 0o640), ("ssh_host_ed25519_key.pub", 0o644)] {
-        let link = node.ssh_dir.join(name);
-        assert!(
-            link.symlink_metadata().unwrap().file_type().is_symlink(),
-            "{name} is no longer a link"
-        );
-        let meta = std::fs::metadata(managed.join(name)).unwrap();
-        assert_eq!(meta.permissions().mode() & 0o7777, mode, "{name}");
-    }
-    for entry in std::fs::read_dir(&node.ssh_dir).unwrap().flatten() {
-        let meta = std::fs::metadata(entry.path()).unwrap();
-        assert_eq!(
-            meta.permissions().mode() & 0o022,
-            0,
-            "{} is group/world writable",
-            entry.path().display()
-        );
-    }
-}
-
-/// Regression (hardening finding 3) through a whole install: a damaged
-/// marker in sshd_config is refused with exit 2 naming the file and line,
-/// and nothing is written.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_damaged_marker_refuses_the_install_and_writes_nothing() {
-    let (store, fleet, _) = world(1).await;
-    let node = &fleet.nodes[0];
-    let config = node.ssh_dir.join("sshd_config");
-    let text = format!(
-        "{}{}\nHostKeyAlgorithms ssh-ed25519\n# END hostkeyctl!\nMatch User admin\n  ForceCommand /bin/false\n",
-        std::fs::read_to_string(&config).unwrap(),
-        crate::install::restrict::BEGIN_MARK
-    );
-    std::fs::write(&config, &text).unwrap();
-    let before: Vec<_> = std::fs::read_dir(&node.ssh_dir)
-        .unwrap()
-        .flatten()
-        .map(|e| (e.file_name(), std::fs::read(e.path()).ok()))
-        .collect();
-    let next = pending_set(&store).await;
-    let dispatcher = MemDispatcher::new(&fleet, &store);
-    let outcome = push_version(&dispatcher, &next, None, &fleet.instances(), &options(0), &|_, _| {})
-        .await
-        .unwrap();
-    let error = outcome.results[0].error.clone().unwrap_or_default();
-    assert!(
-        error.contains("sshd_config: line") && error.contains("damaged hostkeyctl marker"),
-        "{error}"
-    );
-    let inv = dispatcher_invocation(&dispatcher, &node.instance.instance_id);
-    assert_eq!(inv.response_code, Some(2));
-    let after: Vec<_> = std::fs::read_dir(&node.ssh_dir)
-        .unwrap()
-        .flatten()
-        .map(|e| (e.file_name(), std::fs::read(e.path()).ok()))
-        .collect();
-    assert_eq!(before, after, "something was written");
 }

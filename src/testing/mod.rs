@@ -19,6 +19,8 @@ mod memory_store;
 
 #[cfg(test)]
 mod flows;
+#[cfg(test)]
+mod hardening;
 
 pub use faulty::{Fault, Faulty};
 pub use fleet::{MemDispatcher, MemFleet, MemNode, NodeFaults};

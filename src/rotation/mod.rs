@@ -8,6 +8,8 @@
 //! anywhere is resumed by running the rotation again, and AWSCURRENT never
 //! moves before every target passed the test step.
 
+mod start;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,6 +27,8 @@ use crate::store::{
     STAGE_CURRENT, STAGE_PENDING, STAGE_PREVIOUS, SecretInfo, SecretStore, StoreError, StoredVersion, VersionSelector,
     stage, tag_fingerprints,
 };
+use start::claim_label;
+pub use start::{CLAIM_PREFIX, Start, age, plan_start};
 
 /// Why a rotation step could not run at all (as opposed to a step that
 /// ran and found nodes failing, which is an [`Outcome`]).
@@ -564,103 +568,5 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
             current_set.version_id, pending.version_id
         ));
         Ok(Outcome::OverlapStarted)
-    }
-}
-
-/// The prefix of a rotation's claim label.
-pub const CLAIM_PREFIX: &str = "hostkeyctl-claim-";
-
-/// The label a new version carries until it holds AWSPENDING.
-fn claim_label(token: &VersionId) -> Result<StageLabel, RotationError> {
-    let short: String = token
-        .as_str()
-        .chars()
-        .filter(char::is_ascii_hexdigit)
-        .take(12)
-        .collect();
-    StageLabel::parse(&format!("{CLAIM_PREFIX}{short}"))
-        .map_err(|e| RotationError::Refused(format!("cannot name the rotation's claim label: {e}")))
-}
-
-/// How a rotation run starts, decided from the stages alone.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Start {
-    /// No rotation in flight: create a new pending version.
-    Create,
-    /// Continue with this pending version.
-    Continue(VersionId),
-    /// Refuse, saying why and what to do.
-    Refuse(String),
-}
-
-/// `pending` is the AWSPENDING version (id, creation time) when it is not
-/// the current one; `resume` is --resume or --finish.
-pub fn plan_start(current: &VersionId, pending: Option<&(VersionId, Option<String>)>, resume: bool) -> Start {
-    match (pending, resume) {
-        (Some((id, created)), false) => Start::Refuse(format!(
-            "a rotation is already in flight: version {id} is AWSPENDING ({}); continue it with --resume or drop it with --abort",
-            age(created.as_deref())
-        )),
-        (Some((id, _)), true) => Start::Continue(id.clone()),
-        (None, true) => Start::Refuse(format!(
-            "no rotation in flight to resume (no AWSPENDING version besides AWSCURRENT {current})"
-        )),
-        (None, false) => Start::Create,
-    }
-}
-
-/// How old a version is, for people.
-pub fn age(created: Option<&str>) -> String {
-    let Some(created) = created else {
-        return "unknown age".to_owned();
-    };
-    match time::OffsetDateTime::parse(created, &time::format_description::well_known::Rfc3339) {
-        Ok(t) => {
-            let secs = (time::OffsetDateTime::now_utc() - t).whole_seconds().max(0);
-            match secs {
-                s if s < 120 => format!("{s} s old"),
-                s if s < 7200 => format!("{} min old", s / 60),
-                s => format!("{} h old", s / 3600),
-            }
-        }
-        Err(_) => format!("created {}", crate::output::escape(created)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{Start, age, plan_start};
-    use crate::ids::VersionId;
-
-    #[test]
-    fn the_start_follows_the_stages() {
-        let c = VersionId::random();
-        let p = VersionId::random();
-        assert_eq!(plan_start(&c, None, false), Start::Create);
-        let pending = (p.clone(), Some("2020-01-01T00:00:00Z".to_owned()));
-        assert_eq!(plan_start(&c, Some(&pending), true), Start::Continue(p.clone()));
-        let Start::Refuse(busy) = plan_start(&c, Some(&pending), false) else {
-            panic!("not refused")
-        };
-        assert!(
-            busy.contains(&format!("version {p} is AWSPENDING")) && busy.contains("h old") && busy.contains("--abort"),
-            "{busy}"
-        );
-        let Start::Refuse(idle) = plan_start(&c, None, true) else {
-            panic!("not refused")
-        };
-        assert!(
-            idle.contains("no rotation in flight") && idle.contains(&format!("AWSCURRENT {c}")),
-            "{idle}"
-        );
-    }
-
-    #[test]
-    fn ages_read_naturally() {
-        assert_eq!(age(None), "unknown age");
-        assert_eq!(age(Some("not a time")), "created not a time");
-        let now = time::OffsetDateTime::now_utc() - time::Duration::minutes(5);
-        let stamp = now.format(&time::format_description::well_known::Rfc3339).unwrap();
-        assert_eq!(age(Some(&stamp)), "5 min old");
     }
 }
