@@ -160,6 +160,12 @@ pub enum InstallError {
         /// Where and what.
         source: restrict::BlockError,
     },
+    /// sshd serves host certificates, which install would invalidate.
+    #[error(
+        "sshd serves host certificates ({}); installing the canonical keys would replace the keys they certify and lock out clients that trust only the CA. Nothing was written: remove the HostCertificate lines first (or keep this node out of the targets)",
+        .0.iter().map(|c| format!("HostCertificate {c}")).collect::<Vec<_>>().join(", ")
+    )]
+    HostCertificates(Vec<String>),
     /// No address to verify against.
     #[error("cannot tell where sshd listens (sshd -T shows no ListenAddress); pass --verify-address HOST:PORT")]
     NoVerifyAddress,

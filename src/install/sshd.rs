@@ -161,6 +161,8 @@ pub struct Effective {
     pub listen: Vec<String>,
     /// `pidfile`.
     pub pid_file: Option<String>,
+    /// `hostcertificate` paths.
+    pub host_certificates: Vec<String>,
 }
 
 impl Effective {
@@ -177,6 +179,7 @@ impl Effective {
                 "hostkeyalgorithms" => e.host_key_algorithms = Some(value.to_owned()),
                 "listenaddress" => e.listen.push(value.to_owned()),
                 "pidfile" => e.pid_file = Some(value.to_owned()),
+                "hostcertificate" => e.host_certificates.push(value.to_owned()),
                 _ => {}
             }
         }
@@ -330,7 +333,16 @@ fn run_shell(cmd: &str) -> Result<(), SshdError> {
 mod tests {
     use std::path::Path;
 
-    use super::sshd_pid;
+    use super::{Effective, sshd_pid};
+
+    #[test]
+    fn sshd_t_output_names_host_certificates() {
+        let e = Effective::parse(
+            "port 22\nhostkey /etc/ssh/ssh_host_ed25519_key\nhostcertificate /etc/ssh/ssh_host_ed25519_key-cert.pub\n",
+        );
+        assert_eq!(e.host_certificates, ["/etc/ssh/ssh_host_ed25519_key-cert.pub"]);
+        assert!(Effective::parse("port 22\n").host_certificates.is_empty());
+    }
 
     /// Regression (hardening finding 4): a pid file holding 0 made the
     /// reload signal hostkeyctl's own process group, and a stale pid an

@@ -161,6 +161,7 @@ impl MemNode {
                 }
                 "listenaddress" => e.listen.push(rest.to_owned()),
                 "pidfile" if e.pid_file.is_none() => e.pid_file = Some(rest.to_owned()),
+                "hostcertificate" => e.host_certificates.push(rest.to_owned()),
                 _ => {}
             }
         }

@@ -174,3 +174,45 @@ async fn a_damaged_marker_refuses_the_install_and_writes_nothing() {
         .collect();
     assert_eq!(before, after, "something was written");
 }
+
+/// Node matrix (issue 12): a node that already serves a host certificate is
+/// refused with exit 2 naming the HostCertificate line, and no file is
+/// touched; installing would replace the certified key and lock out clients
+/// that trust only the CA.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_node_serving_host_certificates_is_refused_untouched() {
+    let (store, fleet, _) = world(1).await;
+    let node = &fleet.nodes[0];
+    let config = node.ssh_dir.join("sshd_config");
+    let cert = node.ssh_dir.join("ssh_host_ed25519_key-cert.pub");
+    let text = format!(
+        "{}HostCertificate {}\n",
+        std::fs::read_to_string(&config).unwrap(),
+        cert.display()
+    );
+    std::fs::write(&config, text).unwrap();
+    let before: Vec<_> = std::fs::read_dir(&node.ssh_dir)
+        .unwrap()
+        .flatten()
+        .map(|e| (e.file_name(), std::fs::read(e.path()).ok()))
+        .collect();
+    let next = pending_set(&store).await;
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    let outcome = push_version(&dispatcher, &next, None, &fleet.instances(), &options(0), &|_, _| {})
+        .await
+        .unwrap();
+    let error = outcome.results[0].error.clone().unwrap_or_default();
+    assert!(
+        error.contains("sshd serves host certificates")
+            && error.contains(&format!("HostCertificate {}", cert.display())),
+        "{error}"
+    );
+    let inv = dispatcher_invocation(&dispatcher, &node.instance.instance_id);
+    assert_eq!(inv.response_code, Some(2));
+    let after: Vec<_> = std::fs::read_dir(&node.ssh_dir)
+        .unwrap()
+        .flatten()
+        .map(|e| (e.file_name(), std::fs::read(e.path()).ok()))
+        .collect();
+    assert_eq!(before, after, "something was written");
+}
