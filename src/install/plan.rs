@@ -322,13 +322,6 @@ pub(super) async fn prepare(
     // How to reload is settled before anything is written: an install
     // that could not reload (or would signal the wrong process) never starts.
     let reload = sshd.resolve_reload(&options.reload)?;
-    // A node that serves host certificates would lose them (the canonical
-    // keys replace the keys they certify): clients that trust only the CA
-    // would be locked out. Refused until certificate support manages them.
-    let certificates = sshd.effective()?.host_certificates;
-    if !certificates.is_empty() {
-        return Err(InstallError::HostCertificates(certificates));
-    }
     let lock = lock(&options.lock_file, options.lock_timeout)?;
     for dir in [options.ssh_dir.clone(), options.ssh_dir.join("sshd_config.d")] {
         let removed = files::remove_leftovers(&dir).map_err(io_err("cannot clean up", &dir))?;
@@ -374,6 +367,18 @@ pub(super) async fn prepare(
         }
     }
     let explicit = restrict::has_host_key_lines(&texts);
+    // A node that serves host certificates would lose them (the canonical
+    // keys replace the keys they certify): clients that trust only the CA
+    // would be locked out. Refused until certificate support manages them.
+    // sshd -T refuses a config whose current keys do not load, and an
+    // install may be what repairs that: then the config text is read.
+    let certificates = match sshd.effective() {
+        Ok(e) => e.host_certificates,
+        Err(_) => restrict::keyword_values(&texts, "hostcertificate"),
+    };
+    if !certificates.is_empty() {
+        return Err(InstallError::HostCertificates(certificates));
+    }
     let desired = desired_files(
         &keys,
         next_keys.as_ref(),

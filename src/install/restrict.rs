@@ -203,10 +203,21 @@ pub fn strip_blocks(text: &str) -> String {
 /// Whether any of these config texts has a `HostKey` line (then sshd's
 /// default host key list does not apply).
 pub fn has_host_key_lines(texts: &[String]) -> bool {
-    texts.iter().flat_map(|t| t.lines()).any(|line| {
-        let mut words = line.split_whitespace();
-        words.next().is_some_and(|w| w.eq_ignore_ascii_case("hostkey"))
-    })
+    !keyword_values(texts, "hostkey").is_empty()
+}
+
+/// The values of every `keyword` line in these config texts (keywords are
+/// case-insensitive, as sshd reads them).
+pub fn keyword_values(texts: &[String], keyword: &str) -> Vec<String> {
+    texts
+        .iter()
+        .flat_map(|t| t.lines())
+        .filter_map(|line| {
+            let line = line.trim();
+            let (word, rest) = line.split_once(char::is_whitespace)?;
+            word.eq_ignore_ascii_case(keyword).then(|| rest.trim().to_owned())
+        })
+        .collect()
 }
 
 /// The main config as hostkeyctl wants it: its own lines untouched, with
@@ -345,6 +356,13 @@ mod tests {
         assert_eq!(super::main_config_content(&with, None, &[]), main);
         assert!(super::has_host_key_lines(&[main.to_owned()]));
         assert!(!super::has_host_key_lines(&["HostKeyAlgorithms x\n".to_owned()]));
+        assert_eq!(
+            super::keyword_values(
+                &["  hostcertificate /c.pub\nHostKey /k\n".to_owned()],
+                "HostCertificate"
+            ),
+            ["/c.pub"]
+        );
     }
 
     #[test]
