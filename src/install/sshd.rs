@@ -60,14 +60,6 @@ pub enum SshdError {
         /// Why.
         why: String,
     },
-    /// No way to reload was found.
-    #[error(
-        "cannot tell how to reload sshd (no active ssh/sshd systemd unit, no pid in {pid_file}); pass --reload-command CMD or --no-reload"
-    )]
-    NoReload {
-        /// The pid file looked at.
-        pid_file: String,
-    },
 }
 
 /// What install needs of the node's sshd. The real one is [`Sshd`]
