@@ -72,6 +72,24 @@ pub(super) async fn current(store: &impl SecretStore) -> StoredVersion {
         .unwrap()
 }
 
+/// Every regular file in `dir` with its bytes, sorted by name: for checking
+/// that nothing was written.
+pub(super) fn dir_contents(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_file())
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect();
+    files.sort();
+    files
+}
+
 /// A new set stored as AWSPENDING, read back.
 pub(super) async fn pending_set(store: &MemoryStore) -> StoredVersion {
     let doc = SecretDocument::new(KeySet::generate(&ALGS, 2048).unwrap());
@@ -327,22 +345,7 @@ async fn a_failing_reload_rolls_back_and_a_dead_sshd_is_exit_5() {
     let before = current(&store).await;
     fleet.nodes[0].faults.lock().unwrap().reload_fails = true;
     fleet.nodes[1].faults.lock().unwrap().dies_on_reload = true;
-    let snapshot = |dir: &std::path::Path| -> Vec<(String, Vec<u8>)> {
-        let mut files: Vec<_> = std::fs::read_dir(dir)
-            .unwrap()
-            .flatten()
-            .filter(|e| e.path().is_file())
-            .map(|e| {
-                (
-                    e.file_name().to_string_lossy().into_owned(),
-                    std::fs::read(e.path()).unwrap(),
-                )
-            })
-            .collect();
-        files.sort();
-        files
-    };
-    let on_disk = snapshot(&fleet.nodes[0].ssh_dir);
+    let on_disk = dir_contents(&fleet.nodes[0].ssh_dir);
     let dispatcher = MemDispatcher::new(&fleet, &store);
     let outcome = push_version(&dispatcher, &pending, None, &fleet.instances(), &options(0), &|_, _| {})
         .await
@@ -358,7 +361,7 @@ async fn a_failing_reload_rolls_back_and_a_dead_sshd_is_exit_5() {
     assert_eq!(reports[0].result, InstallResult::RolledBack, "{:?}", reports[0].error);
     assert_eq!(exit_status(&reports[0]), Status::Incomplete);
     assert_eq!(
-        snapshot(&fleet.nodes[0].ssh_dir),
+        dir_contents(&fleet.nodes[0].ssh_dir),
         on_disk,
         "the rollback is byte-identical"
     );

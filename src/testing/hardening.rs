@@ -2,7 +2,7 @@
 //! racing for AWSPENDING, symlinked managed files, a damaged marker.
 
 use super::MemDispatcher;
-use super::flows::{assert_rotated, dispatcher_invocation, options, pending_set, rotate, secret, world};
+use super::flows::{assert_rotated, dir_contents, dispatcher_invocation, options, pending_set, rotate, secret, world};
 use crate::document::SecretDocument;
 use crate::ids::{SecretId, StageLabel, VersionId};
 use crate::rollout::push_version;
@@ -150,11 +150,7 @@ async fn a_damaged_marker_refuses_the_install_and_writes_nothing() {
         crate::install::restrict::BEGIN_MARK
     );
     std::fs::write(&config, &text).unwrap();
-    let before: Vec<_> = std::fs::read_dir(&node.ssh_dir)
-        .unwrap()
-        .flatten()
-        .map(|e| (e.file_name(), std::fs::read(e.path()).ok()))
-        .collect();
+    let before = dir_contents(&node.ssh_dir);
     let next = pending_set(&store).await;
     let dispatcher = MemDispatcher::new(&fleet, &store);
     let outcome = push_version(&dispatcher, &next, None, &fleet.instances(), &options(0), &|_, _| {})
@@ -167,11 +163,7 @@ async fn a_damaged_marker_refuses_the_install_and_writes_nothing() {
     );
     let inv = dispatcher_invocation(&dispatcher, &node.instance.instance_id);
     assert_eq!(inv.response_code, Some(2));
-    let after: Vec<_> = std::fs::read_dir(&node.ssh_dir)
-        .unwrap()
-        .flatten()
-        .map(|e| (e.file_name(), std::fs::read(e.path()).ok()))
-        .collect();
+    let after = dir_contents(&node.ssh_dir);
     assert_eq!(before, after, "something was written");
 }
 
@@ -191,11 +183,7 @@ async fn a_node_serving_host_certificates_is_refused_untouched() {
         cert.display()
     );
     std::fs::write(&config, text).unwrap();
-    let before: Vec<_> = std::fs::read_dir(&node.ssh_dir)
-        .unwrap()
-        .flatten()
-        .map(|e| (e.file_name(), std::fs::read(e.path()).ok()))
-        .collect();
+    let before = dir_contents(&node.ssh_dir);
     let next = pending_set(&store).await;
     let dispatcher = MemDispatcher::new(&fleet, &store);
     let outcome = push_version(&dispatcher, &next, None, &fleet.instances(), &options(0), &|_, _| {})
@@ -209,10 +197,6 @@ async fn a_node_serving_host_certificates_is_refused_untouched() {
     );
     let inv = dispatcher_invocation(&dispatcher, &node.instance.instance_id);
     assert_eq!(inv.response_code, Some(2));
-    let after: Vec<_> = std::fs::read_dir(&node.ssh_dir)
-        .unwrap()
-        .flatten()
-        .map(|e| (e.file_name(), std::fs::read(e.path()).ok()))
-        .collect();
+    let after = dir_contents(&node.ssh_dir);
     assert_eq!(before, after, "something was written");
 }
