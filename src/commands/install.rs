@@ -93,7 +93,9 @@ pub async fn execute(
                     "install --check needs --secret-id or --expect SHA256:..."
                 )));
             }
-            return Ok(install::check(prober, &args.expect, &args.ssh_dir, &address, verify_timeout).await);
+            let mut report = install::check(prober, &args.expect, &args.ssh_dir, &address, verify_timeout).await;
+            install::check::note_interrupted(&mut report, &args.state_dir);
+            return Ok(report);
         };
         let options = install_options(args)?;
         let version = store
@@ -107,6 +109,7 @@ pub async fn execute(
         let mut report = install::check(prober, &expected, &args.ssh_dir, &address, verify_timeout).await;
         report.secret = Some(version.arn);
         report.version_id = Some(version.version_id);
+        install::check::note_interrupted(&mut report, &args.state_dir);
         return Ok(report);
     }
     let options = install_options(args)?;
@@ -135,11 +138,8 @@ fn verify_address(args: &InstallArgs, sshd: &impl SshdControl) -> Result<crate::
         return Ok(a.clone());
     }
     let effective = sshd.effective().map_err(Failure::usage)?;
-    effective.verify_address().ok_or_else(|| {
-        Failure::usage(anyhow::anyhow!(
-            "cannot tell where sshd listens; pass --verify-address HOST:PORT"
-        ))
-    })
+    let address = effective.verify_address();
+    address.ok_or_else(|| Failure::usage(install::InstallError::NoVerifyAddress(effective.listen)))
 }
 
 /// Longest error text in the JSON line: SSM returns at most 2,500

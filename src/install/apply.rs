@@ -4,15 +4,17 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use super::files::{self, Desired, Transaction};
+use super::pending;
 use super::plan::{Prepared, is_converged};
 use super::restrict;
 use super::sshd::{ReloadMethod, SshdControl};
-use super::verify::{expected_scan, fingerprints_on_disk, read_back, verify};
+use super::verify::{expected_scan, fingerprints_on_disk, read_back, served_keys, verify};
 use super::{InstallError, InstallOptions, InstallReport, InstallResult, Refusal, io_err};
 use crate::fingerprint::Fingerprint;
-use crate::scan::{Prober, ScanAlgorithm};
+use crate::scan::{Prober, ScanAlgorithm, ScanError};
 
 /// The node's sshd, how to see what it serves, and the plan.
 pub(super) struct Apply<'a, C, P> {
@@ -38,6 +40,9 @@ impl<C: SshdControl, P: Prober> Apply<'_, C, P> {
             }
         }
         if pending.is_empty() {
+            if self.reloads() && pending::is_marked(&self.options.state_dir) {
+                return self.finish_interrupted(report).await;
+            }
             return self.repair_served(report).await;
         }
         let paths: Vec<PathBuf> = pending.iter().map(|d| d.path.clone()).collect();
@@ -63,7 +68,13 @@ impl<C: SshdControl, P: Prober> Apply<'_, C, P> {
                     .is_some_and(|n| n.to_string_lossy().starts_with("ssh_host_"))
         });
         report.changed_files = paths;
-        let old_served = fingerprints_on_disk(&self.options.ssh_dir);
+        let old_served = self.served_before().await;
+        if self.reloads()
+            && let Err(e) = pending::mark(&self.options.state_dir, &self.what())
+        {
+            let e = io_err("cannot write the reload-pending marker in", &self.options.state_dir)(e);
+            return refused(report, Refusal::Unavailable, &e);
+        }
         let mut tx = Transaction::default();
         let mut reload_attempted = false;
         let result = self.write_and_reload(&pending, &mut tx, &mut reload_attempted).await;
@@ -75,6 +86,7 @@ impl<C: SshdControl, P: Prober> Apply<'_, C, P> {
                 if let Err(e) = tx.commit() {
                     tracing::warn!("could not remove rollback links: {e}");
                 }
+                self.clear_pending();
                 if let Err(e) = files::prune_backups(&self.options.state_dir, self.options.keep_backups, &backup) {
                     tracing::warn!("could not prune old backups: {e}");
                 }
@@ -85,6 +97,7 @@ impl<C: SshdControl, P: Prober> Apply<'_, C, P> {
                 let problems = self.roll_back(tx, reload_attempted, &old_served).await;
                 if problems.is_empty() {
                     report.result = InstallResult::RolledBack;
+                    self.clear_pending();
                 } else {
                     report.result = InstallResult::RollbackFailed;
                     report.rollback_error = Some(format!(
@@ -111,11 +124,9 @@ impl<C: SshdControl, P: Prober> Apply<'_, C, P> {
             Err(first) => first,
         };
         tracing::warn!("files are current but sshd serves other keys ({first}); reloading");
-        let outcome = match self.sshd.reload(&self.prepared.reload) {
-            Ok(_) => self.verify(&expected).await,
-            Err(e) => Err(e.into()),
-        };
-        report.reloaded = true;
+        let mut reloaded = false;
+        let outcome = self.reload_and_verify(&mut reloaded).await;
+        report.reloaded = reloaded;
         match outcome {
             Ok(verified) => {
                 report.result = InstallResult::Reloaded;
@@ -124,6 +135,84 @@ impl<C: SshdControl, P: Prober> Apply<'_, C, P> {
             Err(e) => {
                 report.result = InstallResult::Failed;
                 report.error = Some(e.to_string());
+            }
+        }
+        report
+    }
+
+    /// Whether this install reloads sshd (and so verifies what it serves).
+    fn reloads(&self) -> bool {
+        !matches!(self.prepared.reload, ReloadMethod::None)
+    }
+
+    /// The version(s) being installed, for the reload-pending marker.
+    fn what(&self) -> String {
+        let ids = |k: &crate::keyset::KeySet| {
+            k.keys()
+                .map(|k| k.fingerprint().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match &self.prepared.next_keys {
+            Some(next) => format!("keys {} (next: {})", ids(&self.prepared.keys), ids(next)),
+            None => format!("keys {}", ids(&self.prepared.keys)),
+        }
+    }
+
+    fn clear_pending(&self) {
+        if let Err(e) = pending::clear(&self.options.state_dir) {
+            tracing::warn!(
+                "could not remove {}: {e}; the next install reloads sshd once more",
+                pending::path(&self.options.state_dir).display()
+            );
+        }
+    }
+
+    /// What sshd serves before anything is written, by handshake, so that a
+    /// rollback is checked against what was really served: that includes
+    /// types hostkeyctl does not manage (an ECDSA P-384 key, say). Types
+    /// that cannot be looked at fall back to the key files on disk.
+    async fn served_before(&self) -> BTreeMap<ScanAlgorithm, Fingerprint> {
+        let mut served = fingerprints_on_disk(&self.options.ssh_dir);
+        if let (true, Some(address)) = (self.reloads(), &self.prepared.verify_address) {
+            let now = served_keys(self.prober, address, &ScanAlgorithm::ALL, Duration::ZERO).await;
+            for (algorithm, result) in now {
+                match result {
+                    Ok(fingerprint) => {
+                        served.insert(algorithm, fingerprint);
+                    }
+                    Err(ScanError::NotOffered(_)) => {
+                        served.remove(&algorithm);
+                    }
+                    Err(_) => {}
+                }
+            }
+        }
+        served
+    }
+
+    /// Files are right, but an earlier run was interrupted before sshd was
+    /// verified to serve them (the reload-pending marker): reload and
+    /// verify, whatever a handshake shows now.
+    async fn finish_interrupted(&self, mut report: InstallReport) -> InstallReport {
+        tracing::warn!(
+            "an earlier install was interrupted before sshd was verified to serve its files ({}); reloading",
+            pending::path(&self.options.state_dir).display()
+        );
+        let mut reloaded = false;
+        let outcome = self.reload_and_verify(&mut reloaded).await;
+        report.reloaded = reloaded;
+        match outcome {
+            Ok(verified) => {
+                report.result = InstallResult::Reloaded;
+                report.verified = verified;
+                self.clear_pending();
+            }
+            Err(e) => {
+                report.result = InstallResult::Failed;
+                report.error = Some(format!(
+                    "{e}; the files on disk are the set's, and the next install tries the reload again"
+                ));
             }
         }
         report
@@ -141,8 +230,15 @@ impl<C: SshdControl, P: Prober> Apply<'_, C, P> {
             tx.replace(want).map_err(io_err("cannot write", &want.path))?;
         }
         read_back(&prepared.keys, &self.options.ssh_dir, prepared.next_keys.as_ref())?;
+        self.reload_and_verify(reload_attempted).await
+    }
+
+    /// Tests the files on disk with sshd, checks that sshd applies the
+    /// pinned HostKeyAlgorithms, reloads, and verifies by handshakes.
+    async fn reload_and_verify(&self, reload_attempted: &mut bool) -> Result<bool, InstallError> {
+        let prepared = &self.prepared;
         self.sshd.test()?;
-        if !matches!(self.prepared.reload, ReloadMethod::None) {
+        if self.reloads() {
             let effective = self.sshd.effective()?;
             let wanted = restrict::host_key_algorithms(&prepared.keys.algorithms());
             if effective.host_key_algorithms.as_deref() != Some(wanted.as_str()) {
@@ -152,7 +248,7 @@ impl<C: SshdControl, P: Prober> Apply<'_, C, P> {
                 });
             }
             *reload_attempted = true;
-            self.sshd.reload(&self.prepared.reload)?;
+            self.sshd.reload(&prepared.reload)?;
         }
         self.verify(&expected_scan(&prepared.keys)).await
     }
@@ -171,7 +267,7 @@ impl<C: SshdControl, P: Prober> Apply<'_, C, P> {
             .iter()
             .map(|(p, e)| format!("cannot restore {}: {e}", p.display()))
             .collect();
-        if !problems.is_empty() || matches!(self.prepared.reload, ReloadMethod::None) {
+        if !problems.is_empty() || !self.reloads() {
             return problems;
         }
         // Reload again only if sshd was reloaded onto the new files:

@@ -84,3 +84,22 @@ pub async fn check(
     };
     report
 }
+
+/// `--check` on a node where an install was interrupted before sshd was
+/// verified to serve its files (the reload-pending marker): drift, whatever
+/// the handshakes showed, since sshd may lack keys a handshake cannot see
+/// (a rotation's next set).
+pub fn note_interrupted(report: &mut InstallReport, state_dir: &Path) {
+    if !super::pending::is_marked(state_dir) {
+        return;
+    }
+    let note = format!(
+        "an install was interrupted before sshd was verified to serve the files on disk ({}); run `hostkeyctl install` to reload and verify",
+        super::pending::path(state_dir).display()
+    );
+    report.error = Some(match report.error.take() {
+        Some(e) => format!("{e}; {note}"),
+        None => note,
+    });
+    report.result = InstallResult::Drift;
+}

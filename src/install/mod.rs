@@ -20,6 +20,7 @@
 mod apply;
 pub mod check;
 pub mod files;
+pub mod pending;
 mod plan;
 pub mod report;
 pub mod restrict;
@@ -167,8 +168,11 @@ pub enum InstallError {
     )]
     HostCertificates(Vec<String>),
     /// No address to verify against.
-    #[error("cannot tell where sshd listens (sshd -T shows no ListenAddress); pass --verify-address HOST:PORT")]
-    NoVerifyAddress,
+    #[error(
+        "cannot tell where to verify: sshd -T lists ListenAddress {}, and this host has none of those addresses; pass --verify-address HOST:PORT",
+        if .0.is_empty() { "(none)".to_owned() } else { .0.join(", ") }
+    )]
+    NoVerifyAddress(Vec<String>),
 }
 
 impl From<StoreError> for InstallError {

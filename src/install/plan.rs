@@ -392,11 +392,11 @@ pub(super) async fn prepare(
     let verify_address = match (&options.reload, &options.verify_address) {
         (ReloadMethod::None, _) => None,
         (_, Some(a)) => Some(a.clone()),
-        (_, None) => Some(
-            sshd.effective()?
-                .verify_address()
-                .ok_or(InstallError::NoVerifyAddress)?,
-        ),
+        (_, None) => {
+            let effective = sshd.effective()?;
+            let address = effective.verify_address();
+            Some(address.ok_or(InstallError::NoVerifyAddress(effective.listen))?)
+        }
     };
     Ok(Prepared {
         settings_file: placement.path().to_owned(),

@@ -1,5 +1,6 @@
 //! sshd control on the node: config test, effective settings, reload.
 
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -10,7 +11,8 @@ use crate::hostport::HostPort;
 pub enum ReloadMethod {
     /// A shell command line, run with `sh -c`.
     Command(String),
-    /// Find out: the systemd `ssh`/`sshd` unit if active, else HUP the pid
+    /// Find out: the systemd `ssh`/`sshd` service if active, else the
+    /// `ssh`/`sshd` socket if active (socket activation), else HUP the pid
     /// from sshd's PidFile.
     Auto,
     /// Do not reload (and so do not verify what is served).
@@ -19,6 +21,16 @@ pub enum ReloadMethod {
     Systemd(String),
     /// Resolved from `Auto`: SIGHUP to this sshd pid, checked in /proc.
     Pid(u32),
+    /// Resolved from `Auto`: socket activation (Ubuntu 22.10 and later,
+    /// `sshd.socket` elsewhere). `systemctl reload SERVICE` if the service
+    /// runs by the time of the reload; otherwise nothing, since `SOCKET`
+    /// starts it at the next connection, reading the files then on disk.
+    SocketActivated {
+        /// The service the socket starts, e.g. `ssh.service`.
+        service: String,
+        /// The socket unit, e.g. `ssh.socket`.
+        socket: String,
+    },
 }
 
 /// sshd failures.
@@ -178,17 +190,38 @@ impl Effective {
         e
     }
 
-    /// The address to verify against: the first listen address, with a
-    /// wildcard replaced by loopback.
+    /// The address to verify against: the first listen address this host
+    /// can reach, a wildcard replaced by the loopback address of its family.
+    /// sshd lists `[::]:22` before `0.0.0.0:22`, and on a host with IPv6
+    /// off (`ipv6.disable=1`, or no `::1`) nothing answers on `[::1]:22`.
     pub fn verify_address(&self) -> Option<HostPort> {
-        let first = HostPort::parse(self.listen.first()?).ok()?;
-        let host = match first.host() {
-            "0.0.0.0" => "127.0.0.1",
-            "::" => "::1",
-            other => other,
-        };
-        Some(HostPort::new(host, first.port()))
+        self.verify_address_with(is_local_address)
     }
+
+    /// [`Effective::verify_address`] with the test for "this host has
+    /// that address" given.
+    pub fn verify_address_with(&self, is_local: impl Fn(IpAddr) -> bool) -> Option<HostPort> {
+        self.listen.iter().find_map(|listen| {
+            // `sshd -T` may follow the address with ` rdomain NAME`.
+            let parsed = HostPort::parse(listen.split_whitespace().next()?).ok()?;
+            let host = match parsed.host() {
+                "0.0.0.0" => "127.0.0.1",
+                "::" => "::1",
+                other => other,
+            };
+            match host.parse::<IpAddr>() {
+                Ok(ip) if !is_local(ip) => None,
+                _ => Some(HostPort::new(host, parsed.port())),
+            }
+        })
+    }
+}
+
+/// Whether this host has `ip` (a socket can be bound to it). False for
+/// `::1` when IPv6 is disabled, and for a ListenAddress sshd could not
+/// bind either.
+pub fn is_local_address(ip: IpAddr) -> bool {
+    std::net::TcpListener::bind((ip, 0)).is_ok()
 }
 
 impl Sshd {
@@ -226,15 +259,17 @@ impl Sshd {
         match method {
             ReloadMethod::None => Ok("not reloaded (--no-reload)".to_owned()),
             ReloadMethod::Command(cmd) => run_shell(cmd).map(|_| cmd.clone()),
-            ReloadMethod::Systemd(unit) => {
-                let out = Command::new("systemctl")
-                    .args(["reload", unit])
-                    .output()
-                    .map_err(|source| SshdError::Spawn {
-                        binary: Path::new("systemctl").to_owned(),
-                        source,
-                    })?;
-                check_status(&format!("systemctl reload {unit}"), &out)
+            ReloadMethod::Systemd(unit) => systemctl_reload(unit),
+            ReloadMethod::SocketActivated { service, socket } => {
+                // Checked now, after the files were written: a service
+                // started since the plan read the old files.
+                if unit_active(service) {
+                    systemctl_reload(service)
+                } else {
+                    Ok(format!(
+                        "none needed: {service} is not running, and {socket} starts it with the new files at the next connection"
+                    ))
+                }
             }
             ReloadMethod::Pid(pid) => {
                 // Checked again right before the signal: the pid may have
@@ -277,16 +312,40 @@ impl Sshd {
             return Ok(method.clone());
         }
         for unit in ["ssh", "sshd"] {
-            let active = Command::new("systemctl")
-                .args(["is-active", "--quiet", unit])
-                .status()
-                .is_ok_and(|s| s.success());
-            if active {
+            if unit_active(&format!("{unit}.service")) {
                 return Ok(ReloadMethod::Systemd(unit.to_owned()));
+            }
+        }
+        for unit in ["ssh", "sshd"] {
+            let socket = format!("{unit}.socket");
+            if unit_active(&socket) {
+                return Ok(ReloadMethod::SocketActivated {
+                    service: format!("{unit}.service"),
+                    socket,
+                });
             }
         }
         sshd_pid(&self.pid_file(), Path::new("/proc")).map(ReloadMethod::Pid)
     }
+}
+
+/// `systemctl is-active --quiet UNIT` (false when systemctl is missing).
+fn unit_active(unit: &str) -> bool {
+    Command::new("systemctl")
+        .args(["is-active", "--quiet", unit])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn systemctl_reload(unit: &str) -> Result<String, SshdError> {
+    let out = Command::new("systemctl")
+        .args(["reload", unit])
+        .output()
+        .map_err(|source| SshdError::Spawn {
+            binary: Path::new("systemctl").to_owned(),
+            source,
+        })?;
+    check_status(&format!("systemctl reload {unit}"), &out)
 }
 
 fn check_status(what: &str, out: &std::process::Output) -> Result<String, SshdError> {
@@ -334,6 +393,32 @@ mod tests {
         );
         assert_eq!(e.host_certificates, ["/etc/ssh/ssh_host_ed25519_key-cert.pub"]);
         assert!(Effective::parse("port 22\n").host_certificates.is_empty());
+    }
+
+    /// Regression (issue 12): with IPv6 off, sshd -T still lists `[::]:22`
+    /// first, and install verified against `[::1]:22`, failed and rolled
+    /// back on every run. The verify address is the first one this host has.
+    #[test]
+    fn the_verify_address_is_one_this_host_has() {
+        let stock = Effective::parse("listenaddress [::]:22\nlistenaddress 0.0.0.0:22\n");
+        let no_ipv6 = |ip: std::net::IpAddr| ip.is_ipv4();
+        assert_eq!(stock.verify_address_with(no_ipv6).unwrap().to_string(), "127.0.0.1:22");
+        assert_eq!(stock.verify_address_with(|_| true).unwrap().to_string(), "[::1]:22");
+        let port = Effective::parse("listenaddress [::]:2222\nlistenaddress 0.0.0.0:2222\n");
+        assert_eq!(port.verify_address_with(no_ipv6).unwrap().to_string(), "127.0.0.1:2222");
+        // A specific address this host does not have (sshd could not bind
+        // it either) is skipped; none left is no address.
+        let one = Effective::parse("listenaddress 10.9.8.7:22 rdomain x\nlistenaddress 127.0.0.5:2200\n");
+        let only_loopback = |ip: std::net::IpAddr| ip.is_loopback();
+        assert_eq!(
+            one.verify_address_with(only_loopback).unwrap().to_string(),
+            "127.0.0.5:2200"
+        );
+        assert_eq!(one.verify_address_with(|_| false), None);
+        assert_eq!(Effective::parse("port 22\n").verify_address_with(|_| true), None);
+        // The real test: 127.0.0.1 is always this host's, 192.0.2.1 never is.
+        assert!(super::is_local_address("127.0.0.1".parse().unwrap()));
+        assert!(!super::is_local_address("192.0.2.1".parse().unwrap()));
     }
 
     /// Regression (hardening finding 4): a pid file holding 0 made the

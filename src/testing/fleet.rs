@@ -31,6 +31,9 @@ pub struct NodeFaults {
     pub dies_on_reload: bool,
     /// The SSM agent fails the command with this stderr before it runs.
     pub dispatch_fails: Option<String>,
+    /// The install is killed when it reloads sshd (the double panics:
+    /// files written, sshd not reloaded, nothing cleaned up).
+    pub killed_at_reload: bool,
 }
 
 /// One login node.
@@ -102,16 +105,23 @@ impl MemNode {
                 continue;
             };
             let text = zeroize::Zeroizing::new(text);
-            let Ok(key) = HostKey::from_openssh(&text) else {
-                return Err(SshdError::ConfigTest {
-                    command: "sshd -t (double)".to_owned(),
-                    stderr: format!("Unable to load host key {path}: invalid format"),
-                });
+            // Types hostkeyctl does not manage (ECDSA P-384) load too.
+            let public = match HostKey::from_openssh(&text) {
+                Ok(key) => key.public_key().clone(),
+                Err(_) => match ssh_key::PrivateKey::from_openssh(text.as_str()) {
+                    Ok(key) => key.public_key().clone(),
+                    Err(_) => {
+                        return Err(SshdError::ConfigTest {
+                            command: "sshd -t (double)".to_owned(),
+                            stderr: format!("Unable to load host key {path}: invalid format"),
+                        });
+                    }
+                },
             };
-            if let Some(a) = scan_algorithm(key.public_key())
+            if let Some(a) = scan_algorithm(&public)
                 && allowed(a)
             {
-                out.entry(a).or_insert_with(|| key.public_key().clone());
+                out.entry(a).or_insert(public);
             }
         }
         Ok(out)
@@ -193,8 +203,9 @@ impl SshdControl for MemNode {
     }
 
     fn reload(&self, _method: &ReloadMethod) -> Result<String, SshdError> {
-        *lock(&self.reloads) += 1;
         let faults = lock(&self.faults).clone();
+        assert!(!faults.killed_at_reload, "install killed at the reload (injected)");
+        *lock(&self.reloads) += 1;
         if faults.reload_fails {
             return Err(SshdError::Reload {
                 command: "reload (double)".to_owned(),

@@ -21,6 +21,8 @@ mod memory_store;
 mod flows;
 #[cfg(test)]
 mod hardening;
+#[cfg(test)]
+mod matrix;
 
 pub use faulty::{Fault, Faulty};
 pub use fleet::{MemDispatcher, MemFleet, MemNode, NodeFaults};
