@@ -13,7 +13,14 @@
   as running EC2 instances tagged ``Role=login``, ``Cluster=<name>`` with that
   PrivateIpAddress, plus noise (compute nodes, a stopped login node, a login
   node of another cluster) and optionally N "virtual" instances with no sshd;
-* HAProxy in TCP mode, round robin with health checks, on 127.K.0.10:22.
+* HAProxy in TCP mode, round robin with health checks, on 127.K.0.10:22;
+* with ``--profile NAME`` (repeatable), profile nodes: sshd set-ups modelled
+  on a distribution's defaults (``PROFILES``; fixtures in testbed/profiles),
+  each in its own mount and network namespace, where ``/etc`` and ``/run``
+  are the node's own, sshd listens where the distribution's config says
+  (port 22 on every address of the namespace), and ``systemctl`` is the
+  stand-in of ``standin_systemd.py``. The emulator is reachable there at
+  127.0.0.1 on its own port. Profile nodes are not registered in EC2.
 
 K is a free network index (a lock file per index), so beds run in parallel.
 When everything answers, ``up`` writes ``DIR/bed.json`` and prints the same
@@ -49,6 +56,41 @@ REGION = "us-east-1"
 SSHD = "/usr/sbin/sshd"
 HAPROXY = "/usr/sbin/haproxy"
 KEY_TYPES = ["rsa", "ecdsa", "ed25519"]
+PROFILE_DIR = HERE / "profiles"
+CLONE_NEWNET = 0x40000000
+
+# name -> how the node differs. fixture: testbed/profiles/<fixture>/etc;
+# unit: the systemd service (None: no systemd, sshd's pid file); socket:
+# socket activation; address/port: where sshd listens in the namespace.
+_DEBIAN = {"fixture": "debian-12", "unit": "ssh"}
+PROFILES: dict[str, dict[str, Any]] = {
+    "debian-12": _DEBIAN,
+    "ubuntu-24.04": {"fixture": "ubuntu-24.04", "unit": "ssh", "socket": True},
+    "ubuntu-20.04": {"fixture": "ubuntu-20.04", "unit": "ssh"},
+    "al2023": {"fixture": "al2023", "unit": "sshd"},
+    "al2": {"fixture": "al2", "unit": "sshd"},
+    "no-systemd": {**_DEBIAN, "unit": None},
+    "ipv6-off": {**_DEBIAN, "ipv6": False},
+    "listen-address": {**_DEBIAN, "address": "127.0.0.5", "drop_ins": {"50-listen.conf": "ListenAddress 127.0.0.5\n"}},
+    "port-2222": {**_DEBIAN, "port": 2222, "drop_ins": {"50-port.conf": "Port 2222\n"}},
+    "match-forcecommand": {
+        **_DEBIAN,
+        "append": "\nMatch User backup\n\tForceCommand internal-sftp\n\tAllowTcpForwarding no\n",
+    },
+    "symlinked-config": {**_DEBIAN, "symlink": True},
+    "keys-shared": _DEBIAN,
+    "missing-key-type": {**_DEBIAN, "missing": ["ecdsa"]},
+    "host-certificate": {**_DEBIAN, "certificate": True},
+    "unmanaged-p384": {**_DEBIAN, "p384": True},
+}
+
+BED_HEADER = """# test bed: the bed's client key may log in as root (first value wins).
+# Below is the distribution's default config (testbed/profiles/README.md).
+AuthorizedKeysFile {keys}
+PermitRootLogin prohibit-password
+UsePAM no
+StrictModes no
+"""
 
 
 def log(msg: str) -> None:
@@ -79,6 +121,31 @@ def allocate_net(requested: int | None) -> tuple[int, Any]:
         except BlockingIOError:
             handle.close()
     raise SystemExit("bed: no free network index (another bed holds each lock in /tmp/hostkeyctl-bed-locks)")
+
+
+def in_netns(ns_pid: int, fn: Any) -> Any:
+    """Runs fn in a thread that joined the network namespace of ns_pid: the
+    sockets it creates belong there, whichever thread uses them later."""
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            fd = os.open(f"/proc/{ns_pid}/ns/net", os.O_RDONLY)
+            try:
+                if ctypes.CDLL("libc.so.6", use_errno=True).setns(fd, CLONE_NEWNET) != 0:
+                    raise OSError(ctypes.get_errno(), "setns")
+            finally:
+                os.close(fd)
+            box["value"] = fn()
+        except BaseException as e:  # re-raised in the caller
+            box["error"] = e
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
 
 
 def wait_banner(host: str, port: int, deadline: float) -> str:
@@ -272,6 +339,135 @@ class Bed:
         proc = self.spawn(node["name"], node["argv"], Path(node["log"]))
         node["pid"] = proc.pid
 
+    def prepare_profile(self, name: str) -> dict[str, Any]:
+        if name not in PROFILES:
+            raise SystemExit(f"bed: no profile {name!r}; profiles: {', '.join(PROFILES)}")
+        spec = PROFILES[name]
+        root = self.dir / "profiles" / name
+        etc, run = root / "etc", root / "run"
+        root.mkdir(parents=True)
+        # The node's /etc: the host's (users, libraries' config), with the
+        # distribution's ssh (and crypto-policies) files instead of ours.
+        subprocess.run(["cp", "-a", "/etc/.", str(etc)], check=True)
+        shutil.rmtree(etc / "ssh")
+        shutil.copytree(PROFILE_DIR / spec["fixture"] / "etc", etc, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".keep"))
+        (etc / "ssh" / "sshd_config.d").mkdir(exist_ok=True)
+        subprocess.run(["ssh-keygen", "-A", "-f", str(root)], check=True, capture_output=True)
+        ssh = etc / "ssh"
+        config = ssh / "sshd_config"
+        keys = self.dir / "client" / "authorized_keys"
+        config.write_text(BED_HEADER.format(keys=keys) + config.read_text() + spec.get("append", ""))
+        for file, text in spec.get("drop_ins", {}).items():
+            (ssh / "sshd_config.d" / file).write_text(text)
+        for key_type in spec.get("missing", []):
+            for suffix in ("", ".pub"):
+                (ssh / f"ssh_host_{key_type}_key{suffix}").unlink()
+        if spec.get("symlink"):
+            managed = etc / "config-mgmt"
+            managed.mkdir()
+            config.rename(managed / "sshd_config")
+            config.symlink_to("../config-mgmt/sshd_config")
+        if spec.get("certificate"):
+            ca = root / "host_ca"
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(ca)], check=True)
+            subprocess.run(
+                ["ssh-keygen", "-q", "-s", str(ca), "-I", name, "-h", "-n", "login.example",
+                 str(ssh / "ssh_host_ed25519_key.pub")], check=True, capture_output=True)
+            (ssh / "sshd_config.d" / "50-host-certificate.conf").write_text(
+                "HostCertificate /etc/ssh/ssh_host_ed25519_key-cert.pub\n")
+        if spec.get("p384"):
+            subprocess.run(["ssh-keygen", "-q", "-t", "ecdsa", "-b", "384", "-N", "", "-f",
+                            str(ssh / "ssh_host_ecdsa384_key")], check=True)
+            (ssh / "sshd_config.d" / "00-cis-hardening.conf").write_text(
+                "# site hardening: sorts before hostkeyctl's drop-in\n"
+                + "".join(f"HostKey /etc/ssh/ssh_host_{t}_key\n" for t in ("ed25519", "ecdsa", "rsa", "ecdsa384"))
+                + "HostKeyAlgorithms ssh-ed25519,ecdsa-sha2-nistp256,ecdsa-sha2-nistp384,rsa-sha2-512,rsa-sha2-256\n")
+        for sub in ("sshd", "standin-systemd"):
+            (run / sub).mkdir(parents=True, exist_ok=True)
+        os.chmod(run / "sshd", 0o755)
+        (root / "var/lib/hostkeyctl").mkdir(parents=True)
+        path = f"{HERE / 'node-bin'}:{self.args.bin_dir or ''}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        return {
+            "name": f"{self.args.cluster}-{name}",
+            "profile": name,
+            "address": spec.get("address", "127.0.0.1"),
+            "port": spec.get("port", 22),
+            "instance_id": "",
+            "root": str(root),
+            "ssh_dir": str(ssh),
+            "sshd_config": str(config),
+            "pid_file": str(run / "sshd.pid"),
+            "log": str(root / "sshd.log"),
+            "env": {
+                "PATH": path,
+                "HOSTKEYCTL_STATE_DIR": str(root / "var/lib/hostkeyctl"),
+                "AWS_ENDPOINT_URL": f"http://127.0.0.1:{self.server.server_port}",
+            },
+        }
+
+    def start_profile(self, node: dict[str, Any]) -> None:
+        spec = PROFILES[node["profile"]]
+        root = Path(node["root"])
+        script = f"mount --bind {root / 'etc'} /etc && mount --bind {root / 'run'} /run && ip link set lo up"
+        if spec.get("ipv6") is False:
+            script += " && for c in all default lo; do echo 1 > /proc/sys/net/ipv6/conf/$c/disable_ipv6; done"
+        script += " && : > /run/ns-ready && exec sleep infinity"
+        holder = self.spawn(
+            f"{node['name']}-ns",
+            ["unshare", "--mount", "--net", "--propagation", "private", "--", "sh", "-c", script],
+            Path(node["log"]),
+        )
+        deadline = time.time() + 10
+        while not (root / "run/ns-ready").exists():
+            if holder.poll() is not None or time.time() > deadline:
+                raise SystemExit(f"bed: the namespace of {node['name']} did not come up; see {node['log']}")
+            time.sleep(0.02)
+        node["ns_pid"] = holder.pid
+        enter = ["nsenter", f"--mount=/proc/{holder.pid}/ns/mnt", f"--net=/proc/{holder.pid}/ns/net", "--"]
+        self.forward_emulator(holder.pid)
+        unit = spec["unit"]
+        if spec.get("socket"):
+            self.spawn(node["name"], enter + [
+                "python3", str(HERE / "standin_systemd.py"), "socket", "--socket", f"{unit}.socket",
+                "--service", f"{unit}.service", "--listen", "0.0.0.0:22", "--listen", "[::]:22",
+                "--backend", "127.0.0.1:10022", "--log", node["log"], "--",
+                SSHD, "-D", "-e", "-o", "ListenAddress=127.0.0.1:10022",
+            ], Path(node["log"]))
+            while not (root / f"run/standin-systemd/{unit}.socket.json").exists():
+                if time.time() > deadline:
+                    raise SystemExit(f"bed: {unit}.socket of {node['name']} did not come up; see {node['log']}")
+                time.sleep(0.02)
+            return
+        proc = self.spawn(node["name"], enter + [SSHD, "-D", "-e"], Path(node["log"]))
+        if unit:
+            (root / f"run/standin-systemd/{unit}.service.json").write_text(json.dumps({"MainPID": proc.pid}))
+        in_netns(holder.pid, lambda: wait_banner(node["address"], node["port"], deadline))
+
+    def forward_emulator(self, ns_pid: int) -> None:
+        """Makes the emulator answer on 127.0.0.1:<its port> inside a namespace."""
+        from standin_systemd import splice
+
+        port = self.server.server_port
+
+        def listen() -> socket.socket:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", port))
+            s.listen(64)
+            return s
+
+        listener = in_netns(ns_pid, listen)
+
+        def serve() -> None:
+            while True:
+                try:
+                    conn, _ = listener.accept()
+                    upstream = socket.create_connection(("127.0.0.1", port), timeout=5)
+                except OSError:
+                    continue
+                threading.Thread(target=splice, args=(conn, upstream), daemon=True).start()
+
+        threading.Thread(target=serve, daemon=True).start()
+
     def start_client(self) -> None:
         client = self.dir / "client"
         client.mkdir(exist_ok=True)
@@ -350,6 +546,10 @@ class Bed:
         (self.dir / "bed.pid").write_text(str(os.getpid()))
         self.start_client()
         self.nodes = [self.prepare_node(i, net) for i in range(self.args.nodes)]
+        self.profiles = [self.prepare_profile(p) for p in self.args.profile]
+        for node in self.profiles:
+            self.start_profile(node)
+        self.state["profiles"] = self.profiles
         self.register_instances(net)
         for node in self.nodes:
             self.start_node(node)
@@ -455,6 +655,7 @@ def main() -> int:
     up.add_argument("--cluster", default="hp", help="Cluster tag and node name prefix")
     up.add_argument("--net", type=int, default=None, help="network index K (default: first free)")
     up.add_argument("--no-reexec", action="store_true", help="start sshd with -r, so only a reload changes its keys")
+    up.add_argument("--profile", action="append", default=[], help=f"add a profile node ({', '.join(PROFILES)})")
     up.add_argument("--bin-dir", default=None, help="directory put first on the nodes' PATH (hostkeyctl)")
     up.add_argument("--watch-stdin", action="store_true", help="tear down when stdin closes")
     down = sub.add_parser("down", help="stop the bed running in DIR")

@@ -27,6 +27,8 @@ pub struct BedOptions {
     pub virtual_instances: usize,
     /// Start sshd with `-r`, so only a reload changes the keys it serves.
     pub no_reexec: bool,
+    /// Profile nodes to add (testbed/bed.py `PROFILES`).
+    pub profiles: Vec<&'static str>,
 }
 
 impl Default for BedOptions {
@@ -35,6 +37,7 @@ impl Default for BedOptions {
             nodes: 3,
             virtual_instances: 0,
             no_reexec: false,
+            profiles: Vec::new(),
         }
     }
 }
@@ -48,8 +51,11 @@ pub struct Node {
     pub address: String,
     /// sshd port.
     pub port: u16,
-    /// EC2 instance id in the emulator.
+    /// EC2 instance id in the emulator (empty for profile nodes).
     pub instance_id: String,
+    /// The process holding a profile node's mount and network namespaces.
+    #[serde(default)]
+    pub ns_pid: Option<u32>,
     /// The node's root (its `/`).
     pub root: PathBuf,
     /// Its `/etc/ssh`.
@@ -95,6 +101,9 @@ pub struct BedState {
     pub lb: Option<Lb>,
     /// The login nodes.
     pub nodes: Vec<Node>,
+    /// The profile nodes, in the order asked for.
+    #[serde(default)]
+    pub profiles: Vec<Node>,
     /// Noise instances.
     pub noise: Vec<Noise>,
     /// Virtual instance ids.
@@ -140,6 +149,9 @@ impl TestBed {
             .stderr(log);
         if options.no_reexec {
             cmd.arg("--no-reexec");
+        }
+        for profile in &options.profiles {
+            cmd.arg("--profile").arg(profile);
         }
         let mut child = cmd
             .spawn()

@@ -13,6 +13,7 @@ mod document;
 mod install;
 mod keygen;
 mod known_hosts;
+mod profiles;
 mod rotate;
 mod support;
 mod testbed;

@@ -158,7 +158,7 @@ async fn list_command_invocations_pages_over_120_instances() {
     let bed = TestBed::start(BedOptions {
         nodes: 0,
         virtual_instances: 120,
-        no_reexec: false,
+        ..BedOptions::default()
     });
     let ssm = aws_sdk_ssm::Client::new(&bed.sdk_config(1).await);
     let sent = ssm
