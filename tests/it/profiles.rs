@@ -90,10 +90,15 @@ fn host_key(bed: &TestBed, node: &Node, algorithm: &str) -> Option<String> {
 /// The fingerprints served for ed25519, ECDSA P-256 and RSA (the order of
 /// `set_fingerprints`), and ECDSA P-384.
 fn served(bed: &TestBed, node: &Node) -> Vec<Option<String>> {
-    ["ssh-ed25519", "ecdsa-sha2-nistp256", "rsa-sha2-512", "ecdsa-sha2-nistp384"]
-        .iter()
-        .map(|a| host_key(bed, node, a))
-        .collect()
+    [
+        "ssh-ed25519",
+        "ecdsa-sha2-nistp256",
+        "rsa-sha2-512",
+        "ecdsa-sha2-nistp384",
+    ]
+    .iter()
+    .map(|a| host_key(bed, node, a))
+    .collect()
 }
 
 /// Every file install may touch (keys, configs, a symlinked config's
@@ -112,7 +117,10 @@ fn files(node: &Node) -> BTreeMap<String, (u64, u32)> {
         }
     }
     let link = node.ssh_dir.join("sshd_config").symlink_metadata().unwrap();
-    out.insert("ssh/sshd_config is a link".to_owned(), (u64::from(link.is_symlink()), 0));
+    out.insert(
+        "ssh/sshd_config is a link".to_owned(),
+        (u64::from(link.is_symlink()), 0),
+    );
     out
 }
 
@@ -137,7 +145,14 @@ fn login(bed: &TestBed, node: &Node) -> std::process::Output {
     in_node(bed, node, &require("ssh"))
         .arg("-i")
         .arg(&bed.state.client_key)
-        .args(["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", "ConnectTimeout=5"])
+        .args([
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            "ConnectTimeout=5",
+        ])
         .args(["-o", "HostKeyAlias=login.example", "-o", "UpdateHostKeys=no"])
         .arg("-o")
         .arg(format!("UserKnownHostsFile={}", known_hosts.display()))
@@ -200,8 +215,16 @@ fn converge(profile: &'static str) {
     };
     assert_eq!(failing.code, 3, "{profile}: {}\n{}", failing.stderr, failing.stdout);
     assert_eq!(failing.json()["result"], "rolled_back", "{profile}");
-    assert_eq!(files(&node), files_before, "{profile}: the rollback is not byte-identical");
-    assert_eq!(served(&bed, &node), served_before, "{profile}: sshd serves other keys after the rollback");
+    assert_eq!(
+        files(&node),
+        files_before,
+        "{profile}: the rollback is not byte-identical"
+    );
+    assert_eq!(
+        served(&bed, &node),
+        served_before,
+        "{profile}: sshd serves other keys after the rollback"
+    );
 
     // Converge, verified against an address sshd really listens on.
     let first = install(&bed, &node, &["--secret-id", "hk"]);
@@ -225,7 +248,11 @@ fn converge(profile: &'static str) {
 
     // A real client with the canonical known_hosts logs in.
     let out = login(&bed, &node);
-    assert!(out.status.success(), "{profile}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{profile}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     // Only host key settings changed, in what sshd applies and on disk.
     let settings = changed_settings(&settings_before, &sshd_t(&bed, &node));
@@ -233,7 +260,10 @@ fn converge(profile: &'static str) {
         .iter()
         .filter(|l| !l[2..].starts_with("hostkey ") && !l[2..].starts_with("hostkeyalgorithms "))
         .collect();
-    assert!(other.is_empty(), "{profile}: sshd -T changed beyond host keys: {other:?}");
+    assert!(
+        other.is_empty(),
+        "{profile}: sshd -T changed beyond host keys: {other:?}"
+    );
     assert!(
         settings.iter().any(|l| l[2..].starts_with("hostkeyalgorithms ")),
         "{profile}: HostKeyAlgorithms is not pinned: {settings:?}"
@@ -262,10 +292,16 @@ fn assert_config_only_gained_the_block(node: &Node, profile: &str) {
     assert!(now.contains(&shipped), "{profile}: the distribution's text was changed");
     let drop_in: PathBuf = node.ssh_dir.join("sshd_config.d/00-hostkeyctl.conf");
     if profile == "al2" {
-        assert!(now.starts_with("# BEGIN hostkeyctl"), "{profile}: no inline block on top");
+        assert!(
+            now.starts_with("# BEGIN hostkeyctl"),
+            "{profile}: no inline block on top"
+        );
         assert!(!drop_in.exists(), "{profile}: a drop-in sshd does not read");
     } else {
-        assert!(!now.contains("# BEGIN hostkeyctl"), "{profile}: the main config was edited");
+        assert!(
+            !now.contains("# BEGIN hostkeyctl"),
+            "{profile}: the main config was edited"
+        );
         assert!(drop_in.exists(), "{profile}: no drop-in");
     }
 }
@@ -336,7 +372,11 @@ fn socket_activated_node_installs_before_its_first_connection() {
     let report = run.json();
     assert_eq!(report["result"], "changed", "{report}");
     assert_eq!(report["verified"], true, "{report}");
-    assert_eq!(service_state(), "active", "the verifying connection did not start ssh.service");
+    assert_eq!(
+        service_state(),
+        "active",
+        "the verifying connection did not start ssh.service"
+    );
     let mut set = set_fingerprints(&init);
     set.push(None);
     assert_eq!(served(&bed, &node), set);
@@ -397,7 +437,10 @@ fn a_clean_rollback_beside_an_unmanaged_key_type_exits_3() {
     let report = run.json();
     assert_eq!(report["result"], "rolled_back", "{report}");
     assert!(
-        report["error"].as_str().unwrap().contains("another HostKeyAlgorithms line"),
+        report["error"]
+            .as_str()
+            .unwrap()
+            .contains("another HostKeyAlgorithms line"),
         "{report}"
     );
     assert_eq!(files(&node), before);
@@ -439,14 +482,25 @@ async fn a_run_killed_at_the_reload_is_finished_by_the_next() {
         .version_id()
         .unwrap()
         .to_owned();
-    let args = ["--secret-id", "hk", "--version-id", &current_id, "--next-version-id", &next_id];
+    let args = [
+        "--secret-id",
+        "hk",
+        "--version-id",
+        &current_id,
+        "--next-version-id",
+        &next_id,
+    ];
 
     fault(&node, Some("reload-kills-caller"));
     let killed = install(&bed, &node, &args);
     fault(&node, None);
     assert_eq!(killed.code, -1, "the install was not killed: {}", killed.stderr);
     let check = install(&bed, &node, &["--secret-id", "hk", "--check"]);
-    assert_eq!(check.code, 1, "--check must report the unfinished install: {}", check.stdout);
+    assert_eq!(
+        check.code, 1,
+        "--check must report the unfinished install: {}",
+        check.stdout
+    );
     let marker = node.root.join("var/lib/hostkeyctl/reload-pending");
     assert!(marker.exists(), "no reload-pending marker after the kill");
 
@@ -471,7 +525,11 @@ async fn a_run_killed_at_the_reload_is_finished_by_the_next() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let learned = crate::support::run_ok(std::process::Command::new(require("ssh-keygen")).arg("-lf").arg(&known_hosts));
+    let learned = crate::support::run_ok(
+        std::process::Command::new(require("ssh-keygen"))
+            .arg("-lf")
+            .arg(&known_hosts),
+    );
     for fp in set_fingerprints(&next).into_iter().flatten() {
         assert!(learned.contains(&fp), "the client did not learn {fp}:\n{learned}");
     }
