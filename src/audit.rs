@@ -115,6 +115,21 @@ pub struct NodeReport {
     pub endpoint: Endpoint,
     /// Findings, by key type.
     pub findings: Vec<Finding>,
+    /// Where the node was found and its health there (lb:, tg:, hyperpod:
+    /// targets); a node that is not healthy is audited all the same.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub health: Option<crate::discovery::Health>,
+}
+
+/// The finding for a node that has no address to connect to.
+pub fn no_address() -> Vec<Finding> {
+    vec![Finding {
+        key_type: "*".to_owned(),
+        status: Verdict::Unreachable,
+        expected: None,
+        served: None,
+        detail: Some("no private address (a stopped or terminated instance?)".to_owned()),
+    }]
 }
 
 /// What a probe returned.

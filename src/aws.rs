@@ -260,13 +260,17 @@ pub fn classify_code(code: &str, message: String, call: &Call) -> AwsError {
         | "AuthFailure"
         | "InvalidSignatureException"
         | "SignatureDoesNotMatch" => AwsError::Credentials { action, message },
-        "ResourceNotFoundException" | "InvalidInstanceID.NotFound" | "InvalidCommandId" | "InvalidDocument" => {
-            AwsError::NotFound {
-                action,
-                resource,
-                message,
-            }
-        }
+        "ResourceNotFoundException"
+        | "ResourceNotFound"
+        | "InvalidInstanceID.NotFound"
+        | "InvalidCommandId"
+        | "InvalidDocument"
+        | "LoadBalancerNotFound"
+        | "TargetGroupNotFound" => AwsError::NotFound {
+            action,
+            resource,
+            message,
+        },
         "ThrottlingException"
         | "Throttling"
         | "RequestLimitExceeded"

@@ -67,7 +67,7 @@ pub enum Command {
     Status(StatusArgs),
     /// Install a key set version on every target node with SSM Run Command.
     #[command(
-        after_help = "Examples:\n  hostkeyctl push --secret-id hostkeys/my-cluster --target tag:Role=login --canary 1\n  hostkeyctl push --secret-id hostkeys/my-cluster --target i-0123456789abcdef0 --dry-run"
+        after_help = "Examples:\n  hostkeyctl push --secret-id hostkeys/my-cluster --target tag:Role=login --canary 1\n  hostkeyctl push --secret-id hostkeys/my-cluster --target i-0123456789abcdef0 --dry-run\n  hostkeyctl push --secret-id hostkeys/my-cluster --target lb:my-cluster-login"
     )]
     Push(PushArgs),
     /// Replace the key set without losing the working one: create a new set
@@ -85,7 +85,7 @@ pub enum Command {
     /// Check by real SSH handshakes which host keys every node and the load
     /// balancer serve, against the expected set.
     #[command(
-        after_help = "Examples:\n  hostkeyctl audit --secret-id hostkeys/my-cluster --target tag:Role=login --lb login.my-cluster.internal\n  hostkeyctl audit --known-hosts ~/.ssh/known_hosts --endpoint 10.0.0.5 --endpoint 10.0.0.6"
+        after_help = "Examples:\n  hostkeyctl audit --secret-id hostkeys/my-cluster --target tag:Role=login --lb login.my-cluster.internal\n  hostkeyctl audit --known-hosts ~/.ssh/known_hosts --endpoint 10.0.0.5 --endpoint 10.0.0.6\n  hostkeyctl audit --secret-id hostkeys/my-cluster --target hyperpod:my-cluster/login-group --lb lb:my-cluster-login"
     )]
     Audit(AuditArgs),
     /// On a login node (as root): fetch the key set, install it, reload
@@ -248,9 +248,13 @@ pub struct PushArgs {
     /// The secret (name or ARN).
     #[arg(long, value_name = "ID")]
     pub secret_id: SecretId,
-    /// Which nodes: tag:KEY=VALUE or i-... (repeatable; all must match).
+    /// Which nodes: tag:KEY=VALUE or i-... (repeatable; all must match),
+    /// or lb:NAME_OR_ARN / tg:ARN (the instances behind a load balancer).
     #[arg(long = "target", value_name = "SPEC", required = true)]
     pub targets: Vec<TargetSpec>,
+    /// The SSH listener's port, for lb: targets.
+    #[arg(long, default_value_t = 22, value_name = "PORT")]
+    pub port: u16,
     /// Push this exact version.
     #[arg(long, value_name = "ID", conflicts_with = "stage")]
     pub version_id: Option<VersionId>,
@@ -285,7 +289,9 @@ pub struct AuditArgs {
     /// Expected fingerprint (repeatable; matched by value).
     #[arg(long = "expect", value_name = "SHA256:...")]
     pub expect: Vec<Fingerprint>,
-    /// Nodes from EC2: tag:KEY=VALUE or i-... (repeatable; all must match).
+    /// Nodes: tag:KEY=VALUE or i-... (repeatable; all must match), or
+    /// node sources lb:NAME_OR_ARN, tg:ARN, hyperpod:CLUSTER[/GROUP]
+    /// (repeatable; their nodes together, each with its health).
     #[arg(long = "target", value_name = "SPEC")]
     pub targets: Vec<TargetSpec>,
     /// A node given directly (repeatable; each is audited as given).
@@ -294,9 +300,10 @@ pub struct AuditArgs {
     /// sshd port of discovered nodes.
     #[arg(long, default_value_t = 22, value_name = "PORT")]
     pub port: u16,
-    /// The load balancer to sample.
-    #[arg(long, value_name = "HOST[:PORT]")]
-    pub lb: Option<HostPort>,
+    /// The load balancer to sample: HOST[:PORT], or lb:NAME_OR_ARN (its DNS
+    /// name and SSH listener, and its registered targets as the backends).
+    #[arg(long, value_name = "HOST[:PORT]|lb:NAME")]
+    pub lb: Option<crate::discovery::LbSpec>,
     /// Connections per key type through the load balancer.
     #[arg(long, default_value_t = 20, value_name = "N")]
     pub samples: usize,
@@ -344,7 +351,8 @@ pub struct RotateArgs {
     /// The secret (name or ARN).
     #[arg(long, value_name = "ID")]
     pub secret_id: SecretId,
-    /// The login nodes: tag:KEY=VALUE or i-... (repeatable; all must match).
+    /// The login nodes: tag:KEY=VALUE or i-... (repeatable; all must
+    /// match), or lb:NAME_OR_ARN / tg:ARN.
     #[arg(long = "target", value_name = "SPEC", required = true)]
     pub targets: Vec<TargetSpec>,
     /// Continue the rotation in flight (AWSPENDING) from where it stopped.

@@ -282,6 +282,72 @@ class Bed:
             remaining -= batch
         self.state["virtual"] = virtual
 
+    def register_lb_and_cluster(self, net: int) -> None:
+        """What `--target lb:`, `tg:` and `hyperpod:` find: two network load
+        balancers with a TCP listener on 22, one forwarding to an IP target
+        group of the nodes' addresses, one to an instance target group of
+        their instance ids; and a HyperPod cluster whose login group holds
+        the nodes (plus ``--hyperpod-workers`` workers at addresses where
+        nothing listens). The load balancers' DNS name is the bed's HAProxy."""
+        import boto3
+        from moto.elbv2.models import elbv2_backends
+        from moto.sagemaker.models import sagemaker_backends
+
+        from emulator import ACCOUNT
+
+        kwargs = dict(endpoint_url=self.endpoint, region_name=REGION,
+                      aws_access_key_id="testing", aws_secret_access_key="testing")
+        ec2, elb = self.ec2(), boto3.client("elbv2", **kwargs)
+        vpc = ec2.describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}])["Vpcs"][0]["VpcId"]
+        subnets = [s["SubnetId"] for s in ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpc]}])["Subnets"]][:2]
+        cluster = self.args.cluster
+        state: dict[str, Any] = {}
+        for kind, targets in (
+            ("ip", [{"Id": n["address"], "Port": 22} for n in self.nodes]),
+            ("instance", [{"Id": n["instance_id"], "Port": 22} for n in self.nodes]),
+        ):
+            suffix = "" if kind == "ip" else "-i"
+            tg = elb.create_target_group(Name=f"{cluster}-login{suffix}", Protocol="TCP", Port=22, VpcId=vpc,
+                                         TargetType=kind, HealthCheckProtocol="TCP")["TargetGroups"][0]["TargetGroupArn"]
+            elb.register_targets(TargetGroupArn=tg, Targets=targets)
+            lb = elb.create_load_balancer(Name=f"{cluster}-login{suffix}", Type="network", Scheme="internal",
+                                          Subnets=subnets)["LoadBalancers"][0]["LoadBalancerArn"]
+            elb.create_listener(LoadBalancerArn=lb, Protocol="TCP", Port=22,
+                                DefaultActions=[{"Type": "forward", "TargetGroupArn": tg}])
+            elbv2_backends[ACCOUNT][REGION].load_balancers[lb].dns_name = f"127.{net}.0.10"
+            state[kind] = {"lb_name": f"{cluster}-login{suffix}", "lb_arn": lb, "target_group_arn": tg}
+        self.state["elb"] = state
+
+        sm = boto3.client("sagemaker", **kwargs)
+        groups = []
+        for name, count in (("login-group", len(self.nodes)), ("worker-group", self.args.hyperpod_workers)):
+            if count:
+                groups.append({
+                    "InstanceGroupName": name, "InstanceType": "ml.m5.xlarge", "InstanceCount": count,
+                    "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lifecycle/hp", "OnCreate": "on_create.sh"},
+                    "ExecutionRole": f"arn:aws:iam::{ACCOUNT}:role/hyperpod", "ThreadsPerCore": 1,
+                })
+        if not groups:
+            return
+        sm.create_cluster(ClusterName=cluster, InstanceGroups=groups)
+        model = sagemaker_backends[ACCOUNT][REGION].clusters[cluster]
+        renamed = {}
+        for i, (old_id, node) in enumerate(sorted(model.nodes.items(), key=lambda kv: (kv[1].instance_group_name, int(kv[0].rsplit("-", 1)[1])))):
+            node.instance_id = f"i-{0x0a0000000000000 + i:017x}"
+            if node.instance_group_name == "login-group":
+                node.bed_ip = self.nodes[int(old_id.rsplit("-", 1)[1])]["address"]
+            else:
+                # Workers at addresses where nothing listens (connections refused).
+                n = int(old_id.rsplit("-", 1)[1])
+                node.bed_ip = f"127.{net}.{2 + n // 200}.{10 + n % 200}"
+            node.bed_dns = f"ip-{node.bed_ip.replace('.', '-')}.ec2.internal"
+            renamed[node.instance_id] = node
+        model.nodes = renamed
+        self.state["hyperpod"] = {
+            "cluster": cluster,
+            "nodes": {nid: n.bed_ip for nid, n in renamed.items()},
+        }
+
     # --------------------------------------------------------------- nodes
 
     def prepare_node(self, i: int, net: int) -> dict[str, Any]:
@@ -558,6 +624,7 @@ class Bed:
             wait_banner(node["address"], 22, deadline)
         for node in self.nodes:
             self.emulator.nodes[node["instance_id"]] = self._node_env(node)
+        self.register_lb_and_cluster(net)
         if self.nodes:
             self.start_lb(net)
             for _ in range(len(self.nodes) * 2):
@@ -655,6 +722,7 @@ def main() -> int:
     up.add_argument("--cluster", default="hp", help="Cluster tag and node name prefix")
     up.add_argument("--net", type=int, default=None, help="network index K (default: first free)")
     up.add_argument("--no-reexec", action="store_true", help="start sshd with -r, so only a reload changes its keys")
+    up.add_argument("--hyperpod-workers", type=int, default=0, help="HyperPod worker nodes (no sshd) beside the login group")
     up.add_argument("--profile", action="append", default=[], help=f"add a profile node ({', '.join(PROFILES)})")
     up.add_argument("--bin-dir", default=None, help="directory put first on the nodes' PATH (hostkeyctl)")
     up.add_argument("--watch-stdin", action="store_true", help="tear down when stdin closes")

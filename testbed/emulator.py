@@ -13,6 +13,13 @@ behind a WSGI layer that adds what the tests need and moto lacks:
   and invocations that stay invisible for a while after SendCommand
   (eventual consistency);
 * counters of API calls by ``service:Action``;
+* Elastic Load Balancing v2 and SageMaker HyperPod as the bed sets them up
+  (see ``Bed.register_lb_and_cluster``): target health that tests can set
+  (moto reports every registered target healthy), HyperPod nodes with EC2-like
+  instance ids and the bed's addresses as ``PrivatePrimaryIp`` and
+  ``PrivateDnsHostname`` (moto names them ``GROUP-N`` with no address), and
+  ``ListClusterNodes`` pagination that works (moto 5.2.1 fails on the second
+  page: its nodes have no ``arn``);
 * a small control API under ``/_bed/`` (see README.md beside this file).
 
 Facts about SSM reproduced here: at most 50 InstanceIds per SendCommand;
@@ -46,6 +53,45 @@ from moto.ec2.models import ec2_backends
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
 ACCOUNT = DEFAULT_ACCOUNT_ID
+# (target group ARN, target id) -> (state, reason, description), set through
+# the control API; read by the patched FakeTargetGroup.health_for.
+TARGET_HEALTH: dict[tuple[str, str], tuple[str, str | None, str | None]] = {}
+
+
+def _patch_moto() -> None:
+    """The ELBv2 and SageMaker behaviour moto lacks (module docstring)."""
+    from moto.elbv2.models import FakeHealthStatus, FakeTargetGroup
+    from moto.sagemaker.models import ClusterNode
+
+    real_health_for = FakeTargetGroup.health_for
+
+    def health_for(self: Any, target: dict[str, Any], ec2_backend: Any) -> Any:
+        override = TARGET_HEALTH.get((self.arn, target["Id"]))
+        if override is None:
+            return real_health_for(self, target, ec2_backend)
+        port = self.targets.get(target["Id"], {}).get("Port", self.port)
+        state, reason, description = override
+        return FakeHealthStatus(target["Id"], port, self.health_check_port, state, reason, description)
+
+    FakeTargetGroup.health_for = health_for  # type: ignore[method-assign]
+
+    def node_arn(self: Any) -> str:
+        return f"arn:aws:sagemaker:{self.region_name}:{self.account_id}:cluster/{self.cluster_name}/node/{self.instance_id}"
+
+    ClusterNode.arn = property(node_arn)  # type: ignore[attr-defined]
+    real_describe = ClusterNode.describe
+
+    def describe(self: Any) -> dict[str, Any]:
+        out = real_describe(self)
+        for attr, key in (("bed_ip", "PrivatePrimaryIp"), ("bed_dns", "PrivateDnsHostname")):
+            if getattr(self, attr, None):
+                out[key] = getattr(self, attr)
+        return out
+
+    ClusterNode.describe = describe  # type: ignore[method-assign]
+
+
+_patch_moto()
 STDOUT_LIMIT = 24_000
 STDERR_LIMIT = 8_000
 PLUGIN_OUTPUT_LIMIT = 2_500
@@ -340,6 +386,14 @@ class Emulator:
                 self.faults = Faults()
                 self.rng = random.Random(self.faults.seed)
                 self.fault_counts.clear()
+            return {}
+        if path == "/_bed/target-health" and method == "POST":
+            key = (request["target_group_arn"], request["id"])
+            with self.lock:
+                if request.get("state"):
+                    TARGET_HEALTH[key] = (request["state"], request.get("reason"), request.get("description"))
+                else:
+                    TARGET_HEALTH.pop(key, None)
             return {}
         if path == "/_bed/commands":
             with self.lock:

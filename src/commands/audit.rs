@@ -201,43 +201,105 @@ fn endpoint_of(address: &HostPort) -> Endpoint {
     }
 }
 
-/// The nodes to audit: discovered instances (with their private address)
-/// and the endpoints given directly.
+/// A node to audit: where to connect (none when it has no address) and
+/// what discovery said about it.
+struct AuditNode {
+    endpoint: Endpoint,
+    reachable: bool,
+    health: Option<discovery::Health>,
+}
+
+/// The nodes to audit: discovered targets (with their private address
+/// and health) and the endpoints given directly; and the instances SSM can
+/// reach, for --via-ssm.
 async fn endpoints(
     args: &AuditArgs,
     config: Option<&aws_config::SdkConfig>,
-) -> Result<(Vec<discovery::Instance>, Vec<Endpoint>), Failure> {
-    let mut endpoints: Vec<Endpoint> = Vec::new();
+) -> Result<(Vec<discovery::Instance>, Vec<AuditNode>), Failure> {
+    let mut nodes: Vec<AuditNode> = Vec::new();
     let mut instances = Vec::new();
     if let Some(config) = config
         && !args.targets.is_empty()
     {
-        instances = Ec2Fleet::new(config)
-            .discover(&args.targets)
-            .await
-            .map_err(discovery_failure)?;
-        for i in &instances {
-            let Some(ip) = &i.private_ip else {
-                tracing::warn!("{} has no private address; skipped", escape(&i.instance_id));
-                continue;
-            };
-            endpoints.push(Endpoint {
-                name: i.name.clone().unwrap_or_else(|| i.instance_id.clone()),
-                host: ip.clone(),
-                port: args.port,
+        let fleet = Ec2Fleet::new(config).with_port(args.port);
+        let targets = fleet.targets(&args.targets).await.map_err(discovery_failure)?;
+        for t in targets {
+            // SSM reaches EC2 instances, not IP targets or HyperPod nodes.
+            if let Some(id) = &t.instance_id
+                && !args
+                    .targets
+                    .iter()
+                    .any(|s| matches!(s, discovery::TargetSpec::HyperPod { .. }))
+            {
+                instances.push(discovery::Instance {
+                    instance_id: id.clone(),
+                    private_ip: t.address.clone(),
+                    name: Some(t.name.clone()),
+                });
+            }
+            if t.address.is_none() {
+                tracing::warn!("{} has no private address; reported unreachable", escape(&t.name));
+            }
+            nodes.push(AuditNode {
+                endpoint: Endpoint {
+                    name: t.name.clone(),
+                    host: t.address.clone().unwrap_or_default(),
+                    port: t.port.unwrap_or(args.port),
+                },
+                reachable: t.address.is_some(),
+                health: t.health,
             });
         }
     }
-    endpoints.sort_by(|a, b| a.name.cmp(&b.name));
-    endpoints.extend(args.endpoints.iter().map(endpoint_of));
-    if endpoints.is_empty() && args.lb.is_none() {
-        // Every matched instance lacked a private address: auditing nothing
-        // must not look like a clean fleet.
+    nodes.sort_by(|a, b| a.endpoint.name.cmp(&b.endpoint.name));
+    nodes.extend(args.endpoints.iter().map(|a| AuditNode {
+        endpoint: endpoint_of(a),
+        reachable: true,
+        health: None,
+    }));
+    if nodes.is_empty() && args.lb.is_none() {
         return Err(Failure::usage(anyhow::anyhow!(
-            "no instance matching the targets has a private address to audit; give --endpoint HOST[:PORT] instead"
+            "no node to audit: the targets matched nothing; give --endpoint HOST[:PORT] instead"
         )));
     }
-    Ok((instances, endpoints))
+    Ok((instances, nodes))
+}
+
+/// `--lb`: where to sample, and the backend count when the load balancer
+/// says (its registered targets: the healthy ones, or all of them when none
+/// is healthy, since a Network Load Balancer then sends to every target).
+async fn lb_endpoint(
+    spec: &discovery::LbSpec,
+    args: &AuditArgs,
+    config: Option<&aws_config::SdkConfig>,
+) -> Result<(Endpoint, Option<usize>), Failure> {
+    match spec {
+        discovery::LbSpec::Address(address) => Ok((endpoint_of(address), None)),
+        discovery::LbSpec::LoadBalancer(name) => {
+            let config = config.ok_or_else(|| Failure::usage(anyhow::anyhow!("no AWS configuration")))?;
+            let fleet = Ec2Fleet::new(config).with_port(args.port);
+            let (listener, targets) = fleet.load_balancer(name).await.map_err(discovery_failure)?;
+            let mut all: Vec<&str> = targets.iter().map(|t| t.id.as_str()).collect();
+            all.sort_unstable();
+            all.dedup();
+            let mut healthy: Vec<&str> = targets
+                .iter()
+                .filter(|t| !t.health.is_flagged())
+                .map(|t| t.id.as_str())
+                .collect();
+            healthy.sort_unstable();
+            healthy.dedup();
+            let backends = if healthy.is_empty() { all.len() } else { healthy.len() };
+            Ok((
+                Endpoint {
+                    name: format!("lb:{}", listener.name),
+                    host: listener.dns_name,
+                    port: listener.port,
+                },
+                Some(backends),
+            ))
+        }
+    }
 }
 
 /// Counts by verdict, and the exit status: a node that said "drift" is
@@ -268,11 +330,21 @@ fn verdict(
     (summary, status)
 }
 
-/// Runs `audit`.
-pub async fn run(args: &AuditArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
+/// Option combinations clap cannot check.
+fn check_args(args: &AuditArgs) -> Result<(), Failure> {
     if args.targets.is_empty() && args.endpoints.is_empty() && args.lb.is_none() {
         return Err(Failure::usage(anyhow::anyhow!(
-            "nothing to audit: give --target SPEC, --endpoint HOST[:PORT] or --lb HOST[:PORT]"
+            "nothing to audit: give --target SPEC, --endpoint HOST[:PORT] or --lb HOST[:PORT]|lb:NAME"
+        )));
+    }
+    if args.via_ssm
+        && let Some(hp) = args
+            .targets
+            .iter()
+            .find(|s| matches!(s, discovery::TargetSpec::HyperPod { .. }))
+    {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--via-ssm cannot reach {hp}: SSM SendCommand does not reach HyperPod cluster nodes; audit them by handshake (without --via-ssm)"
         )));
     }
     if args.via_ssm && args.targets.is_empty() {
@@ -280,14 +352,27 @@ pub async fn run(args: &AuditArgs, global: &GlobalArgs, output: OutputFormat) ->
             "--via-ssm needs --target (SSM reaches instances, not addresses)"
         )));
     }
-    let needs_aws = args.secret_id.is_some() || !args.targets.is_empty();
+    Ok(())
+}
+
+/// Runs `audit`.
+pub async fn run(args: &AuditArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
+    check_args(args)?;
+    let needs_aws = args.secret_id.is_some()
+        || !args.targets.is_empty()
+        || matches!(args.lb, Some(discovery::LbSpec::LoadBalancer(_)));
     let config = if needs_aws {
         Some(aws::load_config(&global.aws).await.map_err(Failure::aws_config)?)
     } else {
         None
     };
     let (expected, source) = expected_set(args, config.as_ref()).await?;
-    let (instances, endpoints) = endpoints(args, config.as_ref()).await?;
+    let (instances, audit_nodes) = endpoints(args, config.as_ref()).await?;
+    let endpoints: Vec<Endpoint> = audit_nodes
+        .iter()
+        .filter(|n| n.reachable)
+        .map(|n| n.endpoint.clone())
+        .collect();
 
     let scanner = Arc::new(Scanner::new(
         crate::scan::SshProber,
@@ -299,22 +384,25 @@ pub async fn run(args: &AuditArgs, global: &GlobalArgs, output: OutputFormat) ->
             algorithms: args.key_types.clone(),
         },
     ));
-    let node_probes = scanner.scan_nodes(&endpoints).await;
-    let nodes: Vec<NodeReport> = endpoints
-        .iter()
-        .zip(node_probes)
-        .map(|(endpoint, probes)| NodeReport {
-            endpoint: endpoint.clone(),
-            findings: audit::judge_node(&expected, &probes),
+    let mut node_probes = scanner.scan_nodes(&endpoints).await.into_iter();
+    let nodes: Vec<NodeReport> = audit_nodes
+        .into_iter()
+        .map(|n| NodeReport {
+            findings: match n.reachable {
+                true => audit::judge_node(&expected, &node_probes.next().unwrap_or_default()),
+                false => audit::no_address(),
+            },
+            endpoint: n.endpoint,
+            health: n.health,
         })
         .collect();
 
     let lb = match &args.lb {
         Some(spec) => {
-            let endpoint = endpoint_of(spec);
+            let (endpoint, registered) = lb_endpoint(spec, args, config.as_ref()).await?;
             let samples = scanner.scan_lb(&endpoint, args.samples).await;
-            let assumed = args.backends.is_none() && !endpoints.is_empty();
-            let backends = args.backends.or(assumed.then_some(endpoints.len()));
+            let assumed = args.backends.is_none() && registered.is_none() && !nodes.is_empty();
+            let backends = args.backends.or(registered).or(assumed.then_some(nodes.len()));
             Some(LbReport {
                 types: samples
                     .iter()
@@ -482,14 +570,20 @@ fn print_table(report: &AuditReport) {
                 (Some(s), _) => Some(s.to_string()),
                 (None, _) => None,
             };
+            let name = match (&node.health, i) {
+                (Some(h), 0) if h.is_flagged() => format!(
+                    "{}\n({}{})",
+                    node.endpoint.name,
+                    h.state,
+                    h.reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default()
+                ),
+                (_, 0) => node.endpoint.name.clone(),
+                _ => String::new(),
+            };
             output::add_row(
                 &mut table,
                 vec![
-                    if i == 0 {
-                        node.endpoint.name.clone()
-                    } else {
-                        String::new()
-                    },
+                    name,
                     if i == 0 {
                         format!("{}:{}", node.endpoint.host, node.endpoint.port)
                     } else {
@@ -511,6 +605,16 @@ fn print_table(report: &AuditReport) {
     for (id, v) in &report.on_disk {
         println!("on disk {}: {}", escape(id), v.result());
     }
-    let summary: Vec<String> = report.summary.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    let mut summary: Vec<String> = report.summary.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    let flagged = report
+        .nodes
+        .iter()
+        .filter(|n| n.health.as_ref().is_some_and(discovery::Health::is_flagged))
+        .count();
+    if flagged > 0 {
+        summary.push(format!(
+            "{flagged} node(s) not healthy in their target group or cluster (audited all the same)"
+        ));
+    }
     println!("{}", summary.join(", "));
 }

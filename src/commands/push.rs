@@ -112,6 +112,7 @@ pub async fn run(args: &PushArgs, global: &GlobalArgs, output: OutputFormat) -> 
     let store = SecretsManagerStore::new(&config);
     let version = store.get(&args.secret_id, &selector).await.map_err(store_failure)?;
     let instances = Ec2Fleet::new(&config)
+        .with_port(args.port)
         .discover(&args.targets)
         .await
         .map_err(discovery_failure)?;

@@ -49,6 +49,7 @@ pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -
     let push = push_options(&args.rollout, &config)?;
     let store = SecretsManagerStore::new(&config);
     let instances = Ec2Fleet::new(&config)
+        .with_port(args.port)
         .discover(&args.targets)
         .await
         .map_err(discovery_failure)?;

@@ -293,7 +293,8 @@ impl MemFleet {
 }
 
 impl Fleet for MemFleet {
-    /// Every node is tagged `Role=login`; instance ids select nodes.
+    /// Every node is tagged `Role=login`; instance ids select nodes; node
+    /// sources (lb:, tg:, hyperpod:) match nothing.
     async fn discover(&self, specs: &[TargetSpec]) -> Result<Vec<Instance>, DiscoveryError> {
         if specs.is_empty() {
             return Err(DiscoveryError::NoTargets);
@@ -305,6 +306,8 @@ impl Fleet for MemFleet {
                 specs.iter().all(|s| match s {
                     TargetSpec::Tag { key, value } => key == "Role" && value == "login",
                     TargetSpec::InstanceId(id) => *id == n.instance.instance_id,
+                    // Load balancers and clusters are not modelled here.
+                    _ => false,
                 })
             })
             .map(|n| n.instance.clone())

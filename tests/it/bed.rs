@@ -29,6 +29,8 @@ pub struct BedOptions {
     pub no_reexec: bool,
     /// Profile nodes to add (testbed/bed.py `PROFILES`).
     pub profiles: Vec<&'static str>,
+    /// HyperPod worker nodes (no sshd) beside the login group.
+    pub hyperpod_workers: usize,
 }
 
 impl Default for BedOptions {
@@ -38,6 +40,7 @@ impl Default for BedOptions {
             virtual_instances: 0,
             no_reexec: false,
             profiles: Vec::new(),
+            hyperpod_workers: 0,
         }
     }
 }
@@ -79,6 +82,14 @@ pub struct Lb {
     pub pid: u32,
 }
 
+/// A network load balancer of the bed (`hp-login`: IP targets,
+/// `hp-login-i`: instance targets) and its target group.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Elb {
+    /// Its target group's ARN.
+    pub target_group_arn: String,
+}
+
 /// An instance that is not a login node of the cluster.
 #[derive(Clone, Debug, Deserialize)]
 pub struct Noise {
@@ -111,6 +122,9 @@ pub struct BedState {
     pub virtual_ids: Vec<String>,
     /// The supervisor's pid.
     pub supervisor_pid: u32,
+    /// The load balancers and target groups (`ip`, `instance`).
+    #[serde(default)]
+    pub elb: HashMap<String, Elb>,
     /// A client key whose public half every node authorises for root.
     pub client_key: PathBuf,
 }
@@ -150,6 +164,7 @@ impl TestBed {
         if options.no_reexec {
             cmd.arg("--no-reexec");
         }
+        cmd.arg("--hyperpod-workers").arg(options.hyperpod_workers.to_string());
         for profile in &options.profiles {
             cmd.arg("--profile").arg(profile);
         }

@@ -16,4 +16,5 @@ mod known_hosts;
 mod profiles;
 mod rotate;
 mod support;
+mod targets;
 mod testbed;
