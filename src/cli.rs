@@ -62,7 +62,7 @@ pub enum Command {
     Init(InitArgs),
     /// Show the secret's versions, stages and fingerprints.
     #[command(
-        after_help = "Examples:\n  hostkeyctl status --secret-id hostkeys/my-cluster\n  hostkeyctl status --secret-id hostkeys/my-cluster --output json"
+        after_help = "Examples:\n  hostkeyctl status --secret-id hostkeys/my-cluster\n  hostkeyctl status --secret-id hostkeys/my-cluster --output json\n  hostkeyctl status --secret-id hostkeys/my-cluster --target tag:Role=login"
     )]
     Status(StatusArgs),
     /// Install a key set version on every target node with SSM Run Command.
@@ -73,7 +73,7 @@ pub enum Command {
     /// Replace the key set without losing the working one: create a new set
     /// (AWSPENDING), push it, audit it, then promote it to AWSCURRENT.
     #[command(
-        after_help = "Examples:\n  hostkeyctl rotate --secret-id hostkeys/my-cluster --target tag:Role=login --overlap\n  hostkeyctl rotate --secret-id hostkeys/my-cluster --target tag:Role=login --finish"
+        after_help = "Examples:\n  hostkeyctl rotate --secret-id hostkeys/my-cluster --target tag:Role=login --overlap\n  hostkeyctl rotate --secret-id hostkeys/my-cluster --target tag:Role=login --finish\n  hostkeyctl rotate --secret-id hostkeys/my-cluster --target hyperpod:my-cluster/login-group --pull --overlap\n  hostkeyctl rotate --secret-id hostkeys/my-cluster --target hyperpod:my-cluster/login-group --pull --finish --wait 1200"
     )]
     Rotate(RotateArgs),
     /// Print known_hosts lines (or SSHFP records) for the key set, for
@@ -123,13 +123,17 @@ pub struct KeygenArgs {
 /// environment variables, so one command line works on every node.
 #[derive(Debug, Args)]
 pub struct InstallArgs {
-    /// The secret holding the key set (name or ARN).
+    /// The secret holding the key set (name or ARN). Without --version-id
+    /// or --stage, install converges to what the secret's stages say:
+    /// serve AWSCURRENT, and an announced rotation's AWSPENDING set as
+    /// extra host keys.
     #[arg(long, env = "HOSTKEYCTL_SECRET_ID", value_name = "ID")]
     pub secret_id: Option<SecretId>,
-    /// Install this exact version (what `push` sends).
+    /// Install this exact version (what `push` sends, pinning the stages'
+    /// state it read).
     #[arg(long, value_name = "ID", conflicts_with = "stage")]
     pub version_id: Option<VersionId>,
-    /// Install the version with this stage (default AWSCURRENT).
+    /// Install the version with this stage only (no AWSPENDING extra keys).
     #[arg(long, value_name = "STAGE")]
     pub stage: Option<StageLabel>,
     /// Refuse unless the set has exactly these fingerprints (repeat per key).
@@ -230,6 +234,13 @@ pub struct StatusArgs {
     /// The secret (name or ARN).
     #[arg(long, value_name = "ID")]
     pub secret_id: SecretId,
+    /// Also count the nodes that serve AWSCURRENT, by handshake: any
+    /// --target of audit (repeatable).
+    #[arg(long = "target", value_name = "SPEC")]
+    pub targets: Vec<TargetSpec>,
+    /// sshd port of the nodes, with --target.
+    #[arg(long, default_value_t = 22, value_name = "PORT")]
+    pub port: u16,
 }
 
 fn parse_tag(s: &str) -> Result<(String, String), String> {
@@ -352,16 +363,26 @@ pub struct RotateArgs {
     #[arg(long, value_name = "ID")]
     pub secret_id: SecretId,
     /// The login nodes: tag:KEY=VALUE or i-... (repeatable; all must
-    /// match), or lb:NAME_OR_ARN / tg:ARN.
+    /// match), or lb:NAME_OR_ARN / tg:ARN (and hyperpod:CLUSTER[/GROUP]
+    /// with --pull).
     #[arg(long = "target", value_name = "SPEC", required = true)]
     pub targets: Vec<TargetSpec>,
     /// Continue the rotation in flight (AWSPENDING) from where it stopped.
     #[arg(long, conflicts_with = "abort")]
     pub resume: bool,
-    /// Drop the rotation in flight: push AWSCURRENT back to the targets,
-    /// then remove AWSPENDING.
+    /// Drop the rotation in flight: remove AWSPENDING, then bring the
+    /// targets back to AWSCURRENT alone.
     #[arg(long)]
     pub abort: bool,
+    /// A pull fleet (nodes SSM cannot reach, such as HyperPod): send
+    /// nothing; move the stages and let the nodes' timers install
+    /// (docs/rotation.md). --overlap announces, --finish promotes.
+    #[arg(long, conflicts_with = "stop_after")]
+    pub pull: bool,
+    /// With --pull: after a stage move, how long to wait for every node to
+    /// serve it, auditing by handshake (cover the timers' period).
+    #[arg(long, default_value_t = 0, value_name = "SECS", requires = "pull")]
+    pub wait: u64,
     /// Stop after this step (resume later with --resume).
     #[arg(long, value_enum, value_name = "STEP")]
     pub stop_after: Option<crate::rotation::Step>,
@@ -370,7 +391,8 @@ pub struct RotateArgs {
     /// UpdateHostKeys learn after logging in. Finish later with --finish.
     #[arg(long, conflicts_with_all = ["abort", "finish"])]
     pub overlap: bool,
-    /// Phase two: switch the nodes to the new set only, audit, promote.
+    /// Phase two: promote the new set (AWSCURRENT), then bring every node
+    /// to it and audit.
     #[arg(long, conflicts_with_all = ["abort", "resume"])]
     pub finish: bool,
     /// How the install command goes out through SSM Run Command.

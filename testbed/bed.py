@@ -624,6 +624,8 @@ class Bed:
             wait_banner(node["address"], 22, deadline)
         for node in self.nodes:
             self.emulator.nodes[node["instance_id"]] = self._node_env(node)
+            if self.args.no_ssm:
+                self.emulator.unmanaged.add(node["instance_id"])
         self.register_lb_and_cluster(net)
         if self.nodes:
             self.start_lb(net)
@@ -722,6 +724,7 @@ def main() -> int:
     up.add_argument("--cluster", default="hp", help="Cluster tag and node name prefix")
     up.add_argument("--net", type=int, default=None, help="network index K (default: first free)")
     up.add_argument("--no-reexec", action="store_true", help="start sshd with -r, so only a reload changes its keys")
+    up.add_argument("--no-ssm", action="store_true", help="the nodes' SSM agent is not registered: SendCommand refuses them (a pull-only fleet)")
     up.add_argument("--hyperpod-workers", type=int, default=0, help="HyperPod worker nodes (no sshd) beside the login group")
     up.add_argument("--profile", action="append", default=[], help=f"add a profile node ({', '.join(PROFILES)})")
     up.add_argument("--bin-dir", default=None, help="directory put first on the nodes' PATH (hostkeyctl)")

@@ -214,6 +214,9 @@ class Emulator:
         self.faults = Faults()
         self.rng = random.Random(self.faults.seed)
         self.nodes: dict[str, NodeEnv] = {}
+        # Instances whose SSM agent is not registered (a pull-only fleet):
+        # SendCommand refuses them, as SSM does unmanaged instances.
+        self.unmanaged: set[str] = set()
         self.commands: dict[str, Command] = {}
         self.command_order: list[str] = []
         self.counts: dict[str, int] = {}
@@ -441,7 +444,7 @@ class Emulator:
                     "1 validation error detected: Value at 'instanceIds' failed to satisfy constraint: "
                     f"Member must have length less than or equal to {MAX_INSTANCE_IDS}",
                 )
-            by_id = {i.id: i for i in running}
+            by_id = {i.id: i for i in running if i.id not in self.unmanaged}
             missing = [i for i in ids if i not in by_id]
             if missing:
                 raise ApiError("InvalidInstanceId", f"Instances {missing} not in a valid state for account {ACCOUNT}")

@@ -72,6 +72,7 @@ pub fn install_options(args: &InstallArgs) -> Result<InstallOptions, Failure> {
             version_id: v.clone(),
             expect: args.expect_next.clone(),
         }),
+        from_stages: args.version_id.is_none() && args.stage.is_none() && args.next_version_id.is_none(),
     })
 }
 

@@ -104,20 +104,51 @@ pub async fn push_with_progress(
     outcome.map_err(rollout_failure)
 }
 
+/// `--version-id`/`--stage` pin what push expects the stages to say: it
+/// installs the desired state of the stages only (what the nodes' timers
+/// install too), never another version the timers would undo.
+async fn check_pin(
+    args: &PushArgs,
+    store: &impl SecretStore,
+    desired: &crate::store::DesiredState,
+) -> Result<(), Failure> {
+    if args.version_id.is_none() && args.stage.is_none() {
+        return Ok(());
+    }
+    let selector = VersionSelector::from_options(args.version_id.as_ref(), args.stage.as_ref());
+    let pinned = store.get(&args.secret_id, &selector).await.map_err(store_failure)?;
+    if pinned.version_id == desired.current.version_id {
+        return Ok(());
+    }
+    Err(Failure::usage(anyhow::anyhow!(
+        "{selector} is version {}, but the nodes must serve AWSCURRENT ({}){}: push installs only what the stages say, which the nodes' timers install too. Move the stages with `hostkeyctl rotate` (or drop --version-id/--stage)",
+        pinned.version_id,
+        desired.current.version_id,
+        desired
+            .next
+            .as_ref()
+            .map(|n| format!(", with AWSPENDING {} as extra keys", n.version_id))
+            .unwrap_or_default()
+    )))
+}
+
 /// Runs `push`.
 pub async fn run(args: &PushArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
     let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
     let options = push_options(&args.rollout, &config)?;
-    let selector = VersionSelector::from_options(args.version_id.as_ref(), args.stage.as_ref());
     let store = SecretsManagerStore::new(&config);
-    let version = store.get(&args.secret_id, &selector).await.map_err(store_failure)?;
+    let desired = crate::store::desired_state(&store, &args.secret_id)
+        .await
+        .map_err(store_failure)?;
+    check_pin(args, &store, &desired).await?;
+    let (version, next) = (&desired.current, desired.next.as_ref());
     let instances = Ec2Fleet::new(&config)
         .with_port(args.port)
         .discover(&args.targets)
         .await
         .map_err(discovery_failure)?;
     if args.dry_run {
-        let command_line = install_command_line(&options.node_command, &version, None, options.region.as_ref())
+        let command_line = install_command_line(&options.node_command, version, next, options.region.as_ref())
             .map_err(Failure::usage)?;
         let mut table = output::table(&["INSTANCE", "NAME", "PRIVATE IP"]);
         for i in &instances {
@@ -150,7 +181,7 @@ pub async fn run(args: &PushArgs, global: &GlobalArgs, output: OutputFormat) -> 
     }
 
     let dispatcher = SsmDispatcher::new(&config);
-    let outcome = push_with_progress(&dispatcher, &version, None, &instances, &options, global.quiet).await?;
+    let outcome = push_with_progress(&dispatcher, version, next, &instances, &options, global.quiet).await?;
     print_outcome(&outcome, &version.arn, output)?;
     Ok(if outcome.all_ok() {
         Status::Success

@@ -8,7 +8,7 @@ use crate::aws;
 use crate::cli::{GlobalArgs, RotateArgs};
 use crate::commands::push::{print_outcome, push_options, rollout_failure};
 use crate::commands::{discovery_failure, store_failure};
-use crate::discovery::{Ec2Fleet, Fleet};
+use crate::discovery::{Ec2Fleet, Fleet, Instance};
 use crate::dispatch::SsmDispatcher;
 use crate::exit::{Failure, Status};
 use crate::fingerprint::Fingerprint;
@@ -27,9 +27,12 @@ pub fn exit_status(outcome: Outcome) -> Status {
         | Outcome::Aborted
         | Outcome::NothingToAbort
         | Outcome::OverlapStarted
+        | Outcome::Announced
         | Outcome::Completed => Status::Success,
         Outcome::AuditFailed => Status::Drift,
-        Outcome::PushFailed | Outcome::AuditIncomplete | Outcome::AbortPushFailed => Status::Incomplete,
+        Outcome::PushFailed | Outcome::AuditIncomplete | Outcome::AbortPushFailed | Outcome::NotConverged => {
+            Status::Incomplete
+        }
     }
 }
 
@@ -48,11 +51,24 @@ pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -
     let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
     let push = push_options(&args.rollout, &config)?;
     let store = SecretsManagerStore::new(&config);
-    let instances = Ec2Fleet::new(&config)
-        .with_port(args.port)
-        .discover(&args.targets)
-        .await
-        .map_err(discovery_failure)?;
+    let fleet = Ec2Fleet::new(&config).with_port(args.port);
+    let instances = if args.pull {
+        // Audited by handshake only: any node with an address will do,
+        // HyperPod nodes included.
+        fleet
+            .targets(&args.targets)
+            .await
+            .map_err(discovery_failure)?
+            .into_iter()
+            .map(|t| Instance {
+                instance_id: t.instance_id.unwrap_or_else(|| t.name.clone()),
+                private_ip: t.address,
+                name: Some(t.name),
+            })
+            .collect()
+    } else {
+        fleet.discover(&args.targets).await.map_err(discovery_failure)?
+    };
     let dispatcher = SsmDispatcher::new(&config);
     let quiet = global.quiet;
     let say = move |message: &str| {
@@ -77,6 +93,7 @@ pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -
         overlap: args.overlap,
         finish: args.finish,
         stop_after: args.stop_after,
+        pull: args.pull.then(|| std::time::Duration::from_secs(args.wait)),
     };
     let mut report = Report::new(args.secret_id.clone());
     let outcome = rotation.run(request, &mut report).await.map_err(rotation_failure)?;

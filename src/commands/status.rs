@@ -19,13 +19,95 @@ struct VersionRow {
     keys: Vec<KeyRow>,
 }
 
+/// Where the fleet is in the rotation protocol, from the stages.
+#[derive(Serialize)]
+struct Phase {
+    /// `announced` (a next set is AWSPENDING; nodes serve it as extra
+    /// keys) or `steady` (AWSCURRENT alone).
+    state: &'static str,
+    /// When the next set was announced (its creation time).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    since: Option<String>,
+    /// The set promoted last (AWSPREVIOUS), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    promoted_from: Option<VersionId>,
+}
+
+/// With --target: how many nodes serve AWSCURRENT (and nothing else).
+#[derive(Serialize)]
+struct Converged {
+    nodes: usize,
+    serving_current: usize,
+    not_converged: Vec<String>,
+}
+
 #[derive(Serialize)]
 struct StatusReport {
     arn: SecretId,
     name: String,
     kms_key_id: Option<String>,
     rotation_in_flight: Option<VersionId>,
+    phase: Phase,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    converged: Option<Converged>,
     versions: Vec<VersionRow>,
+}
+
+/// Audits the targets against `current` by handshake.
+async fn converged(
+    args: &StatusArgs,
+    config: &aws_config::SdkConfig,
+    current: &crate::keyset::KeySet,
+) -> Result<Converged, Failure> {
+    use std::sync::Arc;
+
+    use crate::audit::{Endpoint, Expected, ScanPolicy, Scanner, Verdict, judge_node};
+    use crate::discovery::{Ec2Fleet, Fleet};
+    use crate::scan::ScanAlgorithm;
+
+    let targets = Ec2Fleet::new(config)
+        .with_port(args.port)
+        .targets(&args.targets)
+        .await
+        .map_err(crate::commands::discovery_failure)?;
+    let expected = Expected {
+        by_type: current
+            .keys()
+            .map(|k| (ScanAlgorithm::for_managed(k.algorithm()), k.fingerprint().clone()))
+            .collect(),
+        untyped: vec![],
+    };
+    let endpoints: Vec<Endpoint> = targets
+        .iter()
+        .map(|t| Endpoint {
+            name: t.name.clone(),
+            host: t.address.clone().unwrap_or_default(),
+            port: t.port.unwrap_or(args.port),
+        })
+        .collect();
+    let scanner = Arc::new(Scanner::new(
+        crate::scan::SshProber,
+        ScanPolicy {
+            concurrency: 32,
+            per_host: 4,
+            timeout: std::time::Duration::from_secs(5),
+            attempts: 2,
+            algorithms: ScanAlgorithm::ALL.to_vec(),
+        },
+    ));
+    let probes = scanner.scan_nodes(&endpoints).await;
+    let mut not_converged = Vec::new();
+    for (endpoint, probe) in endpoints.iter().zip(probes) {
+        let behind = endpoint.host.is_empty() || judge_node(&expected, &probe).iter().any(|f| f.status != Verdict::Ok);
+        if behind {
+            not_converged.push(endpoint.name.clone());
+        }
+    }
+    Ok(Converged {
+        nodes: endpoints.len(),
+        serving_current: endpoints.len() - not_converged.len(),
+        not_converged,
+    })
 }
 
 /// Runs `status`.
@@ -51,47 +133,100 @@ pub async fn run(args: &StatusArgs, global: &GlobalArgs, output: OutputFormat) -
         .version_with_stage(STAGE_PENDING)
         .filter(|v| Some(&v.version_id) != current.as_ref())
         .map(|v| v.version_id.clone());
+    let phase = Phase {
+        state: if rotation_in_flight.is_some() {
+            "announced"
+        } else {
+            "steady"
+        },
+        since: rotation_in_flight
+            .as_ref()
+            .and_then(|id| info.versions.iter().find(|v| &v.version_id == id))
+            .and_then(|v| v.created.clone()),
+        promoted_from: info
+            .version_with_stage(crate::store::STAGE_PREVIOUS)
+            .map(|v| v.version_id.clone()),
+    };
+    let converged = match (&current, args.targets.is_empty()) {
+        (Some(current), false) => {
+            let keys = store
+                .get(&args.secret_id, &VersionSelector::VersionId(current.clone()))
+                .await
+                .map_err(store_failure)?
+                .document
+                .keys;
+            Some(converged(args, &config, &keys).await?)
+        }
+        _ => None,
+    };
     let report = StatusReport {
         arn: info.arn.clone(),
         name: info.name.clone(),
         kms_key_id: info.kms_key_id.clone(),
         rotation_in_flight,
+        phase,
+        converged,
         versions,
     };
     match output {
         OutputFormat::Json => output::print_json(&report).map_err(Failure::usage)?,
-        _ => {
-            println!("secret   {}", report.arn);
-            println!(
-                "kms key  {}",
-                report.kms_key_id.as_deref().unwrap_or("aws/secretsmanager (default)")
-            );
-            match &report.rotation_in_flight {
-                Some(v) => println!("rotation in flight: version {v} is AWSPENDING"),
-                None => println!("rotation in flight: no"),
-            }
-            let mut table = output::table(&["VERSION", "STAGES", "CREATED", "ALGORITHM", "FINGERPRINT"]);
-            for v in &report.versions {
-                for (i, k) in v.keys.iter().enumerate() {
-                    let first = i == 0;
-                    output::add_row(
-                        &mut table,
-                        vec![
-                            if first { v.version_id.to_string() } else { String::new() },
-                            if first { v.stages.join(",") } else { String::new() },
-                            if first {
-                                v.created.clone().unwrap_or_default()
-                            } else {
-                                String::new()
-                            },
-                            k.algorithm.clone(),
-                            k.fingerprint.to_string(),
-                        ],
-                    );
-                }
-            }
-            println!("{table}");
-        }
+        _ => print_table(&report),
     }
     Ok(Status::Success)
+}
+
+fn print_table(report: &StatusReport) {
+    println!("secret   {}", report.arn);
+    println!(
+        "kms key  {}",
+        report.kms_key_id.as_deref().unwrap_or("aws/secretsmanager (default)")
+    );
+    match &report.rotation_in_flight {
+        Some(v) => println!(
+            "phase    announced: version {v} is AWSPENDING ({}); nodes serve it as extra host keys; `rotate --finish` promotes it",
+            crate::rotation::age(report.phase.since.as_deref())
+        ),
+        None => println!(
+            "phase    steady: nodes serve AWSCURRENT alone{}",
+            report
+                .phase
+                .promoted_from
+                .as_ref()
+                .map(|p| format!(" (promoted from {p}, now AWSPREVIOUS)"))
+                .unwrap_or_default()
+        ),
+    }
+    if let Some(c) = &report.converged {
+        println!(
+            "nodes    {} of {} serve AWSCURRENT{}",
+            c.serving_current,
+            c.nodes,
+            if c.not_converged.is_empty() {
+                String::new()
+            } else {
+                format!("; not yet: {}", output::escape(&c.not_converged.join(", ")))
+            }
+        );
+    }
+    let mut table = output::table(&["VERSION", "STAGES", "CREATED", "ALGORITHM", "FINGERPRINT"]);
+    for v in &report.versions {
+        for (i, k) in v.keys.iter().enumerate() {
+            let first = i == 0;
+            output::add_row(
+                &mut table,
+                vec![
+                    if first { v.version_id.to_string() } else { String::new() },
+                    if first { v.stages.join(",") } else { String::new() },
+                    if first {
+                        v.created.clone().unwrap_or_default()
+                    } else {
+                        String::new()
+                    },
+                    k.algorithm.clone(),
+                    k.fingerprint.to_string(),
+                ],
+            );
+        }
+    }
+    println!("{table}");
 }

@@ -68,6 +68,10 @@ pub struct InstallOptions {
     pub lock_timeout: Duration,
     /// A rotation's overlap phase: the next set, served as extra host keys.
     pub next: Option<NextVersion>,
+    /// No version was named: converge to the desired state of the stages
+    /// (AWSCURRENT, plus AWSPENDING as the next set when a rotation has
+    /// announced one). `next` is then ignored.
+    pub from_stages: bool,
 }
 
 /// The next set of a rotation's overlap phase.

@@ -275,12 +275,21 @@ async fn fetch_sets(
         .map(|k| (k.algorithm().key_type().to_owned(), k.fingerprint().clone()))
         .collect();
     check_expect(&options.expect, &keys)?;
-    let next_keys = match &options.next {
-        None => None,
-        Some(next) => {
-            let version = store
+    let next_version = match (&options.next, options.from_stages) {
+        // No version named: the next set is what the stages announce.
+        (_, true) => crate::store::announced_next(store, &options.secret_id, &version.version_id).await?,
+        (Some(next), false) => {
+            let v = store
                 .get(&options.secret_id, &VersionSelector::VersionId(next.version_id.clone()))
                 .await?;
+            check_expect(&next.expect, &v.document.keys)?;
+            Some(v)
+        }
+        (None, false) => None,
+    };
+    let next_keys = match next_version {
+        None => None,
+        Some(version) => {
             report.next_version_id = Some(version.version_id.clone());
             report.next_fingerprints = version
                 .document
@@ -288,7 +297,6 @@ async fn fetch_sets(
                 .keys()
                 .map(|k| (k.algorithm().key_type().to_owned(), k.fingerprint().clone()))
                 .collect();
-            check_expect(&next.expect, &version.document.keys)?;
             if version.document.keys.algorithms() != keys.algorithms() {
                 let names = |s: &KeySet| {
                     s.algorithms()

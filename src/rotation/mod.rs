@@ -1,12 +1,24 @@
 //! Rotation: the Secrets Manager rotation protocol for host keys, as steps
 //! that can be called one at a time.
 //!
-//! create (a new set staged AWSPENDING) → set (push it to every target) →
-//! test (audit every target against it) → finish (AWSCURRENT moves to it;
-//! AWSPREVIOUS keeps the old set). The secret's stages are the only state:
-//! each step reads what it needs from them and is idempotent, so a crash
-//! anywhere is resumed by running the rotation again, and AWSCURRENT never
-//! moves before every target passed the test step.
+//! The secret's stages are the only state, and they say what every node
+//! must serve ([`crate::store::DesiredState`]): AWSCURRENT, plus AWSPENDING
+//! as extra host keys once a rotation has announced it. `install` without a
+//! version (the nodes' timers) and `push` converge nodes to exactly that,
+//! so the two never disagree.
+//!
+//! create (announce: a new set staged AWSPENDING) → set (push the desired
+//! state: every target keeps serving AWSCURRENT and also loads the new set,
+//! which clients with UpdateHostKeys learn) → test (audit every target still
+//! serves AWSCURRENT and nothing else) → finish (AWSCURRENT moves to the new
+//! set, AWSPREVIOUS keeps the old one, AWSPENDING comes off) → converge (push
+//! the new desired state and audit every target serves it). AWSCURRENT
+//! never moves before every target installed the new set. Each step is
+//! idempotent, so a crash anywhere is resumed by running the rotation again.
+//!
+//! A pull fleet (nodes SSM cannot reach, e.g. HyperPod) runs the same
+//! stage moves without pushing: announce, let the timers install, finish,
+//! and wait for the handshakes to show the new set.
 
 mod start;
 
@@ -124,6 +136,12 @@ pub enum Outcome {
     OverlapStarted,
     /// Nothing in flight; what an interrupted finish left was put right.
     Completed,
+    /// Pull: the new set is announced (AWSPENDING); the nodes' timers
+    /// serve it as extra keys within their period.
+    Announced,
+    /// The stages are right but some nodes do not serve them yet (listed
+    /// in the report's audit); their timers, `push` or `--resume` finish.
+    NotConverged,
 }
 
 /// What a rotation did, step by step (`--output json`).
@@ -190,6 +208,9 @@ pub struct Request {
     pub finish: bool,
     /// Stop after this step.
     pub stop_after: Option<Step>,
+    /// A pull fleet: never push; after a stage move, wait up to this long
+    /// for the nodes (their timers) to serve what the stages say.
+    pub pull: Option<Duration>,
 }
 
 /// The outside systems and targets of one rotation.
@@ -404,37 +425,97 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
         Ok(())
     }
 
-    /// Drops the rotation in flight: AWSCURRENT goes back to every target
-    /// first; only then AWSPENDING comes off.
+    /// Drops the rotation in flight: AWSPENDING comes off (the desired
+    /// state is AWSCURRENT alone again), then the nodes converge to it.
     pub async fn abort(
         &self,
         current_set: &StoredVersion,
         pending: &VersionId,
+        request: Request,
         report: &mut Report,
     ) -> Result<Outcome, RotationError> {
-        (self.say)(&format!(
-            "aborting: pushing AWSCURRENT {} back to {} node(s)",
-            current_set.version_id,
-            self.instances.len()
-        ));
-        let pushed = self.set(current_set, None).await?;
-        let ok = pushed.all_ok();
-        report.push = Some(pushed);
-        if !ok {
-            report.steps.push(
-                "pushing AWSCURRENT back failed on some nodes; AWSPENDING kept so --abort can be retried".to_owned(),
-            );
-            return Ok(Outcome::AbortPushFailed);
-        }
         self.store
             .move_stage(self.secret, &stage(STAGE_PENDING), None, Some(pending))
             .await?;
+        report.pending_version = None;
         report.steps.push(format!(
-            "every node serves {} again; AWSPENDING removed from {pending}",
+            "abort: AWSPENDING removed from {pending}; the nodes drop its keys and keep serving {}",
             current_set.version_id
         ));
-        report.pending_version = None;
-        Ok(Outcome::Aborted)
+        match self.converge(current_set, request, report).await? {
+            Outcome::Completed => Ok(Outcome::Aborted),
+            Outcome::PushFailed => Ok(Outcome::AbortPushFailed),
+            other => Ok(other),
+        }
+    }
+
+    /// Brings every node to the desired state `current` alone: pushes it
+    /// (unless a pull fleet) and audits by handshake, for a pull fleet
+    /// until its wait runs out.
+    async fn converge(
+        &self,
+        current: &StoredVersion,
+        request: Request,
+        report: &mut Report,
+    ) -> Result<Outcome, RotationError> {
+        if request.pull.is_none() {
+            (self.say)(&format!(
+                "converge: installing {} on {} node(s)",
+                current.version_id,
+                self.instances.len()
+            ));
+            let pushed = self.set(current, None).await?;
+            let ok = pushed.all_ok();
+            report.push = Some(pushed);
+            if !ok {
+                report.steps.push(
+                    "converge: some nodes failed to install; the stages are right, so their timers (or `hostkeyctl push`) finish"
+                        .to_owned(),
+                );
+                return Ok(Outcome::PushFailed);
+            }
+        }
+        let wait = request.pull.unwrap_or_default();
+        (self.say)(&format!(
+            "verify: auditing {} node(s) against {}",
+            self.instances.len(),
+            current.version_id
+        ));
+        match self.test_until(&current.document.keys, wait).await {
+            None => {
+                report.steps.push(format!(
+                    "verify: every node serves {} and nothing else",
+                    current.version_id
+                ));
+                Ok(Outcome::Completed)
+            }
+            Some(findings) => {
+                let behind = findings
+                    .iter()
+                    .filter(|(_, f)| f.iter().any(|f| f.status != Verdict::Ok))
+                    .count();
+                report.steps.push(format!(
+                    "verify: {behind} of {} node(s) do not serve {} yet (listed below)",
+                    findings.len(),
+                    current.version_id
+                ));
+                report.audit = findings;
+                Ok(Outcome::NotConverged)
+            }
+        }
+    }
+
+    /// [`Rotation::test`], again every few seconds until `wait` has passed.
+    async fn test_until(&self, keys: &KeySet, wait: Duration) -> Option<Vec<(String, Vec<Finding>)>> {
+        let deadline = std::time::Instant::now() + wait;
+        loop {
+            let findings = self.test(keys).await?;
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Some(findings);
+            }
+            tokio::time::sleep(left.min(Duration::from_secs(5))).await;
+        }
     }
 
     /// Runs a rotation as `request` asks, from the stages alone.
@@ -448,11 +529,17 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
                 (self.say)("no rotation in flight; nothing to abort");
                 return Ok(Outcome::NothingToAbort);
             };
-            return self.abort(&current_set, pending, report).await;
+            return self.abort(&current_set, pending, request, report).await;
         }
         if repaired && request.resume && stages.pending.is_none() {
-            // A run killed inside finish: the stages are now complete.
-            return Ok(Outcome::Completed);
+            // A run killed inside finish: the stages are complete now; the
+            // nodes still have to serve them.
+            return self.converge(&current_set, request, report).await;
+        }
+        if request.pull.is_some() && !request.overlap && !request.finish && !request.resume {
+            return Err(RotationError::Refused(
+                "a pull rotation takes two runs: `rotate --pull --overlap` announces the new set, and after the overlap period `rotate --pull --finish` promotes it".to_owned(),
+            ));
         }
         let pending_id = match plan_start(
             &stages.current,
@@ -479,50 +566,33 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
             .store
             .get(self.secret, &VersionSelector::VersionId(pending_id.clone()))
             .await?;
+        if request.pull.is_some() && !request.finish {
+            report.steps.push(format!(
+                "announce: the nodes' timers serve {pending_id} as extra host keys at their next run; after the overlap period, run `rotate --pull --finish`"
+            ));
+            return Ok(Outcome::Announced);
+        }
         if request.overlap {
             return self.overlap(&current_set, &pending, report).await;
         }
-        self.promote(&stages.current, &pending, request, report).await
+        self.promote(&current_set, &pending, request, report).await
     }
 
-    /// set, test and finish for `pending`.
+    /// set and test (unless a pull fleet, whose timers did that), finish,
+    /// and converge to `pending` as the new AWSCURRENT.
     async fn promote(
         &self,
-        current: &VersionId,
+        current_set: &StoredVersion,
         pending: &StoredVersion,
         request: Request,
         report: &mut Report,
     ) -> Result<Outcome, RotationError> {
+        let current = &current_set.version_id;
         let id = &pending.version_id;
-        (self.say)(&format!(
-            "set: installing version {id} on {} node(s)",
-            self.instances.len()
-        ));
-        let pushed = self.set(pending, None).await?;
-        let ok = pushed.all_ok();
-        report.push = Some(pushed);
-        if !ok {
-            report.steps.push(format!(
-                "set: some nodes failed; AWSCURRENT stays {current}. Fix them and run --resume, or --abort"
-            ));
-            return Ok(Outcome::PushFailed);
-        }
-        report.steps.push("set: every node installed the new set".to_owned());
-        if request.stop_after == Some(Step::Set) {
-            return Ok(Outcome::StoppedAfterSet);
-        }
-        (self.say)("test: auditing every node against the new set");
-        if let Some(findings) = self.test(&pending.document.keys).await {
-            report.steps.push(format!(
-                "test: not every node serves the new set; AWSCURRENT stays {current}"
-            ));
-            return Ok(audit_failed(findings, report));
-        }
-        report
-            .steps
-            .push("test: every node serves the new set and nothing else".to_owned());
-        if request.stop_after == Some(Step::Test) {
-            return Ok(Outcome::StoppedAfterTest);
+        if request.pull.is_none()
+            && let Some(stopped) = self.offer(current_set, pending, request, report).await?
+        {
+            return Ok(stopped);
         }
         self.finish(current, pending).await?;
         report
@@ -531,7 +601,59 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
         report.previous_version = Some(current.clone());
         report.current_version = id.clone();
         report.pending_version = None;
-        Ok(Outcome::Rotated)
+        match self.converge(pending, request, report).await? {
+            Outcome::Completed => Ok(Outcome::Rotated),
+            Outcome::PushFailed => Ok(Outcome::NotConverged),
+            other => Ok(other),
+        }
+    }
+
+    /// Steps set and test: every node installs the desired state (the
+    /// current set, the new one as extra keys), proving it loads the new
+    /// set, and still serves the current set and nothing else. `Some` when
+    /// a node failed or `--stop-after` stopped here.
+    async fn offer(
+        &self,
+        current_set: &StoredVersion,
+        pending: &StoredVersion,
+        request: Request,
+        report: &mut Report,
+    ) -> Result<Option<Outcome>, RotationError> {
+        let current = &current_set.version_id;
+        (self.say)(&format!(
+            "set: {} node(s) keep serving {current} and load {} as extra keys",
+            self.instances.len(),
+            pending.version_id
+        ));
+        let pushed = self.set(current_set, Some(pending)).await?;
+        let ok = pushed.all_ok();
+        report.push = Some(pushed);
+        if !ok {
+            report.steps.push(format!(
+                "set: some nodes failed; AWSCURRENT stays {current}. Fix them and run --resume, or --abort"
+            ));
+            return Ok(Some(Outcome::PushFailed));
+        }
+        report
+            .steps
+            .push("set: every node installed the new set beside the current one".to_owned());
+        if request.stop_after == Some(Step::Set) {
+            return Ok(Some(Outcome::StoppedAfterSet));
+        }
+        (self.say)("test: auditing every node against the current set");
+        if let Some(findings) = self.test(&current_set.document.keys).await {
+            report.steps.push(format!(
+                "test: a node does not serve the current set first; AWSCURRENT stays {current}"
+            ));
+            return Ok(Some(audit_failed(findings, report)));
+        }
+        report
+            .steps
+            .push("test: every node serves the current set and nothing else".to_owned());
+        if request.stop_after == Some(Step::Test) {
+            return Ok(Some(Outcome::StoppedAfterTest));
+        }
+        Ok(None)
     }
 
     /// Phase one of an overlapping rotation: every node keeps serving the
@@ -542,26 +664,14 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
         pending: &StoredVersion,
         report: &mut Report,
     ) -> Result<Outcome, RotationError> {
-        (self.say)(&format!(
-            "overlap: {} node(s) keep serving {} and also offer {}",
-            self.instances.len(),
-            current_set.version_id,
-            pending.version_id
-        ));
-        let pushed = self.set(current_set, Some(pending)).await?;
-        let ok = pushed.all_ok();
-        report.push = Some(pushed);
-        if !ok {
-            report
-                .steps
-                .push("overlap: some nodes failed; fix them and run --overlap --resume, or --abort".to_owned());
-            return Ok(Outcome::PushFailed);
-        }
-        if let Some(findings) = self.test(&current_set.document.keys).await {
-            report
-                .steps
-                .push("overlap: a node no longer serves the current set first".to_owned());
-            return Ok(audit_failed(findings, report));
+        let request = Request::default();
+        if let Some(stopped) = self.offer(current_set, pending, request, report).await? {
+            if stopped == Outcome::PushFailed {
+                report
+                    .steps
+                    .push("overlap: fix the failed nodes and run --overlap --resume, or --abort".to_owned());
+            }
+            return Ok(stopped);
         }
         report.steps.push(format!(
             "overlap: every node serves {} and offers {}; clients with UpdateHostKeys learn the new keys when they log in. Run `rotate --finish` when ready",

@@ -301,6 +301,41 @@ pub trait SecretStore: Sync {
     fn tag(&self, secret: &SecretId, tags: &[(String, String)]) -> impl Future<Output = Result<(), StoreError>> + Send;
 }
 
+/// What every login node must serve, from the stages alone: AWSCURRENT,
+/// and, while a rotation has announced one, the AWSPENDING set as extra
+/// host keys. `install` without a version, `push` and `rotate` all
+/// converge nodes to this one state, so a timer and a push never disagree.
+#[derive(Debug)]
+pub struct DesiredState {
+    /// AWSCURRENT.
+    pub current: StoredVersion,
+    /// AWSPENDING, when it is another version.
+    pub next: Option<StoredVersion>,
+}
+
+/// The AWSPENDING version, unless it is `current` or there is none. Any
+/// other failure to read it is an error: a node must never drop the next
+/// keys because of a hiccup.
+pub async fn announced_next(
+    store: &impl SecretStore,
+    secret: &SecretId,
+    current: &VersionId,
+) -> Result<Option<StoredVersion>, StoreError> {
+    match store.get(secret, &VersionSelector::Stage(stage(STAGE_PENDING))).await {
+        Ok(v) if v.version_id != *current => Ok(Some(v)),
+        Ok(_) | Err(StoreError::Aws(AwsError::NotFound { .. })) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The desired state of the fleet (see [`DesiredState`]). Needs only
+/// `secretsmanager:GetSecretValue` on the secret, as the node role has.
+pub async fn desired_state(store: &impl SecretStore, secret: &SecretId) -> Result<DesiredState, StoreError> {
+    let current = store.get(secret, &VersionSelector::Stage(stage(STAGE_CURRENT))).await?;
+    let next = announced_next(store, secret, &current.version_id).await?;
+    Ok(DesiredState { current, next })
+}
+
 /// Records the fingerprints of the set at `version_id` in the secret's tags.
 pub async fn tag_fingerprints(
     store: &impl SecretStore,

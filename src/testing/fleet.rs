@@ -88,6 +88,18 @@ impl MemNode {
         self.served() == Some(want)
     }
 
+    /// Whether the node has `keys` in place as a rotation's next set (the
+    /// `hostkeyctl_next_*` files install writes, checks and reloads onto).
+    pub fn offers(&self, keys: &KeySet) -> bool {
+        keys.keys().all(|k| {
+            let path = crate::install::next_private_path(&self.ssh_dir, k.algorithm());
+            std::fs::read_to_string(path)
+                .ok()
+                .and_then(|text| HostKey::from_openssh(&zeroize::Zeroizing::new(text)).ok())
+                .is_some_and(|on_disk| on_disk.fingerprint() == k.fingerprint())
+        })
+    }
+
     /// Loads what the config names, as sshd does at start and on reload:
     /// the first key of each type the HostKeyAlgorithms setting allows.
     fn load(&self) -> Result<BTreeMap<ScanAlgorithm, PublicKey>, SshdError> {
@@ -289,6 +301,11 @@ impl MemFleet {
     /// Every node serves exactly `keys`.
     pub fn all_serve(&self, keys: &KeySet) -> bool {
         self.nodes.iter().all(|n| n.serves(keys))
+    }
+
+    /// Every node has `keys` in place as the next set.
+    pub fn all_offer(&self, keys: &KeySet) -> bool {
+        self.nodes.iter().all(|n| n.offers(keys))
     }
 }
 

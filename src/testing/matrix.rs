@@ -123,3 +123,118 @@ async fn a_clean_rollback_on_a_node_with_an_unmanaged_type_is_reported_as_such()
         "sshd serves something else after the rollback"
     );
 }
+
+/// Runs the nodes' timer: `hostkeyctl install --secret-id hk` (no version)
+/// on every node, as docs/bootstrap.md's unit does. Returns the exit codes.
+async fn timer(fleet: &super::MemFleet, store: &super::MemoryStore) -> Vec<Option<i32>> {
+    use crate::dispatch::{CommandSpec, Dispatcher};
+    let dispatcher = MemDispatcher::new(fleet, store);
+    let spec = CommandSpec {
+        document: "AWS-RunShellScript".to_owned(),
+        command_line: "hostkeyctl install --secret-id=hk --quiet".to_owned(),
+        comment: "timer".to_owned(),
+        max_concurrency: "100%".to_owned(),
+        max_errors: "100%".to_owned(),
+        execution_timeout: std::time::Duration::from_secs(60),
+    };
+    let ids: Vec<String> = fleet.nodes.iter().map(|n| n.instance.instance_id.clone()).collect();
+    let sent = dispatcher.send(&spec, &ids).await.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let (states, _) = dispatcher.wait(&sent, deadline, &|_, _| {}).await.unwrap();
+    ids.iter().map(|id| states[id].response_code).collect()
+}
+
+/// Every node is exactly where the stages say: serves AWSCURRENT, and
+/// offers AWSPENDING as extra keys when one is announced (else none).
+async fn assert_desired(store: &super::MemoryStore, fleet: &super::MemFleet, what: &str) {
+    let desired = crate::store::desired_state(store, &super::flows::secret())
+        .await
+        .unwrap();
+    for node in &fleet.nodes {
+        let name = &node.instance.instance_id;
+        assert!(
+            node.serves(&desired.current.document.keys),
+            "{what}: {name} does not serve AWSCURRENT"
+        );
+        match &desired.next {
+            Some(next) => assert!(
+                node.offers(&next.document.keys),
+                "{what}: {name} does not offer AWSPENDING"
+            ),
+            None => {
+                let leftovers = std::fs::read_dir(&node.ssh_dir)
+                    .unwrap()
+                    .flatten()
+                    .filter(|e| e.file_name().to_string_lossy().starts_with("hostkeyctl_next_"))
+                    .count();
+                assert_eq!(leftovers, 0, "{what}: {name} still offers a dropped next set");
+            }
+        }
+    }
+}
+
+/// Issue 14: the timer's plain install and a rotation never disagree. A
+/// timer run on every node between every pair of steps leaves every node
+/// exactly where the stages say (it used to drop the overlap's next keys
+/// and move nodes off the set step's AWSPENDING).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_timer_between_every_step_never_moves_a_node_off_the_stages() {
+    use crate::rotation::{Request, Step};
+    use crate::testing::flows::rotate;
+    let (store, fleet, _) = world(3).await;
+    assert_eq!(timer(&fleet, &store).await, [Some(0); 3]);
+    assert_desired(&store, &fleet, "before").await;
+    let step = |overlap: bool, resume: bool, finish: bool, stop_after: Option<Step>| Request {
+        overlap,
+        resume,
+        finish,
+        stop_after,
+        ..Request::default()
+    };
+    for (request, pushed, what) in [
+        (step(true, false, false, Some(Step::Create)), false, "announced"),
+        (step(true, true, false, None), true, "overlap started"),
+        (
+            step(false, false, true, Some(Step::Set)),
+            true,
+            "finish stopped after set",
+        ),
+        (
+            step(false, false, true, Some(Step::Test)),
+            true,
+            "finish stopped after test",
+        ),
+        (step(false, false, true, None), true, "rotated"),
+    ] {
+        rotate(&store, &fleet, &store, request).await.unwrap();
+        if pushed {
+            assert_desired(&store, &fleet, what).await;
+        }
+        assert_eq!(timer(&fleet, &store).await, [Some(0); 3], "{what}");
+        assert_desired(&store, &fleet, &format!("{what}, then the timer")).await;
+    }
+}
+
+/// After a kill at every store call of a rotation, a timer run puts every
+/// node where the stages say, and the rotation then completes.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_timer_after_a_kill_at_every_step_follows_the_stages() {
+    use super::{Fault, Faulty};
+    use crate::rotation::Request;
+    use crate::testing::flows::rotate;
+    let (store, fleet, _) = world(2).await;
+    let counting = Faulty::counting(&store);
+    rotate(&counting, &fleet, &store, Request::default()).await.unwrap();
+    let calls = counting.log().len();
+    for at in 1..=calls {
+        let what = format!("killed after store call {at}");
+        let (store, fleet, _) = world(2).await;
+        let faulty = Faulty::new(&store, at, None, Fault::CrashAfter);
+        assert!(
+            rotate(&faulty, &fleet, &store, Request::default()).await.is_err(),
+            "{what}"
+        );
+        assert_eq!(timer(&fleet, &store).await, [Some(0); 2], "{what}");
+        assert_desired(&store, &fleet, &what).await;
+    }
+}

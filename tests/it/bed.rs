@@ -31,6 +31,8 @@ pub struct BedOptions {
     pub profiles: Vec<&'static str>,
     /// HyperPod worker nodes (no sshd) beside the login group.
     pub hyperpod_workers: usize,
+    /// SSM cannot reach the nodes (a pull-only fleet).
+    pub no_ssm: bool,
 }
 
 impl Default for BedOptions {
@@ -41,6 +43,7 @@ impl Default for BedOptions {
             no_reexec: false,
             profiles: Vec::new(),
             hyperpod_workers: 0,
+            no_ssm: false,
         }
     }
 }
@@ -165,6 +168,9 @@ impl TestBed {
             cmd.arg("--no-reexec");
         }
         cmd.arg("--hyperpod-workers").arg(options.hyperpod_workers.to_string());
+        if options.no_ssm {
+            cmd.arg("--no-ssm");
+        }
         for profile in &options.profiles {
             cmd.arg("--profile").arg(profile);
         }

@@ -159,8 +159,13 @@ fn a_failing_node_stops_promotion_and_abort_restores_the_old_set() {
     let new_set = set_of(&bed, &pending);
     assert_eq!(
         served(&bed.state.nodes[0]),
+        old_set,
+        "the healthy nodes keep serving the current set"
+    );
+    assert_eq!(
+        next_keys(&bed.state.nodes[0]),
         new_set,
-        "the healthy nodes got the new set"
+        "the healthy nodes loaded the new set"
     );
 
     bed.control("POST", "/_bed/faults/reset", &json!({}));
@@ -172,6 +177,12 @@ fn a_failing_node_stops_promotion_and_abort_restores_the_old_set() {
             served(n),
             old_set,
             "{} does not serve the old set after --abort",
+            n.name
+        );
+        assert_eq!(
+            next_keys(n),
+            [None, None, None],
+            "{} still offers the dropped set",
             n.name
         );
     }
@@ -244,4 +255,180 @@ fn an_overlapping_rotation_lets_update_host_keys_clients_learn_the_new_keys() {
     let out = ssh(&stale, "no");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("REMOTE HOST IDENTIFICATION HAS CHANGED"));
+}
+
+/// The fingerprints of a node's next-set key files (ed25519, ecdsa, rsa).
+fn next_keys(node: &crate::bed::Node) -> Vec<Option<String>> {
+    ["ed25519", "ecdsa", "rsa"]
+        .iter()
+        .map(|t| {
+            let path = node.ssh_dir.join(format!("hostkeyctl_next_{t}_key.pub"));
+            path.exists().then(|| crate::support::ssh_keygen_fingerprint(&path))
+        })
+        .collect()
+}
+
+/// The plain install the nodes' timer runs (docs/bootstrap.md): no version,
+/// so the node converges to what the stages say.
+fn timer(bed: &TestBed) {
+    for node in &bed.state.nodes {
+        let run = bed.install_on(node, &["--secret-id", "hk"]);
+        assert_eq!(run.code, 0, "timer install on {}: {}", node.name, run.stderr);
+    }
+}
+
+/// Every node serves AWSCURRENT, and a client that knows AWSCURRENT's keys
+/// logs in through the load balancer (to every node) without a warning.
+fn assert_serves_current(bed: &TestBed, what: &str) {
+    let s = stages(bed);
+    let current = set_of(bed, s["AWSCURRENT"].as_str().unwrap());
+    for n in &bed.state.nodes {
+        assert_eq!(served(n), current, "{what}: {} is off the stages", n.name);
+    }
+    let lb = bed.state.lb.clone().unwrap();
+    let lines = bed.run(&["known-hosts", "--secret-id", "hk", "--host", &lb.address]);
+    let known_hosts = bed.dir().join("known_hosts.current");
+    std::fs::write(&known_hosts, &lines.stdout).unwrap();
+    for _ in 0..bed.state.nodes.len() {
+        let out = bed.ssh_lb(&known_hosts, &["UpdateHostKeys=no"]);
+        assert!(out.status.success(), "{what}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+/// Issue 14: a fleet SSM cannot reach is rotated by moving the stages and
+/// letting the nodes' timers install: announce, timers, a client learns the
+/// new keys, promote (waiting for the timers), audit clean, and the client
+/// connects 20 times with no warning.
+#[test]
+fn a_pull_only_fleet_is_rotated_end_to_end() {
+    use std::process::Command;
+
+    use crate::support::require;
+
+    let bed = TestBed::start(BedOptions {
+        no_ssm: true,
+        ..BedOptions::default()
+    });
+    let old = bed.init_from_node("hk", &bed.state.nodes[0])["version_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    timer(&bed);
+    assert_serves_current(&bed, "before");
+    let mut push = vec!["push", "--secret-id", "hk"];
+    push.extend(TARGETS);
+    let refused = bed.run(&push);
+    assert_ne!(refused.code, 0, "SSM reached a pull-only node: {}", refused.stdout);
+
+    let lb = bed.state.lb.clone().unwrap();
+    let known_hosts = bed.dir().join("known_hosts");
+    let lines = bed.run(&["known-hosts", "--secret-id", "hk", "--host", &lb.address]);
+    std::fs::write(&known_hosts, &lines.stdout).unwrap();
+
+    let (code, report, stderr) = rotate(&bed, &["--pull", "--overlap"]);
+    assert_eq!(code, 0, "{stderr}\n{report}");
+    assert_eq!(report["result"], "announced");
+    let new = stages(&bed)["AWSPENDING"].as_str().unwrap().to_owned();
+    assert!(bed.commands().is_empty(), "a pull rotation sent SSM commands");
+    timer(&bed);
+    assert_serves_current(&bed, "announced, timers ran");
+    let mut status = vec!["status", "--output", "json", "--secret-id", "hk"];
+    status.extend(TARGETS);
+    let phase = bed.run(&status).json();
+    assert_eq!(phase["phase"]["state"], "announced", "{phase}");
+    assert!(phase["phase"]["since"].is_string(), "{phase}");
+    assert_eq!(phase["converged"]["serving_current"], 3, "{phase}");
+
+    // One login during the overlap: the client learns the new keys.
+    let login = bed.ssh_lb(&known_hosts, &["UpdateHostKeys=yes"]);
+    assert!(login.status.success(), "{}", String::from_utf8_lossy(&login.stderr));
+    let learned = crate::support::run_ok(Command::new(require("ssh-keygen")).arg("-lf").arg(&known_hosts));
+    for fp in set_of(&bed, &new).into_iter().flatten() {
+        assert!(learned.contains(&fp), "the client did not learn {fp}:\n{learned}");
+    }
+
+    // Promote, waiting for the timers (which run meanwhile) to converge.
+    let mut args: Vec<String> = [
+        "rotate",
+        "--output",
+        "json",
+        "--secret-id",
+        "hk",
+        "--pull",
+        "--finish",
+        "--wait",
+        "120",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    args.extend(TARGETS.map(str::to_owned));
+    let finishing = Command::new(assert_cmd::cargo::cargo_bin("hostkeyctl"))
+        .args(&args)
+        .envs(bed.aws_env())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    crate::bed::wait_until("the promotion", std::time::Duration::from_secs(60), || {
+        stages(&bed)["AWSCURRENT"] == new.as_str()
+    });
+    timer(&bed);
+    let out = finishing.wait_with_output().unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{report}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(report["result"], "rotated", "{report}");
+    assert_eq!(report["previous_version"], old.as_str());
+
+    let phase = bed.run(&status).json();
+    assert_eq!(phase["phase"]["state"], "steady", "{phase}");
+    assert_eq!(phase["phase"]["promoted_from"], old.as_str(), "{phase}");
+    assert_eq!(phase["converged"]["nodes"], 3, "{phase}");
+    assert_eq!(phase["converged"]["serving_current"], 3, "{phase}");
+    let mut audit = vec!["audit", "--secret-id", "hk", "--lb", &lb.address];
+    audit.extend(TARGETS);
+    let run = bed.run(&audit);
+    assert_eq!(run.code, 0, "the audit is not clean: {}\n{}", run.stdout, run.stderr);
+    let failures = (0..20)
+        .filter(|_| !bed.ssh_lb(&known_hosts, &["UpdateHostKeys=no"]).status.success())
+        .count();
+    assert_eq!(failures, 0, "the client that learned the new keys saw warnings");
+}
+
+/// Issue 14: the timer never disturbs a push rotation. A timer install on
+/// every node between every pair of steps, and after a run killed while
+/// moving a stage, leaves every node serving what the stages say, and a
+/// client that knows AWSCURRENT logs in.
+#[test]
+fn timers_between_the_steps_of_a_push_rotation_follow_the_stages() {
+    let (bed, _) = prepared();
+    timer(&bed);
+    for (args, what) in [
+        (vec!["--overlap", "--stop-after", "create"], "announced"),
+        (vec!["--overlap", "--resume"], "overlap"),
+        (vec!["--finish", "--stop-after", "set"], "finish, set"),
+        (vec!["--finish", "--stop-after", "test"], "finish, test"),
+    ] {
+        let (code, report, stderr) = rotate(&bed, &args);
+        assert_eq!(code, 0, "{what}: {stderr}\n{report}");
+        timer(&bed);
+        assert_serves_current(&bed, what);
+    }
+    // Killed inside finish: the first stage move took effect, its answer
+    // was lost.
+    bed.set_faults(json!({ "fail_at": [{ "action": "UpdateSecretVersionStage", "n": 1, "after": true }] }));
+    let (code, _, stderr) = rotate(&bed, &["--finish"]);
+    assert_ne!(code, 0, "the injected failure did not stop the run: {stderr}");
+    bed.control("POST", "/_bed/faults/reset", &json!({}));
+    timer(&bed);
+    assert_serves_current(&bed, "killed while promoting, then the timer");
+    let (code, report, stderr) = rotate(&bed, &["--resume"]);
+    assert_eq!(code, 0, "{stderr}\n{report}");
+    timer(&bed);
+    assert_serves_current(&bed, "rotated");
+    assert!(stages(&bed).get("AWSPENDING").is_none());
 }
