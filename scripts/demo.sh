@@ -8,7 +8,10 @@
 #   3. audits what clients see (drift), 4. pushes the set to every node with
 #   SSM Run Command, 5. audits again (clean);
 #   6. users get one known_hosts line per key: 20 real ssh connections, 0 warnings;
-#   7. rotation with overlap (UpdateHostKeys), 8. 20 more connections, 0 warnings.
+#   7. rotation with overlap (UpdateHostKeys), while a node's timer agrees
+#      with every step; 8. 20 more connections, 0 warnings;
+#   9. the same install on other distributions' sshd set-ups (Ubuntu 24.04
+#      socket activation, Amazon Linux 2023), with nothing but its defaults.
 #
 # Run it with `make demo` (which installs what is missing and builds first).
 # It always tears the bed down, also on failure or Ctrl-C.
@@ -46,7 +49,8 @@ trap teardown EXIT INT TERM
 [ -x "$HOSTKEYCTL" ] || { echo "demo: $HOSTKEYCTL is missing; run \`make demo\` (it builds first)" >&2; exit 2; }
 
 bold "Starting the test bed: 3 sshd login nodes, HAProxy, AWS emulator"
-python3 testbed/bed.py up --dir "$WORK/bed" --nodes 3 --bin-dir "$BIN_DIR" >"$WORK/ready.json" 2>"$WORK/bed.log" &
+python3 testbed/bed.py up --dir "$WORK/bed" --nodes 3 --profile ubuntu-24.04 --profile al2023 \
+  --bin-dir "$BIN_DIR" >"$WORK/ready.json" 2>"$WORK/bed.log" &
 BED_PID=$!
 for _ in $(seq 1 600); do
   [ -s "$WORK/ready.json" ] && break
@@ -102,9 +106,8 @@ say "(each node runs 'hostkeyctl install': fetch, validate, atomic write, sshd -
 run "$HOSTKEYCTL" push --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
   --canary 1 --max-concurrency 100% --output table
 
-bold "5. Audit again"
-run "$HOSTKEYCTL" audit --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
-  --lb "$LB_ADDR" --samples 9 --output table
+bold "5. Audit again, with the nodes and the backend count from the load balancer itself"
+run "$HOSTKEYCTL" audit --secret-id hostkeys/demo --target lb:hp-login --lb lb:hp-login --samples 9 --output table
 
 bold "6. Users trust the fleet's one identity"
 run "$HOSTKEYCTL" known-hosts --secret-id hostkeys/demo --host "$LB" > "$WORK/known_hosts"
@@ -136,6 +139,10 @@ say "a user logs in during the overlap; OpenSSH (UpdateHostKeys) learns the new 
 ssh -i "$CLIENT_KEY" -o UserKnownHostsFile="$KH" -o StrictHostKeyChecking=yes -o BatchMode=yes \
   -o UpdateHostKeys=yes -o LogLevel=ERROR "root@$LB" true
 say "known_hosts now holds $(grep -vc "^#" "$KH") lines for $LB: the current keys and the learned next ones"
+run "$HOSTKEYCTL" status --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp --output table
+say "meanwhile node 2's timer runs its plain install; it reads the same state from the stages, so it changes nothing:"
+mapfile -t NODE2_ENV < <(state '"\n".join(f"{k}={v}" for k, v in s["nodes"][1]["env"].items())')
+env "${NODE2_ENV[@]}" "$HOSTKEYCTL" install --secret-id hostkeys/demo 2>&1 >/dev/null | sed 's/^/   | /'
 run "$HOSTKEYCTL" rotate --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
   --finish --canary 1 --max-concurrency 100% --output table -q
 run "$HOSTKEYCTL" audit --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
@@ -143,4 +150,16 @@ run "$HOSTKEYCTL" audit --secret-id hostkeys/demo --target tag:Role=login --targ
 
 bold "8. 20 real ssh connections through the load balancer, after the rotation"
 twenty
+bold "9. The same install on other distributions' sshd set-ups"
+say "(each in its own namespaces with that distribution's /etc/ssh; install finds the config,"
+say " the reload and the verify address itself: no flags but the secret)"
+for i in 0 1; do
+  profile=$(state "s['profiles'][$i]['name']")
+  ns=$(state "s['profiles'][$i]['ns_pid']")
+  mapfile -t PROFILE_ENV < <(state "'\\n'.join(f'{k}={v}' for k, v in s['profiles'][$i]['env'].items())")
+  say "$profile:"
+  env "${PROFILE_ENV[@]}" nsenter --mount="/proc/$ns/ns/mnt" --net="/proc/$ns/ns/net" -- \
+    "$HOSTKEYCTL" install --secret-id hostkeys/demo 2>&1 >/dev/null | sed 's/^/   | /'
+done
+
 bold "Done: one host identity behind the load balancer, rotated without a warning"
