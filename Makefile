@@ -6,7 +6,7 @@
 
 CARGO ?= cargo
 
-.PHONY: demo test check deps lint deny build bench clean-bed
+.PHONY: demo test check deps lint lint-aws deny build bench clean-bed
 
 deps:
 	./scripts/install-deps.sh
@@ -18,6 +18,12 @@ lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --locked --all-targets --features testing -- -D warnings
 
+# The IAM policies (parliament) and the CloudFormation template (cfn-lint);
+# the template's drift from iam/ and the SSM document is a test.
+lint-aws:
+	python3 scripts/lint_policies.py
+	python3 -c 'import sys; from cfnlint.runner import main; sys.argv[0] = "cfn-lint"; sys.exit(main())' cloudformation/hostkeyctl.json
+
 # cargo-deny is installed on first use (about 2 minutes, once).
 deny:
 	command -v cargo-deny >/dev/null 2>&1 || $(CARGO) install --locked --quiet cargo-deny@0.20.2
@@ -26,7 +32,7 @@ deny:
 check: lint
 	$(CARGO) test --locked --lib --features testing
 
-test: deps lint deny
+test: deps lint lint-aws deny
 	$(CARGO) test --locked --all-targets --features testing
 
 demo: deps build

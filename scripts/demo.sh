@@ -101,7 +101,13 @@ run "$HOSTKEYCTL" audit --secret-id hostkeys/demo --target tag:Role=login --targ
   --lb "$LB_ADDR" --samples 9 --key-types ssh-ed25519,ecdsa-sha2-nistp256,ssh-rsa --output table || true
 say "(exit 1: drift. Nodes 2 and 3 serve their own keys, and the load balancer shows 3 keys per type)"
 
-bold "4. Push it to every login node with SSM Run Command"
+bold "4. Push it to every login node with SSM Run Command, through hostkeyctl's own document"
+say "(the admin role may send only this document, which can only run 'hostkeyctl install' with typed"
+say " parameters; the bed now denies AWS-RunShellScript, as that role's policy does: iam/admin.json)"
+run "$HOSTKEYCTL" ssm-document deploy --output table
+python3 -c 'import sys, urllib.request
+urllib.request.urlopen(urllib.request.Request(sys.argv[1] + "/_bed/faults", method="POST",
+    data=b"{\"deny_documents\": [\"AWS-RunShellScript\"]}", headers={"Content-Type": "application/json"}))' "$AWS_ENDPOINT_URL"
 say "(each node runs 'hostkeyctl install': fetch, validate, atomic write, sshd -t, reload, verify, roll back on failure)"
 run "$HOSTKEYCTL" push --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
   --canary 1 --max-concurrency 100% --output table

@@ -94,6 +94,13 @@ pub enum Command {
         after_help = "Examples:\n  hostkeyctl install --secret-id hostkeys/my-cluster\n  hostkeyctl install --check --expect SHA256:..."
     )]
     Install(InstallArgs),
+    /// hostkeyctl's own SSM document, which can only run `hostkeyctl
+    /// install`: print it, or deploy it so push and rotate use it.
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  hostkeyctl ssm-document print > hostkeyctl-Install.json\n  hostkeyctl ssm-document deploy --node-command /usr/local/bin/hostkeyctl"
+    )]
+    SsmDocument(SsmDocumentCommand),
 }
 
 /// `hostkeyctl keygen`.
@@ -136,15 +143,21 @@ pub struct InstallArgs {
     /// Install the version with this stage only (no AWSPENDING extra keys).
     #[arg(long, value_name = "STAGE")]
     pub stage: Option<StageLabel>,
-    /// Refuse unless the set has exactly these fingerprints (repeat per key).
-    #[arg(long = "expect", value_name = "SHA256:...")]
+    /// Refuse unless the set has exactly these fingerprints (repeat per
+    /// key, or comma-separated).
+    #[arg(long = "expect", value_name = "SHA256:...", value_delimiter = ',')]
     pub expect: Vec<Fingerprint>,
     /// During a rotation's overlap phase: also serve this version's keys,
     /// after the current ones, so clients with UpdateHostKeys learn them.
     #[arg(long, value_name = "ID")]
     pub next_version_id: Option<VersionId>,
     /// Refuse unless the next set has exactly these fingerprints.
-    #[arg(long = "expect-next", value_name = "SHA256:...", requires = "next_version_id")]
+    #[arg(
+        long = "expect-next",
+        value_name = "SHA256:...",
+        value_delimiter = ',',
+        requires = "next_version_id"
+    )]
     pub expect_next: Vec<Fingerprint>,
     /// Directory of the ssh_host_<alg>_key files.
     #[arg(long, env = "HOSTKEYCTL_SSH_DIR", default_value = "/etc/ssh", value_name = "DIR")]
@@ -403,6 +416,26 @@ pub struct RotateArgs {
     pub port: u16,
 }
 
+/// `hostkeyctl ssm-document`.
+#[derive(Debug, Subcommand)]
+pub enum SsmDocumentCommand {
+    /// Print the document's JSON content (byte-stable).
+    Print {
+        /// How the nodes call hostkeyctl (name on PATH or absolute path).
+        #[arg(long, default_value = "hostkeyctl", value_name = "PATH")]
+        node_command: Program,
+    },
+    /// Create the document, or add a new version and make it the default.
+    Deploy {
+        /// The document's name.
+        #[arg(long, default_value = crate::ssm_document::DEFAULT_NAME, value_name = "NAME")]
+        name: String,
+        /// How the nodes call hostkeyctl (name on PATH or absolute path).
+        #[arg(long, default_value = "hostkeyctl", value_name = "PATH")]
+        node_command: Program,
+    },
+}
+
 /// `hostkeyctl known-hosts`.
 #[derive(Debug, Args)]
 pub struct KnownHostsArgs {
@@ -444,8 +477,10 @@ pub struct RolloutArgs {
     /// Seconds to wait for all nodes (also the execution timeout on each).
     #[arg(long, default_value_t = 600, value_name = "SECS")]
     pub timeout: u64,
-    /// SSM document that runs a shell command line (`commands` parameter).
-    #[arg(long, default_value = "AWS-RunShellScript", value_name = "NAME")]
+    /// SSM document: hostkeyctl's own (`ssm-document deploy`), used at its
+    /// default version; when it is not deployed, AWS-RunShellScript with a
+    /// warning. `--document AWS-RunShellScript` chooses the shell document.
+    #[arg(long, default_value = crate::ssm_document::DEFAULT_NAME, value_name = "NAME")]
     pub document: String,
     /// How the nodes call hostkeyctl (name on PATH or absolute path).
     #[arg(long, default_value = "hostkeyctl", value_name = "PATH")]

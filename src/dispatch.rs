@@ -26,6 +26,11 @@ const VISIBILITY_GRACE: Duration = Duration::from_secs(30);
 pub struct CommandSpec {
     /// SSM document, e.g. `AWS-RunShellScript`.
     pub document: String,
+    /// The document version to run (pinned), or the default.
+    pub document_version: Option<String>,
+    /// The document's parameters; `None` for a shell document, which gets
+    /// `commands` (the command line) and `executionTimeout`.
+    pub parameters: Option<BTreeMap<String, Vec<String>>>,
     /// The shell command line (no secrets: SSM shows it to anyone with
     /// `ssm:ListCommands`).
     pub command_line: String,
@@ -238,16 +243,22 @@ impl Dispatcher for SsmDispatcher {
         let call = Call::new("ssm:SendCommand", format!("document {}", spec.document));
         let mut sent = Vec::new();
         for batch in instance_ids.chunks(MAX_IDS_PER_COMMAND) {
+            let parameters = spec.parameters.clone().unwrap_or_else(|| {
+                BTreeMap::from([
+                    ("commands".to_owned(), vec![spec.command_line.clone()]),
+                    (
+                        "executionTimeout".to_owned(),
+                        vec![spec.execution_timeout.as_secs().max(1).to_string()],
+                    ),
+                ])
+            });
             let out = self
                 .client
                 .send_command()
                 .document_name(&spec.document)
+                .set_document_version(spec.document_version.clone())
                 .set_instance_ids(Some(batch.to_vec()))
-                .parameters("commands", vec![spec.command_line.clone()])
-                .parameters(
-                    "executionTimeout",
-                    vec![spec.execution_timeout.as_secs().max(1).to_string()],
-                )
+                .set_parameters(Some(parameters.into_iter().collect()))
                 .comment(spec.comment.chars().take(100).collect::<String>())
                 .max_concurrency(&spec.max_concurrency)
                 .max_errors(&spec.max_errors)

@@ -48,6 +48,7 @@ pub mod rollout;
 pub mod rotation;
 pub mod scan;
 pub mod shell;
+pub mod ssm_document;
 pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;

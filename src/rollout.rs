@@ -161,6 +161,8 @@ fn node_result(instance: &Instance, inv: Option<&Invocation>, not_sent_reason: &
 pub struct PushOptions {
     /// SSM document.
     pub document: String,
+    /// Its version, pinned (hostkeyctl's own document).
+    pub document_version: Option<String>,
     /// How nodes call hostkeyctl.
     pub node_command: Program,
     /// SSM MaxConcurrency over the fleet.
@@ -210,8 +212,12 @@ pub async fn push_version(
     progress: Progress<'_>,
 ) -> Result<PushOutcome, RolloutError> {
     let command_line = install_command_line(&options.node_command, version, next, options.region.as_ref())?;
+    let parameters = (options.document != crate::ssm_document::RUN_SHELL_SCRIPT)
+        .then(|| crate::ssm_document::parameters(version, next, options.region.as_ref()));
     let spec = CommandSpec {
         document: options.document.clone(),
+        document_version: options.document_version.clone(),
+        parameters,
         command_line: command_line.clone(),
         comment: format!("hostkeyctl push {}", version.version_id),
         max_concurrency: options.max_concurrency.clone(),

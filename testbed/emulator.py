@@ -38,6 +38,7 @@ import json
 import math
 import os
 import random
+import re
 import signal
 import subprocess
 import threading
@@ -129,6 +130,9 @@ class Faults:
     # the call took effect when "after" is true (a client killed before it
     # read the answer), before it otherwise.
     fail_at: list[dict[str, Any]] = field(default_factory=list)
+    # SendCommand of these documents is denied (e.g. AWS-RunShellScript:
+    # a role that may only send hostkeyctl's own document).
+    deny_documents: list[str] = field(default_factory=list)
     seed: int = 1
 
     def update(self, changes: dict[str, Any]) -> None:
@@ -172,6 +176,10 @@ class Command:
     timeout_seconds: int
     requested: float
     invocations: dict[str, Invocation]
+    # What the agent runs: the document's runCommand lines with the
+    # parameters interpolated, and its timeout.
+    script: list[str] = field(default_factory=list)
+    execution_timeout: int = 3600
     errors: int = 0
     cancelled: bool = False
 
@@ -468,12 +476,21 @@ class Emulator:
 
     def _ssm_SendCommand(self, request: dict[str, Any], region: str) -> dict[str, Any]:
         document = request.get("DocumentName", "")
-        if document != "AWS-RunShellScript":
-            raise ApiError("InvalidDocument", f"Document {document} does not exist in your account.")
+        if document in self.faults.deny_documents:
+            raise self._denied(
+                "ssm",
+                "SendCommand",
+                f"User: arn:aws:sts::{ACCOUNT}:assumed-role/test/test is not authorized to perform: ssm:SendCommand "
+                f"on resource: arn:aws:ssm:{region}::document/{document}",
+            )
         parameters = request.get("Parameters") or {}
-        commands = parameters.get("commands")
-        if not commands:
-            raise ApiError("InvalidParameters", "Parameter 'commands' is required for AWS-RunShellScript.")
+        if document == "AWS-RunShellScript":
+            commands = parameters.get("commands")
+            if not commands:
+                raise ApiError("InvalidParameters", "Parameter 'commands' is required for AWS-RunShellScript.")
+            timeout = int((parameters.get("executionTimeout") or ["3600"])[0])
+        else:
+            commands, timeout = self._render_document(document, request.get("DocumentVersion"), parameters, region)
         instances = self._resolve_targets(request, region)
         command_id = str(uuid.uuid4())
         invocations = {}
@@ -491,12 +508,62 @@ class Emulator:
             timeout_seconds=int(request.get("TimeoutSeconds") or 3600),
             requested=time.time(),
             invocations=invocations,
+            script=list(commands),
+            execution_timeout=timeout,
         )
         with self.lock:
             self.commands[command_id] = command
             self.command_order.append(command_id)
         threading.Thread(target=self._dispatch, args=(command,), daemon=True).start()
         return {"Command": self._command_json(command)}
+
+    @staticmethod
+    def _render_document(
+        name: str, version: str | None, parameters: dict[str, list[str]], region: str
+    ) -> tuple[list[str], int]:
+        """What SSM does with a Command document before the agent runs it:
+        every parameter must be declared, present (or defaulted), a single
+        value for a String, and match its allowedPattern in full; then the
+        runCommand lines get the values interpolated."""
+        from moto.ssm.models import ssm_backends
+
+        try:
+            info = ssm_backends[ACCOUNT][region].get_document(name, version or "", "", "JSON")
+        except Exception:  # moto's InvalidDocument, with its own message
+            raise ApiError("InvalidDocument", f"Document {name} does not exist in your account.") from None
+        content = json.loads(info["Content"])
+        declared: dict[str, Any] = content.get("parameters", {})
+        unknown = sorted(set(parameters) - set(declared))
+        if unknown:
+            raise ApiError("InvalidParameters", f"Parameters {unknown} are not defined in document {name}.")
+        values: dict[str, str] = {}
+        for pname, spec in declared.items():
+            given = parameters.get(pname)
+            if given is None:
+                if "default" not in spec:
+                    raise ApiError("InvalidParameters", f"Parameter \"{pname}\" is required by document {name}.")
+                value = str(spec["default"])
+            elif spec.get("type", "String") == "String" and len(given) != 1:
+                raise ApiError("InvalidParameters", f"Parameter \"{pname}\" takes one value.")
+            else:
+                value = given[0]
+            pattern = spec.get("allowedPattern")
+            if pattern is not None and re.fullmatch(pattern, value) is None:
+                raise ApiError(
+                    "InvalidParameters",
+                    f"Parameter \"{pname}\" \"{value}\" failed to satisfy constraint: {pattern}",
+                )
+            values[pname] = value
+        lines: list[str] = []
+        timeout = 3600
+        for step in content.get("mainSteps", []):
+            if step.get("action") != "aws:runShellScript":
+                raise ApiError("InvalidDocument", f"the bed runs aws:runShellScript steps only, not {step.get('action')}")
+            inputs = step.get("inputs", {})
+            timeout = int(inputs.get("timeoutSeconds", timeout))
+            for line in inputs.get("runCommand", []):
+                lines.append(re.sub(r"\{\{\s*(\w+)\s*\}\}", lambda m: values[m.group(1)], line))
+        return lines, timeout
 
     def _command_json(self, c: Command) -> dict[str, Any]:
         states = [i.status for i in c.invocations.values()]
@@ -687,9 +754,8 @@ class Emulator:
             self._finish(c, inv, "Failed", "Failed", 1, "", injected or "injected failure")
             return
         node = self.nodes.get(inv.instance_id)
-        commands = c.parameters.get("commands", [])
-        script = "\n".join(commands) + "\n"
-        timeout = int((c.parameters.get("executionTimeout") or ["3600"])[0])
+        script = "\n".join(c.script) + "\n"
+        timeout = c.execution_timeout
         env = dict(self.base_env)
         workdir = os.getcwd()
         if node is not None:

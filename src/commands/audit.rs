@@ -456,7 +456,9 @@ async fn check_on_disk(
     }
     let line = line.build().map_err(Failure::usage)?;
     let spec = CommandSpec {
-        document: "AWS-RunShellScript".to_owned(),
+        document: crate::ssm_document::RUN_SHELL_SCRIPT.to_owned(),
+        document_version: None,
+        parameters: None,
         command_line: line,
         comment: "hostkeyctl audit --via-ssm".to_owned(),
         max_concurrency: "25%".to_owned(),

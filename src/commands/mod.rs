@@ -8,6 +8,7 @@ pub mod keygen;
 pub mod known_hosts;
 pub mod push;
 pub mod rotate;
+pub mod ssm_document;
 pub mod status;
 
 use crate::cli::{Cli, Command};
@@ -43,5 +44,6 @@ pub async fn run(cli: Cli) -> Result<Status, Failure> {
         Command::KnownHosts(args) => known_hosts::run(&args, &cli.global).await,
         Command::Audit(args) => audit::run(&args, &cli.global, output).await,
         Command::Install(args) => install::run(&args, &cli.global).await,
+        Command::SsmDocument(command) => ssm_document::run(&command, &cli.global, output).await,
     }
 }

@@ -65,6 +65,7 @@ pub fn push_options(args: &RolloutArgs, config: &aws_config::SdkConfig) -> Resul
     }
     Ok(PushOptions {
         document: args.document.clone(),
+        document_version: None,
         node_command: args.node_command.clone(),
         max_concurrency: args.max_concurrency.clone(),
         max_errors: args.max_errors.clone(),
@@ -72,6 +73,39 @@ pub fn push_options(args: &RolloutArgs, config: &aws_config::SdkConfig) -> Resul
         canary: args.canary,
         region: config_region(config)?,
     })
+}
+
+/// Settles which document push sends: hostkeyctl's own at its default
+/// version when deployed; AWS-RunShellScript when asked for, or (with a
+/// warning) when hostkeyctl's is not deployed; another named document must
+/// exist.
+pub async fn resolve_document(options: &mut PushOptions, config: &aws_config::SdkConfig) -> Result<(), Failure> {
+    use crate::ssm_document::{DEFAULT_NAME, RUN_SHELL_SCRIPT, default_version};
+    if options.document == RUN_SHELL_SCRIPT {
+        return Ok(());
+    }
+    let client = aws_sdk_ssm::Client::new(config);
+    match default_version(&client, &options.document)
+        .await
+        .map_err(Failure::aws)?
+    {
+        Some(version) => {
+            options.document_version = Some(version);
+            Ok(())
+        }
+        None if options.document == DEFAULT_NAME => {
+            tracing::warn!(
+                "hostkeyctl's SSM document {DEFAULT_NAME} is not deployed; sending {RUN_SHELL_SCRIPT}, which lets whoever may send it run any command as root. Run `hostkeyctl ssm-document deploy` (docs/iam.md)"
+            );
+            options.document = RUN_SHELL_SCRIPT.to_owned();
+            Ok(())
+        }
+        None => Err(Failure::usage(anyhow::anyhow!(
+            "SSM document {} does not exist in this account and region; deploy it with `hostkeyctl ssm-document deploy --name {}`, or pass --document {RUN_SHELL_SCRIPT}",
+            crate::output::escape(&options.document),
+            crate::output::escape(&options.document)
+        ))),
+    }
 }
 
 /// Rollout failures as exit statuses.
@@ -135,7 +169,8 @@ async fn check_pin(
 /// Runs `push`.
 pub async fn run(args: &PushArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
     let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
-    let options = push_options(&args.rollout, &config)?;
+    let mut options = push_options(&args.rollout, &config)?;
+    resolve_document(&mut options, &config).await?;
     let store = SecretsManagerStore::new(&config);
     let desired = crate::store::desired_state(&store, &args.secret_id)
         .await

@@ -49,7 +49,10 @@ pub fn rotation_failure(e: RotationError) -> Failure {
 /// Runs `rotate`.
 pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
     let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
-    let push = push_options(&args.rollout, &config)?;
+    let mut push = push_options(&args.rollout, &config)?;
+    if !args.pull {
+        crate::commands::push::resolve_document(&mut push, &config).await?;
+    }
     let store = SecretsManagerStore::new(&config);
     let fleet = Ec2Fleet::new(&config).with_port(args.port);
     let instances = if args.pull {

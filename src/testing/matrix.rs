@@ -131,6 +131,8 @@ async fn timer(fleet: &super::MemFleet, store: &super::MemoryStore) -> Vec<Optio
     let dispatcher = MemDispatcher::new(fleet, store);
     let spec = CommandSpec {
         document: "AWS-RunShellScript".to_owned(),
+        document_version: None,
+        parameters: None,
         command_line: "hostkeyctl install --secret-id=hk --quiet".to_owned(),
         comment: "timer".to_owned(),
         max_concurrency: "100%".to_owned(),

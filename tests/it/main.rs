@@ -15,6 +15,7 @@ mod keygen;
 mod known_hosts;
 mod profiles;
 mod rotate;
+mod ssm_document;
 mod support;
 mod targets;
 mod testbed;
