@@ -8,6 +8,7 @@
 mod admin;
 mod audit;
 mod bed;
+mod bootstrap;
 mod cli;
 mod document;
 mod install;
