@@ -40,7 +40,7 @@ pub fn plan_start(current: &VersionId, pending: Option<&(VersionId, Option<Strin
         )),
         (Some((id, _)), true) => Start::Continue(id.clone()),
         (None, true) => Start::Refuse(format!(
-            "no rotation in flight to resume (no AWSPENDING version besides AWSCURRENT {current}); to bring the nodes to AWSCURRENT, run `hostkeyctl push`"
+            "no rotation in flight to resume (no AWSPENDING version besides AWSCURRENT {current}); the nodes converge to AWSCURRENT through their timers, or at once with `hostkeyctl push`"
         )),
         (None, false) => Start::Create,
     }
