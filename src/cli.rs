@@ -101,6 +101,22 @@ pub enum Command {
         after_help = "Examples:\n  hostkeyctl ssm-document print > hostkeyctl-Install.json\n  hostkeyctl ssm-document deploy --node-command /usr/local/bin/hostkeyctl"
     )]
     SsmDocument(SsmDocumentCommand),
+    /// Print a shell completion script (for packages and dotfiles).
+    #[command(
+        after_help = "Examples:\n  hostkeyctl completions bash > /usr/share/bash-completion/completions/hostkeyctl\n  hostkeyctl completions zsh > /usr/share/zsh/vendor-completions/_hostkeyctl"
+    )]
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write a man page for hostkeyctl and each of its subcommands.
+    #[command(after_help = "Examples:\n  hostkeyctl man --out-dir /usr/share/man/man1")]
+    Man {
+        /// Where to write hostkeyctl.1, hostkeyctl-install.1, ...
+        #[arg(long, value_name = "DIR")]
+        out_dir: PathBuf,
+    },
 }
 
 /// `hostkeyctl keygen`.

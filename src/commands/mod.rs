@@ -32,6 +32,15 @@ pub fn discovery_failure(e: DiscoveryError) -> Failure {
     }
 }
 
+/// Writes the man pages into `out_dir` (created if missing).
+fn man(out_dir: &std::path::Path) -> Result<Status, Failure> {
+    let failed =
+        |e: std::io::Error| Failure::usage(anyhow::anyhow!("cannot write man pages to {}: {e}", out_dir.display()));
+    crate::fsutil::create_dir_all(out_dir, 0o755).map_err(failed)?;
+    clap_mangen::generate_to(<Cli as clap::CommandFactory>::command(), out_dir).map_err(failed)?;
+    Ok(Status::Success)
+}
+
 /// Runs the parsed command line.
 pub async fn run(cli: Cli) -> Result<Status, Failure> {
     let output = cli.global.output.resolve();
@@ -45,5 +54,11 @@ pub async fn run(cli: Cli) -> Result<Status, Failure> {
         Command::Audit(args) => audit::run(&args, &cli.global, output).await,
         Command::Install(args) => install::run(&args, &cli.global).await,
         Command::SsmDocument(command) => ssm_document::run(&command, &cli.global, output).await,
+        Command::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut command, "hostkeyctl", &mut std::io::stdout());
+            Ok(Status::Success)
+        }
+        Command::Man { out_dir } => man(&out_dir),
     }
 }

@@ -10,3 +10,47 @@ fn help_and_error_transcripts_are_as_snapshotted() {
         .register_bin("hostkeyctl", assert_cmd::cargo::cargo_bin("hostkeyctl"))
         .case("tests/cmd/*.toml");
 }
+
+/// Completions and man pages (what packages ship) cover every subcommand.
+#[test]
+fn completions_and_man_pages_cover_every_subcommand() {
+    use clap::CommandFactory;
+
+    let command = hostkeyctl::cli::Cli::command();
+    let mut pages = vec!["hostkeyctl.1".to_owned()];
+    let mut names = Vec::new();
+    for sub in command.get_subcommands() {
+        names.push(sub.get_name().to_owned());
+        pages.push(format!("hostkeyctl-{}.1", sub.get_name()));
+        for nested in sub.get_subcommands() {
+            pages.push(format!("hostkeyctl-{}-{}.1", sub.get_name(), nested.get_name()));
+        }
+    }
+    for shell in ["bash", "zsh", "fish"] {
+        let out = crate::support::hostkeyctl().args(["completions", shell]).output().unwrap();
+        assert!(out.status.success(), "{shell}");
+        let script = String::from_utf8(out.stdout).unwrap();
+        for name in &names {
+            assert!(script.contains(name.as_str()), "{shell} completion lacks {name}");
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("man1");
+    let run = crate::support::hostkeyctl()
+        .args(["man", "--out-dir"])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let mut written: Vec<String> = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    written.sort();
+    pages.sort();
+    assert_eq!(written, pages);
+    for page in &pages {
+        let text = std::fs::read_to_string(out_dir.join(page)).unwrap();
+        assert!(text.contains(".TH "), "{page} is not a man page");
+    }
+}
