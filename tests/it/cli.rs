@@ -27,7 +27,10 @@ fn completions_and_man_pages_cover_every_subcommand() {
         }
     }
     for shell in ["bash", "zsh", "fish"] {
-        let out = crate::support::hostkeyctl().args(["completions", shell]).output().unwrap();
+        let out = crate::support::hostkeyctl()
+            .args(["completions", shell])
+            .output()
+            .unwrap();
         assert!(out.status.success(), "{shell}");
         let script = String::from_utf8(out.stdout).unwrap();
         for name in &names {
