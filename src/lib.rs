@@ -26,11 +26,14 @@
 //!   and exit codes (only `commands` maps outcomes to exit codes);
 //! - `testing` (feature `testing`): in-memory doubles of the outside systems.
 
+#[cfg(feature = "admin")]
 pub mod audit;
 pub mod aws;
 pub mod cli;
 pub mod commands;
+#[cfg(feature = "admin")]
 pub mod discovery;
+#[cfg(feature = "admin")]
 pub mod dispatch;
 pub mod document;
 pub mod exit;
@@ -44,10 +47,13 @@ pub mod output;
 #[cfg(test)]
 mod parser_properties;
 pub mod process;
+#[cfg(feature = "admin")]
 pub mod rollout;
+#[cfg(feature = "admin")]
 pub mod rotation;
 pub mod scan;
 pub mod shell;
+#[cfg(feature = "admin")]
 pub mod ssm_document;
 pub mod store;
 #[cfg(feature = "testing")]

@@ -2,7 +2,9 @@
 
 use std::io::IsTerminal;
 
+#[cfg(feature = "admin")]
 use comfy_table::presets::UTF8_FULL_CONDENSED;
+#[cfg(feature = "admin")]
 use comfy_table::{ContentArrangement, Table};
 use serde::Serialize;
 
@@ -35,6 +37,7 @@ pub fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
     Ok(())
 }
 
+#[cfg(feature = "admin")]
 /// A table with hostkeyctl's look and the given header, as wide as the
 /// terminal at most: `COLUMNS` when set (also when stdout is a pipe),
 /// else the terminal's width, else unlimited. Long cells wrap.
@@ -85,6 +88,7 @@ pub fn wrap(text: &str, width: Option<u16>, indent: &str) -> String {
         .join("\n")
 }
 
+#[cfg(feature = "admin")]
 /// Adds a row to a table. Cells may hold text from outside (node reports,
 /// tags, AWS messages): every line of every cell is escaped ([`escape`]),
 /// the line breaks between them kept.
@@ -136,7 +140,7 @@ pub fn quoted_prefix(text: &str, max: usize) -> String {
     format!("\"{}\"{more}", escape(&cut).replace('"', "\\\""))
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "admin"))]
 mod tests {
     use super::{add_row, escape, quoted_prefix, table};
 

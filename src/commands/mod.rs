@@ -1,17 +1,26 @@
 //! One module per subcommand: each validates its arguments into a plan,
 //! runs it, and prints its result.
 
+#[cfg(feature = "admin")]
 pub mod audit;
+#[cfg(feature = "admin")]
 pub mod init;
 pub mod install;
+#[cfg(feature = "admin")]
 pub mod keygen;
+#[cfg(feature = "admin")]
 pub mod known_hosts;
+#[cfg(feature = "admin")]
 pub mod push;
+#[cfg(feature = "admin")]
 pub mod rotate;
+#[cfg(feature = "admin")]
 pub mod ssm_document;
+#[cfg(feature = "admin")]
 pub mod status;
 
 use crate::cli::{Cli, Command};
+#[cfg(feature = "admin")]
 use crate::discovery::DiscoveryError;
 use crate::exit::{Failure, Status};
 use crate::store::StoreError;
@@ -24,6 +33,7 @@ pub fn store_failure(e: StoreError) -> Failure {
     }
 }
 
+#[cfg(feature = "admin")]
 /// Discovery errors as exit statuses: AWS trouble is 4, no match 2.
 pub fn discovery_failure(e: DiscoveryError) -> Failure {
     match e {
@@ -32,6 +42,7 @@ pub fn discovery_failure(e: DiscoveryError) -> Failure {
     }
 }
 
+#[cfg(feature = "admin")]
 /// Writes the man pages into `out_dir` (created if missing).
 fn man(out_dir: &std::path::Path) -> Result<Status, Failure> {
     let failed =
@@ -43,22 +54,33 @@ fn man(out_dir: &std::path::Path) -> Result<Status, Failure> {
 
 /// Runs the parsed command line.
 pub async fn run(cli: Cli) -> Result<Status, Failure> {
+    #[cfg(feature = "admin")]
     let output = cli.global.output.resolve();
     match cli.command {
+        #[cfg(feature = "admin")]
         Command::Keygen(args) => keygen::run(&args, output),
+        #[cfg(feature = "admin")]
         Command::Init(args) => init::run(&args, &cli.global, output).await,
+        #[cfg(feature = "admin")]
         Command::Status(args) => status::run(&args, &cli.global, output).await,
+        #[cfg(feature = "admin")]
         Command::Push(args) => push::run(&args, &cli.global, output).await,
+        #[cfg(feature = "admin")]
         Command::Rotate(args) => rotate::run(&args, &cli.global, output).await,
+        #[cfg(feature = "admin")]
         Command::KnownHosts(args) => known_hosts::run(&args, &cli.global).await,
+        #[cfg(feature = "admin")]
         Command::Audit(args) => audit::run(&args, &cli.global, output).await,
         Command::Install(args) => install::run(&args, &cli.global).await,
+        #[cfg(feature = "admin")]
         Command::SsmDocument(command) => ssm_document::run(&command, &cli.global, output).await,
+        #[cfg(feature = "admin")]
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut command, "hostkeyctl", &mut std::io::stdout());
             Ok(Status::Success)
         }
+        #[cfg(feature = "admin")]
         Command::Man { out_dir } => man(&out_dir),
     }
 }

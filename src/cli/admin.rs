@@ -1,123 +1,15 @@
-//! The command-line surface (clap). These structs only describe arguments;
-//! each command turns its arguments into a validated plan before acting.
+//! The admin commands' arguments: absent from the node build, which has
+//! only `install` (Cargo feature `admin`).
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Subcommand};
 
-use crate::aws::AwsArgs;
 use crate::discovery::TargetSpec;
-use crate::exit::EXIT_CODES_HELP;
 use crate::fingerprint::Fingerprint;
 use crate::hostport::HostPort;
 use crate::ids::{Program, SecretId, StageLabel, VersionId};
 use crate::keyset::{DEFAULT_RSA_BITS, KeyAlgorithm};
-use crate::output::OutputFormat;
-
-/// One SSH host identity for every login node behind a load balancer.
-#[derive(Debug, Parser)]
-#[command(name = "hostkeyctl", version, about, after_long_help = EXIT_CODES_HELP)]
-pub struct Cli {
-    /// Options every command takes.
-    #[command(flatten)]
-    pub global: GlobalArgs,
-    /// The command to run.
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-/// The help heading of the options every command takes.
-pub const GLOBAL: &str = "Global options";
-
-/// Options shared by every command.
-#[derive(Debug, Args)]
-pub struct GlobalArgs {
-    /// Output format: a table on a terminal, JSON otherwise, unless set.
-    #[arg(long, global = true, value_enum, default_value_t = OutputFormat::Auto, env = "HOSTKEYCTL_OUTPUT", help_heading = GLOBAL)]
-    pub output: OutputFormat,
-    /// More log detail on stderr (repeat for more). Never shows key material.
-    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet", help_heading = GLOBAL)]
-    pub verbose: u8,
-    /// Only errors on stderr.
-    #[arg(short, long, global = true, help_heading = GLOBAL)]
-    pub quiet: bool,
-    /// AWS connection options.
-    #[command(flatten)]
-    pub aws: AwsArgs,
-}
-
-/// The commands.
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Generate a host key set offline and write it as ssh_host_<alg>_key files.
-    #[command(
-        after_help = "Examples:\n  hostkeyctl keygen --out-dir ./hostkeys\n  hostkeyctl keygen --out-dir ./hostkeys --algorithms ed25519,ecdsa"
-    )]
-    Keygen(KeygenArgs),
-    /// Create the secret holding the canonical key set (new, or adopted from
-    /// a node's host key files).
-    #[command(
-        after_help = "Examples:\n  hostkeyctl init --secret-id hostkeys/my-cluster --from-dir ./login-1-etc-ssh\n  hostkeyctl init --secret-id hostkeys/my-cluster --kms-key-id alias/hostkeys"
-    )]
-    Init(InitArgs),
-    /// Show the secret's versions, stages and fingerprints.
-    #[command(
-        after_help = "Examples:\n  hostkeyctl status --secret-id hostkeys/my-cluster\n  hostkeyctl status --secret-id hostkeys/my-cluster --output json\n  hostkeyctl status --secret-id hostkeys/my-cluster --target tag:Role=login"
-    )]
-    Status(StatusArgs),
-    /// Install a key set version on every target node with SSM Run Command.
-    #[command(
-        after_help = "Examples:\n  hostkeyctl push --secret-id hostkeys/my-cluster --target tag:Role=login --canary 1\n  hostkeyctl push --secret-id hostkeys/my-cluster --target i-0123456789abcdef0 --dry-run\n  hostkeyctl push --secret-id hostkeys/my-cluster --target lb:my-cluster-login"
-    )]
-    Push(PushArgs),
-    /// Replace the key set without losing the working one: create a new set
-    /// (AWSPENDING), push it, audit it, then promote it to AWSCURRENT.
-    #[command(
-        after_help = "Examples:\n  hostkeyctl rotate --secret-id hostkeys/my-cluster --target tag:Role=login --overlap\n  hostkeyctl rotate --secret-id hostkeys/my-cluster --target tag:Role=login --finish\n  hostkeyctl rotate --secret-id hostkeys/my-cluster --target hyperpod:my-cluster/login-group --pull --overlap\n  hostkeyctl rotate --secret-id hostkeys/my-cluster --target hyperpod:my-cluster/login-group --pull --finish --wait 1200"
-    )]
-    Rotate(RotateArgs),
-    /// Print known_hosts lines (or SSHFP records) for the key set, for
-    /// clients and DNS.
-    #[command(
-        after_help = "Examples:\n  hostkeyctl known-hosts --secret-id hostkeys/my-cluster --host login.my-cluster.internal\n  hostkeyctl known-hosts --secret-id hostkeys/my-cluster --host login.my-cluster.internal --sshfp"
-    )]
-    KnownHosts(KnownHostsArgs),
-    /// Check by real SSH handshakes which host keys every node and the load
-    /// balancer serve, against the expected set.
-    #[command(
-        after_help = "Examples:\n  hostkeyctl audit --secret-id hostkeys/my-cluster --target tag:Role=login --lb login.my-cluster.internal\n  hostkeyctl audit --known-hosts ~/.ssh/known_hosts --endpoint 10.0.0.5 --endpoint 10.0.0.6\n  hostkeyctl audit --secret-id hostkeys/my-cluster --target hyperpod:my-cluster/login-group --lb lb:my-cluster-login"
-    )]
-    Audit(AuditArgs),
-    /// On a login node (as root): fetch the key set, install it, reload
-    /// sshd, verify what it serves, roll back on any failure.
-    #[command(
-        after_help = "Examples:\n  hostkeyctl install --secret-id hostkeys/my-cluster\n  hostkeyctl install --check --expect SHA256:..."
-    )]
-    Install(InstallArgs),
-    /// hostkeyctl's own SSM document, which can only run `hostkeyctl
-    /// install`: print it, or deploy it so push and rotate use it.
-    #[command(
-        subcommand,
-        after_help = "Examples:\n  hostkeyctl ssm-document print > hostkeyctl-Install.json\n  hostkeyctl ssm-document deploy --node-command /usr/local/bin/hostkeyctl"
-    )]
-    SsmDocument(SsmDocumentCommand),
-    /// Print a shell completion script (for packages and dotfiles).
-    #[command(
-        after_help = "Examples:\n  hostkeyctl completions bash > /usr/share/bash-completion/completions/hostkeyctl\n  hostkeyctl completions zsh > /usr/share/zsh/vendor-completions/_hostkeyctl"
-    )]
-    Completions {
-        /// The shell.
-        #[arg(value_enum)]
-        shell: clap_complete::Shell,
-    },
-    /// Write a man page for hostkeyctl and each of its subcommands.
-    #[command(after_help = "Examples:\n  hostkeyctl man --out-dir /usr/share/man/man1")]
-    Man {
-        /// Where to write hostkeyctl.1, hostkeyctl-install.1, ...
-        #[arg(long, value_name = "DIR")]
-        out_dir: PathBuf,
-    },
-}
 
 /// `hostkeyctl keygen`.
 #[derive(Debug, Args)]
@@ -140,90 +32,6 @@ pub struct KeygenArgs {
     /// Overwrite existing key files in DIR.
     #[arg(long)]
     pub force: bool,
-}
-
-/// `hostkeyctl install`. Node-side options also come from `HOSTKEYCTL_*`
-/// environment variables, so one command line works on every node.
-#[derive(Debug, Args)]
-pub struct InstallArgs {
-    /// The secret holding the key set (name or ARN). Without --version-id
-    /// or --stage, install converges to what the secret's stages say:
-    /// serve AWSCURRENT, and an announced rotation's AWSPENDING set as
-    /// extra host keys.
-    #[arg(long, env = "HOSTKEYCTL_SECRET_ID", value_name = "ID")]
-    pub secret_id: Option<SecretId>,
-    /// Install this exact version (what `push` sends, pinning the stages'
-    /// state it read).
-    #[arg(long, value_name = "ID", conflicts_with = "stage")]
-    pub version_id: Option<VersionId>,
-    /// Install the version with this stage only (no AWSPENDING extra keys).
-    #[arg(long, value_name = "STAGE")]
-    pub stage: Option<StageLabel>,
-    /// Refuse unless the set has exactly these fingerprints (repeat per
-    /// key, or comma-separated).
-    #[arg(long = "expect", value_name = "SHA256:...", value_delimiter = ',')]
-    pub expect: Vec<Fingerprint>,
-    /// During a rotation's overlap phase: also serve this version's keys,
-    /// after the current ones, so clients with UpdateHostKeys learn them.
-    #[arg(long, value_name = "ID")]
-    pub next_version_id: Option<VersionId>,
-    /// Refuse unless the next set has exactly these fingerprints.
-    #[arg(
-        long = "expect-next",
-        value_name = "SHA256:...",
-        value_delimiter = ',',
-        requires = "next_version_id"
-    )]
-    pub expect_next: Vec<Fingerprint>,
-    /// Directory of the ssh_host_<alg>_key files.
-    #[arg(long, env = "HOSTKEYCTL_SSH_DIR", default_value = "/etc/ssh", value_name = "DIR")]
-    pub ssh_dir: PathBuf,
-    /// sshd's main config (default: DIR/sshd_config).
-    #[arg(long, env = "HOSTKEYCTL_SSHD_CONFIG", value_name = "FILE")]
-    pub sshd_config: Option<PathBuf>,
-    /// The sshd binary (for `sshd -t` and `sshd -T`).
-    #[arg(long, env = "HOSTKEYCTL_SSHD", default_value = "/usr/sbin/sshd", value_name = "PATH")]
-    pub sshd: PathBuf,
-    /// Shell command that reloads sshd (default: the systemd ssh/sshd unit,
-    /// else SIGHUP to the pid in sshd's PidFile).
-    #[arg(long, env = "HOSTKEYCTL_RELOAD_COMMAND", value_name = "CMD")]
-    pub reload_command: Option<String>,
-    /// Write the files only: no reload, and so no check of what is served.
-    #[arg(long)]
-    pub no_reload: bool,
-    /// Where to check what sshd serves (default: its first ListenAddress).
-    #[arg(long, env = "HOSTKEYCTL_VERIFY_ADDRESS", value_name = "HOST:PORT")]
-    pub verify_address: Option<HostPort>,
-    /// Root-only directory for backups of replaced files.
-    #[arg(
-        long,
-        env = "HOSTKEYCTL_STATE_DIR",
-        default_value = "/var/lib/hostkeyctl",
-        value_name = "DIR"
-    )]
-    pub state_dir: PathBuf,
-    /// Lock file that keeps two installs from interleaving.
-    #[arg(
-        long,
-        env = "HOSTKEYCTL_LOCK_FILE",
-        default_value = "/run/hostkeyctl.lock",
-        value_name = "FILE"
-    )]
-    pub lock_file: PathBuf,
-    /// Backups to keep.
-    #[arg(long, default_value_t = 5, value_name = "N")]
-    pub keep_backups: usize,
-    /// Seconds to wait for sshd to serve the new keys after a reload
-    /// before rolling back.
-    #[arg(long, default_value_t = 10, value_name = "SECS")]
-    pub verify_timeout: u64,
-    /// Seconds to wait for another install to finish.
-    #[arg(long, default_value_t = 120, value_name = "SECS")]
-    pub lock_timeout: u64,
-    /// Only compare on-disk and served keys with the set; change nothing
-    /// (exit 0 match, 1 drift). With --expect, no secret is read.
-    #[arg(long)]
-    pub check: bool,
 }
 
 /// `hostkeyctl init`.
