@@ -6,7 +6,7 @@
 
 CARGO ?= cargo
 
-.PHONY: demo test check deps lint lint-aws deny build bench clean-bed
+.PHONY: demo test check deps deps-dist lint lint-aws deny build dist dist-check bench clean-bed
 
 deps:
 	./scripts/install-deps.sh
@@ -32,8 +32,24 @@ deny:
 check: lint
 	$(CARGO) test --locked --lib --features testing
 
-test: deps lint lint-aws deny
-	$(CARGO) test --locked --all-targets --features testing
+# Every test runs with the shipped node build on the bed's nodes (x86_64;
+# aarch64 under qemu-user for converge, --check and rollback), after the
+# checks of what ships: scripts/test.sh.
+test: deps lint lint-aws deny dist
+	python3 scripts/check_dist.py
+	./scripts/test.sh
+
+# What ships (scripts/dist.sh): the node build for x86_64 and aarch64 and
+# glibc 2.17, the admin build, .deb and .rpm, SHA256SUMS, in dist/.
+deps-dist:
+	./scripts/install-dist-deps.sh
+
+dist: deps-dist
+	./scripts/dist.sh
+
+# The shipped builds checked: objdump, qemu-user, dpkg-deb, rpm, cargo tree.
+dist-check: dist
+	python3 scripts/check_dist.py
 
 demo: deps build
 	./scripts/demo.sh

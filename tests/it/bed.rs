@@ -159,7 +159,7 @@ impl TestBed {
             .arg("--virtual")
             .arg(options.virtual_instances.to_string())
             .arg("--bin-dir")
-            .arg(bin_dir())
+            .arg(crate::support::node_bin_dir())
             .arg("--watch-stdin")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -310,11 +310,6 @@ impl Drop for TestBed {
     }
 }
 
-/// The directory holding the `hostkeyctl` binary under test.
-pub fn bin_dir() -> PathBuf {
-    assert_cmd::cargo::cargo_bin("hostkeyctl").parent().unwrap().to_owned()
-}
-
 /// The SHA256 fingerprint `ssh-keyscan -t TYPE` then `ssh-keygen -lf -` see
 /// at an endpoint, or `None` if the server offered no such key.
 pub fn keyscan(address: &str, port: u16, key_type: &str) -> Option<String> {
@@ -399,10 +394,21 @@ impl TestBed {
     /// Runs `hostkeyctl install` on a node as the SSM agent would (the
     /// node's environment), with extra arguments.
     pub fn install_on(&self, node: &Node, args: &[&str]) -> Run {
-        let env: Vec<(String, String)> = node.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        let mut all = vec!["install"];
-        all.extend_from_slice(args);
-        self.run_env(&all, &env)
+        let out = assert_cmd::Command::new(crate::support::node_binary())
+            .env_remove("HOSTKEYCTL_OUTPUT")
+            .env_remove("AWS_PROFILE")
+            .envs(self.aws_env())
+            .envs(node.env.iter())
+            .arg("install")
+            .args(args)
+            .timeout(Duration::from_secs(120))
+            .output()
+            .unwrap();
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
     }
 
     /// Creates secret `name` adopting `node`'s current host keys.

@@ -35,7 +35,7 @@ impl Lifecycle {
             std::fs::copy(&from, &to).unwrap();
         }
         let name = format!("hostkeyctl-{}", std::env::consts::ARCH);
-        std::fs::copy(assert_cmd::cargo::cargo_bin("hostkeyctl"), step.join(&name)).unwrap();
+        std::fs::copy(crate::support::node_binary(), step.join(&name)).unwrap();
         let sums = crate::support::run_ok(Command::new("sha256sum").arg(&name).current_dir(&step));
         std::fs::write(step.join("SHA256SUMS"), sums).unwrap();
         std::fs::write(step.join("hostkeyctl.env"), "HOSTKEYCTL_SECRET_ID=hk\n").unwrap();
@@ -159,6 +159,15 @@ fn the_lifecycle_step_installs_on_login_nodes_only_and_is_idempotent() {
     assert_eq!(code, 1, "{log}");
     assert!(log.contains("not installing it"), "{log}");
     assert_ne!(std::fs::read(&bin).unwrap(), b"#!/bin/sh\necho tampered\n");
+
+    // On a fresh login node, a bad checksum installs nothing at all.
+    let fresh = Lifecycle::new(&bed);
+    std::fs::write(fresh.dir.path().join("hostkeyctl").join(&name), b"tampered").unwrap();
+    let (code, log) = fresh.run(&bed, &node, &node.address);
+    assert_eq!(code, 1, "{log}");
+    assert!(log.contains("not installing it"), "{log}");
+    assert!(!fresh.root().exists(), "a bad checksum still wrote files: {log}");
+    assert!(fresh.systemctl_calls().is_empty(), "{log}");
 }
 
 /// The cloud-init example carries contrib/systemd's units verbatim.

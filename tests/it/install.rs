@@ -487,7 +487,7 @@ fn installs_killed_at_random_points_always_converge_and_sshd_keeps_serving() {
 
     let env: Vec<(String, String)> = node.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     let spawn_install = |secret: &str| {
-        std::process::Command::new(assert_cmd::cargo::cargo_bin("hostkeyctl"))
+        std::process::Command::new(crate::support::node_binary())
             .envs(bed.aws_env())
             .envs(env.iter().cloned())
             .args(["install", "--secret-id", secret, "--quiet"])

@@ -53,7 +53,7 @@ fn run(cmd: &mut assert_cmd::Command) -> Run {
 
 /// `hostkeyctl install ARGS` on the node, with nothing but its defaults.
 fn install(bed: &TestBed, node: &Node, args: &[&str]) -> Run {
-    let binary = assert_cmd::cargo::cargo_bin("hostkeyctl");
+    let binary = crate::support::node_binary();
     run(in_node(bed, node, &binary).arg("install").args(args))
 }
 

@@ -11,6 +11,29 @@ pub fn hostkeyctl() -> assert_cmd::Command {
     cmd
 }
 
+/// The directory holding the `hostkeyctl` the login nodes run: cargo's own
+/// build, or the one `HOSTKEYCTL_NODE_BIN_DIR` names (`make dist-check`
+/// runs the node tests again with the shipped node build there).
+pub fn node_bin_dir() -> PathBuf {
+    match std::env::var_os("HOSTKEYCTL_NODE_BIN_DIR") {
+        Some(dir) => {
+            let dir = PathBuf::from(dir);
+            assert!(
+                dir.join("hostkeyctl").is_file(),
+                "HOSTKEYCTL_NODE_BIN_DIR={} holds no hostkeyctl",
+                dir.display()
+            );
+            dir
+        }
+        None => assert_cmd::cargo::cargo_bin("hostkeyctl").parent().unwrap().to_owned(),
+    }
+}
+
+/// The `hostkeyctl` the login nodes run (see [`node_bin_dir`]).
+pub fn node_binary() -> PathBuf {
+    node_bin_dir().join("hostkeyctl")
+}
+
 /// The committed fixtures directory.
 pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")

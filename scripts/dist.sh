@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# make dist: what ships, in dist/ (docs/install.md, "Distribution"):
+#   hostkeyctl-x86_64, hostkeyctl-aarch64   the node build (install only),
+#                                            for glibc 2.17 and later
+#   hostkeyctl-admin-x86_64                 the admin build (every command)
+#   hostkeyctl_VERSION-1_amd64.deb,
+#   hostkeyctl-VERSION-1.x86_64.rpm         the admin build, the systemd
+#                                            units, completions, man pages
+#   SHA256SUMS                              of all of the above
+# Cross-built with cargo-zigbuild (scripts/install-dist-deps.sh installs it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+target_dir=target/dist
+glibc=2.17
+out=dist
+stage=$target_dir/stage
+
+version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)
+[ -n "$version" ] || { echo "dist: no version in Cargo.toml" >&2; exit 1; }
+
+rm -rf "$out" "$stage"
+mkdir -p "$out" "$stage/completions" "$stage/man"
+
+echo "dist: node build (x86_64, aarch64; glibc $glibc)"
+cargo zigbuild --locked --quiet --profile dist-node --no-default-features --features node \
+  --target "x86_64-unknown-linux-gnu.$glibc" --target "aarch64-unknown-linux-gnu.$glibc" \
+  --target-dir "$target_dir"
+for arch in x86_64 aarch64; do
+  install -m 0755 "$target_dir/$arch-unknown-linux-gnu/dist-node/hostkeyctl" "$out/hostkeyctl-$arch"
+done
+
+echo "dist: admin build (x86_64; glibc $glibc)"
+cargo zigbuild --locked --quiet --profile dist --target "x86_64-unknown-linux-gnu.$glibc" --target-dir "$target_dir"
+admin=$out/hostkeyctl-admin-x86_64
+install -m 0755 "$target_dir/x86_64-unknown-linux-gnu/dist/hostkeyctl" "$admin"
+
+echo "dist: completions and man pages"
+install -m 0755 "$admin" "$stage/hostkeyctl"
+"$admin" completions bash >"$stage/completions/hostkeyctl.bash"
+"$admin" completions zsh >"$stage/completions/_hostkeyctl"
+"$admin" completions fish >"$stage/completions/hostkeyctl.fish"
+"$admin" man --out-dir "$stage/man"
+gzip -9n "$stage"/man/*.1
+
+echo "dist: packages"
+cargo deb --no-build --no-strip --quiet --output "$out/hostkeyctl_${version}-1_amd64.deb"
+cargo generate-rpm --target-dir "$target_dir" --arch x86_64 --output "$out/hostkeyctl-${version}-1.x86_64.rpm"
+
+(cd "$out" && sha256sum -- * >SHA256SUMS)
+echo "dist: done"
+ls -l "$out"

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# make test, after `make dist`: every test, with the shipped node build on
+# the bed's real sshd nodes (HOSTKEYCTL_NODE_BIN_DIR puts it there, and in
+# every `hostkeyctl install` the tests run, in place of cargo's build):
+#   x86_64   the whole suite (install, node profiles, lifecycle step, push,
+#            rotation: every node-side run is the node build);
+#   aarch64  under qemu-user with the arm64 libc of libc6-arm64-cross:
+#            converge, --check drift and a rollback.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+dist=$PWD/dist
+work=$PWD/target/dist/node-tests
+for f in hostkeyctl-x86_64 hostkeyctl-aarch64; do
+  [ -x "$dist/$f" ] || { echo "test: $dist/$f is missing: run make dist" >&2; exit 2; }
+done
+rm -rf "$work"
+mkdir -p "$work/x86_64" "$work/aarch64"
+install -m 0755 "$dist/hostkeyctl-x86_64" "$work/x86_64/hostkeyctl"
+cat >"$work/aarch64/hostkeyctl" <<WRAPPER
+#!/bin/sh
+exec qemu-aarch64 -L /usr/aarch64-linux-gnu "$dist/hostkeyctl-aarch64" "\$@"
+WRAPPER
+chmod 0755 "$work/aarch64/hostkeyctl"
+
+echo "test: every test, with the x86_64 node build on the nodes"
+HOSTKEYCTL_NODE_BIN_DIR=$work/x86_64 cargo test --locked --all-targets --features testing
+
+echo "test: the aarch64 node build under qemu-user"
+HOSTKEYCTL_NODE_BIN_DIR=$work/aarch64 cargo test --locked --features testing --test it -- --exact \
+  install::a_fresh_node_converges_and_a_second_run_changes_nothing \
+  install::check_reports_drift_on_a_node_with_other_keys \
+  install::a_failing_reload_restores_the_files_byte_for_byte
