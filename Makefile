@@ -54,6 +54,5 @@ dist-check: dist
 demo: deps build
 	./scripts/demo.sh
 
-bench: deps
-	$(CARGO) build --release --locked
+bench: deps dist
 	python3 scripts/bench.py all
