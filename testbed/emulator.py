@@ -91,6 +91,37 @@ def _patch_moto() -> None:
 
     ClusterNode.describe = describe  # type: ignore[method-assign]
 
+    # EC2 pages DescribeInstances by instances (MaxResults 5 to 1000); moto
+    # 5.2.1 pages by reservations, so the bed's 5000 virtual instances (50
+    # reservations) came back as one page of 5000, slower to build than the
+    # SDK's 30 s attempt timeout. Page by instances, as EC2 does.
+    import copy
+
+    from moto.core.responses import ActionResult
+    from moto.ec2.responses.instances import InstanceResponse
+
+    real_describe_instances = InstanceResponse.describe_instances
+
+    def describe_instances(self: Any) -> Any:
+        if "MaxResults" not in self.data or "InstanceId.1" in self.data:
+            return real_describe_instances(self)
+        self.error_on_dryrun()
+        reservations = self.ec2_backend.describe_instances(filters=self._filters_from_querystring())
+        pairs = [(r, i) for r in reservations for i in r.instances]
+        token = self._get_param("NextToken")
+        start = int(token) if token else 0
+        end = start + int(self._get_param("MaxResults"))
+        page: list[Any] = []
+        for reservation, instance in pairs[start:end]:
+            if not page or page[-1].id != reservation.id:
+                page.append(copy.copy(reservation))
+                page[-1].instances = []
+            page[-1].instances.append(instance)
+        next_token = str(end) if len(pairs) > end else None
+        return ActionResult({"Reservations": page, "NextToken": next_token})
+
+    InstanceResponse.describe_instances = describe_instances  # type: ignore[method-assign]
+
 
 _patch_moto()
 STDOUT_LIMIT = 24_000
