@@ -263,3 +263,30 @@ fn unknown_sources_and_denied_calls_name_what_to_fix() {
     assert_eq!(code, 4, "{stderr}");
     assert!(stderr.contains("elasticloadbalancing:DescribeTargetHealth"), "{stderr}");
 }
+
+/// Regression: moto pages DescribeInstances by reservations, so the bed's
+/// virtual instances (reservations of 100) came back in one page whatever
+/// MaxResults said, and a 5000-instance push timed out. The emulator pages
+/// by instances, as EC2 does: every instance once, at most MaxResults each.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_emulator_pages_describe_instances_by_instance() {
+    let bed = TestBed::start(BedOptions {
+        nodes: 0,
+        virtual_instances: 120,
+        ..BedOptions::default()
+    });
+    let ec2 = aws_sdk_ec2::Client::new(&bed.sdk_config(1).await);
+    let mut pages = ec2.describe_instances().max_results(50).into_paginator().send();
+    let mut sizes = Vec::new();
+    let mut ids = std::collections::BTreeSet::new();
+    while let Some(page) = pages.next().await {
+        let page = page.unwrap();
+        let instances: Vec<_> = page.reservations().iter().flat_map(|r| r.instances()).collect();
+        sizes.push(instances.len());
+        ids.extend(instances.iter().filter_map(|i| i.instance_id().map(str::to_owned)));
+    }
+    assert!(sizes.iter().all(|n| *n <= 50), "pages of {sizes:?}");
+    let total: usize = sizes.iter().sum();
+    assert_eq!(total, ids.len(), "an instance came back twice: pages of {sizes:?}");
+    assert!(total >= 120, "{total} instances in pages of {sizes:?}");
+}
