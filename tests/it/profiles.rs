@@ -43,12 +43,7 @@ fn in_node(bed: &TestBed, node: &Node, program: &Path) -> assert_cmd::Command {
 }
 
 fn run(cmd: &mut assert_cmd::Command) -> Run {
-    let out = cmd.output().unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    Run::from(cmd.output().unwrap())
 }
 
 /// `hostkeyctl install ARGS` on the node, with nothing but its defaults.
