@@ -41,12 +41,18 @@ if ! python3 -m ziglang version >/dev/null 2>&1; then
     python3 -m pip "${pip_args[@]}" --break-system-packages
 fi
 
-# cargo install VERSION-pinned tools, once; one target dir, so the three
-# share the dependencies they have in common.
+# cargo install VERSION-pinned tools, once; one scratch target dir, so the
+# three share the dependencies they have in common, removed afterwards (the
+# binaries are in ~/.cargo/bin; the build tree would only take disk).
+tools_target=
 tool() { # tool CRATE VERSION COMMAND
   if "$3" --version 2>/dev/null | grep -qF " $2"; then return 0; fi
+  if [ -z "$tools_target" ]; then
+    tools_target=$(mktemp -d "${TMPDIR:-/tmp}/hostkeyctl-tools.XXXXXX")
+    trap 'rm -rf "$tools_target"' EXIT
+  fi
   echo "install-dist-deps: cargo install $1@$2 (once)"
-  cargo install --locked --quiet --target-dir target/tools "$1@$2"
+  cargo install --locked --quiet --target-dir "$tools_target" "$1@$2"
 }
 tool cargo-zigbuild "$ZIGBUILD" cargo-zigbuild
 tool cargo-deb "$DEB" cargo-deb

@@ -26,6 +26,18 @@ chmod 0755 "$work/aarch64/hostkeyctl"
 echo "test: every test, with the x86_64 node build on the nodes"
 HOSTKEYCTL_NODE_BIN_DIR=$work/x86_64 cargo test --locked --all-targets --features testing
 
+# Disk (scripts/prune-dist-tree.sh): the dependencies of the debug build
+# carry no debug info (Cargo.toml, profile.dev); with it the SDK clients
+# took gigabytes more and a CI run ran out of disk.
+for rlib in target/debug/deps/libaws_sdk_secretsmanager-*.rlib; do
+  sections=$(objdump -h "$rlib")
+  if grep -q '\.debug_info' <<<"$sections"; then
+    echo "test: $rlib carries debug info: keep [profile.dev.package.\"*\"] debug = false in Cargo.toml" >&2
+    exit 1
+  fi
+done
+echo "test: disk: $(du -sh target/debug | cut -f1) in target/debug, $(du -sh target/dist | cut -f1) in target/dist"
+
 echo "test: the aarch64 node build under qemu-user"
 HOSTKEYCTL_NODE_BIN_DIR=$work/aarch64 cargo test --locked --features testing --test it -- --exact \
   install::a_fresh_node_converges_and_a_second_run_changes_nothing \
