@@ -12,7 +12,8 @@
   config and pid file, on 127.K.0.(11+i) port 22, registered in the emulator
   as running EC2 instances tagged ``Role=login``, ``Cluster=<name>`` with that
   PrivateIpAddress, plus noise (compute nodes, a stopped login node, a login
-  node of another cluster) and optionally N "virtual" instances with no sshd;
+  node of another cluster) and optionally N "virtual" instances with no sshd
+  (with ``--virtual-shared``, they share the first node's address and sshd);
 * HAProxy in TCP mode, round robin with health checks, on 127.K.0.10:22;
 * with ``--profile NAME`` (repeatable), profile nodes: sshd set-ups modelled
   on a distribution's defaults (``PROFILES``; fixtures in testbed/profiles),
@@ -281,6 +282,34 @@ class Bed:
             virtual += run(None, {"Role": "virtual", "Cluster": cluster}, batch)
             remaining -= batch
         self.state["virtual"] = virtual
+        if self.args.virtual_shared and virtual:
+            self.share_first_node(virtual)
+
+    def share_first_node(self, virtual: list[str]) -> None:
+        """``--virtual-shared``: every virtual instance is the first node
+        under another instance id. Its PrivateIpAddress becomes the node's
+        (EC2 refuses a duplicate address, so the emulator's record is set
+        directly), so audits and rotations handshake with a real sshd, on
+        loopback; and its agent runs the stand-in in its shared mode, which
+        installs on that node once per distinct command line."""
+        from moto.ec2.models import ec2_backends
+
+        from emulator import ACCOUNT
+
+        if not self.nodes:
+            raise SystemExit("bed: --virtual-shared needs --nodes 1 or more (the node the virtual instances share)")
+        shared = self.nodes[0]
+        backend = ec2_backends[ACCOUNT][REGION]
+        for iid in virtual:
+            backend.get_instance(iid).nics[0].private_ip_address = shared["address"]
+        real = shutil.which("hostkeyctl", path=self.emulator.base_env["PATH"])
+        if not real:
+            raise SystemExit("bed: --virtual-shared needs hostkeyctl on the nodes' PATH (--bin-dir)")
+        cache = self.dir / "virtual-shared"
+        cache.mkdir(exist_ok=True)
+        env = dict(shared["env"])
+        env.update({"HOSTKEYCTL_VIRTUAL_SHARED": str(cache), "HOSTKEYCTL_VIRTUAL_REAL": real})
+        self.emulator.virtual_shared = (shared["root"], env)
 
     def register_lb_and_cluster(self, net: int) -> None:
         """What `--target lb:`, `tg:` and `hyperpod:` find: two network load
@@ -725,6 +754,8 @@ def main() -> int:
     up.add_argument("--net", type=int, default=None, help="network index K (default: first free)")
     up.add_argument("--no-reexec", action="store_true", help="start sshd with -r, so only a reload changes its keys")
     up.add_argument("--no-ssm", action="store_true", help="the nodes' SSM agent is not registered: SendCommand refuses them (a pull-only fleet)")
+    up.add_argument("--virtual-shared", action="store_true",
+                    help="virtual instances share the first node's address and sshd (rotation benchmarks)")
     up.add_argument("--hyperpod-workers", type=int, default=0, help="HyperPod worker nodes (no sshd) beside the login group")
     up.add_argument("--profile", action="append", default=[], help=f"add a profile node ({', '.join(PROFILES)})")
     up.add_argument("--bin-dir", default=None, help="directory put first on the nodes' PATH (hostkeyctl)")

@@ -264,6 +264,9 @@ class Emulator:
         self.processes: set[subprocess.Popen] = set()
         self.control_hooks: dict[str, Callable[[dict[str, Any]], Any]] = {}
         self.base_env: dict[str, str] = {}
+        # bed.py --virtual-shared: (workdir, env) of the node virtual
+        # instances share.
+        self.virtual_shared: tuple[str, dict[str, str]] | None = None
         self.closing = False
 
     # ----------------------------------------------------------------- WSGI
@@ -795,10 +798,16 @@ class Emulator:
         else:
             # A virtual instance has no sshd and no files: its hostkeyctl is
             # the stand-in in virtual-bin/, and a real one would find no ssh
-            # directory and refuse before writing anything.
+            # directory and refuse before writing anything. Shared
+            # (bed.py --virtual-shared), the stand-in installs on the node
+            # every virtual instance shares.
             here = os.path.dirname(os.path.abspath(__file__))
+            if self.virtual_shared is not None:
+                workdir, shared_env = self.virtual_shared
+                env.update(shared_env)
+            else:
+                env["HOSTKEYCTL_SSH_DIR"] = "/nonexistent/virtual-instance/etc/ssh"
             env["PATH"] = os.path.join(here, "virtual-bin") + ":" + env.get("PATH", "")
-            env["HOSTKEYCTL_SSH_DIR"] = "/nonexistent/virtual-instance/etc/ssh"
         env["AWS_SSM_INSTANCE_ID"] = inv.instance_id
         try:
             proc = subprocess.Popen(
