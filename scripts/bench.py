@@ -6,6 +6,7 @@ a slow machine; it prints what it measured.
     python3 scripts/bench.py keygen  [--runs 10]
     python3 scripts/bench.py install [--runs 5]
     python3 scripts/bench.py push    [--instances 1000]
+    python3 scripts/bench.py rotate  [--instances 1000]
     python3 scripts/bench.py audit   [--nodes 3 --repeats 50 --samples 150]
     python3 scripts/bench.py all
 
@@ -18,6 +19,7 @@ import argparse
 import json
 import math
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -33,10 +35,10 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / "target" / "dist" / "stage" / "hostkeyctl"
 
 
-def timed(argv: list[str]) -> tuple[float, subprocess.CompletedProcess]:
+def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, subprocess.CompletedProcess]:
     """Runs argv; returns wall seconds and the result."""
     start = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True)
+    done = subprocess.run(argv, capture_output=True, env=env)
     return time.perf_counter() - start, done
 
 
@@ -84,12 +86,12 @@ def bench_keygen(runs: int) -> None:
 
 
 class Bed:
-    def __init__(self, nodes: int, virtual: int = 0, reexec: bool = True):
+    def __init__(self, nodes: int, virtual: int = 0, reexec: bool = True, shared: bool = False):
         self.dir = Path(tempfile.mkdtemp(prefix="hkbench-bed-"))
         self.proc = subprocess.Popen(
             [sys.executable, str(ROOT / "testbed" / "bed.py"), "up", "--dir", str(self.dir), "--nodes", str(nodes),
              "--virtual", str(virtual), "--bin-dir", str(BIN.parent), "--watch-stdin"]
-            + ([] if reexec else ["--no-reexec"]),
+            + ([] if reexec else ["--no-reexec"]) + (["--virtual-shared"] if shared else []),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(self.dir / "bed.log", "wb"),
         )
         line = self.proc.stdout.readline() if self.proc.stdout else b""
@@ -206,6 +208,66 @@ def bench_push(instances: int) -> None:
         bed.close()
 
 
+def bench_rotate(instances: int) -> None:
+    """A whole rotation (create, set, test, finish, converge: two pushes and
+    two audits of every instance, 3 key types each) of N emulated instances
+    that share one real sshd node (bed.py --virtual-shared): the SSM side at
+    full scale, and every audit a real handshake."""
+    goal = 30.0 if instances <= 1000 else None
+    print(f"== rotation of {instances} emulated instances sharing one real sshd (bed.py --virtual-shared)")
+    print("   baseline: one push of the same set to the same instances, in the same run")
+    bed = Bed(nodes=1, virtual=instances, shared=True)
+    target = ["--target", "tag:Role=virtual", "--max-concurrency", "100%", "--output", "json"]
+    try:
+        p = bed.hk("init", "--secret-id", "hk", "--output", "json")
+        assert p.returncode == 0, p.stderr
+        push, p = timed([str(BIN), "push", "--secret-id", "hk", *target], bed.env)
+        assert p.returncode == 0, p.stderr.decode(errors="replace")[-3000:]
+        print(f"   push (baseline): {push:.1f} s wall")
+
+        sshd, supervisor = bed.state["nodes"][0]["pid"], bed.proc.pid
+
+        def cpu() -> tuple[float, float, float]:
+            # sshd's connection children, the bed (emulator, SSM agent and
+            # the stand-ins it ran), hostkeyctl (this process's children).
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and Path(f"/proc/{sshd}/task/{sshd}/children").read_text().strip():
+                time.sleep(0.01)
+            own = resource.getrusage(resource.RUSAGE_CHILDREN)
+            return (proc_cpu(sshd, reaped=True), proc_cpu(supervisor, reaped=False) + proc_cpu(supervisor, reaped=True),
+                    own.ru_utime + own.ru_stime)
+
+        def rotate(*extra: str) -> tuple[float, dict, list[float]]:
+            before = cpu()
+            wall, p = timed([str(BIN), "rotate", "--secret-id", "hk", *target, *extra], bed.env)
+            if not p.stdout:
+                raise SystemExit(f"bench: rotate {' '.join(extra)} exited {p.returncode} after {wall:.1f} s:"
+                                 f" {p.stderr.decode(errors='replace')[-3000:]}")
+            return wall, json.loads(p.stdout), [b - a for a, b in zip(before, cpu())]
+
+        whole, report, (server, emulator, client) = rotate()
+        most = report["push"]["polling"]["max_calls_per_round"]
+        floor = (server + emulator + client) / CORES
+        verdict = f"goal < {goal:.0f} s: {'met' if whole < goal else 'missed'}" if goal else "no goal at this scale"
+        print(f"   rotation: {report['result']}, {whole:.1f} s wall = {whole / push:.1f}x one push ({verdict});"
+              f" at most {most} ListCommandInvocations in one round (goal <= {math.ceil(instances / 50) + 1})")
+        print(f"     CPU: the shared sshd {server:.1f} s ({instances} nodes' handshakes, each node's own in a fleet),"
+              f" emulator + agent {emulator:.1f} s, hostkeyctl {client:.1f} s; floor {floor:.1f} s"
+              f" ({CORES} cores); wall = {whole / floor:.2f}x the floor")
+        print(f"     without the shared sshd's CPU (a fleet's nodes sign their own handshakes), the floor is"
+              f" {(emulator + client) / CORES:.1f} s")
+        steps = [("create", ["--stop-after", "create"]), ("set", ["--resume", "--stop-after", "set"]),
+                 ("test", ["--resume", "--stop-after", "test"]),
+                 ("resume to the end (set and test again, idempotent; finish; converge)", ["--resume"])]
+        parts = []
+        for label, extra in steps:
+            wall, report, _ = rotate(*extra)
+            parts.append(f"{label} {wall:.1f} s")
+        print(f"   a second rotation step by step (--stop-after): {', '.join(parts)}; {report['result']}")
+    finally:
+        bed.close()
+
+
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 CORES = os.cpu_count() or 1
 
@@ -302,9 +364,10 @@ def bench_audit(nodes: int, repeats: int, samples: int) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["keygen", "install", "push", "audit", "all"])
+    parser.add_argument("what", choices=["keygen", "install", "push", "rotate", "audit", "all"])
     parser.add_argument("--runs", type=int, default=None)
-    parser.add_argument("--instances", type=int, default=1000)
+    parser.add_argument("--instances", type=int, action="append",
+                        help="emulated instances for push and rotate (repeatable; all: 1000 and 5000)")
     parser.add_argument("--nodes", type=int, default=3, help="sshd nodes for the audit (the bed takes up to 100 and more)")
     parser.add_argument("--repeats", type=int, default=50, help="direct probes per node and key type")
     parser.add_argument("--samples", type=int, default=150, help="load balancer samples per key type")
@@ -317,8 +380,12 @@ def main() -> int:
         bench_install(args.runs or 5)
     if args.what in ("audit", "all"):
         bench_audit(args.nodes, args.repeats, args.samples)
-    if args.what in ("push", "all"):
-        bench_push(args.instances)
+    instances = args.instances or ([1000, 5000] if args.what == "all" else [1000])
+    for n in instances:
+        if args.what in ("push", "all"):
+            bench_push(n)
+        if args.what in ("rotate", "all"):
+            bench_rotate(n)
     return 0
 
 
