@@ -29,14 +29,17 @@ HOSTKEYCTL_NODE_BIN_DIR=$work/x86_64 cargo test --locked --all-targets --feature
 # Disk (scripts/prune-dist-tree.sh): the dependencies of the debug build
 # carry no debug info (Cargo.toml, profile.dev); with it the SDK clients
 # took gigabytes more and a CI run ran out of disk.
-for rlib in target/debug/deps/libaws_sdk_secretsmanager-*.rlib; do
+debug_dir=${CARGO_TARGET_DIR:-target}/debug
+rlibs=("$debug_dir"/deps/libaws_sdk_secretsmanager-*.rlib)
+[ -e "${rlibs[0]}" ] || { echo "test: no aws-sdk-secretsmanager rlib in $debug_dir/deps to check for debug info" >&2; exit 1; }
+for rlib in "${rlibs[@]}"; do
   sections=$(objdump -h "$rlib")
   if grep -q '\.debug_info' <<<"$sections"; then
     echo "test: $rlib carries debug info: keep [profile.dev.package.\"*\"] debug = false in Cargo.toml" >&2
     exit 1
   fi
 done
-echo "test: disk: $(du -sh target/debug | cut -f1) in target/debug, $(du -sh target/dist | cut -f1) in target/dist"
+echo "test: disk: $(du -sh "$debug_dir" | cut -f1) in $debug_dir, $(du -sh target/dist | cut -f1) in target/dist"
 
 echo "test: the aarch64 node build under qemu-user"
 HOSTKEYCTL_NODE_BIN_DIR=$work/aarch64 cargo test --locked --features testing --test it -- --exact \
