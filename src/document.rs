@@ -20,8 +20,10 @@
 //! the JSON parser. Parsing validates everything (see [`DocumentError`]) and
 //! is all-or-nothing: a document with one bad entry yields no key set.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
-use ssh_key::PublicKey;
+use ssh_key::{Certificate, PublicKey};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use zeroize::Zeroizing;
@@ -41,6 +43,8 @@ pub struct SecretDocument {
     pub created: String,
     /// The keys.
     pub keys: KeySet,
+    /// Host certificates on the keys (`hostkeyctl sign`), by algorithm.
+    pub certificates: BTreeMap<KeyAlgorithm, Certificate>,
 }
 
 /// Why a secret's text is not a valid hostkeyctl document. Each variant
@@ -138,6 +142,28 @@ pub enum DocumentError {
         /// Fingerprint of the private key.
         actual: String,
     },
+    /// `certificate` is not an OpenSSH certificate line.
+    #[error(
+        "keys[{index}].certificate is not an OpenSSH certificate line ({source}); sign the set again with `hostkeyctl sign`"
+    )]
+    BadCertificate {
+        /// Position in `keys`.
+        index: usize,
+        /// Why it did not parse.
+        source: ssh_key::Error,
+    },
+    /// `certificate` certifies another key.
+    #[error(
+        "keys[{index}].certificate certifies key {certified}, not keys[{index}].private_key ({actual}); sign the set again with `hostkeyctl sign`"
+    )]
+    CertificateMismatch {
+        /// Position in `keys`.
+        index: usize,
+        /// What the certificate certifies.
+        certified: String,
+        /// The entry's key.
+        actual: String,
+    },
     /// `fingerprint` is not the key's fingerprint.
     #[error("keys[{index}].fingerprint is {stated:?}, but the key's SHA256 fingerprint is {actual}")]
     FingerprintMismatch {
@@ -164,6 +190,8 @@ struct RawKey {
     fingerprint: String,
     #[serde(with = "zeroizing_string")]
     private_key: Zeroizing<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    certificate: Option<String>,
 }
 
 /// serde for `Zeroizing<String>` (zeroize has no serde support): the
@@ -190,6 +218,7 @@ impl SecretDocument {
         SecretDocument {
             created: now.format(&Rfc3339).unwrap_or_default(),
             keys,
+            certificates: BTreeMap::new(),
         }
     }
 
@@ -206,6 +235,10 @@ impl SecretDocument {
                     public_key: k.public_line(),
                     fingerprint: k.fingerprint().to_string(),
                     private_key: k.reveal_private_openssh(),
+                    certificate: self
+                        .certificates
+                        .get(&k.algorithm())
+                        .map(crate::certificate::certificate_line),
                 })
                 .collect(),
         };
@@ -238,6 +271,7 @@ impl SecretDocument {
             return Err(DocumentError::NoKeys);
         }
         let mut keys = KeySet::default();
+        let mut certificates = BTreeMap::new();
         let mut seen: Vec<(KeyAlgorithm, usize)> = Vec::new();
         for (index, entry) in raw.keys.iter().enumerate() {
             let algorithm =
@@ -278,11 +312,24 @@ impl SecretDocument {
                     actual: key.fingerprint().to_string(),
                 });
             }
+            if let Some(line) = &entry.certificate {
+                let cert = Certificate::from_openssh(line.trim())
+                    .map_err(|source| DocumentError::BadCertificate { index, source })?;
+                if cert.public_key() != key.public_key().key_data() {
+                    return Err(DocumentError::CertificateMismatch {
+                        index,
+                        certified: crate::certificate::subject_fingerprint(&cert).to_string(),
+                        actual: key.fingerprint().to_string(),
+                    });
+                }
+                certificates.insert(algorithm, cert);
+            }
             keys.insert(key);
         }
         Ok(SecretDocument {
             created: raw.created,
             keys,
+            certificates,
         })
     }
 }

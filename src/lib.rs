@@ -29,6 +29,7 @@
 #[cfg(feature = "admin")]
 pub mod audit;
 pub mod aws;
+pub mod certificate;
 pub mod cli;
 pub mod commands;
 #[cfg(feature = "admin")]

@@ -128,8 +128,36 @@ impl ScanError {
     }
 }
 
+/// What a server showed when asked for a certificate: the certificate, or
+/// (a server with none for the type) the plain key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Served {
+    /// A plain host key.
+    Key(PublicKey),
+    /// A certificate.
+    Certificate(Box<ssh_key::Certificate>),
+}
+
+impl Served {
+    /// The host key, certified or not.
+    pub fn key(&self) -> PublicKey {
+        match self {
+            Served::Key(k) => k.clone(),
+            Served::Certificate(c) => PublicKey::from(c.public_key().clone()),
+        }
+    }
+
+    /// The certificate, if one was served.
+    pub fn certificate(&self) -> Option<&ssh_key::Certificate> {
+        match self {
+            Served::Key(_) => None,
+            Served::Certificate(c) => Some(c),
+        }
+    }
+}
+
 struct Capture {
-    key: Arc<Mutex<Option<PublicKey>>>,
+    key: Arc<Mutex<Option<Served>>>,
 }
 
 impl Handler for Capture {
@@ -137,8 +165,8 @@ impl Handler for Capture {
 
     async fn check_server_key(&mut self, server_key: &PublicKeyOrCertificate) -> Result<bool, Self::Error> {
         let key = match server_key {
-            PublicKeyOrCertificate::PublicKey { key, .. } => key.clone(),
-            PublicKeyOrCertificate::Certificate(cert) => PublicKey::from(cert.public_key().clone()),
+            PublicKeyOrCertificate::PublicKey { key, .. } => Served::Key(key.clone()),
+            PublicKeyOrCertificate::Certificate(cert) => Served::Certificate(Box::new(cert.clone())),
         };
         if let Ok(mut slot) = self.key.lock() {
             *slot = Some(key);
@@ -170,6 +198,17 @@ pub trait Prober: Send + Sync + 'static {
         algorithm: ScanAlgorithm,
         timeout: Duration,
     ) -> impl std::future::Future<Output = Result<PublicKey, ScanError>> + Send;
+
+    /// As [`Prober::probe`], but asking for a certificate of the type first
+    /// (`*-cert-v01@openssh.com`, never the SHA-1 `ssh-rsa-cert-v01`): the
+    /// certificate if the server has one, else its plain key.
+    fn probe_certificate(
+        &self,
+        host: &str,
+        port: u16,
+        algorithm: ScanAlgorithm,
+        timeout: Duration,
+    ) -> impl std::future::Future<Output = Result<Served, ScanError>> + Send;
 }
 
 impl<P: Prober> Prober for std::sync::Arc<P> {
@@ -181,6 +220,16 @@ impl<P: Prober> Prober for std::sync::Arc<P> {
         timeout: Duration,
     ) -> impl std::future::Future<Output = Result<PublicKey, ScanError>> + Send {
         P::probe(self, host, port, algorithm, timeout)
+    }
+
+    fn probe_certificate(
+        &self,
+        host: &str,
+        port: u16,
+        algorithm: ScanAlgorithm,
+        timeout: Duration,
+    ) -> impl std::future::Future<Output = Result<Served, ScanError>> + Send {
+        P::probe_certificate(self, host, port, algorithm, timeout)
     }
 }
 
@@ -198,10 +247,30 @@ impl Prober for SshProber {
     ) -> Result<PublicKey, ScanError> {
         scan(host, port, algorithm, timeout).await
     }
+
+    async fn probe_certificate(
+        &self,
+        host: &str,
+        port: u16,
+        algorithm: ScanAlgorithm,
+        timeout: Duration,
+    ) -> Result<Served, ScanError> {
+        handshake(host, port, algorithm, timeout, true).await
+    }
 }
 
 /// Fetches the host key `host:port` serves for `algorithm`.
 pub async fn scan(host: &str, port: u16, algorithm: ScanAlgorithm, timeout: Duration) -> Result<PublicKey, ScanError> {
+    handshake(host, port, algorithm, timeout, false).await.map(|s| s.key())
+}
+
+async fn handshake(
+    host: &str,
+    port: u16,
+    algorithm: ScanAlgorithm,
+    timeout: Duration,
+    certificates: bool,
+) -> Result<Served, ScanError> {
     let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
     let connect = tokio::time::timeout(timeout, tokio::net::TcpStream::connect((host, port))).await;
     let stream = match connect {
@@ -225,6 +294,11 @@ pub async fn scan(host: &str, port: u16, algorithm: ScanAlgorithm, timeout: Dura
         preferred: Preferred {
             kex: Cow::Borrowed(CHEAP_KEX),
             key: Cow::Owned(algorithm.offered()),
+            host_key_certificates: if certificates {
+                Cow::Owned(algorithm.offered())
+            } else {
+                Cow::Borrowed(&[])
+            },
             ..Preferred::DEFAULT
         },
         inactivity_timeout: Some(timeout),

@@ -276,6 +276,11 @@ impl HostKey {
         }
     }
 
+    /// The private key, for signing (certificates). Never log or print it.
+    pub(crate) fn private_key(&self) -> &PrivateKey {
+        &self.private
+    }
+
     /// The OpenSSH private key file text. This is secret: the buffer is
     /// zeroized when dropped; never log or print it.
     pub fn reveal_private_openssh(&self) -> Zeroizing<String> {

@@ -1,0 +1,702 @@
+//! Host certificates: signing the canonical keys with a CA, checking a
+//! certificate before a node serves it, and judging what a node serves.
+//!
+//! A certificate is public data (an OpenSSH `*-cert-v01@openssh.com` line);
+//! it lives beside its key in the secret document. The CA's private key
+//! lives in a secret of its own ([`CaDocument`], `hostkeyctl-ca/v1`), which
+//! the key set parser refuses, so a CA can never be installed as host keys.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+use ssh_key::certificate::{Builder, CertType};
+use ssh_key::{Certificate, PublicKey};
+
+use crate::fingerprint::Fingerprint;
+use crate::keyset::{HostKey, KeyAlgorithm, KeyError, KeySet, fingerprint_of};
+
+/// Longest principal accepted (DNS names are at most 253 characters).
+pub const MAX_PRINCIPAL_LEN: usize = 255;
+
+/// A name a certificate is valid for: the load balancer's DNS name, an
+/// alias, a node name. What users type, so no wildcards: OpenSSH 9.2
+/// compares principals literally ("name is not a listed principal").
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct Principal(String);
+
+impl Principal {
+    /// Parses a principal.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        if s.is_empty() {
+            return Err("a principal cannot be empty".to_owned());
+        }
+        if s.len() > MAX_PRINCIPAL_LEN {
+            return Err(format!(
+                "principal of {} bytes is longer than {MAX_PRINCIPAL_LEN}",
+                s.len()
+            ));
+        }
+        if s.contains(['*', '?']) {
+            return Err(format!(
+                "principal {s:?} has a wildcard; OpenSSH compares host principals literally, so list every name users type"
+            ));
+        }
+        if let Some(c) = s.chars().find(|c| c.is_whitespace() || c.is_control() || *c == ',') {
+            return Err(format!("principal {s:?} contains {c:?}; a principal is one host name"));
+        }
+        Ok(Principal(s.to_owned()))
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::str::FromStr for Principal {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Principal::parse(s.trim())
+    }
+}
+
+impl std::fmt::Display for Principal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Seconds since the Unix epoch, now.
+pub fn now_unix() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// What to sign.
+#[derive(Clone, Debug)]
+pub struct SignRequest {
+    /// Every name the certificates are valid for (at least one).
+    pub principals: Vec<Principal>,
+    /// Start of validity (Unix seconds).
+    pub valid_after: u64,
+    /// End of validity (Unix seconds).
+    pub valid_before: u64,
+    /// The serial.
+    pub serial: u64,
+    /// The key id (records the version and the signer).
+    pub key_id: String,
+}
+
+/// Why signing failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SignError {
+    /// No principal.
+    #[error("a host certificate needs at least one principal: pass --principal NAME for every name users type")]
+    NoPrincipals,
+    /// ssh-key refused a field or the signature failed.
+    #[error("signing the {algorithm} certificate failed: {source}")]
+    Sign {
+        /// The key's algorithm.
+        algorithm: KeyAlgorithm,
+        /// Why.
+        source: ssh_key::Error,
+    },
+}
+
+/// Signs a host certificate for every key of `keys` with `ca`.
+pub fn sign_set(
+    ca: &HostKey,
+    keys: &KeySet,
+    request: &SignRequest,
+) -> Result<Vec<(KeyAlgorithm, Certificate)>, SignError> {
+    if request.principals.is_empty() {
+        return Err(SignError::NoPrincipals);
+    }
+    let mut out = Vec::new();
+    for key in keys.keys() {
+        let algorithm = key.algorithm();
+        let err = |source| SignError::Sign { algorithm, source };
+        let nonce: [u8; 32] = rand::random();
+        let mut builder = Builder::new(
+            nonce.to_vec(),
+            key.public_key().key_data().clone(),
+            request.valid_after,
+            request.valid_before,
+        )
+        .map_err(err)?;
+        builder.cert_type(CertType::Host).map_err(err)?;
+        builder.serial(request.serial).map_err(err)?;
+        builder.key_id(request.key_id.clone()).map_err(err)?;
+        for p in &request.principals {
+            builder.valid_principal(p.as_str()).map_err(err)?;
+        }
+        builder.comment("hostkeyctl").map_err(err)?;
+        let cert = builder.sign(ca.private_key()).map_err(err)?;
+        out.push((algorithm, cert));
+    }
+    Ok(out)
+}
+
+/// Signs key sets the same way each time: a rotation's new set gets
+/// certificates like the current set's.
+pub struct Signer {
+    /// The CA.
+    pub ca: HostKey,
+    /// Every name.
+    pub principals: Vec<Principal>,
+    /// Validity from signing, in seconds.
+    pub validity: u64,
+    /// Serial of the next certificates.
+    pub serial: u64,
+    /// Who signs (the key id records it).
+    pub signer: String,
+}
+
+/// Certificates are back-dated this much, for clocks a little behind.
+pub const BACKDATE_SECS: u64 = 300;
+
+impl Signer {
+    /// Certificates for every key of `keys`, stored as `version`.
+    pub fn sign(
+        &self,
+        keys: &KeySet,
+        version: &crate::ids::VersionId,
+    ) -> Result<std::collections::BTreeMap<KeyAlgorithm, Certificate>, SignError> {
+        let now = now_unix();
+        let request = SignRequest {
+            principals: self.principals.clone(),
+            valid_after: now.saturating_sub(BACKDATE_SECS),
+            valid_before: now.saturating_add(self.validity),
+            serial: self.serial,
+            key_id: format!("hostkeyctl version={version} signer={}", self.signer),
+        };
+        Ok(sign_set(&self.ca, keys, &request)?.into_iter().collect())
+    }
+
+    /// A signer that renews `current` certificates: same names, same
+    /// validity length, the next serial. `None` when there are none.
+    pub fn like(
+        ca: HostKey,
+        current: &std::collections::BTreeMap<KeyAlgorithm, Certificate>,
+        signer: String,
+    ) -> Option<Signer> {
+        let first = current.values().next()?;
+        let principals = first
+            .valid_principals()
+            .iter()
+            .filter_map(|p| Principal::parse(p).ok())
+            .collect();
+        Some(Signer {
+            ca,
+            principals,
+            validity: first
+                .valid_before()
+                .saturating_sub(first.valid_after())
+                .saturating_sub(BACKDATE_SECS)
+                .max(3600),
+            serial: next_serial(current),
+            signer,
+        })
+    }
+}
+
+/// One more than the highest serial of `current` (1 when there are none).
+pub fn next_serial(current: &std::collections::BTreeMap<KeyAlgorithm, Certificate>) -> u64 {
+    current
+        .values()
+        .map(Certificate::serial)
+        .max()
+        .map_or(1, |s| s.saturating_add(1))
+}
+
+/// Who is signing, for the key id: `$SUDO_USER` or `$USER`, at this host.
+/// Only printable characters without spaces are kept.
+pub fn default_signer() -> String {
+    let user = std::env::var("SUDO_USER")
+        .or_else(|_| std::env::var("USER"))
+        .unwrap_or_else(|_| "unknown".to_owned());
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let clean = |s: &str| -> String { s.chars().filter(|c| c.is_ascii_graphic()).take(64).collect() };
+    format!("{}@{}", clean(&user), clean(host.trim()))
+}
+
+/// The fingerprint of the CA key that signed `cert`.
+pub fn ca_fingerprint(cert: &Certificate) -> Fingerprint {
+    fingerprint_of(&PublicKey::from(cert.signature_key().clone()))
+}
+
+/// The fingerprint of the key `cert` certifies.
+pub fn subject_fingerprint(cert: &Certificate) -> Fingerprint {
+    fingerprint_of(&PublicKey::from(cert.public_key().clone()))
+}
+
+/// The certificate line, as in `ssh_host_<alg>_key-cert.pub`.
+pub fn certificate_line(cert: &Certificate) -> String {
+    cert.to_openssh().unwrap_or_default()
+}
+
+/// Why a node must not serve a certificate. Each names the fix.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CertProblem {
+    /// The certificate certifies another key.
+    #[error(
+        "the {algorithm} certificate certifies key {certified}, not the set's key {key}; sign the set again (`hostkeyctl sign`)"
+    )]
+    OtherKey {
+        /// The slot.
+        algorithm: KeyAlgorithm,
+        /// What it certifies.
+        certified: Fingerprint,
+        /// The set's key.
+        key: Fingerprint,
+    },
+    /// A user certificate.
+    #[error("the {algorithm} certificate is a user certificate, not a host certificate; clients refuse it as a host's")]
+    NotHost {
+        /// The slot.
+        algorithm: KeyAlgorithm,
+    },
+    /// Expired.
+    #[error("the {algorithm} certificate expired at {at} (serial {serial}); renew it (`hostkeyctl sign`)")]
+    Expired {
+        /// The slot.
+        algorithm: KeyAlgorithm,
+        /// When (RFC 3339).
+        at: String,
+        /// Its serial.
+        serial: u64,
+    },
+    /// Not valid yet.
+    #[error("the {algorithm} certificate is not valid before {at}; check the signer's clock")]
+    NotYetValid {
+        /// The slot.
+        algorithm: KeyAlgorithm,
+        /// When (RFC 3339).
+        at: String,
+    },
+    /// A required principal is missing.
+    #[error(
+        "the {algorithm} certificate does not list principal {missing:?} (it lists {listed:?}); sign again with --principal {missing}"
+    )]
+    PrincipalMissing {
+        /// The slot.
+        algorithm: KeyAlgorithm,
+        /// The name not listed.
+        missing: String,
+        /// What it lists.
+        listed: Vec<String>,
+    },
+    /// The CA's signature does not verify.
+    #[error("the {algorithm} certificate's signature does not verify")]
+    BadSignature {
+        /// The slot.
+        algorithm: KeyAlgorithm,
+    },
+}
+
+/// RFC 3339 for a Unix time (`forever` for OpenSSH's "no end").
+pub fn rfc3339(unix: u64) -> String {
+    if unix == u64::MAX {
+        return "forever".to_owned();
+    }
+    i64::try_from(unix)
+        .ok()
+        .and_then(|s| time::OffsetDateTime::from_unix_timestamp(s).ok())
+        .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
+        .unwrap_or_else(|| unix.to_string())
+}
+
+/// Checks a certificate before a node serves it: it certifies `key`, is a
+/// host certificate, is valid at `now`, lists every `required` name and its
+/// signature verifies.
+pub fn check_for_install(
+    cert: &Certificate,
+    key: &HostKey,
+    now: u64,
+    required: &[Principal],
+) -> Result<(), CertProblem> {
+    let algorithm = key.algorithm();
+    if cert.public_key() != key.public_key().key_data() {
+        return Err(CertProblem::OtherKey {
+            algorithm,
+            certified: subject_fingerprint(cert),
+            key: key.fingerprint().clone(),
+        });
+    }
+    if cert.cert_type() != CertType::Host {
+        return Err(CertProblem::NotHost { algorithm });
+    }
+    if cert.verify_signature().is_err() {
+        return Err(CertProblem::BadSignature { algorithm });
+    }
+    if now >= cert.valid_before() {
+        return Err(CertProblem::Expired {
+            algorithm,
+            at: rfc3339(cert.valid_before()),
+            serial: cert.serial(),
+        });
+    }
+    if now < cert.valid_after() {
+        return Err(CertProblem::NotYetValid {
+            algorithm,
+            at: rfc3339(cert.valid_after()),
+        });
+    }
+    let listed = cert.valid_principals();
+    if let Some(missing) = required.iter().find(|p| !listed.iter().any(|l| l == p.as_str())) {
+        return Err(CertProblem::PrincipalMissing {
+            algorithm,
+            missing: missing.to_string(),
+            listed: listed.to_vec(),
+        });
+    }
+    Ok(())
+}
+
+/// A certificate verdict of the audit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum CertVerdict {
+    /// A valid host certificate from a trusted CA listing every name.
+    Ok,
+    /// As OK, but it expires within the warning window.
+    Expiring,
+    /// Expired (or not valid yet).
+    Expired,
+    /// Signed by a CA that is not trusted.
+    WrongCa,
+    /// A required name is not listed.
+    PrincipalMissing,
+    /// A user certificate served as a host's.
+    NotHostCert,
+    /// No certificate served: the key alone.
+    CertMissing,
+}
+
+impl CertVerdict {
+    /// Whether the audit fails (exit 1).
+    pub fn is_drift(self) -> bool {
+        !matches!(self, CertVerdict::Ok | CertVerdict::Expiring)
+    }
+}
+
+/// What the audit expects of certificates.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CertPolicy {
+    /// Trusted CA fingerprints.
+    pub ca_fingerprints: Vec<Fingerprint>,
+    /// Names every certificate must list.
+    pub principals: Vec<Principal>,
+    /// EXPIRING when fewer days are left.
+    pub warn_days: u64,
+}
+
+/// The certificate part of an audit finding.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CertFinding {
+    /// The verdict.
+    pub status: CertVerdict,
+    /// Its key id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_id: Option<String>,
+    /// Its serial.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub serial: Option<u64>,
+    /// Its principals.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub principals: Vec<String>,
+    /// Signing CA.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_fingerprint: Option<Fingerprint>,
+    /// End of validity, RFC 3339.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub valid_before: Option<String>,
+    /// What is wrong, in words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// Judges what a node served for one type when asked for a certificate:
+/// `None` when it answered with a plain key. Checked in order of severity:
+/// a user certificate, an untrusted CA (or a signature that does not
+/// verify), expiry, missing names, then the warning window.
+pub fn judge(served: Option<&Certificate>, policy: &CertPolicy, now: u64) -> CertFinding {
+    let Some(cert) = served else {
+        return CertFinding {
+            status: CertVerdict::CertMissing,
+            key_id: None,
+            serial: None,
+            principals: Vec::new(),
+            ca_fingerprint: None,
+            valid_before: None,
+            detail: Some("the node serves the key without a certificate".to_owned()),
+        };
+    };
+    let ca = ca_fingerprint(cert);
+    let listed = cert.valid_principals();
+    let missing: Vec<&str> = policy
+        .principals
+        .iter()
+        .map(Principal::as_str)
+        .filter(|p| !listed.iter().any(|l| l == p))
+        .collect();
+    let left_days = cert.valid_before().saturating_sub(now) / 86_400;
+    let (status, detail) = if cert.cert_type() != CertType::Host {
+        (CertVerdict::NotHostCert, Some("a user certificate".to_owned()))
+    } else if !policy.ca_fingerprints.contains(&ca) {
+        (
+            CertVerdict::WrongCa,
+            Some(format!("signed by {ca}, which is not a trusted CA")),
+        )
+    } else if cert.verify_signature().is_err() {
+        (
+            CertVerdict::WrongCa,
+            Some("the CA signature does not verify".to_owned()),
+        )
+    } else if now >= cert.valid_before() {
+        (
+            CertVerdict::Expired,
+            Some(format!("expired at {}", rfc3339(cert.valid_before()))),
+        )
+    } else if now < cert.valid_after() {
+        (
+            CertVerdict::Expired,
+            Some(format!("not valid before {}", rfc3339(cert.valid_after()))),
+        )
+    } else if !missing.is_empty() {
+        (
+            CertVerdict::PrincipalMissing,
+            Some(format!("does not list {}", missing.join(", "))),
+        )
+    } else if left_days < policy.warn_days {
+        (
+            CertVerdict::Expiring,
+            Some(format!(
+                "expires in {left_days} days, at {}",
+                rfc3339(cert.valid_before())
+            )),
+        )
+    } else {
+        (CertVerdict::Ok, None)
+    };
+    CertFinding {
+        status,
+        key_id: Some(cert.key_id().to_owned()),
+        serial: Some(cert.serial()),
+        principals: listed.to_vec(),
+        ca_fingerprint: Some(ca),
+        valid_before: Some(rfc3339(cert.valid_before())),
+        detail,
+    }
+}
+
+/// The `format` of a CA document.
+pub const CA_FORMAT_V1: &str = "hostkeyctl-ca/v1";
+
+/// The CA secret's value: one private key, not a key set.
+pub struct CaDocument {
+    /// When it was made (RFC 3339).
+    pub created: String,
+    /// The CA key.
+    pub key: HostKey,
+}
+
+#[derive(serde::Deserialize, Serialize)]
+struct RawCa {
+    format: String,
+    created: String,
+    algorithm: String,
+    public_key: String,
+    fingerprint: String,
+    private_key: String,
+}
+
+/// Why a CA secret's value is unusable. Never contains key material.
+#[derive(Debug, thiserror::Error)]
+pub enum CaError {
+    /// Not the CA document's shape (the position only: serde may quote values).
+    #[error("the secret is not a hostkeyctl CA (invalid at line {line} column {column}); check --ca-secret-id")]
+    Shape {
+        /// Line.
+        line: usize,
+        /// Column.
+        column: usize,
+    },
+    /// Another format.
+    #[error("field `format` is {0:?}, not {CA_FORMAT_V1:?}: this secret is not a hostkeyctl CA; check --ca-secret-id")]
+    Format(String),
+    /// The key is unusable.
+    #[error("the CA's private_key: {0}")]
+    Key(#[from] KeyError),
+    /// Public fields disagree with the key.
+    #[error("the CA's {0} does not match its private key")]
+    Mismatch(&'static str),
+}
+
+impl CaDocument {
+    /// Parses and checks a CA document.
+    pub fn parse(text: &str) -> Result<Self, CaError> {
+        let raw: RawCa = serde_json::from_str(text).map_err(|e| CaError::Shape {
+            line: e.line(),
+            column: e.column(),
+        })?;
+        let private = zeroize::Zeroizing::new(raw.private_key);
+        if raw.format != CA_FORMAT_V1 {
+            return Err(CaError::Format(raw.format));
+        }
+        let key = HostKey::from_openssh(&private)?;
+        if key.algorithm().key_type() != raw.algorithm {
+            return Err(CaError::Mismatch("algorithm"));
+        }
+        if key.fingerprint().as_str() != raw.fingerprint {
+            return Err(CaError::Mismatch("fingerprint"));
+        }
+        let stated = PublicKey::from_openssh(raw.public_key.trim()).map_err(|_| CaError::Mismatch("public_key"))?;
+        if stated.key_data() != key.public_key().key_data() {
+            return Err(CaError::Mismatch("public_key"));
+        }
+        Ok(CaDocument {
+            created: raw.created,
+            key,
+        })
+    }
+
+    /// The JSON text (secret: zeroized on drop).
+    pub fn to_json(&self) -> zeroize::Zeroizing<String> {
+        let raw = RawCa {
+            format: CA_FORMAT_V1.to_owned(),
+            created: self.created.clone(),
+            algorithm: self.key.algorithm().key_type().to_owned(),
+            public_key: self.key.public_line(),
+            fingerprint: self.key.fingerprint().to_string(),
+            private_key: self.key.reveal_private_openssh().to_string(),
+        };
+        let text = zeroize::Zeroizing::new(serde_json::to_string_pretty(&raw).unwrap_or_default());
+        let mut raw = raw;
+        zeroize::Zeroize::zeroize(&mut raw.private_key);
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keyset::KeyAlgorithm;
+
+    fn request(principals: &[&str], after: u64, before: u64) -> SignRequest {
+        SignRequest {
+            principals: principals.iter().map(|p| Principal::parse(p).unwrap()).collect(),
+            valid_after: after,
+            valid_before: before,
+            serial: 7,
+            key_id: "hostkeyctl test".to_owned(),
+        }
+    }
+
+    fn signed(ca: &HostKey, keys: &KeySet, req: &SignRequest) -> Certificate {
+        sign_set(ca, keys, req).unwrap().remove(0).1
+    }
+
+    #[test]
+    fn principals_are_literal_host_names() {
+        assert!(Principal::parse("login.example.internal").is_ok());
+        for bad in ["", "*.example", "a b", "a,b", "x\n"] {
+            assert!(Principal::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn install_refuses_each_bad_certificate() {
+        let ca = HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap();
+        let keys = KeySet::generate(&[KeyAlgorithm::Ed25519], 0).unwrap();
+        let key = keys.get(KeyAlgorithm::Ed25519).unwrap();
+        let now = now_unix();
+        let good = signed(&ca, &keys, &request(&["login"], now - 60, now + 3600));
+        let login = [Principal::parse("login").unwrap()];
+        assert_eq!(check_for_install(&good, key, now, &login), Ok(()));
+        assert_eq!(good.cert_type(), CertType::Host);
+
+        let other = KeySet::generate(&[KeyAlgorithm::Ed25519], 0).unwrap();
+        let foreign = signed(&ca, &other, &request(&["login"], now - 60, now + 3600));
+        assert!(matches!(
+            check_for_install(&foreign, key, now, &[]),
+            Err(CertProblem::OtherKey { .. })
+        ));
+
+        let expired = signed(&ca, &keys, &request(&["login"], now - 7200, now - 3600));
+        assert!(matches!(
+            check_for_install(&expired, key, now, &[]),
+            Err(CertProblem::Expired { .. })
+        ));
+
+        let missing = check_for_install(&good, key, now, &[Principal::parse("other").unwrap()]);
+        assert!(matches!(missing, Err(CertProblem::PrincipalMissing { ref missing, .. }) if missing == "other"));
+
+        let mut builder = Builder::new(vec![0; 32], key.public_key().key_data().clone(), now - 60, now + 60).unwrap();
+        builder.cert_type(CertType::User).unwrap();
+        builder.valid_principal("login").unwrap();
+        let user = builder.sign(ca.private_key()).unwrap();
+        assert!(matches!(
+            check_for_install(&user, key, now, &[]),
+            Err(CertProblem::NotHost { .. })
+        ));
+    }
+
+    #[test]
+    fn the_audit_gives_every_verdict() {
+        let ca = HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap();
+        let keys = KeySet::generate(&[KeyAlgorithm::Ed25519], 0).unwrap();
+        let now = now_unix();
+        let policy = CertPolicy {
+            ca_fingerprints: vec![ca.fingerprint().clone()],
+            principals: vec![Principal::parse("login").unwrap()],
+            warn_days: 7,
+        };
+        let verdict = |cert: Option<&Certificate>| judge(cert, &policy, now).status;
+        let day = 86_400;
+        let ok = signed(&ca, &keys, &request(&["login"], now - 60, now + 30 * day));
+        assert_eq!(verdict(Some(&ok)), CertVerdict::Ok);
+        let soon = signed(&ca, &keys, &request(&["login"], now - 60, now + 2 * day));
+        assert_eq!(verdict(Some(&soon)), CertVerdict::Expiring);
+        let old = signed(&ca, &keys, &request(&["login"], now - 2 * day, now - day));
+        assert_eq!(verdict(Some(&old)), CertVerdict::Expired);
+        let rogue = HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap();
+        let wrong = signed(&rogue, &keys, &request(&["login"], now - 60, now + 30 * day));
+        assert_eq!(verdict(Some(&wrong)), CertVerdict::WrongCa);
+        let named = signed(&ca, &keys, &request(&["elsewhere"], now - 60, now + 30 * day));
+        assert_eq!(verdict(Some(&named)), CertVerdict::PrincipalMissing);
+        let key = keys.get(KeyAlgorithm::Ed25519).unwrap();
+        let mut builder = Builder::new(
+            vec![0; 32],
+            key.public_key().key_data().clone(),
+            now - 60,
+            now + 30 * day,
+        )
+        .unwrap();
+        builder.cert_type(CertType::User).unwrap();
+        builder.valid_principal("login").unwrap();
+        let user = builder.sign(ca.private_key()).unwrap();
+        assert_eq!(verdict(Some(&user)), CertVerdict::NotHostCert);
+        assert_eq!(verdict(None), CertVerdict::CertMissing);
+        assert!(!CertVerdict::Expiring.is_drift() && CertVerdict::CertMissing.is_drift());
+    }
+
+    #[test]
+    fn a_ca_document_round_trips_and_is_no_key_set() {
+        let doc = CaDocument {
+            created: "2026-12-01T00:00:00Z".to_owned(),
+            key: HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap(),
+        };
+        let json = doc.to_json();
+        let back = CaDocument::parse(&json).unwrap();
+        assert_eq!(back.key.fingerprint(), doc.key.fingerprint());
+        assert!(crate::document::SecretDocument::parse(&json).is_err());
+        let err = CaDocument::parse(
+            r#"{"format":"x","created":"","algorithm":"","public_key":"","fingerprint":"","private_key":"SECRET"}"#,
+        )
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(!err.contains("SECRET") && err.contains("not a hostkeyctl CA"), "{err}");
+    }
+}
