@@ -99,6 +99,20 @@ pub enum Command {
         after_help = "Examples:\n  hostkeyctl audit --secret-id hostkeys/my-cluster --target tag:Role=login --lb login.my-cluster.internal\n  hostkeyctl audit --known-hosts ~/.ssh/known_hosts --endpoint 10.0.0.5 --endpoint 10.0.0.6\n  hostkeyctl audit --secret-id hostkeys/my-cluster --target hyperpod:my-cluster/login-group --lb lb:my-cluster-login"
     )]
     Audit(AuditArgs),
+    #[cfg(feature = "admin")]
+    /// The host certificate authority: a CA key in a secret of its own.
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  hostkeyctl ca init --secret-id hostkeyctl-ca/my-cluster\n  hostkeyctl ca init --secret-id hostkeyctl-ca/my-cluster --from-file ./ca_key"
+    )]
+    Ca(CaCommand),
+    #[cfg(feature = "admin")]
+    /// Sign host certificates on the current key set with the CA; the new
+    /// version (same keys) becomes AWSCURRENT.
+    #[command(
+        after_help = "Examples:\n  hostkeyctl sign --secret-id hostkeys/my-cluster --ca-secret-id hostkeyctl-ca/my-cluster --principal login.my-cluster.internal\n  hostkeyctl sign --secret-id hostkeys/my-cluster --ca-secret-id hostkeyctl-ca/my-cluster --principal login.my-cluster.internal --renew-before 10"
+    )]
+    Sign(SignArgs),
     /// On a login node (as root): fetch the key set, install it, reload
     /// sshd, verify what it serves, roll back on any failure.
     #[command(
@@ -215,4 +229,20 @@ pub struct InstallArgs {
     /// (exit 0 match, 1 drift). With --expect, no secret is read.
     #[arg(long)]
     pub check: bool,
+    /// A name every certificate in the set must list (repeat or separate
+    /// with commas): the load balancer's DNS name users type. A set
+    /// without certificates is then refused too.
+    #[arg(
+        long = "require-principal",
+        env = "HOSTKEYCTL_REQUIRE_PRINCIPALS",
+        value_name = "NAME",
+        value_delimiter = ','
+    )]
+    pub require_principals: Vec<crate::certificate::Principal>,
+    /// What to do with host certificates this node already serves that
+    /// hostkeyctl did not install: refuse (change nothing), replace (write
+    /// the set's certificate into each such file) or keep (only when they
+    /// certify the set's own keys, as after adopting this node's keys).
+    #[arg(long, env = "HOSTKEYCTL_EXISTING_CERTIFICATES", value_enum, default_value_t = crate::install::ExistingCertificates::Refuse, value_name = "CHOICE")]
+    pub existing_certificates: crate::install::ExistingCertificates,
 }

@@ -73,6 +73,8 @@ pub fn install_options(args: &InstallArgs) -> Result<InstallOptions, Failure> {
             expect: args.expect_next.clone(),
         }),
         from_stages: args.version_id.is_none() && args.stage.is_none() && args.next_version_id.is_none(),
+        require_principals: args.require_principals.clone(),
+        existing_certificates: args.existing_certificates,
     })
 }
 

@@ -25,8 +25,16 @@ pub(super) struct Apply<'a, C, P> {
 }
 
 impl<C: SshdControl, P: Prober> Apply<'_, C, P> {
+    /// Verifies the plan: the set's keys and its certificates.
     async fn verify(&self, expected: &BTreeMap<ScanAlgorithm, Fingerprint>) -> Result<bool, InstallError> {
-        verify(self.prober, &self.prepared, self.options, expected).await
+        verify(
+            self.prober,
+            &self.prepared,
+            self.options,
+            expected,
+            &self.prepared.certificates,
+        )
+        .await
     }
 
     /// Converges the node to the plan. Always returns the report.
@@ -240,7 +248,7 @@ impl<C: SshdControl, P: Prober> Apply<'_, C, P> {
         self.sshd.test()?;
         if self.reloads() {
             let effective = self.sshd.effective()?;
-            let wanted = restrict::host_key_algorithms(&prepared.keys.algorithms());
+            let wanted = restrict::host_key_algorithms(&prepared.keys.algorithms(), prepared.pins_certificates);
             if effective.host_key_algorithms.as_deref() != Some(wanted.as_str()) {
                 return Err(InstallError::NotApplied {
                     path: prepared.settings_file.clone(),
@@ -283,7 +291,10 @@ impl<C: SshdControl, P: Prober> Apply<'_, C, P> {
                 )),
             };
         }
-        if let Err(e) = self.verify(old_served).await {
+        // What was served before, keys only: certificates it served come
+        // back with their files.
+        let old = verify(self.prober, &self.prepared, self.options, old_served, &BTreeMap::new()).await;
+        if let Err(e) = old {
             problems.push(e.to_string());
             if let Some(r) = reload_error {
                 problems.push(format!("reload after restoring: {r}"));

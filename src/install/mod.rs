@@ -72,6 +72,24 @@ pub struct InstallOptions {
     /// (AWSCURRENT, plus AWSPENDING as the next set when a rotation has
     /// announced one). `next` is then ignored.
     pub from_stages: bool,
+    /// Names every certificate of the set must list.
+    pub require_principals: Vec<crate::certificate::Principal>,
+    /// What to do with certificates sshd serves that hostkeyctl did not
+    /// install.
+    pub existing_certificates: ExistingCertificates,
+}
+
+/// What install does with host certificates it did not install.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExistingCertificates {
+    /// Change nothing and say so (exit 2).
+    #[default]
+    Refuse,
+    /// Write the set's certificate of the same key type into each such
+    /// file (no line of sshd's configuration is touched).
+    Replace,
+    /// Leave them, when each certifies a key of the set (adopted keys).
+    Keep,
 }
 
 /// The next set of a rotation's overlap phase.
@@ -165,12 +183,30 @@ pub enum InstallError {
         /// Where and what.
         source: restrict::BlockError,
     },
-    /// sshd serves host certificates, which install would invalidate.
+    /// sshd serves host certificates hostkeyctl did not install.
     #[error(
-        "sshd serves host certificates ({}); installing the canonical keys would replace the keys they certify and lock out clients that trust only the CA. Nothing was written: remove the HostCertificate lines first (or keep this node out of the targets)",
+        "sshd serves host certificates hostkeyctl did not install ({}); installing the canonical keys replaces the keys they certify and would lock out clients that trust only their CA. Nothing was written: choose --existing-certificates replace (write the set's certificates into those files; sign the set first with `hostkeyctl sign`) or keep (only if they certify the set's keys)",
         .0.iter().map(|c| format!("HostCertificate {c}")).collect::<Vec<_>>().join(", ")
     )]
     HostCertificates(Vec<String>),
+    /// `keep` was chosen, but a certificate certifies a key being replaced.
+    #[error(
+        "--existing-certificates keep: {path} certifies {certified}, which is not a key of the set, so it would stop working; nothing was written. Use --existing-certificates replace"
+    )]
+    KeepWouldBreak {
+        /// The certificate file.
+        path: String,
+        /// What it certifies (or why it cannot be read).
+        certified: String,
+    },
+    /// A certificate of the set must not be served.
+    #[error("refusing the set's certificates, nothing was written: {0}")]
+    Certificate(#[from] crate::certificate::CertProblem),
+    /// Principals are required but the set has no certificates.
+    #[error(
+        "--require-principal {0} is set, but the set carries no certificates; sign it (`hostkeyctl sign`) or drop the option"
+    )]
+    NoCertificates(String),
     /// No address to verify against.
     #[error(
         "cannot tell where to verify: sshd -T lists ListenAddress {}, and this host has none of those addresses; pass --verify-address HOST:PORT",

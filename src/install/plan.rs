@@ -2,18 +2,21 @@
 //! every file as it must be (keys, `.pub`s, sshd settings), with modes and
 //! owners following what the distribution uses.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use ssh_key::Certificate;
 use zeroize::Zeroizing;
 
 use super::files::{self, Desired};
 use super::restrict::{self, Placement};
 use super::sshd::{ReloadMethod, SshdControl};
-use super::{InstallError, InstallOptions, InstallReport, io_err};
+use super::{ExistingCertificates, InstallError, InstallOptions, InstallReport, io_err};
 use crate::fingerprint::Fingerprint;
 use crate::hostport::HostPort;
 use crate::keyset::{HostKey, KeyAlgorithm, KeySet};
+use crate::scan::ScanAlgorithm;
 use crate::store::{SecretStore, VersionSelector};
 
 pub(super) fn check_expect(expect: &[Fingerprint], keys: &KeySet) -> Result<(), InstallError> {
@@ -132,6 +135,7 @@ fn desired_files(
     placement: &Placement,
     main_config: &Path,
     main_text: &str,
+    certificates: &CertPlan,
 ) -> Result<Vec<Desired>, InstallError> {
     // Distributions differ: Debian uses root:root 0600, RHEL root:ssh_keys
     // 0640. New files copy an existing private host key's group and mode.
@@ -185,12 +189,28 @@ fn desired_files(
             }
         }
     }
-    let algorithms = keys.algorithms();
-    let settings = restrict::settings(&algorithms, &listed);
+    for (path, cert) in &certificates.files {
+        let current = files::read_current(path).map_err(io_err("cannot read", path))?;
+        out.push(Desired {
+            path: path.clone(),
+            content: Some(Zeroizing::new(
+                format!("{}\n", crate::certificate::certificate_line(cert)).into_bytes(),
+            )),
+            mode: 0o644,
+            owner: current.map(|c| (c.uid, c.gid)),
+        });
+    }
+    let wanted = restrict::Settings {
+        algorithms: keys.algorithms(),
+        certificates: certificates.served,
+        host_keys: listed,
+        host_certificates: certificates.lines.clone(),
+    };
+    let settings = restrict::settings(&wanted);
     let mut managed_files = Vec::new();
     match placement {
         Placement::DropIn(p) => {
-            managed_files.push((p.clone(), restrict::drop_in_content(&algorithms, &listed)));
+            managed_files.push((p.clone(), restrict::drop_in_content(&wanted)));
             managed_files.push((
                 main_config.to_owned(),
                 restrict::main_config_content(main_text, None, &next_block),
@@ -256,6 +276,10 @@ pub(super) struct Prepared {
     pub verify_address: Option<HostPort>,
     /// How to reload, resolved.
     pub reload: ReloadMethod,
+    /// Whether the pinned algorithms include the certificate ones.
+    pub pins_certificates: bool,
+    /// The certificates sshd must serve after the reload.
+    pub certificates: BTreeMap<ScanAlgorithm, Certificate>,
     _lock: Lock,
 }
 
@@ -265,11 +289,22 @@ async fn fetch_sets(
     options: &InstallOptions,
     store: &impl SecretStore,
     report: &mut InstallReport,
-) -> Result<(KeySet, Option<KeySet>), InstallError> {
+) -> Result<(KeySet, Certificates, Option<KeySet>), InstallError> {
     let version = store.get(&options.secret_id, &options.selector).await?;
     report.secret = Some(version.arn.clone());
     report.version_id = Some(version.version_id.clone());
     let keys = version.document.keys;
+    let certificates = version.document.certificates;
+    report.certificates = certificates
+        .iter()
+        .map(|(a, c)| {
+            let row = super::report::CertificateRow {
+                serial: c.serial(),
+                valid_before: crate::certificate::rfc3339(c.valid_before()),
+            };
+            (a.key_type().to_owned(), row)
+        })
+        .collect();
     report.fingerprints = keys
         .keys()
         .map(|k| (k.algorithm().key_type().to_owned(), k.fingerprint().clone()))
@@ -313,7 +348,149 @@ async fn fetch_sets(
             Some(version.document.keys)
         }
     };
-    Ok((keys, next_keys))
+    Ok((keys, certificates, next_keys))
+}
+
+/// The set's certificates, by key type.
+type Certificates = BTreeMap<KeyAlgorithm, Certificate>;
+
+/// The certificates a node will serve, and where they come from.
+#[derive(Default)]
+pub(super) struct CertPlan {
+    /// Certificate files to write (ours, or foreign ones replaced).
+    pub files: Vec<(PathBuf, Certificate)>,
+    /// `HostCertificate` lines of hostkeyctl's settings.
+    pub lines: Vec<String>,
+    /// Whether any certificate will be served (pins the cert algorithms).
+    pub served: bool,
+    /// What each type must serve after the reload.
+    pub expected: BTreeMap<ScanAlgorithm, Certificate>,
+}
+
+/// `ssh_host_<alg>_key-cert.pub`, where install puts the set's certificates.
+pub fn certificate_path(ssh_dir: &Path, a: KeyAlgorithm) -> PathBuf {
+    ssh_dir.join(format!("ssh_host_{}_key-cert.pub", a.short_name()))
+}
+
+/// A certificate sshd is configured with that hostkeyctl did not install.
+struct Foreign {
+    path: String,
+    cert: Option<Certificate>,
+}
+
+/// Checks the set's certificates and decides, with the admin's choice for
+/// certificates hostkeyctl did not install, what the node will serve.
+fn plan_certificates(
+    options: &InstallOptions,
+    keys: &KeySet,
+    certificates: &Certificates,
+    foreign: &[Foreign],
+) -> Result<CertPlan, InstallError> {
+    let now = crate::certificate::now_unix();
+    for (a, cert) in certificates {
+        if let Some(key) = keys.get(*a) {
+            crate::certificate::check_for_install(cert, key, now, &options.require_principals)?;
+        }
+    }
+    if certificates.is_empty() && !options.require_principals.is_empty() {
+        let names: Vec<String> = options.require_principals.iter().map(ToString::to_string).collect();
+        return Err(InstallError::NoCertificates(names.join(",")));
+    }
+    let algorithm_of = |c: &Certificate| KeyAlgorithm::of(&c.public_key().algorithm());
+    // A certificate file that holds one from the set's CA was replaced by an
+    // earlier run (replace, then push or the timer without the choice): it
+    // is the set's, and is replaced again.
+    let (ours, foreign): (Vec<&Foreign>, Vec<&Foreign>) = foreign.iter().partition(|f| {
+        f.cert.as_ref().is_some_and(|c| {
+            algorithm_of(c)
+                .and_then(|a| certificates.get(&a))
+                .is_some_and(|mine| crate::certificate::ca_fingerprint(mine) == crate::certificate::ca_fingerprint(c))
+        })
+    });
+    let mut replaced: Vec<&Foreign> = ours;
+    // Types whose certificate sshd gets through a line that is not ours.
+    let mut covered: Vec<KeyAlgorithm> = Vec::new();
+    // Types whose certificate is theirs, kept (it certifies the set's key).
+    let mut kept: Vec<KeyAlgorithm> = Vec::new();
+    let mut plan = CertPlan::default();
+    match options.existing_certificates {
+        ExistingCertificates::Refuse if !foreign.is_empty() => {
+            return Err(InstallError::HostCertificates(
+                foreign.iter().map(|f| f.path.clone()).collect(),
+            ));
+        }
+        ExistingCertificates::Refuse => {}
+        ExistingCertificates::Keep => {
+            for f in &foreign {
+                let certifies = f
+                    .cert
+                    .as_ref()
+                    .filter(|c| keys.keys().any(|k| k.public_key().key_data() == c.public_key()));
+                let Some(cert) = certifies else {
+                    return Err(InstallError::KeepWouldBreak {
+                        path: f.path.clone(),
+                        certified: f.cert.as_ref().map_or_else(
+                            || "nothing readable".to_owned(),
+                            |c| crate::certificate::subject_fingerprint(c).to_string(),
+                        ),
+                    });
+                };
+                kept.extend(algorithm_of(cert));
+                plan.served = true;
+            }
+        }
+        ExistingCertificates::Replace => replaced.extend(foreign),
+    }
+    for f in replaced {
+        let Some(a) = f.cert.as_ref().and_then(algorithm_of) else {
+            continue;
+        };
+        if let Some(mine) = certificates.get(&a) {
+            plan.files.push((managed(Path::new(&f.path))?, mine.clone()));
+            covered.push(a);
+        }
+    }
+    for (a, cert) in certificates {
+        let scan = ScanAlgorithm::for_managed(*a);
+        plan.expected.insert(scan, cert.clone());
+        if kept.contains(a) {
+            // Theirs stays, certifying the same key: ours is not installed.
+            plan.expected.remove(&scan);
+            continue;
+        }
+        if covered.contains(a) {
+            // Ours is written into their file, which their line names.
+            continue;
+        }
+        let path = managed(&certificate_path(&options.ssh_dir, *a))?;
+        plan.lines.push(path.display().to_string());
+        plan.files.push((path, cert.clone()));
+    }
+    plan.served |= !certificates.is_empty();
+    Ok(plan)
+}
+
+/// The certificate files sshd is configured with that are not in
+/// hostkeyctl's own settings.
+fn foreign_certificates(sshd: &impl SshdControl, texts: &[String], own_settings: &str) -> Vec<Foreign> {
+    let ours = restrict::keyword_values(&[own_settings.to_owned()], "hostcertificate");
+    // sshd -T refuses a config whose current keys do not load, and an
+    // install may be what repairs that: then the config text is read.
+    let configured = match sshd.effective() {
+        Ok(e) => e.host_certificates,
+        Err(_) => restrict::keyword_values(texts, "hostcertificate"),
+    };
+    let mut out: Vec<Foreign> = Vec::new();
+    for path in configured {
+        if ours.contains(&path) || out.iter().any(|f| f.path == path) {
+            continue;
+        }
+        let cert = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|t| Certificate::from_openssh(t.trim()).ok());
+        out.push(Foreign { path, cert });
+    }
+    out
 }
 
 /// The plan phase: what the files must be, under the lock.
@@ -326,7 +503,7 @@ pub(super) async fn prepare(
     if !options.ssh_dir.is_dir() {
         return Err(InstallError::NoSshDir(options.ssh_dir.clone()));
     }
-    let (keys, next_keys) = fetch_sets(options, store, report).await?;
+    let (keys, certificates, next_keys) = fetch_sets(options, store, report).await?;
     // How to reload is settled before anything is written: an install
     // that could not reload (or would signal the wrong process) never starts.
     let reload = sshd.resolve_reload(&options.reload)?;
@@ -375,18 +552,14 @@ pub(super) async fn prepare(
         }
     }
     let explicit = restrict::has_host_key_lines(&texts);
-    // A node that serves host certificates would lose them (the canonical
-    // keys replace the keys they certify): clients that trust only the CA
-    // would be locked out. Refused until certificate support manages them.
-    // sshd -T refuses a config whose current keys do not load, and an
-    // install may be what repairs that: then the config text is read.
-    let certificates = match sshd.effective() {
-        Ok(e) => e.host_certificates,
-        Err(_) => restrict::keyword_values(&texts, "hostcertificate"),
+    // Certificates sshd already serves that are not ours: the admin
+    // chooses to refuse, replace or keep them (docs/certificates.md).
+    let own_settings = match &placement {
+        Placement::DropIn(p) => std::fs::read_to_string(p).unwrap_or_default(),
+        Placement::Inline(_) => restrict::block_text(&main_text),
     };
-    if !certificates.is_empty() {
-        return Err(InstallError::HostCertificates(certificates));
-    }
+    let foreign = foreign_certificates(sshd, &texts, &own_settings);
+    let cert_plan = plan_certificates(options, &keys, &certificates, &foreign)?;
     let desired = desired_files(
         &keys,
         next_keys.as_ref(),
@@ -396,6 +569,7 @@ pub(super) async fn prepare(
         &placement,
         main_config,
         &main_text,
+        &cert_plan,
     )?;
     let verify_address = match (&options.reload, &options.verify_address) {
         (ReloadMethod::None, _) => None,
@@ -413,6 +587,8 @@ pub(super) async fn prepare(
         desired,
         verify_address,
         reload,
+        pins_certificates: cert_plan.served,
+        certificates: cert_plan.expected,
         _lock: lock,
     })
 }
@@ -447,6 +623,7 @@ mod tests {
             &Placement::Inline(main.clone()),
             &main,
             "",
+            &super::CertPlan::default(),
         )
         .unwrap();
         let ed = desired

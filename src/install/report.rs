@@ -89,6 +89,15 @@ fn schema() -> String {
     INSTALL_SCHEMA.to_owned()
 }
 
+/// One certificate of the set, as the report names it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CertificateRow {
+    /// Its serial.
+    pub serial: u64,
+    /// End of validity (RFC 3339).
+    pub valid_before: String,
+}
+
 /// What happened, as printed on stdout (one JSON line).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct InstallReport {
@@ -115,6 +124,9 @@ pub struct InstallReport {
     /// And its fingerprints, served as extra host keys.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub next_fingerprints: BTreeMap<String, Fingerprint>,
+    /// The set's host certificates by key type: serial and end of validity.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub certificates: BTreeMap<String, CertificateRow>,
     /// Files written (empty when unchanged).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changed_files: Vec<PathBuf>,
@@ -153,6 +165,7 @@ impl Default for InstallReport {
             fingerprints: BTreeMap::new(),
             next_version_id: None,
             next_fingerprints: BTreeMap::new(),
+            certificates: BTreeMap::new(),
             changed_files: Vec::new(),
             keys_changed: false,
             reloaded: false,

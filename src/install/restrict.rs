@@ -41,18 +41,38 @@ impl Placement {
     }
 }
 
-/// The `HostKeyAlgorithms` value for a set.
-pub fn host_key_algorithms(algorithms: &[KeyAlgorithm]) -> String {
-    let mut names = Vec::new();
+/// The `HostKeyAlgorithms` value for a set. With `certificates`, the
+/// certificate algorithms of the same types come first, except the SHA-1
+/// `ssh-rsa-cert-v01@openssh.com` (as `ssh-rsa` itself is left out).
+pub fn host_key_algorithms(algorithms: &[KeyAlgorithm], certificates: bool) -> String {
+    let mut plain = Vec::new();
     for a in [KeyAlgorithm::Ed25519, KeyAlgorithm::Ecdsa, KeyAlgorithm::Rsa] {
         if algorithms.contains(&a) {
             match a {
-                KeyAlgorithm::Rsa => names.extend(["rsa-sha2-512", "rsa-sha2-256"]),
-                other => names.push(other.key_type()),
+                KeyAlgorithm::Rsa => plain.extend(["rsa-sha2-512", "rsa-sha2-256"]),
+                other => plain.push(other.key_type()),
             }
         }
     }
+    let mut names: Vec<String> = Vec::new();
+    if certificates {
+        names.extend(plain.iter().map(|n| format!("{n}-cert-v01@openssh.com")));
+    }
+    names.extend(plain.iter().map(|n| (*n).to_owned()));
     names.join(",")
+}
+
+/// What hostkeyctl's sshd settings say.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Settings {
+    /// The managed key types.
+    pub algorithms: Vec<KeyAlgorithm>,
+    /// Whether certificates are served (their algorithms are pinned too).
+    pub certificates: bool,
+    /// The explicit `HostKey` list of an overlap (may be empty).
+    pub host_keys: Vec<String>,
+    /// `HostCertificate` files hostkeyctl installed.
+    pub host_certificates: Vec<String>,
 }
 
 /// Decides where the setting goes, from the main config's text.
@@ -93,20 +113,43 @@ pub fn placement(ssh_dir: &Path, main_config: &Path, text: &str) -> Placement {
 /// during a rotation's overlap phase the explicit `HostKey` list (current
 /// keys first, so they stay the ones served, then the next set's keys,
 /// which OpenSSH clients with `UpdateHostKeys` learn after logging in).
-pub fn settings(algorithms: &[KeyAlgorithm], host_keys: &[String]) -> String {
-    let mut out = format!("HostKeyAlgorithms {}\n", host_key_algorithms(algorithms));
-    for path in host_keys {
+pub fn settings(s: &Settings) -> String {
+    let mut out = format!(
+        "HostKeyAlgorithms {}\n",
+        host_key_algorithms(&s.algorithms, s.certificates)
+    );
+    for path in &s.host_keys {
         out.push_str(&format!("HostKey {path}\n"));
+    }
+    for path in &s.host_certificates {
+        out.push_str(&format!("HostCertificate {path}\n"));
     }
     out
 }
 
 /// The drop-in file's content.
-pub fn drop_in_content(algorithms: &[KeyAlgorithm], host_keys: &[String]) -> String {
+pub fn drop_in_content(s: &Settings) -> String {
     format!(
         "# Managed by hostkeyctl: serve only the canonical host key set.\n# Delete this file to undo (docs/install.md).\n{}",
-        settings(algorithms, host_keys)
+        settings(s)
     )
+}
+
+/// The lines of hostkeyctl's own settings block in a main config.
+pub fn block_text(text: &str) -> String {
+    let mut out = String::new();
+    let mut inside = false;
+    for line in text.lines() {
+        if line == BEGIN_MARK {
+            inside = true;
+        } else if line == END_MARK {
+            inside = false;
+        } else if inside {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 /// First line of the block that adds the next set's host keys during a
@@ -255,8 +298,8 @@ pub fn main_config_content(main_text: &str, top: Option<&str>, next_keys: &[Stri
 }
 
 /// The main config with the inline block (re)placed at the top.
-pub fn inline_content(main_text: &str, algorithms: &[KeyAlgorithm], host_keys: &[String]) -> String {
-    main_config_content(main_text, Some(&settings(algorithms, host_keys)), &[])
+pub fn inline_content(main_text: &str, s: &Settings) -> String {
+    main_config_content(main_text, Some(&settings(s)), &[])
 }
 
 /// Whether an `Include` pattern matches a file name, as sshd's glob(3)
@@ -318,10 +361,16 @@ mod tests {
     #[test]
     fn algorithms_value_follows_the_set() {
         assert_eq!(
-            host_key_algorithms(&KeyAlgorithm::ALL),
+            host_key_algorithms(&KeyAlgorithm::ALL, false),
             "ssh-ed25519,ecdsa-sha2-nistp256,rsa-sha2-512,rsa-sha2-256"
         );
-        assert_eq!(host_key_algorithms(&[KeyAlgorithm::Ed25519]), "ssh-ed25519");
+        assert_eq!(host_key_algorithms(&[KeyAlgorithm::Ed25519], false), "ssh-ed25519");
+        let with = host_key_algorithms(&KeyAlgorithm::ALL, true);
+        assert!(
+            with.starts_with("ssh-ed25519-cert-v01@openssh.com,ecdsa-sha2-nistp256-cert-v01@openssh.com,rsa-sha2-512-cert-v01@openssh.com,rsa-sha2-256-cert-v01@openssh.com,ssh-ed25519,"),
+            "{with}"
+        );
+        assert!(!with.contains("ssh-rsa"), "the SHA-1 types stay out: {with}");
     }
 
     #[test]
@@ -367,11 +416,28 @@ mod tests {
 
     #[test]
     fn inline_block_is_replaced_not_stacked() {
-        let once = inline_content("Port 22\n", &KeyAlgorithm::ALL, &["/k".to_owned()]);
-        let twice = inline_content(&once, &[KeyAlgorithm::Ed25519], &[]);
+        let all = super::Settings {
+            algorithms: KeyAlgorithm::ALL.to_vec(),
+            certificates: true,
+            host_keys: vec!["/k".to_owned()],
+            host_certificates: vec!["/k-cert.pub".to_owned()],
+        };
+        let once = inline_content("Port 22\n", &all);
+        assert_eq!(
+            super::keyword_values(&[super::block_text(&once)], "hostcertificate"),
+            ["/k-cert.pub"]
+        );
+        let ed = super::Settings {
+            algorithms: vec![KeyAlgorithm::Ed25519],
+            ..Default::default()
+        };
+        let twice = inline_content(&once, &ed);
         assert_eq!(twice.matches("HostKeyAlgorithms").count(), 1, "{twice}");
         assert!(twice.starts_with(super::BEGIN_MARK));
         assert!(twice.ends_with("Port 22\n"));
-        assert!(!twice.contains("HostKey /k"), "{twice}");
+        assert!(
+            !twice.contains("HostKey /k") && !twice.contains("HostCertificate"),
+            "{twice}"
+        );
     }
 }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use ssh_key::Certificate;
 use zeroize::Zeroizing;
 
 use super::plan::{Prepared, next_private_path, next_public_path};
@@ -12,7 +13,7 @@ use super::{InstallError, InstallOptions, io_err};
 use crate::fingerprint::Fingerprint;
 use crate::hostport::HostPort;
 use crate::keyset::{HostKey, KeyAlgorithm, KeySet, fingerprint_of};
-use crate::scan::{Prober, ScanAlgorithm, ScanError};
+use crate::scan::{Prober, ScanAlgorithm, ScanError, Served};
 
 /// Scans `address` for each algorithm until it answers (sshd restarting
 /// after a reload refuses connections for a moment) or `timeout` passes.
@@ -131,7 +132,36 @@ pub(super) fn fingerprints_on_disk(ssh_dir: &Path) -> BTreeMap<ScanAlgorithm, Fi
     out
 }
 
-/// Checks by handshakes that sshd serves `expected` and nothing else.
+/// What a client that asks for certificates sees, against what must be
+/// served. Returns a description of each difference.
+async fn compare_certificates(
+    prober: &impl Prober,
+    address: &HostPort,
+    expected: &BTreeMap<ScanAlgorithm, Certificate>,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (algorithm, want) in expected {
+        let served = prober
+            .probe_certificate(address.host(), address.port(), *algorithm, Duration::from_secs(5))
+            .await;
+        match served {
+            // As served: the wire form, without the file's comment.
+            Ok(Served::Certificate(got)) if got.to_bytes().ok() == want.to_bytes().ok() => {}
+            Ok(Served::Certificate(got)) => problems.push(format!(
+                "{algorithm}: serves certificate serial {} (key id {:?}), not the set's serial {}",
+                got.serial(),
+                crate::output::escape(got.key_id()),
+                want.serial()
+            )),
+            Ok(Served::Key(_)) => problems.push(format!("{algorithm}: serves the key without its certificate")),
+            Err(e) => problems.push(format!("{algorithm}: certificate: {e}")),
+        }
+    }
+    problems
+}
+
+/// Checks by handshakes that sshd serves `expected` and nothing else, and
+/// the `certificates` on those keys to a client that asks for them.
 /// Right after a reload the old sshd may still answer (SIGHUP is handled
 /// asynchronously, and connections accepted before it keep the old keys),
 /// so a difference is only final once it outlasts `verify_timeout`.
@@ -140,6 +170,7 @@ pub(super) async fn verify(
     prepared: &Prepared,
     options: &InstallOptions,
     expected: &BTreeMap<ScanAlgorithm, Fingerprint>,
+    certificates: &BTreeMap<ScanAlgorithm, Certificate>,
 ) -> Result<bool, InstallError> {
     let Some(address) = &prepared.verify_address else {
         return Ok(false);
@@ -148,7 +179,10 @@ pub(super) async fn verify(
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let served = served_keys(prober, address, &ScanAlgorithm::ALL, left).await;
-        let problems = compare_served(expected, &served);
+        let mut problems = compare_served(expected, &served);
+        if problems.is_empty() {
+            problems = compare_certificates(prober, address, certificates).await;
+        }
         if problems.is_empty() {
             return Ok(true);
         }

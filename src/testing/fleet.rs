@@ -34,6 +34,8 @@ pub struct NodeFaults {
     /// The install is killed when it reloads sshd (the double panics:
     /// files written, sshd not reloaded, nothing cleaned up).
     pub killed_at_reload: bool,
+    /// sshd loads its keys on reload but serves none of its certificates.
+    pub drops_certificates: bool,
 }
 
 /// One login node.
@@ -46,6 +48,7 @@ pub struct MemNode {
     pub root: PathBuf,
     config: PathBuf,
     served: Mutex<Option<BTreeMap<ScanAlgorithm, PublicKey>>>,
+    certificates: Mutex<BTreeMap<ScanAlgorithm, ssh_key::Certificate>>,
     /// Faults to inject.
     pub faults: Mutex<NodeFaults>,
     reloads: Mutex<usize>,
@@ -72,6 +75,37 @@ impl MemNode {
         lock(&self.served)
             .as_ref()
             .map(|m| m.iter().map(|(a, k)| (*a, crate::keyset::fingerprint_of(k))).collect())
+    }
+
+    /// The certificates sshd serves now, by key type.
+    pub fn served_certificates(&self) -> BTreeMap<ScanAlgorithm, ssh_key::Certificate> {
+        lock(&self.certificates).clone()
+    }
+
+    /// The certificates the config names whose key sshd serves, as sshd
+    /// pairs them at start and on reload (a certificate with no matching
+    /// key is skipped with an error in sshd's log).
+    fn load_certificates(
+        &self,
+        served: &BTreeMap<ScanAlgorithm, PublicKey>,
+    ) -> BTreeMap<ScanAlgorithm, ssh_key::Certificate> {
+        let mut out = BTreeMap::new();
+        let Ok(effective) = self.effective() else { return out };
+        for path in &effective.host_certificates {
+            let Ok(text) = std::fs::read_to_string(path) else {
+                continue;
+            };
+            let Ok(cert) = ssh_key::Certificate::from_openssh(text.trim()) else {
+                continue;
+            };
+            let key = PublicKey::from(cert.public_key().clone());
+            if let Some(a) = scan_algorithm(&key)
+                && served.get(&a).is_some_and(|k| k.key_data() == key.key_data())
+            {
+                out.insert(a, cert);
+            }
+        }
+        out
     }
 
     /// How many times sshd was reloaded.
@@ -230,7 +264,13 @@ impl SshdControl for MemNode {
             return Ok("reload (double): sshd exited".to_owned());
         }
         let loaded = self.load()?;
+        let certificates = if faults.drops_certificates {
+            BTreeMap::new()
+        } else {
+            self.load_certificates(&loaded)
+        };
         *lock(&self.served) = Some(loaded);
+        *lock(&self.certificates) = certificates;
         Ok("reload (double)".to_owned())
     }
 }
@@ -278,6 +318,7 @@ impl MemFleet {
                 root,
                 config,
                 served: Mutex::new(None),
+                certificates: Mutex::new(BTreeMap::new()),
                 faults: Mutex::new(NodeFaults::default()),
                 reloads: Mutex::new(0),
             };
@@ -357,6 +398,25 @@ impl Prober for MemFleet {
                 .cloned()
                 .ok_or_else(|| ScanError::NotOffered(algorithm.key_type().to_owned())),
         }
+    }
+
+    async fn probe_certificate(
+        &self,
+        host: &str,
+        port: u16,
+        algorithm: ScanAlgorithm,
+        timeout: Duration,
+    ) -> Result<crate::scan::Served, ScanError> {
+        let key = self.probe(host, port, algorithm, timeout).await?;
+        let node = self
+            .nodes
+            .iter()
+            .find(|n| n.instance.private_ip.as_deref() == Some(host))
+            .ok_or(ScanError::Refused)?;
+        Ok(match lock(&node.certificates).get(&algorithm) {
+            Some(cert) => crate::scan::Served::Certificate(Box::new(cert.clone())),
+            None => crate::scan::Served::Key(key),
+        })
     }
 }
 

@@ -120,6 +120,7 @@ pub(super) async fn rotate(
         port: 22,
         progress: &|_, _| {},
         say: &|_| {},
+        signer: None,
     };
     rotation.run(request, &mut Report::new(secret())).await
 }

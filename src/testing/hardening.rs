@@ -2,12 +2,13 @@
 //! racing for AWSPENDING, symlinked managed files, a damaged marker.
 
 use super::MemDispatcher;
+use super::MemoryStore;
 use super::flows::{assert_rotated, dir_contents, dispatcher_invocation, options, pending_set, rotate, secret, world};
 use crate::document::SecretDocument;
 use crate::ids::{SecretId, StageLabel, VersionId};
 use crate::rollout::push_version;
 use crate::rotation::{Outcome, Request};
-use crate::store::{CreateRequest, SecretStore, StoreError, StoredVersion, VersionSelector};
+use crate::store::{CreateRequest, STAGE_CURRENT, SecretStore, StoreError, StoredVersion, VersionSelector, stage};
 
 /// Holds every run at its first `describe` until all have read the stages,
 /// so their claims race for real.
@@ -167,10 +168,11 @@ async fn a_damaged_marker_refuses_the_install_and_writes_nothing() {
     assert_eq!(before, after, "something was written");
 }
 
-/// Node matrix (issue 12): a node that already serves a host certificate is
-/// refused with exit 2 naming the HostCertificate line, and no file is
-/// touched; installing would replace the certified key and lock out clients
-/// that trust only the CA.
+/// Node matrix (issue 12), certificates (issue 17): a node that already
+/// serves a host certificate hostkeyctl did not install is refused with
+/// exit 2 naming the HostCertificate line and the admin's two choices, and
+/// no file is touched; installing would replace the certified key and lock
+/// out clients that trust only the CA.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_node_serving_host_certificates_is_refused_untouched() {
     let (store, fleet, _) = world(1).await;
@@ -191,7 +193,8 @@ async fn a_node_serving_host_certificates_is_refused_untouched() {
         .unwrap();
     let error = outcome.results[0].error.clone().unwrap_or_default();
     assert!(
-        error.contains("sshd serves host certificates")
+        error.contains("sshd serves host certificates hostkeyctl did not install")
+            && error.contains("--existing-certificates replace")
             && error.contains(&format!("HostCertificate {}", cert.display())),
         "{error}"
     );
@@ -199,4 +202,74 @@ async fn a_node_serving_host_certificates_is_refused_untouched() {
     assert_eq!(inv.response_code, Some(2));
     let after = dir_contents(&node.ssh_dir);
     assert_eq!(before, after, "something was written");
+}
+
+/// A signed copy of the current set, stored as AWSCURRENT.
+async fn sign_current(store: &MemoryStore, principals: &[&str], valid_for: u64) -> StoredVersion {
+    let current = super::flows::current(store).await;
+    let ca = crate::keyset::HostKey::generate(crate::keyset::KeyAlgorithm::Ed25519, 0).unwrap();
+    let signer = crate::certificate::Signer {
+        ca,
+        principals: principals
+            .iter()
+            .map(|p| crate::certificate::Principal::parse(p).unwrap())
+            .collect(),
+        validity: valid_for,
+        serial: 1,
+        signer: "test".to_owned(),
+    };
+    let token = VersionId::random();
+    let mut document = current.document.clone();
+    document.certificates = signer.sign(&document.keys, &token).unwrap();
+    let id = store
+        .put_version(&secret(), &document, &token, &[stage(STAGE_CURRENT)])
+        .await
+        .unwrap();
+    store.get(&secret(), &VersionSelector::VersionId(id)).await.unwrap()
+}
+
+/// Certificates (issue 17): install writes each certificate beside its key,
+/// lists it with HostCertificate, pins the certificate algorithms, and
+/// proves by handshake that sshd serves them.
+#[tokio::test(flavor = "multi_thread")]
+async fn install_serves_the_sets_certificates() {
+    let (store, fleet, _) = world(1).await;
+    let node = &fleet.nodes[0];
+    let signed = sign_current(&store, &["login.test"], 86_400).await;
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    let outcome = push_version(&dispatcher, &signed, None, &fleet.instances(), &options(0), &|_, _| {})
+        .await
+        .unwrap();
+    assert!(outcome.all_ok(), "{:?}", outcome.results);
+    let served = node.served_certificates();
+    assert_eq!(served.len(), signed.document.certificates.len());
+    for (a, cert) in &signed.document.certificates {
+        assert_eq!(served.get(&crate::scan::ScanAlgorithm::for_managed(*a)), Some(cert));
+    }
+    let drop_in = std::fs::read_to_string(node.ssh_dir.join("sshd_config.d/00-hostkeyctl.conf")).unwrap();
+    assert!(
+        drop_in.contains("HostCertificate ") && drop_in.contains("ssh-ed25519-cert-v01@openssh.com"),
+        "{drop_in}"
+    );
+}
+
+/// Certificates (issue 17): a reload after which sshd does not serve the
+/// certificates is rolled back (exit 3), files restored byte for byte.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reload_that_drops_the_certificates_rolls_back() {
+    let (store, fleet, _) = world(1).await;
+    let node = &fleet.nodes[0];
+    let before = dir_contents(&node.ssh_dir);
+    let signed = sign_current(&store, &["login.test"], 86_400).await;
+    node.faults.lock().unwrap().drops_certificates = true;
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    let outcome = push_version(&dispatcher, &signed, None, &fleet.instances(), &options(0), &|_, _| {})
+        .await
+        .unwrap();
+    let error = outcome.results[0].error.clone().unwrap_or_default();
+    assert!(error.contains("without its certificate"), "{error}");
+    let inv = dispatcher_invocation(&dispatcher, &node.instance.instance_id);
+    assert_eq!(inv.response_code, Some(3), "{inv:?}");
+    assert_eq!(dir_contents(&node.ssh_dir), before, "not rolled back");
+    assert!(node.serves(&signed.document.keys));
 }
