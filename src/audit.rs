@@ -14,9 +14,10 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::sync::Semaphore;
 
+use crate::certificate::{CertFinding, CertPolicy, CertVerdict};
 use crate::fingerprint::Fingerprint;
 use crate::keyset::fingerprint_of;
-use crate::scan::{Prober, ScanAlgorithm, ScanError};
+use crate::scan::{Prober, ScanAlgorithm, ScanError, Served};
 
 /// What the fleet must serve.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -105,6 +106,9 @@ pub struct Finding {
     pub served: Option<Fingerprint>,
     /// Why unreachable: refused, timeout, dropped before the key, ...
     pub detail: Option<String>,
+    /// With `--ca-fingerprint`: the certificate verdict.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub certificate: Option<CertFinding>,
 }
 
 /// One node's findings.
@@ -129,6 +133,7 @@ pub fn no_address() -> Vec<Finding> {
         expected: None,
         served: None,
         detail: Some("no private address (a stopped or terminated instance?)".to_owned()),
+        certificate: None,
     }]
 }
 
@@ -147,6 +152,7 @@ pub fn judge_node(expected: &Expected, probes: &BTreeMap<ScanAlgorithm, Probe>) 
             expected: None,
             served: None,
             detail: Some(e.to_string()),
+            certificate: None,
         }];
     }
     let mut out = Vec::new();
@@ -171,6 +177,7 @@ pub fn judge_node(expected: &Expected, probes: &BTreeMap<ScanAlgorithm, Probe>) 
             expected: want.or_else(|| expected.by_type.get(algorithm).cloned()),
             served,
             detail,
+            certificate: None,
         });
     }
     // Untyped fingerprints nobody served: the node lacks that key.
@@ -182,6 +189,7 @@ pub fn judge_node(expected: &Expected, probes: &BTreeMap<ScanAlgorithm, Probe>) 
                 expected: Some(fp.clone()),
                 served: None,
                 detail: Some("no key type served this fingerprint".to_owned()),
+                certificate: None,
             });
         }
     }
@@ -211,6 +219,13 @@ pub struct LbType {
     pub seen: Vec<Seen>,
     /// Samples that did not answer, with reasons.
     pub failed: BTreeMap<String, usize>,
+    /// With `--ca-fingerprint`: the worst certificate verdict among the
+    /// samples.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub certificate_status: Option<CertVerdict>,
+    /// With `--ca-fingerprint`: samples per certificate verdict.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub certificates: BTreeMap<CertVerdict, usize>,
 }
 
 /// The load balancer's findings.
@@ -276,6 +291,8 @@ pub fn judge_lb(expected: &Expected, algorithm: ScanAlgorithm, probes: &[Probe])
         status,
         seen,
         failed,
+        certificate_status: None,
+        certificates: BTreeMap::new(),
     }
 }
 
@@ -308,6 +325,14 @@ impl<P: Prober> Scanner<P> {
 
     /// One probe under both limits, with retries for transient failures.
     pub async fn probe(&self, endpoint: &Endpoint, algorithm: ScanAlgorithm) -> Probe {
+        self.probe_served(endpoint, algorithm, false)
+            .await
+            .map(|s| fingerprint_of(&s.key()))
+    }
+
+    /// [`Scanner::probe`], asking for a certificate first when
+    /// `certificates` is set.
+    pub async fn probe_served(&self, endpoint: &Endpoint, algorithm: ScanAlgorithm, certificates: bool) -> ServedProbe {
         let host_limit = self.host_limit(&endpoint.host);
         let mut delay = Duration::from_millis(100);
         let mut attempt = 0;
@@ -316,9 +341,12 @@ impl<P: Prober> Scanner<P> {
             let result = {
                 let _g = self.global.acquire().await;
                 let _h = host_limit.acquire().await;
-                self.prober
-                    .probe(&endpoint.host, endpoint.port, algorithm, self.policy.timeout)
-                    .await
+                let (host, port, timeout) = (&endpoint.host, endpoint.port, self.policy.timeout);
+                if certificates {
+                    self.prober.probe_certificate(host, port, algorithm, timeout).await
+                } else {
+                    self.prober.probe(host, port, algorithm, timeout).await.map(Served::Key)
+                }
             };
             match result {
                 Err(e) if e.is_transient() && attempt < self.policy.attempts => {
@@ -326,19 +354,35 @@ impl<P: Prober> Scanner<P> {
                     tokio::time::sleep(delay + jitter).await;
                     delay = (delay * 2).min(Duration::from_secs(3));
                 }
-                other => return other.map(|k| fingerprint_of(&k)),
+                other => return other,
             }
         }
     }
 
     /// Probes every endpoint for every key type, concurrently within limits.
     pub async fn scan_nodes(self: &Arc<Self>, endpoints: &[Endpoint]) -> Vec<BTreeMap<ScanAlgorithm, Probe>> {
+        self.scan_nodes_served(endpoints, false)
+            .await
+            .into_iter()
+            .map(|m| m.into_iter().map(|(a, p)| (a, to_probe(p))).collect())
+            .collect()
+    }
+
+    /// [`Scanner::scan_nodes`], keeping what was served (certificates, when
+    /// `certificates` asks for them).
+    pub async fn scan_nodes_served(
+        self: &Arc<Self>,
+        endpoints: &[Endpoint],
+        certificates: bool,
+    ) -> Vec<BTreeMap<ScanAlgorithm, ServedProbe>> {
         let mut tasks = Vec::new();
         for endpoint in endpoints {
             for &algorithm in &self.policy.algorithms {
                 let me = self.clone();
                 let endpoint = endpoint.clone();
-                tasks.push(tokio::spawn(async move { me.probe(&endpoint, algorithm).await }));
+                tasks.push(tokio::spawn(async move {
+                    me.probe_served(&endpoint, algorithm, certificates).await
+                }));
             }
         }
         let mut out = Vec::new();
@@ -364,16 +408,24 @@ impl<P: Prober> Scanner<P> {
     }
 
     /// `samples` probes per key type through the load balancer.
-    pub async fn scan_lb(self: &Arc<Self>, lb: &Endpoint, samples: usize) -> BTreeMap<ScanAlgorithm, Vec<Probe>> {
+    pub async fn scan_lb(
+        self: &Arc<Self>,
+        lb: &Endpoint,
+        samples: usize,
+        certificates: bool,
+    ) -> BTreeMap<ScanAlgorithm, Vec<ServedProbe>> {
         let mut tasks = Vec::new();
         for &algorithm in &self.policy.algorithms {
             for _ in 0..samples {
                 let me = self.clone();
                 let lb = lb.clone();
-                tasks.push((algorithm, tokio::spawn(async move { me.probe(&lb, algorithm).await })));
+                tasks.push((
+                    algorithm,
+                    tokio::spawn(async move { me.probe_served(&lb, algorithm, certificates).await }),
+                ));
             }
         }
-        let mut out: BTreeMap<ScanAlgorithm, Vec<Probe>> = BTreeMap::new();
+        let mut out: BTreeMap<ScanAlgorithm, Vec<ServedProbe>> = BTreeMap::new();
         for (algorithm, t) in tasks {
             let r = t
                 .await
@@ -382,6 +434,50 @@ impl<P: Prober> Scanner<P> {
         }
         out
     }
+}
+
+/// What a probe that may have asked for a certificate returned.
+pub type ServedProbe = Result<Served, ScanError>;
+
+/// The fingerprint part of a served probe.
+pub fn to_probe(p: ServedProbe) -> Probe {
+    p.map(|s| fingerprint_of(&s.key()))
+}
+
+/// Adds the certificate verdict to each finding of a managed type that
+/// answered. The served probes are the ones the findings were judged from.
+pub fn judge_certificates(
+    findings: &mut [Finding],
+    served: &BTreeMap<ScanAlgorithm, ServedProbe>,
+    expected: &Expected,
+    policy: &CertPolicy,
+    now: u64,
+) {
+    for f in findings.iter_mut() {
+        let Some((algorithm, Ok(s))) = served.iter().find(|(a, _)| a.key_type() == f.key_type) else {
+            continue;
+        };
+        if expected.by_type.contains_key(algorithm) || f.status == Verdict::Ok {
+            f.certificate = Some(crate::certificate::judge(s.certificate(), policy, now));
+        }
+    }
+}
+
+/// The worst certificate verdict among LB samples that answered, with how
+/// many samples gave each.
+pub fn judge_lb_certificates(
+    samples: &[ServedProbe],
+    policy: &CertPolicy,
+    now: u64,
+) -> Option<(CertVerdict, BTreeMap<CertVerdict, usize>)> {
+    let mut counts: BTreeMap<CertVerdict, usize> = BTreeMap::new();
+    for s in samples.iter().flatten() {
+        *counts
+            .entry(crate::certificate::judge(s.certificate(), policy, now).status)
+            .or_default() += 1;
+    }
+    let worst = counts.keys().copied().max()?;
+    Some((worst, counts))
 }
 
 /// (1 - 1/K)^N: the chance that N uniformly spread samples all miss one

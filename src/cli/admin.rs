@@ -183,6 +183,22 @@ pub struct AuditArgs {
     /// With --via-ssm: how the nodes call hostkeyctl.
     #[arg(long, default_value = "hostkeyctl", value_name = "PATH")]
     pub node_command: Program,
+    /// Ask every node for host certificates and judge them: trusted CA
+    /// fingerprint (repeat during a CA rotation). Verdicts: OK, EXPIRING,
+    /// EXPIRED, WRONG_CA, PRINCIPAL_MISSING, NOT_HOST_CERT, CERT_MISSING.
+    #[arg(long = "ca-fingerprint", value_name = "SHA256:...")]
+    pub ca_fingerprints: Vec<Fingerprint>,
+    /// A name every certificate must list (repeat).
+    #[arg(
+        long = "principal",
+        value_name = "NAME",
+        requires = "ca_fingerprints",
+        value_delimiter = ','
+    )]
+    pub principals: Vec<crate::certificate::Principal>,
+    /// EXPIRING (a warning, exit 0) when fewer days of validity are left.
+    #[arg(long, default_value_t = 14, value_name = "N", requires = "ca_fingerprints")]
+    pub warn_days: u64,
 }
 
 fn parse_scan_algorithm(s: &str) -> Result<crate::scan::ScanAlgorithm, String> {
@@ -238,6 +254,62 @@ pub struct RotateArgs {
     /// sshd port of the nodes, for the audit step.
     #[arg(long, default_value_t = 22, value_name = "PORT")]
     pub port: u16,
+    /// The CA secret (`hostkeyctl ca init`): signs the new set like the
+    /// current one (same principals and validity, next serial). Required
+    /// when the current set carries certificates.
+    #[arg(long, value_name = "ID")]
+    pub ca_secret_id: Option<SecretId>,
+}
+
+/// `hostkeyctl ca ...`.
+#[derive(Debug, Subcommand)]
+pub enum CaCommand {
+    /// Create the CA secret: a new CA key, or one adopted from a file. Its
+    /// public fingerprint goes into the tags, for auditors.
+    Init(CaInitArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CaInitArgs {
+    /// The CA secret's name.
+    #[arg(long, value_name = "NAME")]
+    pub secret_id: SecretId,
+    /// Algorithm of a new CA key.
+    #[arg(long, default_value = "ed25519", value_name = "ALG", conflicts_with = "from_file")]
+    pub algorithm: KeyAlgorithm,
+    /// Adopt this unencrypted OpenSSH private key as the CA.
+    #[arg(long, value_name = "FILE")]
+    pub from_file: Option<PathBuf>,
+    /// A customer managed KMS key for the secret.
+    #[arg(long, value_name = "KEY")]
+    pub kms_key_id: Option<String>,
+    /// Extra tags (KEY=VALUE).
+    #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = parse_tag)]
+    pub tags: Vec<(String, String)>,
+}
+
+#[derive(Debug, Args)]
+pub struct SignArgs {
+    /// The key set secret.
+    #[arg(long, value_name = "ID")]
+    pub secret_id: SecretId,
+    /// The CA secret (`hostkeyctl ca init`).
+    #[arg(long, value_name = "ID")]
+    pub ca_secret_id: SecretId,
+    /// A name the certificates are valid for; repeat for every name users
+    /// type (load balancer DNS name, aliases, node names). No wildcards.
+    #[arg(long = "principal", value_name = "NAME", required = true, value_delimiter = ',')]
+    pub principals: Vec<crate::certificate::Principal>,
+    /// Validity from now, in days.
+    #[arg(long, default_value_t = 30, value_name = "DAYS", value_parser = clap::value_parser!(u64).range(1..=3650))]
+    pub validity_days: u64,
+    /// Serial of the new certificates (default: one more than the current).
+    #[arg(long, value_name = "N")]
+    pub serial: Option<u64>,
+    /// Do nothing while every certificate is from this CA, lists exactly
+    /// these principals and has more than DAYS of validity left.
+    #[arg(long, value_name = "DAYS")]
+    pub renew_before: Option<u64>,
 }
 
 /// `hostkeyctl ssm-document`.
@@ -264,8 +336,14 @@ pub enum SsmDocumentCommand {
 #[derive(Debug, Args)]
 pub struct KnownHostsArgs {
     /// The secret (name or ARN).
-    #[arg(long, value_name = "ID")]
-    pub secret_id: SecretId,
+    #[arg(long, value_name = "ID", required_unless_present_any = ["ca_secret_ids", "ssh_config"])]
+    pub secret_id: Option<SecretId>,
+    /// With --cert-authority: also trust this CA (`hostkeyctl ca init`),
+    /// read from its value, so a new CA can be distributed before it signs
+    /// (repeat for several). Never from tags: anyone who may tag the secret
+    /// could otherwise slip in a CA.
+    #[arg(long = "ca-secret-id", value_name = "ID", requires = "cert_authority")]
+    pub ca_secret_ids: Vec<SecretId>,
     /// Host names the lines are for: the load balancer's DNS name, aliases.
     #[arg(long = "host", value_name = "NAME[,NAME...]", value_delimiter = ',', required = true)]
     pub hosts: Vec<String>,
@@ -284,6 +362,18 @@ pub struct KnownHostsArgs {
     /// Print DNS SSHFP records instead, as `ssh-keygen -r` does.
     #[arg(long)]
     pub sshfp: bool,
+    /// Print `@cert-authority` lines for the --host patterns instead: one
+    /// per CA that signed the set's certificates.
+    #[arg(long, conflicts_with_all = ["sshfp", "hash", "ssh_config"])]
+    pub cert_authority: bool,
+    /// Print ssh_config `Host` blocks instead: the --host names and the
+    /// --node names all check the host key (and certificate principal) as
+    /// the first --host name, with `HostKeyAlias`.
+    #[arg(long, conflicts_with_all = ["sshfp", "hash"])]
+    pub ssh_config: bool,
+    /// Node names for --ssh-config (repeat or separate with commas).
+    #[arg(long = "node", value_name = "NAME", value_delimiter = ',', requires = "ssh_config")]
+    pub nodes: Vec<String>,
 }
 
 /// How `push` and `rotate` send `hostkeyctl install` through SSM Run Command.

@@ -78,12 +78,23 @@ pub async fn run(args: &KnownHostsArgs, global: &GlobalArgs) -> Result<Status, F
     if hosts.is_empty() {
         return Err(Failure::usage(anyhow::anyhow!("--host needs at least one name")));
     }
+    if args.ssh_config {
+        return print_ssh_config(&hosts, &args.nodes, args.port);
+    }
     let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
     let store = SecretsManagerStore::new(&config);
-    let selector = VersionSelector::from_options(args.version_id.as_ref(), args.stage.as_ref());
-    let version = store.get(&args.secret_id, &selector).await.map_err(store_failure)?;
-    let keys: Vec<&PublicKey> = version.document.keys.keys().map(|k| k.public_key()).collect();
     let patterns: Vec<String> = hosts.iter().map(|h| host_pattern(h, args.port)).collect();
+    if args.cert_authority {
+        return print_cert_authorities(args, &store, &patterns.join(",")).await;
+    }
+    let Some(secret_id) = &args.secret_id else {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--secret-id is required without --cert-authority"
+        )));
+    };
+    let selector = VersionSelector::from_options(args.version_id.as_ref(), args.stage.as_ref());
+    let version = store.get(secret_id, &selector).await.map_err(store_failure)?;
+    let keys: Vec<&PublicKey> = version.document.keys.keys().map(|k| k.public_key()).collect();
     let mut out = String::new();
     for key in keys {
         if args.sshfp {
@@ -101,6 +112,92 @@ pub async fn run(args: &KnownHostsArgs, global: &GlobalArgs) -> Result<Status, F
         } else {
             out.push_str(&format!("{} {}\n", patterns.join(","), key_part(key)));
         }
+    }
+    print!("{out}");
+    Ok(Status::Success)
+}
+
+/// `--cert-authority`: a line per CA that signed the set's certificates
+/// (AWSCURRENT and, during a rotation, AWSPENDING) and per `--ca-secret-id`.
+async fn print_cert_authorities(
+    args: &KnownHostsArgs,
+    store: &SecretsManagerStore,
+    patterns: &str,
+) -> Result<Status, Failure> {
+    let mut lines: Vec<String> = Vec::new();
+    fn add(lines: &mut Vec<String>, new: Vec<String>) {
+        for l in new {
+            if !lines.contains(&l) {
+                lines.push(l);
+            }
+        }
+    }
+    if let Some(secret_id) = &args.secret_id {
+        let explicit = args.version_id.is_some() || args.stage.is_some();
+        let selector = VersionSelector::from_options(args.version_id.as_ref(), args.stage.as_ref());
+        let version = store.get(secret_id, &selector).await.map_err(store_failure)?;
+        add(&mut lines, cert_authority_lines(&version.document, patterns));
+        if !explicit
+            && let Some(next) = crate::store::announced_next(store, secret_id, &version.version_id)
+                .await
+                .map_err(store_failure)?
+        {
+            add(&mut lines, cert_authority_lines(&next.document, patterns));
+        }
+        if lines.is_empty() && args.ca_secret_ids.is_empty() {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "version {} of {secret_id} carries no certificates, so there is no CA to trust; sign it first (`hostkeyctl sign`), or name the CA with --ca-secret-id",
+                version.version_id
+            )));
+        }
+    }
+    for ca_id in &args.ca_secret_ids {
+        let ca = store
+            .get_ca(ca_id)
+            .await
+            .map_err(store_failure)?
+            .map_err(|e| Failure::usage(anyhow::anyhow!("{ca_id}: {e}")))?;
+        add(
+            &mut lines,
+            vec![format!(
+                "@cert-authority {patterns} {}\n",
+                key_part(ca.key.public_key())
+            )],
+        );
+    }
+    print!("{}", lines.concat());
+    Ok(Status::Success)
+}
+
+/// One `@cert-authority` line per CA that signed the set's certificates.
+pub fn cert_authority_lines(document: &crate::document::SecretDocument, patterns: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for cert in document.certificates.values() {
+        let ca = PublicKey::from(cert.signature_key().clone());
+        let line = format!("@cert-authority {patterns} {}\n", key_part(&ca));
+        if !out.contains(&line) {
+            out.push(line);
+        }
+    }
+    out
+}
+
+/// ssh_config blocks: every name checks the host key as `hosts[0]`.
+fn print_ssh_config(hosts: &[String], nodes: &[String], port: u16) -> Result<Status, Failure> {
+    let nodes: Vec<&str> = nodes.iter().map(|n| n.trim()).filter(|n| !n.is_empty()).collect();
+    if let Some(bad) = nodes
+        .iter()
+        .find(|n| n.contains(|c: char| c.is_whitespace() || c == ',' || c.is_control()))
+    {
+        return Err(Failure::usage(anyhow::anyhow!("{bad:?} is not a node name")));
+    }
+    let alias = &hosts[0];
+    let mut out = format!("# hostkeyctl: one host identity for {alias}; every name below checks it as {alias}\n");
+    let mut names: Vec<&str> = hosts.iter().map(String::as_str).collect();
+    names.extend(nodes);
+    out.push_str(&format!("Host {}\n    HostKeyAlias {alias}\n", names.join(" ")));
+    if port != 22 {
+        out.push_str(&format!("    Port {port}\n"));
     }
     print!("{out}");
     Ok(Status::Success)

@@ -15,6 +15,8 @@ pub mod push;
 #[cfg(feature = "admin")]
 pub mod rotate;
 #[cfg(feature = "admin")]
+pub mod sign;
+#[cfg(feature = "admin")]
 pub mod ssm_document;
 #[cfg(feature = "admin")]
 pub mod status;
@@ -72,6 +74,10 @@ pub async fn run(cli: Cli) -> Result<Status, Failure> {
         #[cfg(feature = "admin")]
         Command::Audit(args) => audit::run(&args, &cli.global, output).await,
         Command::Install(args) => install::run(&args, &cli.global).await,
+        #[cfg(feature = "admin")]
+        Command::Ca(command) => sign::run_ca(&command, &cli.global, output).await,
+        #[cfg(feature = "admin")]
+        Command::Sign(args) => sign::run(&args, &cli.global, output).await,
         #[cfg(feature = "admin")]
         Command::SsmDocument(command) => ssm_document::run(&command, &cli.global, output).await,
         #[cfg(feature = "admin")]

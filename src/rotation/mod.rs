@@ -234,6 +234,8 @@ pub struct Rotation<'a, S, D, P> {
     pub progress: Progress<'a>,
     /// Called with a line for each step as it starts.
     pub say: &'a (dyn Fn(&str) + Sync),
+    /// Signs the new set when the fleet serves certificates.
+    pub signer: Option<&'a crate::certificate::Signer>,
 }
 
 impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
@@ -300,14 +302,15 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
         let keys = KeySet::generate(&current.algorithms(), rsa_bits)?;
         let token = VersionId::random();
         let claim = claim_label(&token)?;
+        let mut document = SecretDocument::new(keys);
+        if let Some(signer) = self.signer {
+            document.certificates = signer
+                .sign(&document.keys, &token)
+                .map_err(|e| RotationError::Refused(format!("{e}; nothing was stored")))?;
+        }
         let id = self
             .store
-            .put_version(
-                self.secret,
-                &SecretDocument::new(keys),
-                &token,
-                std::slice::from_ref(&claim),
-            )
+            .put_version(self.secret, &document, &token, std::slice::from_ref(&claim))
             .await?;
         let claimed = self
             .store

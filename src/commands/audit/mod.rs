@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::audit::{self, Endpoint, Expected, LbReport, NodeReport, ScanPolicy, Scanner, Verdict};
 use crate::aws;
+use crate::certificate::CertVerdict;
 use crate::cli::{AuditArgs, GlobalArgs};
 use crate::commands::{discovery_failure, store_failure};
 use crate::discovery::{self, Ec2Fleet, Fleet};
@@ -320,9 +321,28 @@ fn verdict(
     for v in &verdicts {
         *summary.entry(format!("{v:?}").to_uppercase()).or_default() += 1;
     }
+    let mut certs: Vec<CertVerdict> = nodes
+        .iter()
+        .flat_map(|n| {
+            n.findings
+                .iter()
+                .filter_map(|f| f.certificate.as_ref().map(|c| c.status))
+        })
+        .collect();
+    if let Some(lb) = lb {
+        certs.extend(lb.types.iter().filter_map(|t| t.certificate_status));
+    }
+    for c in &certs {
+        let name = serde_json::to_value(c).ok().and_then(|v| v.as_str().map(str::to_owned));
+        *summary.entry(format!("CERT_{}", name.unwrap_or_default())).or_default() += 1;
+    }
+    if certs.contains(&CertVerdict::Expiring) {
+        tracing::warn!("some host certificates expire within --warn-days; renew them (`hostkeyctl sign`)");
+    }
+    let cert_drift = certs.iter().any(|c| c.is_drift());
     let disk_drift = on_disk.values().any(|v| v.result() == "drift");
     let disk_unknown = on_disk.values().any(|v| !matches!(v.result(), "match" | "drift"));
-    let status = if verdicts.iter().any(|v| v.is_drift()) || disk_drift {
+    let status = if verdicts.iter().any(|v| v.is_drift()) || disk_drift || cert_drift {
         Status::Drift
     } else if verdicts.contains(&Verdict::Unreachable) || disk_unknown {
         Status::Incomplete
@@ -330,6 +350,46 @@ fn verdict(
         Status::Success
     };
     (summary, status)
+}
+
+/// Judges each node from what it served (keys, and certificates when
+/// `cert_policy` asks for them).
+fn judge_nodes(
+    audit_nodes: Vec<AuditNode>,
+    probes: Vec<BTreeMap<ScanAlgorithm, audit::ServedProbe>>,
+    expected: &Expected,
+    cert_policy: Option<&crate::certificate::CertPolicy>,
+    now: u64,
+) -> Vec<NodeReport> {
+    let mut probes = probes.into_iter();
+    audit_nodes
+        .into_iter()
+        .map(|n| NodeReport {
+            findings: match n.reachable {
+                true => {
+                    let served = probes.next().unwrap_or_default();
+                    let keys = served.iter().map(|(a, p)| (*a, audit::to_probe(p.clone()))).collect();
+                    let mut findings = audit::judge_node(expected, &keys);
+                    if let Some(policy) = cert_policy {
+                        audit::judge_certificates(&mut findings, &served, expected, policy, now);
+                    }
+                    findings
+                }
+                false => audit::no_address(),
+            },
+            endpoint: n.endpoint,
+            health: n.health,
+        })
+        .collect()
+}
+
+/// What certificates must be, with `--ca-fingerprint`.
+fn cert_policy(args: &AuditArgs) -> Option<crate::certificate::CertPolicy> {
+    (!args.ca_fingerprints.is_empty()).then(|| crate::certificate::CertPolicy {
+        ca_fingerprints: args.ca_fingerprints.clone(),
+        principals: args.principals.clone(),
+        warn_days: args.warn_days,
+    })
 }
 
 /// Option combinations clap cannot check.
@@ -386,29 +446,33 @@ pub async fn run(args: &AuditArgs, global: &GlobalArgs, output: OutputFormat) ->
             algorithms: args.key_types.clone(),
         },
     ));
-    let mut node_probes = scanner.scan_nodes(&endpoints).await.into_iter();
-    let nodes: Vec<NodeReport> = audit_nodes
-        .into_iter()
-        .map(|n| NodeReport {
-            findings: match n.reachable {
-                true => audit::judge_node(&expected, &node_probes.next().unwrap_or_default()),
-                false => audit::no_address(),
-            },
-            endpoint: n.endpoint,
-            health: n.health,
-        })
-        .collect();
+    let cert_policy = cert_policy(args);
+    let asks = cert_policy.is_some();
+    let now = crate::certificate::now_unix();
+    let node_probes = scanner.scan_nodes_served(&endpoints, asks).await;
+    let nodes = judge_nodes(audit_nodes, node_probes, &expected, cert_policy.as_ref(), now);
 
     let lb = match &args.lb {
         Some(spec) => {
             let (endpoint, registered) = lb_endpoint(spec, args, config.as_ref()).await?;
-            let samples = scanner.scan_lb(&endpoint, args.samples).await;
+            let samples = scanner.scan_lb(&endpoint, args.samples, asks).await;
             let assumed = args.backends.is_none() && registered.is_none() && !nodes.is_empty();
             let backends = args.backends.or(registered).or(assumed.then_some(nodes.len()));
             Some(LbReport {
                 types: samples
                     .iter()
-                    .map(|(algorithm, probes)| audit::judge_lb(&expected, *algorithm, probes))
+                    .map(|(algorithm, served)| {
+                        let probes: Vec<audit::Probe> = served.iter().cloned().map(audit::to_probe).collect();
+                        let mut t = audit::judge_lb(&expected, *algorithm, &probes);
+                        if let Some(policy) = &cert_policy
+                            && expected.by_type.contains_key(algorithm)
+                            && let Some((worst, counts)) = audit::judge_lb_certificates(served, policy, now)
+                        {
+                            t.certificate_status = Some(worst);
+                            t.certificates = counts;
+                        }
+                        t
+                    })
                     .collect(),
                 endpoint,
                 samples: args.samples,

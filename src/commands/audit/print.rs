@@ -32,7 +32,10 @@ fn print_lb(lb: &LbReport) {
             &mut table,
             vec![
                 t.key_type.clone(),
-                format!("{:?}", t.status).to_uppercase(),
+                match t.certificate_status {
+                    Some(c) => format!("{}\ncert {}", format!("{:?}", t.status).to_uppercase(), cert_name(c)),
+                    None => format!("{:?}", t.status).to_uppercase(),
+                },
                 if t.seen.is_empty() {
                     "not served".to_owned()
                 } else {
@@ -58,6 +61,14 @@ fn print_lb(lb: &LbReport) {
         );
     }
     println!("{table}");
+}
+
+/// A certificate verdict as in the JSON (`WRONG_CA`, ...).
+fn cert_name(v: crate::certificate::CertVerdict) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
 }
 
 pub(super) fn print_table(report: &AuditReport) {
@@ -105,8 +116,24 @@ pub(super) fn print_table(report: &AuditReport) {
                         String::new()
                     },
                     f.key_type.clone(),
-                    format!("{:?}", f.status).to_uppercase(),
-                    served_instead.or_else(|| f.detail.clone()).unwrap_or_default(),
+                    match &f.certificate {
+                        Some(c) => format!(
+                            "{}\ncert {}",
+                            format!("{:?}", f.status).to_uppercase(),
+                            cert_name(c.status)
+                        ),
+                        None => format!("{:?}", f.status).to_uppercase(),
+                    },
+                    [
+                        served_instead.or_else(|| f.detail.clone()),
+                        f.certificate
+                            .as_ref()
+                            .and_then(|c| c.detail.as_ref().map(|d| escape(d))),
+                    ]
+                    .into_iter()
+                    .flatten()
+                    .collect::<Vec<_>>()
+                    .join("\n"),
                 ],
             );
         }
