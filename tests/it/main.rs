@@ -9,6 +9,7 @@ mod admin;
 mod audit;
 mod bed;
 mod bootstrap;
+mod certificates;
 mod cli;
 mod document;
 mod install;

@@ -381,36 +381,84 @@ fn socket_activated_node_installs_before_its_first_connection() {
 /// HostCertificate line, and nothing is touched: a client that trusts only
 /// the CA still logs in.
 #[test]
-fn host_certificate_is_refused_untouched() {
+fn host_certificate_is_refused_kept_or_replaced_as_the_admin_chooses() {
     let bed = profile_bed("host-certificate");
     let node = bed.state.profiles[0].clone();
     let before = files(&node);
     bed.init_generated("hk");
-    let run = install(&bed, &node, &["--secret-id", "hk"]);
-    assert_eq!(run.code, 2, "{}\n{}", run.stderr, run.stdout);
-    assert_eq!(run.json()["result"], "refused");
-    assert!(
-        run.stderr
-            .contains("HostCertificate /etc/ssh/ssh_host_ed25519_key-cert.pub"),
-        "{}",
-        run.stderr
+    let theirs = node.ssh_dir.join("ssh_host_ed25519_key-cert.pub");
+    let their_cert = std::fs::read_to_string(&theirs).unwrap();
+    // No choice made, or keep for keys that are being replaced: nothing written.
+    for extra in [&[][..], &["--existing-certificates", "keep"][..]] {
+        let mut args = vec!["--secret-id", "hk"];
+        args.extend_from_slice(extra);
+        let run = install(&bed, &node, &args);
+        assert_eq!(run.code, 2, "{extra:?}: {}\n{}", run.stderr, run.stdout);
+        assert_eq!(run.json()["result"], "refused");
+        assert!(
+            run.stderr.contains("/etc/ssh/ssh_host_ed25519_key-cert.pub"),
+            "{}",
+            run.stderr
+        );
+        assert_eq!(files(&node), before, "a refused install wrote");
+    }
+    let connect = |ca: &str| {
+        let known_hosts = bed.dir().join("known_hosts.ca");
+        std::fs::write(&known_hosts, format!("@cert-authority login.example {ca}")).unwrap();
+        in_node(&bed, &node, &require("ssh"))
+            .arg("-i")
+            .arg(&bed.state.client_key)
+            .args(["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes"])
+            .args(["-o", "HostKeyAlias=login.example"])
+            .arg("-o")
+            .arg(format!("UserKnownHostsFile={}", known_hosts.display()))
+            .arg(format!("root@{}", node.address))
+            .arg("true")
+            .output()
+            .unwrap()
+    };
+    let their_ca = std::fs::read_to_string(node.root.join("host_ca.pub")).unwrap();
+    // Keep: the node's own keys adopted, its certificate stays served.
+    bed.init_from_node("adopted", &node);
+    let run = install(
+        &bed,
+        &node,
+        &["--secret-id", "adopted", "--existing-certificates", "keep"],
     );
-    assert_eq!(files(&node), before, "a refused install wrote");
-    let ca = std::fs::read_to_string(node.root.join("host_ca.pub")).unwrap();
-    let known_hosts = bed.dir().join("known_hosts.ca");
-    std::fs::write(&known_hosts, format!("@cert-authority login.example {ca}")).unwrap();
-    let out = in_node(&bed, &node, &require("ssh"))
-        .arg("-i")
-        .arg(&bed.state.client_key)
-        .args(["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes"])
-        .args(["-o", "HostKeyAlias=login.example"])
-        .arg("-o")
-        .arg(format!("UserKnownHostsFile={}", known_hosts.display()))
-        .arg(format!("root@{}", node.address))
-        .arg("true")
-        .output()
-        .unwrap();
+    assert_eq!(run.code, 0, "{}\n{}", run.stderr, run.stdout);
+    let out = connect(&their_ca);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Replace: our set, signed by our CA, goes into their certificate file.
+    let ca = bed.run(&["ca", "init", "--output", "json", "--secret-id", "ca"]);
+    assert_eq!(ca.code, 0, "{}", ca.stderr);
+    let ours = ca.json()["public_key"].as_str().unwrap().to_owned();
+    let sign = bed.run(&[
+        "sign",
+        "--secret-id",
+        "hk",
+        "--ca-secret-id",
+        "ca",
+        "--principal",
+        "login.example",
+    ]);
+    assert_eq!(sign.code, 0, "{}", sign.stderr);
+    let run = install(
+        &bed,
+        &node,
+        &["--secret-id", "hk", "--existing-certificates", "replace"],
+    );
+    assert_eq!(run.code, 0, "{}\n{}", run.stderr, run.stdout);
+    let out = connect(&ours);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!connect(&their_ca).status.success(), "their CA still trusted");
+    // Later runs (push, the timer) need no choice: the file holds the set's
+    // certificate from the set's CA.
+    let run = install(&bed, &node, &["--secret-id", "hk"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stderr, run.stdout);
+    assert_eq!(run.json()["result"], "unchanged", "{}", run.stdout);
+    let cert = std::fs::read_to_string(&theirs).unwrap();
+    assert_ne!(cert, their_cert, "their certificate file was not replaced");
+    assert!(cert.starts_with("ssh-ed25519-cert-v01@openssh.com "), "{cert}");
 }
 
 /// Regression: sshd serves an unmanaged ECDSA P-384 key, and a drop-in

@@ -1,0 +1,532 @@
+//! Host certificates on the test bed (issue 17): a CA in the emulated
+//! Secrets Manager, certificates served by real sshd through HAProxy,
+//! judged by the real ssh client, ssh-keyscan, ssh-keygen and the audit.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::bed::{BedOptions, Node, TestBed, snapshot};
+use crate::support::require;
+
+const TARGETS: [&str; 4] = ["--target", "tag:Role=login", "--target", "tag:Cluster=hp"];
+const NAME: &str = "login.test";
+
+fn ok(run: &crate::bed::Run, what: &str) {
+    assert_eq!(run.code, 0, "{what}: {}\n{}", run.stderr, run.stdout);
+}
+
+/// `ssh-keyscan -c`: the key types a node serves as certificates.
+fn cert_types(address: &str, port: u16) -> Vec<String> {
+    let out = Command::new(require("ssh-keyscan"))
+        .args(["-c", "-T", "5", "-p", &port.to_string(), address])
+        .output()
+        .unwrap();
+    let mut types: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            l.split_whitespace()
+                .find(|w| w.ends_with("-cert-v01@openssh.com"))
+                .map(str::to_owned)
+        })
+        .collect();
+    types.sort();
+    types
+}
+
+/// `ssh-keygen -L` of a certificate file.
+fn describe(path: &Path) -> String {
+    let out = Command::new(require("ssh-keygen"))
+        .arg("-L")
+        .arg("-f")
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The principals `ssh-keygen -L` lists.
+fn principals(listing: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut inside = false;
+    for line in listing.lines() {
+        let t = line.trim();
+        if t.starts_with("Principals:") {
+            inside = true;
+        } else if inside && t.contains(':') {
+            inside = false;
+        } else if inside && !t.is_empty() {
+            out.push(t.to_owned());
+        }
+    }
+    out
+}
+
+fn connects(bed: &TestBed, known_hosts: &Path, alias: &str, times: usize) -> usize {
+    let option = format!("HostKeyAlias={alias}");
+    (0..times)
+        .filter(|_| !bed.ssh_lb(known_hosts, &[option.as_str()]).status.success())
+        .count()
+}
+
+fn ca_init(bed: &TestBed, name: &str) -> Value {
+    let run = bed.run(&["ca", "init", "--output", "json", "--secret-id", name]);
+    ok(&run, "ca init");
+    run.json()
+}
+
+fn sign(bed: &TestBed, extra: &[&str]) -> Value {
+    let mut args = vec!["sign", "--output", "json", "--secret-id", "hk", "--ca-secret-id", "ca"];
+    args.extend(["--principal", NAME, "--principal", "login-alias.test"]);
+    args.extend_from_slice(extra);
+    let run = bed.run(&args);
+    ok(&run, "sign");
+    run.json()
+}
+
+/// Every node serves a certificate of each managed type, as asked for.
+fn assert_nodes_serve_certificates(bed: &TestBed, ca_fp: &str) {
+    let wanted = [
+        "ecdsa-sha2-nistp256-cert-v01@openssh.com",
+        "ssh-ed25519-cert-v01@openssh.com",
+        "ssh-rsa-cert-v01@openssh.com",
+    ];
+    for node in &bed.state.nodes {
+        assert_eq!(cert_types(&node.address, node.port), wanted, "{}", node.name);
+        let listing = describe(&node.ssh_dir.join("ssh_host_ed25519_key-cert.pub"));
+        assert!(listing.contains("host certificate"), "{listing}");
+        assert_eq!(principals(&listing), [NAME, "login-alias.test"], "{listing}");
+        assert!(listing.contains(&format!("Signing CA: ED25519 {ca_fp}")), "{listing}");
+    }
+}
+
+/// The audit through the load balancer: every certificate verdict OK.
+fn assert_audit_ok(bed: &TestBed, ca_fp: &str) {
+    let lb = bed.state.lb.clone().unwrap();
+    let mut args = vec![
+        "audit",
+        "--output",
+        "json",
+        "--secret-id",
+        "hk",
+        "--ca-fingerprint",
+        ca_fp,
+    ];
+    args.extend(["--principal", NAME]);
+    args.extend(TARGETS);
+    args.extend(["--lb", &lb.address, "--samples", "6"]);
+    let run = bed.run(&args);
+    ok(&run, "audit");
+    let report = run.json();
+    let mut verdicts = Vec::new();
+    for node in report["nodes"].as_array().unwrap() {
+        for f in node["findings"].as_array().unwrap() {
+            verdicts.push(f["certificate"]["status"].clone());
+        }
+    }
+    for t in report["lb"]["types"].as_array().unwrap() {
+        // The types served (not the P-384/P-521 ones nobody serves).
+        if !t["seen"].as_array().unwrap().is_empty() {
+            verdicts.push(t["certificate_status"].clone());
+        }
+    }
+    // Three managed types on every node and through the load balancer.
+    let nodes = report["nodes"].as_array().unwrap().len();
+    assert!(nodes >= bed.state.nodes.len(), "{report}");
+    assert_eq!(verdicts.len(), 3 * nodes + 3, "{report}");
+    assert!(verdicts.iter().all(|v| v == "OK"), "{report}");
+}
+
+/// A client whose known_hosts holds only the plain keys connects with no
+/// warning at all.
+fn assert_plain_key_client_sees_nothing(bed: &TestBed) {
+    let lb = bed.state.lb.clone().unwrap();
+    let plain = bed.run(&["known-hosts", "--secret-id", "hk", "--host", &lb.address]);
+    ok(&plain, "known-hosts");
+    let plain_file = bed.dir().join("known_hosts.plain");
+    std::fs::write(&plain_file, &plain.stdout).unwrap();
+    let out = bed.ssh_lb(&plain_file, &[]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && !said.to_lowercase().contains("warning"),
+        "{said}"
+    );
+}
+
+/// `known-hosts --ssh-config`: the load balancer's address as a node name,
+/// checked as the principal through HostKeyAlias.
+fn assert_ssh_config_aliases(bed: &TestBed, ca_only: &Path) {
+    let lb = bed.state.lb.clone().unwrap();
+    let config = bed.run(&[
+        "known-hosts",
+        "--secret-id",
+        "hk",
+        "--host",
+        NAME,
+        "--ssh-config",
+        "--node",
+        &lb.address,
+    ]);
+    ok(&config, "known-hosts --ssh-config");
+    let file = bed.dir().join("ssh_config");
+    std::fs::write(&file, &config.stdout).unwrap();
+    let out = Command::new(require("ssh"))
+        .arg("-F")
+        .arg(&file)
+        .arg("-i")
+        .arg(&bed.state.client_key)
+        .args(["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes"])
+        .arg("-o")
+        .arg(format!("UserKnownHostsFile={}", ca_only.display()))
+        .arg(format!("root@{}", lb.address))
+        .arg("true")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        config.stdout,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn certificates_are_served_trusted_through_the_lb_and_survive_a_rotation() {
+    let bed = TestBed::start(BedOptions::default());
+    bed.init_generated("hk");
+    let ca = ca_init(&bed, "ca");
+    let ca_fp = ca["fingerprint"].as_str().unwrap().to_owned();
+    assert_eq!(sign(&bed, &[])["certificates"].as_array().unwrap().len(), 3);
+    assert_eq!(sign(&bed, &["--renew-before", "7"])["result"], "unchanged");
+    let mut push = vec!["push", "--secret-id", "hk", "--max-concurrency", "100%"];
+    push.extend(TARGETS);
+    ok(&bed.run(&push), "push");
+    assert_nodes_serve_certificates(&bed, &ca_fp);
+
+    // Clients that hold only the CA line (from the CA secret's tags).
+    let ca_line = bed.run(&["known-hosts", "--ca-secret-id", "ca", "--host", "*", "--cert-authority"]);
+    ok(&ca_line, "known-hosts --cert-authority");
+    let from_set = bed.run(&["known-hosts", "--secret-id", "hk", "--host", "*", "--cert-authority"]);
+    ok(&from_set, "known-hosts --cert-authority from the set");
+    assert_eq!(ca_line.stdout, from_set.stdout);
+    assert!(
+        ca_line.stdout.starts_with("@cert-authority * ssh-ed25519 "),
+        "{}",
+        ca_line.stdout
+    );
+    let ca_only = bed.dir().join("known_hosts.ca");
+    std::fs::write(&ca_only, &ca_line.stdout).unwrap();
+    assert_eq!(
+        connects(&bed, &ca_only, NAME, 20),
+        0,
+        "CA-only client before the rotation"
+    );
+    let stranger = bed.ssh_lb(&ca_only, &["HostKeyAlias=other.test"]);
+    let said = String::from_utf8_lossy(&stranger.stderr);
+    assert!(
+        !stranger.status.success() && said.contains("not a listed principal"),
+        "{said}"
+    );
+    assert_ssh_config_aliases(&bed, &ca_only);
+    assert_plain_key_client_sees_nothing(&bed);
+    assert_audit_ok(&bed, &ca_fp);
+
+    // A rotation without overlap signs the new set; CA-only clients never notice.
+    let mut rotate = vec![
+        "rotate",
+        "--secret-id",
+        "hk",
+        "--ca-secret-id",
+        "ca",
+        "--max-concurrency",
+        "100%",
+    ];
+    rotate.extend(TARGETS);
+    ok(&bed.run(&rotate), "rotate");
+    assert_eq!(
+        connects(&bed, &ca_only, NAME, 20),
+        0,
+        "CA-only client after the rotation"
+    );
+    assert_nodes_serve_certificates(&bed, &ca_fp);
+    assert_audit_ok(&bed, &ca_fp);
+    let listing = describe(&bed.state.nodes[0].ssh_dir.join("ssh_host_ed25519_key-cert.pub"));
+    assert!(listing.contains("Serial: 2"), "{listing}");
+    // Without the CA, rotate refuses to drop the certificates.
+    let mut unsigned = vec!["rotate", "--secret-id", "hk"];
+    unsigned.extend(TARGETS);
+    let refused = bed.run(&unsigned);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(refused.stderr.contains("--ca-secret-id"), "{}", refused.stderr);
+}
+
+/// A CA made with ssh-keygen, for certificates the audit must judge.
+fn keygen_ca(dir: &Path, name: &str) -> PathBuf {
+    let path = dir.join(name);
+    let out = Command::new(require("ssh-keygen"))
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    path
+}
+
+fn fingerprint_of(pub_file: &Path) -> String {
+    let out = Command::new(require("ssh-keygen"))
+        .arg("-lf")
+        .arg(pub_file)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .to_owned()
+}
+
+/// Signs `node`'s ed25519 key with ssh-keygen into its certificate file.
+fn sign_node(node: &Node, ca: &Path, host: bool, principals: &str, validity: &str) -> String {
+    let public = node.ssh_dir.join("ssh_host_ed25519_key.pub");
+    let scratch = node.ssh_dir.join("scratch.pub");
+    std::fs::copy(&public, &scratch).unwrap();
+    let mut cmd = Command::new(require("ssh-keygen"));
+    cmd.arg("-q")
+        .arg("-s")
+        .arg(ca)
+        .args(["-I", "test", "-n", principals, "-V", validity]);
+    if host {
+        cmd.arg("-h");
+    }
+    let out = cmd.arg(&scratch).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let cert = std::fs::read_to_string(node.ssh_dir.join("scratch-cert.pub")).unwrap();
+    std::fs::remove_file(node.ssh_dir.join("scratch-cert.pub")).unwrap();
+    std::fs::remove_file(&scratch).unwrap();
+    cert
+}
+
+/// Serves `cert` (or none) on `node` and waits until sshd does.
+fn serve(node: &Node, cert: Option<&str>) {
+    let path = node.ssh_dir.join("ssh_host_ed25519_key-cert.pub");
+    let config = std::fs::read_to_string(&node.sshd_config).unwrap();
+    let line = format!("HostCertificate {}\n", path.display());
+    let without: String = config.replace(&line, "");
+    match cert {
+        Some(c) => {
+            std::fs::write(&path, c).unwrap();
+            std::fs::write(&node.sshd_config, format!("{line}{without}")).unwrap();
+        }
+        None => std::fs::write(&node.sshd_config, without).unwrap(),
+    }
+    let pid = std::fs::read_to_string(&node.pid_file).unwrap();
+    let hup = Command::new("kill").args(["-HUP", pid.trim()]).status().unwrap();
+    assert!(hup.success());
+    let want = cert.map(|c| c.split_whitespace().nth(1).unwrap().to_owned());
+    let mut last = String::new();
+    let what = format!("sshd at {}:{} serves the new certificate", node.address, node.port);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::time::Instant::now() < deadline {
+        let out = Command::new(require("ssh-keyscan"))
+            .args(["-c", "-T", "2", "-p", &node.port.to_string(), &node.address])
+            .output()
+            .unwrap();
+        last = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let done = match &want {
+            Some(w) => last.contains(w.as_str()),
+            // Up again (it serves the key) and without the certificate.
+            None => {
+                !last.contains("-cert-v01@openssh.com")
+                    && crate::bed::keyscan(&node.address, node.port, "ed25519").is_some()
+            }
+        };
+        if done {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("timed out waiting until {what}; ssh-keyscan -c said: {last}");
+}
+
+#[test]
+fn the_audit_gives_each_certificate_verdict_and_expired_certificates_fall_back_to_the_key() {
+    let bed = TestBed::start(BedOptions {
+        nodes: 1,
+        ..BedOptions::default()
+    });
+    let node = bed.state.nodes[0].clone();
+    let ca = keygen_ca(bed.dir(), "ca");
+    let rogue = keygen_ca(bed.dir(), "rogue");
+    let ca_fp = fingerprint_of(&ca.with_extension("pub"));
+    let key_fp = fingerprint_of(&node.ssh_dir.join("ssh_host_ed25519_key.pub"));
+    let endpoint = format!("{}:{}", node.address, node.port);
+    let verdict = || {
+        let run = bed.run(&[
+            "audit",
+            "--output",
+            "json",
+            "--expect",
+            &key_fp,
+            "--key-types",
+            "ssh-ed25519",
+            "--endpoint",
+            &endpoint,
+            "--ca-fingerprint",
+            &ca_fp,
+            "--principal",
+            NAME,
+            "--warn-days",
+            "10",
+        ]);
+        let report = run.json();
+        let status = report["nodes"][0]["findings"][0]["certificate"]["status"]
+            .as_str()
+            .unwrap_or("none")
+            .to_owned();
+        (status, run.code)
+    };
+    let cases: [(&str, bool, &str, &str, &str, i32); 6] = [
+        ("ca", true, NAME, "-5m:+30d", "OK", 0),
+        ("ca", true, NAME, "-5m:+2d", "EXPIRING", 0),
+        ("ca", true, NAME, "20200101:20200102", "EXPIRED", 1),
+        ("rogue", true, NAME, "-5m:+30d", "WRONG_CA", 1),
+        ("ca", true, "other.test", "-5m:+30d", "PRINCIPAL_MISSING", 1),
+        ("ca", false, NAME, "-5m:+30d", "NOT_HOST_CERT", 1),
+    ];
+    for (signer, host, names, validity, want, code) in cases {
+        let key = if signer == "ca" { &ca } else { &rogue };
+        serve(&node, Some(&sign_node(&node, key, host, names, validity)));
+        assert_eq!(verdict(), (want.to_owned(), code), "{want}");
+        if want == "EXPIRED" {
+            // A client that trusts the CA and knows the plain key still gets in.
+            let public = std::fs::read_to_string(ca.with_extension("pub")).unwrap();
+            let key = std::fs::read_to_string(node.ssh_dir.join("ssh_host_ed25519_key.pub")).unwrap();
+            let kh = bed.dir().join("known_hosts.both");
+            let plain: String = key.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
+            std::fs::write(
+                &kh,
+                format!(
+                    "@cert-authority * {public}{} {plain}\n",
+                    if node.port == 22 {
+                        node.address.clone()
+                    } else {
+                        format!("[{}]:{}", node.address, node.port)
+                    }
+                ),
+            )
+            .unwrap();
+            let out = Command::new(require("ssh"))
+                .arg("-i")
+                .arg(&bed.state.client_key)
+                .args([
+                    "-o",
+                    "BatchMode=yes",
+                    "-o",
+                    "StrictHostKeyChecking=yes",
+                    "-p",
+                    &node.port.to_string(),
+                ])
+                .arg("-o")
+                .arg(format!("UserKnownHostsFile={}", kh.display()))
+                .arg(format!("root@{}", node.address))
+                .arg("true")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        }
+    }
+    serve(&node, None);
+    assert_eq!(verdict(), ("CERT_MISSING".to_owned(), 1));
+}
+
+/// Replaces the secret's AWSCURRENT value with `keys[0].certificate = cert`.
+fn with_certificate(bed: &TestBed, cert: &str) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let config = bed.sdk_config(1).await;
+        let client = aws_sdk_secretsmanager::Client::new(&config);
+        let value = client.get_secret_value().secret_id("hk").send().await.unwrap();
+        let mut doc: Value = serde_json::from_str(value.secret_string().unwrap()).unwrap();
+        for k in doc["keys"].as_array_mut().unwrap() {
+            if k["algorithm"] == "ssh-ed25519" {
+                k["certificate"] = Value::String(cert.trim().to_owned());
+            }
+        }
+        client
+            .put_secret_value()
+            .secret_id("hk")
+            .secret_string(doc.to_string())
+            .version_stages("AWSCURRENT")
+            .send()
+            .await
+            .unwrap();
+    });
+}
+
+#[test]
+fn install_refuses_each_bad_certificate_and_changes_nothing() {
+    let bed = TestBed::start(BedOptions {
+        nodes: 1,
+        ..BedOptions::default()
+    });
+    let node = bed.state.nodes[0].clone();
+    let init = bed.init_generated("hk");
+    let ca = keygen_ca(bed.dir(), "ca");
+    // A node-like directory holding the set's ed25519 public key, to sign.
+    let set_dir = bed.dir().join("set");
+    std::fs::create_dir_all(&set_dir).unwrap();
+    let ed = init["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["algorithm"] == "ssh-ed25519")
+        .unwrap()["public_key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let sign = |public: &str, host: bool, names: &str, validity: &str| {
+        let file = set_dir.join("k.pub");
+        std::fs::write(&file, format!("{public}\n")).unwrap();
+        let mut cmd = Command::new(require("ssh-keygen"));
+        cmd.arg("-q")
+            .arg("-s")
+            .arg(&ca)
+            .args(["-I", "t", "-n", names, "-V", validity]);
+        if host {
+            cmd.arg("-h");
+        }
+        assert!(cmd.arg(&file).status().unwrap().success());
+        std::fs::read_to_string(set_dir.join("k-cert.pub")).unwrap()
+    };
+    let other = std::fs::read_to_string(node.ssh_dir.join("ssh_host_ed25519_key.pub")).unwrap();
+    let cases = [
+        (sign(other.trim(), true, NAME, "-5m:+30d"), "certifies key"),
+        (sign(&ed, false, NAME, "-5m:+30d"), "user certificate"),
+        (sign(&ed, true, NAME, "20200101:20200102"), "expired"),
+        (
+            sign(&ed, true, "other.test", "-5m:+30d"),
+            "does not list principal \"login.test\"",
+        ),
+    ];
+    let before = snapshot(&node.ssh_dir);
+    for (cert, says) in &cases {
+        with_certificate(&bed, cert);
+        let run = bed.install_on(&node, &["--secret-id", "hk", "--require-principal", NAME]);
+        assert_eq!(run.code, 2, "{says}: {}\n{}", run.stderr, run.stdout);
+        assert!(run.stderr.contains(says), "{says}: {}", run.stderr);
+        assert_eq!(snapshot(&node.ssh_dir), before, "{says}: files changed");
+    }
+    // The good one is installed, with a reload and no restart.
+    with_certificate(&bed, &sign(&ed, true, NAME, "-5m:+30d"));
+    let run = bed.install_on(&node, &["--secret-id", "hk", "--require-principal", NAME]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stderr, run.stdout);
+    assert!(cert_types(&node.address, node.port).contains(&"ssh-ed25519-cert-v01@openssh.com".to_owned()));
+}
