@@ -335,6 +335,8 @@ class Emulator:
                 raise ApiError("InternalFailure", f"injected failure of {action} call {interrupt['n']}", 500)
             if service == "secretsmanager" and action == "UpdateSecretVersionStage":
                 self._check_stage_move(json.loads(body or b"{}"), region or self.region)
+            if service == "secretsmanager" and action == "PutSecretValue":
+                self._sync_current(json.loads(body or b"{}"), region or self.region)
             if service == "ssm" and action in OWN_SSM_ACTIONS:
                 request = json.loads(body or b"{}")
                 result = getattr(self, f"_ssm_{action}")(request, region or self.region)
@@ -352,6 +354,26 @@ class Emulator:
                 ApiError("InternalFailure", f"injected: {action} call {interrupt['n']} took effect, answer lost", 500),
             )
         return self.moto(environ, start_response)
+
+    @staticmethod
+    def _sync_current(request: dict[str, Any], region: str) -> None:
+        """PutSecretValue with AWSCURRENT moves the label from the version
+        that holds it (which becomes AWSPREVIOUS). moto 5.2 moves it from its
+        own `default_version_id`, which UpdateSecretVersionStage never
+        updates: after a rotation two versions held AWSCURRENT and stage
+        reads returned the old one. Point it at the real holder first."""
+        from moto.secretsmanager.models import secretsmanager_backends
+
+        if "AWSCURRENT" not in (request.get("VersionStages") or []):
+            return
+        backend = secretsmanager_backends[ACCOUNT][region]
+        secret_id = request.get("SecretId", "")
+        if secret_id not in backend.secrets:
+            return
+        secret = backend.secrets[secret_id]
+        for version_id, version in secret.versions.items():
+            if "AWSCURRENT" in version.get("version_stages", []):
+                secret.default_version_id = version_id
 
     @staticmethod
     def _check_stage_move(request: dict[str, Any], region: str) -> None:

@@ -221,7 +221,12 @@ impl SecretStore for SecretsManagerStore {
         // Secrets Manager refuses a reused token with other content; the
         // emulator overwrites silently. Check first so both behave alike.
         match self.get(secret, &VersionSelector::VersionId(token.clone())).await {
-            Ok(existing) if existing.document.keys == document.keys => return Ok(existing.version_id),
+            Ok(existing)
+                if existing.document.keys == document.keys
+                    && existing.document.certificates == document.certificates =>
+            {
+                return Ok(existing.version_id);
+            }
             Ok(_) => {
                 return Err(StoreError::TokenConflict {
                     secret: secret.to_string(),

@@ -256,6 +256,18 @@ fn certificates_are_served_trusted_through_the_lb_and_survive_a_rotation() {
     assert_audit_ok(&bed, &ca_fp);
     let listing = describe(&bed.state.nodes[0].ssh_dir.join("ssh_host_ed25519_key-cert.pub"));
     assert!(listing.contains("Serial: 2"), "{listing}");
+    // Renewal after a rotation: the signed copy becomes the one AWSCURRENT
+    // (the emulator moved the label from a stale version, leaving two).
+    let renewed = sign(&bed, &["--validity-days", "60"]);
+    let status = bed.run(&["status", "--output", "json", "--secret-id", "hk"]).json();
+    let current: Vec<&Value> = status["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["stages"].as_array().unwrap().iter().any(|s| s == "AWSCURRENT"))
+        .collect();
+    assert_eq!(current.len(), 1, "{status}");
+    assert_eq!(current[0]["version_id"], renewed["version_id"], "{status}");
     // Without the CA, rotate refuses to drop the certificates.
     let mut unsigned = vec!["rotate", "--secret-id", "hk"];
     unsigned.extend(TARGETS);
