@@ -11,7 +11,9 @@
 #   7. rotation with overlap (UpdateHostKeys), while a node's timer agrees
 #      with every step; 8. 20 more connections, 0 warnings;
 #   9. the same install on other distributions' sshd set-ups (Ubuntu 24.04
-#      socket activation, Amazon Linux 2023), with nothing but its defaults.
+#      socket activation, Amazon Linux 2023), with nothing but its defaults;
+#  10. host certificates: a CA in its own secret signs the set, clients hold
+#      one @cert-authority line, 20 connections, and the audit judges them.
 #
 # Run it with `make demo` (which installs what is missing and builds first).
 # It always tears the bed down, also on failure or Ctrl-C.
@@ -29,7 +31,7 @@ BED_PID=""
 
 bold() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 say() { printf '   %s\n' "$*"; }
-run() { printf '   $ %s\n' "$*"; "$@"; }
+run() { printf '   $ %s\n' "$*" >&2; "$@"; }
 
 teardown() {
   local rc=$?
@@ -71,7 +73,7 @@ say "load balancer: $LB:22 (round robin)   AWS emulator: $AWS_ENDPOINT_URL"
 # One ssh through the load balancer as a user would, with a known_hosts file.
 ssh_lb() {
   ssh -i "$CLIENT_KEY" -o UserKnownHostsFile="$1" -o StrictHostKeyChecking="$2" -o BatchMode=yes \
-    -o ConnectTimeout=5 -o LogLevel=ERROR "root@$LB" 'echo "$SSH_CONNECTION"' 2>&1
+    -o ConnectTimeout=5 -o LogLevel=ERROR "${@:3}" "root@$LB" 'echo "$SSH_CONNECTION"' 2>&1
 }
 
 bold "1. The problem: every node has its own host keys"
@@ -119,11 +121,12 @@ bold "6. Users trust the fleet's one identity"
 run "$HOSTKEYCTL" known-hosts --secret-id hostkeys/demo --host "$LB" > "$WORK/known_hosts"
 sed 's/^/   | /; s/\(AAAA.\{20\}\).*/\1.../' "$WORK/known_hosts"
 KH="$WORK/known_hosts"
+TWENTY_OPTS=()
 twenty() {
   local warnings=0 node out
   declare -A served=()
   for _ in $(seq 1 20); do
-    if out=$(ssh_lb "$KH" yes); then
+    if out=$(ssh_lb "$KH" yes "${TWENTY_OPTS[@]}"); then
       node=$(awk '{print $3}' <<<"$out")
       served[$node]=$(( ${served[$node]:-0} + 1 ))
     else
@@ -167,5 +170,25 @@ for i in 0 1; do
   env "${PROFILE_ENV[@]}" nsenter --mount="/proc/$ns/ns/mnt" --net="/proc/$ns/ns/net" -- \
     "$HOSTKEYCTL" install --secret-id hostkeys/demo 2>&1 >/dev/null | sed 's/^/   | /'
 done
+
+bold "10. Host certificates: one @cert-authority line, no trust on first use"
+printf '   $ %s\n' "$HOSTKEYCTL ca init --secret-id hostkeyctl-ca/demo"
+"$HOSTKEYCTL" ca init --secret-id hostkeyctl-ca/demo --output json > "$WORK/ca.json"
+CA_FP=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["fingerprint"])' "$WORK/ca.json")
+say "CA $CA_FP, in a secret of its own prefix: the login nodes' role cannot read it"
+run "$HOSTKEYCTL" sign --secret-id hostkeys/demo --ca-secret-id hostkeyctl-ca/demo \
+  --principal login.demo.internal --validity-days 30 --output table
+say "(the same keys with certificates, as a new AWSCURRENT version: nodes converge with a reload, no key changes)"
+run "$HOSTKEYCTL" push --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
+  --max-concurrency 100% --output table -q
+run "$HOSTKEYCTL" known-hosts --secret-id hostkeys/demo --host login.demo.internal --cert-authority > "$WORK/known_hosts.ca"
+sed 's/^/   | /; s/\(AAAA.\{20\}\).*/\1.../' "$WORK/known_hosts.ca"
+KH="$WORK/known_hosts.ca"
+TWENTY_OPTS=(-o HostKeyAlias=login.demo.internal)
+say "20 connections with only that line (HostKeyAlias login.demo.internal, the certificate's principal):"
+twenty
+run "$HOSTKEYCTL" audit --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
+  --lb "$LB" --samples 6 --key-types ssh-ed25519,ecdsa-sha2-nistp256,ssh-rsa \
+  --ca-fingerprint "$CA_FP" --principal login.demo.internal --output table
 
 bold "Done: one host identity behind the load balancer, rotated without a warning"
