@@ -561,9 +561,11 @@ impl CaDocument {
         })
     }
 
-    /// The JSON text (secret: zeroized on drop).
+    /// The JSON text (secret: zeroized on drop). Built in a buffer reserved
+    /// large enough never to reallocate, as the key set document is, so no
+    /// unzeroized copy of the key is left behind.
     pub fn to_json(&self) -> zeroize::Zeroizing<String> {
-        let raw = RawCa {
+        let mut raw = RawCa {
             format: CA_FORMAT_V1.to_owned(),
             created: self.created.clone(),
             algorithm: self.key.algorithm().key_type().to_owned(),
@@ -571,10 +573,14 @@ impl CaDocument {
             fingerprint: self.key.fingerprint().to_string(),
             private_key: self.key.reveal_private_openssh().to_string(),
         };
-        let text = zeroize::Zeroizing::new(serde_json::to_string_pretty(&raw).unwrap_or_default());
-        let mut raw = raw;
+        let mut buf = zeroize::Zeroizing::new(Vec::with_capacity(4 * crate::document::MAX_SECRET_BYTES));
+        let written = serde_json::to_writer_pretty(&mut *buf, &raw);
         zeroize::Zeroize::zeroize(&mut raw.private_key);
-        text
+        let text = match written {
+            Ok(()) => String::from_utf8(std::mem::take(&mut *buf)).unwrap_or_default(),
+            Err(_) => String::new(),
+        };
+        zeroize::Zeroizing::new(text)
     }
 }
 

@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use crate::aws;
+use crate::aws::AwsError;
 use crate::certificate::{self, CaDocument, Signer};
 use crate::cli::{CaCommand, CaInitArgs, GlobalArgs, SignArgs};
 use crate::commands::store_failure;
@@ -12,7 +13,8 @@ use crate::ids::VersionId;
 use crate::keyset::{HostKey, KeyAlgorithm};
 use crate::output::{self, OutputFormat, escape};
 use crate::store::{
-    STAGE_CURRENT, STAGE_PENDING, SecretStore, SecretsManagerStore, VersionSelector, stage, tag_fingerprints,
+    STAGE_CURRENT, STAGE_PENDING, SecretStore, SecretsManagerStore, StoreError, VersionSelector, stage,
+    tag_fingerprints,
 };
 
 /// Runs `ca ...`.
@@ -189,11 +191,35 @@ pub async fn run(args: &SignArgs, global: &GlobalArgs, output: OutputFormat) -> 
         .map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
     // The same keys with new certificates become AWSCURRENT: nodes (push
     // or their timer) converge to it, which writes the certificates and
-    // reloads sshd; the keys stay, so no client sees a change.
+    // reloads sshd; the keys stay, so no client sees a change. Stored under
+    // a claim label first, then AWSCURRENT is moved from the version read
+    // above, which Secrets Manager refuses if it moved meanwhile (a rotation
+    // finished): signing never puts old keys back.
+    let claim = crate::rotation::claim_label(&token).map_err(|e| Failure::usage(anyhow::anyhow!(e.to_string())))?;
     let id = store
-        .put_version(&args.secret_id, &document, &token, &[stage(STAGE_CURRENT)])
+        .put_version(&args.secret_id, &document, &token, std::slice::from_ref(&claim))
         .await
         .map_err(store_failure)?;
+    let moved = store
+        .move_stage(
+            &args.secret_id,
+            &stage(STAGE_CURRENT),
+            Some(&id),
+            Some(&current.version_id),
+        )
+        .await;
+    if let Err(e) = store.move_stage(&args.secret_id, &claim, None, Some(&id)).await {
+        tracing::warn!("could not remove the claim label {claim} from version {id}: {e}; the next rotate removes it");
+    }
+    match moved {
+        Err(StoreError::Aws(AwsError::Service { code, .. })) if code == "InvalidParameterException" => {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "AWSCURRENT of {} moved while signing (a rotation finished?); nothing was made current. Run sign again",
+                args.secret_id
+            )));
+        }
+        other => other.map_err(store_failure)?,
+    }
     tag_fingerprints(&store, &args.secret_id, &id, &document.keys)
         .await
         .map_err(store_failure)?;

@@ -40,8 +40,7 @@ use crate::store::{
     STAGE_CURRENT, STAGE_PENDING, STAGE_PREVIOUS, SecretInfo, SecretStore, StoreError, StoredVersion, VersionSelector,
     stage, tag_fingerprints,
 };
-use start::claim_label;
-pub use start::{CLAIM_PREFIX, Start, age, plan_start};
+pub use start::{CLAIM_PREFIX, Start, age, claim_label, plan_start};
 
 /// Why a rotation step could not run at all (as opposed to a step that
 /// ran and found nodes failing, which is an [`Outcome`]).

@@ -8,7 +8,7 @@ use crate::ids::{StageLabel, VersionId};
 pub const CLAIM_PREFIX: &str = "hostkeyctl-claim-";
 
 /// The label a new version carries until it holds AWSPENDING.
-pub(super) fn claim_label(token: &VersionId) -> Result<StageLabel, RotationError> {
+pub fn claim_label(token: &VersionId) -> Result<StageLabel, RotationError> {
     let short: String = token
         .as_str()
         .chars()

@@ -386,3 +386,61 @@ async fn moving_a_label_held_elsewhere_needs_remove_from_version_id() {
         .await
         .unwrap();
 }
+
+/// PutSecretValue with AWSCURRENT moves the label from the version that
+/// holds it, as Secrets Manager does. moto moved it from its own record of
+/// the default version, which UpdateSecretVersionStage leaves stale: after
+/// a label move, two versions held AWSCURRENT (found by `make demo`).
+#[tokio::test(flavor = "multi_thread")]
+async fn put_with_awscurrent_after_a_stage_move_leaves_one_current() {
+    let bed = TestBed::start(BedOptions {
+        nodes: 0,
+        ..BedOptions::default()
+    });
+    let sm = aws_sdk_secretsmanager::Client::new(&bed.sdk_config(1).await);
+    let first = sm.create_secret().name("s").secret_string("a").send().await.unwrap();
+    let first = first.version_id().unwrap().to_owned();
+    let second = sm
+        .put_secret_value()
+        .secret_id("s")
+        .secret_string("b")
+        .version_stages("next")
+        .send()
+        .await
+        .unwrap()
+        .version_id()
+        .unwrap()
+        .to_owned();
+    sm.update_secret_version_stage()
+        .secret_id("s")
+        .version_stage("AWSCURRENT")
+        .move_to_version_id(&second)
+        .remove_from_version_id(&first)
+        .send()
+        .await
+        .unwrap();
+    let third = sm
+        .put_secret_value()
+        .secret_id("s")
+        .secret_string("c")
+        .version_stages("AWSCURRENT")
+        .send()
+        .await
+        .unwrap()
+        .version_id()
+        .unwrap()
+        .to_owned();
+    let versions = sm.list_secret_version_ids().secret_id("s").send().await.unwrap();
+    let holding = |label: &str| -> Vec<String> {
+        versions
+            .versions()
+            .iter()
+            .filter(|v| v.version_stages().iter().any(|s| s == label))
+            .map(|v| v.version_id().unwrap_or_default().to_owned())
+            .collect()
+    };
+    assert_eq!(holding("AWSCURRENT"), [third]);
+    assert_eq!(holding("AWSPREVIOUS"), [second]);
+    let value = sm.get_secret_value().secret_id("s").send().await.unwrap();
+    assert_eq!(value.secret_string(), Some("c"));
+}
