@@ -380,6 +380,7 @@ fn the_audit_gives_each_certificate_verdict_and_expired_certificates_fall_back_t
     let ca_fp = fingerprint_of(&ca.with_extension("pub"));
     let key_fp = fingerprint_of(&node.ssh_dir.join("ssh_host_ed25519_key.pub"));
     let endpoint = format!("{}:{}", node.address, node.port);
+    let lb = bed.state.lb.clone().expect("the bed has a load balancer");
     let verdict = || {
         let run = bed.run(&[
             "audit",
@@ -397,12 +398,22 @@ fn the_audit_gives_each_certificate_verdict_and_expired_certificates_fall_back_t
             NAME,
             "--warn-days",
             "10",
+            "--lb",
+            &lb.address,
+            "--samples",
+            "3",
         ]);
         let report = run.json();
         let status = report["nodes"][0]["findings"][0]["certificate"]["status"]
             .as_str()
             .unwrap_or("none")
             .to_owned();
+        // The same verdict through the load balancer (one backend).
+        assert_eq!(
+            report["lb"]["types"][0]["certificate_status"],
+            status.as_str(),
+            "{report}"
+        );
         (status, run.code)
     };
     let cases: [(&str, bool, &str, &str, &str, i32); 6] = [
@@ -423,35 +434,8 @@ fn the_audit_gives_each_certificate_verdict_and_expired_certificates_fall_back_t
             let key = std::fs::read_to_string(node.ssh_dir.join("ssh_host_ed25519_key.pub")).unwrap();
             let kh = bed.dir().join("known_hosts.both");
             let plain: String = key.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
-            std::fs::write(
-                &kh,
-                format!(
-                    "@cert-authority * {public}{} {plain}\n",
-                    if node.port == 22 {
-                        node.address.clone()
-                    } else {
-                        format!("[{}]:{}", node.address, node.port)
-                    }
-                ),
-            )
-            .unwrap();
-            let out = Command::new(require("ssh"))
-                .arg("-i")
-                .arg(&bed.state.client_key)
-                .args([
-                    "-o",
-                    "BatchMode=yes",
-                    "-o",
-                    "StrictHostKeyChecking=yes",
-                    "-p",
-                    &node.port.to_string(),
-                ])
-                .arg("-o")
-                .arg(format!("UserKnownHostsFile={}", kh.display()))
-                .arg(format!("root@{}", node.address))
-                .arg("true")
-                .output()
-                .unwrap();
+            std::fs::write(&kh, format!("@cert-authority * {public}{} {plain}\n", lb.address)).unwrap();
+            let out = bed.ssh_lb(&kh, &[]);
             assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         }
     }

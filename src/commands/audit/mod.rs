@@ -465,7 +465,8 @@ pub async fn run(args: &AuditArgs, global: &GlobalArgs, output: OutputFormat) ->
                         let probes: Vec<audit::Probe> = served.iter().cloned().map(audit::to_probe).collect();
                         let mut t = audit::judge_lb(&expected, *algorithm, &probes);
                         if let Some(policy) = &cert_policy
-                            && expected.by_type.contains_key(algorithm)
+                            && (expected.by_type.contains_key(algorithm)
+                                || (t.status == Verdict::Ok && !t.seen.is_empty()))
                             && let Some((worst, counts)) = audit::judge_lb_certificates(served, policy, now)
                         {
                             t.certificate_status = Some(worst);
