@@ -184,28 +184,59 @@ pub fn cert_authority_lines(document: &crate::document::SecretDocument, patterns
 
 /// ssh_config blocks: every name checks the host key as `hosts[0]`.
 fn print_ssh_config(hosts: &[String], nodes: &[String], port: u16) -> Result<Status, Failure> {
-    let nodes: Vec<&str> = nodes.iter().map(|n| n.trim()).filter(|n| !n.is_empty()).collect();
-    if let Some(bad) = nodes
-        .iter()
-        .find(|n| n.contains(|c: char| c.is_whitespace() || c == ',' || c.is_control()))
-    {
-        return Err(Failure::usage(anyhow::anyhow!("{bad:?} is not a node name")));
-    }
-    let alias = &hosts[0];
-    let mut out = format!("# hostkeyctl: one host identity for {alias}; every name below checks it as {alias}\n");
+    let text = ssh_config_text(hosts, nodes, port).map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
+    print!("{text}");
+    Ok(Status::Success)
+}
+
+/// The `Host` block of `--ssh-config`. Names are host names or addresses
+/// only: ssh_config gives `*`, `?`, `!`, `#` and quotes meanings of their own.
+pub fn ssh_config_text(hosts: &[String], nodes: &[String], port: u16) -> Result<String, String> {
+    let plain = |n: &str| {
+        !n.is_empty()
+            && n.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':'))
+    };
     let mut names: Vec<&str> = hosts.iter().map(String::as_str).collect();
-    names.extend(nodes);
+    names.extend(nodes.iter().map(|n| n.trim()).filter(|n| !n.is_empty()));
+    if let Some(bad) = names.iter().find(|n| !plain(n)) {
+        return Err(format!(
+            "{bad:?} is not a host name or address; --ssh-config takes plain names (letters, digits, . - _ :)"
+        ));
+    }
+    let Some(alias) = names.first() else {
+        return Err("--host needs at least one name".to_owned());
+    };
+    let mut out = format!("# hostkeyctl: one host identity for {alias}; every name below checks it as {alias}\n");
     out.push_str(&format!("Host {}\n    HostKeyAlias {alias}\n", names.join(" ")));
     if port != 22 {
         out.push_str(&format!("    Port {port}\n"));
     }
-    print!("{out}");
-    Ok(Status::Success)
+    Ok(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::{hashed_host, host_pattern};
+
+    #[test]
+    fn ssh_config_aliases_every_name_to_the_first_and_refuses_patterns() {
+        let text = super::ssh_config_text(&["login.test".into()], &["n1".into(), "10.0.0.5".into()], 2222).unwrap();
+        assert_eq!(
+            text.lines().skip(1).collect::<Vec<_>>(),
+            [
+                "Host login.test n1 10.0.0.5",
+                "    HostKeyAlias login.test",
+                "    Port 2222"
+            ]
+        );
+        for bad in ["*", "!n1", "a#b", "\"q\""] {
+            assert!(
+                super::ssh_config_text(&["login.test".into()], &[bad.into()], 22).is_err(),
+                "{bad}"
+            );
+        }
+    }
 
     #[test]
     fn patterns_and_hashes_have_openssh_shapes() {
