@@ -84,14 +84,21 @@ async fn ca_init(args: &CaInitArgs, global: &GlobalArgs, output: OutputFormat) -
     Ok(Status::Success)
 }
 
+/// A certificate's public facts, for reports.
 #[derive(Serialize)]
-struct CertRow {
-    algorithm: String,
-    serial: u64,
-    key_id: String,
-    principals: Vec<String>,
-    valid_before: String,
-    ca_fingerprint: String,
+pub struct CertRow {
+    /// Key type.
+    pub algorithm: String,
+    /// Serial.
+    pub serial: u64,
+    /// Key id (escaped).
+    pub key_id: String,
+    /// Principals (escaped).
+    pub principals: Vec<String>,
+    /// End of validity (RFC 3339).
+    pub valid_before: String,
+    /// Signing CA.
+    pub ca_fingerprint: String,
 }
 
 #[derive(Serialize)]
@@ -102,7 +109,8 @@ struct SignReport {
     certificates: Vec<CertRow>,
 }
 
-fn rows(certs: &std::collections::BTreeMap<KeyAlgorithm, ssh_key::Certificate>) -> Vec<CertRow> {
+/// Public facts of every certificate of a set.
+pub fn rows(certs: &std::collections::BTreeMap<KeyAlgorithm, ssh_key::Certificate>) -> Vec<CertRow> {
     certs
         .iter()
         .map(|(a, c)| CertRow {

@@ -17,6 +17,8 @@ struct VersionRow {
     stages: Vec<String>,
     created: Option<String>,
     keys: Vec<KeyRow>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    certificates: Vec<crate::commands::sign::CertRow>,
 }
 
 /// Where the fleet is in the rotation protocol, from the stages.
@@ -126,6 +128,7 @@ pub async fn run(args: &StatusArgs, global: &GlobalArgs, output: OutputFormat) -
             stages: v.stages.clone(),
             created: v.created.clone(),
             keys: key_rows(&stored.document.keys),
+            certificates: crate::commands::sign::rows(&stored.document.certificates),
         });
     }
     let current = info.version_with_stage(STAGE_CURRENT).map(|v| v.version_id.clone());
@@ -229,4 +232,17 @@ fn print_table(report: &StatusReport) {
         }
     }
     println!("{table}");
+    let current = report
+        .versions
+        .iter()
+        .find(|v| v.stages.iter().any(|s| s == STAGE_CURRENT));
+    if let Some(c) = current.and_then(|v| v.certificates.first()) {
+        println!(
+            "certificates on AWSCURRENT: serial {}, from CA {}, for {}, valid before {}",
+            c.serial,
+            c.ca_fingerprint,
+            c.principals.join(", "),
+            c.valid_before
+        );
+    }
 }

@@ -268,6 +268,14 @@ fn certificates_are_served_trusted_through_the_lb_and_survive_a_rotation() {
         .collect();
     assert_eq!(current.len(), 1, "{status}");
     assert_eq!(current[0]["version_id"], renewed["version_id"], "{status}");
+    let certs = current[0]["certificates"].as_array().unwrap();
+    assert_eq!(certs.len(), 3, "{status}");
+    assert!(
+        certs
+            .iter()
+            .all(|c| c["ca_fingerprint"] == ca_fp.as_str() && c["serial"] == 3),
+        "{status}"
+    );
     // Without the CA, rotate refuses to drop the certificates.
     let mut unsigned = vec!["rotate", "--secret-id", "hk"];
     unsigned.extend(TARGETS);
