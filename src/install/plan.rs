@@ -9,10 +9,11 @@ use std::time::{Duration, Instant};
 use ssh_key::Certificate;
 use zeroize::Zeroizing;
 
+use super::certs::{CertPlan, Certificates, foreign_certificates, plan_certificates};
 use super::files::{self, Desired};
 use super::restrict::{self, Placement};
 use super::sshd::{ReloadMethod, SshdControl};
-use super::{ExistingCertificates, InstallError, InstallOptions, InstallReport, io_err};
+use super::{InstallError, InstallOptions, InstallReport, io_err};
 use crate::fingerprint::Fingerprint;
 use crate::hostport::HostPort;
 use crate::keyset::{HostKey, KeyAlgorithm, KeySet};
@@ -349,148 +350,6 @@ async fn fetch_sets(
         }
     };
     Ok((keys, certificates, next_keys))
-}
-
-/// The set's certificates, by key type.
-type Certificates = BTreeMap<KeyAlgorithm, Certificate>;
-
-/// The certificates a node will serve, and where they come from.
-#[derive(Default)]
-pub(super) struct CertPlan {
-    /// Certificate files to write (ours, or foreign ones replaced).
-    pub files: Vec<(PathBuf, Certificate)>,
-    /// `HostCertificate` lines of hostkeyctl's settings.
-    pub lines: Vec<String>,
-    /// Whether any certificate will be served (pins the cert algorithms).
-    pub served: bool,
-    /// What each type must serve after the reload.
-    pub expected: BTreeMap<ScanAlgorithm, Certificate>,
-}
-
-/// `ssh_host_<alg>_key-cert.pub`, where install puts the set's certificates.
-pub fn certificate_path(ssh_dir: &Path, a: KeyAlgorithm) -> PathBuf {
-    ssh_dir.join(format!("ssh_host_{}_key-cert.pub", a.short_name()))
-}
-
-/// A certificate sshd is configured with that hostkeyctl did not install.
-struct Foreign {
-    path: String,
-    cert: Option<Certificate>,
-}
-
-/// Checks the set's certificates and decides, with the admin's choice for
-/// certificates hostkeyctl did not install, what the node will serve.
-fn plan_certificates(
-    options: &InstallOptions,
-    keys: &KeySet,
-    certificates: &Certificates,
-    foreign: &[Foreign],
-) -> Result<CertPlan, InstallError> {
-    let now = crate::certificate::now_unix();
-    for (a, cert) in certificates {
-        if let Some(key) = keys.get(*a) {
-            crate::certificate::check_for_install(cert, key, now, &options.require_principals)?;
-        }
-    }
-    if certificates.is_empty() && !options.require_principals.is_empty() {
-        let names: Vec<String> = options.require_principals.iter().map(ToString::to_string).collect();
-        return Err(InstallError::NoCertificates(names.join(",")));
-    }
-    let algorithm_of = |c: &Certificate| KeyAlgorithm::of(&c.public_key().algorithm());
-    // A certificate file that holds one from the set's CA was replaced by an
-    // earlier run (replace, then push or the timer without the choice): it
-    // is the set's, and is replaced again.
-    let (ours, foreign): (Vec<&Foreign>, Vec<&Foreign>) = foreign.iter().partition(|f| {
-        f.cert.as_ref().is_some_and(|c| {
-            algorithm_of(c)
-                .and_then(|a| certificates.get(&a))
-                .is_some_and(|mine| crate::certificate::ca_fingerprint(mine) == crate::certificate::ca_fingerprint(c))
-        })
-    });
-    let mut replaced: Vec<&Foreign> = ours;
-    // Types whose certificate sshd gets through a line that is not ours.
-    let mut covered: Vec<KeyAlgorithm> = Vec::new();
-    // Types whose certificate is theirs, kept (it certifies the set's key).
-    let mut kept: Vec<KeyAlgorithm> = Vec::new();
-    let mut plan = CertPlan::default();
-    match options.existing_certificates {
-        ExistingCertificates::Refuse if !foreign.is_empty() => {
-            return Err(InstallError::HostCertificates(
-                foreign.iter().map(|f| f.path.clone()).collect(),
-            ));
-        }
-        ExistingCertificates::Refuse => {}
-        ExistingCertificates::Keep => {
-            for f in &foreign {
-                let certifies = f
-                    .cert
-                    .as_ref()
-                    .filter(|c| keys.keys().any(|k| k.public_key().key_data() == c.public_key()));
-                let Some(cert) = certifies else {
-                    return Err(InstallError::KeepWouldBreak {
-                        path: f.path.clone(),
-                        certified: f.cert.as_ref().map_or_else(
-                            || "nothing readable".to_owned(),
-                            |c| crate::certificate::subject_fingerprint(c).to_string(),
-                        ),
-                    });
-                };
-                kept.extend(algorithm_of(cert));
-                plan.served = true;
-            }
-        }
-        ExistingCertificates::Replace => replaced.extend(foreign),
-    }
-    for f in replaced {
-        let Some(a) = f.cert.as_ref().and_then(algorithm_of) else {
-            continue;
-        };
-        if let Some(mine) = certificates.get(&a) {
-            plan.files.push((managed(Path::new(&f.path))?, mine.clone()));
-            covered.push(a);
-        }
-    }
-    for (a, cert) in certificates {
-        let scan = ScanAlgorithm::for_managed(*a);
-        plan.expected.insert(scan, cert.clone());
-        if kept.contains(a) {
-            // Theirs stays, certifying the same key: ours is not installed.
-            plan.expected.remove(&scan);
-            continue;
-        }
-        if covered.contains(a) {
-            // Ours is written into their file, which their line names.
-            continue;
-        }
-        let path = managed(&certificate_path(&options.ssh_dir, *a))?;
-        plan.lines.push(path.display().to_string());
-        plan.files.push((path, cert.clone()));
-    }
-    plan.served |= !certificates.is_empty();
-    Ok(plan)
-}
-
-/// The certificate files sshd is configured with that are not in
-/// hostkeyctl's own settings.
-fn foreign_certificates(sshd: &impl SshdControl, texts: &[String], own_settings: &str) -> Vec<Foreign> {
-    let ours = restrict::keyword_values(&[own_settings.to_owned()], "hostcertificate");
-    // sshd -T refuses a config whose current keys do not load, and an
-    // install may be what repairs that: then the config text is read.
-    let configured = match sshd.effective() {
-        Ok(e) => e.host_certificates,
-        Err(_) => restrict::keyword_values(texts, "hostcertificate"),
-    };
-    let mut out: Vec<Foreign> = Vec::new();
-    for path in configured {
-        if ours.contains(&path) || out.iter().any(|f| f.path == path) {
-            continue;
-        }
-        let cert = std::fs::read_to_string(&path)
-            .ok()
-            .and_then(|t| Certificate::from_openssh(t.trim()).ok());
-        out.push(Foreign { path, cert });
-    }
-    out
 }
 
 /// The plan phase: what the files must be, under the lock.

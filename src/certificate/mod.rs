@@ -6,6 +6,12 @@
 //! lives in a secret of its own ([`CaDocument`], `hostkeyctl-ca/v1`), which
 //! the key set parser refuses, so a CA can never be installed as host keys.
 
+mod ca;
+mod verdict;
+
+pub use ca::{CA_FORMAT_V1, CaDocument, CaError};
+pub use verdict::{CertFinding, CertPolicy, CertVerdict, judge};
+
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
@@ -13,7 +19,7 @@ use ssh_key::certificate::{Builder, CertType};
 use ssh_key::{Certificate, PublicKey};
 
 use crate::fingerprint::Fingerprint;
-use crate::keyset::{HostKey, KeyAlgorithm, KeyError, KeySet, fingerprint_of};
+use crate::keyset::{HostKey, KeyAlgorithm, KeySet, fingerprint_of};
 
 /// Longest principal accepted (DNS names are at most 253 characters).
 pub const MAX_PRINCIPAL_LEN: usize = 255;
@@ -353,243 +359,12 @@ pub fn check_for_install(
     Ok(())
 }
 
-/// A certificate verdict of the audit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum CertVerdict {
-    /// A valid host certificate from a trusted CA listing every name.
-    Ok,
-    /// As OK, but it expires within the warning window.
-    Expiring,
-    /// Expired (or not valid yet).
-    Expired,
-    /// Signed by a CA that is not trusted.
-    WrongCa,
-    /// A required name is not listed.
-    PrincipalMissing,
-    /// A user certificate served as a host's.
-    NotHostCert,
-    /// No certificate served: the key alone.
-    CertMissing,
-}
-
-impl CertVerdict {
-    /// Whether the audit fails (exit 1).
-    pub fn is_drift(self) -> bool {
-        !matches!(self, CertVerdict::Ok | CertVerdict::Expiring)
-    }
-}
-
-/// What the audit expects of certificates.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct CertPolicy {
-    /// Trusted CA fingerprints.
-    pub ca_fingerprints: Vec<Fingerprint>,
-    /// Names every certificate must list.
-    pub principals: Vec<Principal>,
-    /// EXPIRING when fewer days are left.
-    pub warn_days: u64,
-}
-
-/// The certificate part of an audit finding.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct CertFinding {
-    /// The verdict.
-    pub status: CertVerdict,
-    /// Its key id.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub key_id: Option<String>,
-    /// Its serial.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub serial: Option<u64>,
-    /// Its principals.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub principals: Vec<String>,
-    /// Signing CA.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ca_fingerprint: Option<Fingerprint>,
-    /// End of validity, RFC 3339.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub valid_before: Option<String>,
-    /// What is wrong, in words.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub detail: Option<String>,
-}
-
-/// Judges what a node served for one type when asked for a certificate:
-/// `None` when it answered with a plain key. Checked in order of severity:
-/// a user certificate, an untrusted CA (or a signature that does not
-/// verify), expiry, missing names, then the warning window.
-pub fn judge(served: Option<&Certificate>, policy: &CertPolicy, now: u64) -> CertFinding {
-    let Some(cert) = served else {
-        return CertFinding {
-            status: CertVerdict::CertMissing,
-            key_id: None,
-            serial: None,
-            principals: Vec::new(),
-            ca_fingerprint: None,
-            valid_before: None,
-            detail: Some("the node serves the key without a certificate".to_owned()),
-        };
-    };
-    let ca = ca_fingerprint(cert);
-    let listed = cert.valid_principals();
-    let missing: Vec<&str> = policy
-        .principals
-        .iter()
-        .map(Principal::as_str)
-        .filter(|p| !listed.iter().any(|l| l == p))
-        .collect();
-    let left_days = cert.valid_before().saturating_sub(now) / 86_400;
-    let (status, detail) = if cert.cert_type() != CertType::Host {
-        (CertVerdict::NotHostCert, Some("a user certificate".to_owned()))
-    } else if !policy.ca_fingerprints.contains(&ca) {
-        (
-            CertVerdict::WrongCa,
-            Some(format!("signed by {ca}, which is not a trusted CA")),
-        )
-    } else if cert.verify_signature().is_err() {
-        (
-            CertVerdict::WrongCa,
-            Some("the CA signature does not verify".to_owned()),
-        )
-    } else if now >= cert.valid_before() {
-        (
-            CertVerdict::Expired,
-            Some(format!("expired at {}", rfc3339(cert.valid_before()))),
-        )
-    } else if now < cert.valid_after() {
-        (
-            CertVerdict::Expired,
-            Some(format!("not valid before {}", rfc3339(cert.valid_after()))),
-        )
-    } else if !missing.is_empty() {
-        (
-            CertVerdict::PrincipalMissing,
-            Some(format!("does not list {}", missing.join(", "))),
-        )
-    } else if left_days < policy.warn_days {
-        (
-            CertVerdict::Expiring,
-            Some(format!(
-                "expires in {left_days} days, at {}",
-                rfc3339(cert.valid_before())
-            )),
-        )
-    } else {
-        (CertVerdict::Ok, None)
-    };
-    CertFinding {
-        status,
-        key_id: Some(cert.key_id().to_owned()),
-        serial: Some(cert.serial()),
-        principals: listed.to_vec(),
-        ca_fingerprint: Some(ca),
-        valid_before: Some(rfc3339(cert.valid_before())),
-        detail,
-    }
-}
-
-/// The `format` of a CA document.
-pub const CA_FORMAT_V1: &str = "hostkeyctl-ca/v1";
-
-/// The CA secret's value: one private key, not a key set.
-pub struct CaDocument {
-    /// When it was made (RFC 3339).
-    pub created: String,
-    /// The CA key.
-    pub key: HostKey,
-}
-
-#[derive(serde::Deserialize, Serialize)]
-struct RawCa {
-    format: String,
-    created: String,
-    algorithm: String,
-    public_key: String,
-    fingerprint: String,
-    private_key: String,
-}
-
-/// Why a CA secret's value is unusable. Never contains key material.
-#[derive(Debug, thiserror::Error)]
-pub enum CaError {
-    /// Not the CA document's shape (the position only: serde may quote values).
-    #[error("the secret is not a hostkeyctl CA (invalid at line {line} column {column}); check --ca-secret-id")]
-    Shape {
-        /// Line.
-        line: usize,
-        /// Column.
-        column: usize,
-    },
-    /// Another format.
-    #[error("field `format` is {0:?}, not {CA_FORMAT_V1:?}: this secret is not a hostkeyctl CA; check --ca-secret-id")]
-    Format(String),
-    /// The key is unusable.
-    #[error("the CA's private_key: {0}")]
-    Key(#[from] KeyError),
-    /// Public fields disagree with the key.
-    #[error("the CA's {0} does not match its private key")]
-    Mismatch(&'static str),
-}
-
-impl CaDocument {
-    /// Parses and checks a CA document.
-    pub fn parse(text: &str) -> Result<Self, CaError> {
-        let raw: RawCa = serde_json::from_str(text).map_err(|e| CaError::Shape {
-            line: e.line(),
-            column: e.column(),
-        })?;
-        let private = zeroize::Zeroizing::new(raw.private_key);
-        if raw.format != CA_FORMAT_V1 {
-            return Err(CaError::Format(raw.format));
-        }
-        let key = HostKey::from_openssh(&private)?;
-        if key.algorithm().key_type() != raw.algorithm {
-            return Err(CaError::Mismatch("algorithm"));
-        }
-        if key.fingerprint().as_str() != raw.fingerprint {
-            return Err(CaError::Mismatch("fingerprint"));
-        }
-        let stated = PublicKey::from_openssh(raw.public_key.trim()).map_err(|_| CaError::Mismatch("public_key"))?;
-        if stated.key_data() != key.public_key().key_data() {
-            return Err(CaError::Mismatch("public_key"));
-        }
-        Ok(CaDocument {
-            created: raw.created,
-            key,
-        })
-    }
-
-    /// The JSON text (secret: zeroized on drop). Built in a buffer reserved
-    /// large enough never to reallocate, as the key set document is, so no
-    /// unzeroized copy of the key is left behind.
-    pub fn to_json(&self) -> zeroize::Zeroizing<String> {
-        let mut raw = RawCa {
-            format: CA_FORMAT_V1.to_owned(),
-            created: self.created.clone(),
-            algorithm: self.key.algorithm().key_type().to_owned(),
-            public_key: self.key.public_line(),
-            fingerprint: self.key.fingerprint().to_string(),
-            private_key: self.key.reveal_private_openssh().to_string(),
-        };
-        let mut buf = zeroize::Zeroizing::new(Vec::with_capacity(4 * crate::document::MAX_SECRET_BYTES));
-        let written = serde_json::to_writer_pretty(&mut *buf, &raw);
-        zeroize::Zeroize::zeroize(&mut raw.private_key);
-        let text = match written {
-            Ok(()) => String::from_utf8(std::mem::take(&mut *buf)).unwrap_or_default(),
-            Err(_) => String::new(),
-        };
-        zeroize::Zeroizing::new(text)
-    }
-}
-
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::keyset::KeyAlgorithm;
 
-    fn request(principals: &[&str], after: u64, before: u64) -> SignRequest {
+    pub(super) fn request(principals: &[&str], after: u64, before: u64) -> SignRequest {
         SignRequest {
             principals: principals.iter().map(|p| Principal::parse(p).unwrap()).collect(),
             valid_after: after,
@@ -599,7 +374,7 @@ mod tests {
         }
     }
 
-    fn signed(ca: &HostKey, keys: &KeySet, req: &SignRequest) -> Certificate {
+    pub(super) fn signed(ca: &HostKey, keys: &KeySet, req: &SignRequest) -> Certificate {
         sign_set(ca, keys, req).unwrap().remove(0).1
     }
 
@@ -646,63 +421,5 @@ mod tests {
             check_for_install(&user, key, now, &[]),
             Err(CertProblem::NotHost { .. })
         ));
-    }
-
-    #[test]
-    fn the_audit_gives_every_verdict() {
-        let ca = HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap();
-        let keys = KeySet::generate(&[KeyAlgorithm::Ed25519], 0).unwrap();
-        let now = now_unix();
-        let policy = CertPolicy {
-            ca_fingerprints: vec![ca.fingerprint().clone()],
-            principals: vec![Principal::parse("login").unwrap()],
-            warn_days: 7,
-        };
-        let verdict = |cert: Option<&Certificate>| judge(cert, &policy, now).status;
-        let day = 86_400;
-        let ok = signed(&ca, &keys, &request(&["login"], now - 60, now + 30 * day));
-        assert_eq!(verdict(Some(&ok)), CertVerdict::Ok);
-        let soon = signed(&ca, &keys, &request(&["login"], now - 60, now + 2 * day));
-        assert_eq!(verdict(Some(&soon)), CertVerdict::Expiring);
-        let old = signed(&ca, &keys, &request(&["login"], now - 2 * day, now - day));
-        assert_eq!(verdict(Some(&old)), CertVerdict::Expired);
-        let rogue = HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap();
-        let wrong = signed(&rogue, &keys, &request(&["login"], now - 60, now + 30 * day));
-        assert_eq!(verdict(Some(&wrong)), CertVerdict::WrongCa);
-        let named = signed(&ca, &keys, &request(&["elsewhere"], now - 60, now + 30 * day));
-        assert_eq!(verdict(Some(&named)), CertVerdict::PrincipalMissing);
-        let key = keys.get(KeyAlgorithm::Ed25519).unwrap();
-        let mut builder = Builder::new(
-            vec![0; 32],
-            key.public_key().key_data().clone(),
-            now - 60,
-            now + 30 * day,
-        )
-        .unwrap();
-        builder.cert_type(CertType::User).unwrap();
-        builder.valid_principal("login").unwrap();
-        let user = builder.sign(ca.private_key()).unwrap();
-        assert_eq!(verdict(Some(&user)), CertVerdict::NotHostCert);
-        assert_eq!(verdict(None), CertVerdict::CertMissing);
-        assert!(!CertVerdict::Expiring.is_drift() && CertVerdict::CertMissing.is_drift());
-    }
-
-    #[test]
-    fn a_ca_document_round_trips_and_is_no_key_set() {
-        let doc = CaDocument {
-            created: "2026-12-01T00:00:00Z".to_owned(),
-            key: HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap(),
-        };
-        let json = doc.to_json();
-        let back = CaDocument::parse(&json).unwrap();
-        assert_eq!(back.key.fingerprint(), doc.key.fingerprint());
-        assert!(crate::document::SecretDocument::parse(&json).is_err());
-        let err = CaDocument::parse(
-            r#"{"format":"x","created":"","algorithm":"","public_key":"","fingerprint":"","private_key":"SECRET"}"#,
-        )
-        .err()
-        .unwrap()
-        .to_string();
-        assert!(!err.contains("SECRET") && err.contains("not a hostkeyctl CA"), "{err}");
     }
 }

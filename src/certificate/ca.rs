@@ -1,0 +1,126 @@
+//! The CA secret's value (`hostkeyctl-ca/v1`): one private key, never a
+//! key set.
+
+use serde::Serialize;
+use ssh_key::PublicKey;
+
+use crate::keyset::{HostKey, KeyError};
+
+/// The `format` of a CA document.
+pub const CA_FORMAT_V1: &str = "hostkeyctl-ca/v1";
+
+/// The CA secret's value: one private key, not a key set.
+pub struct CaDocument {
+    /// When it was made (RFC 3339).
+    pub created: String,
+    /// The CA key.
+    pub key: HostKey,
+}
+
+#[derive(serde::Deserialize, Serialize)]
+struct RawCa {
+    format: String,
+    created: String,
+    algorithm: String,
+    public_key: String,
+    fingerprint: String,
+    private_key: String,
+}
+
+/// Why a CA secret's value is unusable. Never contains key material.
+#[derive(Debug, thiserror::Error)]
+pub enum CaError {
+    /// Not the CA document's shape (the position only: serde may quote values).
+    #[error("the secret is not a hostkeyctl CA (invalid at line {line} column {column}); check --ca-secret-id")]
+    Shape {
+        /// Line.
+        line: usize,
+        /// Column.
+        column: usize,
+    },
+    /// Another format.
+    #[error("field `format` is {0:?}, not {CA_FORMAT_V1:?}: this secret is not a hostkeyctl CA; check --ca-secret-id")]
+    Format(String),
+    /// The key is unusable.
+    #[error("the CA's private_key: {0}")]
+    Key(#[from] KeyError),
+    /// Public fields disagree with the key.
+    #[error("the CA's {0} does not match its private key")]
+    Mismatch(&'static str),
+}
+
+impl CaDocument {
+    /// Parses and checks a CA document.
+    pub fn parse(text: &str) -> Result<Self, CaError> {
+        let raw: RawCa = serde_json::from_str(text).map_err(|e| CaError::Shape {
+            line: e.line(),
+            column: e.column(),
+        })?;
+        let private = zeroize::Zeroizing::new(raw.private_key);
+        if raw.format != CA_FORMAT_V1 {
+            return Err(CaError::Format(raw.format));
+        }
+        let key = HostKey::from_openssh(&private)?;
+        if key.algorithm().key_type() != raw.algorithm {
+            return Err(CaError::Mismatch("algorithm"));
+        }
+        if key.fingerprint().as_str() != raw.fingerprint {
+            return Err(CaError::Mismatch("fingerprint"));
+        }
+        let stated = PublicKey::from_openssh(raw.public_key.trim()).map_err(|_| CaError::Mismatch("public_key"))?;
+        if stated.key_data() != key.public_key().key_data() {
+            return Err(CaError::Mismatch("public_key"));
+        }
+        Ok(CaDocument {
+            created: raw.created,
+            key,
+        })
+    }
+
+    /// The JSON text (secret: zeroized on drop). Built in a buffer reserved
+    /// large enough never to reallocate, as the key set document is, so no
+    /// unzeroized copy of the key is left behind.
+    pub fn to_json(&self) -> zeroize::Zeroizing<String> {
+        let mut raw = RawCa {
+            format: CA_FORMAT_V1.to_owned(),
+            created: self.created.clone(),
+            algorithm: self.key.algorithm().key_type().to_owned(),
+            public_key: self.key.public_line(),
+            fingerprint: self.key.fingerprint().to_string(),
+            private_key: self.key.reveal_private_openssh().to_string(),
+        };
+        let mut buf = zeroize::Zeroizing::new(Vec::with_capacity(4 * crate::document::MAX_SECRET_BYTES));
+        let written = serde_json::to_writer_pretty(&mut *buf, &raw);
+        zeroize::Zeroize::zeroize(&mut raw.private_key);
+        let text = match written {
+            Ok(()) => String::from_utf8(std::mem::take(&mut *buf)).unwrap_or_default(),
+            Err(_) => String::new(),
+        };
+        zeroize::Zeroizing::new(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CaDocument;
+    use crate::keyset::{HostKey, KeyAlgorithm};
+
+    #[test]
+    fn a_ca_document_round_trips_and_is_no_key_set() {
+        let doc = CaDocument {
+            created: "2026-12-01T00:00:00Z".to_owned(),
+            key: HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap(),
+        };
+        let json = doc.to_json();
+        let back = CaDocument::parse(&json).unwrap();
+        assert_eq!(back.key.fingerprint(), doc.key.fingerprint());
+        assert!(crate::document::SecretDocument::parse(&json).is_err());
+        let err = CaDocument::parse(
+            r#"{"format":"x","created":"","algorithm":"","public_key":"","fingerprint":"","private_key":"SECRET"}"#,
+        )
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(!err.contains("SECRET") && err.contains("not a hostkeyctl CA"), "{err}");
+    }
+}
