@@ -65,7 +65,12 @@ async fn ca_init(args: &CaInitArgs, global: &GlobalArgs, output: OutputFormat) -
             args.kms_key_id.as_deref(),
         )
         .await
-        .map_err(store_failure)?;
+        .map_err(|e| match e {
+            StoreError::AlreadyExists { name } => Failure::usage(anyhow::anyhow!(
+                "secret {name} already exists and ca init never overwrites a CA; to replace a CA, create a new one under another name (docs/certificates.md, \"Rotating the CA\")"
+            )),
+            other => store_failure(other),
+        })?;
     let report = CaReport {
         arn: arn.to_string(),
         algorithm: ca.key.algorithm().key_type().to_owned(),

@@ -200,6 +200,9 @@ fn certificates_are_served_trusted_through_the_lb_and_survive_a_rotation() {
     bed.init_generated("hk");
     let ca = ca_init(&bed, "ca");
     let ca_fp = ca["fingerprint"].as_str().unwrap().to_owned();
+    let again = bed.run(&["ca", "init", "--secret-id", "ca"]);
+    assert_eq!(again.code, 2, "{}", again.stderr);
+    assert!(again.stderr.contains("never overwrites a CA"), "{}", again.stderr);
     assert_eq!(sign(&bed, &[])["certificates"].as_array().unwrap().len(), 3);
     assert_eq!(sign(&bed, &["--renew-before", "7"])["result"], "unchanged");
     let mut push = vec!["push", "--secret-id", "hk", "--max-concurrency", "100%"];
