@@ -537,3 +537,40 @@ fn install_refuses_each_bad_certificate_and_changes_nothing() {
     assert_eq!(run.code, 0, "{}\n{}", run.stderr, run.stdout);
     assert!(cert_types(&node.address, node.port).contains(&"ssh-ed25519-cert-v01@openssh.com".to_owned()));
 }
+
+/// A reload after which sshd does not serve the certificates is rolled
+/// back. Here the reload does nothing (`--reload-command true`) and sshd
+/// runs without re-exec, so it keeps serving what it loaded: the keys are
+/// the set's already, only the certificates are missing.
+#[test]
+fn a_reload_that_does_not_serve_the_certificates_is_rolled_back() {
+    let bed = TestBed::start(BedOptions {
+        nodes: 1,
+        no_reexec: true,
+        ..BedOptions::default()
+    });
+    let node = bed.state.nodes[0].clone();
+    bed.init_generated("hk");
+    ok(
+        &bed.install_on(&node, &["--secret-id", "hk"]),
+        "install without certificates",
+    );
+    ca_init(&bed, "ca");
+    sign(&bed, &[]);
+    let before = snapshot(&node.ssh_dir);
+    let run = bed.install_on(&node, &["--secret-id", "hk", "--reload-command", "true"]);
+    assert_eq!(run.code, 3, "{}\n{}", run.stderr, run.stdout);
+    let report = run.json();
+    assert_eq!(report["result"], "rolled_back", "{report}");
+    assert!(
+        report["error"].as_str().unwrap().contains("without its certificate"),
+        "{report}"
+    );
+    assert_eq!(snapshot(&node.ssh_dir), before, "files not restored byte for byte");
+    assert!(cert_types(&node.address, node.port).is_empty());
+    ok(
+        &bed.install_on(&node, &["--secret-id", "hk"]),
+        "install with a real reload",
+    );
+    assert_eq!(cert_types(&node.address, node.port).len(), 3);
+}
