@@ -15,7 +15,7 @@ use crate::fingerprint::Fingerprint;
 use crate::output::{self, OutputFormat};
 use crate::rotation::{Outcome, Report, Request, Rotation, RotationError};
 use crate::scan::SshProber;
-use crate::store::{SecretStore, SecretsManagerStore};
+use crate::store::SecretsManagerStore;
 
 /// The exit status of a rotation outcome.
 pub fn exit_status(outcome: Outcome) -> Status {
@@ -46,46 +46,20 @@ pub fn rotation_failure(e: RotationError) -> Failure {
     }
 }
 
-/// The signer of a new set: the fleet serves certificates (the current set
-/// carries them), so the new set needs them too, like the current ones.
-async fn rotation_signer(
+/// The CA of `--ca-secret-id`, read before anything else happens.
+async fn rotation_ca(
     args: &RotateArgs,
     store: &SecretsManagerStore,
-) -> Result<Option<crate::certificate::Signer>, Failure> {
-    let creates = !args.resume && !args.abort && !args.finish;
-    if !creates && args.ca_secret_id.is_none() {
-        return Ok(None);
-    }
-    let current = store
-        .get(
-            &args.secret_id,
-            &crate::store::VersionSelector::Stage(crate::store::stage(crate::store::STAGE_CURRENT)),
-        )
-        .await
-        .map_err(store_failure)?;
-    let certificates = &current.document.certificates;
+) -> Result<Option<crate::keyset::HostKey>, Failure> {
     let Some(ca_id) = &args.ca_secret_id else {
-        if certificates.is_empty() {
-            return Ok(None);
-        }
-        return Err(Failure::usage(anyhow::anyhow!(
-            "the current set carries host certificates (version {}), and a new set without them would lock out clients that trust only the CA; pass --ca-secret-id to sign the new set",
-            current.version_id
-        )));
+        return Ok(None);
     };
     let ca = store
         .get_ca(ca_id)
         .await
         .map_err(store_failure)?
         .map_err(|e| Failure::usage(anyhow::anyhow!("{ca_id}: {e}")))?;
-    crate::certificate::Signer::like(ca.key, certificates, crate::certificate::default_signer())
-        .map(Some)
-        .ok_or_else(|| {
-            Failure::usage(anyhow::anyhow!(
-                "the current set (version {}) has no certificates to take the principals and validity from; sign it first with `hostkeyctl sign`",
-                current.version_id
-            ))
-        })
+    Ok(Some(ca.key))
 }
 
 /// Runs `rotate`.
@@ -114,7 +88,7 @@ pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -
     } else {
         fleet.discover(&args.targets).await.map_err(discovery_failure)?
     };
-    let signer = rotation_signer(args, &store).await?;
+    let ca = rotation_ca(args, &store).await?;
     let dispatcher = SsmDispatcher::new(&config);
     let quiet = global.quiet;
     let say = move |message: &str| {
@@ -132,7 +106,7 @@ pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -
         port: args.port,
         progress: &|_, _| {},
         say: &say,
-        signer: signer.as_ref(),
+        ca: ca.as_ref(),
     };
     let request = Request {
         resume: args.resume,

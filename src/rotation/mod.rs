@@ -233,8 +233,9 @@ pub struct Rotation<'a, S, D, P> {
     pub progress: Progress<'a>,
     /// Called with a line for each step as it starts.
     pub say: &'a (dyn Fn(&str) + Sync),
-    /// Signs the new set when the fleet serves certificates.
-    pub signer: Option<&'a crate::certificate::Signer>,
+    /// The CA (`--ca-secret-id`): signs the new set like the current one.
+    /// Required when the current set carries certificates.
+    pub ca: Option<&'a crate::keyset::HostKey>,
 }
 
 impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
@@ -293,7 +294,13 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
     /// AWSPENDING is moved to it *without* `RemoveFromVersionId`, which
     /// Secrets Manager refuses while another version holds the label. The
     /// loser takes its claim back and is refused, naming the winner.
-    pub async fn create(&self, planned_from: &VersionId, current: &KeySet) -> Result<VersionId, RotationError> {
+    pub async fn create(
+        &self,
+        planned_from: &VersionId,
+        current_doc: &SecretDocument,
+    ) -> Result<VersionId, RotationError> {
+        let current = &current_doc.keys;
+        let signer = self.signer_like(planned_from, current_doc)?;
         let rsa_bits = current
             .get(KeyAlgorithm::Rsa)
             .and_then(|k| k.rsa_bits())
@@ -302,7 +309,7 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
         let token = VersionId::random();
         let claim = claim_label(&token)?;
         let mut document = SecretDocument::new(keys);
-        if let Some(signer) = self.signer {
+        if let Some(signer) = &signer {
             document.certificates = signer
                 .sign(&document.keys, &token)
                 .map_err(|e| RotationError::Refused(format!("{e}; nothing was stored")))?;
@@ -346,6 +353,33 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
             )));
         }
         Ok(id)
+    }
+
+    /// The signer of the new set: certificates like the current set's (same
+    /// names and validity length, the next serial). A signed set without
+    /// the CA is refused before anything is stored: a new set without
+    /// certificates would lock out clients that trust only the CA.
+    fn signer_like(
+        &self,
+        current_id: &VersionId,
+        current: &SecretDocument,
+    ) -> Result<Option<crate::certificate::Signer>, RotationError> {
+        let certificates = &current.certificates;
+        match self.ca {
+            None if certificates.is_empty() => Ok(None),
+            None => Err(RotationError::Refused(format!(
+                "the current set (version {current_id}) carries host certificates, and a new set without them would lock out clients that trust only the CA; pass --ca-secret-id to sign the new set. Nothing was stored"
+            ))),
+            Some(ca) => {
+                crate::certificate::Signer::like(ca.clone(), certificates, crate::certificate::default_signer())
+                    .map(Some)
+                    .ok_or_else(|| {
+                        RotationError::Refused(format!(
+                            "the current set (version {current_id}) has no certificates to take the principals and validity from; sign it first with `hostkeyctl sign`. Nothing was stored"
+                        ))
+                    })
+            }
+        }
     }
 
     /// Takes a claim label off `id`; already gone (another run's cleanup)
@@ -462,7 +496,7 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
                 id
             }
             Start::Create => {
-                let id = self.create(&stages.current, &current_set.document.keys).await?;
+                let id = self.create(&stages.current, &current_set.document).await?;
                 (self.say)(&format!("create: new key set stored as version {id} (AWSPENDING)"));
                 id
             }

@@ -107,6 +107,17 @@ pub(super) async fn rotate(
     dispatcher_store: &impl SecretStore,
     request: Request,
 ) -> Result<Outcome, RotationError> {
+    rotate_with_ca(store, fleet, dispatcher_store, request, None).await
+}
+
+/// [`rotate`] with `--ca-secret-id`'s CA.
+pub(super) async fn rotate_with_ca(
+    store: &impl SecretStore,
+    fleet: &Arc<MemFleet>,
+    dispatcher_store: &impl SecretStore,
+    request: Request,
+    ca: Option<&crate::keyset::HostKey>,
+) -> Result<Outcome, RotationError> {
     let instances = fleet.instances();
     let push = options(1);
     let dispatcher = MemDispatcher::new(fleet, dispatcher_store);
@@ -120,7 +131,7 @@ pub(super) async fn rotate(
         port: 22,
         progress: &|_, _| {},
         say: &|_| {},
-        signer: None,
+        ca,
     };
     rotation.run(request, &mut Report::new(secret())).await
 }

@@ -206,10 +206,20 @@ async fn a_node_serving_host_certificates_is_refused_untouched() {
 
 /// A signed copy of the current set, stored as AWSCURRENT.
 async fn sign_current(store: &MemoryStore, principals: &[&str], valid_for: u64) -> StoredVersion {
-    let current = super::flows::current(store).await;
     let ca = crate::keyset::HostKey::generate(crate::keyset::KeyAlgorithm::Ed25519, 0).unwrap();
+    sign_current_with(store, &ca, principals, valid_for).await
+}
+
+/// [`sign_current`] with a given CA.
+async fn sign_current_with(
+    store: &MemoryStore,
+    ca: &crate::keyset::HostKey,
+    principals: &[&str],
+    valid_for: u64,
+) -> StoredVersion {
+    let current = super::flows::current(store).await;
     let signer = crate::certificate::Signer {
-        ca,
+        ca: ca.clone(),
         principals: principals
             .iter()
             .map(|p| crate::certificate::Principal::parse(p).unwrap())
@@ -272,4 +282,62 @@ async fn a_reload_that_drops_the_certificates_rolls_back() {
     assert_eq!(inv.response_code, Some(3), "{inv:?}");
     assert_eq!(dir_contents(&node.ssh_dir), before, "not rolled back");
     assert!(node.serves(&signed.document.keys));
+}
+
+/// Certificates (issue 17): a rotation of a signed set without the CA is
+/// refused before anything is stored; a new set without certificates would
+/// lock out clients that trust only the CA.
+#[tokio::test(flavor = "multi_thread")]
+async fn rotating_a_signed_set_without_the_ca_is_refused_and_stores_nothing() {
+    let (store, fleet, _) = world(1).await;
+    let signed = sign_current(&store, &["login.test"], 86_400).await;
+    let versions = store.stages(&secret()).len();
+    let refused = super::flows::rotate(&store, &fleet, &store, Request::default()).await;
+    let Err(crate::rotation::RotationError::Refused(message)) = refused else {
+        panic!("not refused: {refused:?}");
+    };
+    assert!(message.contains("--ca-secret-id"), "{message}");
+    assert_eq!(store.stages(&secret()).len(), versions, "a version was stored");
+    assert_eq!(
+        store.holder(&secret(), crate::store::STAGE_CURRENT),
+        Some(signed.version_id)
+    );
+}
+
+/// Certificates (issue 17): `rotate --ca-secret-id` signs the new set like
+/// the current one (same principals, same validity length, next serial),
+/// and every node serves the new certificates once it is promoted.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rotation_signs_the_new_set_like_the_current_one() {
+    let (store, fleet, _) = world(2).await;
+    let ca = crate::keyset::HostKey::generate(crate::keyset::KeyAlgorithm::Ed25519, 0).unwrap();
+    let day = 86_400;
+    let signed = sign_current_with(&store, &ca, &["login.test", "alias.test"], 30 * day).await;
+    let outcome = super::flows::rotate_with_ca(&store, &fleet, &store, Request::default(), Some(&ca))
+        .await
+        .unwrap();
+    assert_eq!(outcome, Outcome::Rotated);
+    assert_rotated(&store, &fleet, &signed.version_id, "signed rotation");
+    let now = super::flows::current(&store).await;
+    assert_ne!(now.document.keys, signed.document.keys);
+    assert_eq!(now.document.certificates.len(), now.document.keys.len());
+    for cert in now.document.certificates.values() {
+        assert_eq!(cert.serial(), 2);
+        assert_eq!(cert.valid_principals(), ["login.test", "alias.test"]);
+        assert_eq!(&crate::certificate::ca_fingerprint(cert), ca.fingerprint());
+        let length = cert.valid_before() - cert.valid_after();
+        assert!(
+            length.abs_diff(30 * day + crate::certificate::BACKDATE_SECS) < 120,
+            "{length}"
+        );
+    }
+    for node in &fleet.nodes {
+        let served = node.served_certificates();
+        assert_eq!(
+            served.len(),
+            now.document.certificates.len(),
+            "{}",
+            node.instance.instance_id
+        );
+    }
 }
