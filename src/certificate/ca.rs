@@ -44,6 +44,9 @@ pub enum CaError {
     /// The key is unusable.
     #[error("the CA's private_key: {0}")]
     Key(#[from] KeyError),
+    /// The document could not be written (nothing was stored).
+    #[error("cannot encode the CA document ({0}); nothing was stored")]
+    Encode(String),
     /// Public fields disagree with the key.
     #[error("the CA's {0} does not match its private key")]
     Mismatch(&'static str),
@@ -80,7 +83,7 @@ impl CaDocument {
     /// The JSON text (secret: zeroized on drop). Built in a buffer reserved
     /// large enough never to reallocate, as the key set document is, so no
     /// unzeroized copy of the key is left behind.
-    pub fn to_json(&self) -> zeroize::Zeroizing<String> {
+    pub fn to_json(&self) -> Result<zeroize::Zeroizing<String>, CaError> {
         let mut raw = RawCa {
             format: CA_FORMAT_V1.to_owned(),
             created: self.created.clone(),
@@ -92,11 +95,9 @@ impl CaDocument {
         let mut buf = zeroize::Zeroizing::new(Vec::with_capacity(4 * crate::document::MAX_SECRET_BYTES));
         let written = serde_json::to_writer_pretty(&mut *buf, &raw);
         zeroize::Zeroize::zeroize(&mut raw.private_key);
-        let text = match written {
-            Ok(()) => String::from_utf8(std::mem::take(&mut *buf)).unwrap_or_default(),
-            Err(_) => String::new(),
-        };
-        zeroize::Zeroizing::new(text)
+        written.map_err(|e| CaError::Encode(e.to_string()))?;
+        let text = String::from_utf8(std::mem::take(&mut *buf)).map_err(|_| CaError::Encode("not UTF-8".to_owned()))?;
+        Ok(zeroize::Zeroizing::new(text))
     }
 }
 
@@ -111,7 +112,7 @@ mod tests {
             created: "2026-12-01T00:00:00Z".to_owned(),
             key: HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap(),
         };
-        let json = doc.to_json();
+        let json = doc.to_json().unwrap();
         let back = CaDocument::parse(&json).unwrap();
         assert_eq!(back.key.fingerprint(), doc.key.fingerprint());
         assert!(crate::document::SecretDocument::parse(&json).is_err());

@@ -55,11 +55,13 @@ async fn ca_init(args: &CaInitArgs, global: &GlobalArgs, output: OutputFormat) -
     };
     let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
     let store = SecretsManagerStore::new(&config);
+    let json = ca.to_json().map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
     let description = "SSH host certificate authority (managed by hostkeyctl)";
     let arn = store
         .create_ca(
             &args.secret_id,
             &ca,
+            &json,
             description,
             &args.tags,
             args.kms_key_id.as_deref(),

@@ -36,7 +36,6 @@ use crate::hostport::HostPort;
 use crate::ids::{SecretId, VersionId};
 use crate::scan::Prober;
 use crate::store::{SecretStore, StoreError, VersionSelector};
-pub use certs::certificate_path;
 pub use check::check;
 pub use plan::{next_private_path, next_public_path};
 pub use report::{CheckRow, INSTALL_SCHEMA, InstallReport, InstallResult, Refusal};

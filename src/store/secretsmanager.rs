@@ -48,6 +48,7 @@ impl SecretsManagerStore {
         &self,
         name: &SecretId,
         ca: &crate::certificate::CaDocument,
+        json: &str,
         description: &str,
         tags: &[(String, String)],
         kms_key_id: Option<&str>,
@@ -57,14 +58,13 @@ impl SecretsManagerStore {
             (TAG_CA_FINGERPRINT.to_owned(), ca.key.fingerprint().to_string()),
         ];
         all.extend(tags.iter().cloned());
-        let json = ca.to_json();
         let call = Call::new("secretsmanager:CreateSecret", format!("secret {name}"));
         let out = self
             .client
             .create_secret()
             .name(name.as_str())
             .description(description)
-            .secret_string(json.as_str())
+            .secret_string(json)
             .set_kms_key_id(kms_key_id.map(str::to_owned))
             .set_tags(Some(to_tags(&all)))
             .send()
