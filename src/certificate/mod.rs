@@ -170,7 +170,13 @@ impl Signer {
     ) -> Result<std::collections::BTreeMap<KeyAlgorithm, Certificate>, SignError> {
         let now = now_unix();
         let request = SignRequest {
-            principals: self.principals.clone(),
+            // Each name once, in the order given (`--principal a,a`).
+            principals: self.principals.iter().fold(Vec::new(), |mut out, p| {
+                if !out.contains(p) {
+                    out.push(p.clone());
+                }
+                out
+            }),
             valid_after: now.saturating_sub(BACKDATE_SECS),
             valid_before: now.saturating_add(self.validity),
             serial: self.serial,
@@ -376,6 +382,20 @@ pub(super) mod tests {
 
     pub(super) fn signed(ca: &HostKey, keys: &KeySet, req: &SignRequest) -> Certificate {
         sign_set(ca, keys, req).unwrap().remove(0).1
+    }
+
+    #[test]
+    fn a_signer_lists_each_name_once() {
+        let keys = KeySet::generate(&[KeyAlgorithm::Ed25519], 0).unwrap();
+        let signer = Signer {
+            ca: HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap(),
+            principals: ["a", "b", "a"].iter().map(|p| Principal::parse(p).unwrap()).collect(),
+            validity: 3600,
+            serial: 1,
+            signer: "test".to_owned(),
+        };
+        let certs = signer.sign(&keys, &crate::ids::VersionId::random()).unwrap();
+        assert_eq!(certs[&KeyAlgorithm::Ed25519].valid_principals(), ["a", "b"]);
     }
 
     #[test]
