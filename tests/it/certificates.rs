@@ -574,3 +574,50 @@ fn a_reload_that_does_not_serve_the_certificates_is_rolled_back() {
     );
     assert_eq!(cert_types(&node.address, node.port).len(), 3);
 }
+
+/// Secrets Manager refuses a reused ClientRequestToken with another value,
+/// the emulator overwrites silently, so the store checks first. The same
+/// keys with other certificates are another value: a conflict, not a
+/// repeat of the same write.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reused_token_with_other_certificates_is_a_conflict() {
+    use hostkeyctl::certificate::{Principal, Signer};
+    use hostkeyctl::ids::{StageLabel, VersionId};
+    use hostkeyctl::keyset::{HostKey, KeyAlgorithm};
+    use hostkeyctl::store::{SecretStore, SecretsManagerStore, StoreError, VersionSelector, stage};
+
+    let bed = TestBed::start(BedOptions {
+        nodes: 0,
+        ..BedOptions::default()
+    });
+    bed.init_generated("hk");
+    let store = SecretsManagerStore::new(&bed.sdk_config(1).await);
+    let secret = hostkeyctl::ids::SecretId::parse("hk").unwrap();
+    let current = store
+        .get(&secret, &VersionSelector::Stage(stage("AWSCURRENT")))
+        .await
+        .unwrap();
+    let signed_by = |ca: HostKey| {
+        let mut doc = current.document.clone();
+        let signer = Signer {
+            ca,
+            principals: vec![Principal::parse(NAME).unwrap()],
+            validity: 3600,
+            serial: 1,
+            signer: "test".to_owned(),
+        };
+        doc.certificates = signer.sign(&doc.keys, &VersionId::random()).unwrap();
+        doc
+    };
+    let first = signed_by(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
+    let other = signed_by(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
+    let token = VersionId::random();
+    let label = [StageLabel::parse("test-claim").unwrap()];
+    let id = store.put_version(&secret, &first, &token, &label).await.unwrap();
+    assert_eq!(store.put_version(&secret, &first, &token, &label).await.unwrap(), id);
+    let conflict = store.put_version(&secret, &other, &token, &label).await;
+    assert!(
+        matches!(conflict, Err(StoreError::TokenConflict { .. })),
+        "{conflict:?}"
+    );
+}
