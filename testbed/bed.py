@@ -13,6 +13,7 @@
   as running EC2 instances tagged ``Role=login``, ``Cluster=<name>`` with that
   PrivateIpAddress, plus noise (compute nodes, a stopped login node, a login
   node of another cluster) and optionally N "virtual" instances with no sshd
+  (``Role=login``, ``Cluster=virtual``)
   (with ``--virtual-shared``, they share the first node's address and sshd);
 * HAProxy in TCP mode, round robin with health checks, on 127.K.0.10:22;
 * with ``--profile NAME`` (repeatable), profile nodes: sshd set-ups modelled
@@ -58,6 +59,7 @@ SSHD = "/usr/sbin/sshd"
 HAPROXY = "/usr/sbin/haproxy"
 KEY_TYPES = ["rsa", "ecdsa", "ed25519"]
 PROFILE_DIR = HERE / "profiles"
+POLICY_DIR = HERE.parent / "iam"
 CLONE_NEWNET = 0x40000000
 
 # name -> how the node differs. fixture: testbed/profiles/<fixture>/etc;
@@ -231,6 +233,46 @@ class Bed:
         self.emulator.control_hooks["/_bed/nodes/stop"] = lambda r: self.on_main("stop", r)
         self.emulator.control_hooks["/_bed/nodes/start"] = lambda r: self.on_main("start", r)
 
+    def create_roles(self) -> None:
+        """One IAM user per shipped policy (``iam/<role>.json``, with the
+        bed's account in place of the example one), each with an access key
+        of its own, and ``bed-root``, allowed everything, for the bed's own
+        calls and what a test reads or tampers with on purpose. Made with the
+        ordinary IAM API before enforcement starts (``iam.py``)."""
+        import boto3
+
+        from emulator import ACCOUNT
+        from iam import ALLOW_ALL, BED_ROOT, ROLES, policy_for_bed
+
+        client = boto3.client(
+            "iam",
+            endpoint_url=self.endpoint,
+            region_name=REGION,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+        credentials: dict[str, dict[str, str]] = {}
+        for role in (*ROLES, BED_ROOT):
+            if role == BED_ROOT:
+                user, document = BED_ROOT, json.dumps(ALLOW_ALL)
+            else:
+                user = f"hostkeyctl-{role}"
+                document = policy_for_bed((POLICY_DIR / f"{role}.json").read_text(), ACCOUNT)
+            client.create_user(UserName=user)
+            arn = client.create_policy(PolicyName=user, PolicyDocument=document)["Policy"]["Arn"]
+            client.attach_user_policy(UserName=user, PolicyArn=arn)
+            key = client.create_access_key(UserName=user)["AccessKey"]
+            credentials[role] = {"access_key_id": key["AccessKeyId"], "secret_access_key": key["SecretAccessKey"]}
+        self.state["credentials"] = credentials
+        node = credentials["node"]
+        # Every node (the SSM agent's commands, timers, the lifecycle step)
+        # signs with the node role.
+        self.node_credentials = {
+            "AWS_ACCESS_KEY_ID": node["access_key_id"],
+            "AWS_SECRET_ACCESS_KEY": node["secret_access_key"],
+        }
+        self.emulator.base_env.update(self.node_credentials)
+
     def ec2(self) -> Any:
         import boto3
 
@@ -279,7 +321,7 @@ class Bed:
         remaining = self.args.virtual
         while remaining > 0:
             batch = min(remaining, 100)
-            virtual += run(None, {"Role": "virtual", "Cluster": cluster}, batch)
+            virtual += run(None, {"Role": "login", "Cluster": "virtual"}, batch)
             remaining -= batch
         self.state["virtual"] = virtual
         if self.args.virtual_shared and virtual:
@@ -421,6 +463,7 @@ class Bed:
             "argv": argv,
             "reload_command": f'kill -HUP "$(cat {pid_file})"',
             "env": {
+                **self.node_credentials,
                 "HOSTKEYCTL_SSH_DIR": str(ssh_dir),
                 "HOSTKEYCTL_SSHD_CONFIG": str(config),
                 "HOSTKEYCTL_RELOAD_COMMAND": f'kill -HUP "$(cat {pid_file})"',
@@ -494,6 +537,7 @@ class Bed:
             "pid_file": str(run / "sshd.pid"),
             "log": str(root / "sshd.log"),
             "env": {
+                **self.node_credentials,
                 "PATH": path,
                 "HOSTKEYCTL_STATE_DIR": str(root / "var/lib/hostkeyctl"),
                 "AWS_ENDPOINT_URL": f"http://127.0.0.1:{self.server.server_port}",
@@ -637,6 +681,7 @@ class Bed:
         self.state.update({"dir": str(self.dir), "net": net, "region": REGION, "cluster": self.args.cluster})
         self.start_emulator()
         self.state["endpoint"] = self.endpoint
+        self.create_roles()
         self.state["supervisor_pid"] = os.getpid()
         (self.dir / "bed.pid").write_text(str(os.getpid()))
         self.start_client()
@@ -662,6 +707,9 @@ class Bed:
                 wait_banner(self.state["lb"]["address"], 22, deadline)
         with self.emulator.lock:
             self.emulator.counts.clear()
+        # From here on every request is checked against its signer's policy.
+        self.emulator.iam.enabled = not self.args.no_iam
+        self.state["iam"] = self.emulator.iam.enabled
         self.state["nodes"] = self.nodes
         (self.dir / "bed.json").write_text(json.dumps(self.state, indent=2))
         print(json.dumps(self.state), flush=True)
@@ -749,7 +797,7 @@ def main() -> int:
     up = sub.add_parser("up", help="start the bed and supervise it until stopped")
     up.add_argument("--dir", required=True, help="working directory for keys, configs, logs and bed.json")
     up.add_argument("--nodes", type=int, default=3, help="number of sshd login nodes")
-    up.add_argument("--virtual", type=int, default=0, help="extra running instances with no sshd (Role=virtual)")
+    up.add_argument("--virtual", type=int, default=0, help="extra running instances with no sshd (Role=login, Cluster=virtual)")
     up.add_argument("--cluster", default="hp", help="Cluster tag and node name prefix")
     up.add_argument("--net", type=int, default=None, help="network index K (default: first free)")
     up.add_argument("--no-reexec", action="store_true", help="start sshd with -r, so only a reload changes its keys")
@@ -758,6 +806,8 @@ def main() -> int:
                     help="virtual instances share the first node's address and sshd (rotation benchmarks)")
     up.add_argument("--hyperpod-workers", type=int, default=0, help="HyperPod worker nodes (no sshd) beside the login group")
     up.add_argument("--profile", action="append", default=[], help=f"add a profile node ({', '.join(PROFILES)})")
+    up.add_argument("--no-iam", action="store_true",
+                    help="do not enforce the IAM policies (benchmarks: policy evaluation stays out of the figures)")
     up.add_argument("--bin-dir", default=None, help="directory put first on the nodes' PATH (hostkeyctl)")
     up.add_argument("--watch-stdin", action="store_true", help="tear down when stdin closes")
     down = sub.add_parser("down", help="stop the bed running in DIR")

@@ -53,6 +53,8 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from moto.ec2.models import ec2_backends
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
+from iam import Enforcer, Principal, Refused
+
 ACCOUNT = DEFAULT_ACCOUNT_ID
 # (target group ARN, target id) -> (state, reason, description), set through
 # the control API; read by the patched FakeTargetGroup.health_for.
@@ -162,7 +164,7 @@ STDERR_LIMIT = 8_000
 PLUGIN_OUTPUT_LIMIT = 2_500
 MAX_INSTANCE_IDS = 50
 PLUGIN_NAME = "aws:runShellScript"
-JSON_SERVICES = {"ssm", "secretsmanager"}
+JSON_SERVICES = {"ssm", "secretsmanager", "sagemaker"}
 OWN_SSM_ACTIONS = {"SendCommand", "ListCommandInvocations", "GetCommandInvocation", "ListCommands", "CancelCommand"}
 FINAL = {"Success", "Failed", "TimedOut", "Cancelled"}
 
@@ -240,6 +242,8 @@ class Command:
     timeout_seconds: int
     requested: float
     invocations: dict[str, Invocation]
+    # The document version asked for ("" for the default).
+    document_version: str = ""
     # What the agent runs: the document's runCommand lines with the
     # parameters interpolated, and its timeout.
     script: list[str] = field(default_factory=list)
@@ -284,6 +288,8 @@ class Emulator:
         self.bin_dir = bin_dir
         self.moto = DomainDispatcherApplication(create_backend_app)
         self.faults = Faults()
+        # The shipped IAM policies, enforced once the bed is set up (iam.py).
+        self.iam = Enforcer(ACCOUNT)
         self.rng = random.Random(self.faults.seed)
         self.nodes: dict[str, NodeEnv] = {}
         # Instances whose SSM agent is not registered (a pull-only fleet):
@@ -311,6 +317,16 @@ class Emulator:
         if path.startswith("/_bed/"):
             return self._control(path, environ.get("REQUEST_METHOD", "GET"), body, start_response)
         service, region, action = self._identify(environ, body)
+        principal: Principal | None = None
+        if self.iam.enabled and not path.startswith("/moto-api/"):
+            try:
+                principal = self.iam.authenticate(environ, body, service, action)
+                self.iam.authorize(principal, service, action, body, region or self.region)
+            except Refused as e:
+                with self.lock:
+                    key = f"{service}:{action}"
+                    self.counts[key] = self.counts.get(key, 0) + 1
+                return self._error(start_response, service, ApiError(e.code, e.message, e.status))
         with self.lock:
             key = f"{service}:{action}"
             self.counts[key] = self.counts.get(key, 0) + 1
@@ -339,7 +355,10 @@ class Emulator:
                 self._sync_current(json.loads(body or b"{}"), region or self.region)
             if service == "ssm" and action in OWN_SSM_ACTIONS:
                 request = json.loads(body or b"{}")
-                result = getattr(self, f"_ssm_{action}")(request, region or self.region)
+                if action == "SendCommand":
+                    result = self._ssm_SendCommand(request, region or self.region, principal)
+                else:
+                    result = getattr(self, f"_ssm_{action}")(request, region or self.region)
                 return self._json(start_response, 200, result)
         except ApiError as e:
             return self._error(start_response, service, e)
@@ -446,11 +465,18 @@ class Emulator:
     def _error(self, start_response: Callable, service: str, e: ApiError) -> list[bytes]:
         if service in JSON_SERVICES or service == "unknown":
             return self._json(start_response, e.status, {"__type": e.code, "message": e.message})
-        xml = (
-            '<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error>'
-            f"<Code>{e.code}</Code><Message>{e.message}</Message></Error></Errors>"
-            f"<RequestID>{uuid.uuid4()}</RequestID></Response>"
-        ).encode()
+        if service == "ec2":
+            xml = (
+                '<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error>'
+                f"<Code>{e.code}</Code><Message>{e.message}</Message></Error></Errors>"
+                f"<RequestID>{uuid.uuid4()}</RequestID></Response>"
+            ).encode()
+        else:  # the query protocol (Elastic Load Balancing, IAM)
+            xml = (
+                '<?xml version="1.0" encoding="UTF-8"?>\n<ErrorResponse><Error><Type>Sender</Type>'
+                f"<Code>{e.code}</Code><Message>{e.message}</Message></Error>"
+                f"<RequestId>{uuid.uuid4()}</RequestId></ErrorResponse>"
+            ).encode()
         start_response(f"{e.status} Error", [("Content-Type", "text/xml"), ("Content-Length", str(len(xml)))])
         return [xml]
 
@@ -496,12 +522,21 @@ class Emulator:
                 else:
                     TARGET_HEALTH.pop(key, None)
             return {}
+        if path == "/_bed/iam":
+            with self.iam.lock:
+                return {"enabled": self.iam.enabled, **self.iam.usage.as_json()}
+        if path == "/_bed/iam/reset" and method == "POST":
+            with self.iam.lock:
+                self.iam.usage.allowed.clear()
+                self.iam.usage.denied.clear()
+            return {}
         if path == "/_bed/commands":
             with self.lock:
                 return [
                     {
                         "CommandId": c.command_id,
                         "DocumentName": c.document,
+                        "DocumentVersion": c.document_version,
                         "Parameters": c.parameters,
                         "InstanceIds": c.instance_ids,
                         "Targets": c.targets,
@@ -564,7 +599,7 @@ class Emulator:
 
     # ------------------------------------------------------------- SSM API
 
-    def _ssm_SendCommand(self, request: dict[str, Any], region: str) -> dict[str, Any]:
+    def _ssm_SendCommand(self, request: dict[str, Any], region: str, principal: Principal | None = None) -> dict[str, Any]:
         document = request.get("DocumentName", "")
         if document in self.faults.deny_documents:
             raise self._denied(
@@ -582,6 +617,11 @@ class Emulator:
         else:
             commands, timeout = self._render_document(document, request.get("DocumentVersion"), parameters, region)
         instances = self._resolve_targets(request, region)
+        try:
+            for instance in instances:
+                self.iam.instance(principal, "SendCommand", instance.id, self._tags(instance), region)
+        except Refused as e:
+            raise ApiError(e.code, e.message, e.status) from None
         command_id = str(uuid.uuid4())
         invocations = {}
         for instance in instances:
@@ -600,6 +640,7 @@ class Emulator:
             invocations=invocations,
             script=list(commands),
             execution_timeout=timeout,
+            document_version=str(request.get("DocumentVersion") or ""),
         )
         with self.lock:
             self.commands[command_id] = command

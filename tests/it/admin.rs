@@ -55,9 +55,9 @@ async fn init_records_public_fingerprints_in_tags_and_refuses_to_overwrite() {
         nodes: 0,
         ..BedOptions::default()
     });
-    let init = bed.init_generated("hk");
+    let init = bed.init_generated("hostkeys/hk");
     let sm = aws_sdk_secretsmanager::Client::new(&bed.sdk_config(1).await);
-    let described = sm.describe_secret().secret_id("hk").send().await.unwrap();
+    let described = sm.describe_secret().secret_id("hostkeys/hk").send().await.unwrap();
     let tags: Vec<(String, String)> = described
         .tags()
         .iter()
@@ -74,14 +74,16 @@ async fn init_records_public_fingerprints_in_tags_and_refuses_to_overwrite() {
             "{fp} not in {tags:?}"
         );
     }
-    let again = bed.run(&["init", "--secret-id", "hk"]);
+    let again = bed.run(&["init", "--secret-id", "hostkeys/hk"]);
     assert_eq!(again.code, 2, "{}", again.stderr);
     assert!(
         again.stderr.contains("already exists") && again.stderr.contains("never overwrites"),
         "{}",
         again.stderr
     );
-    let status = bed.run(&["status", "--output", "json", "--secret-id", "hk"]).json();
+    let status = bed
+        .run(&["status", "--output", "json", "--secret-id", "hostkeys/hk"])
+        .json();
     assert_eq!(
         status["versions"].as_array().unwrap().len(),
         1,
@@ -98,7 +100,7 @@ fn adopting_node_one_and_pushing_makes_every_node_serve_its_keys() {
     let nodes = &bed.state.nodes;
     let before_node1 = served(&nodes[0]);
     let keys_node1 = snapshot(&nodes[0].ssh_dir);
-    let init = bed.init_from_node("hk", &nodes[0]);
+    let init = bed.init_from_node("hostkeys/hk", &nodes[0]);
     assert_eq!(set_fingerprints(&init), before_node1, "adopted set is node 1's");
     assert_ne!(served(&nodes[1]), before_node1, "nodes start different");
 
@@ -107,7 +109,7 @@ fn adopting_node_one_and_pushing_makes_every_node_serve_its_keys() {
         "--output",
         "json",
         "--secret-id",
-        "hk",
+        "hostkeys/hk",
         "--max-concurrency",
         "100%",
     ];
@@ -185,7 +187,7 @@ fn adopting_node_one_and_pushing_makes_every_node_serve_its_keys() {
 #[test]
 fn a_failing_node_is_reported_with_its_error_and_exit_3() {
     let bed = TestBed::start(BedOptions::default());
-    bed.init_from_node("hk", &bed.state.nodes[0]);
+    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
     let failing = bed.state.nodes[1].instance_id.clone();
     bed.set_faults(json!({ "fail_instances": { failing.clone(): "hostkeyctl: /etc/ssh is read-only (injected)" } }));
     let mut args = vec![
@@ -193,7 +195,7 @@ fn a_failing_node_is_reported_with_its_error_and_exit_3() {
         "--output",
         "json",
         "--secret-id",
-        "hk",
+        "hostkeys/hk",
         "--max-concurrency",
         "100%",
         "--max-errors",
@@ -218,12 +220,20 @@ fn a_failing_node_is_reported_with_its_error_and_exit_3() {
 #[test]
 fn a_failing_canary_stops_the_rollout() {
     let bed = TestBed::start(BedOptions::default());
-    bed.init_from_node("hk", &bed.state.nodes[0]);
+    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
     // Targets go out in instance id order; the first is the canary.
     let mut ids: Vec<String> = bed.state.nodes.iter().map(|n| n.instance_id.clone()).collect();
     ids.sort();
     bed.set_faults(json!({ "fail_instances": { ids[0].clone(): "canary broke (injected)" } }));
-    let mut args = vec!["push", "--output", "json", "--secret-id", "hk", "--canary", "1"];
+    let mut args = vec![
+        "push",
+        "--output",
+        "json",
+        "--secret-id",
+        "hostkeys/hk",
+        "--canary",
+        "1",
+    ];
     args.extend(login_targets());
     let push = bed.run(&args);
     assert_eq!(push.code, 3, "{}", push.stderr);
@@ -244,8 +254,16 @@ fn a_failing_canary_stops_the_rollout() {
 #[test]
 fn a_passing_canary_lets_the_rest_follow() {
     let bed = TestBed::start(BedOptions::default());
-    bed.init_from_node("hk", &bed.state.nodes[0]);
-    let mut args = vec!["push", "--output", "json", "--secret-id", "hk", "--canary", "1"];
+    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
+    let mut args = vec![
+        "push",
+        "--output",
+        "json",
+        "--secret-id",
+        "hostkeys/hk",
+        "--canary",
+        "1",
+    ];
     args.extend(login_targets());
     let push = bed.run(&args);
     assert_eq!(push.code, 0, "{}", push.stderr);
@@ -258,8 +276,8 @@ fn a_passing_canary_lets_the_rest_follow() {
 #[test]
 fn dry_run_prints_targets_and_command_and_sends_nothing() {
     let bed = TestBed::start(BedOptions::default());
-    let init = bed.init_from_node("hk", &bed.state.nodes[0]);
-    let mut args = vec!["push", "--output", "json", "--secret-id", "hk", "--dry-run"];
+    let init = bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
+    let mut args = vec!["push", "--output", "json", "--secret-id", "hostkeys/hk", "--dry-run"];
     args.extend(login_targets());
     let run = bed.run(&args);
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -281,34 +299,44 @@ async fn bad_input_gets_clear_errors_and_documented_exit_codes() {
     });
     let sm = aws_sdk_secretsmanager::Client::new(&bed.sdk_config(1).await);
     sm.create_secret()
-        .name("db-password")
+        .name("hostkeys/db-password")
         .secret_string("{\"password\":\"hunter2\"}")
         .send()
         .await
         .unwrap();
-    bed.init_generated("hk");
+    bed.init_generated("hostkeys/hk");
     let push =
         |secret: &str, target: &str| bed.run(&["push", "--output", "json", "--secret-id", secret, "--target", target]);
     let cases: Vec<(crate::bed::Run, i32, &str)> = vec![
-        (bed.run(&["status", "--secret-id", "nope"]), 4, "was not found"),
-        (push("nope", "tag:Role=login"), 4, "was not found"),
+        (bed.run(&["status", "--secret-id", "hostkeys/nope"]), 4, "was not found"),
+        (push("hostkeys/nope", "tag:Role=login"), 4, "was not found"),
+        // Outside the key sets' prefix the admin role may read nothing.
         (
-            bed.run(&["status", "--secret-id", "db-password"]),
+            bed.run(&["status", "--secret-id", "nope"]),
+            4,
+            "grant secretsmanager:DescribeSecret",
+        ),
+        (
+            bed.run(&["status", "--secret-id", "hostkeys/db-password"]),
             2,
             "is not a hostkeyctl key set",
         ),
         (
-            push("hk", "tag:Role=nothing"),
+            push("hostkeys/hk", "tag:Role=nothing"),
             2,
             "no running instance matches tag:Role=nothing",
         ),
-        (push("hk", "Role=login"), 2, "tag:KEY=VALUE"),
-        (push("hk", "i-0000000000000000a"), 2, "not running or do not exist"),
+        (push("hostkeys/hk", "Role=login"), 2, "tag:KEY=VALUE"),
+        (
+            push("hostkeys/hk", "i-0000000000000000a"),
+            2,
+            "not running or do not exist",
+        ),
         (
             bed.run(&[
                 "push",
                 "--secret-id",
-                "hk",
+                "hostkeys/hk",
                 "--target",
                 "tag:Role=login",
                 "--max-errors",
@@ -324,7 +352,7 @@ async fn bad_input_gets_clear_errors_and_documented_exit_codes() {
         assert!(!run.stderr.contains("hunter2"), "a secret value leaked: {}", run.stderr);
     }
     bed.set_faults(json!({ "deny_actions": { "GetSecretValue": "" } }));
-    let denied = push("hk", "tag:Role=login");
+    let denied = push("hostkeys/hk", "tag:Role=login");
     assert_eq!(denied.code, 4);
     assert!(
         denied.stderr.contains("access denied") && denied.stderr.contains("grant secretsmanager:GetSecretValue"),
@@ -333,7 +361,7 @@ async fn bad_input_gets_clear_errors_and_documented_exit_codes() {
     );
     bed.set_faults(json!({ "deny_actions": {}, "throttle_fraction": 1.0, "throttle_actions": ["DescribeSecret"] }));
     bed.control("POST", "/_bed/counts/reset", &json!({}));
-    let throttled = bed.run(&["status", "--secret-id", "hk", "--max-attempts", "2"]);
+    let throttled = bed.run(&["status", "--secret-id", "hostkeys/hk", "--max-attempts", "2"]);
     assert_eq!(throttled.code, 4, "{}", throttled.stderr);
     assert!(throttled.stderr.contains("throttled"), "{}", throttled.stderr);
     assert_eq!(
@@ -350,16 +378,16 @@ fn push_polls_at_most_once_per_batch_per_round() {
         virtual_instances: 120,
         ..BedOptions::default()
     });
-    bed.init_generated("hk");
+    bed.init_generated("hostkeys/hk");
     bed.control("POST", "/_bed/counts/reset", &json!({}));
     let push = bed.run(&[
         "push",
         "--output",
         "json",
         "--secret-id",
-        "hk",
+        "hostkeys/hk",
         "--target",
-        "tag:Role=virtual",
+        "tag:Cluster=virtual",
         "--max-concurrency",
         "100%",
     ]);

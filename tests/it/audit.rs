@@ -59,8 +59,8 @@ fn mismatches_before_push_and_one_key_per_type_after() {
     let bed = TestBed::start(BedOptions::default());
     let lb = bed.state.lb.clone().unwrap();
     let lb_arg = format!("{}:{}", lb.address, lb.port);
-    bed.init_from_node("hk", &bed.state.nodes[0]);
-    let mut args = vec!["--secret-id", "hk", "--lb", &lb_arg, "--samples", "9"];
+    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
+    let mut args = vec!["--secret-id", "hostkeys/hk", "--lb", &lb_arg, "--samples", "9"];
     args.extend(TARGETS);
 
     let (code, report) = audit(&bed, &args);
@@ -80,7 +80,7 @@ fn mismatches_before_push_and_one_key_per_type_after() {
         "{report}"
     );
 
-    let mut push = vec!["push", "--secret-id", "hk", "--max-concurrency", "100%"];
+    let mut push = vec!["push", "--secret-id", "hostkeys/hk", "--max-concurrency", "100%"];
     push.extend(TARGETS);
     assert_eq!(bed.run(&push).code, 0);
     let (code, report) = audit(&bed, &args);
@@ -97,8 +97,8 @@ fn mismatches_before_push_and_one_key_per_type_after() {
 #[test]
 fn reported_fingerprints_equal_what_ssh_keyscan_sees() {
     let bed = TestBed::start(BedOptions::default());
-    bed.init_generated("hk");
-    let mut args = vec!["--secret-id", "hk"];
+    bed.init_generated("hostkeys/hk");
+    let mut args = vec!["--secret-id", "hostkeys/hk"];
     args.extend(TARGETS);
     let (_, report) = audit(&bed, &args);
     for n in &bed.state.nodes {
@@ -120,11 +120,11 @@ fn reported_fingerprints_equal_what_ssh_keyscan_sees() {
 #[test]
 fn unmanaged_types_and_stopped_nodes_are_reported() {
     let bed = TestBed::start(BedOptions::default());
-    bed.init_from_node("hk", &bed.state.nodes[0]);
-    let mut push = vec!["push", "--secret-id", "hk", "--max-concurrency", "100%"];
+    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
+    let mut push = vec!["push", "--secret-id", "hostkeys/hk", "--max-concurrency", "100%"];
     push.extend(TARGETS);
     assert_eq!(bed.run(&push).code, 0);
-    let mut args = vec!["--secret-id", "hk"];
+    let mut args = vec!["--secret-id", "hostkeys/hk"];
     args.extend(TARGETS);
 
     // A stopped sshd: UNREACHABLE, exit 3.
@@ -165,7 +165,7 @@ fn unmanaged_types_and_stopped_nodes_are_reported() {
 #[test]
 fn the_expected_set_can_come_from_known_hosts_expect_or_tags_without_reading_the_value() {
     let bed = TestBed::start(BedOptions::default());
-    let init = bed.init_from_node("hk", &bed.state.nodes[0]);
+    let init = bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
     let n1 = &bed.state.nodes[0];
     let scan = Command::new(require("ssh-keyscan"))
         .args(["-t", "rsa,ecdsa,ed25519", &n1.address])
@@ -188,7 +188,7 @@ fn the_expected_set_can_come_from_known_hosts_expect_or_tags_without_reading_the
     let sources: Vec<Vec<&str>> = vec![
         vec!["--known-hosts", known_hosts.to_str().unwrap()],
         expect.clone(),
-        vec!["--secret-id", "hk"],
+        vec!["--secret-id", "hostkeys/hk"],
     ];
     for source in sources {
         let mut args = source.clone();
@@ -204,7 +204,7 @@ fn the_expected_set_can_come_from_known_hosts_expect_or_tags_without_reading_the
     let run = bed.run(&[
         "audit",
         "--secret-id",
-        "hk",
+        "hostkeys/hk",
         "--stage",
         "AWSCURRENT",
         "--endpoint",
@@ -223,9 +223,9 @@ fn many_probes_of_one_node_never_report_it_unreachable() {
         nodes: 1,
         ..BedOptions::default()
     });
-    bed.init_from_node("hk", &bed.state.nodes[0]);
+    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
     let endpoint = format!("{}:22", bed.state.nodes[0].address);
-    let mut args = vec!["--secret-id", "hk", "--concurrency", "64"];
+    let mut args = vec!["--secret-id", "hostkeys/hk", "--concurrency", "64"];
     for _ in 0..40 {
         args.extend(["--endpoint", endpoint.as_str()]);
     }
@@ -241,8 +241,8 @@ fn via_ssm_sees_keys_written_but_not_served() {
         no_reexec: true,
         ..BedOptions::default()
     });
-    bed.init_from_node("hk", &bed.state.nodes[0]);
-    let mut push = vec!["push", "--secret-id", "hk", "--max-concurrency", "100%"];
+    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
+    let mut push = vec!["push", "--secret-id", "hostkeys/hk", "--max-concurrency", "100%"];
     push.extend(TARGETS);
     assert_eq!(bed.run(&push).code, 0);
     // Someone regenerated node 2's ed25519 key on disk without reloading
@@ -260,7 +260,7 @@ fn via_ssm_sees_keys_written_but_not_served() {
             .success()
     );
 
-    let mut args = vec!["--secret-id", "hk"];
+    let mut args = vec!["--secret-id", "hostkeys/hk"];
     args.extend(TARGETS);
     let (code, _) = audit(&bed, &args);
     assert_eq!(code, 0, "what is served is still right");
@@ -283,16 +283,21 @@ fn via_ssm_sees_keys_written_but_not_served() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_hostile_fingerprint_tag_never_reaches_a_nodes_shell() {
     let bed = TestBed::start(BedOptions::default());
-    bed.init_from_node("hk", &bed.state.nodes[0]);
+    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
     let marker = bed.dir().join("pwned-by-a-tag");
     let sm = aws_sdk_secretsmanager::Client::new(&bed.sdk_config(1).await);
     let tag = aws_sdk_secretsmanager::types::Tag::builder()
         .key("hostkeyctl:fp:ssh-ed25519")
         .value(format!("$(touch {})", marker.display()))
         .build();
-    sm.tag_resource().secret_id("hk").tags(tag).send().await.unwrap();
+    sm.tag_resource()
+        .secret_id("hostkeys/hk")
+        .tags(tag)
+        .send()
+        .await
+        .unwrap();
 
-    let mut args = vec!["audit", "--output", "json", "--secret-id", "hk", "--via-ssm"];
+    let mut args = vec!["audit", "--output", "json", "--secret-id", "hostkeys/hk", "--via-ssm"];
     args.extend(TARGETS);
     let run = bed.run(&args);
     assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
@@ -376,13 +381,13 @@ fn ipv6_endpoints_with_and_without_brackets_reach_port_22() {
 #[test]
 fn via_ssm_counts_an_ssm_failure_as_incomplete_not_drift() {
     let bed = TestBed::start(BedOptions::default());
-    bed.init_from_node("hk", &bed.state.nodes[0]);
-    let mut push = vec!["push", "--secret-id", "hk", "--max-concurrency", "100%"];
+    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
+    let mut push = vec!["push", "--secret-id", "hostkeys/hk", "--max-concurrency", "100%"];
     push.extend(TARGETS);
     assert_eq!(bed.run(&push).code, 0);
     let failing = bed.state.nodes[2].instance_id.clone();
     bed.set_faults(json!({ "fail_instances": { failing.clone(): "agent: cannot start the plugin" } }));
-    let mut args = vec!["--secret-id", "hk", "--via-ssm"];
+    let mut args = vec!["--secret-id", "hostkeys/hk", "--via-ssm"];
     args.extend(TARGETS);
     let (code, report) = audit(&bed, &args);
     assert_eq!(code, 3, "{report}");
@@ -405,7 +410,7 @@ fn via_ssm_counts_an_ssm_failure_as_incomplete_not_drift() {
 #[test]
 fn the_audit_table_fits_100_columns() {
     let bed = TestBed::start(BedOptions::default());
-    bed.init_generated("hk");
+    bed.init_generated("hostkeys/hk");
     let lb = bed.state.lb.clone().unwrap();
     let lb_address = format!("{}:{}", lb.address, lb.port);
     let mut args = vec![
@@ -413,7 +418,7 @@ fn the_audit_table_fits_100_columns() {
         "--output",
         "table",
         "--secret-id",
-        "hk",
+        "hostkeys/hk",
         "--lb",
         &lb_address,
         "--samples",

@@ -18,12 +18,15 @@ use serde_json::Value;
 
 use crate::support::require;
 
+/// The bed's login nodes as targets: `Role=login` in cluster `hp`.
+pub const TARGETS: [&str; 4] = ["--target", "tag:Role=login", "--target", "tag:Cluster=hp"];
+
 /// What to start.
 #[derive(Clone, Debug)]
 pub struct BedOptions {
     /// Number of sshd login nodes.
     pub nodes: usize,
-    /// Extra running instances without sshd (tag `Role=virtual`).
+    /// Extra running instances without sshd (tags `Role=login`, `Cluster=virtual`).
     pub virtual_instances: usize,
     /// Start sshd with `-r`, so only a reload changes the keys it serves.
     pub no_reexec: bool,
@@ -33,6 +36,10 @@ pub struct BedOptions {
     pub hyperpod_workers: usize,
     /// SSM cannot reach the nodes (a pull-only fleet).
     pub no_ssm: bool,
+    /// Deploy hostkeyctl's SSM documents first (`ssm-document deploy`, as
+    /// the admin), as the CloudFormation stack does in an account: the
+    /// admin role may send no other document.
+    pub documents: bool,
 }
 
 impl Default for BedOptions {
@@ -44,6 +51,7 @@ impl Default for BedOptions {
             profiles: Vec::new(),
             hyperpod_workers: 0,
             no_ssm: false,
+            documents: true,
         }
     }
 }
@@ -104,6 +112,66 @@ pub struct Noise {
     pub state: String,
 }
 
+/// An access key of the bed's emulated IAM.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Credentials {
+    /// AWS_ACCESS_KEY_ID.
+    pub access_key_id: String,
+    /// AWS_SECRET_ACCESS_KEY.
+    pub secret_access_key: String,
+}
+
+/// Who signs a call: one IAM user per policy of `iam/` (docs/iam.md), and
+/// the bed's own all-powerful user for what a test sets up, reads or
+/// tampers with on purpose. The emulator enforces the policies
+/// (testbed/iam.py).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// `iam/admin.json`.
+    Admin,
+    /// `iam/rotation.json`.
+    Rotation,
+    /// `iam/node.json`.
+    Node,
+    /// `iam/auditor.json`.
+    Auditor,
+    /// `iam/signer.json`.
+    Signer,
+    /// The bed itself (never a role under test).
+    BedRoot,
+}
+
+impl Role {
+    /// The key of its credentials in `bed.json`.
+    pub fn key(self) -> &'static str {
+        match self {
+            Role::Admin => "admin",
+            Role::Rotation => "rotation",
+            Role::Node => "node",
+            Role::Auditor => "auditor",
+            Role::Signer => "signer",
+            Role::BedRoot => "bed-root",
+        }
+    }
+
+    /// The role docs/iam.md names for a hostkeyctl command line: `rotate`
+    /// the rotation role, `audit` the auditor, `sign` and `known-hosts
+    /// --ca-secret-id` the signer, `install` a node, the rest the admin.
+    pub fn for_command(args: &[&str]) -> Role {
+        let Some(command) = args.iter().find(|a| !a.starts_with('-')) else {
+            return Role::Admin;
+        };
+        match *command {
+            "rotate" => Role::Rotation,
+            "audit" => Role::Auditor,
+            "install" => Role::Node,
+            "sign" => Role::Signer,
+            "known-hosts" if args.iter().any(|a| a.starts_with("--ca-secret-id")) => Role::Signer,
+            _ => Role::Admin,
+        }
+    }
+}
+
 /// What `bed.py up` reports once everything answers.
 #[derive(Clone, Debug, Deserialize)]
 pub struct BedState {
@@ -130,6 +198,10 @@ pub struct BedState {
     pub elb: HashMap<String, Elb>,
     /// A client key whose public half every node authorises for root.
     pub client_key: PathBuf,
+    /// An access key per role (and `bed-root`).
+    pub credentials: HashMap<String, Credentials>,
+    /// Whether the emulator enforces the policies.
+    pub iam: bool,
 }
 
 /// A running test bed.
@@ -186,12 +258,17 @@ impl TestBed {
             panic!("the test bed did not start (run `make deps` to install its parts):\n{log}");
         }
         let state: BedState = serde_json::from_str(&line).unwrap();
-        TestBed {
+        let bed = TestBed {
             child,
             stdin,
             dir,
             state,
+        };
+        if options.documents {
+            let deploy = bed.run(&["ssm-document", "deploy"]);
+            assert_eq!(deploy.code, 0, "ssm-document deploy: {}", deploy.stderr);
         }
+        bed
     }
 
     /// The bed's working directory.
@@ -199,19 +276,29 @@ impl TestBed {
         self.dir.path()
     }
 
-    /// `hostkeyctl` pointed at the bed's AWS emulator.
-    pub fn hostkeyctl(&self) -> assert_cmd::Command {
+    /// `hostkeyctl` pointed at the bed's AWS emulator, signing as `role`.
+    pub fn hostkeyctl_as(&self, role: Role) -> assert_cmd::Command {
         let mut cmd = crate::support::hostkeyctl();
-        cmd.envs(self.aws_env());
+        cmd.envs(self.aws_env(role));
         cmd
     }
 
-    /// The AWS environment that points the SDK at the emulator.
-    pub fn aws_env(&self) -> Vec<(&'static str, String)> {
+    /// The access key of `role`.
+    pub fn credentials(&self, role: Role) -> &Credentials {
+        self.state
+            .credentials
+            .get(role.key())
+            .unwrap_or_else(|| panic!("bed.json has no credentials for {}", role.key()))
+    }
+
+    /// The AWS environment that points the SDK at the emulator and signs
+    /// as `role`.
+    pub fn aws_env(&self, role: Role) -> Vec<(&'static str, String)> {
+        let key = self.credentials(role);
         vec![
             ("AWS_ENDPOINT_URL", self.state.endpoint.clone()),
-            ("AWS_ACCESS_KEY_ID", "testing".to_owned()),
-            ("AWS_SECRET_ACCESS_KEY", "testing".to_owned()),
+            ("AWS_ACCESS_KEY_ID", key.access_key_id.clone()),
+            ("AWS_SECRET_ACCESS_KEY", key.secret_access_key.clone()),
             ("AWS_REGION", self.state.region.clone()),
             ("AWS_EC2_METADATA_DISABLED", "true".to_owned()),
             ("AWS_CONFIG_FILE", "/dev/null".to_owned()),
@@ -219,9 +306,29 @@ impl TestBed {
         ]
     }
 
-    /// An SDK configuration for the emulator, with `max_attempts` tries.
+    /// The emulator's record of IAM decisions: `allowed` and `denied`, each
+    /// user name -> action -> count.
+    pub fn iam_usage(&self) -> Value {
+        self.control("GET", "/_bed/iam", &Value::Null)
+    }
+
+    /// An SDK configuration for the emulator, with `max_attempts` tries,
+    /// signing as the bed itself (allowed everything: for what a test sets
+    /// up, reads or tampers with on purpose, never for hostkeyctl).
     pub async fn sdk_config(&self, max_attempts: u32) -> aws_config::SdkConfig {
-        let credentials = aws_sdk_ssm::config::Credentials::new("testing", "testing", None, None, "test-bed");
+        self.sdk_config_as(Role::BedRoot, max_attempts).await
+    }
+
+    /// An SDK configuration for the emulator signing as `role`.
+    pub async fn sdk_config_as(&self, role: Role, max_attempts: u32) -> aws_config::SdkConfig {
+        let key = self.credentials(role);
+        let credentials = aws_sdk_ssm::config::Credentials::new(
+            key.access_key_id.clone(),
+            key.secret_access_key.clone(),
+            None,
+            None,
+            "test-bed",
+        );
         aws_config::defaults(aws_config::BehaviorVersion::latest())
             .region(aws_config::Region::new(self.state.region.clone()))
             .endpoint_url(&self.state.endpoint)
@@ -380,15 +487,27 @@ impl Run {
 }
 
 impl TestBed {
-    /// Runs hostkeyctl with `args` against the bed's AWS.
+    /// Runs hostkeyctl with `args` against the bed's AWS, as the role
+    /// docs/iam.md names for the command ([`Role::for_command`]).
     pub fn run(&self, args: &[&str]) -> Run {
         self.run_env(args, &[])
     }
 
-    /// Runs hostkeyctl with `args` and extra environment.
+    /// Runs hostkeyctl with `args` and extra environment, as the role of
+    /// the command.
     pub fn run_env(&self, args: &[&str], env: &[(String, String)]) -> Run {
+        self.run_as_env(Role::for_command(args), args, env)
+    }
+
+    /// Runs hostkeyctl with `args`, signing as `role`.
+    pub fn run_as(&self, role: Role, args: &[&str]) -> Run {
+        self.run_as_env(role, args, &[])
+    }
+
+    /// Runs hostkeyctl with `args` and extra environment, signing as `role`.
+    pub fn run_as_env(&self, role: Role, args: &[&str], env: &[(String, String)]) -> Run {
         let out = self
-            .hostkeyctl()
+            .hostkeyctl_as(role)
             .args(args)
             .envs(env.iter().cloned())
             .timeout(Duration::from_secs(120))
@@ -403,7 +522,7 @@ impl TestBed {
         let out = assert_cmd::Command::new(crate::support::node_binary())
             .env_remove("HOSTKEYCTL_OUTPUT")
             .env_remove("AWS_PROFILE")
-            .envs(self.aws_env())
+            .envs(self.aws_env(Role::Node))
             .envs(node.env.iter())
             .arg("install")
             .args(args)

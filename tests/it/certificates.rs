@@ -80,7 +80,15 @@ fn ca_init(bed: &TestBed, name: &str) -> Value {
 }
 
 fn sign(bed: &TestBed, extra: &[&str]) -> Value {
-    let mut args = vec!["sign", "--output", "json", "--secret-id", "hk", "--ca-secret-id", "ca"];
+    let mut args = vec![
+        "sign",
+        "--output",
+        "json",
+        "--secret-id",
+        "hostkeys/hk",
+        "--ca-secret-id",
+        "hostkeyctl-ca/ca",
+    ];
     args.extend(["--principal", NAME, "--principal", "login-alias.test"]);
     args.extend_from_slice(extra);
     let run = bed.run(&args);
@@ -112,7 +120,7 @@ fn assert_audit_ok(bed: &TestBed, ca_fp: &str) {
         "--output",
         "json",
         "--secret-id",
-        "hk",
+        "hostkeys/hk",
         "--ca-fingerprint",
         ca_fp,
     ];
@@ -145,7 +153,7 @@ fn assert_audit_ok(bed: &TestBed, ca_fp: &str) {
 /// warning at all.
 fn assert_plain_key_client_sees_nothing(bed: &TestBed) {
     let lb = bed.state.lb.clone().unwrap();
-    let plain = bed.run(&["known-hosts", "--secret-id", "hk", "--host", &lb.address]);
+    let plain = bed.run(&["known-hosts", "--secret-id", "hostkeys/hk", "--host", &lb.address]);
     ok(&plain, "known-hosts");
     let plain_file = bed.dir().join("known_hosts.plain");
     std::fs::write(&plain_file, &plain.stdout).unwrap();
@@ -164,7 +172,7 @@ fn assert_ssh_config_aliases(bed: &TestBed, ca_only: &Path) {
     let config = bed.run(&[
         "known-hosts",
         "--secret-id",
-        "hk",
+        "hostkeys/hk",
         "--host",
         NAME,
         "--ssh-config",
@@ -197,23 +205,37 @@ fn assert_ssh_config_aliases(bed: &TestBed, ca_only: &Path) {
 #[test]
 fn certificates_are_served_trusted_through_the_lb_and_survive_a_rotation() {
     let bed = TestBed::start(BedOptions::default());
-    bed.init_generated("hk");
-    let ca = ca_init(&bed, "ca");
+    bed.init_generated("hostkeys/hk");
+    let ca = ca_init(&bed, "hostkeyctl-ca/ca");
     let ca_fp = ca["fingerprint"].as_str().unwrap().to_owned();
-    let again = bed.run(&["ca", "init", "--secret-id", "ca"]);
+    let again = bed.run(&["ca", "init", "--secret-id", "hostkeyctl-ca/ca"]);
     assert_eq!(again.code, 2, "{}", again.stderr);
     assert!(again.stderr.contains("never overwrites a CA"), "{}", again.stderr);
     assert_eq!(sign(&bed, &[])["certificates"].as_array().unwrap().len(), 3);
     assert_eq!(sign(&bed, &["--renew-before", "7"])["result"], "unchanged");
-    let mut push = vec!["push", "--secret-id", "hk", "--max-concurrency", "100%"];
+    let mut push = vec!["push", "--secret-id", "hostkeys/hk", "--max-concurrency", "100%"];
     push.extend(TARGETS);
     ok(&bed.run(&push), "push");
     assert_nodes_serve_certificates(&bed, &ca_fp);
 
     // Clients that hold only the CA line (from the CA secret's tags).
-    let ca_line = bed.run(&["known-hosts", "--ca-secret-id", "ca", "--host", "*", "--cert-authority"]);
+    let ca_line = bed.run(&[
+        "known-hosts",
+        "--ca-secret-id",
+        "hostkeyctl-ca/ca",
+        "--host",
+        "*",
+        "--cert-authority",
+    ]);
     ok(&ca_line, "known-hosts --cert-authority");
-    let from_set = bed.run(&["known-hosts", "--secret-id", "hk", "--host", "*", "--cert-authority"]);
+    let from_set = bed.run(&[
+        "known-hosts",
+        "--secret-id",
+        "hostkeys/hk",
+        "--host",
+        "*",
+        "--cert-authority",
+    ]);
     ok(&from_set, "known-hosts --cert-authority from the set");
     assert_eq!(ca_line.stdout, from_set.stdout);
     assert!(
@@ -242,9 +264,9 @@ fn certificates_are_served_trusted_through_the_lb_and_survive_a_rotation() {
     let mut rotate = vec![
         "rotate",
         "--secret-id",
-        "hk",
+        "hostkeys/hk",
         "--ca-secret-id",
-        "ca",
+        "hostkeyctl-ca/ca",
         "--max-concurrency",
         "100%",
     ];
@@ -262,7 +284,9 @@ fn certificates_are_served_trusted_through_the_lb_and_survive_a_rotation() {
     // Renewal after a rotation: the signed copy becomes the one AWSCURRENT
     // (the emulator moved the label from a stale version, leaving two).
     let renewed = sign(&bed, &["--validity-days", "60"]);
-    let status = bed.run(&["status", "--output", "json", "--secret-id", "hk"]).json();
+    let status = bed
+        .run(&["status", "--output", "json", "--secret-id", "hostkeys/hk"])
+        .json();
     let current: Vec<&Value> = status["versions"]
         .as_array()
         .unwrap()
@@ -280,7 +304,7 @@ fn certificates_are_served_trusted_through_the_lb_and_survive_a_rotation() {
         "{status}"
     );
     // Without the CA, rotate refuses to drop the certificates.
-    let mut unsigned = vec!["rotate", "--secret-id", "hk"];
+    let mut unsigned = vec!["rotate", "--secret-id", "hostkeys/hk"];
     unsigned.extend(TARGETS);
     let refused = bed.run(&unsigned);
     assert_eq!(refused.code, 2, "{}", refused.stderr);
@@ -460,7 +484,7 @@ fn with_certificate(bed: &TestBed, cert: &str) {
     rt.block_on(async {
         let config = bed.sdk_config(1).await;
         let client = aws_sdk_secretsmanager::Client::new(&config);
-        let value = client.get_secret_value().secret_id("hk").send().await.unwrap();
+        let value = client.get_secret_value().secret_id("hostkeys/hk").send().await.unwrap();
         let mut doc: Value = serde_json::from_str(value.secret_string().unwrap()).unwrap();
         for k in doc["keys"].as_array_mut().unwrap() {
             if k["algorithm"] == "ssh-ed25519" {
@@ -469,7 +493,7 @@ fn with_certificate(bed: &TestBed, cert: &str) {
         }
         client
             .put_secret_value()
-            .secret_id("hk")
+            .secret_id("hostkeys/hk")
             .secret_string(doc.to_string())
             .version_stages("AWSCURRENT")
             .send()
@@ -485,7 +509,7 @@ fn install_refuses_each_bad_certificate_and_changes_nothing() {
         ..BedOptions::default()
     });
     let node = bed.state.nodes[0].clone();
-    let init = bed.init_generated("hk");
+    let init = bed.init_generated("hostkeys/hk");
     let ca = keygen_ca(bed.dir(), "ca");
     // A node-like directory holding the set's ed25519 public key, to sign.
     let set_dir = bed.dir().join("set");
@@ -526,14 +550,14 @@ fn install_refuses_each_bad_certificate_and_changes_nothing() {
     let before = snapshot(&node.ssh_dir);
     for (cert, says) in &cases {
         with_certificate(&bed, cert);
-        let run = bed.install_on(&node, &["--secret-id", "hk", "--require-principal", NAME]);
+        let run = bed.install_on(&node, &["--secret-id", "hostkeys/hk", "--require-principal", NAME]);
         assert_eq!(run.code, 2, "{says}: {}\n{}", run.stderr, run.stdout);
         assert!(run.stderr.contains(says), "{says}: {}", run.stderr);
         assert_eq!(snapshot(&node.ssh_dir), before, "{says}: files changed");
     }
     // The good one is installed, with a reload and no restart.
     with_certificate(&bed, &sign(&ed, true, NAME, "-5m:+30d"));
-    let run = bed.install_on(&node, &["--secret-id", "hk", "--require-principal", NAME]);
+    let run = bed.install_on(&node, &["--secret-id", "hostkeys/hk", "--require-principal", NAME]);
     assert_eq!(run.code, 0, "{}\n{}", run.stderr, run.stdout);
     assert!(cert_types(&node.address, node.port).contains(&"ssh-ed25519-cert-v01@openssh.com".to_owned()));
 }
@@ -550,15 +574,15 @@ fn a_reload_that_does_not_serve_the_certificates_is_rolled_back() {
         ..BedOptions::default()
     });
     let node = bed.state.nodes[0].clone();
-    bed.init_generated("hk");
+    bed.init_generated("hostkeys/hk");
     ok(
-        &bed.install_on(&node, &["--secret-id", "hk"]),
+        &bed.install_on(&node, &["--secret-id", "hostkeys/hk"]),
         "install without certificates",
     );
-    ca_init(&bed, "ca");
+    ca_init(&bed, "hostkeyctl-ca/ca");
     sign(&bed, &[]);
     let before = snapshot(&node.ssh_dir);
-    let run = bed.install_on(&node, &["--secret-id", "hk", "--reload-command", "true"]);
+    let run = bed.install_on(&node, &["--secret-id", "hostkeys/hk", "--reload-command", "true"]);
     assert_eq!(run.code, 3, "{}\n{}", run.stderr, run.stdout);
     let report = run.json();
     assert_eq!(report["result"], "rolled_back", "{report}");
@@ -569,7 +593,7 @@ fn a_reload_that_does_not_serve_the_certificates_is_rolled_back() {
     assert_eq!(snapshot(&node.ssh_dir), before, "files not restored byte for byte");
     assert!(cert_types(&node.address, node.port).is_empty());
     ok(
-        &bed.install_on(&node, &["--secret-id", "hk"]),
+        &bed.install_on(&node, &["--secret-id", "hostkeys/hk"]),
         "install with a real reload",
     );
     assert_eq!(cert_types(&node.address, node.port).len(), 3);
@@ -590,9 +614,9 @@ async fn a_reused_token_with_other_certificates_is_a_conflict() {
         nodes: 0,
         ..BedOptions::default()
     });
-    bed.init_generated("hk");
+    bed.init_generated("hostkeys/hk");
     let store = SecretsManagerStore::new(&bed.sdk_config(1).await);
-    let secret = hostkeyctl::ids::SecretId::parse("hk").unwrap();
+    let secret = hostkeyctl::ids::SecretId::parse("hostkeys/hk").unwrap();
     let current = store
         .get(&secret, &VersionSelector::Stage(stage("AWSCURRENT")))
         .await

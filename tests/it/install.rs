@@ -36,11 +36,11 @@ fn assert_no_leftovers(node: &Node) {
 fn a_fresh_node_converges_and_a_second_run_changes_nothing() {
     let bed = bed();
     let node = &bed.state.nodes[1];
-    let init = bed.init_from_node("hk", &bed.state.nodes[0]);
+    let init = bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
     let expected = set_fingerprints(&init);
     assert_ne!(served(node), expected);
 
-    let first = bed.install_on(node, &["--secret-id", "hk"]);
+    let first = bed.install_on(node, &["--secret-id", "hostkeys/hk"]);
     assert_eq!(first.code, 0, "{}", first.stderr);
     let report = first.json();
     assert_eq!(report["result"], "changed", "{report}");
@@ -51,7 +51,7 @@ fn a_fresh_node_converges_and_a_second_run_changes_nothing() {
     assert_no_leftovers(node);
 
     let files_before = snapshot(&node.ssh_dir);
-    let second = bed.install_on(node, &["--secret-id", "hk"]);
+    let second = bed.install_on(node, &["--secret-id", "hostkeys/hk"]);
     assert_eq!(second.code, 0, "{}", second.stderr);
     assert_eq!(second.json()["result"], "unchanged");
     assert_eq!(second.json()["reloaded"], false);
@@ -65,11 +65,11 @@ fn a_fresh_node_converges_and_a_second_run_changes_nothing() {
         }
     }
     // --check agrees, changing nothing.
-    let check = bed.install_on(node, &["--secret-id", "hk", "--check"]);
+    let check = bed.install_on(node, &["--secret-id", "hostkeys/hk", "--check"]);
     assert_eq!(check.code, 0, "{}", check.stderr);
     assert_eq!(check.json()["result"], "match");
     let other = &bed.state.nodes[0];
-    let other_check = bed.install_on(other, &["--secret-id", "hk", "--check"]);
+    let other_check = bed.install_on(other, &["--secret-id", "hostkeys/hk", "--check"]);
     // Node 1 has the keys but not the HostKeyAlgorithms pin yet: fine; what
     // it serves for the managed types matches.
     assert_eq!(other_check.code, 0, "{}", other_check.stderr);
@@ -78,7 +78,7 @@ fn a_fresh_node_converges_and_a_second_run_changes_nothing() {
 #[test]
 fn check_reports_drift_on_a_node_with_other_keys() {
     let bed = bed();
-    let init = bed.init_generated("hk");
+    let init = bed.init_generated("hostkeys/hk");
     let fps: Vec<String> = set_fingerprints(&init).into_iter().flatten().collect();
     let node = &bed.state.nodes[0];
     let mut args = vec!["--check"];
@@ -96,7 +96,7 @@ fn check_reports_drift_on_a_node_with_other_keys() {
 async fn bad_input_is_refused_and_files_are_untouched() {
     let bed = bed();
     let node = bed.state.nodes[1].clone();
-    let init = bed.init_from_node("hk", &bed.state.nodes[0]);
+    let init = bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
     let before = snapshot(&node.ssh_dir);
 
     // --expect that differs from the set.
@@ -104,7 +104,7 @@ async fn bad_input_is_refused_and_files_are_untouched() {
         &node,
         &[
             "--secret-id",
-            "hk",
+            "hostkeys/hk",
             "--expect",
             "SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
         ],
@@ -120,7 +120,7 @@ async fn bad_input_is_refused_and_files_are_untouched() {
     // A missing ssh dir.
     let mut env: Vec<(String, String)> = node.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     env.push(("HOSTKEYCTL_SSH_DIR".into(), "/nonexistent/ssh".into()));
-    let run = bed.run_env(&["install", "--secret-id", "hk"], &env);
+    let run = bed.run_env(&["install", "--secret-id", "hostkeys/hk"], &env);
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("/nonexistent/ssh does not exist"), "{}", run.stderr);
 
@@ -128,7 +128,7 @@ async fn bad_input_is_refused_and_files_are_untouched() {
     let sm = aws_sdk_secretsmanager::Client::new(&bed.sdk_config(1).await);
     let good = sm
         .get_secret_value()
-        .secret_id("hk")
+        .secret_id("hostkeys/hk")
         .version_stage("AWSCURRENT")
         .send()
         .await
@@ -137,13 +137,13 @@ async fn bad_input_is_refused_and_files_are_untouched() {
     let pem = doc["keys"][0]["private_key"].as_str().unwrap().to_owned();
     doc["keys"][0]["private_key"] = json!(pem[..pem.len() / 2]);
     sm.put_secret_value()
-        .secret_id("hk")
+        .secret_id("hostkeys/hk")
         .secret_string(doc.to_string())
         .version_stages("AWSPENDING")
         .send()
         .await
         .unwrap();
-    let run = bed.install_on(&node, &["--secret-id", "hk", "--stage", "AWSPENDING"]);
+    let run = bed.install_on(&node, &["--secret-id", "hostkeys/hk", "--stage", "AWSPENDING"]);
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(
         run.stderr.contains("is not a hostkeyctl key set") && run.stderr.contains("keys[0].private_key"),
@@ -153,12 +153,12 @@ async fn bad_input_is_refused_and_files_are_untouched() {
 
     // A secret that is not a key set at all.
     sm.create_secret()
-        .name("db")
+        .name("hostkeys/db")
         .secret_string("hunter2")
         .send()
         .await
         .unwrap();
-    let run = bed.install_on(&node, &["--secret-id", "db"]);
+    let run = bed.install_on(&node, &["--secret-id", "hostkeys/db"]);
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(!run.stderr.contains("hunter2") && !run.stdout.contains("hunter2"));
 
@@ -171,14 +171,14 @@ async fn bad_input_is_refused_and_files_are_untouched() {
 fn a_failing_reload_restores_the_files_byte_for_byte() {
     let bed = bed();
     let node = &bed.state.nodes[1];
-    bed.init_from_node("hk", &bed.state.nodes[0]);
+    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
     let before = snapshot(&node.ssh_dir);
     let served_before = served(node);
     let run = bed.install_on(
         node,
         &[
             "--secret-id",
-            "hk",
+            "hostkeys/hk",
             "--reload-command",
             "echo 'reload is broken' >&2; exit 7",
         ],
@@ -203,7 +203,7 @@ fn a_failing_reload_restores_the_files_byte_for_byte() {
 fn sshd_reading_another_host_key_path_fails_verification_and_rolls_back() {
     let bed = bed();
     let node = &bed.state.nodes[1];
-    bed.init_from_node("hk", &bed.state.nodes[0]);
+    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
     // sshd reads its ed25519 key from elsewhere: writing ssh_host_ed25519_key
     // changes nothing it serves.
     let elsewhere = node.root.join("elsewhere");
@@ -224,7 +224,7 @@ fn sshd_reading_another_host_key_path_fails_verification_and_rolls_back() {
     let before = snapshot(&node.ssh_dir);
     let served_before = served(node);
 
-    let run = bed.install_on(node, &["--secret-id", "hk", "--verify-timeout", "3"]);
+    let run = bed.install_on(node, &["--secret-id", "hostkeys/hk", "--verify-timeout", "3"]);
     assert_eq!(run.code, 3, "{}", run.stderr);
     let report = run.json();
     assert_eq!(report["result"], "rolled_back", "{report}");
@@ -251,7 +251,7 @@ impl Drop for Mount {
 fn no_space_left_while_writing_rolls_back() {
     let bed = bed();
     let node = &bed.state.nodes[1];
-    bed.init_from_node("hk", &bed.state.nodes[0]);
+    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
     // Move the node's /etc/ssh onto a 64 KiB tmpfs with two free pages.
     let saved = node.root.join("ssh-saved");
     assert!(
@@ -289,7 +289,7 @@ fn no_space_left_while_writing_rolls_back() {
     let before = snapshot(&node.ssh_dir);
     let served_before = served(node);
 
-    let run = bed.install_on(node, &["--secret-id", "hk"]);
+    let run = bed.install_on(node, &["--secret-id", "hostkeys/hk"]);
     assert_eq!(run.code, 3, "{}", run.stderr);
     let report = run.json();
     assert_eq!(report["result"], "rolled_back", "{report}");
@@ -303,7 +303,7 @@ fn no_space_left_while_writing_rolls_back() {
 fn unmanaged_key_types_stop_being_served() {
     let bed = bed();
     let node = &bed.state.nodes[1];
-    bed.init_from_node("hk", &bed.state.nodes[0]);
+    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
     // The image baked in an extra ECDSA P-384 host key.
     let extra = node.ssh_dir.join("ssh_host_ecdsa384_key");
     let made = Command::new(require("ssh-keygen"))
@@ -320,7 +320,7 @@ fn unmanaged_key_types_stop_being_served() {
         "the extra key is served at first"
     );
 
-    let run = bed.install_on(node, &["--secret-id", "hk"]);
+    let run = bed.install_on(node, &["--secret-id", "hostkeys/hk"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
         !offers(node, "ecdsa-sha2-nistp384", &bed.state.client_key),
@@ -337,7 +337,7 @@ fn unmanaged_key_types_stop_being_served() {
 fn a_config_without_include_gets_an_inline_block() {
     let bed = bed();
     let node = &bed.state.nodes[1];
-    let init = bed.init_from_node("hk", &bed.state.nodes[0]);
+    let init = bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
     let config = std::fs::read_to_string(&node.sshd_config).unwrap();
     let without: String = config
         .lines()
@@ -347,13 +347,13 @@ fn a_config_without_include_gets_an_inline_block() {
     std::fs::write(&node.sshd_config, &without).unwrap();
     bed.start_node(&node.name);
 
-    let run = bed.install_on(node, &["--secret-id", "hk"]);
+    let run = bed.install_on(node, &["--secret-id", "hostkeys/hk"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let after = std::fs::read_to_string(&node.sshd_config).unwrap();
     assert!(after.starts_with("# BEGIN hostkeyctl"), "{after}");
     assert!(after.ends_with(&without), "the rest of the config changed");
     assert_eq!(served(node), set_fingerprints(&init));
-    let again = bed.install_on(node, &["--secret-id", "hk"]);
+    let again = bed.install_on(node, &["--secret-id", "hostkeys/hk"]);
     assert_eq!(again.json()["result"], "unchanged");
 }
 
@@ -361,29 +361,29 @@ fn a_config_without_include_gets_an_inline_block() {
 fn private_key_bytes_never_reach_stdout_or_stderr() {
     let bed = bed();
     let node = &bed.state.nodes[1];
-    bed.init_from_node("hk", &bed.state.nodes[0]);
+    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
     let secret_lines = private_lines(&bed.state.nodes[0].ssh_dir);
     let old_lines = private_lines(&node.ssh_dir);
     let runs: Vec<Run> = vec![
-        bed.install_on(node, &["--secret-id", "hk", "-vvv"]),
-        bed.install_on(node, &["--secret-id", "hk", "-vvv"]),
+        bed.install_on(node, &["--secret-id", "hostkeys/hk", "-vvv"]),
+        bed.install_on(node, &["--secret-id", "hostkeys/hk", "-vvv"]),
         bed.install_on(
             &bed.state.nodes[0],
-            &["--secret-id", "hk", "--reload-command", "false", "-vvv"],
+            &["--secret-id", "hostkeys/hk", "--reload-command", "false", "-vvv"],
         ),
-        bed.install_on(node, &["--secret-id", "hk", "--check", "-vvv"]),
+        bed.install_on(node, &["--secret-id", "hostkeys/hk", "--check", "-vvv"]),
     ];
     // Regression (hardening finding 7): at trace level with the SDK's
     // sensitive-body logging switched on, GetSecretValue's answer (the
     // private keys) was printed. hostkeyctl now refuses to start then, and
     // filters the SDK's body logging out at any level.
     let trace = |sensitive: bool| {
-        let mut env: Vec<(String, String)> = node.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        env.push(("HOSTKEYCTL_LOG".into(), "trace".into()));
+        // status is the admin's: the node's settings and key stay out.
+        let mut env: Vec<(String, String)> = vec![("HOSTKEYCTL_LOG".into(), "trace".into())];
         if sensitive {
             env.push(("LOG_SENSITIVE_BODIES".into(), "true".into()));
         }
-        bed.run_env(&["status", "--secret-id", "hk", "--output", "json"], &env)
+        bed.run_env(&["status", "--secret-id", "hostkeys/hk", "--output", "json"], &env)
     };
     let refused = trace(true);
     assert_eq!(refused.code, 2, "{}", refused.stderr);
@@ -479,7 +479,7 @@ fn installs_killed_at_random_points_always_converge_and_sshd_keeps_serving() {
         ..BedOptions::default()
     });
     let node = bed.state.nodes[0].clone();
-    let sets = [bed.init_generated("a"), bed.init_generated("b")];
+    let sets = [bed.init_generated("hostkeys/a"), bed.init_generated("hostkeys/b")];
 
     // The probe: ssh-keyscan for rsa, ecdsa and ed25519 at once.
     let stop = Arc::new(AtomicBool::new(false));
@@ -488,7 +488,7 @@ fn installs_killed_at_random_points_always_converge_and_sshd_keeps_serving() {
     let env: Vec<(String, String)> = node.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     let spawn_install = |secret: &str| {
         std::process::Command::new(crate::support::node_binary())
-            .envs(bed.aws_env())
+            .envs(bed.aws_env(crate::bed::Role::Node))
             .envs(env.iter().cloned())
             .args(["install", "--secret-id", secret, "--quiet"])
             .stdout(std::process::Stdio::null())
@@ -498,13 +498,13 @@ fn installs_killed_at_random_points_always_converge_and_sshd_keeps_serving() {
     };
     // How long one converging install takes here, to spread the kills over it.
     let start = Instant::now();
-    let calibrate = bed.install_on(&node, &["--secret-id", "a"]);
+    let calibrate = bed.install_on(&node, &["--secret-id", "hostkeys/a"]);
     assert_eq!(calibrate.code, 0, "{}", calibrate.stderr);
     let span = start.elapsed();
 
     let mut killed_midway = 0;
     for round in 0..50 {
-        let secret = ["b", "a"][round % 2];
+        let secret = ["hostkeys/b", "hostkeys/a"][round % 2];
         let mut child = spawn_install(secret);
         let delay = span.mul_f64(rand::random::<f64>());
         std::thread::sleep(delay);
@@ -555,13 +555,13 @@ fn installs_killed_at_random_points_always_converge_and_sshd_keeps_serving() {
 fn a_refused_config_is_rolled_back_without_taking_sshd_down() {
     let bed = bed();
     let node = &bed.state.nodes[1];
-    bed.init_from_node("hk", &bed.state.nodes[0]);
+    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
     let served_before = served(node);
     for t in ["ed25519", "ecdsa", "rsa"] {
         let key = node.ssh_dir.join(format!("ssh_host_{t}_key"));
         assert!(Command::new("chmod").arg("0640").arg(&key).status().unwrap().success());
     }
-    let run = bed.install_on(node, &["--secret-id", "hk"]);
+    let run = bed.install_on(node, &["--secret-id", "hostkeys/hk"]);
     assert_eq!(run.code, 3, "{}", run.stderr);
     let report = run.json();
     assert_eq!(report["result"], "rolled_back", "{report}");
@@ -574,14 +574,14 @@ fn a_refused_config_is_rolled_back_without_taking_sshd_down() {
 fn reload_is_found_from_sshds_pid_file_without_a_command() {
     let bed = bed();
     let node = &bed.state.nodes[1];
-    let init = bed.init_from_node("hk", &bed.state.nodes[0]);
+    let init = bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
     let env: Vec<(String, String)> = node
         .env
         .iter()
         .filter(|(k, _)| k.as_str() != "HOSTKEYCTL_RELOAD_COMMAND")
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    let run = bed.run_env(&["install", "--secret-id", "hk"], &env);
+    let run = bed.run_env(&["install", "--secret-id", "hostkeys/hk"], &env);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.json()["reloaded"], true);
     assert_eq!(sighups(node), 1, "sshd was not sent SIGHUP through its PidFile");
@@ -592,7 +592,7 @@ fn reload_is_found_from_sshds_pid_file_without_a_command() {
 fn a_second_install_waits_for_the_lock_and_then_gives_up_clearly() {
     let bed = bed();
     let node = &bed.state.nodes[1];
-    bed.init_from_node("hk", &bed.state.nodes[0]);
+    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
     let lock_file = node.env["HOSTKEYCTL_LOCK_FILE"].clone();
     let before = snapshot(&node.ssh_dir);
     // Another install holds the lock (flock(1) takes the same kind of lock).
@@ -607,7 +607,7 @@ fn a_second_install_waits_for_the_lock_and_then_gives_up_clearly() {
             .map(|s| !s.success())
             .unwrap_or(false)
     });
-    let run = bed.install_on(node, &["--secret-id", "hk", "--lock-timeout", "1"]);
+    let run = bed.install_on(node, &["--secret-id", "hostkeys/hk", "--lock-timeout", "1"]);
     let _ = holder.kill();
     let _ = holder.wait();
     assert_eq!(run.code, 3, "{}", run.stderr);
@@ -617,6 +617,6 @@ fn a_second_install_waits_for_the_lock_and_then_gives_up_clearly() {
         run.stderr
     );
     assert_eq!(snapshot(&node.ssh_dir), before);
-    let again = bed.install_on(node, &["--secret-id", "hk"]);
+    let again = bed.install_on(node, &["--secret-id", "hostkeys/hk"]);
     assert_eq!(again.code, 0, "{}", again.stderr);
 }

@@ -9,11 +9,11 @@ use crate::support::{require, run_ok};
 
 fn pushed() -> TestBed {
     let bed = TestBed::start(BedOptions::default());
-    bed.init_from_node("hk", &bed.state.nodes[0]);
+    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
     let push = bed.run(&[
         "push",
         "--secret-id",
-        "hk",
+        "hostkeys/hk",
         "--target",
         "tag:Role=login",
         "--max-concurrency",
@@ -28,7 +28,7 @@ fn real_ssh_trusts_the_lb_with_plain_and_hashed_files() {
     let bed = pushed();
     let lb = bed.state.lb.clone().unwrap();
     for hash in [false, true] {
-        let mut args = vec!["known-hosts", "--secret-id", "hk", "--host", &lb.address];
+        let mut args = vec!["known-hosts", "--secret-id", "hostkeys/hk", "--host", &lb.address];
         if hash {
             args.push("--hash");
         }
@@ -68,11 +68,11 @@ fn sshfp_records_match_ssh_keygen_r() {
         nodes: 1,
         ..BedOptions::default()
     });
-    bed.init_from_node("hk", &bed.state.nodes[0]);
+    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
     let run = bed.run(&[
         "known-hosts",
         "--secret-id",
-        "hk",
+        "hostkeys/hk",
         "--host",
         "login.example.org",
         "--sshfp",
@@ -98,11 +98,11 @@ fn a_non_default_port_uses_bracketed_patterns() {
         nodes: 1,
         ..BedOptions::default()
     });
-    bed.init_generated("hk");
+    bed.init_generated("hostkeys/hk");
     let run = bed.run(&[
         "known-hosts",
         "--secret-id",
-        "hk",
+        "hostkeys/hk",
         "--host",
         "a.example,b.example",
         "--port",
@@ -112,6 +112,6 @@ fn a_non_default_port_uses_bracketed_patterns() {
     for line in run.stdout.lines() {
         assert!(line.starts_with("[a.example]:2222,[b.example]:2222 "), "{line}");
     }
-    let bad = bed.run(&["known-hosts", "--secret-id", "hk", "--host", "a b"]);
+    let bad = bed.run(&["known-hosts", "--secret-id", "hostkeys/hk", "--host", "a b"]);
     assert_eq!(bad.code, 2);
 }

@@ -18,7 +18,7 @@ use std::time::Duration;
 use crate::bed::{BedOptions, Node, Run, TestBed, set_fingerprints, snapshot};
 use crate::support::require;
 
-fn profile_bed(profile: &'static str) -> TestBed {
+pub fn profile_bed(profile: &'static str) -> TestBed {
     TestBed::start(BedOptions {
         nodes: 0,
         profiles: vec![profile],
@@ -27,7 +27,7 @@ fn profile_bed(profile: &'static str) -> TestBed {
 }
 
 /// `program` run inside the node's namespaces with its environment.
-fn in_node(bed: &TestBed, node: &Node, program: &Path) -> assert_cmd::Command {
+pub fn in_node(bed: &TestBed, node: &Node, program: &Path) -> assert_cmd::Command {
     let ns = node.ns_pid.expect("a profile node");
     let mut cmd = assert_cmd::Command::new(require("nsenter"));
     cmd.arg(format!("--mount=/proc/{ns}/ns/mnt"))
@@ -36,7 +36,7 @@ fn in_node(bed: &TestBed, node: &Node, program: &Path) -> assert_cmd::Command {
         .arg(program)
         .env_remove("HOSTKEYCTL_OUTPUT")
         .env_remove("AWS_PROFILE")
-        .envs(bed.aws_env())
+        .envs(bed.aws_env(crate::bed::Role::Node))
         .envs(node.env.clone())
         .timeout(Duration::from_secs(120));
     cmd
@@ -84,7 +84,7 @@ fn host_key(bed: &TestBed, node: &Node, algorithm: &str) -> Option<String> {
 
 /// The fingerprints served for ed25519, ECDSA P-256 and RSA (the order of
 /// `set_fingerprints`), and ECDSA P-384.
-fn served(bed: &TestBed, node: &Node) -> Vec<Option<String>> {
+pub fn served(bed: &TestBed, node: &Node) -> Vec<Option<String>> {
     [
         "ssh-ed25519",
         "ecdsa-sha2-nistp256",
@@ -99,7 +99,7 @@ fn served(bed: &TestBed, node: &Node) -> Vec<Option<String>> {
 /// Every file install may touch (keys, configs, a symlinked config's
 /// target), by path relative to the node's `/etc`: digest and mode, and
 /// whether sshd_config is a link.
-fn files(node: &Node) -> BTreeMap<String, (u64, u32)> {
+pub fn files(node: &Node) -> BTreeMap<String, (u64, u32)> {
     let etc = node.root.join("etc");
     let mut out = BTreeMap::new();
     for dir in ["ssh", "ssh/sshd_config.d", "config-mgmt"] {
@@ -133,7 +133,7 @@ fn fault(node: &Node, what: Option<&str>) {
 /// A real ssh login with `StrictHostKeyChecking=yes` and only the secret's
 /// known_hosts lines, for the alias `login.example`.
 fn login(bed: &TestBed, node: &Node) -> std::process::Output {
-    let lines = bed.run(&["known-hosts", "--secret-id", "hk", "--host", "login.example"]);
+    let lines = bed.run(&["known-hosts", "--secret-id", "hostkeys/hk", "--host", "login.example"]);
     assert_eq!(lines.code, 0, "{}", lines.stderr);
     let known_hosts = bed.dir().join("known_hosts.canonical");
     std::fs::write(&known_hosts, &lines.stdout).unwrap();
@@ -183,15 +183,15 @@ fn converge(profile: &'static str) {
     let served_before = served(&bed, &node);
     let shared = profile == "keys-shared";
     let init = if shared {
-        bed.init_from_node("hk", &node)
+        bed.init_from_node("hostkeys/hk", &node)
     } else {
-        bed.init_generated("hk")
+        bed.init_generated("hostkeys/hk")
     };
     let mut set = set_fingerprints(&init);
     set.push(None); // no P-384 key once converged
 
     // --check changes nothing and reports what would change.
-    let check = install(&bed, &node, &["--secret-id", "hk", "--check"]);
+    let check = install(&bed, &node, &["--secret-id", "hostkeys/hk", "--check"]);
     let (code, result) = if shared { (0, "match") } else { (1, "drift") };
     assert_eq!(check.code, code, "{profile}: {}\n{}", check.stderr, check.stdout);
     assert_eq!(check.json()["result"], result, "{profile}");
@@ -201,10 +201,14 @@ fn converge(profile: &'static str) {
     let failing = if profile == "no-systemd" {
         // No unit to fail: hostkeyctl signals sshd itself. A reload
         // command that fails stands in for it.
-        install(&bed, &node, &["--secret-id", "hk", "--reload-command", "exit 1"])
+        install(
+            &bed,
+            &node,
+            &["--secret-id", "hostkeys/hk", "--reload-command", "exit 1"],
+        )
     } else {
         fault(&node, Some("reload-fails"));
-        let run = install(&bed, &node, &["--secret-id", "hk"]);
+        let run = install(&bed, &node, &["--secret-id", "hostkeys/hk"]);
         fault(&node, None);
         run
     };
@@ -222,7 +226,7 @@ fn converge(profile: &'static str) {
     );
 
     // Converge, verified against an address sshd really listens on.
-    let first = install(&bed, &node, &["--secret-id", "hk"]);
+    let first = install(&bed, &node, &["--secret-id", "hostkeys/hk"]);
     assert_eq!(first.code, 0, "{profile}: {}\n{}", first.stderr, first.stdout);
     let report = first.json();
     assert_eq!(report["result"], "changed", "{profile}: {report}");
@@ -232,12 +236,12 @@ fn converge(profile: &'static str) {
 
     // A second run changes nothing.
     let files_after = files(&node);
-    let second = install(&bed, &node, &["--secret-id", "hk"]);
+    let second = install(&bed, &node, &["--secret-id", "hostkeys/hk"]);
     assert_eq!(second.code, 0, "{profile}: {}", second.stderr);
     assert_eq!(second.json()["result"], "unchanged", "{profile}");
     assert_eq!(second.json()["reloaded"], false, "{profile}");
     assert_eq!(files(&node), files_after, "{profile}: a no-op run wrote");
-    let check = install(&bed, &node, &["--secret-id", "hk", "--check"]);
+    let check = install(&bed, &node, &["--secret-id", "hostkeys/hk", "--check"]);
     assert_eq!(check.code, 0, "{profile}: {}", check.stderr);
     assert_eq!(check.json()["result"], "match", "{profile}");
 
@@ -361,8 +365,8 @@ fn socket_activated_node_installs_before_its_first_connection() {
         out.stdout.trim().to_owned()
     };
     assert_eq!(service_state(), "inactive", "something connected before the test");
-    let init = bed.init_generated("hk");
-    let run = install(&bed, &node, &["--secret-id", "hk"]);
+    let init = bed.init_generated("hostkeys/hk");
+    let run = install(&bed, &node, &["--secret-id", "hostkeys/hk"]);
     assert_eq!(run.code, 0, "{}\n{}", run.stderr, run.stdout);
     let report = run.json();
     assert_eq!(report["result"], "changed", "{report}");
@@ -385,12 +389,12 @@ fn host_certificate_is_refused_kept_or_replaced_as_the_admin_chooses() {
     let bed = profile_bed("host-certificate");
     let node = bed.state.profiles[0].clone();
     let before = files(&node);
-    bed.init_generated("hk");
+    bed.init_generated("hostkeys/hk");
     let theirs = node.ssh_dir.join("ssh_host_ed25519_key-cert.pub");
     let their_cert = std::fs::read_to_string(&theirs).unwrap();
     // No choice made, or keep for keys that are being replaced: nothing written.
     for extra in [&[][..], &["--existing-certificates", "keep"][..]] {
-        let mut args = vec!["--secret-id", "hk"];
+        let mut args = vec!["--secret-id", "hostkeys/hk"];
         args.extend_from_slice(extra);
         let run = install(&bed, &node, &args);
         assert_eq!(run.code, 2, "{extra:?}: {}\n{}", run.stderr, run.stdout);
@@ -419,25 +423,25 @@ fn host_certificate_is_refused_kept_or_replaced_as_the_admin_chooses() {
     };
     let their_ca = std::fs::read_to_string(node.root.join("host_ca.pub")).unwrap();
     // Keep: the node's own keys adopted, its certificate stays served.
-    bed.init_from_node("adopted", &node);
+    bed.init_from_node("hostkeys/adopted", &node);
     let run = install(
         &bed,
         &node,
-        &["--secret-id", "adopted", "--existing-certificates", "keep"],
+        &["--secret-id", "hostkeys/adopted", "--existing-certificates", "keep"],
     );
     assert_eq!(run.code, 0, "{}\n{}", run.stderr, run.stdout);
     let out = connect(&their_ca);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     // Replace: our set, signed by our CA, goes into their certificate file.
-    let ca = bed.run(&["ca", "init", "--output", "json", "--secret-id", "ca"]);
+    let ca = bed.run(&["ca", "init", "--output", "json", "--secret-id", "hostkeyctl-ca/ca"]);
     assert_eq!(ca.code, 0, "{}", ca.stderr);
     let ours = ca.json()["public_key"].as_str().unwrap().to_owned();
     let sign = bed.run(&[
         "sign",
         "--secret-id",
-        "hk",
+        "hostkeys/hk",
         "--ca-secret-id",
-        "ca",
+        "hostkeyctl-ca/ca",
         "--principal",
         "login.example",
     ]);
@@ -445,7 +449,7 @@ fn host_certificate_is_refused_kept_or_replaced_as_the_admin_chooses() {
     let run = install(
         &bed,
         &node,
-        &["--secret-id", "hk", "--existing-certificates", "replace"],
+        &["--secret-id", "hostkeys/hk", "--existing-certificates", "replace"],
     );
     assert_eq!(run.code, 0, "{}\n{}", run.stderr, run.stdout);
     let out = connect(&ours);
@@ -453,7 +457,7 @@ fn host_certificate_is_refused_kept_or_replaced_as_the_admin_chooses() {
     assert!(!connect(&their_ca).status.success(), "their CA still trusted");
     // Later runs (push, the timer) need no choice: the file holds the set's
     // certificate from the set's CA.
-    let run = install(&bed, &node, &["--secret-id", "hk"]);
+    let run = install(&bed, &node, &["--secret-id", "hostkeys/hk"]);
     assert_eq!(run.code, 0, "{}\n{}", run.stderr, run.stdout);
     assert_eq!(run.json()["result"], "unchanged", "{}", run.stdout);
     let cert = std::fs::read_to_string(&theirs).unwrap();
@@ -474,8 +478,8 @@ fn a_clean_rollback_beside_an_unmanaged_key_type_exits_3() {
     let before = files(&node);
     let served_before = served(&bed, &node);
     assert!(served_before[3].is_some(), "the profile serves no P-384 key");
-    bed.init_generated("hk");
-    let run = install(&bed, &node, &["--secret-id", "hk"]);
+    bed.init_generated("hostkeys/hk");
+    let run = install(&bed, &node, &["--secret-id", "hostkeys/hk"]);
     assert_eq!(run.code, 3, "{}\n{}", run.stderr, run.stdout);
     let report = run.json();
     assert_eq!(report["result"], "rolled_back", "{report}");
@@ -499,15 +503,15 @@ fn a_clean_rollback_beside_an_unmanaged_key_type_exits_3() {
 async fn a_run_killed_at_the_reload_is_finished_by_the_next() {
     let bed = profile_bed("debian-12");
     let node = bed.state.profiles[0].clone();
-    let current = bed.init_generated("hk");
+    let current = bed.init_generated("hostkeys/hk");
     let current_id = current["version_id"].as_str().unwrap().to_owned();
-    assert_eq!(install(&bed, &node, &["--secret-id", "hk"]).code, 0);
+    assert_eq!(install(&bed, &node, &["--secret-id", "hostkeys/hk"]).code, 0);
     // The next set, staged AWSPENDING as a rotation would.
-    let next = bed.init_generated("hk-next");
+    let next = bed.init_generated("hostkeys/hk-next");
     let sm = aws_sdk_secretsmanager::Client::new(&bed.sdk_config(1).await);
     let document = sm
         .get_secret_value()
-        .secret_id("hk-next")
+        .secret_id("hostkeys/hk-next")
         .send()
         .await
         .unwrap()
@@ -516,7 +520,7 @@ async fn a_run_killed_at_the_reload_is_finished_by_the_next() {
         .to_owned();
     let next_id = sm
         .put_secret_value()
-        .secret_id("hk")
+        .secret_id("hostkeys/hk")
         .secret_string(document)
         .version_stages("AWSPENDING")
         .send()
@@ -527,7 +531,7 @@ async fn a_run_killed_at_the_reload_is_finished_by_the_next() {
         .to_owned();
     let args = [
         "--secret-id",
-        "hk",
+        "hostkeys/hk",
         "--version-id",
         &current_id,
         "--next-version-id",
@@ -538,7 +542,7 @@ async fn a_run_killed_at_the_reload_is_finished_by_the_next() {
     let killed = install(&bed, &node, &args);
     fault(&node, None);
     assert_eq!(killed.code, -1, "the install was not killed: {}", killed.stderr);
-    let check = install(&bed, &node, &["--secret-id", "hk", "--check"]);
+    let check = install(&bed, &node, &["--secret-id", "hostkeys/hk", "--check"]);
     assert_eq!(
         check.code, 1,
         "--check must report the unfinished install: {}",
@@ -553,7 +557,7 @@ async fn a_run_killed_at_the_reload_is_finished_by_the_next() {
     assert!(!marker.exists());
 
     // sshd really serves the next keys: a client learns them.
-    let lines = bed.run(&["known-hosts", "--secret-id", "hk", "--host", "login.example"]);
+    let lines = bed.run(&["known-hosts", "--secret-id", "hostkeys/hk", "--host", "login.example"]);
     let known_hosts = bed.dir().join("known_hosts.update");
     std::fs::write(&known_hosts, &lines.stdout).unwrap();
     let out = in_node(&bed, &node, &require("ssh"))

@@ -13,7 +13,7 @@ fn rotate(bed: &TestBed, extra: &[&str]) -> (i32, Value, String) {
         "--output",
         "json",
         "--secret-id",
-        "hk",
+        "hostkeys/hk",
         "--max-concurrency",
         "100%",
     ];
@@ -29,7 +29,7 @@ fn rotate(bed: &TestBed, extra: &[&str]) -> (i32, Value, String) {
 }
 
 fn stages(bed: &TestBed) -> Value {
-    let run = bed.run(&["status", "--output", "json", "--secret-id", "hk"]);
+    let run = bed.run(&["status", "--output", "json", "--secret-id", "hostkeys/hk"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let status = run.json();
     let mut by_stage = serde_json::Map::new();
@@ -42,7 +42,9 @@ fn stages(bed: &TestBed) -> Value {
 }
 
 fn set_of(bed: &TestBed, version: &str) -> Vec<Option<String>> {
-    let status = bed.run(&["status", "--output", "json", "--secret-id", "hk"]).json();
+    let status = bed
+        .run(&["status", "--output", "json", "--secret-id", "hostkeys/hk"])
+        .json();
     let v = status["versions"]
         .as_array()
         .unwrap()
@@ -55,8 +57,8 @@ fn set_of(bed: &TestBed, version: &str) -> Vec<Option<String>> {
 
 fn prepared() -> (TestBed, String) {
     let bed = TestBed::start(BedOptions::default());
-    let init = bed.init_from_node("hk", &bed.state.nodes[0]);
-    let mut push = vec!["push", "--secret-id", "hk", "--max-concurrency", "100%"];
+    let init = bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
+    let mut push = vec!["push", "--secret-id", "hostkeys/hk", "--max-concurrency", "100%"];
     push.extend(TARGETS);
     assert_eq!(bed.run(&push).code, 0);
     (bed, init["version_id"].as_str().unwrap().to_owned())
@@ -84,7 +86,7 @@ fn a_full_rotation_moves_every_node_and_the_lb_to_the_new_set() {
         assert_eq!(keyscan(&lb.address, lb.port, "ed25519"), expected[0]);
     }
     // The auditor's view (tags) follows the rotation.
-    let mut audit = vec!["audit", "--output", "json", "--secret-id", "hk"];
+    let mut audit = vec!["audit", "--output", "json", "--secret-id", "hostkeys/hk"];
     audit.extend(TARGETS);
     let run = bed.run(&audit);
     assert_eq!(run.code, 0, "{}", run.stdout);
@@ -189,7 +191,9 @@ fn a_failing_node_stops_promotion_and_abort_restores_the_old_set() {
     let s = stages(&bed);
     assert!(s.get("AWSPENDING").is_none(), "AWSPENDING survived --abort: {s}");
     assert_eq!(s["AWSCURRENT"], old.as_str());
-    let status = bed.run(&["status", "--output", "json", "--secret-id", "hk"]).json();
+    let status = bed
+        .run(&["status", "--output", "json", "--secret-id", "hostkeys/hk"])
+        .json();
     assert_eq!(status["rotation_in_flight"], Value::Null);
     let (code, report, _) = rotate(&bed, &["--abort"]);
     assert_eq!((code, report["result"].as_str()), (0, Some("nothing_to_abort")));
@@ -208,7 +212,7 @@ fn an_overlapping_rotation_lets_update_host_keys_clients_learn_the_new_keys() {
     let lb = bed.state.lb.clone().unwrap();
     let known_hosts = bed.dir().join("known_hosts");
     let stale = bed.dir().join("known_hosts.stale");
-    let lines = bed.run(&["known-hosts", "--secret-id", "hk", "--host", &lb.address]);
+    let lines = bed.run(&["known-hosts", "--secret-id", "hostkeys/hk", "--host", &lb.address]);
     assert_eq!(lines.code, 0, "{}", lines.stderr);
     std::fs::write(&known_hosts, &lines.stdout).unwrap();
     std::fs::write(&stale, &lines.stdout).unwrap();
@@ -272,7 +276,7 @@ fn next_keys(node: &crate::bed::Node) -> Vec<Option<String>> {
 /// so the node converges to what the stages say.
 fn timer(bed: &TestBed) {
     for node in &bed.state.nodes {
-        let run = bed.install_on(node, &["--secret-id", "hk"]);
+        let run = bed.install_on(node, &["--secret-id", "hostkeys/hk"]);
         assert_eq!(run.code, 0, "timer install on {}: {}", node.name, run.stderr);
     }
 }
@@ -286,7 +290,7 @@ fn assert_serves_current(bed: &TestBed, what: &str) {
         assert_eq!(served(n), current, "{what}: {} is off the stages", n.name);
     }
     let lb = bed.state.lb.clone().unwrap();
-    let lines = bed.run(&["known-hosts", "--secret-id", "hk", "--host", &lb.address]);
+    let lines = bed.run(&["known-hosts", "--secret-id", "hostkeys/hk", "--host", &lb.address]);
     let known_hosts = bed.dir().join("known_hosts.current");
     std::fs::write(&known_hosts, &lines.stdout).unwrap();
     for _ in 0..bed.state.nodes.len() {
@@ -309,20 +313,20 @@ fn a_pull_only_fleet_is_rotated_end_to_end() {
         no_ssm: true,
         ..BedOptions::default()
     });
-    let old = bed.init_from_node("hk", &bed.state.nodes[0])["version_id"]
+    let old = bed.init_from_node("hostkeys/hk", &bed.state.nodes[0])["version_id"]
         .as_str()
         .unwrap()
         .to_owned();
     timer(&bed);
     assert_serves_current(&bed, "before");
-    let mut push = vec!["push", "--secret-id", "hk"];
+    let mut push = vec!["push", "--secret-id", "hostkeys/hk"];
     push.extend(TARGETS);
     let refused = bed.run(&push);
     assert_ne!(refused.code, 0, "SSM reached a pull-only node: {}", refused.stdout);
 
     let lb = bed.state.lb.clone().unwrap();
     let known_hosts = bed.dir().join("known_hosts");
-    let lines = bed.run(&["known-hosts", "--secret-id", "hk", "--host", &lb.address]);
+    let lines = bed.run(&["known-hosts", "--secret-id", "hostkeys/hk", "--host", &lb.address]);
     std::fs::write(&known_hosts, &lines.stdout).unwrap();
 
     let (code, report, stderr) = rotate(&bed, &["--pull", "--overlap"]);
@@ -332,7 +336,7 @@ fn a_pull_only_fleet_is_rotated_end_to_end() {
     assert!(bed.commands().is_empty(), "a pull rotation sent SSM commands");
     timer(&bed);
     assert_serves_current(&bed, "announced, timers ran");
-    let mut status = vec!["status", "--output", "json", "--secret-id", "hk"];
+    let mut status = vec!["status", "--output", "json", "--secret-id", "hostkeys/hk"];
     status.extend(TARGETS);
     let phase = bed.run(&status).json();
     assert_eq!(phase["phase"]["state"], "announced", "{phase}");
@@ -353,7 +357,7 @@ fn a_pull_only_fleet_is_rotated_end_to_end() {
         "--output",
         "json",
         "--secret-id",
-        "hk",
+        "hostkeys/hk",
         "--pull",
         "--finish",
         "--wait",
@@ -364,7 +368,7 @@ fn a_pull_only_fleet_is_rotated_end_to_end() {
     args.extend(TARGETS.map(str::to_owned));
     let finishing = Command::new(assert_cmd::cargo::cargo_bin("hostkeyctl"))
         .args(&args)
-        .envs(bed.aws_env())
+        .envs(bed.aws_env(crate::bed::Role::Rotation))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -389,7 +393,7 @@ fn a_pull_only_fleet_is_rotated_end_to_end() {
     assert_eq!(phase["phase"]["promoted_from"], old.as_str(), "{phase}");
     assert_eq!(phase["converged"]["nodes"], 3, "{phase}");
     assert_eq!(phase["converged"]["serving_current"], 3, "{phase}");
-    let mut audit = vec!["audit", "--secret-id", "hk", "--lb", &lb.address];
+    let mut audit = vec!["audit", "--secret-id", "hostkeys/hk", "--lb", &lb.address];
     audit.extend(TARGETS);
     let run = bed.run(&audit);
     assert_eq!(run.code, 0, "the audit is not clean: {}\n{}", run.stdout, run.stderr);

@@ -11,11 +11,11 @@ use crate::bed::{BedOptions, TestBed};
 /// A bed whose nodes all serve the set `hk` (adopted from node 1, pushed).
 fn converged(options: BedOptions) -> TestBed {
     let bed = TestBed::start(options);
-    bed.init_from_node("hk", &bed.state.nodes[0]);
+    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
     let push = bed.run(&[
         "push",
         "--secret-id",
-        "hk",
+        "hostkeys/hk",
         "--target",
         "tag:Role=login",
         "--target",
@@ -35,7 +35,7 @@ fn set_health(bed: &TestBed, kind: &str, id: &str, state: &str, reason: &str) {
 }
 
 fn audit(bed: &TestBed, args: &[&str]) -> (i32, Value, String) {
-    let mut all = vec!["audit", "--output", "json", "--secret-id", "hk"];
+    let mut all = vec!["audit", "--output", "json", "--secret-id", "hostkeys/hk"];
     all.extend_from_slice(args);
     let run = bed.run(&all);
     let json = if run.stdout.trim().is_empty() {
@@ -101,7 +101,7 @@ fn lb_and_tg_targets_audit_every_target_with_its_health() {
         "--output",
         "table",
         "--secret-id",
-        "hk",
+        "hostkeys/hk",
         "--target",
         "lb:hp-login",
     ]);
@@ -155,14 +155,14 @@ fn audit_lb_by_name_samples_its_dns_name_with_the_real_backend_count() {
 #[test]
 fn push_through_a_load_balancer_reaches_its_instances() {
     let bed = TestBed::start(BedOptions::default());
-    let init = bed.init_generated("hk");
+    let init = bed.init_generated("hostkeys/hk");
     let want = crate::bed::set_fingerprints(&init);
     // Instance targets by id; IP targets through the instances' addresses.
     for target in ["lb:hp-login-i", "lb:hp-login"] {
         let run = bed.run(&[
             "push",
             "--secret-id",
-            "hk",
+            "hostkeys/hk",
             "--target",
             target,
             "--max-concurrency",
@@ -182,7 +182,7 @@ fn push_through_a_load_balancer_reaches_its_instances() {
     let run = bed.run(&[
         "push",
         "--secret-id",
-        "hk",
+        "hostkeys/hk",
         "--target",
         "lb:hp-login",
         "--target",
@@ -228,11 +228,18 @@ fn hyperpod_nodes_are_audited_across_pages_and_never_pushed() {
 
     // push and rotate refuse, pointing to the pull path.
     for command in ["push", "rotate"] {
-        let run = bed.run(&[command, "--secret-id", "hk", "--target", "hyperpod:hp"]);
+        let run = bed.run(&[command, "--secret-id", "hostkeys/hk", "--target", "hyperpod:hp"]);
         assert_eq!(run.code, 2, "{command}: {}", run.stderr);
         assert!(run.stderr.contains("docs/bootstrap.md"), "{command}: {}", run.stderr);
     }
-    let run = bed.run(&["audit", "--secret-id", "hk", "--target", "hyperpod:hp", "--via-ssm"]);
+    let run = bed.run(&[
+        "audit",
+        "--secret-id",
+        "hostkeys/hk",
+        "--target",
+        "hyperpod:hp",
+        "--via-ssm",
+    ]);
     assert_eq!(run.code, 2, "{}", run.stderr);
 }
 
@@ -242,7 +249,7 @@ fn unknown_sources_and_denied_calls_name_what_to_fix() {
         nodes: 1,
         ..BedOptions::default()
     });
-    bed.init_generated("hk");
+    bed.init_generated("hostkeys/hk");
     for (target, named) in [
         ("lb:nope", "load balancer nope"),
         (
@@ -296,7 +303,7 @@ async fn the_emulator_pages_describe_instances_by_instance() {
     // 5000 timed out. It still finds exactly the tagged instances.
     bed.control("POST", "/_bed/counts/reset", &json!({}));
     let role = aws_sdk_ec2::types::Filter::builder()
-        .name("tag:Role")
+        .name("tag:Cluster")
         .values("virtual")
         .build();
     let mut pages = ec2

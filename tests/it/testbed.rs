@@ -166,7 +166,7 @@ async fn list_command_invocations_pages_over_120_instances() {
         .document_name("AWS-RunShellScript")
         .targets(
             aws_sdk_ssm::types::Target::builder()
-                .key("tag:Role")
+                .key("tag:Cluster")
                 .values("virtual")
                 .build(),
         )
