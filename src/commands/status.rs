@@ -116,7 +116,7 @@ async fn converged(
 pub async fn run(args: &StatusArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
     let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
     let store = SecretsManagerStore::new(&config);
-    let info = store.describe(&args.secret_id).await.map_err(store_failure)?;
+    let info = store.describe_versions(&args.secret_id).await.map_err(store_failure)?;
     let mut versions = Vec::new();
     for v in &info.versions {
         let stored = store

@@ -115,7 +115,8 @@ pub struct SecretInfo {
     pub kms_key_id: Option<String>,
     /// Tags.
     pub tags: Vec<(String, String)>,
-    /// Versions that carry at least one stage, newest first.
+    /// Versions that carry at least one stage (newest first when read with
+    /// [`SecretStore::describe_versions`]).
     pub versions: Vec<VersionInfo>,
 }
 
@@ -270,8 +271,18 @@ pub trait SecretStore: Sync {
         selector: &VersionSelector,
     ) -> impl Future<Output = Result<StoredVersion, StoreError>> + Send;
 
-    /// The secret's metadata and staged versions (no values).
+    /// The secret's metadata and staged versions: no values, and no
+    /// creation dates (`DescribeSecret` alone, all the auditor role and the
+    /// signer are granted).
     fn describe(&self, secret: &SecretId) -> impl Future<Output = Result<SecretInfo, StoreError>> + Send;
+
+    /// [`SecretStore::describe`] with each staged version's creation date,
+    /// newest first (adds `ListSecretVersionIds`), for what shows ages:
+    /// `status` and a rotation in flight. The default has no dates to add
+    /// and returns `describe`'s answer; the stores override it.
+    fn describe_versions(&self, secret: &SecretId) -> impl Future<Output = Result<SecretInfo, StoreError>> + Send {
+        self.describe(secret)
+    }
 
     /// Stores `document` as a new version with id `token` carrying `stages`
     /// (PutSecretValue: the labels move to it from other versions). The

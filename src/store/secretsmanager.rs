@@ -167,31 +167,20 @@ impl SecretStore for SecretsManagerStore {
             .send()
             .await
             .map_err(|e| AwsError::from_sdk(e, &call))?;
-        let call = Call::new("secretsmanager:ListSecretVersionIds", format!("secret {secret}"));
         let mut versions = Vec::new();
-        let mut pages = self
-            .client
-            .list_secret_version_ids()
-            .secret_id(secret.as_str())
-            .into_paginator()
-            .send();
-        while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| AwsError::from_sdk(e, &call))?;
-            for v in page.versions() {
-                if v.version_stages().is_empty() {
-                    continue;
-                }
-                versions.push((
-                    v.created_date().copied(),
-                    VersionInfo {
-                        version_id: parse_meta(secret, "a version id", v.version_id(), VersionId::parse)?,
-                        stages: v.version_stages().to_vec(),
-                        created: time_string(v.created_date()),
-                    },
-                ));
+        // VersionIdsToStages lists the versions that carry a label; the rest
+        // are deprecated and never read.
+        for (id, stages) in out.version_ids_to_stages().into_iter().flatten() {
+            if stages.is_empty() {
+                continue;
             }
+            versions.push(VersionInfo {
+                version_id: parse_meta(secret, "a version id", Some(id), VersionId::parse)?,
+                stages: stages.clone(),
+                created: None,
+            });
         }
-        versions.sort_by_key(|v| std::cmp::Reverse(v.0));
+        versions.sort_by(|a, b| a.version_id.as_str().cmp(b.version_id.as_str()));
         Ok(SecretInfo {
             arn: parse_meta(secret, "an ARN", out.arn(), SecretId::parse)?,
             name: out.name().unwrap_or_default().to_owned(),
@@ -207,8 +196,34 @@ impl SecretStore for SecretsManagerStore {
                     )
                 })
                 .collect(),
-            versions: versions.into_iter().map(|(_, v)| v).collect(),
+            versions,
         })
+    }
+
+    async fn describe_versions(&self, secret: &SecretId) -> Result<SecretInfo, StoreError> {
+        let mut info = self.describe(secret).await?;
+        let call = Call::new("secretsmanager:ListSecretVersionIds", format!("secret {secret}"));
+        let mut dates = std::collections::HashMap::new();
+        let mut pages = self
+            .client
+            .list_secret_version_ids()
+            .secret_id(secret.as_str())
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| AwsError::from_sdk(e, &call))?;
+            for v in page.versions() {
+                if let (Some(id), Some(created)) = (v.version_id(), v.created_date()) {
+                    dates.insert(id.to_owned(), *created);
+                }
+            }
+        }
+        for v in &mut info.versions {
+            v.created = time_string(dates.get(v.version_id.as_str()));
+        }
+        info.versions
+            .sort_by_key(|v| std::cmp::Reverse(dates.get(v.version_id.as_str()).copied()));
+        Ok(info)
     }
 
     async fn put_version(

@@ -186,6 +186,15 @@ impl SecretStore for MemoryStore {
     }
 
     async fn describe(&self, id: &SecretId) -> Result<SecretInfo, StoreError> {
+        let mut info = self.describe_versions(id).await?;
+        // DescribeSecret has no creation dates.
+        for v in &mut info.versions {
+            v.created = None;
+        }
+        Ok(info)
+    }
+
+    async fn describe_versions(&self, id: &SecretId) -> Result<SecretInfo, StoreError> {
         self.with("secretsmanager:DescribeSecret", id, |s| {
             let mut versions: Vec<&Version> = s.versions.iter().filter(|v| !v.stages.is_empty()).collect();
             versions.sort_by_key(|v| std::cmp::Reverse(v.created));
