@@ -16,6 +16,7 @@ use crate::ids::{Program, Region, VersionId};
 use crate::install::{InstallReport, InstallResult};
 use crate::output::escape;
 use crate::shell::{CommandLine, QuoteError};
+use crate::ssm_document::{SentDocument, Trust};
 use crate::store::StoredVersion;
 
 /// Why a rollout could not start.
@@ -27,6 +28,10 @@ pub enum RolloutError {
     /// The command line cannot be built.
     #[error(transparent)]
     Quote(#[from] QuoteError),
+    /// No document was settled for this run (a pull rotation sends
+    /// nothing).
+    #[error("no SSM document was settled for this run (a pull rotation sends nothing); nothing was sent")]
+    NoDocument,
 }
 
 /// One node's outcome.
@@ -159,10 +164,10 @@ fn node_result(instance: &Instance, inv: Option<&Invocation>, not_sent_reason: &
 /// How to push.
 #[derive(Clone, Debug)]
 pub struct PushOptions {
-    /// SSM document.
-    pub document: String,
-    /// Its version, pinned (hostkeyctl's own document).
-    pub document_version: Option<String>,
+    /// The SSM document and the version sent, settled (and trusted by its
+    /// hash) before anything is sent; `None` where nothing is ever sent (a
+    /// pull rotation).
+    pub document: Option<SentDocument>,
     /// How nodes call hostkeyctl.
     pub node_command: Program,
     /// SSM MaxConcurrency over the fleet.
@@ -186,6 +191,9 @@ pub struct PushOutcome {
     pub fingerprints: Vec<Fingerprint>,
     /// The command line sent.
     pub command_line: String,
+    /// The SSM document it went out with: name, version, hash, and why it
+    /// was trusted.
+    pub document: SentDocument,
     /// SSM command ids.
     pub command_ids: Vec<String>,
     /// Polling effort.
@@ -211,12 +219,13 @@ pub async fn push_version(
     options: &PushOptions,
     progress: Progress<'_>,
 ) -> Result<PushOutcome, RolloutError> {
+    let document = options.document.clone().ok_or(RolloutError::NoDocument)?;
     let command_line = install_command_line(&options.node_command, version, next, options.region.as_ref())?;
-    let parameters = (options.document != crate::ssm_document::RUN_SHELL_SCRIPT)
+    let parameters = (document.trust != Trust::Shell)
         .then(|| crate::ssm_document::parameters(version, next, options.region.as_ref()));
     let spec = CommandSpec {
-        document: options.document.clone(),
-        document_version: options.document_version.clone(),
+        document: document.name.clone(),
+        document_version: document.version.clone(),
         parameters,
         command_line: command_line.clone(),
         comment: format!("hostkeyctl push {}", version.version_id),
@@ -296,6 +305,7 @@ pub async fn push_version(
         version_id: version.version_id.clone(),
         fingerprints: version.document.keys.keys().map(|k| k.fingerprint().clone()).collect(),
         command_line,
+        document,
         command_ids,
         polling,
         results,

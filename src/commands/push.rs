@@ -16,6 +16,7 @@ use crate::fingerprint::Fingerprint;
 use crate::ids::{Region, SecretId, VersionId};
 use crate::output::{self, OutputFormat};
 use crate::rollout::{self, NodeResult, PushOptions, PushOutcome, RolloutError, install_command_line};
+use crate::ssm_document::{Kind, SentDocument};
 use crate::store::{SecretStore, SecretsManagerStore, StoredVersion, VersionSelector};
 
 #[derive(Serialize)]
@@ -24,6 +25,7 @@ struct PushReport<'a> {
     version_id: &'a VersionId,
     fingerprints: Vec<&'a Fingerprint>,
     command_line: &'a str,
+    document: &'a SentDocument,
     command_ids: Vec<String>,
     polling: PollStats,
     targets: usize,
@@ -55,8 +57,13 @@ fn progress_bar(total: usize, quiet: bool) -> Option<indicatif::ProgressBar> {
     Some(bar)
 }
 
-/// Validated rollout options from the command line.
-pub fn push_options(args: &RolloutArgs, config: &aws_config::SdkConfig) -> Result<PushOptions, Failure> {
+/// Validated rollout options from the command line, with the document
+/// [`resolve_document`] settled (`None` where nothing is sent).
+pub fn push_options(
+    args: &RolloutArgs,
+    config: &aws_config::SdkConfig,
+    document: Option<SentDocument>,
+) -> Result<PushOptions, Failure> {
     dispatch::validate_rate("--max-concurrency", &args.max_concurrency)
         .map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
     dispatch::validate_rate("--max-errors", &args.max_errors).map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
@@ -64,8 +71,7 @@ pub fn push_options(args: &RolloutArgs, config: &aws_config::SdkConfig) -> Resul
         return Err(Failure::usage(anyhow::anyhow!("--timeout must be at least 1 second")));
     }
     Ok(PushOptions {
-        document: args.document.clone(),
-        document_version: None,
+        document,
         node_command: args.node_command.clone(),
         max_concurrency: args.max_concurrency.clone(),
         max_errors: args.max_errors.clone(),
@@ -73,39 +79,6 @@ pub fn push_options(args: &RolloutArgs, config: &aws_config::SdkConfig) -> Resul
         canary: args.canary,
         region: config_region(config)?,
     })
-}
-
-/// Settles which document push sends: hostkeyctl's own at its default
-/// version when deployed; AWS-RunShellScript when asked for, or (with a
-/// warning) when hostkeyctl's is not deployed; another named document must
-/// exist.
-pub async fn resolve_document(options: &mut PushOptions, config: &aws_config::SdkConfig) -> Result<(), Failure> {
-    use crate::ssm_document::{DEFAULT_NAME, RUN_SHELL_SCRIPT, default_version};
-    if options.document == RUN_SHELL_SCRIPT {
-        return Ok(());
-    }
-    let client = aws_sdk_ssm::Client::new(config);
-    match default_version(&client, &options.document)
-        .await
-        .map_err(Failure::aws)?
-    {
-        Some(version) => {
-            options.document_version = Some(version);
-            Ok(())
-        }
-        None if options.document == DEFAULT_NAME => {
-            tracing::warn!(
-                "hostkeyctl's SSM document {DEFAULT_NAME} is not deployed; sending {RUN_SHELL_SCRIPT}, which lets whoever may send it run any command as root. Run `hostkeyctl ssm-document deploy` (docs/iam.md)"
-            );
-            options.document = RUN_SHELL_SCRIPT.to_owned();
-            Ok(())
-        }
-        None => Err(Failure::usage(anyhow::anyhow!(
-            "SSM document {} does not exist in this account and region; deploy it with `hostkeyctl ssm-document deploy --name {}`, or pass --document {RUN_SHELL_SCRIPT}",
-            crate::output::escape(&options.document),
-            crate::output::escape(&options.document)
-        ))),
-    }
 }
 
 /// Rollout failures as exit statuses.
@@ -169,8 +142,14 @@ async fn check_pin(
 /// Runs `push`.
 pub async fn run(args: &PushArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
     let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
-    let mut options = push_options(&args.rollout, &config)?;
-    resolve_document(&mut options, &config).await?;
+    let document = crate::commands::resolve_document(
+        &args.rollout.document,
+        Kind::Install,
+        &args.rollout.node_command,
+        &config,
+    )
+    .await?;
+    let options = push_options(&args.rollout, &config, Some(document.clone()))?;
     let store = SecretsManagerStore::new(&config);
     let desired = crate::store::desired_state(&store, &args.secret_id)
         .await
@@ -201,13 +180,13 @@ pub async fn run(args: &PushArgs, global: &GlobalArgs, output: OutputFormat) -> 
                 "dry_run": true,
                 "secret": version.arn,
                 "version_id": version.version_id,
-                "document": options.document,
+                "document": document,
                 "command_line": command_line,
                 "targets": instances,
             }))
             .map_err(Failure::usage)?,
             _ => {
-                println!("would send to {} node(s) with {}:", instances.len(), options.document);
+                println!("would send to {} node(s) with {}:", instances.len(), document);
                 println!("{table}");
                 println!("{command_line}");
             }
@@ -234,6 +213,7 @@ pub fn print_outcome(outcome: &PushOutcome, secret: &SecretId, output: OutputFor
         version_id: &outcome.version_id,
         fingerprints: outcome.fingerprints.iter().collect(),
         command_line: &outcome.command_line,
+        document: &outcome.document,
         command_ids: outcome.command_ids.clone(),
         polling: outcome.polling,
         targets: results.len(),
@@ -259,6 +239,7 @@ pub fn print_outcome(outcome: &PushOutcome, secret: &SecretId, output: OutputFor
                 );
             }
             println!("{table}");
+            println!("{}", outcome.document);
             println!(
                 "version {}: {succeeded} of {} node(s) done, {} failed",
                 outcome.version_id,

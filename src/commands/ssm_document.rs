@@ -4,19 +4,26 @@ use crate::aws;
 use crate::cli::{GlobalArgs, SsmDocumentCommand};
 use crate::exit::{Failure, Status};
 use crate::output::{self, OutputFormat};
-use crate::ssm_document;
+use crate::ssm_document::{self, Kind};
 
 /// Runs `ssm-document`.
 pub async fn run(command: &SsmDocumentCommand, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
     match command {
-        SsmDocumentCommand::Print { node_command } => {
-            print!("{}", ssm_document::content(node_command));
+        SsmDocumentCommand::Print { node_command, kind } => {
+            print!("{}", ssm_document::content(*kind, node_command));
             Ok(Status::Success)
         }
-        SsmDocumentCommand::Deploy { name, node_command } => {
+        SsmDocumentCommand::Deploy {
+            name,
+            check_name,
+            node_command,
+        } => {
             let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
             let client = aws_sdk_ssm::Client::new(&config);
-            let (version, done) = ssm_document::deploy(&client, name, node_command)
+            let (version, done) = ssm_document::deploy(&client, name, Kind::Install, node_command)
+                .await
+                .map_err(Failure::aws)?;
+            let (check_version, check_done) = ssm_document::deploy(&client, check_name, Kind::Check, node_command)
                 .await
                 .map_err(Failure::aws)?;
             match output {
@@ -24,12 +31,23 @@ pub async fn run(command: &SsmDocumentCommand, global: &GlobalArgs, output: Outp
                     "document": name,
                     "default_version": version,
                     "result": done,
+                    "check": {
+                        "document": check_name,
+                        "default_version": check_version,
+                        "result": check_done,
+                    },
                 }))
                 .map_err(Failure::usage)?,
-                _ => println!(
-                    "document {}: {done}; default version {version}. push and rotate use it from now on",
-                    output::escape(name)
-                ),
+                _ => {
+                    println!(
+                        "document {}: {done}; default version {version}. push and rotate use it from now on",
+                        output::escape(name)
+                    );
+                    println!(
+                        "document {}: {check_done}; default version {check_version}. audit --via-ssm uses it from now on",
+                        output::escape(check_name)
+                    );
+                }
             }
             Ok(Status::Success)
         }

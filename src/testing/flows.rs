@@ -29,8 +29,7 @@ pub(super) fn secret() -> SecretId {
 
 pub(super) fn options(canary: usize) -> PushOptions {
     PushOptions {
-        document: "AWS-RunShellScript".to_owned(),
-        document_version: None,
+        document: Some(crate::ssm_document::SentDocument::shell()),
         node_command: crate::ids::Program::parse("hostkeyctl").unwrap(),
         max_concurrency: "100%".to_owned(),
         max_errors: "0".to_owned(),

@@ -130,7 +130,7 @@ async fn timer(fleet: &super::MemFleet, store: &super::MemoryStore) -> Vec<Optio
     use crate::dispatch::{CommandSpec, Dispatcher};
     let dispatcher = MemDispatcher::new(fleet, store);
     let spec = CommandSpec {
-        document: "AWS-RunShellScript".to_owned(),
+        document: crate::ssm_document::RUN_SHELL_SCRIPT.to_owned(),
         document_version: None,
         parameters: None,
         command_line: "hostkeyctl install --secret-id=hk --quiet".to_owned(),

@@ -5,14 +5,15 @@
 
 use serde_json::{Value, json};
 
-use crate::bed::{BedOptions, TestBed, set_fingerprints};
+use crate::bed::{BedOptions, Role, TestBed, set_fingerprints};
 
 const TARGETS: [&str; 4] = ["--target", "tag:Role=login", "--target", "tag:Cluster=hp"];
 
-#[test]
-fn print_is_byte_stable_and_deploy_adds_versions_only_when_it_changes() {
+#[tokio::test(flavor = "multi_thread")]
+async fn print_is_byte_stable_and_deploy_adds_versions_only_when_it_changes() {
     let bed = TestBed::start(BedOptions {
         nodes: 0,
+        documents: false,
         ..BedOptions::default()
     });
     let first = bed.run(&["ssm-document", "print"]);
@@ -44,9 +45,24 @@ fn print_is_byte_stable_and_deploy_adds_versions_only_when_it_changes() {
     };
     assert_eq!(
         deploy(&[]),
-        json!({"document": "hostkeyctl-Install", "default_version": "1", "result": "created"})
+        json!({
+            "document": "hostkeyctl-Install", "default_version": "1", "result": "created",
+            "check": {"document": "hostkeyctl-Check", "default_version": "1", "result": "created"},
+        })
     );
     assert_eq!(deploy(&[])["result"], "unchanged");
+    // SSM's hash of the default version is the SHA-256 of what print shows:
+    // what push, rotate and audit --via-ssm compare.
+    let ssm = aws_sdk_ssm::Client::new(&bed.sdk_config(1).await);
+    for (name, kind) in [("hostkeyctl-Install", "install"), ("hostkeyctl-Check", "check")] {
+        let described = ssm.describe_document().name(name).send().await.unwrap();
+        let printed = bed.run(&["ssm-document", "print", "--kind", kind]).stdout;
+        assert_eq!(
+            described.document().unwrap().hash().unwrap(),
+            sha256_hex(&printed),
+            "{name}"
+        );
+    }
     let moved = deploy(&["--node-command", "/usr/local/bin/hostkeyctl"]);
     assert_eq!(
         (moved["result"].as_str(), moved["default_version"].as_str()),
@@ -56,18 +72,18 @@ fn print_is_byte_stable_and_deploy_adds_versions_only_when_it_changes() {
 
 #[test]
 fn push_and_rotate_run_through_the_document_with_the_shell_document_denied() {
+    // The admin and rotation roles may send hostkeyctl-Install only
+    // (iam/admin.json, iam/rotation.json), which the bed enforces.
     let bed = TestBed::start(BedOptions::default());
-    bed.init_from_node("hk", &bed.state.nodes[0]);
-    assert_eq!(bed.run(&["ssm-document", "deploy"]).code, 0);
-    bed.set_faults(json!({ "deny_documents": ["AWS-RunShellScript"] }));
-    let mut push = vec!["push", "--secret-id", "hk", "--max-concurrency", "100%"];
+    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
+    let mut push = vec!["push", "--secret-id", "hostkeys/hk", "--max-concurrency", "100%"];
     push.extend(TARGETS);
     let run = bed.run(&push);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let mut rotate = vec![
         "rotate",
         "--secret-id",
-        "hk",
+        "hostkeys/hk",
         "--max-concurrency",
         "100%",
         "--output",
@@ -81,25 +97,163 @@ fn push_and_rotate_run_through_the_document_with_the_shell_document_denied() {
     assert_eq!(finish.json()["result"], "rotated");
     for c in bed.commands() {
         assert_eq!(c["DocumentName"], "hostkeyctl-Install", "{c}");
+        assert_eq!(c["DocumentVersion"], "1", "the default version, pinned: {c}");
         assert!(c["Parameters"].get("commands").is_none(), "{c}");
         for inv in c["Invocations"].as_object().unwrap().values() {
             assert_eq!(inv["Status"], "Success", "{c}");
         }
     }
-    let mut audit = vec!["audit", "--secret-id", "hk"];
+    let mut audit = vec!["audit", "--secret-id", "hostkeys/hk"];
     audit.extend(TARGETS);
     let run = bed.run(&audit);
     assert_eq!(run.code, 0, "the audit is not clean: {}", run.stdout);
-    // The shell document itself is refused, as the role would be.
+    // The shell document itself is refused by the admin's policy.
     let run = bed.run(&[push.clone(), vec!["--document", "AWS-RunShellScript"]].concat());
     assert_eq!(run.code, 4, "{}", run.stderr);
-    assert!(run.stderr.contains("ssm:SendCommand"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("ssm:SendCommand") && run.stderr.contains("document/AWS-RunShellScript"),
+        "{}",
+        run.stderr
+    );
+}
+
+fn sha256_hex(text: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(text.as_bytes()))
+}
+
+/// Replaces the default version of `name` with `content` (a new version,
+/// made the default), as anyone allowed ssm:UpdateDocument could.
+async fn tamper(ssm: &aws_sdk_ssm::Client, name: &str, content: &str) -> String {
+    let out = ssm
+        .update_document()
+        .name(name)
+        .content(content)
+        .document_version("$LATEST")
+        .send()
+        .await
+        .unwrap();
+    let version = out
+        .document_description()
+        .unwrap()
+        .document_version()
+        .unwrap()
+        .to_owned();
+    ssm.update_document_default_version()
+        .name(name)
+        .document_version(&version)
+        .send()
+        .await
+        .unwrap();
+    version
+}
+
+/// Reproduces issue 26: a hostkeyctl-Install with one extra line ran that
+/// line as root on every node at the next routine push. A document is now
+/// trusted by its hash: push, rotate and audit --via-ssm refuse (exit 2)
+/// and send nothing; a redeploy makes it right; a deliberate custom
+/// document goes out by name with its hash in the report.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tampered_document_is_never_sent() {
+    let bed = TestBed::start(BedOptions::default());
+    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
+    let ssm = aws_sdk_ssm::Client::new(&bed.sdk_config(1).await);
+    let ours = bed.run(&["ssm-document", "print"]).stdout;
+    let pwned = bed.dir().join("pwned");
+    let evil = ours.replacen(
+        "\"set -eu\",",
+        &format!("\"set -eu\", \"touch {}\",", pwned.display()),
+        1,
+    );
+    assert_ne!(evil, ours);
+    tamper(&ssm, "hostkeyctl-Install", &evil).await;
+    let check = bed.run(&["ssm-document", "print", "--kind", "check"]).stdout;
+    tamper(&ssm, "hostkeyctl-Check", &check.replacen("set -eu", "set -u", 1)).await;
+
+    let mut push = vec!["push", "--secret-id", "hostkeys/hk", "--max-concurrency", "100%"];
+    push.extend(TARGETS);
+    let mut rotate = vec!["rotate", "--secret-id", "hostkeys/hk", "--max-concurrency", "100%"];
+    rotate.extend(TARGETS);
+    let mut audit = vec!["audit", "--secret-id", "hostkeys/hk", "--via-ssm"];
+    audit.extend(TARGETS);
+    for (args, name, option, expected) in [
+        (&push, "hostkeyctl-Install", " --document NAME", sha256_hex(&ours)),
+        (&rotate, "hostkeyctl-Install", " --document NAME", sha256_hex(&ours)),
+        (&audit, "hostkeyctl-Check", " --check-document NAME", sha256_hex(&check)),
+    ] {
+        let run = bed.run(args);
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+        for needle in [
+            name,
+            "is not the document this hostkeyctl deploys",
+            "ssm-document deploy",
+            option,
+            &expected,
+        ] {
+            assert!(run.stderr.contains(needle), "{args:?}: no {needle:?} in {}", run.stderr);
+        }
+    }
+    assert!(bed.commands().is_empty(), "something was sent: {:?}", bed.commands());
+    assert!(!pwned.exists());
+    // The rotation stored nothing either: refused before its first write.
+    let status = bed
+        .run(&["status", "--secret-id", "hostkeys/hk", "--output", "json"])
+        .json();
+    assert_eq!(status["versions"].as_array().unwrap().len(), 1, "{status}");
+
+    // A deliberate custom document is the operator's call: sent by name, as
+    // it is, with its hash in the report (the admin role may send only
+    // hostkeyctl-Install, so the bed's own account sends it).
+    ssm.create_document()
+        .name("site-Install")
+        .content(&evil)
+        .document_type(aws_sdk_ssm::types::DocumentType::Command)
+        .document_format(aws_sdk_ssm::types::DocumentFormat::Json)
+        .send()
+        .await
+        .unwrap();
+    let custom = [push.clone(), vec!["--document", "site-Install"]].concat();
+    let denied = bed.run(&custom);
+    assert_eq!(denied.code, 4, "the admin may not send it: {}", denied.stderr);
+    let sent = bed.run_as(Role::BedRoot, &[custom, vec!["--output", "json"]].concat());
+    assert_eq!(sent.code, 0, "{}", sent.stderr);
+    assert!(
+        sent.stderr.contains("custom SSM document site-Install"),
+        "{}",
+        sent.stderr
+    );
+    let document = &sent.json()["document"];
+    assert_eq!(
+        (
+            document["name"].as_str(),
+            document["sha256"].as_str(),
+            document["trust"].as_str()
+        ),
+        (Some("site-Install"), Some(sha256_hex(&evil).as_str()), Some("custom")),
+        "{document}"
+    );
+    assert!(pwned.exists(), "the custom document ran as it is");
+
+    // Redeploying hostkeyctl's own makes push work again, at the new version.
+    let deploy = bed.run(&["ssm-document", "deploy", "--output", "json"]);
+    assert_eq!(deploy.code, 0, "{}", deploy.stderr);
+    assert_eq!(
+        (
+            deploy.json()["result"].as_str(),
+            deploy.json()["check"]["result"].as_str()
+        ),
+        (Some("restored"), Some("restored"))
+    );
+    let run = bed.run(&[push.clone(), vec!["--output", "json"]].concat());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.json()["document"]["trust"], "pinned");
+    assert_eq!(run.json()["document"]["version"], "1", "the version that held it");
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_bed_refuses_bad_parameters_and_no_node_runs_anything() {
     let bed = TestBed::start(BedOptions::default());
-    let init = bed.init_generated("hk");
+    let init = bed.init_generated("hostkeys/hk");
     assert_eq!(bed.run(&["ssm-document", "deploy"]).code, 0);
     let ssm = aws_sdk_ssm::Client::new(&bed.sdk_config(1).await);
     let version = init["version_id"].as_str().unwrap().to_owned();
@@ -111,7 +265,7 @@ async fn the_bed_refuses_bad_parameters_and_no_node_runs_anything() {
     let ids: Vec<String> = bed.state.nodes.iter().map(|n| n.instance_id.clone()).collect();
     let good = || {
         vec![
-            ("SecretId", "hk".to_owned()),
+            ("SecretId", "hostkeys/hk".to_owned()),
             ("VersionId", version.clone()),
             ("Expect", expect.clone()),
         ]
@@ -185,28 +339,35 @@ async fn the_bed_refuses_bad_parameters_and_no_node_runs_anything() {
 /// now (`make lint-aws` lints it).
 #[test]
 fn the_cloudformation_template_matches_its_sources() {
-    use std::io::Write;
-    use std::process::{Command, Stdio};
+    use std::process::Command;
 
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let print = crate::support::hostkeyctl()
-        .args(["ssm-document", "print"])
+    let dir = tempfile::tempdir().unwrap();
+    let mut paths = Vec::new();
+    for kind in ["install", "check"] {
+        let print = crate::support::hostkeyctl()
+            .args(["ssm-document", "print", "--kind", kind])
+            .output()
+            .unwrap();
+        assert!(print.status.success());
+        let path = dir.path().join(format!("{kind}.json"));
+        std::fs::write(&path, &print.stdout).unwrap();
+        paths.push(path);
+    }
+    let generated = Command::new("python3")
+        .arg(root.join("scripts/cloudformation.py"))
+        .args(&paths)
         .output()
         .unwrap();
-    assert!(print.status.success());
-    let mut generator = Command::new("python3")
-        .arg(root.join("scripts/cloudformation.py"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    generator.stdin.take().unwrap().write_all(&print.stdout).unwrap();
-    let generated = generator.wait_with_output().unwrap();
-    assert!(generated.status.success());
+    assert!(
+        generated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&generated.stderr)
+    );
     let committed = std::fs::read_to_string(root.join("cloudformation/hostkeyctl.json")).unwrap();
     assert_eq!(
         String::from_utf8(generated.stdout).unwrap(),
         committed,
-        "cloudformation/hostkeyctl.json is stale: regenerate it with `hostkeyctl ssm-document print | python3 scripts/cloudformation.py > cloudformation/hostkeyctl.json`"
+        "cloudformation/hostkeyctl.json is stale: regenerate it with `python3 scripts/cloudformation.py <(hostkeyctl ssm-document print) <(hostkeyctl ssm-document print --kind check) > cloudformation/hostkeyctl.json`"
     );
 }

@@ -41,6 +41,9 @@ struct AuditReport {
     /// With --via-ssm: `install --check` per instance.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     on_disk: BTreeMap<String, OnDisk>,
+    /// With --via-ssm: the SSM document the check went out with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    on_disk_document: Option<crate::ssm_document::SentDocument>,
     /// Counts by verdict.
     summary: BTreeMap<String, usize>,
     /// The exit code.
@@ -486,10 +489,13 @@ pub async fn run(args: &AuditArgs, global: &GlobalArgs, output: OutputFormat) ->
     };
 
     let mut on_disk = BTreeMap::new();
+    let mut on_disk_document = None;
     if args.via_ssm
         && let Some(config) = &config
     {
-        on_disk = check_on_disk(config, args, &expected, &instances).await?;
+        let (checked, document) = check_on_disk(config, args, &expected, &instances).await?;
+        on_disk = checked;
+        on_disk_document = Some(document);
     }
 
     let (summary, status) = verdict(&nodes, lb.as_ref(), &on_disk);
@@ -500,6 +506,7 @@ pub async fn run(args: &AuditArgs, global: &GlobalArgs, output: OutputFormat) ->
         nodes,
         lb,
         on_disk,
+        on_disk_document,
         summary,
         exit_code: status.code(),
     };
@@ -515,17 +522,34 @@ async fn check_on_disk(
     args: &AuditArgs,
     expected: &Expected,
     instances: &[discovery::Instance],
-) -> Result<BTreeMap<String, OnDisk>, Failure> {
+) -> Result<(BTreeMap<String, OnDisk>, crate::ssm_document::SentDocument), Failure> {
+    let fps: Vec<&crate::fingerprint::Fingerprint> = expected.by_type.values().chain(&expected.untyped).collect();
     let mut line = CommandLine::new(&args.node_command);
     line.arg("install").arg("--check").arg("--quiet");
-    for fp in expected.by_type.values().chain(&expected.untyped) {
-        line.option("expect", fp);
+    for fp in &fps {
+        line.option("expect", *fp);
     }
     let line = line.build().map_err(Failure::usage)?;
+    // Trusted by its hash, like push's: whoever may update a document named
+    // hostkeyctl-Check must not get root on the nodes at the next audit.
+    let document = crate::commands::resolve_document(
+        &args.check_document,
+        crate::ssm_document::Kind::Check,
+        &args.node_command,
+        config,
+    )
+    .await?;
+    if fps.len() > 8 && document.trust != crate::ssm_document::Trust::Shell {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--via-ssm with the check document takes at most 8 expected fingerprints, not {}",
+            fps.len()
+        )));
+    }
     let spec = CommandSpec {
-        document: crate::ssm_document::RUN_SHELL_SCRIPT.to_owned(),
-        document_version: None,
-        parameters: None,
+        parameters: (document.trust != crate::ssm_document::Trust::Shell)
+            .then(|| crate::ssm_document::check_parameters(&fps)),
+        document: document.name.clone(),
+        document_version: document.version.clone(),
         command_line: line,
         comment: "hostkeyctl audit --via-ssm".to_owned(),
         max_concurrency: "25%".to_owned(),
@@ -540,7 +564,7 @@ async fn check_on_disk(
         .wait(&commands, deadline, &|_, _| {})
         .await
         .map_err(Failure::aws)?;
-    Ok(states
+    let checked = states
         .into_iter()
         .map(|(id, inv)| {
             let parsed = match InstallReport::from_output(&inv.stdout) {
@@ -557,5 +581,6 @@ async fn check_on_disk(
             };
             (id, parsed)
         })
-        .collect())
+        .collect();
+    Ok((checked, document))
 }

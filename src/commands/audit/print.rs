@@ -144,6 +144,9 @@ pub(super) fn print_table(report: &AuditReport) {
     if let Some(lb) = &report.lb {
         print_lb(lb);
     }
+    if let Some(document) = &report.on_disk_document {
+        println!("on disk, checked with {}:", document);
+    }
     for (id, v) in &report.on_disk {
         println!("on disk {}: {}", escape(id), v.result());
     }
