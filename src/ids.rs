@@ -140,6 +140,18 @@ impl SecretId {
     }
 }
 
+impl SecretId {
+    /// The secret's name: the id itself, or an ARN's part after `:secret:`
+    /// (with the six characters Secrets Manager appends, when the ARN is
+    /// complete).
+    pub fn name_part(&self) -> &str {
+        match self.0.strip_prefix("arn:") {
+            Some(rest) => rest.splitn(6, ':').nth(5).unwrap_or_default(),
+            None => &self.0,
+        }
+    }
+}
+
 string_id!(
     /// A secret version id: a UUID in its 36-character hyphenated form, as
     /// Secrets Manager and hostkeyctl create them.

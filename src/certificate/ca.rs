@@ -4,6 +4,7 @@
 use serde::Serialize;
 use ssh_key::PublicKey;
 
+use crate::ids::SecretId;
 use crate::keyset::{HostKey, KeyError};
 
 /// The `format` of a CA document.
@@ -101,9 +102,87 @@ impl CaDocument {
     }
 }
 
+/// The prefix of the key set secrets' names: every login node's role may
+/// read every secret under it (`iam/node.json`, the template's
+/// `SecretNamePrefix`), so a CA must never live there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeySetPrefix(String);
+
+/// The key sets' prefix of the shipped policies.
+pub const DEFAULT_KEY_SET_PREFIX: &str = "hostkeys/";
+
+impl KeySetPrefix {
+    /// Parses a prefix: 1 to 256 characters a secret name may hold.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        if text.is_empty() || text.len() > 256 {
+            return Err(format!(
+                "the key set prefix must be 1 to 256 characters long (the shipped policies use {DEFAULT_KEY_SET_PREFIX})"
+            ));
+        }
+        if let Some(bad) = text
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || "/_+=.@-".contains(*c)))
+        {
+            return Err(format!(
+                "{} is not allowed in a key set prefix: a secret name has ASCII letters, digits and /_+=.@- only",
+                crate::output::escape(&bad.to_string())
+            ));
+        }
+        Ok(KeySetPrefix(text.to_owned()))
+    }
+
+    /// The prefix.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Refuses a CA secret whose name is under the prefix: the login
+    /// nodes' role could read its private key. By name, since that is what
+    /// the policy grants by.
+    pub fn check_ca(&self, ca: &SecretId) -> Result<(), String> {
+        if ca.name_part().starts_with(&self.0) {
+            return Err(format!(
+                "CA secret {ca} is under {}, the prefix every login node's role may read (iam/node.json): every node could read the CA's private key. Keep CAs under hostkeyctl-ca/ (docs/certificates.md); if your key sets live under another prefix, say so with --key-set-prefix",
+                self.0
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl std::str::FromStr for KeySetPrefix {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        KeySetPrefix::parse(s)
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::CaDocument;
+    use super::{CaDocument, KeySetPrefix};
+    use crate::ids::SecretId;
+
+    #[test]
+    fn a_ca_under_the_key_set_prefix_is_refused_by_name_or_arn() {
+        let prefix = KeySetPrefix::parse("hostkeys/").unwrap();
+        for refused in [
+            "hostkeys/ca",
+            "hostkeys/x/y",
+            "arn:aws:secretsmanager:us-east-1:123456789012:secret:hostkeys/ca-AbCdEf",
+        ] {
+            let err = prefix.check_ca(&SecretId::parse(refused).unwrap()).unwrap_err();
+            assert!(err.contains("hostkeys/") && err.contains("iam/node.json"), "{err}");
+        }
+        for allowed in [
+            "hostkeyctl-ca/demo",
+            "hostkeys",
+            "arn:aws:secretsmanager:us-east-1:123456789012:secret:hostkeyctl-ca/x-AbCdEf",
+        ] {
+            assert!(prefix.check_ca(&SecretId::parse(allowed).unwrap()).is_ok(), "{allowed}");
+        }
+        assert!(KeySetPrefix::parse("").is_err());
+        assert!(KeySetPrefix::parse("a b").is_err());
+    }
     use crate::keyset::{HostKey, KeyAlgorithm};
 
     #[test]

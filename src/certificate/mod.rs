@@ -9,7 +9,7 @@
 mod ca;
 mod verdict;
 
-pub use ca::{CA_FORMAT_V1, CaDocument, CaError};
+pub use ca::{CA_FORMAT_V1, CaDocument, CaError, DEFAULT_KEY_SET_PREFIX, KeySetPrefix};
 pub use verdict::{CertFinding, CertPolicy, CertVerdict, judge};
 
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -81,6 +81,12 @@ pub async fn run(args: &KnownHostsArgs, global: &GlobalArgs) -> Result<Status, F
     if args.ssh_config {
         return print_ssh_config(&hosts, &args.nodes, args.port);
     }
+    for ca_id in &args.ca_secret_ids {
+        args.placement
+            .key_set_prefix
+            .check_ca(ca_id)
+            .map_err(|e| Failure::usage(anyhow::anyhow!("{e}; nothing was read or printed")))?;
+    }
     let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
     let store = SecretsManagerStore::new(&config);
     let patterns: Vec<String> = hosts.iter().map(|h| host_pattern(h, args.port)).collect();
