@@ -183,6 +183,11 @@ pub struct AuditArgs {
     /// With --via-ssm: how the nodes call hostkeyctl.
     #[arg(long, default_value = "hostkeyctl", value_name = "PATH")]
     pub node_command: Program,
+    /// With --via-ssm: the SSM document, hostkeyctl's check document
+    /// (`ssm-document deploy`), sent only when its SHA-256 is this binary's;
+    /// another name sends that custom document, AWS-RunShellScript the shell.
+    #[arg(long, default_value = crate::ssm_document::CHECK_NAME, value_name = "NAME", requires = "via_ssm")]
+    pub check_document: String,
     /// Ask every node for host certificates and judge them: trusted CA
     /// fingerprint (repeat during a CA rotation). Verdicts: OK, EXPIRING,
     /// EXPIRED, WRONG_CA, PRINCIPAL_MISSING, NOT_HOST_CERT, CERT_MISSING.
@@ -259,6 +264,23 @@ pub struct RotateArgs {
     /// when the current set carries certificates.
     #[arg(long, value_name = "ID")]
     pub ca_secret_id: Option<SecretId>,
+    #[command(flatten)]
+    pub placement: KeySetPrefixArg,
+}
+
+/// Where the key sets live, so that no CA is ever placed or read where the
+/// login nodes' role can read it.
+#[derive(Debug, Args)]
+pub struct KeySetPrefixArg {
+    /// Prefix of the key set secrets, which every login node's role may
+    /// read (iam/node.json): a CA secret under it is refused.
+    #[arg(
+        long,
+        env = "HOSTKEYCTL_KEY_SET_PREFIX",
+        default_value = crate::certificate::DEFAULT_KEY_SET_PREFIX,
+        value_name = "PREFIX"
+    )]
+    pub key_set_prefix: crate::certificate::KeySetPrefix,
 }
 
 /// `hostkeyctl ca ...`.
@@ -286,6 +308,8 @@ pub struct CaInitArgs {
     /// Extra tags (KEY=VALUE).
     #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = parse_tag)]
     pub tags: Vec<(String, String)>,
+    #[command(flatten)]
+    pub placement: KeySetPrefixArg,
 }
 
 #[derive(Debug, Args)]
@@ -310,22 +334,32 @@ pub struct SignArgs {
     /// these principals and has more than DAYS of validity left.
     #[arg(long, value_name = "DAYS")]
     pub renew_before: Option<u64>,
+    #[command(flatten)]
+    pub placement: KeySetPrefixArg,
 }
 
 /// `hostkeyctl ssm-document`.
 #[derive(Debug, Subcommand)]
 pub enum SsmDocumentCommand {
-    /// Print the document's JSON content (byte-stable).
+    /// Print a document's JSON content (byte-stable; `sha256sum` of it is
+    /// the hash push, rotate and audit --via-ssm require).
     Print {
         /// How the nodes call hostkeyctl (name on PATH or absolute path).
         #[arg(long, default_value = "hostkeyctl", value_name = "PATH")]
         node_command: Program,
+        /// Which document: install (push, rotate) or check (audit --via-ssm).
+        #[arg(long, value_enum, default_value = "install", value_name = "KIND")]
+        kind: crate::ssm_document::Kind,
     },
-    /// Create the document, or add a new version and make it the default.
+    /// Create both documents, or add a new version and make it the default
+    /// where the content changed.
     Deploy {
-        /// The document's name.
+        /// The install document's name.
         #[arg(long, default_value = crate::ssm_document::DEFAULT_NAME, value_name = "NAME")]
         name: String,
+        /// The check document's name.
+        #[arg(long, default_value = crate::ssm_document::CHECK_NAME, value_name = "NAME")]
+        check_name: String,
         /// How the nodes call hostkeyctl (name on PATH or absolute path).
         #[arg(long, default_value = "hostkeyctl", value_name = "PATH")]
         node_command: Program,
@@ -374,6 +408,8 @@ pub struct KnownHostsArgs {
     /// Node names for --ssh-config (repeat or separate with commas).
     #[arg(long = "node", value_name = "NAME", value_delimiter = ',', requires = "ssh_config")]
     pub nodes: Vec<String>,
+    #[command(flatten)]
+    pub placement: KeySetPrefixArg,
 }
 
 /// How `push` and `rotate` send `hostkeyctl install` through SSM Run Command.
@@ -391,9 +427,12 @@ pub struct RolloutArgs {
     /// Seconds to wait for all nodes (also the execution timeout on each).
     #[arg(long, default_value_t = 600, value_name = "SECS")]
     pub timeout: u64,
-    /// SSM document: hostkeyctl's own (`ssm-document deploy`), used at its
-    /// default version; when it is not deployed, AWS-RunShellScript with a
-    /// warning. `--document AWS-RunShellScript` chooses the shell document.
+    /// SSM document: hostkeyctl's own (`ssm-document deploy`), sent at its
+    /// default version only when that version's SHA-256 is the document this
+    /// binary deploys (exit 2 otherwise, nothing sent); when it is not
+    /// deployed, AWS-RunShellScript with a warning. Another name sends that
+    /// custom document as it is, with its hash in the report;
+    /// AWS-RunShellScript chooses the shell document.
     #[arg(long, default_value = crate::ssm_document::DEFAULT_NAME, value_name = "NAME")]
     pub document: String,
     /// How the nodes call hostkeyctl (name on PATH or absolute path).

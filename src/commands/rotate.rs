@@ -43,6 +43,10 @@ pub fn rotation_failure(e: RotationError) -> Failure {
         RotationError::Rollout(r) => rollout_failure(r),
         RotationError::Generate(g) => Failure::usage(anyhow::Error::new(g).context("generating the new key set")),
         RotationError::Refused(m) => Failure::usage(anyhow::anyhow!(m)),
+        RotationError::Interrupted { source, state } => {
+            let failure = store_failure(*source);
+            Failure::with_status(failure.status, failure.error.context(state))
+        }
     }
 }
 
@@ -64,11 +68,28 @@ async fn rotation_ca(
 
 /// Runs `rotate`.
 pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
-    let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
-    let mut push = push_options(&args.rollout, &config)?;
-    if !args.pull {
-        crate::commands::push::resolve_document(&mut push, &config).await?;
+    if let Some(ca_id) = &args.ca_secret_id {
+        args.placement
+            .key_set_prefix
+            .check_ca(ca_id)
+            .map_err(|e| Failure::usage(anyhow::anyhow!("{e}; nothing was read or rotated")))?;
     }
+    let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
+    // A pull rotation sends nothing, so it settles no document.
+    let document = if args.pull {
+        None
+    } else {
+        Some(
+            crate::commands::resolve_document(
+                &args.rollout.document,
+                crate::ssm_document::Kind::Install,
+                &args.rollout.node_command,
+                &config,
+            )
+            .await?,
+        )
+    };
+    let push = push_options(&args.rollout, &config, document)?;
     let store = SecretsManagerStore::new(&config);
     let fleet = Ec2Fleet::new(&config).with_port(args.port);
     let instances = if args.pull {

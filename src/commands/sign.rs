@@ -34,6 +34,10 @@ struct CaReport {
 }
 
 async fn ca_init(args: &CaInitArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
+    args.placement
+        .key_set_prefix
+        .check_ca(&args.secret_id)
+        .map_err(|e| Failure::usage(anyhow::anyhow!("{e}; nothing was created")))?;
     let key = match &args.from_file {
         Some(path) => {
             let text = zeroize::Zeroizing::new(
@@ -156,6 +160,10 @@ fn fresh_enough(
 
 /// Runs `sign`.
 pub async fn run(args: &SignArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
+    args.placement
+        .key_set_prefix
+        .check_ca(&args.ca_secret_id)
+        .map_err(|e| Failure::usage(anyhow::anyhow!("{e}; nothing was read or signed")))?;
     let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
     let store = SecretsManagerStore::new(&config);
     let ca = store
@@ -204,37 +212,7 @@ pub async fn run(args: &SignArgs, global: &GlobalArgs, output: OutputFormat) -> 
     document.certificates = signer
         .sign(&document.keys, &token)
         .map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
-    // The same keys with new certificates become AWSCURRENT: nodes (push
-    // or their timer) converge to it, which writes the certificates and
-    // reloads sshd; the keys stay, so no client sees a change. Stored under
-    // a claim label first, then AWSCURRENT is moved from the version read
-    // above, which Secrets Manager refuses if it moved meanwhile (a rotation
-    // finished): signing never puts old keys back.
-    let claim = crate::rotation::claim_label(&token).map_err(|e| Failure::usage(anyhow::anyhow!(e.to_string())))?;
-    let id = store
-        .put_version(&args.secret_id, &document, &token, std::slice::from_ref(&claim))
-        .await
-        .map_err(store_failure)?;
-    let moved = store
-        .move_stage(
-            &args.secret_id,
-            &stage(STAGE_CURRENT),
-            Some(&id),
-            Some(&current.version_id),
-        )
-        .await;
-    if let Err(e) = store.move_stage(&args.secret_id, &claim, None, Some(&id)).await {
-        tracing::warn!("could not remove the claim label {claim} from version {id}: {e}; the next rotate removes it");
-    }
-    match moved {
-        Err(StoreError::Aws(AwsError::Service { code, .. })) if code == "InvalidParameterException" => {
-            return Err(Failure::usage(anyhow::anyhow!(
-                "AWSCURRENT of {} moved while signing (a rotation finished?); nothing was made current. Run sign again",
-                args.secret_id
-            )));
-        }
-        other => other.map_err(store_failure)?,
-    }
+    let id = store_as_current(&store, &args.secret_id, &document, &token, &current.version_id).await?;
     tag_fingerprints(&store, &args.secret_id, &id, &document.keys)
         .await
         .map_err(store_failure)?;
@@ -246,6 +224,64 @@ pub async fn run(args: &SignArgs, global: &GlobalArgs, output: OutputFormat) -> 
         },
         output,
     )
+}
+
+/// Stores `document` as version `token` and makes it AWSCURRENT, moved
+/// from `from` (the version read), which Secrets Manager refuses when it
+/// moved meanwhile: signing never puts old keys back. The version carries a
+/// claim label until then (a version without labels would be AWSCURRENT at
+/// once), which comes off whatever happens; a failure says what is left.
+async fn store_as_current(
+    store: &SecretsManagerStore,
+    secret: &crate::ids::SecretId,
+    document: &crate::document::SecretDocument,
+    token: &VersionId,
+    from: &VersionId,
+) -> Result<VersionId, Failure> {
+    // The same keys with new certificates become AWSCURRENT: nodes (push
+    // or their timer) converge to it, which writes the certificates and
+    // reloads sshd; the keys stay, so no client sees a change.
+    let claim = crate::rotation::claim_label(token).map_err(|e| Failure::usage(anyhow::anyhow!(e.to_string())))?;
+    let id = store
+        .put_version(secret, document, token, std::slice::from_ref(&claim))
+        .await
+        .map_err(store_failure)?;
+    let moved = store
+        .move_stage(secret, &stage(STAGE_CURRENT), Some(&id), Some(from))
+        .await;
+    // Whatever the move did, the claim comes off: a failed sign leaves the
+    // secret's stages as it found them, and one that cannot even do that
+    // says what is left and who removes it.
+    let left = match store.move_stage(secret, &claim, None, Some(&id)).await {
+        Ok(()) => None,
+        Err(e) => {
+            tracing::debug!("removing the claim {claim} from version {id} failed: {e}");
+            Some(format!(
+                "version {id} still carries the label {claim}, as removing it failed too; it is no stage the nodes read, and the next `hostkeyctl rotate` or `aws secretsmanager update-secret-version-stage --secret-id {secret} --version-stage {claim} --remove-from-version-id {id}` removes it"
+            ))
+        }
+    };
+    if let Err(e) = moved {
+        let state = left.unwrap_or_else(|| "the secret's stages are as sign found them".to_owned());
+        return Err(match e {
+            StoreError::Aws(AwsError::Service { code, .. }) if code == "InvalidParameterException" => {
+                Failure::usage(anyhow::anyhow!(
+                    "AWSCURRENT of {secret} moved while signing (a rotation finished?); nothing was made current and {state}. Run sign again"
+                ))
+            }
+            other => {
+                let failure = store_failure(other);
+                Failure::with_status(
+                    failure.status,
+                    failure.error.context(format!("sign made nothing current, and {state}")),
+                )
+            }
+        });
+    }
+    if let Some(left) = left {
+        tracing::warn!("{left}");
+    }
+    Ok(id)
 }
 
 fn print(report: &SignReport, output: OutputFormat) -> Result<Status, Failure> {

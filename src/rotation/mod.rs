@@ -58,6 +58,15 @@ pub enum RotationError {
     /// The stages do not allow this step; says why and what to do.
     #[error("{0}")]
     Refused(String),
+    /// A store call failed part-way through a step: what the secret holds
+    /// now, and what puts it right.
+    #[error("{source}\n  {state}")]
+    Interrupted {
+        /// The store's failure.
+        source: Box<StoreError>,
+        /// What is left and what to run.
+        state: String,
+    },
 }
 
 /// The stages that carry a rotation's state.
@@ -242,7 +251,7 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
     /// Reads the stages, after putting right what an interrupted finish
     /// left: AWSPENDING still on the current version, stale fingerprint tags.
     pub async fn stages(&self, notes: &mut Vec<String>) -> Result<(Stages, StoredVersion, bool), RotationError> {
-        let info = self.store.describe(self.secret).await?;
+        let info = self.store.describe_versions(self.secret).await?;
         let stages = Stages::of(&info)?;
         let current_set = self
             .store
@@ -336,7 +345,20 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
                 "another rotation claimed AWSPENDING first ({winner}); this run stored nothing that is staged. Follow that rotation with `hostkeyctl status`, or drop it with --abort"
             )));
         }
-        claimed?;
+        if let Err(source) = claimed {
+            // Nothing is staged: take the claim back, and say what is left
+            // if even that fails.
+            let state = match self.drop_claim(&claim, &id).await {
+                Ok(()) => "nothing was staged and the secret is as this run found it".to_owned(),
+                Err(_) => format!(
+                    "nothing was staged; version {id} still carries the label {claim}, which the next `hostkeyctl rotate` removes"
+                ),
+            };
+            return Err(RotationError::Interrupted {
+                source: Box::new(source),
+                state,
+            });
+        }
         self.drop_claim(&claim, &id).await?;
         // The plan was made from the stages read before the claim. If another
         // rotation finished in between, AWSCURRENT moved: give AWSPENDING
@@ -447,18 +469,29 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
     /// already done, so a finish interrupted anywhere is completed by the
     /// next run.
     pub async fn finish(&self, current: &VersionId, pending: &StoredVersion) -> Result<(), RotationError> {
+        let id = &pending.version_id;
         self.store
-            .move_stage(
-                self.secret,
-                &stage(STAGE_CURRENT),
-                Some(&pending.version_id),
-                Some(current),
-            )
-            .await?;
+            .move_stage(self.secret, &stage(STAGE_CURRENT), Some(id), Some(current))
+            .await
+            .map_err(|source| RotationError::Interrupted {
+                source: Box::new(source),
+                state: format!(
+                    "AWSCURRENT stays {current} and {id} stays AWSPENDING: run `hostkeyctl rotate --resume` to finish, or --abort"
+                ),
+            })?;
+        let half_done = |source| RotationError::Interrupted {
+            source: Box::new(source),
+            state: format!(
+                "AWSCURRENT is {id} already (the nodes' timers follow it); `hostkeyctl rotate --resume` completes the finish (AWSPENDING off, fingerprint tags) and converges the nodes"
+            ),
+        };
         self.store
-            .move_stage(self.secret, &stage(STAGE_PENDING), None, Some(&pending.version_id))
-            .await?;
-        tag_fingerprints(self.store, self.secret, &pending.version_id, &pending.document.keys).await?;
+            .move_stage(self.secret, &stage(STAGE_PENDING), None, Some(id))
+            .await
+            .map_err(half_done)?;
+        tag_fingerprints(self.store, self.secret, id, &pending.document.keys)
+            .await
+            .map_err(half_done)?;
         Ok(())
     }
 
