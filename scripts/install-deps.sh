@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the test bed and the tests need, idempotently:
 #   apt: openssh-server (sshd), openssh-client (ssh, ssh-keygen, ssh-keyscan), haproxy,
-#        iproute2 (ip: the node-profile matrix brings up loopback in its namespaces)
+#        iproute2 (ip: the node-profile matrix brings up loopback in its namespaces),
+#        systemd (systemd-analyze, for the unit's sandbox score), bubblewrap (that sandbox, emulated)
 #   pip: the pinned moto server (testbed/requirements.txt)
 # Safe to run again: does nothing when everything is present.
 set -euo pipefail
@@ -12,6 +13,10 @@ command -v /usr/sbin/sshd >/dev/null 2>&1 || need_apt+=(openssh-server)
 command -v ssh-keyscan >/dev/null 2>&1 || need_apt+=(openssh-client)
 command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || need_apt+=(haproxy)
 [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || need_apt+=(iproute2)
+# systemd-analyze scores the shipped unit's sandbox offline (make lint-units);
+# bwrap runs install inside that sandbox on the bed (tests/it/profiles.rs).
+command -v systemd-analyze >/dev/null 2>&1 || need_apt+=(systemd)
+command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "install-deps: need ${need_apt[*]}; run as root or: sudo apt-get install ${need_apt[*]}" >&2

@@ -207,14 +207,12 @@ pub struct InstallArgs {
         value_name = "DIR"
     )]
     pub state_dir: PathBuf,
-    /// Lock file that keeps two installs from interleaving.
-    #[arg(
-        long,
-        env = "HOSTKEYCTL_LOCK_FILE",
-        default_value = "/run/hostkeyctl.lock",
-        value_name = "FILE"
-    )]
-    pub lock_file: PathBuf,
+    /// Lock file that keeps two installs from interleaving [default:
+    /// STATE_DIR/install.lock, so that a sandboxed unit, where only
+    /// /etc/ssh and the state directory are writable, and a pushed install
+    /// take the same lock].
+    #[arg(long, env = "HOSTKEYCTL_LOCK_FILE", value_name = "FILE")]
+    pub lock_file: Option<PathBuf>,
     /// Backups to keep.
     #[arg(long, default_value_t = 5, value_name = "N")]
     pub keep_backups: usize,

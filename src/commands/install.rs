@@ -64,7 +64,10 @@ pub fn install_options(args: &InstallArgs) -> Result<InstallOptions, Failure> {
         reload,
         verify_address: args.verify_address.clone(),
         state_dir: args.state_dir.clone(),
-        lock_file: args.lock_file.clone(),
+        lock_file: args
+            .lock_file
+            .clone()
+            .unwrap_or_else(|| args.state_dir.join(crate::install::LOCK_FILE_NAME)),
         keep_backups: args.keep_backups,
         verify_timeout: Duration::from_secs(args.verify_timeout),
         lock_timeout: Duration::from_secs(args.lock_timeout),

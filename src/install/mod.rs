@@ -140,7 +140,7 @@ pub enum InstallError {
         waited: Duration,
     },
     /// A file operation failed.
-    #[error("{what} {}: {source}", path.display())]
+    #[error("{what} {}: {source}{}", path.display(), read_only_hint(source))]
     Io {
         /// What was being done.
         what: &'static str,
@@ -230,6 +230,21 @@ impl InstallError {
             InstallError::Locked { .. } => Refusal::Unavailable,
             _ => Refusal::BadInput,
         }
+    }
+}
+
+/// The lock file's name in the state directory, unless `--lock-file` says
+/// otherwise.
+pub const LOCK_FILE_NAME: &str = "install.lock";
+
+/// What to add to an I/O error where the file system is read-only: the
+/// shipped unit (ProtectSystem=strict) leaves only /etc/ssh and the state
+/// directory writable.
+fn read_only_hint(source: &std::io::Error) -> &'static str {
+    if source.kind() == std::io::ErrorKind::ReadOnlyFilesystem {
+        "; only /etc/ssh and /var/lib/hostkeyctl are writable under hostkeyctl-install.service (ProtectSystem=strict): for a file elsewhere (a symlinked sshd_config, a HostKey outside /etc/ssh) add its directory with a drop-in `ReadWritePaths=DIR` (docs/bootstrap.md)"
+    } else {
+        ""
     }
 }
 

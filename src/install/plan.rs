@@ -42,7 +42,8 @@ struct Lock {
 
 fn lock(path: &Path, timeout: Duration) -> Result<Lock, InstallError> {
     if let Some(parent) = path.parent() {
-        crate::fsutil::create_dir_all(parent, 0o755).map_err(io_err("cannot create the lock directory", parent))?;
+        // The state directory by default: root's alone.
+        crate::fsutil::create_dir_all(parent, 0o700).map_err(io_err("cannot create the lock directory", parent))?;
     }
     let file = std::fs::OpenOptions::new()
         .create(true)

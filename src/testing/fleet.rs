@@ -463,7 +463,7 @@ impl<'a, S: SecretStore> MemDispatcher<'a, S> {
         args.ssh_dir = node.ssh_dir.clone();
         args.sshd_config = Some(node.config.clone());
         args.state_dir = node.root.join("var/lib/hostkeyctl");
-        args.lock_file = node.root.join("run/hostkeyctl.lock");
+        args.lock_file = Some(node.root.join("run/hostkeyctl.lock"));
         args.verify_address = node
             .instance
             .private_ip

@@ -1,0 +1,180 @@
+//! The shipped unit's sandbox, with install inside it (issue 26). systemd
+//! cannot boot here, so bubblewrap builds what the unit's directives build:
+//! the whole file system read-only (`ProtectSystem=strict`) but the unit's
+//! `ReadWritePaths` and its `StateDirectory`, a private /tmp and /dev, and
+//! only the `CapabilityBoundingSet`'s capabilities, all read from
+//! contrib/systemd/hostkeyctl-install.service itself. On a Debian node
+//! (reload through systemd) and an Amazon Linux 2 node (key files in group
+//! ssh_keys, which needs CAP_CHOWN) install converges and verifies in it;
+//! with a capability or a writable path taken away it fails, naming what
+//! is missing, and leaves the node as it was, which shows the emulation
+//! bites.
+
+use std::path::{Path, PathBuf};
+
+use crate::bed::{Node, Run, TestBed, set_fingerprints};
+use crate::profiles::{files, in_node, profile_bed, served};
+use crate::support::require;
+
+/// What the unit's directives say.
+struct Sandbox {
+    read_write: Vec<PathBuf>,
+    capabilities: Vec<String>,
+}
+
+fn unit_sandbox() -> Sandbox {
+    let unit = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("contrib/systemd/hostkeyctl-install.service"),
+    )
+    .unwrap();
+    let values = |key: &str| -> Vec<String> {
+        unit.lines()
+            .filter_map(|l| l.strip_prefix(&format!("{key}=")))
+            .flat_map(|v| v.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
+            .collect()
+    };
+    assert_eq!(
+        values("ProtectSystem"),
+        ["strict"],
+        "the emulation models ProtectSystem=strict"
+    );
+    assert_eq!(values("StateDirectory"), ["hostkeyctl"]);
+    assert_eq!(values("PrivateTmp"), ["yes"]);
+    assert_eq!(values("PrivateDevices"), ["yes"]);
+    Sandbox {
+        read_write: values("ReadWritePaths").into_iter().map(PathBuf::from).collect(),
+        capabilities: values("CapabilityBoundingSet"),
+    }
+}
+
+/// `hostkeyctl install ARGS` on the node inside `sandbox`. The node's state
+/// directory stands for /var/lib/hostkeyctl (StateDirectory=). The bed's
+/// stand-in systemctl keeps systemd's own state in /run/standin-systemd,
+/// which stays writable: a real systemctl writes nothing, it asks PID 1.
+fn install_in(bed: &TestBed, node: &Node, sandbox: &Sandbox, args: &[&str]) -> Run {
+    let mut cmd = in_node(bed, node, &require("bwrap"));
+    cmd.args([
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+    ]);
+    let state = PathBuf::from(&node.env["HOSTKEYCTL_STATE_DIR"]);
+    std::fs::create_dir_all(&state).unwrap();
+    let mut writable: Vec<PathBuf> = sandbox.read_write.clone();
+    writable.push(state);
+    writable.push(PathBuf::from("/run/standin-systemd"));
+    for path in &writable {
+        cmd.arg("--bind").arg(path).arg(path);
+    }
+    cmd.args(["--cap-drop", "ALL"]);
+    for cap in &sandbox.capabilities {
+        cmd.args(["--cap-add", cap]);
+    }
+    cmd.arg("--")
+        .arg(crate::support::node_binary())
+        .arg("install")
+        .args(args);
+    Run::from(cmd.output().unwrap())
+}
+
+/// Amazon Linux's key files are in group ssh_keys (gid 993 there). The
+/// bed keeps them 0600 (Debian's sshd refuses 0640) but gives them that
+/// group, so every new file install writes must be given it too: a chown
+/// to a group root is no member of, which needs CAP_CHOWN.
+fn ssh_keys_group(node: &Node) {
+    for entry in std::fs::read_dir(&node.ssh_dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("ssh_host_") && !name.ends_with(".pub") {
+            std::os::unix::fs::chown(&path, Some(0), Some(993)).unwrap();
+        }
+    }
+}
+
+fn converges_in_the_units_sandbox(profile: &'static str) {
+    let bed = profile_bed(profile);
+    let node = bed.state.profiles[0].clone();
+    if profile == "al2" {
+        ssh_keys_group(&node);
+    }
+    let init = bed.init_generated("hostkeys/hk");
+    let sandbox = unit_sandbox();
+    let before = files(&node);
+
+    // Taken away, what the unit grants is missed: nothing changes.
+    let no_etc_ssh = Sandbox {
+        read_write: vec![],
+        ..unit_sandbox()
+    };
+    let run = install_in(&bed, &node, &no_etc_ssh, &["--secret-id", "hostkeys/hk"]);
+    assert_eq!(
+        run.code, 3,
+        "{profile}: /etc/ssh read-only: rolled back: {}\n{}",
+        run.stderr, run.stdout
+    );
+    assert!(
+        format!("{}{}", run.stderr, run.stdout).contains("ReadWritePaths"),
+        "{profile}: the read-only file system is not named: {}\n{}",
+        run.stderr,
+        run.stdout
+    );
+    assert_eq!(files(&node), before, "{profile}: a refused install changed files");
+
+    let run = install_in(&bed, &node, &sandbox, &["--secret-id", "hostkeys/hk"]);
+    assert_eq!(run.code, 0, "{profile}: {}\n{}", run.stderr, run.stdout);
+    let expected = set_fingerprints(&init);
+    assert_eq!(
+        served(&bed, &node)[..3],
+        expected[..],
+        "{profile}: not served after the sandboxed install"
+    );
+    let again = install_in(&bed, &node, &sandbox, &["--secret-id", "hostkeys/hk"]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert_eq!(again.json()["result"], "unchanged", "{profile}");
+    let check = install_in(&bed, &node, &sandbox, &["--secret-id", "hostkeys/hk", "--check"]);
+    assert_eq!(check.code, 0, "{profile}: {}", check.stderr);
+    if profile == "al2" {
+        use std::os::unix::fs::MetadataExt;
+        let key = std::fs::metadata(node.ssh_dir.join("ssh_host_ed25519_key")).unwrap();
+        assert_eq!(key.gid(), 993, "the new key file kept the distribution's group");
+    }
+}
+
+#[test]
+fn install_converges_inside_the_units_sandbox_on_debian() {
+    converges_in_the_units_sandbox("debian-12");
+}
+
+/// Amazon Linux 2's key files are in group ssh_keys: a new file gets that
+/// group with CAP_CHOWN, which the unit keeps; without it install fails
+/// and changes nothing.
+#[test]
+fn install_converges_inside_the_units_sandbox_on_amazon_linux_2() {
+    converges_in_the_units_sandbox("al2");
+    let bed = profile_bed("al2");
+    let node = bed.state.profiles[0].clone();
+    ssh_keys_group(&node);
+    bed.init_generated("hostkeys/hk");
+    let before = files(&node);
+    let no_chown = Sandbox {
+        capabilities: unit_sandbox()
+            .capabilities
+            .into_iter()
+            .filter(|c| c != "CAP_CHOWN")
+            .collect(),
+        ..unit_sandbox()
+    };
+    let run = install_in(&bed, &node, &no_chown, &["--secret-id", "hostkeys/hk"]);
+    assert_eq!(
+        run.code, 3,
+        "without CAP_CHOWN: rolled back: {}\n{}",
+        run.stderr, run.stdout
+    );
+    assert_eq!(files(&node), before, "a failed install left changes");
+}
