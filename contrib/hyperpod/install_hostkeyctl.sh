@@ -3,10 +3,11 @@
 # identity with hostkeyctl, and keep it converged with a systemd timer.
 #
 # Put this folder (contrib/hyperpod/, plus the two units of
-# contrib/systemd/, the binaries hostkeyctl-x86_64 / hostkeyctl-aarch64 and
-# their SHA256SUMS) next to lifecycle_script.py in the lifecycle scripts
-# bucket, set HOSTKEYCTL_SECRET_ID in hostkeyctl.env beside this script,
-# and run it on every node from lifecycle_script.py, after sshd is set up:
+# contrib/systemd/ and the binaries hostkeyctl-x86_64 / hostkeyctl-aarch64)
+# next to lifecycle_script.py in the lifecycle scripts bucket, set
+# HOSTKEYCTL_SECRET_ID and the binaries' SHA-256 in hostkeyctl.env beside
+# this script, and run it on every node from lifecycle_script.py, after
+# sshd is set up:
 #
 #     ExecuteBashScript("./hostkeyctl/install_hostkeyctl.sh").run()
 #
@@ -21,8 +22,16 @@
 # Settings (environment, or hostkeyctl.env beside this script):
 #   HOSTKEYCTL_SECRET_ID      the key set secret (name or ARN)           required
 #   HOSTKEYCTL_REGION         the secret's region          default: the node's
-#   HOSTKEYCTL_BINARY_S3_URI  s3://bucket/prefix holding hostkeyctl-ARCH and
-#                             SHA256SUMS, when they are not beside this script
+#   HOSTKEYCTL_SHA256_X86_64, HOSTKEYCTL_SHA256_AARCH64
+#                             the SHA-256 of hostkeyctl-x86_64 / -aarch64, from
+#                             the release's SHA256SUMS, copied from a source
+#                             you trust                     required (this arch)
+#   HOSTKEYCTL_BINARY_S3_URI  s3://bucket/prefix holding hostkeyctl-ARCH, when
+#                             it is not beside this script
+# The binary is trusted by the pinned hash alone, never by a SHA256SUMS
+# that sits beside it: whoever can write the binary's bucket could write
+# that too. The lifecycle bucket itself (this script, hostkeyctl.env) is
+# trusted as HyperPod trusts it: it runs as root on every node.
 # Exit: 0 done (or not a login node, or the keys' install will be retried
 # by the timer); 1 the binary, its checksum or the settings are wrong, or
 # the install needs a human (its rollback failed): provisioning stops.
@@ -84,27 +93,33 @@ log "login node $self_ip (instance group $group)"
 arch=$(uname -m)
 case "$arch" in x86_64 | aarch64) ;; *) fail "no hostkeyctl build for $arch" ;; esac
 name="hostkeyctl-$arch"
+pin_var=HOSTKEYCTL_SHA256_$(echo "$arch" | tr '[:lower:]' '[:upper:]')
+expected=${!pin_var:-}
+[ -n "$expected" ] || fail "$pin_var is not set: put the SHA-256 of $name (from the release's SHA256SUMS, copied from a source you trust) in hostkeyctl.env beside this script"
+[[ "$expected" =~ ^[0-9a-f]{64}$ ]] || fail "$pin_var is not a SHA-256 (64 lowercase hex digits)"
 source_dir=$HERE
 if [ ! -f "$HERE/$name" ]; then
   [ -n "${HOSTKEYCTL_BINARY_S3_URI:-}" ] || fail "$name is not beside this script and HOSTKEYCTL_BINARY_S3_URI is not set"
   source_dir=$(mktemp -d)
   trap 'rm -rf "$source_dir"' EXIT
-  log "downloading $name and SHA256SUMS from $HOSTKEYCTL_BINARY_S3_URI"
+  log "downloading $name from $HOSTKEYCTL_BINARY_S3_URI"
   aws s3 cp --only-show-errors "$HOSTKEYCTL_BINARY_S3_URI/$name" "$source_dir/$name"
-  aws s3 cp --only-show-errors "$HOSTKEYCTL_BINARY_S3_URI/SHA256SUMS" "$source_dir/SHA256SUMS"
 fi
-[ -f "$source_dir/SHA256SUMS" ] || fail "SHA256SUMS is missing beside $name"
-expected=$(awk -v f="$name" '$2 == f || $2 == "*" f { print $1 }' "$source_dir/SHA256SUMS")
-actual=$(sha256sum "$source_dir/$name" | cut -d' ' -f1)
-[ -n "$expected" ] || fail "SHA256SUMS lists no $name"
-[ "$expected" = "$actual" ] || fail "$name has SHA-256 $actual, SHA256SUMS says $expected: not installing it"
 
+# The hash is taken of the file that will run, in its final directory
+# (root's alone), after the copy: nothing can change it between the check
+# and the rename.
 bin="$ROOT/usr/local/bin/hostkeyctl"
-if cmp -s "$source_dir/$name" "$bin"; then
+if [ -f "$bin" ] && [ "$(sha256sum "$bin" | cut -d' ' -f1)" = "$expected" ]; then
   log "$bin is already this build"
 else
   mkdir -p "$(dirname "$bin")"
   install -m 0755 "$source_dir/$name" "$bin.new"
+  actual=$(sha256sum "$bin.new" | cut -d' ' -f1)
+  if [ "$actual" != "$expected" ]; then
+    rm -f "$bin.new"
+    fail "$name has SHA-256 $actual, $pin_var says $expected: not installing it"
+  fi
   mv -f "$bin.new" "$bin"
   log "installed $bin ($actual)"
 fi

@@ -36,9 +36,19 @@ impl Lifecycle {
         }
         let name = format!("hostkeyctl-{}", std::env::consts::ARCH);
         std::fs::copy(crate::support::node_binary(), step.join(&name)).unwrap();
-        let sums = crate::support::run_ok(Command::new("sha256sum").arg(&name).current_dir(&step));
-        std::fs::write(step.join("SHA256SUMS"), sums).unwrap();
-        std::fs::write(step.join("hostkeyctl.env"), "HOSTKEYCTL_SECRET_ID=hk\n").unwrap();
+        let sum = crate::support::run_ok(Command::new("sha256sum").arg(&name).current_dir(&step));
+        let sum = sum.split_whitespace().next().unwrap().to_owned();
+        // A SHA256SUMS beside the binary is not trusted: it agrees with
+        // whatever binary is there.
+        std::fs::write(step.join("SHA256SUMS"), format!("{sum}  {name}\n")).unwrap();
+        std::fs::write(
+            step.join("hostkeyctl.env"),
+            format!(
+                "HOSTKEYCTL_SECRET_ID=hostkeys/hk\nHOSTKEYCTL_SHA256_{}={sum}\n",
+                std::env::consts::ARCH.to_uppercase()
+            ),
+        )
+        .unwrap();
         let nodes = &bed.state.nodes;
         let resource_config = json!({ "InstanceGroups": [
             { "Name": "controller-machine", "Instances": [{ "InstanceName": "c-1", "CustomerIpAddress": "10.1.0.5" }] },
@@ -70,7 +80,7 @@ impl Lifecycle {
     /// Runs the step as the node with address `ip`, in `node`'s environment.
     fn run(&self, bed: &TestBed, node: &Node, ip: &str) -> (i32, String) {
         let out = Command::new(self.dir.path().join("hostkeyctl/install_hostkeyctl.sh"))
-            .envs(bed.aws_env())
+            .envs(bed.aws_env(crate::bed::Role::Node))
             .envs(node.env.clone())
             .env(
                 "PATH",
@@ -110,7 +120,7 @@ fn the_lifecycle_step_installs_on_login_nodes_only_and_is_idempotent() {
         ..BedOptions::default()
     });
     let node = bed.state.nodes[0].clone();
-    let init = bed.init_generated("hk");
+    let init = bed.init_generated("hostkeys/hk");
     let lifecycle = Lifecycle::new(&bed);
 
     // A worker node: nothing happens.
@@ -130,7 +140,7 @@ fn the_lifecycle_step_installs_on_login_nodes_only_and_is_idempotent() {
     assert!(
         std::fs::read_to_string(lifecycle.root().join("etc/default/hostkeyctl"))
             .unwrap()
-            .contains("HOSTKEYCTL_SECRET_ID=hk")
+            .contains("HOSTKEYCTL_SECRET_ID=hostkeys/hk")
     );
     for unit in ["hostkeyctl-install.service", "hostkeyctl-install.timer"] {
         assert!(
@@ -151,14 +161,51 @@ fn the_lifecycle_step_installs_on_login_nodes_only_and_is_idempotent() {
     assert!(log.contains("is already this build"), "{log}");
     assert!(!log.contains("wrote "), "the second run rewrote files: {log}");
 
-    // A binary that does not match SHA256SUMS is never installed.
+    // A binary that does not match the pinned hash is never installed,
+    // even with a SHA256SUMS beside it that agrees with it (whoever can
+    // write the binary can write that too).
     let step = lifecycle.dir.path().join("hostkeyctl");
     let name = format!("hostkeyctl-{}", std::env::consts::ARCH);
     std::fs::write(step.join(&name), b"#!/bin/sh\necho tampered\n").unwrap();
+    let sums = crate::support::run_ok(Command::new("sha256sum").arg(&name).current_dir(&step));
+    std::fs::write(step.join("SHA256SUMS"), sums).unwrap();
+    // The installed binary is the pinned build: the other one is ignored.
     let (code, log) = lifecycle.run(&bed, &node, &node.address);
-    assert_eq!(code, 1, "{log}");
-    assert!(log.contains("not installing it"), "{log}");
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("is already this build"), "{log}");
     assert_ne!(std::fs::read(&bin).unwrap(), b"#!/bin/sh\necho tampered\n");
+
+    // An installed binary that was changed is replaced by the pinned one.
+    let good = Lifecycle::new(&bed);
+    let good_root = good.root();
+    std::fs::create_dir_all(good_root.join("usr/local/bin")).unwrap();
+    std::fs::write(
+        good_root.join("usr/local/bin/hostkeyctl"),
+        b"#!/bin/sh\necho changed on the node\n",
+    )
+    .unwrap();
+    let (code, log) = good.run(&bed, &node, &node.address);
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("installed "), "{log}");
+    assert_eq!(
+        std::fs::read(good_root.join("usr/local/bin/hostkeyctl")).unwrap(),
+        std::fs::read(crate::support::node_binary()).unwrap()
+    );
+
+    // No pin: nothing is installed, and the message says what to set.
+    let unpinned = Lifecycle::new(&bed);
+    std::fs::write(
+        unpinned.dir.path().join("hostkeyctl/hostkeyctl.env"),
+        "HOSTKEYCTL_SECRET_ID=hostkeys/hk\n",
+    )
+    .unwrap();
+    let (code, log) = unpinned.run(&bed, &node, &node.address);
+    assert_eq!(code, 1, "{log}");
+    assert!(
+        log.contains("HOSTKEYCTL_SHA256_") && log.contains("is not set"),
+        "{log}"
+    );
+    assert!(!unpinned.root().exists(), "{log}");
 
     // On a fresh login node, a bad checksum installs nothing at all.
     let fresh = Lifecycle::new(&bed);
@@ -166,7 +213,15 @@ fn the_lifecycle_step_installs_on_login_nodes_only_and_is_idempotent() {
     let (code, log) = fresh.run(&bed, &node, &node.address);
     assert_eq!(code, 1, "{log}");
     assert!(log.contains("not installing it"), "{log}");
-    assert!(!fresh.root().exists(), "a bad checksum still wrote files: {log}");
+    assert!(
+        !fresh.root().join("usr/local/bin/hostkeyctl.new").exists(),
+        "the refused copy was left behind"
+    );
+    assert!(!fresh.root().join("usr/local/bin/hostkeyctl").exists(), "{log}");
+    assert!(
+        !fresh.root().join("etc").exists(),
+        "a bad checksum still wrote files: {log}"
+    );
     assert!(fresh.systemctl_calls().is_empty(), "{log}");
 }
 
