@@ -6,7 +6,8 @@
 #      "REMOTE HOST IDENTIFICATION HAS CHANGED";
 #   2. hostkeyctl adopts node 1's keys as the canonical set in Secrets Manager;
 #   3. audits what clients see (drift), 4. pushes the set to every node with
-#   SSM Run Command, 5. audits again (clean);
+#   SSM Run Command, through hostkeyctl's own document, pinned by its hash (a
+#   changed document is refused), 5. audits again (clean);
 #   6. users get one known_hosts line per key: 20 real ssh connections, 0 warnings;
 #   7. rotation with overlap (UpdateHostKeys), while a node's timer agrees
 #      with every step; 8. 20 more connections, 0 warnings;
@@ -14,6 +15,8 @@
 #      socket activation, Amazon Linux 2023), with nothing but its defaults;
 #  10. host certificates: a CA in its own secret signs the set, clients hold
 #      one @cert-authority line, 20 connections, and the audit judges them.
+# Every command signs as the IAM role docs/iam.md names for it, and the
+# bed's AWS emulator enforces that role's policy (iam/*.json).
 #
 # Run it with `make demo` (which installs what is missing and builds first).
 # It always tears the bed down, also on failure or Ctrl-C.
@@ -29,9 +32,18 @@ HOSTKEYCTL="$BIN_DIR/hostkeyctl"
 WORK=$(mktemp -d /tmp/hostkeyctl-demo.XXXXXX)
 BED_PID=""
 
+exec 3>&2 # the commands shown, whatever a command's stderr is redirected to
 bold() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 say() { printf '   %s\n' "$*"; }
-run() { printf '   $ %s\n' "$*" >&2; "$@"; }
+# run ROLE COMMAND...: as the IAM role docs/iam.md names for the command,
+# whose policy (iam/ROLE.json) the bed enforces.
+run() {
+  local role=$1
+  shift
+  printf '   [%s] $ %s\n' "$role" "$*" >&3
+  AWS_ACCESS_KEY_ID=$(state "s['credentials']['$role']['access_key_id']") \
+    AWS_SECRET_ACCESS_KEY=$(state "s['credentials']['$role']['secret_access_key']") "$@"
+}
 
 teardown() {
   local rc=$?
@@ -65,10 +77,11 @@ state() { python3 -c "import json,sys; s=json.load(open('$WORK/ready.json')); pr
 LB=$(state 's["lb"]["address"]')
 CLIENT_KEY=$(state 's["client_key"]')
 NODES=$(state '" ".join(n["name"] for n in s["nodes"])')
-export AWS_ENDPOINT_URL AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
+export AWS_ENDPOINT_URL AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
 AWS_ENDPOINT_URL=$(state 's["endpoint"]')
 say "login nodes: $NODES"
 say "load balancer: $LB:22 (round robin)   AWS emulator: $AWS_ENDPOINT_URL"
+say "every command signs as its role (admin, rotation, node, auditor, signer); the emulator enforces iam/*.json"
 
 # One ssh through the load balancer as a user would, with a known_hosts file.
 ssh_lb() {
@@ -94,31 +107,49 @@ say "next 6 connections with StrictHostKeyChecking=yes: $mismatches refused with
 bold "2. Adopt node 1's host keys as the canonical set (in Secrets Manager)"
 say "(users who already trust node 1 keep trusting it; nodes 2 and 3 will take its keys)"
 NODE1_SSH_DIR=$(state 's["nodes"][0]["ssh_dir"]')
-run "$HOSTKEYCTL" init --secret-id hostkeys/demo --from-dir "$NODE1_SSH_DIR" --output table
-run "$HOSTKEYCTL" status --secret-id hostkeys/demo --output table
+run admin "$HOSTKEYCTL" init --secret-id hostkeys/demo --from-dir "$NODE1_SSH_DIR" --output table
+run admin "$HOSTKEYCTL" status --secret-id hostkeys/demo --output table
 
 bold "3. Audit: what clients see, node by node and through the load balancer"
 LB_ADDR="$LB:22"
-run "$HOSTKEYCTL" audit --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
+run auditor "$HOSTKEYCTL" audit --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
   --lb "$LB_ADDR" --samples 9 --key-types ssh-ed25519,ecdsa-sha2-nistp256,ssh-rsa --output table || true
 say "(exit 1: drift. Nodes 2 and 3 serve their own keys, and the load balancer shows 3 keys per type)"
 
 bold "4. Push it to every login node with SSM Run Command, through hostkeyctl's own document"
 say "(the admin role may send only this document, which can only run 'hostkeyctl install' with typed"
-say " parameters; the bed now denies AWS-RunShellScript, as that role's policy does: iam/admin.json)"
-run "$HOSTKEYCTL" ssm-document deploy --output table
-python3 -c 'import sys, urllib.request
-urllib.request.urlopen(urllib.request.Request(sys.argv[1] + "/_bed/faults", method="POST",
-    data=b"{\"deny_documents\": [\"AWS-RunShellScript\"]}", headers={"Content-Type": "application/json"}))' "$AWS_ENDPOINT_URL"
-say "(each node runs 'hostkeyctl install': fetch, validate, atomic write, sshd -t, reload, verify, roll back on failure)"
-run "$HOSTKEYCTL" push --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
+say " parameters; iam/admin.json denies AWS-RunShellScript. push sends it only when SSM's SHA-256 of its"
+say " default version is the document this hostkeyctl deploys: a changed document is never sent)"
+run admin "$HOSTKEYCTL" ssm-document deploy --output table
+say "(each node runs 'hostkeyctl install' with the node role: fetch, validate, atomic write, sshd -t, reload,"
+say " verify, roll back on failure)"
+run admin "$HOSTKEYCTL" push --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
   --canary 1 --max-concurrency 100% --output table
 
+say "someone who may update documents (here the bed's own account) adds one line to hostkeyctl-Install:"
+python3 - "$AWS_ENDPOINT_URL" "$(state "s['credentials']['bed-root']['access_key_id']")" \
+  "$(state "s['credentials']['bed-root']['secret_access_key']")" <<'PY'
+import sys, boto3
+ssm = boto3.client("ssm", endpoint_url=sys.argv[1], region_name="us-east-1",
+                   aws_access_key_id=sys.argv[2], aws_secret_access_key=sys.argv[3])
+content = ssm.get_document(Name="hostkeyctl-Install")["Content"].replace('"set -eu",', '"set -eu", "id > /tmp/pwned",', 1)
+version = ssm.update_document(Name="hostkeyctl-Install", Content=content, DocumentVersion="$LATEST")
+ssm.update_document_default_version(Name="hostkeyctl-Install",
+                                    DocumentVersion=version["DocumentDescription"]["DocumentVersion"])
+PY
+if run admin "$HOSTKEYCTL" push --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
+  --max-concurrency 100% --output table 2>"$WORK/refused.txt"; then
+  echo "demo: push sent a changed document" >&2; exit 1
+fi
+fold -s -w 100 "$WORK/refused.txt" | sed 's/^/   | /'
+say "(exit 2, nothing sent to any node; redeploying puts hostkeyctl's own version back as the default)"
+run admin "$HOSTKEYCTL" ssm-document deploy --output table
+
 bold "5. Audit again, with the nodes and the backend count from the load balancer itself"
-run "$HOSTKEYCTL" audit --secret-id hostkeys/demo --target lb:hp-login --lb lb:hp-login --samples 9 --output table
+run auditor "$HOSTKEYCTL" audit --secret-id hostkeys/demo --target lb:hp-login --lb lb:hp-login --samples 9 --output table
 
 bold "6. Users trust the fleet's one identity"
-run "$HOSTKEYCTL" known-hosts --secret-id hostkeys/demo --host "$LB" > "$WORK/known_hosts"
+run admin "$HOSTKEYCTL" known-hosts --secret-id hostkeys/demo --host "$LB" > "$WORK/known_hosts"
 sed 's/^/   | /; s/\(AAAA.\{20\}\).*/\1.../' "$WORK/known_hosts"
 KH="$WORK/known_hosts"
 TWENTY_OPTS=()
@@ -142,19 +173,19 @@ say "20 real ssh connections through the load balancer, StrictHostKeyChecking=ye
 twenty
 
 bold "7. Rotate the keys without a warning: overlap, then finish"
-run "$HOSTKEYCTL" rotate --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
+run rotation "$HOSTKEYCTL" rotate --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
   --overlap --max-concurrency 100% --output table -q
 say "a user logs in during the overlap; OpenSSH (UpdateHostKeys) learns the new keys:"
 ssh -i "$CLIENT_KEY" -o UserKnownHostsFile="$KH" -o StrictHostKeyChecking=yes -o BatchMode=yes \
   -o UpdateHostKeys=yes -o LogLevel=ERROR "root@$LB" true
 say "known_hosts now holds $(grep -vc "^#" "$KH") lines for $LB: the current keys and the learned next ones"
-run "$HOSTKEYCTL" status --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp --output table
+run admin "$HOSTKEYCTL" status --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp --output table
 say "meanwhile node 2's timer runs its plain install; it reads the same state from the stages, so it changes nothing:"
 mapfile -t NODE2_ENV < <(state '"\n".join(f"{k}={v}" for k, v in s["nodes"][1]["env"].items())')
 env "${NODE2_ENV[@]}" "$HOSTKEYCTL" install --secret-id hostkeys/demo 2>&1 >/dev/null | sed 's/^/   | /'
-run "$HOSTKEYCTL" rotate --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
+run rotation "$HOSTKEYCTL" rotate --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
   --finish --canary 1 --max-concurrency 100% --output table -q
-run "$HOSTKEYCTL" audit --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
+run auditor "$HOSTKEYCTL" audit --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
   --lb "$LB_ADDR" --samples 9 --key-types ssh-ed25519,ecdsa-sha2-nistp256,ssh-rsa --output table
 
 bold "8. 20 real ssh connections through the load balancer, after the rotation"
@@ -172,22 +203,21 @@ for i in 0 1; do
 done
 
 bold "10. Host certificates: one @cert-authority line, no trust on first use"
-printf '   $ %s\n' "$HOSTKEYCTL ca init --secret-id hostkeyctl-ca/demo"
-"$HOSTKEYCTL" ca init --secret-id hostkeyctl-ca/demo --output json > "$WORK/ca.json"
+run admin "$HOSTKEYCTL" ca init --secret-id hostkeyctl-ca/demo --output json > "$WORK/ca.json"
 CA_FP=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["fingerprint"])' "$WORK/ca.json")
 say "CA $CA_FP, in a secret of its own prefix: the login nodes' role cannot read it"
-run "$HOSTKEYCTL" sign --secret-id hostkeys/demo --ca-secret-id hostkeyctl-ca/demo \
+run signer "$HOSTKEYCTL" sign --secret-id hostkeys/demo --ca-secret-id hostkeyctl-ca/demo \
   --principal login.demo.internal --validity-days 30 --output table
 say "(the same keys with certificates, as a new AWSCURRENT version: nodes converge with a reload, no key changes)"
-run "$HOSTKEYCTL" push --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
+run admin "$HOSTKEYCTL" push --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
   --max-concurrency 100% --output table -q
-run "$HOSTKEYCTL" known-hosts --secret-id hostkeys/demo --host login.demo.internal --cert-authority > "$WORK/known_hosts.ca"
+run admin "$HOSTKEYCTL" known-hosts --secret-id hostkeys/demo --host login.demo.internal --cert-authority > "$WORK/known_hosts.ca"
 sed 's/^/   | /; s/\(AAAA.\{20\}\).*/\1.../' "$WORK/known_hosts.ca"
 KH="$WORK/known_hosts.ca"
 TWENTY_OPTS=(-o HostKeyAlias=login.demo.internal)
 say "20 connections with only that line (HostKeyAlias login.demo.internal, the certificate's principal):"
 twenty
-run "$HOSTKEYCTL" audit --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
+run auditor "$HOSTKEYCTL" audit --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
   --lb "$LB" --samples 6 --key-types ssh-ed25519,ecdsa-sha2-nistp256,ssh-rsa \
   --ca-fingerprint "$CA_FP" --principal login.demo.internal --output table
 
