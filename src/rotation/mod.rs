@@ -21,6 +21,7 @@
 //! and wait for the handshakes to show the new set.
 
 mod converge;
+mod create;
 mod start;
 
 use std::sync::Arc;
@@ -31,9 +32,8 @@ use serde::Serialize;
 use crate::audit::{self, Endpoint, Expected, Finding, ScanPolicy, Scanner, Verdict};
 use crate::discovery::Instance;
 use crate::dispatch::{Dispatcher, Progress};
-use crate::document::SecretDocument;
 use crate::ids::{SecretId, StageLabel, VersionId};
-use crate::keyset::{DEFAULT_RSA_BITS, KeyAlgorithm, KeyError, KeySet};
+use crate::keyset::{KeyError, KeySet};
 use crate::rollout::{self, PushOptions, PushOutcome, RolloutError};
 use crate::scan::{Prober, ScanAlgorithm};
 use crate::store::{
@@ -294,125 +294,6 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
             .iter()
             .any(|n| n.starts_with("cleaned up AWSPENDING") || n.starts_with("refreshed the fingerprint tags"));
         Ok((stages, current_set, repaired))
-    }
-
-    /// Step create: a new set like the current one, stored as AWSPENDING.
-    ///
-    /// Claiming AWSPENDING is atomic, so two admins rotating at once cannot
-    /// both proceed: the set is stored under a claim label of its own, then
-    /// AWSPENDING is moved to it *without* `RemoveFromVersionId`, which
-    /// Secrets Manager refuses while another version holds the label. The
-    /// loser takes its claim back and is refused, naming the winner.
-    pub async fn create(
-        &self,
-        planned_from: &VersionId,
-        current_doc: &SecretDocument,
-    ) -> Result<VersionId, RotationError> {
-        let current = &current_doc.keys;
-        let signer = self.signer_like(planned_from, current_doc)?;
-        let rsa_bits = current
-            .get(KeyAlgorithm::Rsa)
-            .and_then(|k| k.rsa_bits())
-            .unwrap_or(DEFAULT_RSA_BITS);
-        let keys = KeySet::generate(&current.algorithms(), rsa_bits)?;
-        let token = VersionId::random();
-        let claim = claim_label(&token)?;
-        let mut document = SecretDocument::new(keys);
-        if let Some(signer) = &signer {
-            document.certificates = signer
-                .sign(&document.keys, &token)
-                .map_err(|e| RotationError::Refused(format!("{e}; nothing was stored")))?;
-        }
-        let id = self
-            .store
-            .put_version(self.secret, &document, &token, std::slice::from_ref(&claim))
-            .await?;
-        let claimed = self
-            .store
-            .move_stage(self.secret, &stage(STAGE_PENDING), Some(&id), None)
-            .await;
-        let refused = matches!(
-            &claimed,
-            Err(StoreError::Aws(crate::aws::AwsError::Service { code, .. })) if code == "InvalidParameterException"
-        );
-        if refused {
-            self.drop_claim(&claim, &id).await?;
-            let info = self.store.describe(self.secret).await?;
-            let winner = info
-                .version_with_stage(STAGE_PENDING)
-                .map_or_else(|| "another version".to_owned(), |v| format!("version {}", v.version_id));
-            return Err(RotationError::Refused(format!(
-                "another rotation claimed AWSPENDING first ({winner}); this run stored nothing that is staged. Follow that rotation with `hostkeyctl status`, or drop it with --abort"
-            )));
-        }
-        if let Err(source) = claimed {
-            // Nothing is staged: take the claim back, and say what is left
-            // if even that fails.
-            let state = match self.drop_claim(&claim, &id).await {
-                Ok(()) => "nothing was staged and the secret is as this run found it".to_owned(),
-                Err(_) => format!(
-                    "nothing was staged; version {id} still carries the label {claim}, which the next `hostkeyctl rotate` removes"
-                ),
-            };
-            return Err(RotationError::Interrupted {
-                source: Box::new(source),
-                state,
-            });
-        }
-        self.drop_claim(&claim, &id).await?;
-        // The plan was made from the stages read before the claim. If another
-        // rotation finished in between, AWSCURRENT moved: give AWSPENDING
-        // back rather than push a set planned against stale stages.
-        let info = self.store.describe(self.secret).await?;
-        let now = info.version_with_stage(STAGE_CURRENT).map(|v| v.version_id.clone());
-        if now.as_ref() != Some(planned_from) {
-            self.store
-                .move_stage(self.secret, &stage(STAGE_PENDING), None, Some(&id))
-                .await?;
-            return Err(RotationError::Refused(format!(
-                "another rotation finished while this one started: AWSCURRENT is now {}; nothing was pushed, run again if another rotation is still wanted",
-                now.map_or_else(|| "unset".to_owned(), |v| v.to_string())
-            )));
-        }
-        Ok(id)
-    }
-
-    /// The signer of the new set: certificates like the current set's (same
-    /// names and validity length, the next serial). A signed set without
-    /// the CA is refused before anything is stored: a new set without
-    /// certificates would lock out clients that trust only the CA.
-    fn signer_like(
-        &self,
-        current_id: &VersionId,
-        current: &SecretDocument,
-    ) -> Result<Option<crate::certificate::Signer>, RotationError> {
-        let certificates = &current.certificates;
-        match self.ca {
-            None if certificates.is_empty() => Ok(None),
-            None => Err(RotationError::Refused(format!(
-                "the current set (version {current_id}) carries host certificates, and a new set without them would lock out clients that trust only the CA; pass --ca-secret-id to sign the new set. Nothing was stored"
-            ))),
-            Some(ca) => {
-                crate::certificate::Signer::like(ca.clone(), certificates, crate::certificate::default_signer())
-                    .map(Some)
-                    .ok_or_else(|| {
-                        RotationError::Refused(format!(
-                            "the current set (version {current_id}) has no certificates to take the principals and validity from; sign it first with `hostkeyctl sign`. Nothing was stored"
-                        ))
-                    })
-            }
-        }
-    }
-
-    /// Takes a claim label off `id`; already gone (another run's cleanup)
-    /// is fine.
-    async fn drop_claim(&self, claim: &StageLabel, id: &VersionId) -> Result<(), RotationError> {
-        match self.store.move_stage(self.secret, claim, None, Some(id)).await {
-            Err(StoreError::Aws(crate::aws::AwsError::Service { code, .. })) if code == "InvalidParameterException" => {
-                Ok(())
-            }
-            other => Ok(other?),
-        }
     }
 
     /// Step set: installs `version` on every target (with `next` as extra
