@@ -4,7 +4,6 @@
 use serde::Serialize;
 
 use crate::aws;
-use crate::aws::AwsError;
 use crate::certificate::{self, CaDocument, Signer};
 use crate::cli::{CaCommand, CaInitArgs, GlobalArgs, SignArgs};
 use crate::commands::store_failure;
@@ -264,11 +263,9 @@ async fn store_as_current(
     if let Err(e) = moved {
         let state = left.unwrap_or_else(|| "the secret's stages are as sign found them".to_owned());
         return Err(match e {
-            StoreError::Aws(AwsError::Service { code, .. }) if code == "InvalidParameterException" => {
-                Failure::usage(anyhow::anyhow!(
-                    "AWSCURRENT of {secret} moved while signing (a rotation finished?); nothing was made current and {state}. Run sign again"
-                ))
-            }
+            StoreError::LabelHeld { .. } => Failure::usage(anyhow::anyhow!(
+                "AWSCURRENT of {secret} moved while signing (a rotation finished?); nothing was made current and {state}. Run sign again"
+            )),
             other => {
                 let failure = store_failure(other);
                 Failure::with_status(

@@ -47,16 +47,11 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
             .store
             .move_stage(self.secret, &stage(STAGE_PENDING), Some(&id), None)
             .await;
-        let refused = matches!(
-            &claimed,
-            Err(StoreError::Aws(crate::aws::AwsError::Service { code, .. })) if code == "InvalidParameterException"
-        );
-        if refused {
+        if let Err(StoreError::LabelHeld { holder, .. }) = &claimed {
             self.drop_claim(&claim, &id).await?;
-            let info = self.store.describe(self.secret).await?;
-            let winner = info
-                .version_with_stage(STAGE_PENDING)
-                .map_or_else(|| "another version".to_owned(), |v| format!("version {}", v.version_id));
+            let winner = holder
+                .as_ref()
+                .map_or_else(|| "another version".to_owned(), |v| format!("version {v}"));
             return Err(RotationError::Refused(format!(
                 "another rotation claimed AWSPENDING first ({winner}); this run stored nothing that is staged. Follow that rotation with `hostkeyctl status`, or drop it with --abort"
             )));
@@ -124,9 +119,7 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
     /// is fine.
     async fn drop_claim(&self, claim: &StageLabel, id: &VersionId) -> Result<(), RotationError> {
         match self.store.move_stage(self.secret, claim, None, Some(id)).await {
-            Err(StoreError::Aws(crate::aws::AwsError::Service { code, .. })) if code == "InvalidParameterException" => {
-                Ok(())
-            }
+            Err(StoreError::LabelHeld { holder, .. }) if holder.as_ref() != Some(id) => Ok(()),
             other => Ok(other?),
         }
     }

@@ -244,6 +244,23 @@ pub enum StoreError {
     /// A hostkeyctl tag does not parse.
     #[error(transparent)]
     Tag(#[from] TagError),
+    /// UpdateSecretVersionStage was refused because the label is not where
+    /// the move said: another version holds it and was not named as
+    /// `from`, or `from` does not hold it. `holder` is where it is (none:
+    /// on no version). A caller that moved from a version it read (compare
+    /// and swap) learns that someone moved the label meanwhile.
+    #[error(
+        "staging label {label} of {secret} is {} (not where this move expected it); someone moved it meanwhile",
+        holder.as_ref().map_or_else(|| "on no version".to_owned(), |h| format!("on version {h}"))
+    )]
+    LabelHeld {
+        /// The secret.
+        secret: String,
+        /// The label.
+        label: StageLabel,
+        /// The version that holds it.
+        holder: Option<VersionId>,
+    },
     /// A version id was reused for different content.
     #[error(
         "version {version_id} of {secret} already exists with different content; a ClientRequestToken must not be reused for another key set"
@@ -298,7 +315,8 @@ pub trait SecretStore: Sync {
 
     /// UpdateSecretVersionStage: attaches `label` to `to` and/or removes it
     /// from `from`. As in Secrets Manager, moving a label that another
-    /// version holds needs that version as `from`, and moving AWSCURRENT
+    /// version holds needs that version as `from` ([`StoreError::LabelHeld`]
+    /// otherwise, as when `from` does not hold it), and moving AWSCURRENT
     /// puts AWSPREVIOUS on the version that held it.
     fn move_stage(
         &self,

@@ -281,16 +281,31 @@ impl SecretStore for SecretsManagerStore {
         from: Option<&VersionId>,
     ) -> Result<(), StoreError> {
         let call = Call::new("secretsmanager:UpdateSecretVersionStage", format!("secret {secret}"));
-        self.client
+        let moved = self
+            .client
             .update_secret_version_stage()
             .secret_id(secret.as_str())
             .version_stage(label.as_str())
             .set_move_to_version_id(to.map(ToString::to_string))
             .set_remove_from_version_id(from.map(ToString::to_string))
             .send()
-            .await
-            .map_err(|e| AwsError::from_sdk(e, &call))?;
-        Ok(())
+            .await;
+        match moved {
+            Ok(_) => Ok(()),
+            Err(e) => match AwsError::from_sdk(e, &call) {
+                // Secrets Manager says only "invalid parameter", in words
+                // that change; where the label is now says what happened.
+                AwsError::Service { code, .. } if code == "InvalidParameterException" => {
+                    let info = self.describe(secret).await?;
+                    Err(StoreError::LabelHeld {
+                        secret: secret.to_string(),
+                        label: label.clone(),
+                        holder: info.version_with_stage(label.as_str()).map(|v| v.version_id.clone()),
+                    })
+                }
+                other => Err(other.into()),
+            },
+        }
     }
 
     async fn tag(&self, secret: &SecretId, tags: &[(String, String)]) -> Result<(), StoreError> {

@@ -466,7 +466,7 @@ async fn stage_moves_follow_secrets_managers_rules() {
     // is refused (the basis for an atomic claim of AWSPENDING).
     let refused = store.move_stage(&secret(), &stage(STAGE_PENDING), Some(&b), None).await;
     match refused {
-        Err(StoreError::Aws(AwsError::Service { code, .. })) => assert_eq!(code, "InvalidParameterException"),
+        Err(StoreError::LabelHeld { holder, .. }) => assert_eq!(holder, Some(a.clone())),
         other => panic!("{other:?}"),
     }
     // RemoveFromVersionId must hold the label.

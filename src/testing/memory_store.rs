@@ -44,15 +44,6 @@ fn not_found(action: &'static str, secret: &SecretId, what: &str) -> StoreError 
     })
 }
 
-fn invalid(action: &'static str, secret: &SecretId, message: String) -> StoreError {
-    StoreError::Aws(AwsError::Service {
-        action,
-        resource: format!("secret {secret}"),
-        code: "InvalidParameterException".to_owned(),
-        message,
-    })
-}
-
 impl MemoryStore {
     /// An empty store.
     pub fn new() -> Self {
@@ -284,14 +275,15 @@ impl SecretStore for MemoryStore {
                 .iter()
                 .find(|v| v.stages.iter().any(|l| l == label.as_str()))
                 .map(|v| v.id.clone());
+            let held = |holder: Option<VersionId>| StoreError::LabelHeld {
+                secret: id.to_string(),
+                label: label.clone(),
+                holder,
+            };
             if let Some(from) = from
                 && holder.as_ref() != Some(from)
             {
-                return Err(invalid(
-                    ACTION,
-                    id,
-                    format!("The staging label {label} is not attached to version {from}"),
-                ));
+                return Err(held(holder));
             }
             let Some(to) = to else {
                 take_label(s, label.as_str());
@@ -306,13 +298,7 @@ impl SecretStore for MemoryStore {
             if let Some(h) = &holder
                 && from != Some(h)
             {
-                return Err(invalid(
-                    ACTION,
-                    id,
-                    format!(
-                        "The staging label {label} is currently attached to version {h}; specify RemoveFromVersionId"
-                    ),
-                ));
+                return Err(held(holder.clone()));
             }
             take_label(s, label.as_str());
             if label.as_str() == STAGE_CURRENT {

@@ -19,6 +19,7 @@ mod known_hosts;
 mod profiles;
 mod rotate;
 mod ssm_document;
+mod store;
 mod support;
 mod targets;
 mod testbed;
