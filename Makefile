@@ -2,7 +2,7 @@
 #   make demo   the whole story end to end on the local test bed
 #   make test   every check and test (what CI runs)
 # And for iterating: make check (fmt, clippy, unit and in-memory flow
-# tests; no root, no sshd, no AWS emulator, no HAProxy).
+# tests: what plain `cargo test` runs; no root, sshd, AWS emulator or HAProxy).
 
 CARGO ?= cargo
 
@@ -16,7 +16,7 @@ build:
 
 lint:
 	$(CARGO) fmt --check
-	$(CARGO) clippy --locked --all-targets --features testing -- -D warnings
+	$(CARGO) clippy --locked --all-targets --features testing,testbed -- -D warnings
 
 # The IAM policies (parliament) and the CloudFormation template (cfn-lint);
 # the template's drift from iam/ and the SSM document is a test.
@@ -33,8 +33,10 @@ deny:
 	command -v cargo-deny >/dev/null 2>&1 || $(CARGO) install --locked --quiet cargo-deny@0.20.2
 	$(CARGO) deny check licenses bans sources
 
+# Unit tests, the in-memory flows and the CLI's transcripts: no root, sshd,
+# AWS emulator or HAProxy (the bed tier is feature testbed: make test).
 check: lint
-	$(CARGO) test --locked --lib --features testing
+	$(CARGO) test --locked
 
 # Every test runs with the shipped node build on the bed's nodes (x86_64;
 # aarch64 under qemu-user for converge, --check and rollback), after the

@@ -15,6 +15,7 @@ use aws_sdk_ssm::Client;
 use aws_sdk_ssm::types::CommandInvocationStatus;
 
 use crate::aws::{AwsError, Call};
+use crate::ssm_document::Deployed;
 
 /// SSM's limit on instance ids per `SendCommand`.
 pub const MAX_IDS_PER_COMMAND: usize = 50;
@@ -124,6 +125,11 @@ pub trait Dispatcher: Sync {
 
     /// Asks that what has not finished be cancelled.
     fn cancel(&self, command_id: &str) -> impl Future<Output = Result<(), AwsError>> + Send;
+
+    /// What SSM holds of document `name`: its default version and that
+    /// version's hash (`DescribeDocument`), or `None` when there is no such
+    /// document. What [`crate::ssm_document::resolve`] trusts or refuses.
+    fn document(&self, name: &str) -> impl Future<Output = Result<Option<Deployed>, AwsError>> + Send;
 }
 
 /// One read of a command's invocations (`ListCommandInvocations`, all
@@ -239,6 +245,10 @@ impl SsmDispatcher {
 }
 
 impl Dispatcher for SsmDispatcher {
+    async fn document(&self, name: &str) -> Result<Option<Deployed>, AwsError> {
+        crate::ssm_document::describe(&self.client, name).await
+    }
+
     async fn send(&self, spec: &CommandSpec, instance_ids: &[String]) -> Result<Vec<(String, Vec<String>)>, AwsError> {
         let call = Call::new("ssm:SendCommand", format!("document {}", spec.document));
         let mut sent = Vec::new();

@@ -36,7 +36,7 @@ impl Fingerprint {
     /// Parses a fingerprint, strictly.
     pub fn parse(text: &str) -> Result<Self, FingerprintError> {
         let fail = |why| FingerprintError {
-            shown: crate::output::quoted_prefix(text, 60),
+            shown: crate::escape::quoted_prefix(text, 60),
             why,
         };
         let body = text

@@ -36,7 +36,7 @@ impl HostPort {
     /// Parses `HOST[:PORT]`, with `DEFAULT_PORT` when no port is given.
     pub fn parse(text: &str) -> Result<Self, HostPortError> {
         let fail = |why| HostPortError {
-            shown: crate::output::quoted_prefix(text, 80),
+            shown: crate::escape::quoted_prefix(text, 80),
             why,
         };
         let (host, port) = if let Some(rest) = text.strip_prefix('[') {

@@ -10,7 +10,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::output::quoted_prefix;
+use crate::escape::quoted_prefix;
 
 /// Why a text is not a valid identifier of some kind.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -3,28 +3,41 @@
 //!
 //! The data path: an admin stores one key set in Secrets Manager
 //! ([`store`], as a [`document`] of a [`keyset`]); [`rollout`] sends
-//! `hostkeyctl install` to the nodes through SSM Run Command ([`dispatch`]),
-//! on command lines built from typed values ([`shell`], [`ids`],
+//! `hostkeyctl install` to the nodes through SSM Run Command ([`dispatch`],
+//! through hostkeyctl's own [`ssm_document`], trusted by its hash), on
+//! command lines built from typed values ([`shell`], [`ids`],
 //! [`fingerprint`]); on each node [`install`] fetches the set, writes it,
 //! reloads sshd, verifies by handshake and rolls back on failure, and
 //! answers with a typed report; [`rotation`] replaces the set step by step
-//! with the secret's stages as its only state; [`audit`] checks by real
-//! handshakes ([`scan`]) what every node ([`discovery`], [`hostport`]) and
-//! the load balancer serve.
+//! with the secret's stages as its only state; [`certificate`] signs host
+//! certificates on it; [`audit`] checks by real handshakes ([`scan`]) what
+//! every node ([`discovery`], [`hostport`]) and the load balancer serve.
 //!
 //! Every module:
 //!
-//! - [`keyset`], [`document`], [`fingerprint`], [`ids`], [`hostport`]: the
-//!   values, parsed strictly where they enter;
+//! - [`keyset`], [`document`] (the key set's and the CA's documents),
+//!   [`fingerprint`], [`ids`], [`hostport`]: the values, parsed strictly
+//!   where they enter;
 //! - [`store`] (Secrets Manager), [`dispatch`] (SSM), [`scan`] (SSH),
-//!   [`discovery`] (EC2), [`aws`] (SDK configuration, errors): the outside
-//!   systems, each behind a trait where the flows need a seam;
-//! - [`rollout`], [`rotation`], [`install`], [`audit`]: the flows;
-//! - [`shell`], [`fsutil`], [`process`]: quoting for node shells,
-//!   crash-safe writes, no core dumps;
+//!   [`discovery`] (EC2, load balancers, HyperPod), [`ssm_document`]
+//!   (hostkeyctl's documents and what SSM holds of them), [`aws`] (SDK
+//!   configuration, errors): the outside systems, each behind a trait
+//!   (`SecretStore`, `Dispatcher`, `Prober`, `Fleet`, `SshdControl`) where
+//!   the flows need a seam;
+//! - the flows, each a library module over those traits that the commands
+//!   only call: [`rollout`] (push: waves, canary, the document),
+//!   [`rotation`] (create, set, test, finish, abort as steps), [`audit`]
+//!   (expected set, scan, verdicts), [`certificate::signing`] (sign),
+//!   [`install`] (plan, apply/roll back, verify, check);
+//! - [`shell`], [`fsutil`], [`process`], [`escape`]: quoting for node
+//!   shells, crash-safe writes, no core dumps, making outside text safe to
+//!   print;
 //! - [`cli`], [`commands`], [`output`], [`exit`]: the command line, printing
-//!   and exit codes (only `commands` maps outcomes to exit codes);
-//! - `testing` (feature `testing`): in-memory doubles of the outside systems.
+//!   and exit codes (only `commands` maps outcomes to exit codes; a command
+//!   imports no other command, only `commands::common`);
+//! - `testing` (feature `testing`, on for every `cargo test`): in-memory
+//!   doubles of the outside systems, and [`testing::Hooked`], the one store
+//!   wrapper that faults, watches or races any call.
 
 #[cfg(feature = "admin")]
 pub mod audit;
@@ -37,6 +50,7 @@ pub mod discovery;
 #[cfg(feature = "admin")]
 pub mod dispatch;
 pub mod document;
+pub mod escape;
 pub mod exit;
 pub mod fingerprint;
 pub mod fsutil;

@@ -56,7 +56,7 @@ fn main() -> ExitCode {
             // The cause chain can quote AWS or a node: escaped, line by line.
             eprintln!(
                 "error: {}",
-                hostkeyctl::output::escape_lines(&format!("{:#}", failure.error))
+                hostkeyctl::escape::escape_lines(&format!("{:#}", failure.error))
             );
             ExitCode::from(failure.status.code())
         }

@@ -53,12 +53,25 @@ pub fn table(header: &[&str]) -> Table {
     table
 }
 
-/// The terminal width from `COLUMNS` (at least 40), if set.
+/// The width to fit: `COLUMNS` when set (shells set it without exporting
+/// it, so a script's choice wins), else the terminal's, when stdout is one
+/// (at least 40 either way).
 pub fn columns() -> Option<u16> {
     std::env::var("COLUMNS")
         .ok()
         .and_then(|c| c.trim().parse::<u16>().ok())
+        .or_else(terminal_width)
         .filter(|w| *w >= 40)
+}
+
+#[cfg(feature = "admin")]
+fn terminal_width() -> Option<u16> {
+    std::io::stdout().is_terminal().then(|| Table::new().width()).flatten()
+}
+
+#[cfg(not(feature = "admin"))]
+fn terminal_width() -> Option<u16> {
+    None
 }
 
 /// `text` broken at spaces into lines of at most `width` characters (a
@@ -97,52 +110,17 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<str>,
 {
-    table.add_row(cells.into_iter().map(|c| escape_lines(c.as_ref())).collect::<Vec<_>>());
-}
-
-/// [`escape`] applied to each line, keeping the line breaks: for messages
-/// that have several lines of their own (an error and what to do).
-pub fn escape_lines(text: &str) -> String {
-    text.split('\n').map(escape).collect::<Vec<_>>().join("\n")
-}
-
-/// Makes text from outside (a node's report, an SSM error stream, a tag,
-/// an instance name) safe to show on a terminal or in a log line: control
-/// characters and the Unicode format characters that reorder or hide text
-/// are shown as escapes (`\x1b`, `\n`, `\u{202e}`); everything else is kept.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x80 && c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c if c.is_control() || is_format_char(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// Unicode "format" characters that change how text reads without showing
-/// themselves: bidirectional overrides and isolates, zero-width characters.
-fn is_format_char(c: char) -> bool {
-    matches!(c as u32, 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x2069 | 0xFEFF)
-}
-
-/// At most `max` characters of `text`, escaped and in double quotes, with
-/// `...` when cut: how errors show a value they refuse.
-pub fn quoted_prefix(text: &str, max: usize) -> String {
-    let cut: String = text.chars().take(max).collect();
-    let more = if text.chars().count() > max { "..." } else { "" };
-    format!("\"{}\"{more}", escape(&cut).replace('"', "\\\""))
+    table.add_row(
+        cells
+            .into_iter()
+            .map(|c| crate::escape::escape_lines(c.as_ref()))
+            .collect::<Vec<_>>(),
+    );
 }
 
 #[cfg(all(test, feature = "admin"))]
 mod tests {
-    use super::{add_row, escape, quoted_prefix, table};
+    use super::{add_row, table};
 
     /// Regression (hardening finding 6): text from nodes and AWS reached
     /// the terminal raw, escape sequences and all.
@@ -156,20 +134,6 @@ mod tests {
     }
 
     #[test]
-    fn control_and_format_characters_are_escaped() {
-        assert_eq!(escape("a\x1b[31mb"), "a\\x1b[31mb");
-        assert_eq!(escape("x\ny\r\t\x07"), "x\\ny\\r\\t\\x07");
-        assert_eq!(escape("abc\u{202e}def"), "abc\\u{202e}def");
-        assert_eq!(escape("\u{9b}2J"), "\\u{9b}2J");
-        assert_eq!(escape("ünïcödé ok"), "ünïcödé ok");
-        assert_eq!(
-            escape("a\\x1b"),
-            "a\\\\x1b",
-            "a literal backslash cannot fake an escape"
-        );
-    }
-
-    #[test]
     fn text_wraps_at_spaces_to_the_width() {
         let text =
             "expected set: tags of arn:aws:secretsmanager:us-east-1:123456789012:secret:hk (version 1, AWSCURRENT)";
@@ -177,11 +141,5 @@ mod tests {
         assert!(wrapped.lines().all(|l| l.chars().count() <= 60), "{wrapped}");
         assert_eq!(wrapped.replace("\n  ", " "), text);
         assert_eq!(super::wrap(text, None, "  "), text);
-    }
-
-    #[test]
-    fn prefixes_are_quoted_and_cut() {
-        assert_eq!(quoted_prefix("ab\"c", 10), "\"ab\\\"c\"");
-        assert_eq!(quoted_prefix("abcdef", 3), "\"abc\"...");
     }
 }

@@ -8,7 +8,7 @@
 
 use proptest::prelude::*;
 
-use crate::commands::audit::expected_from_known_hosts_text;
+use crate::audit::expected_from_known_hosts_text;
 use crate::dispatch::split_output;
 use crate::document::SecretDocument;
 use crate::fingerprint::Fingerprint;

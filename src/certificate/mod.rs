@@ -6,10 +6,9 @@
 //! lives in a secret of its own ([`CaDocument`], `hostkeyctl-ca/v1`), which
 //! the key set parser refuses, so a CA can never be installed as host keys.
 
-mod ca;
+pub mod signing;
 mod verdict;
 
-pub use ca::{CA_FORMAT_V1, CaDocument, CaError, DEFAULT_KEY_SET_PREFIX, KeySetPrefix};
 pub use verdict::{CertFinding, CertPolicy, CertVerdict, judge};
 
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -277,10 +277,10 @@ pub struct KeySetPrefixArg {
     #[arg(
         long,
         env = "HOSTKEYCTL_KEY_SET_PREFIX",
-        default_value = crate::certificate::DEFAULT_KEY_SET_PREFIX,
+        default_value = crate::document::DEFAULT_KEY_SET_PREFIX,
         value_name = "PREFIX"
     )]
-    pub key_set_prefix: crate::certificate::KeySetPrefix,
+    pub key_set_prefix: crate::document::KeySetPrefix,
 }
 
 /// `hostkeyctl ca ...`.

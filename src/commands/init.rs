@@ -5,10 +5,10 @@ use serde::Serialize;
 
 use crate::aws;
 use crate::cli::{GlobalArgs, InitArgs};
+use crate::commands::common::{KeyRow, key_rows};
 use crate::commands::store_failure;
 use crate::document::SecretDocument;
 use crate::exit::{Failure, Status};
-use crate::fingerprint::Fingerprint;
 use crate::ids::{SecretId, VersionId};
 use crate::keyset::{KeyAlgorithm, KeySet};
 use crate::output::{self, OutputFormat};
@@ -21,28 +21,6 @@ struct InitReport<'a> {
     version_id: &'a VersionId,
     adopted_from: Option<&'a std::path::Path>,
     keys: Vec<KeyRow>,
-}
-
-/// A key's public facts, for reports.
-#[derive(Serialize)]
-pub struct KeyRow {
-    /// Key type.
-    pub algorithm: String,
-    /// `SHA256:` fingerprint.
-    pub fingerprint: Fingerprint,
-    /// Public key line.
-    pub public_key: String,
-}
-
-/// Public facts of every key of a set.
-pub fn key_rows(keys: &KeySet) -> Vec<KeyRow> {
-    keys.keys()
-        .map(|k| KeyRow {
-            algorithm: k.algorithm().key_type().to_owned(),
-            fingerprint: k.fingerprint().clone(),
-            public_key: k.public_line(),
-        })
-        .collect()
 }
 
 fn plan_keys(args: &InitArgs) -> Result<KeySet, Failure> {
@@ -68,7 +46,7 @@ fn plan_keys(args: &InitArgs) -> Result<KeySet, Failure> {
         return Ok(keys);
     }
     let algorithms = args.algorithms.clone().unwrap_or_else(|| KeyAlgorithm::ALL.to_vec());
-    crate::commands::keygen::generate_checked(&algorithms, args.rsa_bits)
+    crate::commands::common::generate_checked(&algorithms, args.rsa_bits)
 }
 
 /// Runs `init`.

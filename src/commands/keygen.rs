@@ -1,35 +1,17 @@
 //! `hostkeyctl keygen`: generate a key set offline and write it as files.
 
-use anyhow::Context;
 use serde::Serialize;
 
 use crate::cli::KeygenArgs;
+use crate::commands::common::generate_checked;
 use crate::exit::{Failure, Status};
-use crate::keyset::{KeyAlgorithm, KeySet, MAX_RSA_BITS, MIN_RSA_BITS, WrittenKey};
+use crate::keyset::WrittenKey;
 use crate::output::{self, OutputFormat};
 
 #[derive(Serialize)]
 struct KeygenReport<'a> {
     out_dir: &'a std::path::Path,
     keys: &'a [WrittenKey],
-}
-
-/// Generates a set after checking the options a user gave for it.
-pub fn generate_checked(algorithms: &[KeyAlgorithm], rsa_bits: usize) -> Result<KeySet, Failure> {
-    let algorithms = dedup(algorithms);
-    if algorithms.is_empty() {
-        return Err(Failure::usage(anyhow::anyhow!(
-            "--algorithms is empty; name at least one of ed25519, ecdsa, rsa"
-        )));
-    }
-    if algorithms.contains(&KeyAlgorithm::Rsa) && !(MIN_RSA_BITS..=MAX_RSA_BITS).contains(&rsa_bits) {
-        return Err(Failure::usage(anyhow::anyhow!(
-            "--rsa-bits {rsa_bits} is out of range; use {MIN_RSA_BITS} to {MAX_RSA_BITS} (default 3072)"
-        )));
-    }
-    KeySet::generate(&algorithms, rsa_bits)
-        .context("generating the key set")
-        .map_err(Failure::usage)
 }
 
 /// Runs `keygen`.
@@ -60,14 +42,4 @@ pub fn run(args: &KeygenArgs, output: OutputFormat) -> Result<Status, Failure> {
         }
     }
     Ok(Status::Success)
-}
-
-fn dedup(algorithms: &[KeyAlgorithm]) -> Vec<KeyAlgorithm> {
-    let mut out: Vec<KeyAlgorithm> = Vec::new();
-    for a in algorithms {
-        if !out.contains(a) {
-            out.push(*a);
-        }
-    }
-    out
 }

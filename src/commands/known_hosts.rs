@@ -158,11 +158,7 @@ async fn print_cert_authorities(
         }
     }
     for ca_id in &args.ca_secret_ids {
-        let ca = store
-            .get_ca(ca_id)
-            .await
-            .map_err(store_failure)?
-            .map_err(|e| Failure::usage(anyhow::anyhow!("{ca_id}: {e}")))?;
+        let ca = store.get_ca(ca_id).await.map_err(store_failure)?;
         add(
             &mut lines,
             vec![format!(

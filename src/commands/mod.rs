@@ -4,6 +4,10 @@
 #[cfg(feature = "admin")]
 pub mod audit;
 #[cfg(feature = "admin")]
+pub mod ca;
+#[cfg(feature = "admin")]
+pub mod common;
+#[cfg(feature = "admin")]
 pub mod init;
 pub mod install;
 #[cfg(feature = "admin")]
@@ -22,66 +26,14 @@ pub mod ssm_document;
 pub mod status;
 
 use crate::cli::{Cli, Command};
-#[cfg(feature = "admin")]
-use crate::discovery::DiscoveryError;
 use crate::exit::{Failure, Status};
 use crate::store::StoreError;
-#[cfg(feature = "admin")]
-use crate::{
-    ids::Program,
-    ssm_document::{Kind, RUN_SHELL_SCRIPT, ResolveError, SentDocument, Trust},
-};
 
 /// Store errors as exit statuses: AWS trouble is 4, bad data 2.
 pub fn store_failure(e: StoreError) -> Failure {
     match e {
         StoreError::Aws(a) => Failure::aws(a),
         other => Failure::usage(other),
-    }
-}
-
-#[cfg(feature = "admin")]
-/// Discovery errors as exit statuses: AWS trouble is 4, no match 2.
-pub fn discovery_failure(e: DiscoveryError) -> Failure {
-    match e {
-        DiscoveryError::Aws(a) => Failure::aws(a),
-        other => Failure::usage(other),
-    }
-}
-
-#[cfg(feature = "admin")]
-/// Settles the document `name` of `kind` before anything is sent
-/// ([`ssm_document::resolve`]): hostkeyctl's own, at its default version,
-/// only when that version's hash is this binary's document (exit 2
-/// otherwise); a custom one by name as it is; AWS-RunShellScript when asked
-/// for, or, with a warning, when hostkeyctl's is not deployed.
-pub async fn resolve_document(
-    name: &str,
-    kind: Kind,
-    node_command: &Program,
-    config: &aws_config::SdkConfig,
-) -> Result<SentDocument, Failure> {
-    let client = aws_sdk_ssm::Client::new(config);
-    match crate::ssm_document::resolve(&client, name, kind, node_command).await {
-        Ok(Some(document)) => {
-            if document.trust == Trust::Custom {
-                tracing::warn!(
-                    "sending the custom SSM document {} (version {}, SHA-256 {}), which is not hostkeyctl's own: whoever may update it decides what runs as root on the nodes",
-                    crate::output::escape(&document.name),
-                    crate::output::escape(document.version.as_deref().unwrap_or("?")),
-                    crate::output::escape(document.sha256.as_deref().unwrap_or("?"))
-                );
-            }
-            Ok(document)
-        }
-        Ok(None) => {
-            tracing::warn!(
-                "hostkeyctl's SSM document {name} is not deployed; sending {RUN_SHELL_SCRIPT}, which lets whoever may send it run any command as root. Run `hostkeyctl ssm-document deploy` (docs/iam.md)"
-            );
-            Ok(SentDocument::shell())
-        }
-        Err(ResolveError::Aws(e)) => Err(Failure::aws(e)),
-        Err(e) => Err(Failure::usage(e)),
     }
 }
 
@@ -116,7 +68,7 @@ pub async fn run(cli: Cli) -> Result<Status, Failure> {
         Command::Audit(args) => audit::run(&args, &cli.global, output).await,
         Command::Install(args) => install::run(&args, &cli.global).await,
         #[cfg(feature = "admin")]
-        Command::Ca(command) => sign::run_ca(&command, &cli.global, output).await,
+        Command::Ca(command) => ca::run(&command, &cli.global, output).await,
         #[cfg(feature = "admin")]
         Command::Sign(args) => sign::run(&args, &cli.global, output).await,
         #[cfg(feature = "admin")]

@@ -6,16 +6,16 @@ use std::sync::Arc;
 use crate::audit::Verdict;
 use crate::aws;
 use crate::cli::{GlobalArgs, RotateArgs};
-use crate::commands::push::{print_outcome, push_options, rollout_failure};
-use crate::commands::{discovery_failure, store_failure};
-use crate::discovery::{Ec2Fleet, Fleet, Instance};
+use crate::commands::common::{discovery_failure, print_outcome, push_options, resolve_failure, rollout_failure};
+use crate::commands::store_failure;
+use crate::discovery::{AwsFleet, Fleet, Instance};
 use crate::dispatch::SsmDispatcher;
 use crate::exit::{Failure, Status};
 use crate::fingerprint::Fingerprint;
 use crate::output::{self, OutputFormat};
 use crate::rotation::{Outcome, Report, Request, Rotation, RotationError};
 use crate::scan::SshProber;
-use crate::store::SecretsManagerStore;
+use crate::store::{SecretStore, SecretsManagerStore};
 
 /// The exit status of a rotation outcome.
 pub fn exit_status(outcome: Outcome) -> Status {
@@ -58,11 +58,7 @@ async fn rotation_ca(
     let Some(ca_id) = &args.ca_secret_id else {
         return Ok(None);
     };
-    let ca = store
-        .get_ca(ca_id)
-        .await
-        .map_err(store_failure)?
-        .map_err(|e| Failure::usage(anyhow::anyhow!("{ca_id}: {e}")))?;
+    let ca = store.get_ca(ca_id).await.map_err(store_failure)?;
     Ok(Some(ca.key))
 }
 
@@ -76,22 +72,24 @@ pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -
     }
     let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
     // A pull rotation sends nothing, so it settles no document.
+    let dispatcher = SsmDispatcher::new(&config);
     let document = if args.pull {
         None
     } else {
         Some(
-            crate::commands::resolve_document(
+            crate::ssm_document::settle(
+                &dispatcher,
                 &args.rollout.document,
                 crate::ssm_document::Kind::Install,
                 &args.rollout.node_command,
-                &config,
             )
-            .await?,
+            .await
+            .map_err(resolve_failure)?,
         )
     };
     let push = push_options(&args.rollout, &config, document)?;
     let store = SecretsManagerStore::new(&config);
-    let fleet = Ec2Fleet::new(&config).with_port(args.port);
+    let fleet = AwsFleet::new(&config).with_port(args.port);
     let instances = if args.pull {
         // Audited by handshake only: any node with an address will do,
         // HyperPod nodes included.
@@ -110,7 +108,6 @@ pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -
         fleet.discover(&args.targets).await.map_err(discovery_failure)?
     };
     let ca = rotation_ca(args, &store).await?;
-    let dispatcher = SsmDispatcher::new(&config);
     let quiet = global.quiet;
     let say = move |message: &str| {
         if !quiet {
@@ -155,7 +152,7 @@ fn print_report(report: &Report, output: OutputFormat) -> Result<(), Failure> {
         for f in findings.iter().filter(|f| f.status != Verdict::Ok) {
             println!(
                 "{}: {} {:?} (expected {}, served {})",
-                output::escape(node),
+                crate::escape::escape(node),
                 f.key_type,
                 f.status,
                 f.expected.as_ref().map_or("-", Fingerprint::as_str),

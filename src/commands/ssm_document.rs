@@ -41,11 +41,11 @@ pub async fn run(command: &SsmDocumentCommand, global: &GlobalArgs, output: Outp
                 _ => {
                     println!(
                         "document {}: {done}; default version {version}. push and rotate use it from now on",
-                        output::escape(name)
+                        crate::escape::escape(name)
                     );
                     println!(
                         "document {}: {check_done}; default version {check_version}. audit --via-ssm uses it from now on",
-                        output::escape(check_name)
+                        crate::escape::escape(check_name)
                     );
                 }
             }

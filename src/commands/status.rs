@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use crate::aws;
 use crate::cli::{GlobalArgs, StatusArgs};
-use crate::commands::init::{KeyRow, key_rows};
+use crate::commands::common::{CertRow, KeyRow, discovery_failure, key_rows, rows};
 use crate::commands::store_failure;
 use crate::exit::{Failure, Status};
 use crate::ids::{SecretId, VersionId};
@@ -18,7 +18,7 @@ struct VersionRow {
     created: Option<String>,
     keys: Vec<KeyRow>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    certificates: Vec<crate::commands::sign::CertRow>,
+    certificates: Vec<CertRow>,
 }
 
 /// Where the fleet is in the rotation protocol, from the stages.
@@ -61,24 +61,14 @@ async fn converged(
     config: &aws_config::SdkConfig,
     current: &crate::keyset::KeySet,
 ) -> Result<Converged, Failure> {
-    use std::sync::Arc;
+    use crate::audit::{Endpoint, ScanPolicy, Verdict, check_endpoints};
+    use crate::discovery::{AwsFleet, Fleet};
 
-    use crate::audit::{Endpoint, Expected, ScanPolicy, Scanner, Verdict, judge_node};
-    use crate::discovery::{Ec2Fleet, Fleet};
-    use crate::scan::ScanAlgorithm;
-
-    let targets = Ec2Fleet::new(config)
+    let targets = AwsFleet::new(config)
         .with_port(args.port)
         .targets(&args.targets)
         .await
-        .map_err(crate::commands::discovery_failure)?;
-    let expected = Expected {
-        by_type: current
-            .keys()
-            .map(|k| (ScanAlgorithm::for_managed(k.algorithm()), k.fingerprint().clone()))
-            .collect(),
-        untyped: vec![],
-    };
+        .map_err(discovery_failure)?;
     let endpoints: Vec<Endpoint> = targets
         .iter()
         .map(|t| Endpoint {
@@ -87,24 +77,18 @@ async fn converged(
             port: t.port.unwrap_or(args.port),
         })
         .collect();
-    let scanner = Arc::new(Scanner::new(
-        crate::scan::SshProber,
-        ScanPolicy {
-            concurrency: 32,
-            per_host: 4,
-            timeout: std::time::Duration::from_secs(5),
-            attempts: 2,
-            algorithms: ScanAlgorithm::ALL.to_vec(),
-        },
-    ));
-    let probes = scanner.scan_nodes(&endpoints).await;
-    let mut not_converged = Vec::new();
-    for (endpoint, probe) in endpoints.iter().zip(probes) {
-        let behind = endpoint.host.is_empty() || judge_node(&expected, &probe).iter().any(|f| f.status != Verdict::Ok);
-        if behind {
-            not_converged.push(endpoint.name.clone());
-        }
-    }
+    let findings = check_endpoints(
+        std::sync::Arc::new(crate::scan::SshProber),
+        ScanPolicy::default(),
+        &endpoints,
+        current,
+    )
+    .await;
+    let not_converged: Vec<String> = findings
+        .into_iter()
+        .filter(|(_, f)| f.iter().any(|f| f.status != Verdict::Ok))
+        .map(|(name, _)| name)
+        .collect();
     Ok(Converged {
         nodes: endpoints.len(),
         serving_current: endpoints.len() - not_converged.len(),
@@ -128,7 +112,7 @@ pub async fn run(args: &StatusArgs, global: &GlobalArgs, output: OutputFormat) -
             stages: v.stages.clone(),
             created: v.created.clone(),
             keys: key_rows(&stored.document.keys),
-            certificates: crate::commands::sign::rows(&stored.document.certificates),
+            certificates: rows(&stored.document.certificates),
         });
     }
     let current = info.version_with_stage(STAGE_CURRENT).map(|v| v.version_id.clone());
@@ -207,7 +191,7 @@ fn print_table(report: &StatusReport) {
             if c.not_converged.is_empty() {
                 String::new()
             } else {
-                format!("; not yet: {}", output::escape(&c.not_converged.join(", ")))
+                format!("; not yet: {}", crate::escape::escape(&c.not_converged.join(", ")))
             }
         );
     }

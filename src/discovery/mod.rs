@@ -7,12 +7,12 @@
 //! [`Fleet`] seam, so the flows run against an in-memory fleet too
 //! (feature `testing`).
 
-mod ec2;
+mod aws;
 pub mod elb;
 #[cfg(feature = "hyperpod")]
 pub mod hyperpod;
 
-pub use ec2::{Ec2Fleet, discover};
+pub use aws::{AwsFleet, discover};
 
 use std::fmt;
 use std::future::Future;
@@ -305,6 +305,13 @@ pub trait Fleet: Sync {
     fn targets(&self, specs: &[TargetSpec]) -> impl Future<Output = Result<Vec<Target>, DiscoveryError>> + Send {
         async move { Ok(self.discover(specs).await?.into_iter().map(Target::from).collect()) }
     }
+
+    /// A load balancer's listener on the SSH port and the targets behind it
+    /// (`audit --lb lb:NAME`).
+    fn load_balancer(
+        &self,
+        name_or_arn: &str,
+    ) -> impl Future<Output = Result<(elb::Listener, Vec<elb::GroupTarget>), DiscoveryError>> + Send;
 }
 
 /// Describes `specs` as users wrote them, joined with AND.

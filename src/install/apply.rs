@@ -7,10 +7,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::files::{self, Desired, Transaction};
-use super::pending;
 use super::plan::{Prepared, is_converged};
-use super::restrict;
+use super::reload_marker;
 use super::sshd::{ReloadMethod, SshdControl};
+use super::sshd_config;
 use super::verify::{expected_scan, fingerprints_on_disk, read_back, served_keys, verify};
 use super::{InstallError, InstallOptions, InstallReport, InstallResult, Refusal, io_err};
 use crate::fingerprint::Fingerprint;
@@ -48,7 +48,7 @@ impl<C: SshdControl, P: Prober> Apply<'_, C, P> {
             }
         }
         if pending.is_empty() {
-            if self.reloads() && pending::is_marked(&self.options.state_dir) {
+            if self.reloads() && reload_marker::is_marked(&self.options.state_dir) {
                 return self.finish_interrupted(report).await;
             }
             return self.repair_served(report).await;
@@ -78,7 +78,7 @@ impl<C: SshdControl, P: Prober> Apply<'_, C, P> {
         report.changed_files = paths;
         let old_served = self.served_before().await;
         if self.reloads()
-            && let Err(e) = pending::mark(&self.options.state_dir, &self.what())
+            && let Err(e) = reload_marker::mark(&self.options.state_dir, &self.what())
         {
             let e = io_err("cannot write the reload-pending marker in", &self.options.state_dir)(e);
             return refused(report, Refusal::Unavailable, &e);
@@ -168,10 +168,10 @@ impl<C: SshdControl, P: Prober> Apply<'_, C, P> {
     }
 
     fn clear_pending(&self) {
-        if let Err(e) = pending::clear(&self.options.state_dir) {
+        if let Err(e) = reload_marker::clear(&self.options.state_dir) {
             tracing::warn!(
                 "could not remove {}: {e}; the next install reloads sshd once more",
-                pending::path(&self.options.state_dir).display()
+                reload_marker::path(&self.options.state_dir).display()
             );
         }
     }
@@ -205,7 +205,7 @@ impl<C: SshdControl, P: Prober> Apply<'_, C, P> {
     async fn finish_interrupted(&self, mut report: InstallReport) -> InstallReport {
         tracing::warn!(
             "an earlier install was interrupted before sshd was verified to serve its files ({}); reloading",
-            pending::path(&self.options.state_dir).display()
+            reload_marker::path(&self.options.state_dir).display()
         );
         let mut reloaded = false;
         let outcome = self.reload_and_verify(&mut reloaded).await;
@@ -248,7 +248,7 @@ impl<C: SshdControl, P: Prober> Apply<'_, C, P> {
         self.sshd.test()?;
         if self.reloads() {
             let effective = self.sshd.effective()?;
-            let wanted = restrict::host_key_algorithms(&prepared.keys.algorithms(), prepared.pins_certificates);
+            let wanted = sshd_config::host_key_algorithms(&prepared.keys.algorithms(), prepared.pins_certificates);
             if effective.host_key_algorithms.as_deref() != Some(wanted.as_str()) {
                 return Err(InstallError::NotApplied {
                     path: prepared.settings_file.clone(),

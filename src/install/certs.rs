@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use ssh_key::Certificate;
 
-use super::restrict;
 use super::sshd::SshdControl;
+use super::sshd_config;
 use super::{ExistingCertificates, InstallError, InstallOptions};
 use crate::keyset::{KeyAlgorithm, KeySet};
 use crate::scan::ScanAlgorithm;
@@ -140,12 +140,12 @@ pub(super) fn plan_certificates(
 /// The certificate files sshd is configured with that are not in
 /// hostkeyctl's own settings.
 pub(super) fn foreign_certificates(sshd: &impl SshdControl, texts: &[String], own_settings: &str) -> Vec<Foreign> {
-    let ours = restrict::keyword_values(&[own_settings.to_owned()], "hostcertificate");
+    let ours = sshd_config::keyword_values(&[own_settings.to_owned()], "hostcertificate");
     // sshd -T refuses a config whose current keys do not load, and an
     // install may be what repairs that: then the config text is read.
     let configured = match sshd.effective() {
         Ok(e) => e.host_certificates,
-        Err(_) => restrict::keyword_values(texts, "hostcertificate"),
+        Err(_) => sshd_config::keyword_values(texts, "hostcertificate"),
     };
     let mut out: Vec<Foreign> = Vec::new();
     for path in configured {

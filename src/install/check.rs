@@ -90,12 +90,12 @@ pub async fn check(
 /// the handshakes showed, since sshd may lack keys a handshake cannot see
 /// (a rotation's next set).
 pub fn note_interrupted(report: &mut InstallReport, state_dir: &Path) {
-    if !super::pending::is_marked(state_dir) {
+    if !super::reload_marker::is_marked(state_dir) {
         return;
     }
     let note = format!(
         "an install was interrupted before sshd was verified to serve the files on disk ({}); run `hostkeyctl install` to reload and verify",
-        super::pending::path(state_dir).display()
+        super::reload_marker::path(state_dir).display()
     );
     report.error = Some(match report.error.take() {
         Some(e) => format!("{e}; {note}"),

@@ -21,11 +21,11 @@ mod apply;
 mod certs;
 pub mod check;
 pub mod files;
-pub mod pending;
 mod plan;
+pub mod reload_marker;
 pub mod report;
-pub mod restrict;
 pub mod sshd;
+pub mod sshd_config;
 pub mod verify;
 
 use std::path::{Path, PathBuf};
@@ -182,7 +182,7 @@ pub enum InstallError {
         /// The config file.
         path: PathBuf,
         /// Where and what.
-        source: restrict::BlockError,
+        source: sshd_config::BlockError,
     },
     /// sshd serves host certificates hostkeyctl did not install.
     #[error(

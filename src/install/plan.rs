@@ -11,8 +11,8 @@ use zeroize::Zeroizing;
 
 use super::certs::{CertPlan, Certificates, foreign_certificates, plan_certificates};
 use super::files::{self, Desired};
-use super::restrict::{self, Placement};
 use super::sshd::{ReloadMethod, SshdControl};
+use super::sshd_config::{self, Placement};
 use super::{InstallError, InstallOptions, InstallReport, io_err};
 use crate::fingerprint::Fingerprint;
 use crate::hostport::HostPort;
@@ -123,34 +123,60 @@ fn key_files(
     Ok(out)
 }
 
-/// The files a set needs, with modes and owners following what is there.
-/// With `next` (a rotation's overlap phase), also the next set's keys and
-/// the explicit HostKey list `host_keys` (current keys first); without it,
-/// any next-set files left from an overlap are removed.
-#[allow(clippy::too_many_arguments)]
-fn desired_files(
-    keys: &KeySet,
-    next: Option<&KeySet>,
-    host_keys: &[String],
-    explicit_host_keys: bool,
-    ssh_dir: &Path,
-    placement: &Placement,
-    main_config: &Path,
-    main_text: &str,
-    certificates: &CertPlan,
-) -> Result<Vec<Desired>, InstallError> {
-    // Distributions differ: Debian uses root:root 0600, RHEL root:ssh_keys
-    // 0640. New files copy an existing private host key's group and mode.
-    let mut sibling = None;
+/// The mode, owner and group of an existing private host key, which new
+/// key files copy: distributions differ (Debian root:root 0600, RHEL
+/// root:ssh_keys 0640).
+fn sibling_key_owner(ssh_dir: &Path) -> Result<Option<(u32, u32, u32)>, InstallError> {
     for a in KeyAlgorithm::ALL {
         let path = ssh_dir.join(a.private_file_name());
         if let Some(current) = files::read_current(&path).map_err(io_err("cannot read", &path))?
             && current.mode & 0o037 == 0
         {
-            sibling = Some((current.mode, current.uid, current.gid));
-            break;
+            return Ok(Some((current.mode, current.uid, current.gid)));
         }
     }
+    Ok(None)
+}
+
+/// What [`desired_files`] works from.
+#[derive(Clone, Copy)]
+struct FileInputs<'a> {
+    /// The set to serve.
+    keys: &'a KeySet,
+    /// A rotation's next set, during its overlap.
+    next: Option<&'a KeySet>,
+    /// The HostKey lines sshd has now.
+    host_keys: &'a [String],
+    /// Whether the config lists HostKey explicitly.
+    explicit_host_keys: bool,
+    /// Where the keys live.
+    ssh_dir: &'a Path,
+    /// Where hostkeyctl's settings go (drop-in or inline block).
+    placement: &'a Placement,
+    /// The main sshd_config, and its text.
+    main_config: &'a Path,
+    main_text: &'a str,
+    /// The certificates to write.
+    certificates: &'a CertPlan,
+}
+
+/// The files a set needs, with modes and owners following what is there.
+/// With `next` (a rotation's overlap phase), also the next set's keys and
+/// the explicit HostKey list `host_keys` (current keys first); without it,
+/// any next-set files left from an overlap are removed.
+fn desired_files(inputs: FileInputs<'_>) -> Result<Vec<Desired>, InstallError> {
+    let FileInputs {
+        keys,
+        next,
+        host_keys,
+        explicit_host_keys,
+        ssh_dir,
+        placement,
+        main_config,
+        main_text,
+        certificates,
+    } = inputs;
+    let sibling = sibling_key_owner(ssh_dir)?;
     let mut out = key_files(keys, sibling, &|a| ssh_dir.join(a.private_file_name()), &|a| {
         ssh_dir.join(a.public_file_name())
     })?;
@@ -202,26 +228,26 @@ fn desired_files(
             owner: current.map(|c| (c.uid, c.gid)),
         });
     }
-    let wanted = restrict::Settings {
+    let wanted = sshd_config::Settings {
         algorithms: keys.algorithms(),
         certificates: certificates.served,
         host_keys: listed,
         host_certificates: certificates.lines.clone(),
     };
-    let settings = restrict::settings(&wanted);
+    let settings = sshd_config::settings(&wanted);
     let mut managed_files = Vec::new();
     match placement {
         Placement::DropIn(p) => {
-            managed_files.push((p.clone(), restrict::drop_in_content(&wanted)));
+            managed_files.push((p.clone(), sshd_config::drop_in_content(&wanted)));
             managed_files.push((
                 main_config.to_owned(),
-                restrict::main_config_content(main_text, None, &next_block),
+                sshd_config::main_config_content(main_text, None, &next_block),
             ));
         }
         Placement::Inline(p) => {
             managed_files.push((
                 p.clone(),
-                restrict::main_config_content(main_text, Some(&settings), &next_block),
+                sshd_config::main_config_content(main_text, Some(&settings), &next_block),
             ));
         }
     }
@@ -376,11 +402,11 @@ pub(super) async fn prepare(
     }
     let main_config = sshd.config();
     let main_text = std::fs::read_to_string(main_config).map_err(io_err("cannot read", main_config))?;
-    restrict::check_blocks(&main_text).map_err(|source| InstallError::DamagedBlock {
+    sshd_config::check_blocks(&main_text).map_err(|source| InstallError::DamagedBlock {
         path: main_config.to_owned(),
         source,
     })?;
-    let placement = restrict::placement(&options.ssh_dir, main_config, &main_text);
+    let placement = sshd_config::placement(&options.ssh_dir, main_config, &main_text);
     if let Placement::DropIn(path) = &placement
         && let Some(parent) = path.parent()
     {
@@ -402,35 +428,35 @@ pub(super) async fn prepare(
     } else {
         Vec::new()
     };
-    let mut texts = vec![restrict::strip_blocks(&main_text)];
+    let mut texts = vec![sshd_config::strip_blocks(&main_text)];
     if let Ok(entries) = std::fs::read_dir(options.ssh_dir.join("sshd_config.d")) {
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            if name.ends_with(".conf") && name != restrict::DROP_IN_NAME {
+            if name.ends_with(".conf") && name != sshd_config::DROP_IN_NAME {
                 texts.push(std::fs::read_to_string(entry.path()).unwrap_or_default());
             }
         }
     }
-    let explicit = restrict::has_host_key_lines(&texts);
+    let explicit = sshd_config::has_host_key_lines(&texts);
     // Certificates sshd already serves that are not ours: the admin
     // chooses to refuse, replace or keep them (docs/certificates.md).
     let own_settings = match &placement {
         Placement::DropIn(p) => std::fs::read_to_string(p).unwrap_or_default(),
-        Placement::Inline(_) => restrict::block_text(&main_text),
+        Placement::Inline(_) => sshd_config::block_text(&main_text),
     };
     let foreign = foreign_certificates(sshd, &texts, &own_settings);
     let cert_plan = plan_certificates(options, &keys, &certificates, &foreign)?;
-    let desired = desired_files(
-        &keys,
-        next_keys.as_ref(),
-        &host_keys,
-        explicit,
-        &options.ssh_dir,
-        &placement,
+    let desired = desired_files(FileInputs {
+        keys: &keys,
+        next: next_keys.as_ref(),
+        host_keys: &host_keys,
+        explicit_host_keys: explicit,
+        ssh_dir: &options.ssh_dir,
+        placement: &placement,
         main_config,
-        &main_text,
-        &cert_plan,
-    )?;
+        main_text: &main_text,
+        certificates: &cert_plan,
+    })?;
     let verify_address = match (&options.reload, &options.verify_address) {
         (ReloadMethod::None, _) => None,
         (_, Some(a)) => Some(a.clone()),
@@ -458,7 +484,7 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     use super::desired_files;
-    use crate::install::restrict::Placement;
+    use crate::install::sshd_config::Placement;
     use crate::keyset::{KeyAlgorithm, KeySet};
 
     /// RHEL keeps host keys root:ssh_keys 0640; a missing key must be
@@ -474,17 +500,17 @@ mod tests {
         std::os::unix::fs::chown(&rsa, None, Some(gid)).unwrap();
         let keys = KeySet::generate(&[KeyAlgorithm::Ed25519], 3072).unwrap();
         let main = dir.path().join("sshd_config");
-        let desired = desired_files(
-            &keys,
-            None,
-            &[],
-            false,
-            dir.path(),
-            &Placement::Inline(main.clone()),
-            &main,
-            "",
-            &super::CertPlan::default(),
-        )
+        let desired = desired_files(super::FileInputs {
+            keys: &keys,
+            next: None,
+            host_keys: &[],
+            explicit_host_keys: false,
+            ssh_dir: dir.path(),
+            placement: &Placement::Inline(main.clone()),
+            main_config: &main,
+            main_text: "",
+            certificates: &super::CertPlan::default(),
+        })
         .unwrap();
         let ed = desired
             .iter()

@@ -204,9 +204,9 @@ impl InstallReport {
             .find(|l| l.trim_start().starts_with('{'))
             .ok_or(ReportError::Missing)?;
         let report: InstallReport =
-            serde_json::from_str(line).map_err(|e| ReportError::Malformed(crate::output::escape(&e.to_string())))?;
+            serde_json::from_str(line).map_err(|e| ReportError::Malformed(crate::escape::escape(&e.to_string())))?;
         if report.schema != INSTALL_SCHEMA {
-            return Err(ReportError::Schema(crate::output::quoted_prefix(&report.schema, 40)));
+            return Err(ReportError::Schema(crate::escape::quoted_prefix(&report.schema, 40)));
         }
         Ok(report)
     }

@@ -127,7 +127,7 @@ pub fn sshd_pid(pid_file: &Path, proc_root: &Path) -> Result<u32, SshdError> {
     let pid: u32 = text.trim().parse().map_err(|_| {
         refuse(format!(
             "it holds {}, not a pid",
-            crate::output::quoted_prefix(text.trim(), 20)
+            crate::escape::quoted_prefix(text.trim(), 20)
         ))
     })?;
     if pid <= 1 {
@@ -139,7 +139,7 @@ pub fn sshd_pid(pid_file: &Path, proc_root: &Path) -> Result<u32, SshdError> {
     if comm != "sshd" {
         return Err(refuse(format!(
             "pid {pid} is {}, not sshd (a stale pid file)",
-            crate::output::quoted_prefix(comm, 20)
+            crate::escape::quoted_prefix(comm, 20)
         )));
     }
     Ok(pid)

@@ -150,7 +150,7 @@ async fn compare_certificates(
             Ok(Served::Certificate(got)) => problems.push(format!(
                 "{algorithm}: serves certificate serial {} (key id {:?}), not the set's serial {}",
                 got.serial(),
-                crate::output::escape(got.key_id()),
+                crate::escape::escape(got.key_id()),
                 want.serial()
             )),
             Ok(Served::Key(_)) => problems.push(format!("{algorithm}: serves the key without its certificate")),

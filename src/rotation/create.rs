@@ -4,12 +4,11 @@
 use super::{Rotation, RotationError};
 use crate::dispatch::Dispatcher;
 use crate::document::SecretDocument;
-use crate::ids::{StageLabel, VersionId};
+use crate::ids::VersionId;
 use crate::keyset::{DEFAULT_RSA_BITS, KeyAlgorithm, KeySet};
 use crate::scan::Prober;
+use crate::store::claim::{ClaimError, Moved, store_and_move};
 use crate::store::{STAGE_CURRENT, STAGE_PENDING, SecretStore, StoreError, stage};
-
-use super::start::claim_label;
 
 impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
     /// Step create: a new set like the current one, stored as AWSPENDING.
@@ -32,45 +31,44 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
             .unwrap_or(DEFAULT_RSA_BITS);
         let keys = KeySet::generate(&current.algorithms(), rsa_bits)?;
         let token = VersionId::random();
-        let claim = claim_label(&token)?;
         let mut document = SecretDocument::new(keys);
         if let Some(signer) = &signer {
             document.certificates = signer
                 .sign(&document.keys, &token)
                 .map_err(|e| RotationError::Refused(format!("{e}; nothing was stored")))?;
         }
-        let id = self
-            .store
-            .put_version(self.secret, &document, &token, std::slice::from_ref(&claim))
-            .await?;
-        let claimed = self
-            .store
-            .move_stage(self.secret, &stage(STAGE_PENDING), Some(&id), None)
-            .await;
-        if let Err(StoreError::LabelHeld { holder, .. }) = &claimed {
-            self.drop_claim(&claim, &id).await?;
-            let winner = holder
-                .as_ref()
-                .map_or_else(|| "another version".to_owned(), |v| format!("version {v}"));
-            return Err(RotationError::Refused(format!(
-                "another rotation claimed AWSPENDING first ({winner}); this run stored nothing that is staged. Follow that rotation with `hostkeyctl status`, or drop it with --abort"
-            )));
-        }
-        if let Err(source) = claimed {
-            // Nothing is staged: take the claim back, and say what is left
-            // if even that fails.
-            let state = match self.drop_claim(&claim, &id).await {
-                Ok(()) => "nothing was staged and the secret is as this run found it".to_owned(),
-                Err(_) => format!(
-                    "nothing was staged; version {id} still carries the label {claim}, which the next `hostkeyctl rotate` removes"
-                ),
-            };
-            return Err(RotationError::Interrupted {
-                source: Box::new(source),
-                state,
-            });
-        }
-        self.drop_claim(&claim, &id).await?;
+        // Moved from nobody: refused while another version holds it.
+        let claimed = store_and_move(self.store, self.secret, &document, &token, &stage(STAGE_PENDING), None).await;
+        let id = match claimed {
+            // Every failed call interrupts a rotation, so that a crash test
+            // at each call sees it; the next run removes the claim.
+            Ok(Moved {
+                claim_left: Some((_, e)),
+                ..
+            }) => return Err(e.into()),
+            Ok(Moved { version, .. }) => version,
+            Err(ClaimError::Put(e)) => return Err(e.into()),
+            Err(ClaimError::Move {
+                source: StoreError::LabelHeld { holder, .. },
+                claim_left: false,
+                ..
+            }) => {
+                let winner = holder.map_or_else(|| "another version".to_owned(), |v| format!("version {v}"));
+                return Err(RotationError::Refused(format!(
+                    "another rotation claimed AWSPENDING first ({winner}); this run stored nothing that is staged. Follow that rotation with `hostkeyctl status`, or drop it with --abort"
+                )));
+            }
+            Err(e) => {
+                let state = e.state(self.secret);
+                let ClaimError::Move { source, .. } = e else {
+                    unreachable!("Put is handled above")
+                };
+                return Err(RotationError::Interrupted {
+                    source: Box::new(source),
+                    state: format!("nothing was staged: {state}"),
+                });
+            }
+        };
         // The plan was made from the stages read before the claim. If another
         // rotation finished in between, AWSCURRENT moved: give AWSPENDING
         // back rather than push a set planned against stale stages.
@@ -112,15 +110,6 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
                         ))
                     })
             }
-        }
-    }
-
-    /// Takes a claim label off `id`; already gone (another run's cleanup)
-    /// is fine.
-    async fn drop_claim(&self, claim: &StageLabel, id: &VersionId) -> Result<(), RotationError> {
-        match self.store.move_stage(self.secret, claim, None, Some(id)).await {
-            Err(StoreError::LabelHeld { holder, .. }) if holder.as_ref() != Some(id) => Ok(()),
-            other => Ok(other?),
         }
     }
 }

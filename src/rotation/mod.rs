@@ -29,18 +29,18 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::audit::{self, Endpoint, Expected, Finding, ScanPolicy, Scanner, Verdict};
+use crate::audit::{self, Endpoint, Finding, ScanPolicy, Verdict};
 use crate::discovery::Instance;
 use crate::dispatch::{Dispatcher, Progress};
 use crate::ids::{SecretId, StageLabel, VersionId};
 use crate::keyset::{KeyError, KeySet};
 use crate::rollout::{self, PushOptions, PushOutcome, RolloutError};
-use crate::scan::{Prober, ScanAlgorithm};
+use crate::scan::Prober;
 use crate::store::{
     STAGE_CURRENT, STAGE_PENDING, STAGE_PREVIOUS, SecretInfo, SecretStore, StoreError, StoredVersion, VersionSelector,
     stage, tag_fingerprints,
 };
-pub use start::{CLAIM_PREFIX, Start, age, claim_label, plan_start};
+pub use start::{Start, age, plan_start};
 
 /// Why a rotation step could not run at all (as opposed to a step that
 /// ran and found nodes failing, which is an [`Outcome`]).
@@ -270,7 +270,11 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
         // leaves a claim label on a version nobody will use: take it off.
         for v in &info.versions {
             let pending = v.stages.iter().any(|l| l == STAGE_PENDING);
-            for label in v.stages.iter().filter(|l| l.starts_with(CLAIM_PREFIX)) {
+            for label in v
+                .stages
+                .iter()
+                .filter(|l| l.starts_with(crate::store::claim::CLAIM_PREFIX))
+            {
                 if pending {
                     continue;
                 }
@@ -309,13 +313,6 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
     /// Step test: audits every target against `keys`; `None` when every
     /// node serves exactly them, else the findings.
     pub async fn test(&self, keys: &KeySet) -> Option<Vec<(String, Vec<Finding>)>> {
-        let expected = Expected {
-            by_type: keys
-                .keys()
-                .map(|k| (ScanAlgorithm::for_managed(k.algorithm()), k.fingerprint().clone()))
-                .collect(),
-            untyped: vec![],
-        };
         let endpoints: Vec<Endpoint> = self
             .instances
             .iter()
@@ -325,22 +322,7 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
                 port: self.port,
             })
             .collect();
-        let scanner = Arc::new(Scanner::new(
-            self.prober.clone(),
-            ScanPolicy {
-                concurrency: 32,
-                per_host: 4,
-                timeout: Duration::from_secs(5),
-                attempts: 4,
-                algorithms: ScanAlgorithm::ALL.to_vec(),
-            },
-        ));
-        let probes = scanner.scan_nodes(&endpoints).await;
-        let findings: Vec<(String, Vec<Finding>)> = endpoints
-            .into_iter()
-            .zip(probes)
-            .map(|(e, p)| (e.name, audit::judge_node(&expected, &p)))
-            .collect();
+        let findings = audit::check_endpoints(self.prober.clone(), ScanPolicy::default(), &endpoints, keys).await;
         let all_ok = findings.iter().all(|(_, f)| f.iter().all(|f| f.status == Verdict::Ok));
         (!all_ok).then_some(findings)
     }

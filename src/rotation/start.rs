@@ -1,23 +1,6 @@
-//! How a rotation run starts, decided from the stages alone, and the label
-//! a new set carries until it holds AWSPENDING.
+//! How a rotation run starts, decided from the stages alone.
 
-use super::RotationError;
-use crate::ids::{StageLabel, VersionId};
-
-/// The prefix of a rotation's claim label.
-pub const CLAIM_PREFIX: &str = "hostkeyctl-claim-";
-
-/// The label a new version carries until it holds AWSPENDING.
-pub fn claim_label(token: &VersionId) -> Result<StageLabel, RotationError> {
-    let short: String = token
-        .as_str()
-        .chars()
-        .filter(char::is_ascii_hexdigit)
-        .take(12)
-        .collect();
-    StageLabel::parse(&format!("{CLAIM_PREFIX}{short}"))
-        .map_err(|e| RotationError::Refused(format!("cannot name the rotation's claim label: {e}")))
-}
+use crate::ids::VersionId;
 
 /// How a rotation run starts, decided from the stages alone.
 #[derive(Debug, PartialEq, Eq)]
@@ -60,7 +43,7 @@ pub fn age(created: Option<&str>) -> String {
                 s => format!("{} h old", s / 3600),
             }
         }
-        Err(_) => format!("created {}", crate::output::escape(created)),
+        Err(_) => format!("created {}", crate::escape::escape(created)),
     }
 }
 

@@ -5,6 +5,7 @@ use aws_sdk_ssm::types::{DocumentFormat, DocumentType};
 
 use super::{Kind, RUN_SHELL_SCRIPT, content, sha256_hex};
 use crate::aws::{AwsError, Call};
+use crate::dispatch::Dispatcher;
 use crate::ids::Program;
 
 /// What `DescribeDocument` says of a document's default version.
@@ -105,12 +106,12 @@ impl SentDocument {
 impl std::fmt::Display for SentDocument {
     /// For people: name, version, hash, and why it was trusted.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "SSM document {}", crate::output::escape(&self.name))?;
+        write!(f, "SSM document {}", crate::escape::escape(&self.name))?;
         if let Some(version) = &self.version {
-            write!(f, " version {}", crate::output::escape(version))?;
+            write!(f, " version {}", crate::escape::escape(version))?;
         }
         if let Some(hash) = &self.sha256 {
-            write!(f, " (SHA-256 {})", crate::output::escape(hash))?;
+            write!(f, " (SHA-256 {})", crate::escape::escape(hash))?;
         }
         f.write_str(match self.trust {
             Trust::Pinned => ", hostkeyctl's own",
@@ -160,7 +161,7 @@ pub enum ResolveError {
 /// DescribeDocument reports of the default version is trusted, and that
 /// version is what gets sent: an update after this call changes nothing.
 pub async fn resolve(
-    client: &aws_sdk_ssm::Client,
+    dispatcher: &impl Dispatcher,
     name: &str,
     kind: Kind,
     node_command: &Program,
@@ -169,11 +170,11 @@ pub async fn resolve(
         return Ok(Some(SentDocument::shell()));
     }
     let ours = content(kind, node_command);
-    let Some(deployed) = describe(client, name).await? else {
+    let Some(deployed) = dispatcher.document(name).await? else {
         return if name == kind.default_name() {
             Ok(None)
         } else {
-            Err(ResolveError::Missing(crate::output::escape(name)))
+            Err(ResolveError::Missing(crate::escape::escape(name)))
         };
     };
     let trust = if deployed.holds(&ours) {
@@ -181,9 +182,9 @@ pub async fn resolve(
     } else if name == kind.default_name() {
         return Err(ResolveError::Tampered {
             name: name.to_owned(),
-            version: crate::output::escape(&deployed.version),
-            found: crate::output::escape(&deployed.hash),
-            hash_type: crate::output::escape(&deployed.hash_type),
+            version: crate::escape::escape(&deployed.version),
+            found: crate::escape::escape(&deployed.hash),
+            hash_type: crate::escape::escape(&deployed.hash_type),
             expected: sha256_hex(&ours),
             node_command: node_command.to_string(),
             kind_flag: if kind == Kind::Check { " --kind check" } else { "" },
@@ -319,7 +320,38 @@ async fn version_holding(
         code: "DuplicateDocumentContent".to_owned(),
         message: format!(
             "SSM says a version of {} already holds this content, but none of versions 1 to {latest} does; deploy under another --name",
-            crate::output::escape(name)
+            crate::escape::escape(name)
         ),
     })
+}
+
+/// [`resolve`], with what push, rotate and `audit --via-ssm` do about its
+/// answer: a custom document goes out with a warning naming its hash;
+/// hostkeyctl's own, not deployed, falls back to `AWS-RunShellScript` with a
+/// warning (the shipped policies deny it; the warning says what to run).
+pub async fn settle(
+    dispatcher: &impl Dispatcher,
+    name: &str,
+    kind: Kind,
+    node_command: &Program,
+) -> Result<SentDocument, ResolveError> {
+    match resolve(dispatcher, name, kind, node_command).await? {
+        Some(document) => {
+            if document.trust == Trust::Custom {
+                tracing::warn!(
+                    "sending the custom SSM document {} (version {}, SHA-256 {}), which is not hostkeyctl's own: whoever may update it decides what runs as root on the nodes",
+                    crate::escape::escape(&document.name),
+                    crate::escape::escape(document.version.as_deref().unwrap_or("?")),
+                    crate::escape::escape(document.sha256.as_deref().unwrap_or("?"))
+                );
+            }
+            Ok(document)
+        }
+        None => {
+            tracing::warn!(
+                "hostkeyctl's SSM document {name} is not deployed; sending {RUN_SHELL_SCRIPT}, which lets whoever may send it run any command as root. Run `hostkeyctl ssm-document deploy` (docs/iam.md)"
+            );
+            Ok(SentDocument::shell())
+        }
+    }
 }

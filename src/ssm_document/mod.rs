@@ -21,7 +21,7 @@
 
 mod deployed;
 
-pub use deployed::{Deployed, ResolveError, SentDocument, Trust, deploy, describe, resolve};
+pub use deployed::{Deployed, ResolveError, SentDocument, Trust, deploy, describe, resolve, settle};
 
 use std::collections::BTreeMap;
 

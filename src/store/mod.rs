@@ -10,6 +10,7 @@
 //! `secretsmanager:DescribeSecret` alone, so auditors never need permission
 //! to read private keys (docs/iam.md).
 
+pub mod claim;
 pub mod secretsmanager;
 
 pub use secretsmanager::SecretsManagerStore;
@@ -19,7 +20,7 @@ use std::future::Future;
 use zeroize::Zeroizing;
 
 use crate::aws::AwsError;
-use crate::document::{DocumentError, SecretDocument};
+use crate::document::{CaDocument, CaError, DocumentError, SecretDocument};
 use crate::fingerprint::{Fingerprint, FingerprintError};
 use crate::ids::{IdError, SecretId, StageLabel, VersionId};
 use crate::keyset::{KeyAlgorithm, KeySet};
@@ -148,7 +149,7 @@ impl SecretInfo {
             };
             let fp = Fingerprint::parse(value).map_err(|source| TagError::Fingerprint {
                 secret: self.arn.to_string(),
-                tag: crate::output::escape(key),
+                tag: crate::escape::escape(key),
                 source,
             })?;
             fps.push((algorithm, fp));
@@ -197,6 +198,36 @@ pub struct CreateRequest<'a> {
     pub tags: &'a [(String, String)],
     /// Customer managed KMS key, if any.
     pub kms_key_id: Option<&'a str>,
+}
+
+/// What `create_ca` needs.
+#[derive(Debug)]
+pub struct CaCreateRequest<'a> {
+    /// The CA secret's name.
+    pub name: &'a SecretId,
+    /// The CA.
+    pub ca: &'a CaDocument,
+    /// Description.
+    pub description: &'a str,
+    /// Extra tags.
+    pub tags: &'a [(String, String)],
+    /// Customer managed KMS key, if any.
+    pub kms_key_id: Option<&'a str>,
+}
+
+/// The tag holding a CA's public fingerprint (read by auditors, who need no
+/// access to the value).
+pub const TAG_CA_FINGERPRINT: &str = "hostkeyctl:ca-fingerprint";
+
+/// The tags a CA secret gets: its format and public fingerprint, then the
+/// caller's.
+pub fn ca_tags(req: &CaCreateRequest<'_>) -> Vec<(String, String)> {
+    let mut all = vec![
+        (TAG_FORMAT.to_owned(), crate::document::CA_FORMAT_V1.to_owned()),
+        (TAG_CA_FINGERPRINT.to_owned(), req.ca.key.fingerprint().to_string()),
+    ];
+    all.extend(req.tags.iter().cloned());
+    all
 }
 
 /// Store failures.
@@ -260,6 +291,14 @@ pub enum StoreError {
         label: StageLabel,
         /// The version that holds it.
         holder: Option<VersionId>,
+    },
+    /// A CA secret that holds no usable CA (never contains key material).
+    #[error("{secret}: {source}")]
+    NotCa {
+        /// The secret id.
+        secret: SecretId,
+        /// Why.
+        source: Box<CaError>,
     },
     /// A version id was reused for different content.
     #[error(
@@ -328,6 +367,14 @@ pub trait SecretStore: Sync {
 
     /// Adds or overwrites tags.
     fn tag(&self, secret: &SecretId, tags: &[(String, String)]) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Creates a CA secret (never overwrites) holding `req.ca`, tagged with
+    /// its format and public fingerprint ([`ca_tags`]). Returns its ARN.
+    fn create_ca(&self, req: &CaCreateRequest<'_>) -> impl Future<Output = Result<SecretId, StoreError>> + Send;
+
+    /// Reads and checks a CA (AWSCURRENT): [`StoreError::NotCa`] when the
+    /// secret holds something else.
+    fn get_ca(&self, name: &SecretId) -> impl Future<Output = Result<CaDocument, StoreError>> + Send;
 }
 
 /// What every login node must serve, from the stages alone: AWSCURRENT,

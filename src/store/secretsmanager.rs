@@ -5,10 +5,11 @@ use aws_sdk_secretsmanager::types::Tag;
 use zeroize::Zeroizing;
 
 use super::{
-    CreateRequest, SecretInfo, SecretStore, StoreError, StoredVersion, TAG_FORMAT, VersionInfo, VersionSelector,
-    fingerprint_tags, parse_meta, stored_version,
+    CaCreateRequest, CreateRequest, SecretInfo, SecretStore, StoreError, StoredVersion, TAG_FORMAT, VersionInfo,
+    VersionSelector, ca_tags, fingerprint_tags, parse_meta, stored_version,
 };
 use crate::aws::{AwsError, Call};
+use crate::document::CaDocument;
 use crate::document::SecretDocument;
 use crate::ids::{SecretId, StageLabel, VersionId};
 
@@ -35,66 +36,6 @@ impl SecretsManagerStore {
         SecretsManagerStore {
             client: Client::new(config),
         }
-    }
-}
-
-/// The tag holding the CA's public fingerprint (read by auditors, who need
-/// no access to the value).
-pub const TAG_CA_FINGERPRINT: &str = "hostkeyctl:ca-fingerprint";
-
-impl SecretsManagerStore {
-    /// Creates the CA secret (never overwrites). Returns its ARN.
-    pub async fn create_ca(
-        &self,
-        name: &SecretId,
-        ca: &crate::certificate::CaDocument,
-        json: &str,
-        description: &str,
-        tags: &[(String, String)],
-        kms_key_id: Option<&str>,
-    ) -> Result<SecretId, StoreError> {
-        let mut all = vec![
-            (TAG_FORMAT.to_owned(), crate::certificate::CA_FORMAT_V1.to_owned()),
-            (TAG_CA_FINGERPRINT.to_owned(), ca.key.fingerprint().to_string()),
-        ];
-        all.extend(tags.iter().cloned());
-        let call = Call::new("secretsmanager:CreateSecret", format!("secret {name}"));
-        let out = self
-            .client
-            .create_secret()
-            .name(name.as_str())
-            .description(description)
-            .secret_string(json)
-            .set_kms_key_id(kms_key_id.map(str::to_owned))
-            .set_tags(Some(to_tags(&all)))
-            .send()
-            .await
-            .map_err(|e| {
-                if e.as_service_error().is_some_and(|s| s.is_resource_exists_exception()) {
-                    StoreError::AlreadyExists { name: name.to_string() }
-                } else {
-                    StoreError::Aws(AwsError::from_sdk(e, &call))
-                }
-            })?;
-        parse_meta(name, "an ARN", out.arn(), SecretId::parse)
-    }
-
-    /// Reads the CA (AWSCURRENT): AWS's failure, or the value's parse.
-    /// Neither error contains key material.
-    pub async fn get_ca(
-        &self,
-        name: &SecretId,
-    ) -> Result<Result<crate::certificate::CaDocument, crate::certificate::CaError>, StoreError> {
-        let call = Call::new("secretsmanager:GetSecretValue", format!("secret {name} (AWSCURRENT)"));
-        let mut out = self
-            .client
-            .get_secret_value()
-            .secret_id(name.as_str())
-            .send()
-            .await
-            .map_err(|e| AwsError::from_sdk(e, &call))?;
-        let text = Zeroizing::new(out.secret_string.take().unwrap_or_default());
-        Ok(crate::certificate::CaDocument::parse(&text))
     }
 }
 
@@ -306,6 +247,50 @@ impl SecretStore for SecretsManagerStore {
                 other => Err(other.into()),
             },
         }
+    }
+
+    async fn create_ca(&self, req: &CaCreateRequest<'_>) -> Result<SecretId, StoreError> {
+        let name = req.name;
+        let json = req.ca.to_json().map_err(|source| StoreError::NotCa {
+            secret: name.clone(),
+            source: Box::new(source),
+        })?;
+        let call = Call::new("secretsmanager:CreateSecret", format!("secret {name}"));
+        let out = self
+            .client
+            .create_secret()
+            .name(name.as_str())
+            .description(req.description)
+            .secret_string(json.as_str())
+            .set_kms_key_id(req.kms_key_id.map(str::to_owned))
+            .set_tags(Some(to_tags(&ca_tags(req))))
+            .send()
+            .await
+            .map_err(|e| {
+                if e.as_service_error().is_some_and(|s| s.is_resource_exists_exception()) {
+                    StoreError::AlreadyExists { name: name.to_string() }
+                } else {
+                    StoreError::Aws(AwsError::from_sdk(e, &call))
+                }
+            })?;
+        parse_meta(name, "an ARN", out.arn(), SecretId::parse)
+    }
+
+    async fn get_ca(&self, name: &SecretId) -> Result<CaDocument, StoreError> {
+        let call = Call::new("secretsmanager:GetSecretValue", format!("secret {name} (AWSCURRENT)"));
+        let mut out = self
+            .client
+            .get_secret_value()
+            .secret_id(name.as_str())
+            .version_stage(super::STAGE_CURRENT)
+            .send()
+            .await
+            .map_err(|e| AwsError::from_sdk(e, &call))?;
+        let text = Zeroizing::new(out.secret_string.take().unwrap_or_default());
+        CaDocument::parse(&text).map_err(|source| StoreError::NotCa {
+            secret: name.clone(),
+            source: Box::new(source),
+        })
     }
 
     async fn tag(&self, secret: &SecretId, tags: &[(String, String)]) -> Result<(), StoreError> {

@@ -16,8 +16,8 @@ use crate::commands::install::{execute, exit_status};
 use crate::discovery::{DiscoveryError, Fleet, Instance, TargetSpec};
 use crate::dispatch::{CommandSpec, Dispatcher, Invocation, MAX_IDS_PER_COMMAND, PollStats, Progress};
 use crate::hostport::HostPort;
-use crate::install::restrict::include_matches;
 use crate::install::sshd::{Effective, ReloadMethod, SshdControl, SshdError};
+use crate::install::sshd_config::include_matches;
 use crate::keyset::{HostKey, KeyAlgorithm, KeySet};
 use crate::scan::{Prober, ScanAlgorithm, ScanError};
 use crate::store::SecretStore;
@@ -70,6 +70,17 @@ fn scan_algorithm(key: &PublicKey) -> Option<ScanAlgorithm> {
 }
 
 impl MemNode {
+    /// What a handshake asking for `algorithm` gets.
+    fn key(&self, algorithm: ScanAlgorithm) -> Result<PublicKey, ScanError> {
+        match lock(&self.served).clone() {
+            None => Err(ScanError::Refused),
+            Some(keys) => keys
+                .get(&algorithm)
+                .cloned()
+                .ok_or_else(|| ScanError::NotOffered(algorithm.key_type().to_owned())),
+        }
+    }
+
     /// The fingerprints sshd serves now, by key type (`None`: sshd is down).
     pub fn served(&self) -> Option<BTreeMap<ScanAlgorithm, crate::fingerprint::Fingerprint>> {
         lock(&self.served)
@@ -111,6 +122,11 @@ impl MemNode {
     /// How many times sshd was reloaded.
     pub fn reloads(&self) -> usize {
         *lock(&self.reloads)
+    }
+
+    /// Stops sshd: every handshake is refused until the next reload.
+    pub fn stop(&self) {
+        *lock(&self.served) = None;
     }
 
     /// Whether sshd serves exactly `keys` (one key per type, nothing else).
@@ -279,8 +295,18 @@ impl SshdControl for MemNode {
 pub struct MemFleet {
     /// The nodes.
     pub nodes: Vec<MemNode>,
+    /// Load balancer probes answered so far (each goes to the next node).
+    lb_probes: std::sync::atomic::AtomicUsize,
+    /// Every Nth load balancer probe gets no answer (0: none), as when a
+    /// backend is overloaded or a flow is reset.
+    pub lb_drops_every: std::sync::atomic::AtomicUsize,
     _dir: tempfile::TempDir,
 }
+
+/// The in-memory load balancer's name (`lb:mem-login`) and address.
+pub const MEM_LB_NAME: &str = "mem-login";
+/// Where the in-memory load balancer listens: port 22 of this address.
+pub const MEM_LB_ADDRESS: &str = "127.200.0.10";
 
 impl MemFleet {
     /// `count` nodes, each with its own fresh keys of `algorithms` (so they
@@ -326,7 +352,12 @@ impl MemFleet {
             *lock(&node.served) = Some(loaded);
             nodes.push(node);
         }
-        Ok(MemFleet { nodes, _dir: dir })
+        Ok(MemFleet {
+            nodes,
+            lb_probes: std::sync::atomic::AtomicUsize::new(0),
+            lb_drops_every: std::sync::atomic::AtomicUsize::new(0),
+            _dir: dir,
+        })
     }
 
     /// The instances, as discovery would return them.
@@ -375,6 +406,61 @@ impl Fleet for MemFleet {
         }
         Ok(found)
     }
+
+    /// One network load balancer, `mem-login` at [`MEM_LB_ADDRESS`], with
+    /// every node as a healthy instance target.
+    async fn load_balancer(
+        &self,
+        name_or_arn: &str,
+    ) -> Result<(crate::discovery::elb::Listener, Vec<crate::discovery::elb::GroupTarget>), DiscoveryError> {
+        if name_or_arn != MEM_LB_NAME {
+            return Err(DiscoveryError::NoMatch(format!("lb:{name_or_arn}")));
+        }
+        let listener = crate::discovery::elb::Listener {
+            name: MEM_LB_NAME.to_owned(),
+            dns_name: MEM_LB_ADDRESS.to_owned(),
+            port: 22,
+            target_groups: vec!["mem-login-targets".to_owned()],
+        };
+        let targets = self
+            .nodes
+            .iter()
+            .map(|n| crate::discovery::elb::GroupTarget {
+                id: n.instance.instance_id.clone(),
+                is_instance: true,
+                port: Some(22),
+                health: crate::discovery::Health {
+                    source: "target group mem-login-targets".to_owned(),
+                    state: "healthy".to_owned(),
+                    reason: None,
+                },
+            })
+            .collect();
+        Ok((listener, targets))
+    }
+}
+
+impl MemFleet {
+    /// The node a probe of `host` reaches: that node, or, through the load
+    /// balancer, the next node in turn (`None`: no answer).
+    fn reached(&self, host: &str, port: u16) -> Result<&MemNode, ScanError> {
+        use std::sync::atomic::Ordering;
+        if port != 22 {
+            return Err(ScanError::Refused);
+        }
+        if host == MEM_LB_ADDRESS {
+            let n = self.lb_probes.fetch_add(1, Ordering::SeqCst);
+            let every = self.lb_drops_every.load(Ordering::SeqCst);
+            if every > 0 && (n + 1).is_multiple_of(every) {
+                return Err(ScanError::Refused);
+            }
+            return self.nodes.get(n % self.nodes.len().max(1)).ok_or(ScanError::Refused);
+        }
+        self.nodes
+            .iter()
+            .find(|n| n.instance.private_ip.as_deref() == Some(host))
+            .ok_or(ScanError::Refused)
+    }
 }
 
 impl Prober for MemFleet {
@@ -385,19 +471,8 @@ impl Prober for MemFleet {
         algorithm: ScanAlgorithm,
         _timeout: Duration,
     ) -> Result<PublicKey, ScanError> {
-        let node = self
-            .nodes
-            .iter()
-            .find(|n| n.instance.private_ip.as_deref() == Some(host) && port == 22)
-            .ok_or(ScanError::Refused)?;
-        let served = lock(&node.served).clone();
-        match served {
-            None => Err(ScanError::Refused),
-            Some(keys) => keys
-                .get(&algorithm)
-                .cloned()
-                .ok_or_else(|| ScanError::NotOffered(algorithm.key_type().to_owned())),
-        }
+        let node = self.reached(host, port)?;
+        node.key(algorithm)
     }
 
     async fn probe_certificate(
@@ -405,14 +480,10 @@ impl Prober for MemFleet {
         host: &str,
         port: u16,
         algorithm: ScanAlgorithm,
-        timeout: Duration,
+        _timeout: Duration,
     ) -> Result<crate::scan::Served, ScanError> {
-        let key = self.probe(host, port, algorithm, timeout).await?;
-        let node = self
-            .nodes
-            .iter()
-            .find(|n| n.instance.private_ip.as_deref() == Some(host))
-            .ok_or(ScanError::Refused)?;
+        let node = self.reached(host, port)?;
+        let key = node.key(algorithm)?;
         Ok(match lock(&node.certificates).get(&algorithm) {
             Some(cert) => crate::scan::Served::Certificate(Box::new(cert.clone())),
             None => crate::scan::Served::Key(key),
@@ -429,6 +500,9 @@ pub struct MemDispatcher<'a, S> {
     done: Mutex<BTreeMap<String, Invocation>>,
     /// Command lines sent, in order.
     pub sent: Mutex<Vec<String>>,
+    /// The documents SSM holds: name -> versions' content (the last is the
+    /// default). None at first, as in a fresh account.
+    documents: Mutex<BTreeMap<String, Vec<String>>>,
 }
 
 impl<'a, S: SecretStore> MemDispatcher<'a, S> {
@@ -439,7 +513,17 @@ impl<'a, S: SecretStore> MemDispatcher<'a, S> {
             store,
             done: Mutex::new(BTreeMap::new()),
             sent: Mutex::new(Vec::new()),
+            documents: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// Adds `content` as the new default version of document `name`, as
+    /// `ssm-document deploy` (or someone who may update documents) does.
+    pub fn deploy(&self, name: &str, content: &str) {
+        lock(&self.documents)
+            .entry(name.to_owned())
+            .or_default()
+            .push(content.to_owned());
     }
 
     /// Runs one command line on one node as the SSM agent would:
@@ -542,5 +626,16 @@ impl<S: SecretStore> Dispatcher for MemDispatcher<'_, S> {
 
     async fn cancel(&self, _command_id: &str) -> Result<(), AwsError> {
         Ok(())
+    }
+
+    async fn document(&self, name: &str) -> Result<Option<crate::ssm_document::Deployed>, AwsError> {
+        Ok(lock(&self.documents).get(name).and_then(|versions| {
+            versions.last().map(|content| crate::ssm_document::Deployed {
+                version: versions.len().to_string(),
+                hash: crate::ssm_document::sha256_hex(content),
+                hash_type: "Sha256".to_owned(),
+                latest: Some(versions.len().to_string()),
+            })
+        }))
     }
 }

@@ -6,11 +6,11 @@ use std::sync::Mutex;
 use zeroize::Zeroizing;
 
 use crate::aws::AwsError;
-use crate::document::SecretDocument;
+use crate::document::{CaDocument, SecretDocument};
 use crate::ids::{SecretId, StageLabel, VersionId};
 use crate::store::{
-    CreateRequest, STAGE_CURRENT, STAGE_PREVIOUS, SecretInfo, SecretStore, StoreError, StoredVersion, TAG_FORMAT,
-    VersionInfo, VersionSelector, fingerprint_tags, stored_version,
+    CaCreateRequest, CreateRequest, STAGE_CURRENT, STAGE_PREVIOUS, SecretInfo, SecretStore, StoreError, StoredVersion,
+    TAG_FORMAT, VersionInfo, VersionSelector, ca_tags, fingerprint_tags, stored_version,
 };
 
 struct Version {
@@ -70,6 +70,20 @@ impl MemoryStore {
         f(secret)
     }
 
+    /// The keys of a version, for assertions (no store call, so a hook can
+    /// look without being asked about its own call).
+    pub fn keys_of(&self, id: &SecretId, version: &VersionId) -> Option<crate::keyset::KeySet> {
+        self.with("test:Keys", id, |s| {
+            Ok(s.versions
+                .iter()
+                .find(|v| v.id == *version)
+                .and_then(|v| SecretDocument::parse(&v.text).ok())
+                .map(|d| d.keys))
+        })
+        .ok()
+        .flatten()
+    }
+
     /// The staging labels of every version, for assertions: (version, labels).
     pub fn stages(&self, id: &SecretId) -> Vec<(VersionId, Vec<String>)> {
         self.with("test:Stages", id, |s| {
@@ -104,39 +118,37 @@ fn created_string(t: i64) -> Option<String> {
         .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
 }
 
-impl SecretStore for MemoryStore {
-    async fn create(&self, req: &CreateRequest<'_>) -> Result<(SecretId, VersionId), StoreError> {
+impl MemoryStore {
+    /// CreateSecret: a new secret with `text` as its first (AWSCURRENT)
+    /// version.
+    fn create_secret(
+        &self,
+        name: &SecretId,
+        text: Zeroizing<String>,
+        description: &str,
+        kms_key_id: Option<&str>,
+        tags: impl FnOnce(&VersionId) -> Vec<(String, String)>,
+    ) -> Result<(SecretId, VersionId), StoreError> {
         let version_id = VersionId::random();
-        let text = req.document.to_json().map_err(|source| StoreError::NotHostkeyctl {
-            secret: req.name.clone(),
-            selector: VersionSelector::VersionId(version_id.clone()),
-            source: Box::new(source),
-        })?;
         let created = self.tick();
         let mut secrets = self.secrets.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if secrets.iter().any(|s| s.name == req.name.as_str()) {
-            return Err(StoreError::AlreadyExists {
-                name: req.name.to_string(),
-            });
+        if secrets.iter().any(|s| s.name == name.as_str()) {
+            return Err(StoreError::AlreadyExists { name: name.to_string() });
         }
         let arn = SecretId::parse(&format!(
-            "arn:aws:secretsmanager:us-east-1:123456789012:secret:{}-AbCdEf",
-            req.name
+            "arn:aws:secretsmanager:us-east-1:123456789012:secret:{name}-AbCdEf"
         ))
         .map_err(|source| StoreError::BadMetadata {
-            secret: req.name.to_string(),
+            secret: name.to_string(),
             what: "an ARN",
             source,
         })?;
-        let mut tags = vec![(TAG_FORMAT.to_owned(), crate::document::FORMAT_V1.to_owned())];
-        tags.extend(fingerprint_tags(&version_id, &req.document.keys));
-        tags.extend(req.tags.iter().cloned());
         secrets.push(Secret {
             arn: arn.clone(),
-            name: req.name.to_string(),
-            description: req.description.to_owned(),
-            kms_key_id: req.kms_key_id.map(str::to_owned),
-            tags,
+            name: name.to_string(),
+            description: description.to_owned(),
+            kms_key_id: kms_key_id.map(str::to_owned),
+            tags: tags(&version_id),
             versions: vec![Version {
                 id: version_id.clone(),
                 text,
@@ -145,6 +157,45 @@ impl SecretStore for MemoryStore {
             }],
         });
         Ok((arn, version_id))
+    }
+}
+
+impl SecretStore for MemoryStore {
+    async fn create(&self, req: &CreateRequest<'_>) -> Result<(SecretId, VersionId), StoreError> {
+        let text = req.document.to_json().map_err(|source| StoreError::NotHostkeyctl {
+            secret: req.name.clone(),
+            selector: VersionSelector::Stage(crate::store::stage(STAGE_CURRENT)),
+            source: Box::new(source),
+        })?;
+        self.create_secret(req.name, text, req.description, req.kms_key_id, |version_id| {
+            let mut tags = vec![(TAG_FORMAT.to_owned(), crate::document::FORMAT_V1.to_owned())];
+            tags.extend(fingerprint_tags(version_id, &req.document.keys));
+            tags.extend(req.tags.iter().cloned());
+            tags
+        })
+    }
+
+    async fn create_ca(&self, req: &CaCreateRequest<'_>) -> Result<SecretId, StoreError> {
+        let text = req.ca.to_json().map_err(|source| StoreError::NotCa {
+            secret: req.name.clone(),
+            source: Box::new(source),
+        })?;
+        let (arn, _) = self.create_secret(req.name, text, req.description, req.kms_key_id, |_| ca_tags(req))?;
+        Ok(arn)
+    }
+
+    async fn get_ca(&self, name: &SecretId) -> Result<CaDocument, StoreError> {
+        let text = self.with("secretsmanager:GetSecretValue", name, |s| {
+            s.versions
+                .iter()
+                .find(|v| v.stages.iter().any(|l| l == STAGE_CURRENT))
+                .map(|v| v.text.clone())
+                .ok_or_else(|| not_found("secretsmanager:GetSecretValue", name, "the AWSCURRENT version"))
+        })?;
+        CaDocument::parse(&text).map_err(|source| StoreError::NotCa {
+            secret: name.clone(),
+            source: Box::new(source),
+        })
     }
 
     async fn get(&self, id: &SecretId, selector: &VersionSelector) -> Result<StoredVersion, StoreError> {

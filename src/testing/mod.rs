@@ -3,8 +3,10 @@
 //! its mock client):
 //!
 //! - [`MemoryStore`]: a secret store with Secrets Manager's stage rules;
-//! - [`Faulty`]: wraps a store and fails, or stops dead like a crash, at
-//!   the Nth call (of one operation, or of any);
+//! - [`Hooked`]: wraps a store and asks a hook about every call, which lets
+//!   it pass, refuses it, lets it take effect and then stops dead like a
+//!   crash, or holds it at a barrier (faults at the Nth call, assertions at
+//!   a stage move, races);
 //! - [`MemFleet`]: login nodes as temporary directories, each with an sshd
 //!   double ([`MemNode`], an [`crate::install::sshd::SshdControl`]) whose
 //!   served keys change only on reload; the fleet answers handshakes
@@ -13,17 +15,10 @@
 //!
 //! The real adapters are what the test bed runs; these never replace it.
 
-mod faulty;
 mod fleet;
+mod hooked;
 mod memory_store;
 
-#[cfg(test)]
-mod flows;
-#[cfg(test)]
-mod hardening;
-#[cfg(test)]
-mod matrix;
-
-pub use faulty::{Fault, Faulty};
-pub use fleet::{MemDispatcher, MemFleet, MemNode, NodeFaults};
+pub use fleet::{MEM_LB_ADDRESS, MEM_LB_NAME, MemDispatcher, MemFleet, MemNode, NodeFaults};
+pub use hooked::{Action, Call, Fault, Hooked, Op, fault_at};
 pub use memory_store::MemoryStore;

@@ -5,11 +5,7 @@ use std::collections::BTreeSet;
 
 use serde_json::json;
 
-use crate::bed::{BedOptions, TestBed, private_lines, served, set_fingerprints, snapshot};
-
-fn login_targets() -> [&'static str; 4] {
-    ["--target", "tag:Role=login", "--target", "tag:Cluster=hp"]
-}
+use crate::common::bed::{BedOptions, TARGETS, TestBed, private_lines, served, set_fingerprints, snapshot};
 
 #[test]
 fn init_then_status_shows_one_current_version_with_three_fingerprints() {
@@ -21,7 +17,7 @@ fn init_then_status_shows_one_current_version_with_three_fingerprints() {
     let fps = set_fingerprints(&init);
     assert!(fps.iter().all(Option::is_some), "{init}");
     let status = bed.run(&["status", "--output", "json", "--secret-id", "hostkeys/hp"]);
-    assert_eq!(status.code, 0, "{}", status.stderr);
+    status.ok();
     let status = status.json();
     let versions = status["versions"].as_array().unwrap();
     assert_eq!(versions.len(), 1, "{status}");
@@ -75,7 +71,7 @@ async fn init_records_public_fingerprints_in_tags_and_refuses_to_overwrite() {
         );
     }
     let again = bed.run(&["init", "--secret-id", "hostkeys/hk"]);
-    assert_eq!(again.code, 2, "{}", again.stderr);
+    again.code(2);
     assert!(
         again.stderr.contains("already exists") && again.stderr.contains("never overwrites"),
         "{}",
@@ -113,9 +109,9 @@ fn adopting_node_one_and_pushing_makes_every_node_serve_its_keys() {
         "--max-concurrency",
         "100%",
     ];
-    args.extend(login_targets());
+    args.extend(TARGETS);
     let push = bed.run(&args);
-    assert_eq!(push.code, 0, "{}\n{}", push.stdout, push.stderr);
+    push.ok();
     let report = push.json();
     assert_eq!(report["succeeded"], 3, "{report}");
     for node in nodes {
@@ -201,9 +197,9 @@ fn a_failing_node_is_reported_with_its_error_and_exit_3() {
         "--max-errors",
         "100%",
     ];
-    args.extend(login_targets());
+    args.extend(TARGETS);
     let push = bed.run(&args);
-    assert_eq!(push.code, 3, "{}\n{}", push.stdout, push.stderr);
+    push.code(3);
     let report = push.json();
     for row in report["results"].as_array().unwrap() {
         if row["instance_id"] == failing.as_str() {
@@ -218,69 +214,13 @@ fn a_failing_node_is_reported_with_its_error_and_exit_3() {
 }
 
 #[test]
-fn a_failing_canary_stops_the_rollout() {
-    let bed = TestBed::start(BedOptions::default());
-    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
-    // Targets go out in instance id order; the first is the canary.
-    let mut ids: Vec<String> = bed.state.nodes.iter().map(|n| n.instance_id.clone()).collect();
-    ids.sort();
-    bed.set_faults(json!({ "fail_instances": { ids[0].clone(): "canary broke (injected)" } }));
-    let mut args = vec![
-        "push",
-        "--output",
-        "json",
-        "--secret-id",
-        "hostkeys/hk",
-        "--canary",
-        "1",
-    ];
-    args.extend(login_targets());
-    let push = bed.run(&args);
-    assert_eq!(push.code, 3, "{}", push.stderr);
-    let commands = bed.commands();
-    assert_eq!(commands.len(), 1, "only the canary command may be sent: {commands:?}");
-    assert_eq!(commands[0]["InstanceIds"], json!([ids[0]]));
-    let report = push.json();
-    let not_sent: Vec<_> = report["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|r| r["status"] == "NotSent")
-        .collect();
-    assert_eq!(not_sent.len(), 2, "{report}");
-    assert!(not_sent[0]["error"].as_str().unwrap().contains("canary"), "{report}");
-}
-
-#[test]
-fn a_passing_canary_lets_the_rest_follow() {
-    let bed = TestBed::start(BedOptions::default());
-    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
-    let mut args = vec![
-        "push",
-        "--output",
-        "json",
-        "--secret-id",
-        "hostkeys/hk",
-        "--canary",
-        "1",
-    ];
-    args.extend(login_targets());
-    let push = bed.run(&args);
-    assert_eq!(push.code, 0, "{}", push.stderr);
-    let commands = bed.commands();
-    assert_eq!(commands.len(), 2, "canary then the rest");
-    assert_eq!(commands[0]["InstanceIds"].as_array().unwrap().len(), 1);
-    assert_eq!(commands[1]["InstanceIds"].as_array().unwrap().len(), 2);
-}
-
-#[test]
 fn dry_run_prints_targets_and_command_and_sends_nothing() {
     let bed = TestBed::start(BedOptions::default());
     let init = bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
     let mut args = vec!["push", "--output", "json", "--secret-id", "hostkeys/hk", "--dry-run"];
-    args.extend(login_targets());
+    args.extend(TARGETS);
     let run = bed.run(&args);
-    assert_eq!(run.code, 0, "{}", run.stderr);
+    run.ok();
     let report = run.json();
     assert_eq!(report["targets"].as_array().unwrap().len(), 3);
     let line = report["command_line"].as_str().unwrap();
@@ -307,7 +247,7 @@ async fn bad_input_gets_clear_errors_and_documented_exit_codes() {
     bed.init_generated("hostkeys/hk");
     let push =
         |secret: &str, target: &str| bed.run(&["push", "--output", "json", "--secret-id", secret, "--target", target]);
-    let cases: Vec<(crate::bed::Run, i32, &str)> = vec![
+    let cases: Vec<(crate::common::bed::Run, i32, &str)> = vec![
         (bed.run(&["status", "--secret-id", "hostkeys/nope"]), 4, "was not found"),
         (push("hostkeys/nope", "tag:Role=login"), 4, "was not found"),
         // Outside the key sets' prefix the admin role may read nothing.
@@ -353,7 +293,7 @@ async fn bad_input_gets_clear_errors_and_documented_exit_codes() {
     }
     bed.set_faults(json!({ "deny_actions": { "GetSecretValue": "" } }));
     let denied = push("hostkeys/hk", "tag:Role=login");
-    assert_eq!(denied.code, 4);
+    denied.code(4);
     assert!(
         denied.stderr.contains("access denied") && denied.stderr.contains("grant secretsmanager:GetSecretValue"),
         "{}",
@@ -362,7 +302,7 @@ async fn bad_input_gets_clear_errors_and_documented_exit_codes() {
     bed.set_faults(json!({ "deny_actions": {}, "throttle_fraction": 1.0, "throttle_actions": ["DescribeSecret"] }));
     bed.control("POST", "/_bed/counts/reset", &json!({}));
     let throttled = bed.run(&["status", "--secret-id", "hostkeys/hk", "--max-attempts", "2"]);
-    assert_eq!(throttled.code, 4, "{}", throttled.stderr);
+    throttled.code(4);
     assert!(throttled.stderr.contains("throttled"), "{}", throttled.stderr);
     assert_eq!(
         bed.counts().get("secretsmanager:DescribeSecret"),
@@ -391,7 +331,7 @@ fn push_polls_at_most_once_per_batch_per_round() {
         "--max-concurrency",
         "100%",
     ]);
-    assert_eq!(push.code, 0, "{}", push.stderr);
+    push.ok();
     let report = push.json();
     assert_eq!(report["succeeded"], 120);
     // 120 instances: 3 commands of at most 50 ids; at most 3 polls a round.

@@ -11,7 +11,7 @@ use std::process::Command;
 
 use serde_json::json;
 
-use crate::bed::{BedOptions, Node, TestBed, served, set_fingerprints};
+use crate::common::bed::{BedOptions, Node, TestBed, served, set_fingerprints};
 
 /// A lifecycle scripts folder as the bucket would hold it, plus a scratch
 /// root and a recording systemctl.
@@ -35,8 +35,8 @@ impl Lifecycle {
             std::fs::copy(&from, &to).unwrap();
         }
         let name = format!("hostkeyctl-{}", std::env::consts::ARCH);
-        std::fs::copy(crate::support::node_binary(), step.join(&name)).unwrap();
-        let sum = crate::support::run_ok(Command::new("sha256sum").arg(&name).current_dir(&step));
+        std::fs::copy(crate::common::support::node_binary(), step.join(&name)).unwrap();
+        let sum = crate::common::support::run_ok(Command::new("sha256sum").arg(&name).current_dir(&step));
         let sum = sum.split_whitespace().next().unwrap().to_owned();
         // A SHA256SUMS beside the binary is not trusted: it agrees with
         // whatever binary is there.
@@ -80,7 +80,7 @@ impl Lifecycle {
     /// Runs the step as the node with address `ip`, in `node`'s environment.
     fn run(&self, bed: &TestBed, node: &Node, ip: &str) -> (i32, String) {
         let out = Command::new(self.dir.path().join("hostkeyctl/install_hostkeyctl.sh"))
-            .envs(bed.aws_env(crate::bed::Role::Node))
+            .envs(bed.aws_env(crate::common::bed::Role::Node))
             .envs(node.env.clone())
             .env(
                 "PATH",
@@ -167,7 +167,7 @@ fn the_lifecycle_step_installs_on_login_nodes_only_and_is_idempotent() {
     let step = lifecycle.dir.path().join("hostkeyctl");
     let name = format!("hostkeyctl-{}", std::env::consts::ARCH);
     std::fs::write(step.join(&name), b"#!/bin/sh\necho tampered\n").unwrap();
-    let sums = crate::support::run_ok(Command::new("sha256sum").arg(&name).current_dir(&step));
+    let sums = crate::common::support::run_ok(Command::new("sha256sum").arg(&name).current_dir(&step));
     std::fs::write(step.join("SHA256SUMS"), sums).unwrap();
     // The installed binary is the pinned build: the other one is ignored.
     let (code, log) = lifecycle.run(&bed, &node, &node.address);
@@ -189,7 +189,7 @@ fn the_lifecycle_step_installs_on_login_nodes_only_and_is_idempotent() {
     assert!(log.contains("installed "), "{log}");
     assert_eq!(
         std::fs::read(good_root.join("usr/local/bin/hostkeyctl")).unwrap(),
-        std::fs::read(crate::support::node_binary()).unwrap()
+        std::fs::read(crate::common::support::node_binary()).unwrap()
     );
 
     // No pin: nothing is installed, and the message says what to set.

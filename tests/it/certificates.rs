@@ -8,13 +8,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::bed::{BedOptions, Node, TestBed, snapshot};
-use crate::support::require;
+use crate::common::bed::{BedOptions, Node, TARGETS, TestBed, snapshot};
+use crate::common::support::require;
 
-const TARGETS: [&str; 4] = ["--target", "tag:Role=login", "--target", "tag:Cluster=hp"];
 const NAME: &str = "login.test";
 
-fn ok(run: &crate::bed::Run, what: &str) {
+fn ok(run: &crate::common::bed::Run, what: &str) {
     assert_eq!(run.code, 0, "{what}: {}\n{}", run.stderr, run.stdout);
 }
 
@@ -209,7 +208,7 @@ fn certificates_are_served_trusted_through_the_lb_and_survive_a_rotation() {
     let ca = ca_init(&bed, "hostkeyctl-ca/ca");
     let ca_fp = ca["fingerprint"].as_str().unwrap().to_owned();
     let again = bed.run(&["ca", "init", "--secret-id", "hostkeyctl-ca/ca"]);
-    assert_eq!(again.code, 2, "{}", again.stderr);
+    again.code(2);
     assert!(again.stderr.contains("never overwrites a CA"), "{}", again.stderr);
     assert_eq!(sign(&bed, &[])["certificates"].as_array().unwrap().len(), 3);
     assert_eq!(sign(&bed, &["--renew-before", "7"])["result"], "unchanged");
@@ -307,7 +306,7 @@ fn certificates_are_served_trusted_through_the_lb_and_survive_a_rotation() {
     let mut unsigned = vec!["rotate", "--secret-id", "hostkeys/hk"];
     unsigned.extend(TARGETS);
     let refused = bed.run(&unsigned);
-    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    refused.code(2);
     assert!(refused.stderr.contains("--ca-secret-id"), "{}", refused.stderr);
 }
 
@@ -392,7 +391,7 @@ fn serve(node: &Node, cert: Option<&str>) {
             // Up again (it serves the key) and without the certificate.
             None => {
                 !last.contains("-cert-v01@openssh.com")
-                    && crate::bed::keyscan(&node.address, node.port, "ed25519").is_some()
+                    && crate::common::bed::keyscan(&node.address, node.port, "ed25519").is_some()
             }
         };
         if done {
@@ -558,7 +557,7 @@ fn install_refuses_each_bad_certificate_and_changes_nothing() {
     // The good one is installed, with a reload and no restart.
     with_certificate(&bed, &sign(&ed, true, NAME, "-5m:+30d"));
     let run = bed.install_on(&node, &["--secret-id", "hostkeys/hk", "--require-principal", NAME]);
-    assert_eq!(run.code, 0, "{}\n{}", run.stderr, run.stdout);
+    run.ok();
     assert!(cert_types(&node.address, node.port).contains(&"ssh-ed25519-cert-v01@openssh.com".to_owned()));
 }
 
@@ -583,7 +582,7 @@ fn a_reload_that_does_not_serve_the_certificates_is_rolled_back() {
     sign(&bed, &[]);
     let before = snapshot(&node.ssh_dir);
     let run = bed.install_on(&node, &["--secret-id", "hostkeys/hk", "--reload-command", "true"]);
-    assert_eq!(run.code, 3, "{}\n{}", run.stderr, run.stdout);
+    run.code(3);
     let report = run.json();
     assert_eq!(report["result"], "rolled_back", "{report}");
     assert!(

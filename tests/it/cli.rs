@@ -27,7 +27,7 @@ fn completions_and_man_pages_cover_every_subcommand() {
         }
     }
     for shell in ["bash", "zsh", "fish"] {
-        let out = crate::support::hostkeyctl()
+        let out = crate::common::support::hostkeyctl()
             .args(["completions", shell])
             .output()
             .unwrap();
@@ -39,7 +39,7 @@ fn completions_and_man_pages_cover_every_subcommand() {
     }
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("man1");
-    let run = crate::support::hostkeyctl()
+    let run = crate::common::support::hostkeyctl()
         .args(["man", "--out-dir"])
         .arg(&out_dir)
         .output()

@@ -6,7 +6,7 @@ use hostkeyctl::document::{DocumentError, FORMAT_V1, MAX_SECRET_BYTES, SecretDoc
 use hostkeyctl::keyset::{KeyAlgorithm, KeySet};
 use serde_json::{Value, json};
 
-use crate::support::fixtures;
+use crate::common::support::fixtures;
 
 fn node_a() -> KeySet {
     KeySet::load_dir(&fixtures().join("node-a")).unwrap()

@@ -5,8 +5,8 @@ use std::process::Command;
 
 use serde_json::json;
 
-use crate::bed::{BedOptions, Node, Run, TestBed, offers, private_lines, served, set_fingerprints, snapshot};
-use crate::support::require;
+use crate::common::bed::{BedOptions, Node, Run, TestBed, offers, private_lines, served, set_fingerprints, snapshot};
+use crate::common::support::require;
 
 fn bed() -> TestBed {
     TestBed::start(BedOptions {
@@ -41,7 +41,7 @@ fn a_fresh_node_converges_and_a_second_run_changes_nothing() {
     assert_ne!(served(node), expected);
 
     let first = bed.install_on(node, &["--secret-id", "hostkeys/hk"]);
-    assert_eq!(first.code, 0, "{}", first.stderr);
+    first.ok();
     let report = first.json();
     assert_eq!(report["result"], "changed", "{report}");
     assert_eq!(report["reloaded"], true);
@@ -52,7 +52,7 @@ fn a_fresh_node_converges_and_a_second_run_changes_nothing() {
 
     let files_before = snapshot(&node.ssh_dir);
     let second = bed.install_on(node, &["--secret-id", "hostkeys/hk"]);
-    assert_eq!(second.code, 0, "{}", second.stderr);
+    second.ok();
     assert_eq!(second.json()["result"], "unchanged");
     assert_eq!(second.json()["reloaded"], false);
     assert_eq!(snapshot(&node.ssh_dir), files_before, "a no-op install wrote files");
@@ -66,13 +66,13 @@ fn a_fresh_node_converges_and_a_second_run_changes_nothing() {
     }
     // --check agrees, changing nothing.
     let check = bed.install_on(node, &["--secret-id", "hostkeys/hk", "--check"]);
-    assert_eq!(check.code, 0, "{}", check.stderr);
+    check.ok();
     assert_eq!(check.json()["result"], "match");
     let other = &bed.state.nodes[0];
     let other_check = bed.install_on(other, &["--secret-id", "hostkeys/hk", "--check"]);
     // Node 1 has the keys but not the HostKeyAlgorithms pin yet: fine; what
     // it serves for the managed types matches.
-    assert_eq!(other_check.code, 0, "{}", other_check.stderr);
+    other_check.ok();
 }
 
 #[test]
@@ -87,7 +87,7 @@ fn check_reports_drift_on_a_node_with_other_keys() {
     }
     // --check with --expect alone reads no secret.
     let run = bed.install_on(node, &args);
-    assert_eq!(run.code, 1, "{}", run.stderr);
+    run.code(1);
     assert_eq!(run.json()["result"], "drift");
     assert!(run.stderr.contains("expected"), "{}", run.stderr);
 }
@@ -109,7 +109,7 @@ async fn bad_input_is_refused_and_files_are_untouched() {
             "SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
         ],
     );
-    assert_eq!(run.code, 2, "{}", run.stderr);
+    run.code(2);
     assert!(
         run.stderr.contains("does not have the expected fingerprints"),
         "{}",
@@ -121,7 +121,7 @@ async fn bad_input_is_refused_and_files_are_untouched() {
     let mut env: Vec<(String, String)> = node.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     env.push(("HOSTKEYCTL_SSH_DIR".into(), "/nonexistent/ssh".into()));
     let run = bed.run_env(&["install", "--secret-id", "hostkeys/hk"], &env);
-    assert_eq!(run.code, 2, "{}", run.stderr);
+    run.code(2);
     assert!(run.stderr.contains("/nonexistent/ssh does not exist"), "{}", run.stderr);
 
     // A corrupt current version: a truncated private key.
@@ -144,7 +144,7 @@ async fn bad_input_is_refused_and_files_are_untouched() {
         .await
         .unwrap();
     let run = bed.install_on(&node, &["--secret-id", "hostkeys/hk", "--stage", "AWSPENDING"]);
-    assert_eq!(run.code, 2, "{}", run.stderr);
+    run.code(2);
     assert!(
         run.stderr.contains("is not a hostkeyctl key set") && run.stderr.contains("keys[0].private_key"),
         "{}",
@@ -159,7 +159,7 @@ async fn bad_input_is_refused_and_files_are_untouched() {
         .await
         .unwrap();
     let run = bed.install_on(&node, &["--secret-id", "hostkeys/db"]);
-    assert_eq!(run.code, 2, "{}", run.stderr);
+    run.code(2);
     assert!(!run.stderr.contains("hunter2") && !run.stdout.contains("hunter2"));
 
     assert_eq!(snapshot(&node.ssh_dir), before, "a refused install touched the files");
@@ -183,7 +183,7 @@ fn a_failing_reload_restores_the_files_byte_for_byte() {
             "echo 'reload is broken' >&2; exit 7",
         ],
     );
-    assert_eq!(run.code, 3, "{}", run.stderr);
+    run.code(3);
     let report = run.json();
     assert_eq!(report["result"], "rolled_back", "{report}");
     assert!(
@@ -225,7 +225,7 @@ fn sshd_reading_another_host_key_path_fails_verification_and_rolls_back() {
     let served_before = served(node);
 
     let run = bed.install_on(node, &["--secret-id", "hostkeys/hk", "--verify-timeout", "3"]);
-    assert_eq!(run.code, 3, "{}", run.stderr);
+    run.code(3);
     let report = run.json();
     assert_eq!(report["result"], "rolled_back", "{report}");
     assert!(
@@ -290,7 +290,7 @@ fn no_space_left_while_writing_rolls_back() {
     let served_before = served(node);
 
     let run = bed.install_on(node, &["--secret-id", "hostkeys/hk"]);
-    assert_eq!(run.code, 3, "{}", run.stderr);
+    run.code(3);
     let report = run.json();
     assert_eq!(report["result"], "rolled_back", "{report}");
     assert!(report["error"].as_str().unwrap().contains("No space left"), "{report}");
@@ -321,7 +321,7 @@ fn unmanaged_key_types_stop_being_served() {
     );
 
     let run = bed.install_on(node, &["--secret-id", "hostkeys/hk"]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
+    run.ok();
     assert!(
         !offers(node, "ecdsa-sha2-nistp384", &bed.state.client_key),
         "the unmanaged key is still served"
@@ -348,7 +348,7 @@ fn a_config_without_include_gets_an_inline_block() {
     bed.start_node(&node.name);
 
     let run = bed.install_on(node, &["--secret-id", "hostkeys/hk"]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
+    run.ok();
     let after = std::fs::read_to_string(&node.sshd_config).unwrap();
     assert!(after.starts_with("# BEGIN hostkeyctl"), "{after}");
     assert!(after.ends_with(&without), "the rest of the config changed");
@@ -386,10 +386,10 @@ fn private_key_bytes_never_reach_stdout_or_stderr() {
         bed.run_env(&["status", "--secret-id", "hostkeys/hk", "--output", "json"], &env)
     };
     let refused = trace(true);
-    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    refused.code(2);
     assert!(refused.stderr.contains("LOG_SENSITIVE_BODIES"), "{}", refused.stderr);
     let traced = trace(false);
-    assert_eq!(traced.code, 0, "{}", traced.stderr);
+    traced.ok();
     assert!(
         traced.stderr.lines().count() > 20,
         "trace logging is not on: {}",
@@ -487,8 +487,8 @@ fn installs_killed_at_random_points_always_converge_and_sshd_keeps_serving() {
 
     let env: Vec<(String, String)> = node.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     let spawn_install = |secret: &str| {
-        std::process::Command::new(crate::support::node_binary())
-            .envs(bed.aws_env(crate::bed::Role::Node))
+        std::process::Command::new(crate::common::support::node_binary())
+            .envs(bed.aws_env(crate::common::bed::Role::Node))
             .envs(env.iter().cloned())
             .args(["install", "--secret-id", secret, "--quiet"])
             .stdout(std::process::Stdio::null())
@@ -499,7 +499,7 @@ fn installs_killed_at_random_points_always_converge_and_sshd_keeps_serving() {
     // How long one converging install takes here, to spread the kills over it.
     let start = Instant::now();
     let calibrate = bed.install_on(&node, &["--secret-id", "hostkeys/a"]);
-    assert_eq!(calibrate.code, 0, "{}", calibrate.stderr);
+    calibrate.ok();
     let span = start.elapsed();
 
     let mut killed_midway = 0;
@@ -562,7 +562,7 @@ fn a_refused_config_is_rolled_back_without_taking_sshd_down() {
         assert!(Command::new("chmod").arg("0640").arg(&key).status().unwrap().success());
     }
     let run = bed.install_on(node, &["--secret-id", "hostkeys/hk"]);
-    assert_eq!(run.code, 3, "{}", run.stderr);
+    run.code(3);
     let report = run.json();
     assert_eq!(report["result"], "rolled_back", "{report}");
     assert!(report["error"].as_str().unwrap().contains("sshd -t"), "{report}");
@@ -582,7 +582,7 @@ fn reload_is_found_from_sshds_pid_file_without_a_command() {
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     let run = bed.run_env(&["install", "--secret-id", "hostkeys/hk"], &env);
-    assert_eq!(run.code, 0, "{}", run.stderr);
+    run.ok();
     assert_eq!(run.json()["reloaded"], true);
     assert_eq!(sighups(node), 1, "sshd was not sent SIGHUP through its PidFile");
     assert_eq!(served(node), set_fingerprints(&init));
@@ -600,7 +600,7 @@ fn a_second_install_waits_for_the_lock_and_then_gives_up_clearly() {
         .args([lock_file.as_str(), "sleep", "30"])
         .spawn()
         .expect("flock from util-linux");
-    crate::bed::wait_until("the lock to be held", std::time::Duration::from_secs(5), || {
+    crate::common::bed::wait_until("the lock to be held", std::time::Duration::from_secs(5), || {
         Command::new("flock")
             .args(["-n", lock_file.as_str(), "true"])
             .status()
@@ -610,7 +610,7 @@ fn a_second_install_waits_for_the_lock_and_then_gives_up_clearly() {
     let run = bed.install_on(node, &["--secret-id", "hostkeys/hk", "--lock-timeout", "1"]);
     let _ = holder.kill();
     let _ = holder.wait();
-    assert_eq!(run.code, 3, "{}", run.stderr);
+    run.code(3);
     assert!(
         run.stderr.contains("another hostkeyctl install holds"),
         "{}",
@@ -618,5 +618,5 @@ fn a_second_install_waits_for_the_lock_and_then_gives_up_clearly() {
     );
     assert_eq!(snapshot(&node.ssh_dir), before);
     let again = bed.install_on(node, &["--secret-id", "hostkeys/hk"]);
-    assert_eq!(again.code, 0, "{}", again.stderr);
+    again.ok();
 }

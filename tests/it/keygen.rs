@@ -6,7 +6,9 @@ use std::process::Command;
 use hostkeyctl::document::SecretDocument;
 use hostkeyctl::keyset::{KeyAlgorithm, KeySet};
 
-use crate::support::{ensure_privsep_dir, fixtures, hostkeyctl, key_part, require, run_ok, ssh_keygen_fingerprint};
+use crate::common::support::{
+    ensure_privsep_dir, fixtures, hostkeyctl, key_part, require, run_ok, ssh_keygen_fingerprint,
+};
 
 fn mode(path: &std::path::Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o7777

@@ -4,23 +4,11 @@
 use std::collections::BTreeSet;
 use std::process::Command;
 
-use crate::bed::{BedOptions, TestBed};
-use crate::support::{require, run_ok};
+use crate::common::bed::{BedOptions, TestBed};
+use crate::common::support::{require, run_ok};
 
 fn pushed() -> TestBed {
-    let bed = TestBed::start(BedOptions::default());
-    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
-    let push = bed.run(&[
-        "push",
-        "--secret-id",
-        "hostkeys/hk",
-        "--target",
-        "tag:Role=login",
-        "--max-concurrency",
-        "100%",
-    ]);
-    assert_eq!(push.code, 0, "{}", push.stderr);
-    bed
+    TestBed::converged(BedOptions::default()).0
 }
 
 #[test]
@@ -33,7 +21,7 @@ fn real_ssh_trusts_the_lb_with_plain_and_hashed_files() {
             args.push("--hash");
         }
         let run = bed.run(&args);
-        assert_eq!(run.code, 0, "{}", run.stderr);
+        run.ok();
         assert_eq!(run.stdout.lines().count(), 3, "{}", run.stdout);
         let file = bed.dir().join(if hash { "known_hosts.hashed" } else { "known_hosts" });
         std::fs::write(&file, &run.stdout).unwrap();
@@ -77,7 +65,7 @@ fn sshfp_records_match_ssh_keygen_r() {
         "login.example.org",
         "--sshfp",
     ]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
+    run.ok();
     let ours: BTreeSet<String> = run.stdout.lines().map(str::to_owned).collect();
     let mut theirs = BTreeSet::new();
     for t in ["ed25519", "ecdsa", "rsa"] {
@@ -108,10 +96,10 @@ fn a_non_default_port_uses_bracketed_patterns() {
         "--port",
         "2222",
     ]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
+    run.ok();
     for line in run.stdout.lines() {
         assert!(line.starts_with("[a.example]:2222,[b.example]:2222 "), "{line}");
     }
     let bad = bed.run(&["known-hosts", "--secret-id", "hostkeys/hk", "--host", "a b"]);
-    assert_eq!(bad.code, 2);
+    bad.code(2);
 }

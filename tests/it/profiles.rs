@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::bed::{BedOptions, Node, Run, TestBed, set_fingerprints, snapshot};
-use crate::support::require;
+use crate::common::bed::{BedOptions, Node, Run, TestBed, set_fingerprints, snapshot};
+use crate::common::support::require;
 
 pub fn profile_bed(profile: &'static str) -> TestBed {
     TestBed::start(BedOptions {
@@ -36,7 +36,7 @@ pub fn in_node(bed: &TestBed, node: &Node, program: &Path) -> assert_cmd::Comman
         .arg(program)
         .env_remove("HOSTKEYCTL_OUTPUT")
         .env_remove("AWS_PROFILE")
-        .envs(bed.aws_env(crate::bed::Role::Node))
+        .envs(bed.aws_env(crate::common::bed::Role::Node))
         .envs(node.env.clone())
         .timeout(Duration::from_secs(120));
     cmd
@@ -48,14 +48,14 @@ fn run(cmd: &mut assert_cmd::Command) -> Run {
 
 /// `hostkeyctl install ARGS` on the node, with nothing but its defaults.
 fn install(bed: &TestBed, node: &Node, args: &[&str]) -> Run {
-    let binary = crate::support::node_binary();
+    let binary = crate::common::support::node_binary();
     run(in_node(bed, node, &binary).arg("install").args(args))
 }
 
 /// `sshd -T` on the node, line by line.
 fn sshd_t(bed: &TestBed, node: &Node) -> Vec<String> {
     let out = run(in_node(bed, node, &require("sshd")).arg("-T"));
-    assert_eq!(out.code, 0, "sshd -T: {}", out.stderr);
+    out.ok();
     out.stdout.lines().map(str::to_owned).collect()
 }
 
@@ -79,7 +79,7 @@ fn host_key(bed: &TestBed, node: &Node, algorithm: &str) -> Option<String> {
         return None;
     }
     assert_eq!(out.code, 0, "ssh -o HostKeyAlgorithms={algorithm}: {}", out.stderr);
-    Some(crate::support::ssh_keygen_fingerprint(known_hosts.path()))
+    Some(crate::common::support::ssh_keygen_fingerprint(known_hosts.path()))
 }
 
 /// The fingerprints served for ed25519, ECDSA P-256 and RSA (the order of
@@ -134,7 +134,7 @@ fn fault(node: &Node, what: Option<&str>) {
 /// known_hosts lines, for the alias `login.example`.
 fn login(bed: &TestBed, node: &Node) -> std::process::Output {
     let lines = bed.run(&["known-hosts", "--secret-id", "hostkeys/hk", "--host", "login.example"]);
-    assert_eq!(lines.code, 0, "{}", lines.stderr);
+    lines.ok();
     let known_hosts = bed.dir().join("known_hosts.canonical");
     std::fs::write(&known_hosts, &lines.stdout).unwrap();
     in_node(bed, node, &require("ssh"))
@@ -367,7 +367,7 @@ fn socket_activated_node_installs_before_its_first_connection() {
     assert_eq!(service_state(), "inactive", "something connected before the test");
     let init = bed.init_generated("hostkeys/hk");
     let run = install(&bed, &node, &["--secret-id", "hostkeys/hk"]);
-    assert_eq!(run.code, 0, "{}\n{}", run.stderr, run.stdout);
+    run.ok();
     let report = run.json();
     assert_eq!(report["result"], "changed", "{report}");
     assert_eq!(report["verified"], true, "{report}");
@@ -397,7 +397,7 @@ fn host_certificate_is_refused_kept_or_replaced_as_the_admin_chooses() {
         let mut args = vec!["--secret-id", "hostkeys/hk"];
         args.extend_from_slice(extra);
         let run = install(&bed, &node, &args);
-        assert_eq!(run.code, 2, "{extra:?}: {}\n{}", run.stderr, run.stdout);
+        run.code(2);
         assert_eq!(run.json()["result"], "refused");
         assert!(
             run.stderr.contains("/etc/ssh/ssh_host_ed25519_key-cert.pub"),
@@ -429,12 +429,12 @@ fn host_certificate_is_refused_kept_or_replaced_as_the_admin_chooses() {
         &node,
         &["--secret-id", "hostkeys/adopted", "--existing-certificates", "keep"],
     );
-    assert_eq!(run.code, 0, "{}\n{}", run.stderr, run.stdout);
+    run.ok();
     let out = connect(&their_ca);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     // Replace: our set, signed by our CA, goes into their certificate file.
     let ca = bed.run(&["ca", "init", "--output", "json", "--secret-id", "hostkeyctl-ca/ca"]);
-    assert_eq!(ca.code, 0, "{}", ca.stderr);
+    ca.ok();
     let ours = ca.json()["public_key"].as_str().unwrap().to_owned();
     let sign = bed.run(&[
         "sign",
@@ -445,20 +445,20 @@ fn host_certificate_is_refused_kept_or_replaced_as_the_admin_chooses() {
         "--principal",
         "login.example",
     ]);
-    assert_eq!(sign.code, 0, "{}", sign.stderr);
+    sign.ok();
     let run = install(
         &bed,
         &node,
         &["--secret-id", "hostkeys/hk", "--existing-certificates", "replace"],
     );
-    assert_eq!(run.code, 0, "{}\n{}", run.stderr, run.stdout);
+    run.ok();
     let out = connect(&ours);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(!connect(&their_ca).status.success(), "their CA still trusted");
     // Later runs (push, the timer) need no choice: the file holds the set's
     // certificate from the set's CA.
     let run = install(&bed, &node, &["--secret-id", "hostkeys/hk"]);
-    assert_eq!(run.code, 0, "{}\n{}", run.stderr, run.stdout);
+    run.ok();
     assert_eq!(run.json()["result"], "unchanged", "{}", run.stdout);
     let cert = std::fs::read_to_string(&theirs).unwrap();
     assert_ne!(cert, their_cert, "their certificate file was not replaced");
@@ -480,7 +480,7 @@ fn a_clean_rollback_beside_an_unmanaged_key_type_exits_3() {
     assert!(served_before[3].is_some(), "the profile serves no P-384 key");
     bed.init_generated("hostkeys/hk");
     let run = install(&bed, &node, &["--secret-id", "hostkeys/hk"]);
-    assert_eq!(run.code, 3, "{}\n{}", run.stderr, run.stdout);
+    run.code(3);
     let report = run.json();
     assert_eq!(report["result"], "rolled_back", "{report}");
     assert!(
@@ -505,7 +505,7 @@ async fn a_run_killed_at_the_reload_is_finished_by_the_next() {
     let node = bed.state.profiles[0].clone();
     let current = bed.init_generated("hostkeys/hk");
     let current_id = current["version_id"].as_str().unwrap().to_owned();
-    assert_eq!(install(&bed, &node, &["--secret-id", "hostkeys/hk"]).code, 0);
+    install(&bed, &node, &["--secret-id", "hostkeys/hk"]).ok();
     // The next set, staged AWSPENDING as a rotation would.
     let next = bed.init_generated("hostkeys/hk-next");
     let sm = aws_sdk_secretsmanager::Client::new(&bed.sdk_config(1).await);
@@ -541,18 +541,14 @@ async fn a_run_killed_at_the_reload_is_finished_by_the_next() {
     fault(&node, Some("reload-kills-caller"));
     let killed = install(&bed, &node, &args);
     fault(&node, None);
-    assert_eq!(killed.code, -1, "the install was not killed: {}", killed.stderr);
+    killed.code(-1);
     let check = install(&bed, &node, &["--secret-id", "hostkeys/hk", "--check"]);
-    assert_eq!(
-        check.code, 1,
-        "--check must report the unfinished install: {}",
-        check.stdout
-    );
+    check.code(1);
     let marker = node.root.join("var/lib/hostkeyctl/reload-pending");
     assert!(marker.exists(), "no reload-pending marker after the kill");
 
     let next_run = install(&bed, &node, &args);
-    assert_eq!(next_run.code, 0, "{}", next_run.stderr);
+    next_run.ok();
     assert_eq!(next_run.json()["result"], "reloaded", "{}", next_run.stdout);
     assert!(!marker.exists());
 
@@ -572,7 +568,7 @@ async fn a_run_killed_at_the_reload_is_finished_by_the_next() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let learned = crate::support::run_ok(
+    let learned = crate::common::support::run_ok(
         std::process::Command::new(require("ssh-keygen"))
             .arg("-lf")
             .arg(&known_hosts),

@@ -3,9 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::bed::{BedOptions, TestBed, keyscan, served, set_fingerprints};
-
-const TARGETS: [&str; 4] = ["--target", "tag:Role=login", "--target", "tag:Cluster=hp"];
+use crate::common::bed::{BedOptions, TARGETS, TestBed, keyscan, served, set_fingerprints};
 
 fn rotate(bed: &TestBed, extra: &[&str]) -> (i32, Value, String) {
     let mut args = vec![
@@ -30,7 +28,7 @@ fn rotate(bed: &TestBed, extra: &[&str]) -> (i32, Value, String) {
 
 fn stages(bed: &TestBed) -> Value {
     let run = bed.run(&["status", "--output", "json", "--secret-id", "hostkeys/hk"]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
+    run.ok();
     let status = run.json();
     let mut by_stage = serde_json::Map::new();
     for v in status["versions"].as_array().unwrap() {
@@ -56,11 +54,7 @@ fn set_of(bed: &TestBed, version: &str) -> Vec<Option<String>> {
 }
 
 fn prepared() -> (TestBed, String) {
-    let bed = TestBed::start(BedOptions::default());
-    let init = bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
-    let mut push = vec!["push", "--secret-id", "hostkeys/hk", "--max-concurrency", "100%"];
-    push.extend(TARGETS);
-    assert_eq!(bed.run(&push).code, 0);
+    let (bed, init) = TestBed::converged(BedOptions::default());
     (bed, init["version_id"].as_str().unwrap().to_owned())
 }
 
@@ -89,61 +83,8 @@ fn a_full_rotation_moves_every_node_and_the_lb_to_the_new_set() {
     let mut audit = vec!["audit", "--output", "json", "--secret-id", "hostkeys/hk"];
     audit.extend(TARGETS);
     let run = bed.run(&audit);
-    assert_eq!(run.code, 0, "{}", run.stdout);
+    run.ok();
     assert!(run.json()["expected_source"].as_str().unwrap().contains(&new));
-}
-
-#[test]
-fn stopping_after_each_step_or_being_killed_resumes_to_completion() {
-    let (bed, old) = prepared();
-    for step in ["create", "set", "test"] {
-        let resume = if step == "create" { vec![] } else { vec!["--resume"] };
-        let mut extra = vec!["--stop-after", step];
-        extra.extend(resume);
-        let (code, report, stderr) = rotate(&bed, &extra);
-        assert_eq!(code, 0, "{step}: {stderr}");
-        assert_eq!(report["result"], format!("stopped_after_{step}"));
-        let s = stages(&bed);
-        assert_eq!(
-            s["AWSCURRENT"],
-            old.as_str(),
-            "AWSCURRENT moved before the audit passed ({step})"
-        );
-        assert!(s.get("AWSPENDING").is_some(), "{step}: {s}");
-        // A new rotation is refused while one is in flight, naming it.
-        let (code, _, stderr) = rotate(&bed, &[]);
-        assert_eq!(code, 2);
-        assert!(
-            stderr.contains("already in flight") && stderr.contains("--resume"),
-            "{stderr}"
-        );
-    }
-    // Interrupted deterministically right after AWSCURRENT moved (the
-    // emulator applies the first UpdateSecretVersionStage and loses the
-    // answer, as if the process died before reading it), then resumed.
-    bed.set_faults(json!({ "fail_at": [{ "action": "UpdateSecretVersionStage", "n": 1, "after": true }] }));
-    let (code, _, stderr) = rotate(&bed, &["--resume", "--max-attempts", "1"]);
-    assert_eq!(code, 4, "{stderr}");
-    bed.control("POST", "/_bed/faults/reset", &json!({}));
-    let s = stages(&bed);
-    assert_ne!(s["AWSCURRENT"], old.as_str(), "the first move took effect: {s}");
-    assert_eq!(
-        s["AWSPENDING"], s["AWSCURRENT"],
-        "AWSPENDING is still on the new version: {s}"
-    );
-    let (code, report, stderr) = rotate(&bed, &["--resume"]);
-    assert_eq!(code, 0, "{stderr}");
-    assert_eq!(report["result"], "completed", "{report}");
-    assert!(stages(&bed).get("AWSPENDING").is_none(), "AWSPENDING left behind");
-    let s = stages(&bed);
-    assert_eq!(s["AWSPREVIOUS"], old.as_str(), "{s}");
-    assert_ne!(s["AWSCURRENT"], old.as_str());
-    // No version is lost: the old one is still readable by id.
-    assert_eq!(set_of(&bed, &old).len(), 3);
-    let new = s["AWSCURRENT"].as_str().unwrap().to_owned();
-    for n in &bed.state.nodes {
-        assert_eq!(served(n), set_of(&bed, &new), "{}", n.name);
-    }
 }
 
 #[test]
@@ -206,14 +147,14 @@ fn a_failing_node_stops_promotion_and_abort_restores_the_old_set() {
 fn an_overlapping_rotation_lets_update_host_keys_clients_learn_the_new_keys() {
     use std::process::Command;
 
-    use crate::support::require;
+    use crate::common::support::require;
 
     let (bed, old) = prepared();
     let lb = bed.state.lb.clone().unwrap();
     let known_hosts = bed.dir().join("known_hosts");
     let stale = bed.dir().join("known_hosts.stale");
     let lines = bed.run(&["known-hosts", "--secret-id", "hostkeys/hk", "--host", &lb.address]);
-    assert_eq!(lines.code, 0, "{}", lines.stderr);
+    lines.ok();
     std::fs::write(&known_hosts, &lines.stdout).unwrap();
     std::fs::write(&stale, &lines.stdout).unwrap();
     let ssh = |file: &std::path::Path, update: &str| bed.ssh_lb(file, &[&format!("UpdateHostKeys={update}")]);
@@ -236,7 +177,7 @@ fn an_overlapping_rotation_lets_update_host_keys_clients_learn_the_new_keys() {
     // One login during the overlap: the client learns the new keys.
     let login = ssh(&known_hosts, "yes");
     assert!(login.status.success(), "{}", String::from_utf8_lossy(&login.stderr));
-    let learned = crate::support::run_ok(Command::new(require("ssh-keygen")).arg("-lf").arg(&known_hosts));
+    let learned = crate::common::support::run_ok(Command::new(require("ssh-keygen")).arg("-lf").arg(&known_hosts));
     for fp in set_of(&bed, &new).into_iter().flatten() {
         assert!(learned.contains(&fp), "the client did not learn {fp}:\n{learned}");
     }
@@ -262,12 +203,13 @@ fn an_overlapping_rotation_lets_update_host_keys_clients_learn_the_new_keys() {
 }
 
 /// The fingerprints of a node's next-set key files (ed25519, ecdsa, rsa).
-fn next_keys(node: &crate::bed::Node) -> Vec<Option<String>> {
+fn next_keys(node: &crate::common::bed::Node) -> Vec<Option<String>> {
     ["ed25519", "ecdsa", "rsa"]
         .iter()
         .map(|t| {
             let path = node.ssh_dir.join(format!("hostkeyctl_next_{t}_key.pub"));
-            path.exists().then(|| crate::support::ssh_keygen_fingerprint(&path))
+            path.exists()
+                .then(|| crate::common::support::ssh_keygen_fingerprint(&path))
         })
         .collect()
 }
@@ -307,7 +249,7 @@ fn assert_serves_current(bed: &TestBed, what: &str) {
 fn a_pull_only_fleet_is_rotated_end_to_end() {
     use std::process::Command;
 
-    use crate::support::require;
+    use crate::common::support::require;
 
     let bed = TestBed::start(BedOptions {
         no_ssm: true,
@@ -346,7 +288,7 @@ fn a_pull_only_fleet_is_rotated_end_to_end() {
     // One login during the overlap: the client learns the new keys.
     let login = bed.ssh_lb(&known_hosts, &["UpdateHostKeys=yes"]);
     assert!(login.status.success(), "{}", String::from_utf8_lossy(&login.stderr));
-    let learned = crate::support::run_ok(Command::new(require("ssh-keygen")).arg("-lf").arg(&known_hosts));
+    let learned = crate::common::support::run_ok(Command::new(require("ssh-keygen")).arg("-lf").arg(&known_hosts));
     for fp in set_of(&bed, &new).into_iter().flatten() {
         assert!(learned.contains(&fp), "the client did not learn {fp}:\n{learned}");
     }
@@ -368,12 +310,12 @@ fn a_pull_only_fleet_is_rotated_end_to_end() {
     args.extend(TARGETS.map(str::to_owned));
     let finishing = Command::new(assert_cmd::cargo::cargo_bin("hostkeyctl"))
         .args(&args)
-        .envs(bed.aws_env(crate::bed::Role::Rotation))
+        .envs(bed.aws_env(crate::common::bed::Role::Rotation))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    crate::bed::wait_until("the promotion", std::time::Duration::from_secs(60), || {
+    crate::common::bed::wait_until("the promotion", std::time::Duration::from_secs(60), || {
         stages(&bed)["AWSCURRENT"] == new.as_str()
     });
     timer(&bed);
@@ -396,43 +338,9 @@ fn a_pull_only_fleet_is_rotated_end_to_end() {
     let mut audit = vec!["audit", "--secret-id", "hostkeys/hk", "--lb", &lb.address];
     audit.extend(TARGETS);
     let run = bed.run(&audit);
-    assert_eq!(run.code, 0, "the audit is not clean: {}\n{}", run.stdout, run.stderr);
+    run.ok();
     let failures = (0..20)
         .filter(|_| !bed.ssh_lb(&known_hosts, &["UpdateHostKeys=no"]).status.success())
         .count();
     assert_eq!(failures, 0, "the client that learned the new keys saw warnings");
-}
-
-/// Issue 14: the timer never disturbs a push rotation. A timer install on
-/// every node between every pair of steps, and after a run killed while
-/// moving a stage, leaves every node serving what the stages say, and a
-/// client that knows AWSCURRENT logs in.
-#[test]
-fn timers_between_the_steps_of_a_push_rotation_follow_the_stages() {
-    let (bed, _) = prepared();
-    timer(&bed);
-    for (args, what) in [
-        (vec!["--overlap", "--stop-after", "create"], "announced"),
-        (vec!["--overlap", "--resume"], "overlap"),
-        (vec!["--finish", "--stop-after", "set"], "finish, set"),
-        (vec!["--finish", "--stop-after", "test"], "finish, test"),
-    ] {
-        let (code, report, stderr) = rotate(&bed, &args);
-        assert_eq!(code, 0, "{what}: {stderr}\n{report}");
-        timer(&bed);
-        assert_serves_current(&bed, what);
-    }
-    // Killed inside finish: the first stage move took effect, its answer
-    // was lost.
-    bed.set_faults(json!({ "fail_at": [{ "action": "UpdateSecretVersionStage", "n": 1, "after": true }] }));
-    let (code, _, stderr) = rotate(&bed, &["--finish"]);
-    assert_ne!(code, 0, "the injected failure did not stop the run: {stderr}");
-    bed.control("POST", "/_bed/faults/reset", &json!({}));
-    timer(&bed);
-    assert_serves_current(&bed, "killed while promoting, then the timer");
-    let (code, report, stderr) = rotate(&bed, &["--resume"]);
-    assert_eq!(code, 0, "{stderr}\n{report}");
-    timer(&bed);
-    assert_serves_current(&bed, "rotated");
-    assert!(stages(&bed).get("AWSPENDING").is_none());
 }

@@ -5,9 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::bed::{BedOptions, Role, TestBed, set_fingerprints};
-
-const TARGETS: [&str; 4] = ["--target", "tag:Role=login", "--target", "tag:Cluster=hp"];
+use crate::common::bed::{BedOptions, Role, TARGETS, TestBed, set_fingerprints};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn print_is_byte_stable_and_deploy_adds_versions_only_when_it_changes() {
@@ -17,7 +15,7 @@ async fn print_is_byte_stable_and_deploy_adds_versions_only_when_it_changes() {
         ..BedOptions::default()
     });
     let first = bed.run(&["ssm-document", "print"]);
-    assert_eq!(first.code, 0, "{}", first.stderr);
+    first.ok();
     assert_eq!(
         bed.run(&["ssm-document", "print"]).stdout,
         first.stdout,
@@ -40,7 +38,7 @@ async fn print_is_byte_stable_and_deploy_adds_versions_only_when_it_changes() {
         let mut args = vec!["ssm-document", "deploy", "--output", "json"];
         args.extend_from_slice(extra);
         let run = bed.run(&args);
-        assert_eq!(run.code, 0, "{}", run.stderr);
+        run.ok();
         run.json()
     };
     assert_eq!(
@@ -79,7 +77,7 @@ fn push_and_rotate_run_through_the_document_with_the_shell_document_denied() {
     let mut push = vec!["push", "--secret-id", "hostkeys/hk", "--max-concurrency", "100%"];
     push.extend(TARGETS);
     let run = bed.run(&push);
-    assert_eq!(run.code, 0, "{}", run.stderr);
+    run.ok();
     let mut rotate = vec![
         "rotate",
         "--secret-id",
@@ -91,9 +89,9 @@ fn push_and_rotate_run_through_the_document_with_the_shell_document_denied() {
     ];
     rotate.extend(TARGETS);
     let overlap = bed.run(&[rotate.clone(), vec!["--overlap"]].concat());
-    assert_eq!(overlap.code, 0, "{}", overlap.stderr);
+    overlap.ok();
     let finish = bed.run(&[rotate.clone(), vec!["--finish"]].concat());
-    assert_eq!(finish.code, 0, "{}", finish.stderr);
+    finish.ok();
     assert_eq!(finish.json()["result"], "rotated");
     for c in bed.commands() {
         assert_eq!(c["DocumentName"], "hostkeyctl-Install", "{c}");
@@ -106,10 +104,10 @@ fn push_and_rotate_run_through_the_document_with_the_shell_document_denied() {
     let mut audit = vec!["audit", "--secret-id", "hostkeys/hk"];
     audit.extend(TARGETS);
     let run = bed.run(&audit);
-    assert_eq!(run.code, 0, "the audit is not clean: {}", run.stdout);
+    run.ok();
     // The shell document itself is refused by the admin's policy.
     let run = bed.run(&[push.clone(), vec!["--document", "AWS-RunShellScript"]].concat());
-    assert_eq!(run.code, 4, "{}", run.stderr);
+    run.code(4);
     assert!(
         run.stderr.contains("ssm:SendCommand") && run.stderr.contains("document/AWS-RunShellScript"),
         "{}",
@@ -182,7 +180,7 @@ async fn a_tampered_document_is_never_sent() {
         (&audit, "hostkeyctl-Check", " --check-document NAME", sha256_hex(&check)),
     ] {
         let run = bed.run(args);
-        assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+        run.code(2);
         for needle in [
             name,
             "is not the document this hostkeyctl deploys",
@@ -214,9 +212,9 @@ async fn a_tampered_document_is_never_sent() {
         .unwrap();
     let custom = [push.clone(), vec!["--document", "site-Install"]].concat();
     let denied = bed.run(&custom);
-    assert_eq!(denied.code, 4, "the admin may not send it: {}", denied.stderr);
+    denied.code(4);
     let sent = bed.run_as(Role::BedRoot, &[custom, vec!["--output", "json"]].concat());
-    assert_eq!(sent.code, 0, "{}", sent.stderr);
+    sent.ok();
     assert!(
         sent.stderr.contains("custom SSM document site-Install"),
         "{}",
@@ -236,7 +234,7 @@ async fn a_tampered_document_is_never_sent() {
 
     // Redeploying hostkeyctl's own makes push work again, at the new version.
     let deploy = bed.run(&["ssm-document", "deploy", "--output", "json"]);
-    assert_eq!(deploy.code, 0, "{}", deploy.stderr);
+    deploy.ok();
     assert_eq!(
         (
             deploy.json()["result"].as_str(),
@@ -245,7 +243,7 @@ async fn a_tampered_document_is_never_sent() {
         (Some("restored"), Some("restored"))
     );
     let run = bed.run(&[push.clone(), vec!["--output", "json"]].concat());
-    assert_eq!(run.code, 0, "{}", run.stderr);
+    run.ok();
     assert_eq!(run.json()["document"]["trust"], "pinned");
     assert_eq!(run.json()["document"]["version"], "1", "the version that held it");
 }
@@ -254,7 +252,7 @@ async fn a_tampered_document_is_never_sent() {
 async fn the_bed_refuses_bad_parameters_and_no_node_runs_anything() {
     let bed = TestBed::start(BedOptions::default());
     let init = bed.init_generated("hostkeys/hk");
-    assert_eq!(bed.run(&["ssm-document", "deploy"]).code, 0);
+    bed.run(&["ssm-document", "deploy"]).ok();
     let ssm = aws_sdk_ssm::Client::new(&bed.sdk_config(1).await);
     let version = init["version_id"].as_str().unwrap().to_owned();
     let expect = set_fingerprints(&init)
@@ -293,7 +291,7 @@ async fn the_bed_refuses_bad_parameters_and_no_node_runs_anything() {
         .state
         .nodes
         .iter()
-        .map(|n| crate::bed::snapshot(&n.ssh_dir))
+        .map(|n| crate::common::bed::snapshot(&n.ssh_dir))
         .collect();
     for (what, params) in cases {
         let mut send = ssm
@@ -312,7 +310,7 @@ async fn the_bed_refuses_bad_parameters_and_no_node_runs_anything() {
         .state
         .nodes
         .iter()
-        .map(|n| crate::bed::snapshot(&n.ssh_dir))
+        .map(|n| crate::common::bed::snapshot(&n.ssh_dir))
         .collect();
     assert_eq!(files_before, files_after);
     assert!(!std::path::Path::new("/tmp/pwned").exists());
@@ -325,7 +323,7 @@ async fn the_bed_refuses_bad_parameters_and_no_node_runs_anything() {
         send = send.parameters(name, vec![value]);
     }
     send.send().await.unwrap();
-    crate::bed::wait_until("the document's installs", std::time::Duration::from_secs(60), || {
+    crate::common::bed::wait_until("the document's installs", std::time::Duration::from_secs(60), || {
         bed.commands()[0]["Invocations"]
             .as_object()
             .unwrap()
@@ -345,7 +343,7 @@ fn the_cloudformation_template_matches_its_sources() {
     let dir = tempfile::tempdir().unwrap();
     let mut paths = Vec::new();
     for kind in ["install", "check"] {
-        let print = crate::support::hostkeyctl()
+        let print = crate::common::support::hostkeyctl()
             .args(["ssm-document", "print", "--kind", kind])
             .output()
             .unwrap();

@@ -7,7 +7,7 @@ use hostkeyctl::ids::{SecretId, VersionId};
 use hostkeyctl::keyset::{KeyAlgorithm, KeySet};
 use hostkeyctl::store::{SecretStore, SecretsManagerStore, StoreError, VersionSelector, stage};
 
-use crate::bed::{BedOptions, TestBed};
+use crate::common::bed::{BedOptions, TestBed};
 
 /// Moving a label another version holds without naming it, or from a
 /// version that does not hold it, is LabelHeld with the real holder: how

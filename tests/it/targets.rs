@@ -6,23 +6,10 @@
 
 use serde_json::{Value, json};
 
-use crate::bed::{BedOptions, TestBed};
+use crate::common::bed::{BedOptions, TestBed};
 
-/// A bed whose nodes all serve the set `hk` (adopted from node 1, pushed).
 fn converged(options: BedOptions) -> TestBed {
-    let bed = TestBed::start(options);
-    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
-    let push = bed.run(&[
-        "push",
-        "--secret-id",
-        "hostkeys/hk",
-        "--target",
-        "tag:Role=login",
-        "--target",
-        "tag:Cluster=hp",
-    ]);
-    assert_eq!(push.code, 0, "{}", push.stderr);
-    bed
+    TestBed::converged(options).0
 }
 
 fn set_health(bed: &TestBed, kind: &str, id: &str, state: &str, reason: &str) {
@@ -156,7 +143,7 @@ fn audit_lb_by_name_samples_its_dns_name_with_the_real_backend_count() {
 fn push_through_a_load_balancer_reaches_its_instances() {
     let bed = TestBed::start(BedOptions::default());
     let init = bed.init_generated("hostkeys/hk");
-    let want = crate::bed::set_fingerprints(&init);
+    let want = crate::common::bed::set_fingerprints(&init);
     // Instance targets by id; IP targets through the instances' addresses.
     for target in ["lb:hp-login-i", "lb:hp-login"] {
         let run = bed.run(&[
@@ -171,7 +158,7 @@ fn push_through_a_load_balancer_reaches_its_instances() {
         assert_eq!(run.code, 0, "{target}: {}", run.stderr);
     }
     for node in &bed.state.nodes {
-        assert_eq!(crate::bed::served(node), want, "{}", node.name);
+        assert_eq!(crate::common::bed::served(node), want, "{}", node.name);
     }
     let sent = bed.commands();
     let targeted: Vec<&Value> = sent.iter().map(|c| &c["InstanceIds"]).collect();
@@ -188,7 +175,7 @@ fn push_through_a_load_balancer_reaches_its_instances() {
         "--target",
         "tag:Role=login",
     ]);
-    assert_eq!(run.code, 2, "{}", run.stderr);
+    run.code(2);
     assert!(run.stderr.contains("lb:hp-login names nodes itself"), "{}", run.stderr);
 }
 
@@ -240,7 +227,7 @@ fn hyperpod_nodes_are_audited_across_pages_and_never_pushed() {
         "hyperpod:hp",
         "--via-ssm",
     ]);
-    assert_eq!(run.code, 2, "{}", run.stderr);
+    run.code(2);
 }
 
 #[test]

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use aws_sdk_ssm::types::CommandInvocationStatus;
 use serde_json::json;
 
-use crate::bed::{BedOptions, TestBed, keyscan, wait_until};
-use crate::support::require;
+use crate::common::bed::{BedOptions, TestBed, keyscan, wait_until};
+use crate::common::support::require;
 
 /// Waits until every invocation of a command is final; returns them by instance.
 async fn finished(

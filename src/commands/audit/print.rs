@@ -1,10 +1,10 @@
 //! `audit`'s table output: the expected set, a row per node and key type,
 //! the load balancer's samples, the summary.
 
-use super::AuditReport;
-use crate::audit::LbReport;
+use crate::audit::{AuditReport, LbReport};
 use crate::discovery;
-use crate::output::{self, escape};
+use crate::escape::escape;
+use crate::output;
 
 /// The load balancer's findings, as a header line and a table.
 fn print_lb(lb: &LbReport) {

@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::support::require;
+pub use crate::common::roles::Role;
+use crate::common::support::require;
 
 /// The bed's login nodes as targets: `Role=login` in cluster `hp`.
 pub const TARGETS: [&str; 4] = ["--target", "tag:Role=login", "--target", "tag:Cluster=hp"];
@@ -121,57 +122,6 @@ pub struct Credentials {
     pub secret_access_key: String,
 }
 
-/// Who signs a call: one IAM user per policy of `iam/` (docs/iam.md), and
-/// the bed's own all-powerful user for what a test sets up, reads or
-/// tampers with on purpose. The emulator enforces the policies
-/// (testbed/iam.py).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Role {
-    /// `iam/admin.json`.
-    Admin,
-    /// `iam/rotation.json`.
-    Rotation,
-    /// `iam/node.json`.
-    Node,
-    /// `iam/auditor.json`.
-    Auditor,
-    /// `iam/signer.json`.
-    Signer,
-    /// The bed itself (never a role under test).
-    BedRoot,
-}
-
-impl Role {
-    /// The key of its credentials in `bed.json`.
-    pub fn key(self) -> &'static str {
-        match self {
-            Role::Admin => "admin",
-            Role::Rotation => "rotation",
-            Role::Node => "node",
-            Role::Auditor => "auditor",
-            Role::Signer => "signer",
-            Role::BedRoot => "bed-root",
-        }
-    }
-
-    /// The role docs/iam.md names for a hostkeyctl command line: `rotate`
-    /// the rotation role, `audit` the auditor, `sign` and `known-hosts
-    /// --ca-secret-id` the signer, `install` a node, the rest the admin.
-    pub fn for_command(args: &[&str]) -> Role {
-        let Some(command) = args.iter().find(|a| !a.starts_with('-')) else {
-            return Role::Admin;
-        };
-        match *command {
-            "rotate" => Role::Rotation,
-            "audit" => Role::Auditor,
-            "install" => Role::Node,
-            "sign" => Role::Signer,
-            "known-hosts" if args.iter().any(|a| a.starts_with("--ca-secret-id")) => Role::Signer,
-            _ => Role::Admin,
-        }
-    }
-}
-
 /// What `bed.py up` reports once everything answers.
 #[derive(Clone, Debug, Deserialize)]
 pub struct BedState {
@@ -231,7 +181,7 @@ impl TestBed {
             .arg("--virtual")
             .arg(options.virtual_instances.to_string())
             .arg("--bin-dir")
-            .arg(crate::support::node_bin_dir())
+            .arg(crate::common::support::node_bin_dir())
             .arg("--watch-stdin")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -266,7 +216,7 @@ impl TestBed {
         };
         if options.documents {
             let deploy = bed.run(&["ssm-document", "deploy"]);
-            assert_eq!(deploy.code, 0, "ssm-document deploy: {}", deploy.stderr);
+            deploy.ok();
         }
         bed
     }
@@ -278,7 +228,7 @@ impl TestBed {
 
     /// `hostkeyctl` pointed at the bed's AWS emulator, signing as `role`.
     pub fn hostkeyctl_as(&self, role: Role) -> assert_cmd::Command {
-        let mut cmd = crate::support::hostkeyctl();
+        let mut cmd = crate::common::support::hostkeyctl();
         cmd.envs(self.aws_env(role));
         cmd
     }
@@ -475,6 +425,24 @@ impl From<std::process::Output> for Run {
 }
 
 impl Run {
+    /// Asserts the exit code, failing with both output streams; returns the
+    /// run for what comes next (`run.code(2).stderr`).
+    #[track_caller]
+    pub fn code(&self, expected: i32) -> &Self {
+        assert_eq!(
+            self.code, expected,
+            "exit {} where {expected} was expected\n--- stdout\n{}\n--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        );
+        self
+    }
+
+    /// Asserts exit 0 ([`Run::code`]).
+    #[track_caller]
+    pub fn ok(&self) -> &Self {
+        self.code(0)
+    }
+
     /// stdout as JSON (the last line that is a JSON document, or all of it).
     pub fn json(&self) -> Value {
         serde_json::from_str(&self.stdout)
@@ -519,7 +487,7 @@ impl TestBed {
     /// Runs `hostkeyctl install` on a node as the SSM agent would (the
     /// node's environment), with extra arguments.
     pub fn install_on(&self, node: &Node, args: &[&str]) -> Run {
-        let out = assert_cmd::Command::new(crate::support::node_binary())
+        let out = assert_cmd::Command::new(crate::common::support::node_binary())
             .env_remove("HOSTKEYCTL_OUTPUT")
             .env_remove("AWS_PROFILE")
             .envs(self.aws_env(Role::Node))
@@ -543,14 +511,26 @@ impl TestBed {
             "--from-dir",
             node.ssh_dir.to_str().unwrap(),
         ]);
-        assert_eq!(run.code, 0, "init failed: {}", run.stderr);
+        run.ok();
         run.json()
+    }
+
+    /// A bed whose nodes all serve `hostkeys/hk`, the set adopted from its
+    /// first node and pushed to every node (`TARGETS`). Returns `init`'s
+    /// report too.
+    pub fn converged(options: BedOptions) -> (TestBed, Value) {
+        let bed = TestBed::start(options);
+        let init = bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
+        let mut push = vec!["push", "--secret-id", "hostkeys/hk", "--max-concurrency", "100%"];
+        push.extend(TARGETS);
+        bed.run(&push).ok();
+        (bed, init)
     }
 
     /// Creates secret `name` with a freshly generated set.
     pub fn init_generated(&self, name: &str) -> Value {
         let run = self.run(&["init", "--output", "json", "--secret-id", name]);
-        assert_eq!(run.code, 0, "init failed: {}", run.stderr);
+        run.ok();
         run.json()
     }
 }

@@ -20,6 +20,10 @@
 //! the JSON parser. Parsing validates everything (see [`DocumentError`]) and
 //! is all-or-nothing: a document with one bad entry yields no key set.
 
+mod ca;
+
+pub use ca::{CA_FORMAT_V1, CaDocument, CaError, DEFAULT_KEY_SET_PREFIX, KeySetPrefix};
+
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};

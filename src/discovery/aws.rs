@@ -9,7 +9,7 @@ use crate::aws::{AwsError, Call};
 
 /// The real fleet: EC2, Elastic Load Balancing and SageMaker HyperPod.
 #[derive(Clone, Debug)]
-pub struct Ec2Fleet {
+pub struct AwsFleet {
     ec2: aws_sdk_ec2::Client,
     elb: aws_sdk_elasticloadbalancingv2::Client,
     #[cfg(feature = "hyperpod")]
@@ -17,10 +17,10 @@ pub struct Ec2Fleet {
     port: u16,
 }
 
-impl Ec2Fleet {
+impl AwsFleet {
     /// A fleet read with `config`; `lb:` targets use the listener on port 22.
     pub fn new(config: &aws_config::SdkConfig) -> Self {
-        Ec2Fleet {
+        AwsFleet {
             ec2: aws_sdk_ec2::Client::new(config),
             elb: aws_sdk_elasticloadbalancingv2::Client::new(config),
             #[cfg(feature = "hyperpod")]
@@ -34,19 +34,6 @@ impl Ec2Fleet {
     pub fn with_port(mut self, port: u16) -> Self {
         self.port = port;
         self
-    }
-
-    /// A load balancer's listener on the SSH port and the targets behind it.
-    pub async fn load_balancer(
-        &self,
-        name_or_arn: &str,
-    ) -> Result<(elb::Listener, Vec<elb::GroupTarget>), DiscoveryError> {
-        let listener = elb::listener(&self.elb, name_or_arn, self.port).await?;
-        let mut targets = Vec::new();
-        for group in &listener.target_groups {
-            targets.extend(elb::targets(&self.elb, group).await?.1);
-        }
-        Ok((listener, targets))
     }
 
     /// The targets of the node sources (lb:, tg:, hyperpod:), in order,
@@ -195,7 +182,16 @@ fn sources_only(specs: &[TargetSpec]) -> Result<bool, DiscoveryError> {
     }
 }
 
-impl Fleet for Ec2Fleet {
+impl Fleet for AwsFleet {
+    async fn load_balancer(&self, name_or_arn: &str) -> Result<(elb::Listener, Vec<elb::GroupTarget>), DiscoveryError> {
+        let listener = elb::listener(&self.elb, name_or_arn, self.port).await?;
+        let mut targets = Vec::new();
+        for group in &listener.target_groups {
+            targets.extend(elb::targets(&self.elb, group).await?.1);
+        }
+        Ok((listener, targets))
+    }
+
     async fn discover(&self, specs: &[TargetSpec]) -> Result<Vec<Instance>, DiscoveryError> {
         if sources_only(specs)? {
             self.source_instances(specs).await

@@ -18,6 +18,16 @@ pub struct CaDocument {
     pub key: HostKey,
 }
 
+impl std::fmt::Debug for CaDocument {
+    /// The CA's public fingerprint, never its key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CaDocument")
+            .field("created", &self.created)
+            .field("fingerprint", &self.key.fingerprint().as_str())
+            .finish()
+    }
+}
+
 #[derive(serde::Deserialize, Serialize)]
 struct RawCa {
     format: String,
@@ -125,7 +135,7 @@ impl KeySetPrefix {
         {
             return Err(format!(
                 "{} is not allowed in a key set prefix: a secret name has ASCII letters, digits and /_+=.@- only",
-                crate::output::escape(&bad.to_string())
+                crate::escape::escape(&bad.to_string())
             ));
         }
         Ok(KeySetPrefix(text.to_owned()))

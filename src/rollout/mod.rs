@@ -3,6 +3,10 @@
 //! the rest in batches of at most 50 instance ids, and judge each node by
 //! the install report it printed.
 
+mod push;
+
+pub use push::{Push, PushError, PushPlan, PushRequest};
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -11,10 +15,10 @@ use serde::Serialize;
 use crate::aws::AwsError;
 use crate::discovery::Instance;
 use crate::dispatch::{self, CommandSpec, Dispatcher, Invocation, PollStats, Progress};
+use crate::escape::escape;
 use crate::fingerprint::Fingerprint;
 use crate::ids::{Program, Region, VersionId};
 use crate::install::{InstallReport, InstallResult};
-use crate::output::escape;
 use crate::shell::{CommandLine, QuoteError};
 use crate::ssm_document::{SentDocument, Trust};
 use crate::store::StoredVersion;

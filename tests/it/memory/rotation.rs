@@ -1,0 +1,323 @@
+//! Rotation in memory: interrupted at every store call, raced by a second rotation, aborted with a failed node, signed like the current set, and the nodes' timers run between every step.
+
+use super::assert_desired;
+use super::assert_rotated;
+use super::complete;
+use super::current;
+use super::options;
+use super::rotate;
+use super::secret;
+use super::sign_current;
+use super::sign_current_with;
+use super::timer;
+use super::watch;
+use super::world;
+use hostkeyctl::rollout::push_version;
+use hostkeyctl::rotation::Outcome;
+use hostkeyctl::rotation::Request;
+use hostkeyctl::rotation::Step;
+use hostkeyctl::store::STAGE_CURRENT;
+use hostkeyctl::store::STAGE_PENDING;
+use hostkeyctl::store::SecretStore;
+use hostkeyctl::store::VersionSelector;
+use hostkeyctl::testing::Action;
+use hostkeyctl::testing::Fault;
+use hostkeyctl::testing::Hooked;
+use hostkeyctl::testing::MemDispatcher;
+use hostkeyctl::testing::Op;
+use hostkeyctl::testing::fault_at;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rotation_interrupted_at_every_store_call_resumes_to_the_same_end() {
+    // An uninterrupted run, for the number of store calls and the end state.
+    let (store, fleet, original) = world(3).await;
+    let counting = Hooked::new(&store, watch(&store, fleet.as_ref(), |_| Action::Pass));
+    assert_eq!(
+        rotate(&counting, &fleet, &store, Request::default()).await.unwrap(),
+        Outcome::Rotated
+    );
+    assert_rotated(&store, &fleet, &original, "uninterrupted");
+    let calls = counting.log().len();
+    assert!(calls >= 6, "{:?}", counting.log());
+
+    for at in 1..=calls {
+        for fault in [Fault::Fail, Fault::CrashAfter] {
+            let what = format!("{fault:?} at store call {at}");
+            let (store, fleet, original) = world(3).await;
+            let faulty = Hooked::new(
+                &store,
+                watch(&store, fleet.as_ref(), move |call| fault_at(call, at, None, fault)),
+            );
+            let first = rotate(&faulty, &fleet, &store, Request::default()).await;
+            assert!(faulty.fired(), "{what}: the fault never fired");
+            assert!(first.is_err(), "{what}: the run went on after the fault: {first:?}");
+            if store.holder(&secret(), STAGE_CURRENT).as_ref() != Some(&original) {
+                // Interrupted inside finish, after AWSCURRENT moved: it moved
+                // only after every node loaded the new set (Watch checked it).
+                assert!(fleet.all_offer(&current(&store).await.document.keys), "{what}");
+            }
+            let outcome = complete(&store, &fleet, &original).await;
+            assert!(
+                matches!(outcome, Outcome::Rotated | Outcome::Completed),
+                "{what}: {outcome:?}"
+            );
+            assert_rotated(&store, &fleet, &original, &what);
+            assert!(store.version_count(&secret()) <= 3, "{what}: versions piled up");
+        }
+    }
+}
+
+/// An abort is a stage move, then convergence: AWSPENDING comes off first
+/// (so no timer keeps offering the dropped set), and a node that fails to
+/// converge is reported and brought back by the next push (or its timer).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_abort_moves_the_stages_first_and_a_failed_node_converges_later() {
+    let (store, fleet, original) = world(2).await;
+    let stop = Request {
+        stop_after: Some(Step::Set),
+        ..Request::default()
+    };
+    assert_eq!(
+        rotate(&store, &fleet, &store, stop).await.unwrap(),
+        Outcome::StoppedAfterSet
+    );
+    let pending = store.holder(&secret(), STAGE_PENDING).unwrap();
+    let pending_keys = store
+        .get(&secret(), &VersionSelector::VersionId(pending))
+        .await
+        .unwrap()
+        .document
+        .keys;
+    assert!(
+        fleet.all_offer(&pending_keys),
+        "set did not load the new set everywhere"
+    );
+    fleet.nodes[1].faults.lock().unwrap().dispatch_fails = Some("unreachable".to_owned());
+    let abort = Request {
+        abort: true,
+        ..Request::default()
+    };
+    assert_eq!(
+        rotate(&store, &fleet, &store, abort).await.unwrap(),
+        Outcome::AbortPushFailed
+    );
+    assert_eq!(store.holder(&secret(), STAGE_PENDING), None, "the stages moved first");
+    assert_eq!(store.holder(&secret(), STAGE_CURRENT), Some(original.clone()));
+    assert!(!fleet.nodes[0].offers(&pending_keys), "node 1 converged: no next keys");
+    assert!(fleet.nodes[1].offers(&pending_keys), "node 2 was unreachable");
+    assert_eq!(
+        rotate(&store, &fleet, &store, abort).await.unwrap(),
+        Outcome::NothingToAbort
+    );
+    fleet.nodes[1].faults.lock().unwrap().dispatch_fails = None;
+    let now = current(&store).await;
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    let pushed = push_version(&dispatcher, &now, None, &fleet.instances(), &options(0), &|_, _| {})
+        .await
+        .unwrap();
+    assert!(pushed.all_ok());
+    assert!(fleet.all_serve(&now.document.keys));
+    assert!(!fleet.nodes[1].offers(&pending_keys));
+}
+
+/// Regression (hardening finding 9): the in-flight check was not atomic and
+/// PutSecretValue silently took AWSPENDING from the other admin's version.
+/// Two rotations started together, 20 times: exactly one proceeds, the
+/// other is refused naming it, and the stages and the fleet end consistent.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_rotations_started_together_never_both_proceed() {
+    for round in 0..20 {
+        let (store, fleet, original) = world(2).await;
+        // Each rotation waits after its first read of the stages until the
+        // other has made it too: both plan from the same stages.
+        let barrier = tokio::sync::Barrier::new(2);
+        let gate = || {
+            Hooked::new(&store, |call| match (call.op, call.nth) {
+                (Op::DescribeVersions, 1) => Action::WaitAfter(&barrier),
+                _ => Action::Pass,
+            })
+        };
+        let (a, b) = (gate(), gate());
+        let (ra, rb) = tokio::join!(
+            rotate(&a, &fleet, &store, Request::default()),
+            rotate(&b, &fleet, &store, Request::default())
+        );
+        let outcomes = [&ra, &rb];
+        let won = outcomes.iter().filter(|r| matches!(r, Ok(Outcome::Rotated))).count();
+        assert_eq!(won, 1, "round {round}: {ra:?} / {rb:?}");
+        let lost = outcomes.iter().find_map(|r| r.as_ref().err()).unwrap().to_string();
+        assert!(
+            lost.contains("another rotation claimed AWSPENDING first") || lost.contains("another rotation finished"),
+            "round {round}: {lost}"
+        );
+        assert_rotated(&store, &fleet, &original, &format!("round {round}"));
+        let claims = store
+            .stages(&secret())
+            .into_iter()
+            .flat_map(|(_, l)| l)
+            .filter(|l| l.starts_with(hostkeyctl::store::claim::CLAIM_PREFIX))
+            .count();
+        assert_eq!(claims, 0, "round {round}: a claim label was left behind");
+    }
+}
+
+/// Certificates (issue 17): a rotation of a signed set without the CA is
+/// refused before anything is stored; a new set without certificates would
+/// lock out clients that trust only the CA.
+#[tokio::test(flavor = "multi_thread")]
+async fn rotating_a_signed_set_without_the_ca_is_refused_and_stores_nothing() {
+    let (store, fleet, _) = world(1).await;
+    let signed = sign_current(&store, &["login.test"], 86_400).await;
+    let versions = store.stages(&secret()).len();
+    let refused = super::rotate(&store, &fleet, &store, Request::default()).await;
+    let Err(hostkeyctl::rotation::RotationError::Refused(message)) = refused else {
+        panic!("not refused: {refused:?}");
+    };
+    assert!(message.contains("--ca-secret-id"), "{message}");
+    assert_eq!(store.stages(&secret()).len(), versions, "a version was stored");
+    assert_eq!(
+        store.holder(&secret(), hostkeyctl::store::STAGE_CURRENT),
+        Some(signed.version_id)
+    );
+}
+
+/// Certificates (issue 17): `rotate --ca-secret-id` signs the new set like
+/// the current one (same principals, same validity length, next serial),
+/// and every node serves the new certificates once it is promoted.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rotation_signs_the_new_set_like_the_current_one() {
+    let (store, fleet, _) = world(2).await;
+    let ca = hostkeyctl::keyset::HostKey::generate(hostkeyctl::keyset::KeyAlgorithm::Ed25519, 0).unwrap();
+    let day = 86_400;
+    let signed = sign_current_with(&store, &ca, &["login.test", "alias.test"], 30 * day).await;
+    let outcome = super::rotate_with_ca(&store, &fleet, &store, Request::default(), Some(&ca))
+        .await
+        .unwrap();
+    assert_eq!(outcome, Outcome::Rotated);
+    assert_rotated(&store, &fleet, &signed.version_id, "signed rotation");
+    let now = super::current(&store).await;
+    assert_ne!(now.document.keys, signed.document.keys);
+    assert_eq!(now.document.certificates.len(), now.document.keys.len());
+    for cert in now.document.certificates.values() {
+        assert_eq!(cert.serial(), 2);
+        assert_eq!(cert.valid_principals(), ["login.test", "alias.test"]);
+        assert_eq!(&hostkeyctl::certificate::ca_fingerprint(cert), ca.fingerprint());
+        let length = cert.valid_before() - cert.valid_after();
+        assert!(
+            length.abs_diff(30 * day + hostkeyctl::certificate::BACKDATE_SECS) < 120,
+            "{length}"
+        );
+    }
+    for node in &fleet.nodes {
+        let served = node.served_certificates();
+        assert_eq!(
+            served.len(),
+            now.document.certificates.len(),
+            "{}",
+            node.instance.instance_id
+        );
+    }
+}
+
+/// Issue 14: the timer's plain install and a rotation never disagree. A
+/// timer run on every node between every pair of steps leaves every node
+/// exactly where the stages say (it used to drop the overlap's next keys
+/// and move nodes off the set step's AWSPENDING).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_timer_between_every_step_never_moves_a_node_off_the_stages() {
+    use hostkeyctl::rotation::{Request, Step};
+    let (store, fleet, _) = world(3).await;
+    assert_eq!(timer(&fleet, &store).await, [Some(0); 3]);
+    assert_desired(&store, &fleet, "before").await;
+    let step = |overlap: bool, resume: bool, finish: bool, stop_after: Option<Step>| Request {
+        overlap,
+        resume,
+        finish,
+        stop_after,
+        ..Request::default()
+    };
+    for (request, pushed, what) in [
+        (step(true, false, false, Some(Step::Create)), false, "announced"),
+        (step(true, true, false, None), true, "overlap started"),
+        (
+            step(false, false, true, Some(Step::Set)),
+            true,
+            "finish stopped after set",
+        ),
+        (
+            step(false, false, true, Some(Step::Test)),
+            true,
+            "finish stopped after test",
+        ),
+        (step(false, false, true, None), true, "rotated"),
+    ] {
+        rotate(&store, &fleet, &store, request).await.unwrap();
+        if pushed {
+            assert_desired(&store, &fleet, what).await;
+        }
+        assert_eq!(timer(&fleet, &store).await, [Some(0); 3], "{what}");
+        assert_desired(&store, &fleet, &format!("{what}, then the timer")).await;
+    }
+}
+
+/// After a kill at every store call of a rotation, a timer run puts every
+/// node where the stages say, and the rotation then completes.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_timer_after_a_kill_at_every_step_follows_the_stages() {
+    use hostkeyctl::rotation::Request;
+    let (store, fleet, _) = world(2).await;
+    let counting = Hooked::counting(&store);
+    rotate(&counting, &fleet, &store, Request::default()).await.unwrap();
+    let calls = counting.log().len();
+    for at in 1..=calls {
+        let what = format!("killed after store call {at}");
+        let (store, fleet, _) = world(2).await;
+        let faulty = Hooked::fault_at(&store, at, None, Fault::CrashAfter);
+        assert!(
+            rotate(&faulty, &fleet, &store, Request::default()).await.is_err(),
+            "{what}"
+        );
+        assert_eq!(timer(&fleet, &store).await, [Some(0); 2], "{what}");
+        assert_desired(&store, &fleet, &what).await;
+    }
+}
+
+/// `--stop-after` stops after each step with the stages saying so; each
+/// `--resume` goes on from the stages alone, and AWSCURRENT moves only at
+/// the end.
+#[tokio::test(flavor = "multi_thread")]
+async fn stopping_after_each_step_then_resuming_completes_the_rotation() {
+    let (store, fleet, original) = world(2).await;
+    let mut outcomes = Vec::new();
+    for (i, step) in [Step::Create, Step::Set, Step::Test].into_iter().enumerate() {
+        let request = Request {
+            resume: i > 0,
+            stop_after: Some(step),
+            ..Request::default()
+        };
+        outcomes.push(rotate(&store, &fleet, &store, request).await.unwrap());
+        assert_eq!(
+            store.holder(&secret(), STAGE_CURRENT),
+            Some(original.clone()),
+            "{step:?}: AWSCURRENT moved early"
+        );
+        assert!(
+            store.holder(&secret(), STAGE_PENDING).is_some(),
+            "{step:?}: no rotation in flight"
+        );
+    }
+    assert_eq!(
+        outcomes,
+        [
+            Outcome::StoppedAfterCreate,
+            Outcome::StoppedAfterSet,
+            Outcome::StoppedAfterTest
+        ]
+    );
+    let resume = Request {
+        resume: true,
+        ..Request::default()
+    };
+    assert_eq!(rotate(&store, &fleet, &store, resume).await.unwrap(), Outcome::Rotated);
+    assert_rotated(&store, &fleet, &original, "resumed");
+}

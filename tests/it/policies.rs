@@ -1,0 +1,316 @@
+//! Least privilege on paper (issue 26): docs/iam.md lists exactly each
+//! policy's actions and the code's calls, the policy text scopes every
+//! grant (what the bed's emulator cannot check), and a CA the nodes could
+//! read is refused before any AWS call. The bed tier (iam.rs) enforces the
+//! same policies on every command.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::common::roles::Role;
+
+const ROLES: [&str; 5] = ["admin", "rotation", "node", "auditor", "signer"];
+const AWS_SERVICES: [&str; 6] = [
+    "secretsmanager",
+    "ssm",
+    "ec2",
+    "elasticloadbalancing",
+    "sagemaker",
+    "kms",
+];
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn policy(role: &str) -> Value {
+    let text = std::fs::read_to_string(root().join(format!("iam/{role}.json"))).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn list(value: &Value) -> Vec<String> {
+    match value {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(items) => items.iter().map(|v| v.as_str().unwrap().to_owned()).collect(),
+        _ => vec![],
+    }
+}
+
+fn statements(role: &str) -> Vec<Value> {
+    policy(role)["Statement"].as_array().unwrap().clone()
+}
+
+fn actions(role: &str) -> BTreeSet<String> {
+    statements(role).iter().flat_map(|s| list(&s["Action"])).collect()
+}
+
+/// `service:Action` strings in the code outside the test doubles: the
+/// calls hostkeyctl makes (each AWS call is named so for its errors).
+fn code_actions() -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    let mut dirs = vec![root().join("src")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                if !path.ends_with("testing") {
+                    dirs.push(path);
+                }
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            for piece in text.split('"').skip(1).step_by(2) {
+                if let Some((service, action)) = piece.split_once(':')
+                    && AWS_SERVICES.contains(&service)
+                    && action.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+                    && action.chars().all(|c| c.is_ascii_alphanumeric())
+                {
+                    found.insert(piece.to_owned());
+                }
+            }
+        }
+    }
+    found
+}
+
+/// docs/iam.md's checked table: role -> (commands, actions).
+fn documented() -> BTreeMap<String, (Vec<String>, BTreeSet<String>)> {
+    let text = std::fs::read_to_string(root().join("docs/iam.md")).unwrap();
+    let start = text
+        .find("<!-- role-actions")
+        .expect("docs/iam.md has the role-actions table");
+    let end = text.find("<!-- /role-actions -->").unwrap();
+    let mut out = BTreeMap::new();
+    for line in text[start..end].lines().skip(3) {
+        let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+        assert_eq!(cells.len(), 4, "a row of four cells: {line}");
+        let commands = cells[2].split(", ").map(str::to_owned).collect();
+        let actions = cells[3].split(", ").map(|a| a.trim_matches('`').to_owned()).collect();
+        out.insert(cells[0].to_owned(), (commands, actions));
+    }
+    out
+}
+
+#[test]
+fn docs_list_exactly_each_policys_actions_and_the_code_calls_exactly_what_is_granted() {
+    let documented = documented();
+    assert_eq!(
+        documented.keys().cloned().collect::<BTreeSet<_>>(),
+        ROLES.map(str::to_owned).into()
+    );
+    let mut granted = BTreeSet::new();
+    for role in ROLES {
+        let (commands, listed) = &documented[role];
+        assert_eq!(
+            listed,
+            &actions(role),
+            "docs/iam.md lists other actions for {role} than iam/{role}.json grants"
+        );
+        granted.extend(actions(role));
+        // The bed signs each command as the role the docs name for it.
+        let expected = match role {
+            "admin" => Role::Admin,
+            "rotation" => Role::Rotation,
+            "node" => Role::Node,
+            "auditor" => Role::Auditor,
+            _ => Role::Signer,
+        };
+        for command in commands {
+            let words: Vec<&str> = command.split(' ').collect();
+            assert_eq!(
+                Role::for_command(&words),
+                expected,
+                "{command} is documented for {role}"
+            );
+        }
+    }
+    let called = code_actions();
+    assert!(called.len() > 15, "the scan found the calls: {called:?}");
+    let ungranted: Vec<_> = called.difference(&granted).collect();
+    assert!(
+        ungranted.is_empty(),
+        "the code calls what no policy grants: {ungranted:?}"
+    );
+    let unused: Vec<_> = granted.difference(&called).collect();
+    assert!(
+        unused.is_empty(),
+        "a policy grants what the code never calls: {unused:?}"
+    );
+}
+
+/// What the emulator cannot check (conditions it does not model, the
+/// policies' own shape), held on the text.
+#[test]
+fn the_policies_scope_every_grant() {
+    let key_sets = "arn:aws:secretsmanager:*:111122223333:secret:hostkeys/*";
+    let cas = "arn:aws:secretsmanager:*:111122223333:secret:hostkeyctl-ca/*";
+    let documents = [
+        "arn:aws:ssm:*:111122223333:document/hostkeyctl-Install",
+        "arn:aws:ssm:*:111122223333:document/hostkeyctl-Check",
+    ];
+    for role in ROLES {
+        for st in statements(role) {
+            assert_eq!(st["Effect"], "Allow", "{role}: {st}");
+            assert!(
+                st.get("NotAction").is_none() && st.get("NotResource").is_none(),
+                "{role}: {st}"
+            );
+            let acts = list(&st["Action"]);
+            let resources = list(&st["Resource"]);
+            for a in &acts {
+                assert!(!a.contains('*'), "{role}: a wildcard action {a}");
+            }
+            let service = acts[0].split(':').next().unwrap().to_owned();
+            let finders = ["ec2", "elasticloadbalancing"];
+            assert!(
+                acts.iter().all(|a| a.starts_with(&format!("{service}:"))
+                    || (finders.contains(&service.as_str()) && finders.contains(&a.split(':').next().unwrap()))),
+                "{role}: one service a statement: {st}"
+            );
+            match service.as_str() {
+                "secretsmanager" => {
+                    assert!(resources.iter().all(|r| r == key_sets || r == cas), "{role}: {st}");
+                }
+                "ssm"
+                    if acts
+                        .iter()
+                        .any(|a| a != "ssm:ListCommandInvocations" && a != "ssm:CancelCommand") =>
+                {
+                    for r in &resources {
+                        if r.contains(":instance/") {
+                            // Only the login nodes: the emulator evaluates this condition,
+                            // and here its shape is held.
+                            assert_eq!(acts, ["ssm:SendCommand"], "{role}: {st}");
+                            assert_eq!(
+                                st["Condition"],
+                                json!({"StringEquals": {"ssm:resourceTag/Role": "login"}}),
+                                "{role}: {st}"
+                            );
+                        } else {
+                            assert!(
+                                documents.contains(&r.as_str()),
+                                "{role}: a document not hostkeyctl's: {st}"
+                            );
+                        }
+                    }
+                }
+                "ssm" | "ec2" | "elasticloadbalancing" => {
+                    // Reads and command polling without resource-level permissions.
+                    assert!(
+                        acts.iter()
+                            .all(|a| a.contains(":Describe") || a.contains(":List") || a == "ssm:CancelCommand"),
+                        "{role}: {st}"
+                    );
+                }
+                "sagemaker" => assert_eq!(
+                    resources,
+                    ["arn:aws:sagemaker:*:111122223333:cluster/*"],
+                    "{role}: {st}"
+                ),
+                other => panic!("{role}: an unexpected service {other}"),
+            }
+        }
+    }
+    // The CA: read by the signer and by rotate (which signs new sets),
+    // created (never read) by the admin, never reachable by a node or an
+    // auditor.
+    let on_cas = |role: &str| -> BTreeSet<String> {
+        statements(role)
+            .iter()
+            .filter(|s| list(&s["Resource"]).iter().any(|r| r == cas))
+            .flat_map(|s| list(&s["Action"]))
+            .collect()
+    };
+    assert!(on_cas("node").is_empty() && on_cas("auditor").is_empty());
+    assert_eq!(on_cas("signer"), ["secretsmanager:GetSecretValue".to_owned()].into());
+    assert_eq!(on_cas("rotation"), ["secretsmanager:GetSecretValue".to_owned()].into());
+    assert_eq!(
+        on_cas("admin"),
+        [
+            "secretsmanager:CreateSecret".to_owned(),
+            "secretsmanager:TagResource".to_owned()
+        ]
+        .into()
+    );
+    assert_eq!(actions("node"), ["secretsmanager:GetSecretValue".to_owned()].into());
+    for write in [
+        "secretsmanager:GetSecretValue",
+        "secretsmanager:PutSecretValue",
+        "secretsmanager:UpdateSecretVersionStage",
+    ] {
+        assert!(!actions("auditor").contains(write), "the auditor may {write}");
+    }
+    // The auditor sends the check document only.
+    for st in statements("auditor") {
+        for r in list(&st["Resource"]) {
+            assert!(!r.ends_with("document/hostkeyctl-Install"), "{st}");
+        }
+    }
+}
+
+/// A CA under the key sets' prefix would be readable by every login node
+/// (iam/node.json grants GetSecretValue on `hostkeys/*`): `ca init` refuses
+/// to create one, and `sign`, `rotate` and `known-hosts` refuse to read
+/// one, before any AWS call (the endpoint here is a closed port, so a call
+/// would end in exit 4, not 2).
+#[test]
+fn a_ca_the_nodes_could_read_is_never_created_or_read() {
+    let ca_arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:hostkeys/ca-AbCdEf";
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["ca", "init", "--secret-id", "hostkeys/x"],
+        vec!["ca", "init", "--secret-id", ca_arn],
+        vec![
+            "sign",
+            "--secret-id",
+            "hostkeys/hk",
+            "--ca-secret-id",
+            "hostkeys/ca",
+            "--principal",
+            "a.test",
+        ],
+        vec![
+            "rotate",
+            "--secret-id",
+            "hostkeys/hk",
+            "--ca-secret-id",
+            ca_arn,
+            "--target",
+            "tag:Role=login",
+        ],
+        vec![
+            "known-hosts",
+            "--host",
+            "a.test",
+            "--cert-authority",
+            "--ca-secret-id",
+            "hostkeys/ca",
+        ],
+        vec![
+            "ca",
+            "init",
+            "--secret-id",
+            "site/keys/ca",
+            "--key-set-prefix",
+            "site/keys/",
+        ],
+    ];
+    for args in cases {
+        let out = crate::common::support::hostkeyctl()
+            .args(&args)
+            .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ACCESS_KEY_ID", "x")
+            .env("AWS_SECRET_ACCESS_KEY", "x")
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("the prefix every login node's role may read") && stderr.contains("--key-set-prefix"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
