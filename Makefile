@@ -17,6 +17,8 @@ build:
 lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --locked --all-targets --features testing,testbed -- -D warnings
+	python3 -m ruff check testbed scripts
+	python3 -m ruff format --check testbed scripts
 
 # The IAM policies (parliament) and the CloudFormation template (cfn-lint);
 # the template's drift from iam/ and the SSM document is a test.

@@ -60,14 +60,26 @@ def median_ms(xs: list[float]) -> float:
 
 def bench_keygen(runs: int) -> None:
     print(f"== keygen: one key per run, {runs} runs each, median wall time (process start included)")
-    print(f"   baseline: ssh-keygen -t ALG (RSA -b 3072), same machine, same run")
+    print("   baseline: ssh-keygen -t ALG (RSA -b 3072), same machine, same run")
     work = Path(tempfile.mkdtemp(prefix="hkbench-"))
     try:
         print(f"   {'algorithm':<10} {'hostkeyctl':>12} {'ssh-keygen':>12} {'ratio':>8}")
         for alg in ["ed25519", "ecdsa", "rsa"]:
             ours, theirs = [], []
             for _ in range(runs):
-                t, p = timed([str(BIN), "keygen", "--algorithms", alg, "--out-dir", str(work / "k"), "--force", "--output", "json"])
+                t, p = timed(
+                    [
+                        str(BIN),
+                        "keygen",
+                        "--algorithms",
+                        alg,
+                        "--out-dir",
+                        str(work / "k"),
+                        "--force",
+                        "--output",
+                        "json",
+                    ]
+                )
                 assert p.returncode == 0, p.stderr
                 ours.append(t)
                 key = work / "s" / "key"
@@ -89,10 +101,26 @@ class Bed:
     def __init__(self, nodes: int, virtual: int = 0, reexec: bool = True, shared: bool = False):
         self.dir = Path(tempfile.mkdtemp(prefix="hkbench-bed-"))
         self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "testbed" / "bed.py"), "up", "--dir", str(self.dir), "--nodes", str(nodes),
-             "--virtual", str(virtual), "--bin-dir", str(BIN.parent), "--watch-stdin", "--no-iam"]
-            + ([] if reexec else ["--no-reexec"]) + (["--virtual-shared"] if shared else []),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(self.dir / "bed.log", "wb"),
+            [
+                sys.executable,
+                str(ROOT / "testbed" / "bed.py"),
+                "up",
+                "--dir",
+                str(self.dir),
+                "--nodes",
+                str(nodes),
+                "--virtual",
+                str(virtual),
+                "--bin-dir",
+                str(BIN.parent),
+                "--watch-stdin",
+                "--no-iam",
+            ]
+            + ([] if reexec else ["--no-reexec"])
+            + (["--virtual-shared"] if shared else []),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=open(self.dir / "bed.log", "wb"),
         )
         line = self.proc.stdout.readline() if self.proc.stdout else b""
         if not line:
@@ -101,14 +129,22 @@ class Bed:
         # Policy evaluation stays out of the figures: the bed's IAM is off
         # (--no-iam) and every call signs with the emulator's root key.
         self.env = dict(os.environ)
-        self.env.update({
-            "AWS_ENDPOINT_URL": self.state["endpoint"], "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true",
-        })
+        self.env.update(
+            {
+                "AWS_ENDPOINT_URL": self.state["endpoint"],
+                "AWS_ACCESS_KEY_ID": "testing",
+                "AWS_SECRET_ACCESS_KEY": "testing",
+                "AWS_REGION": "us-east-1",
+                "AWS_EC2_METADATA_DISABLED": "true",
+            }
+        )
 
     def control(self, path: str, body: dict | None = None) -> object:
-        req = urllib.request.Request(self.state["endpoint"] + path, data=json.dumps(body or {}).encode(),
-                                     method="POST" if body is not None else "GET")
+        req = urllib.request.Request(
+            self.state["endpoint"] + path,
+            data=json.dumps(body or {}).encode(),
+            method="POST" if body is not None else "GET",
+        )
         return json.loads(urllib.request.urlopen(req).read())
 
     def hk(self, *args: str) -> subprocess.CompletedProcess:
@@ -133,7 +169,7 @@ def bench_install(runs: int) -> None:
         env = dict(bed.env)
         env.update(node["env"])
         converge, noop = [], []
-        for i in range(runs):
+        for _ in range(runs):
             for name in ("a", "b"):
                 t, rss, code, out, err = run_rss([str(BIN), "install", "--secret-id", name, "--quiet"], env)
                 assert code == 0 and b'"changed"' in out, (out, err)
@@ -141,7 +177,10 @@ def bench_install(runs: int) -> None:
             t, rss, code, out, err = run_rss([str(BIN), "install", "--secret-id", "b", "--quiet"], env)
             assert code == 0 and b'"unchanged"' in out, (out, err)
             noop.append((t, rss))
-        for label, xs in (("converge (write + sshd -t + reload + verify)", converge), ("no-op (fetch + compare + verify)", noop)):
+        for label, xs in (
+            ("converge (write + sshd -t + reload + verify)", converge),
+            ("no-op (fetch + compare + verify)", noop),
+        ):
             ms = median_ms([x[0] for x in xs])
             mb = max(x[1] for x in xs) / 1024
             print(f"   {label:<48} {ms:>7.1f} ms   peak RSS {mb:>5.1f} MB")
@@ -159,35 +198,61 @@ def bench_push(instances: int) -> None:
         assert p.returncode == 0, p.stderr
         bed.control("/_bed/counts/reset", {})
         start = time.perf_counter()
-        p = bed.hk("push", "--secret-id", "hk", "--target", "tag:Cluster=virtual", "--max-concurrency", "100%",
-                   "--max-errors", "100%", "--output", "json")
+        p = bed.hk(
+            "push",
+            "--secret-id",
+            "hk",
+            "--target",
+            "tag:Cluster=virtual",
+            "--max-concurrency",
+            "100%",
+            "--max-errors",
+            "100%",
+            "--output",
+            "json",
+        )
         wall = time.perf_counter() - start
         if not p.stdout:
-            raise SystemExit(f"bench: push exited {p.returncode} after {wall:.1f} s and printed nothing:"
-                             f" {p.stderr.decode(errors='replace')[-3000:]}")
+            raise SystemExit(
+                f"bench: push exited {p.returncode} after {wall:.1f} s and printed nothing:"
+                f" {p.stderr.decode(errors='replace')[-3000:]}"
+            )
         report = json.loads(p.stdout)
         counts = bed.control("/_bed/counts")
         rounds = report["polling"]["rounds"]
         calls = report["polling"]["list_calls"]
-        print(f"   hostkeyctl push: exit {p.returncode}, {report['succeeded']}/{report['targets']} ok, {wall:.1f} s wall")
-        print(f"     API calls: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())))
+        print(
+            f"   hostkeyctl push: exit {p.returncode}, {report['succeeded']}/{report['targets']} ok, {wall:.1f} s wall"
+        )
+        print("     API calls: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())))
         most = report["polling"]["max_calls_per_round"]
-        print(f"     polling: {calls} ListCommandInvocations in {rounds} rounds, at most {most} in one round"
-              f" (goal <= ceil(N/50)+1 = {batches + 1})")
+        print(
+            f"     polling: {calls} ListCommandInvocations in {rounds} rounds, at most {most} in one round"
+            f" (goal <= ceil(N/50)+1 = {batches + 1})"
+        )
 
         import boto3  # the baseline uses the Python SDK against the same bed
 
-        ssm = boto3.client("ssm", endpoint_url=bed.state["endpoint"], region_name="us-east-1",
-                           aws_access_key_id="testing", aws_secret_access_key="testing")
+        ssm = boto3.client(
+            "ssm",
+            endpoint_url=bed.state["endpoint"],
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
         ids = bed.state["virtual"]
         bed.control("/_bed/counts/reset", {})
         start = time.perf_counter()
         sent = []
         for i in range(0, len(ids), 50):
-            c = ssm.send_command(InstanceIds=ids[i:i + 50], DocumentName="AWS-RunShellScript",
-                                 Parameters={"commands": [report["command_line"]]}, MaxConcurrency="100%",
-                                 MaxErrors="100%")["Command"]["CommandId"]
-            sent += [(c, iid) for iid in ids[i:i + 50]]
+            c = ssm.send_command(
+                InstanceIds=ids[i : i + 50],
+                DocumentName="AWS-RunShellScript",
+                Parameters={"commands": [report["command_line"]]},
+                MaxConcurrency="100%",
+                MaxErrors="100%",
+            )["Command"]["CommandId"]
+            sent += [(c, iid) for iid in ids[i : i + 50]]
         pending, naive_rounds, naive_calls, naive_max = set(sent), 0, 0, 0
         while pending:
             naive_rounds += 1
@@ -203,8 +268,10 @@ def bench_push(instances: int) -> None:
             if pending:
                 time.sleep(0.5)
         naive_wall = time.perf_counter() - start
-        print(f"   naive per-instance loop: {naive_calls} GetCommandInvocation in {naive_rounds} rounds,"
-              f" up to {naive_max} per round, {naive_wall:.1f} s wall")
+        print(
+            f"   naive per-instance loop: {naive_calls} GetCommandInvocation in {naive_rounds} rounds,"
+            f" up to {naive_max} per round, {naive_wall:.1f} s wall"
+        )
         print(f"   ratio: {naive_calls / max(calls, 1):.0f}x fewer polling calls with hostkeyctl")
     finally:
         bed.close()
@@ -236,33 +303,47 @@ def bench_rotate(instances: int) -> None:
             while time.monotonic() < deadline and Path(f"/proc/{sshd}/task/{sshd}/children").read_text().strip():
                 time.sleep(0.01)
             own = resource.getrusage(resource.RUSAGE_CHILDREN)
-            return (proc_cpu(sshd, reaped=True), proc_cpu(supervisor, reaped=False) + proc_cpu(supervisor, reaped=True),
-                    own.ru_utime + own.ru_stime)
+            return (
+                proc_cpu(sshd, reaped=True),
+                proc_cpu(supervisor, reaped=False) + proc_cpu(supervisor, reaped=True),
+                own.ru_utime + own.ru_stime,
+            )
 
         def rotate(*extra: str) -> tuple[float, dict, list[float]]:
             before = cpu()
             wall, p = timed([str(BIN), "rotate", "--secret-id", "hk", *target, *extra], bed.env)
             if not p.stdout:
-                raise SystemExit(f"bench: rotate {' '.join(extra)} exited {p.returncode} after {wall:.1f} s:"
-                                 f" {p.stderr.decode(errors='replace')[-3000:]}")
-            return wall, json.loads(p.stdout), [b - a for a, b in zip(before, cpu())]
+                raise SystemExit(
+                    f"bench: rotate {' '.join(extra)} exited {p.returncode} after {wall:.1f} s:"
+                    f" {p.stderr.decode(errors='replace')[-3000:]}"
+                )
+            return wall, json.loads(p.stdout), [b - a for a, b in zip(before, cpu(), strict=True)]
 
         whole, report, (server, emulator, client) = rotate()
         most = report["push"]["polling"]["max_calls_per_round"]
         floor = (server + emulator + client) / CORES
         verdict = f"goal < {goal:.0f} s: {'met' if whole < goal else 'missed'}" if goal else "no goal at this scale"
-        print(f"   rotation: {report['result']}, {whole:.1f} s wall = {whole / push:.1f}x one push ({verdict});"
-              f" at most {most} ListCommandInvocations in one round (goal <= {math.ceil(instances / 50) + 1})")
-        print(f"     CPU: the shared sshd {server:.1f} s ({instances} nodes' handshakes, each node's own in a fleet),"
-              f" emulator + agent {emulator:.1f} s, hostkeyctl {client:.1f} s; floor {floor:.1f} s"
-              f" ({CORES} cores); wall = {whole / floor:.2f}x the floor")
-        print(f"     without the shared sshd's CPU (a fleet's nodes sign their own handshakes), the floor is"
-              f" {(emulator + client) / CORES:.1f} s")
+        print(
+            f"   rotation: {report['result']}, {whole:.1f} s wall = {whole / push:.1f}x one push ({verdict});"
+            f" at most {most} ListCommandInvocations in one round (goal <= {math.ceil(instances / 50) + 1})"
+        )
+        print(
+            f"     CPU: the shared sshd {server:.1f} s ({instances} nodes' handshakes, each node's own in a fleet),"
+            f" emulator + agent {emulator:.1f} s, hostkeyctl {client:.1f} s; floor {floor:.1f} s"
+            f" ({CORES} cores); wall = {whole / floor:.2f}x the floor"
+        )
+        print(
+            f"     without the shared sshd's CPU (a fleet's nodes sign their own handshakes), the floor is"
+            f" {(emulator + client) / CORES:.1f} s"
+        )
         if instances > 1000:
             return  # a second rotation step by step takes as long again
-        steps = [("create", ["--stop-after", "create"]), ("set", ["--resume", "--stop-after", "set"]),
-                 ("test", ["--resume", "--stop-after", "test"]),
-                 ("resume to the end (set and test again, idempotent; finish; converge)", ["--resume"])]
+        steps = [
+            ("create", ["--stop-after", "create"]),
+            ("set", ["--resume", "--stop-after", "set"]),
+            ("test", ["--resume", "--stop-after", "test"]),
+            ("resume to the end (set and test again, idempotent; finish; converge)", ["--resume"]),
+        ]
         parts = []
         for label, extra in steps:
             wall, report, _ = rotate(*extra)
@@ -327,29 +408,48 @@ def bench_audit(nodes: int, repeats: int, samples: int) -> None:
             return sum(proc_cpu(p, reaped=True) for p in sshd_pids) + proc_cpu(lb["pid"], reaped=False)
 
         def audit(label: str, extra: list[str], wanted: int, count) -> float:
-            argv = [str(BIN), "audit", "--output", "json", "--key-types", ",".join(types),
-                    "--expect", "SHA256:" + "A" * 43, *extra]
+            argv = [
+                str(BIN),
+                "audit",
+                "--output",
+                "json",
+                "--key-types",
+                ",".join(types),
+                "--expect",
+                "SHA256:" + "A" * 43,
+                *extra,
+            ]
             before = servers()
             wall, client, rss, out = run_cpu(argv)
             server = servers() - before
             floor = (server + client) / CORES
             got = count(json.loads(out))
-            print(f"   hostkeyctl audit, {label}: {got}/{wanted} results in {wall:.2f} s wall;"
-                  f" peak RSS {rss / 1024:.1f} MB")
-            print(f"     CPU: sshd + HAProxy {server:.2f} s ({1000 * server / max(wanted, 1):.2f} ms per handshake),"
-                  f" hostkeyctl {client:.2f} s ({1000 * client / max(wanted, 1):.2f} ms);"
-                  f" floor {floor:.2f} s; wall = {wall / floor:.2f}x the floor (goal <= 1.5x)")
+            print(
+                f"   hostkeyctl audit, {label}: {got}/{wanted} results in {wall:.2f} s wall;"
+                f" peak RSS {rss / 1024:.1f} MB"
+            )
+            print(
+                f"     CPU: sshd + HAProxy {server:.2f} s ({1000 * server / max(wanted, 1):.2f} ms per handshake),"
+                f" hostkeyctl {client:.2f} s ({1000 * client / max(wanted, 1):.2f} ms);"
+                f" floor {floor:.2f} s; wall = {wall / floor:.2f}x the floor (goal <= 1.5x)"
+            )
             return wall
 
         direct = []
         for a in addresses:
             direct += ["--endpoint", f"{a}:22"] * repeats
-        ours = audit(f"direct ({nodes} nodes x {repeats})", direct, probes,
-                     lambda r: sum(1 for n in r["nodes"] for f in n["findings"] if f.get("served")))
-        audit(f"through HAProxy ({samples} samples per type)",
-              ["--lb", f"{lb['address']}:{lb['port']}", "--samples", str(samples), "--backends", str(nodes)],
-              samples * len(types),
-              lambda r: sum(s["count"] for t in r["lb"]["types"] for s in t["seen"]))
+        ours = audit(
+            f"direct ({nodes} nodes x {repeats})",
+            direct,
+            probes,
+            lambda r: sum(1 for n in r["nodes"] for f in n["findings"] if f.get("served")),
+        )
+        audit(
+            f"through HAProxy ({samples} samples per type)",
+            ["--lb", f"{lb['address']}:{lb['port']}", "--samples", str(samples), "--backends", str(nodes)],
+            samples * len(types),
+            lambda r: sum(s["count"] for t in r["lb"]["types"] for s in t["seen"]),
+        )
 
         hosts = Path(bed.dir) / "hosts"
         hosts.write_text("".join(f"{a}\n" for a in addresses for _ in range(repeats)))
@@ -358,10 +458,14 @@ def bench_audit(nodes: int, repeats: int, samples: int) -> None:
         k = subprocess.run(["ssh-keyscan", "-T", "5", "-t", "rsa,ecdsa,ed25519", "-f", str(hosts)], capture_output=True)
         theirs_wall = time.perf_counter() - start
         theirs = sum(1 for line in k.stdout.decode().splitlines() if line and not line.startswith("#"))
-        print(f"   ssh-keyscan, direct: {theirs}/{probes} results in {theirs_wall:.2f} s wall"
-              f" (sshd CPU {servers() - before:.2f} s)")
-        print(f"   ratio: ssh-keyscan takes {theirs_wall / ours:.1f}x hostkeyctl's wall time (goal >= 10x);"
-              f" results {100 * theirs / probes:.0f}% against hostkeyctl's")
+        print(
+            f"   ssh-keyscan, direct: {theirs}/{probes} results in {theirs_wall:.2f} s wall"
+            f" (sshd CPU {servers() - before:.2f} s)"
+        )
+        print(
+            f"   ratio: ssh-keyscan takes {theirs_wall / ours:.1f}x hostkeyctl's wall time (goal >= 10x);"
+            f" results {100 * theirs / probes:.0f}% against hostkeyctl's"
+        )
     finally:
         bed.close()
 
@@ -370,9 +474,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("what", choices=["keygen", "install", "push", "rotate", "audit", "all"])
     parser.add_argument("--runs", type=int, default=None)
-    parser.add_argument("--instances", type=int, action="append",
-                        help="emulated instances for push and rotate (repeatable; default 1000)")
-    parser.add_argument("--nodes", type=int, default=3, help="sshd nodes for the audit (the bed takes up to 100 and more)")
+    parser.add_argument(
+        "--instances",
+        type=int,
+        action="append",
+        help="emulated instances for push and rotate (repeatable; default 1000)",
+    )
+    parser.add_argument(
+        "--nodes", type=int, default=3, help="sshd nodes for the audit (the bed takes up to 100 and more)"
+    )
     parser.add_argument("--repeats", type=int, default=50, help="direct probes per node and key type")
     parser.add_argument("--samples", type=int, default=150, help="load balancer samples per key type")
     args = parser.parse_args()

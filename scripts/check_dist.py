@@ -42,7 +42,9 @@ QEMU = ["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu"]
 UNITS = {
     "usr/lib/systemd/system/hostkeyctl-install.service": "contrib/systemd/hostkeyctl-install.service",
     "usr/lib/systemd/system/hostkeyctl-install.timer": "contrib/systemd/hostkeyctl-install.timer",
-    "usr/lib/systemd/system/hostkeyctl-install.service.d/10-package.conf": "contrib/systemd/package/hostkeyctl-install.service.d/10-package.conf",
+    "usr/lib/systemd/system/hostkeyctl-install.service.d/10-package.conf": (
+        "contrib/systemd/package/hostkeyctl-install.service.d/10-package.conf"
+    ),
 }
 
 failures = []
@@ -99,14 +101,18 @@ def node(arch):
     check(size <= NODE_MAX_BYTES, f"{path.name} is {size / 1e6:.2f} MB (at most 10 MB)")
     prefix = QEMU if arch == "aarch64" else []
     shown = run([*prefix, str(path), "--version"])
-    check(shown.returncode == 0 and shown.stdout.strip() == f"hostkeyctl {version()}",
-          f"{path.name} --version says 'hostkeyctl {version()}' ({'qemu-user' if prefix else 'native'})")
+    check(
+        shown.returncode == 0 and shown.stdout.strip() == f"hostkeyctl {version()}",
+        f"{path.name} --version says 'hostkeyctl {version()}' ({'qemu-user' if prefix else 'native'})",
+    )
     helped = run([*prefix, str(path), "--help"])
     commands = help_commands(helped.stdout)
     check(commands == ["install"], f"{path.name} has install as its only command (has {commands})")
     refused = run([*prefix, str(path), "push", "--secret-id", "x"])
-    check(refused.returncode == 2 and "unrecognized subcommand" in refused.stderr,
-          f"{path.name} refuses admin commands (push: exit {refused.returncode})")
+    check(
+        refused.returncode == 2 and "unrecognized subcommand" in refused.stderr,
+        f"{path.name} refuses admin commands (push: exit {refused.returncode})",
+    )
 
 
 def help_commands(text):
@@ -116,8 +122,23 @@ def help_commands(text):
 
 
 def node_tree():
-    out = run(["cargo", "tree", "--locked", "--no-default-features", "--features", "node",
-               "--target", "all", "-e", "normal,build", "--prefix", "none"], cwd=ROOT)
+    out = run(
+        [
+            "cargo",
+            "tree",
+            "--locked",
+            "--no-default-features",
+            "--features",
+            "node",
+            "--target",
+            "all",
+            "-e",
+            "normal,build",
+            "--prefix",
+            "none",
+        ],
+        cwd=ROOT,
+    )
     check(out.returncode == 0, "cargo tree of the node build runs")
     crates = {line.split()[0] for line in out.stdout.splitlines() if line.strip()}
     present = [c for c in NOT_IN_NODE if c in crates]
@@ -130,24 +151,39 @@ def expected_files(admin):
     check(len(commands) >= 10, f"the admin build has every command ({', '.join(commands)})")
     man = ["usr/share/man/man1/hostkeyctl.1.gz"]
     man += [f"usr/share/man/man1/hostkeyctl-{c}.1.gz" for c in commands]
-    return ["usr/bin/hostkeyctl", *UNITS, "usr/share/bash-completion/completions/hostkeyctl",
-            "usr/share/fish/vendor_completions.d/hostkeyctl.fish", *man]
+    return [
+        "usr/bin/hostkeyctl",
+        *UNITS,
+        "usr/share/bash-completion/completions/hostkeyctl",
+        "usr/share/fish/vendor_completions.d/hostkeyctl.fish",
+        *man,
+    ]
 
 
 def package(kind, path, listing, zsh, expected):
     names = {re.sub(r"^\./|^/", "", line.split()[-1]) for line in listing.splitlines() if line.strip()}
     missing = [f for f in [*expected, zsh] if f not in names]
-    check(not missing, f"{path.name} ({kind}) holds the binary, units, completions and {len([f for f in expected if '/man1/' in f])} man pages (missing {missing})")
+    check(
+        not missing,
+        f"{path.name} ({kind}) holds the binary, units, completions and "
+        f"{len([f for f in expected if '/man1/' in f])} man pages (missing {missing})",
+    )
 
 
 def packages(admin):
     expected = expected_files(admin)
     deb = DIST / f"hostkeyctl_{version()}-1_amd64.deb"
     rpm = DIST / f"hostkeyctl-{version()}-1.x86_64.rpm"
-    package("dpkg-deb -c", deb, run(["dpkg-deb", "-c", str(deb)]).stdout,
-            "usr/share/zsh/vendor-completions/_hostkeyctl", expected)
-    package("rpm -qlp", rpm, run(["rpm", "-qlp", str(rpm)]).stdout,
-            "usr/share/zsh/site-functions/_hostkeyctl", expected)
+    package(
+        "dpkg-deb -c",
+        deb,
+        run(["dpkg-deb", "-c", str(deb)]).stdout,
+        "usr/share/zsh/vendor-completions/_hostkeyctl",
+        expected,
+    )
+    package(
+        "rpm -qlp", rpm, run(["rpm", "-qlp", str(rpm)]).stdout, "usr/share/zsh/site-functions/_hostkeyctl", expected
+    )
     arch = run(["dpkg-deb", "-f", str(deb), "Architecture"]).stdout.strip()
     check(arch == "amd64", f"{deb.name} is for amd64 (says {arch})")
     with tempfile.TemporaryDirectory() as tmp:

@@ -47,6 +47,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -62,30 +63,89 @@ PROFILE_DIR = HERE / "profiles"
 POLICY_DIR = HERE.parent / "iam"
 CLONE_NEWNET = 0x40000000
 
-# name -> how the node differs. fixture: testbed/profiles/<fixture>/etc;
-# unit: the systemd service (None: no systemd, sshd's pid file); socket:
-# socket activation; address/port: where sshd listens in the namespace.
-_DEBIAN = {"fixture": "debian-12", "unit": "ssh"}
-PROFILES: dict[str, dict[str, Any]] = {
+
+@dataclass(frozen=True)
+class Profile:
+    """How a profile node differs from a login node: a distribution's
+    sshd set-up (testbed/profiles/README.md)."""
+
+    # testbed/profiles/<fixture>/etc: the distribution's /etc/ssh.
+    fixture: str
+    # The systemd service (None: no systemd, sshd's pid file).
+    unit: str | None
+    # Socket activation (ssh.socket in front of a private sshd).
+    socket: bool = False
+    # Where sshd listens in the namespace.
+    address: str = "127.0.0.1"
+    port: int = 22
+    # sshd_config.d files to add, and text to append to sshd_config.
+    drop_ins: tuple[tuple[str, str], ...] = ()
+    append: str = ""
+    # sshd_config a symlink into a config management tree.
+    symlink: bool = False
+    # Key types whose files are removed.
+    missing: tuple[str, ...] = ()
+    # A host certificate of its own, from a CA of its own.
+    certificate: bool = False
+    # An unmanaged ECDSA P-384 key that a hardening drop-in lists first.
+    p384: bool = False
+    # IPv6 on in the namespace.
+    ipv6: bool = True
+
+
+_DEBIAN = Profile(fixture="debian-12", unit="ssh")
+PROFILES: dict[str, Profile] = {
     "debian-12": _DEBIAN,
-    "ubuntu-24.04": {"fixture": "ubuntu-24.04", "unit": "ssh", "socket": True},
-    "ubuntu-20.04": {"fixture": "ubuntu-20.04", "unit": "ssh"},
-    "al2023": {"fixture": "al2023", "unit": "sshd"},
-    "al2": {"fixture": "al2", "unit": "sshd"},
-    "no-systemd": {**_DEBIAN, "unit": None},
-    "ipv6-off": {**_DEBIAN, "ipv6": False},
-    "listen-address": {**_DEBIAN, "address": "127.0.0.5", "drop_ins": {"50-listen.conf": "ListenAddress 127.0.0.5\n"}},
-    "port-2222": {**_DEBIAN, "port": 2222, "drop_ins": {"50-port.conf": "Port 2222\n"}},
-    "match-forcecommand": {
-        **_DEBIAN,
-        "append": "\nMatch User backup\n\tForceCommand internal-sftp\n\tAllowTcpForwarding no\n",
-    },
-    "symlinked-config": {**_DEBIAN, "symlink": True},
+    "ubuntu-24.04": Profile(fixture="ubuntu-24.04", unit="ssh", socket=True),
+    "ubuntu-20.04": Profile(fixture="ubuntu-20.04", unit="ssh"),
+    "al2023": Profile(fixture="al2023", unit="sshd"),
+    "al2": Profile(fixture="al2", unit="sshd"),
+    "no-systemd": replace(_DEBIAN, unit=None),
+    "ipv6-off": replace(_DEBIAN, ipv6=False),
+    "listen-address": replace(
+        _DEBIAN, address="127.0.0.5", drop_ins=(("50-listen.conf", "ListenAddress 127.0.0.5\n"),)
+    ),
+    "port-2222": replace(_DEBIAN, port=2222, drop_ins=(("50-port.conf", "Port 2222\n"),)),
+    "match-forcecommand": replace(
+        _DEBIAN, append="\nMatch User backup\n\tForceCommand internal-sftp\n\tAllowTcpForwarding no\n"
+    ),
+    "symlinked-config": replace(_DEBIAN, symlink=True),
     "keys-shared": _DEBIAN,
-    "missing-key-type": {**_DEBIAN, "missing": ["ecdsa"]},
-    "host-certificate": {**_DEBIAN, "certificate": True},
-    "unmanaged-p384": {**_DEBIAN, "p384": True},
+    "missing-key-type": replace(_DEBIAN, missing=("ecdsa",)),
+    "host-certificate": replace(_DEBIAN, certificate=True),
+    "unmanaged-p384": replace(_DEBIAN, p384=True),
 }
+
+
+@dataclass
+class Node:
+    """One sshd node of the bed: a login node (registered in EC2) or a
+    profile node (its own namespaces, not registered). bed.json holds
+    ``as_json()`` of it, which tests/it/common/bed.rs reads."""
+
+    name: str
+    address: str
+    port: int
+    root: str
+    ssh_dir: str
+    sshd_config: str
+    pid_file: str
+    log: str
+    # The environment the SSM agent gives commands on this node.
+    env: dict[str, str]
+    # How the bed starts its sshd (login nodes), and reloads it.
+    argv: list[str] = field(default_factory=list)
+    reload_command: str = ""
+    # The profile (profile nodes).
+    profile: str | None = None
+    instance_id: str = ""
+    pid: int | None = None
+    # The process holding a profile node's namespaces.
+    ns_pid: int | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
 
 BED_HEADER = """# test bed: the bed's client key may log in as root (first value wins).
 # Below is the distribution's default config (testbed/profiles/README.md).
@@ -176,7 +236,7 @@ class Bed:
         self.main_queue: queue.Queue = queue.Queue()
         self.stop_event = threading.Event()
         self.state: dict[str, Any] = {}
-        self.nodes: list[dict[str, Any]] = []
+        self.nodes: list[Node] = []
 
     # ------------------------------------------------------------ processes
 
@@ -242,7 +302,7 @@ class Bed:
         import boto3
 
         from emulator import ACCOUNT
-        from iam import ALLOW_ALL, BED_ROOT, ROLES, policy_for_bed
+        from emulator.iam import ALLOW_ALL, BED_ROOT, ROLES, policy_for_bed
 
         client = boto3.client(
             "iam",
@@ -264,12 +324,12 @@ class Bed:
             key = client.create_access_key(UserName=user)["AccessKey"]
             credentials[role] = {"access_key_id": key["AccessKeyId"], "secret_access_key": key["SecretAccessKey"]}
         self.state["credentials"] = credentials
-        node = credentials["node"]
+        node_key = credentials["node"]
         # Every node (the SSM agent's commands, timers, the lifecycle step)
         # signs with the node role.
         self.node_credentials = {
-            "AWS_ACCESS_KEY_ID": node["access_key_id"],
-            "AWS_SECRET_ACCESS_KEY": node["secret_access_key"],
+            "AWS_ACCESS_KEY_ID": node_key["access_key_id"],
+            "AWS_SECRET_ACCESS_KEY": node_key["secret_access_key"],
         }
         self.emulator.base_env.update(self.node_credentials)
 
@@ -304,12 +364,12 @@ class Bed:
             return [i["InstanceId"] for i in ec2.run_instances(**kwargs)["Instances"]]
 
         for node in self.nodes:
-            node["instance_id"] = run(
-                node["address"], {"Name": node["name"], "Role": "login", "Cluster": cluster}
-            )[0]
+            node.instance_id = run(node.address, {"Name": node.name, "Role": "login", "Cluster": cluster})[0]
         noise = []
         for i in range(2):
-            iid = run(f"127.{net}.1.{11 + i}", {"Name": f"{cluster}-compute-{i + 1}", "Role": "compute", "Cluster": cluster})[0]
+            iid = run(
+                f"127.{net}.1.{11 + i}", {"Name": f"{cluster}-compute-{i + 1}", "Role": "compute", "Cluster": cluster}
+            )[0]
             noise.append({"instance_id": iid, "kind": "compute", "state": "running"})
         stopped = run(f"127.{net}.1.30", {"Name": f"{cluster}-login-stopped", "Role": "login", "Cluster": cluster})[0]
         ec2.stop_instances(InstanceIds=[stopped])
@@ -343,15 +403,15 @@ class Bed:
         shared = self.nodes[0]
         backend = ec2_backends[ACCOUNT][REGION]
         for iid in virtual:
-            backend.get_instance(iid).nics[0].private_ip_address = shared["address"]
+            backend.get_instance(iid).nics[0].private_ip_address = shared.address
         real = shutil.which("hostkeyctl", path=self.emulator.base_env["PATH"])
         if not real:
             raise SystemExit("bed: --virtual-shared needs hostkeyctl on the nodes' PATH (--bin-dir)")
         cache = self.dir / "virtual-shared"
         cache.mkdir(exist_ok=True)
-        env = dict(shared["env"])
+        env = dict(shared.env)
         env.update({"HOSTKEYCTL_VIRTUAL_SHARED": str(cache), "HOSTKEYCTL_VIRTUAL_REAL": real})
-        self.emulator.virtual_shared = (shared["root"], env)
+        self.emulator.virtual_shared = (shared.root, env)
 
     def register_lb_and_cluster(self, net: int) -> None:
         """What `--target lb:`, `tg:` and `hyperpod:` find: two network load
@@ -366,25 +426,36 @@ class Bed:
 
         from emulator import ACCOUNT
 
-        kwargs = dict(endpoint_url=self.endpoint, region_name=REGION,
-                      aws_access_key_id="testing", aws_secret_access_key="testing")
+        kwargs = dict(
+            endpoint_url=self.endpoint, region_name=REGION, aws_access_key_id="testing", aws_secret_access_key="testing"
+        )
         ec2, elb = self.ec2(), boto3.client("elbv2", **kwargs)
         vpc = ec2.describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}])["Vpcs"][0]["VpcId"]
-        subnets = [s["SubnetId"] for s in ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpc]}])["Subnets"]][:2]
+        subnets = [
+            s["SubnetId"] for s in ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpc]}])["Subnets"]
+        ][:2]
         cluster = self.args.cluster
         state: dict[str, Any] = {}
         for kind, targets in (
-            ("ip", [{"Id": n["address"], "Port": 22} for n in self.nodes]),
-            ("instance", [{"Id": n["instance_id"], "Port": 22} for n in self.nodes]),
+            ("ip", [{"Id": n.address, "Port": 22} for n in self.nodes]),
+            ("instance", [{"Id": n.instance_id, "Port": 22} for n in self.nodes]),
         ):
             suffix = "" if kind == "ip" else "-i"
-            tg = elb.create_target_group(Name=f"{cluster}-login{suffix}", Protocol="TCP", Port=22, VpcId=vpc,
-                                         TargetType=kind, HealthCheckProtocol="TCP")["TargetGroups"][0]["TargetGroupArn"]
+            tg = elb.create_target_group(
+                Name=f"{cluster}-login{suffix}",
+                Protocol="TCP",
+                Port=22,
+                VpcId=vpc,
+                TargetType=kind,
+                HealthCheckProtocol="TCP",
+            )["TargetGroups"][0]["TargetGroupArn"]
             elb.register_targets(TargetGroupArn=tg, Targets=targets)
-            lb = elb.create_load_balancer(Name=f"{cluster}-login{suffix}", Type="network", Scheme="internal",
-                                          Subnets=subnets)["LoadBalancers"][0]["LoadBalancerArn"]
-            elb.create_listener(LoadBalancerArn=lb, Protocol="TCP", Port=22,
-                                DefaultActions=[{"Type": "forward", "TargetGroupArn": tg}])
+            lb = elb.create_load_balancer(
+                Name=f"{cluster}-login{suffix}", Type="network", Scheme="internal", Subnets=subnets
+            )["LoadBalancers"][0]["LoadBalancerArn"]
+            elb.create_listener(
+                LoadBalancerArn=lb, Protocol="TCP", Port=22, DefaultActions=[{"Type": "forward", "TargetGroupArn": tg}]
+            )
             elbv2_backends[ACCOUNT][REGION].load_balancers[lb].dns_name = f"127.{net}.0.10"
             state[kind] = {"lb_name": f"{cluster}-login{suffix}", "lb_arn": lb, "target_group_arn": tg}
         self.state["elb"] = state
@@ -393,20 +464,27 @@ class Bed:
         groups = []
         for name, count in (("login-group", len(self.nodes)), ("worker-group", self.args.hyperpod_workers)):
             if count:
-                groups.append({
-                    "InstanceGroupName": name, "InstanceType": "ml.m5.xlarge", "InstanceCount": count,
-                    "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lifecycle/hp", "OnCreate": "on_create.sh"},
-                    "ExecutionRole": f"arn:aws:iam::{ACCOUNT}:role/hyperpod", "ThreadsPerCore": 1,
-                })
+                groups.append(
+                    {
+                        "InstanceGroupName": name,
+                        "InstanceType": "ml.m5.xlarge",
+                        "InstanceCount": count,
+                        "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lifecycle/hp", "OnCreate": "on_create.sh"},
+                        "ExecutionRole": f"arn:aws:iam::{ACCOUNT}:role/hyperpod",
+                        "ThreadsPerCore": 1,
+                    }
+                )
         if not groups:
             return
         sm.create_cluster(ClusterName=cluster, InstanceGroups=groups)
         model = sagemaker_backends[ACCOUNT][REGION].clusters[cluster]
         renamed = {}
-        for i, (old_id, node) in enumerate(sorted(model.nodes.items(), key=lambda kv: (kv[1].instance_group_name, int(kv[0].rsplit("-", 1)[1])))):
-            node.instance_id = f"i-{0x0a0000000000000 + i:017x}"
+        for i, (old_id, node) in enumerate(
+            sorted(model.nodes.items(), key=lambda kv: (kv[1].instance_group_name, int(kv[0].rsplit("-", 1)[1])))
+        ):
+            node.instance_id = f"i-{0x0A0000000000000 + i:017x}"
             if node.instance_group_name == "login-group":
-                node.bed_ip = self.nodes[int(old_id.rsplit("-", 1)[1])]["address"]
+                node.bed_ip = self.nodes[int(old_id.rsplit("-", 1)[1])].address
             else:
                 # Workers at addresses where nothing listens (connections refused).
                 n = int(old_id.rsplit("-", 1)[1])
@@ -421,7 +499,7 @@ class Bed:
 
     # --------------------------------------------------------------- nodes
 
-    def prepare_node(self, i: int, net: int) -> dict[str, Any]:
+    def prepare_node(self, i: int, net: int) -> Node:
         name = f"{self.args.cluster}-login-{i + 1}"
         root = self.dir / "nodes" / name
         ssh_dir = root / "etc" / "ssh"
@@ -451,18 +529,18 @@ class Bed:
         argv = [SSHD, "-D", "-e", "-f", str(config)]
         if self.args.no_reexec:
             argv.insert(1, "-r")
-        return {
-            "name": name,
-            "address": address,
-            "port": 22,
-            "root": str(root),
-            "ssh_dir": str(ssh_dir),
-            "sshd_config": str(config),
-            "pid_file": str(pid_file),
-            "log": str(root / "sshd.log"),
-            "argv": argv,
-            "reload_command": f'kill -HUP "$(cat {pid_file})"',
-            "env": {
+        return Node(
+            name=name,
+            address=address,
+            port=22,
+            root=str(root),
+            ssh_dir=str(ssh_dir),
+            sshd_config=str(config),
+            pid_file=str(pid_file),
+            log=str(root / "sshd.log"),
+            argv=argv,
+            reload_command=f'kill -HUP "$(cat {pid_file})"',
+            env={
                 **self.node_credentials,
                 "HOSTKEYCTL_SSH_DIR": str(ssh_dir),
                 "HOSTKEYCTL_SSHD_CONFIG": str(config),
@@ -471,13 +549,13 @@ class Bed:
                 "HOSTKEYCTL_STATE_DIR": str(root / "var/lib/hostkeyctl"),
                 "HOSTKEYCTL_LOCK_FILE": str(root / "run/hostkeyctl.lock"),
             },
-        }
+        )
 
-    def start_node(self, node: dict[str, Any]) -> None:
-        proc = self.spawn(node["name"], node["argv"], Path(node["log"]))
-        node["pid"] = proc.pid
+    def start_node(self, node: Node) -> None:
+        proc = self.spawn(node.name, node.argv, Path(node.log))
+        node.pid = proc.pid
 
-    def prepare_profile(self, name: str) -> dict[str, Any]:
+    def prepare_profile(self, name: str) -> Node:
         if name not in PROFILES:
             raise SystemExit(f"bed: no profile {name!r}; profiles: {', '.join(PROFILES)}")
         spec = PROFILES[name]
@@ -488,99 +566,140 @@ class Bed:
         # distribution's ssh (and crypto-policies) files instead of ours.
         subprocess.run(["cp", "-a", "/etc/.", str(etc)], check=True)
         shutil.rmtree(etc / "ssh")
-        shutil.copytree(PROFILE_DIR / spec["fixture"] / "etc", etc, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".keep"))
+        shutil.copytree(
+            PROFILE_DIR / spec.fixture / "etc", etc, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".keep")
+        )
         (etc / "ssh" / "sshd_config.d").mkdir(exist_ok=True)
         subprocess.run(["ssh-keygen", "-A", "-f", str(root)], check=True, capture_output=True)
         ssh = etc / "ssh"
         config = ssh / "sshd_config"
         keys = self.dir / "client" / "authorized_keys"
-        config.write_text(BED_HEADER.format(keys=keys) + config.read_text() + spec.get("append", ""))
-        for file, text in spec.get("drop_ins", {}).items():
+        config.write_text(BED_HEADER.format(keys=keys) + config.read_text() + spec.append)
+        for file, text in spec.drop_ins:
             (ssh / "sshd_config.d" / file).write_text(text)
-        for key_type in spec.get("missing", []):
+        for key_type in spec.missing:
             for suffix in ("", ".pub"):
                 (ssh / f"ssh_host_{key_type}_key{suffix}").unlink()
-        if spec.get("symlink"):
+        if spec.symlink:
             managed = etc / "config-mgmt"
             managed.mkdir()
             config.rename(managed / "sshd_config")
             config.symlink_to("../config-mgmt/sshd_config")
-        if spec.get("certificate"):
+        if spec.certificate:
             ca = root / "host_ca"
             subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(ca)], check=True)
             subprocess.run(
-                ["ssh-keygen", "-q", "-s", str(ca), "-I", name, "-h", "-n", "login.example",
-                 str(ssh / "ssh_host_ed25519_key.pub")], check=True, capture_output=True)
+                [
+                    "ssh-keygen",
+                    "-q",
+                    "-s",
+                    str(ca),
+                    "-I",
+                    name,
+                    "-h",
+                    "-n",
+                    "login.example",
+                    str(ssh / "ssh_host_ed25519_key.pub"),
+                ],
+                check=True,
+                capture_output=True,
+            )
             (ssh / "sshd_config.d" / "50-host-certificate.conf").write_text(
-                "HostCertificate /etc/ssh/ssh_host_ed25519_key-cert.pub\n")
-        if spec.get("p384"):
-            subprocess.run(["ssh-keygen", "-q", "-t", "ecdsa", "-b", "384", "-N", "", "-f",
-                            str(ssh / "ssh_host_ecdsa384_key")], check=True)
+                "HostCertificate /etc/ssh/ssh_host_ed25519_key-cert.pub\n"
+            )
+        if spec.p384:
+            subprocess.run(
+                ["ssh-keygen", "-q", "-t", "ecdsa", "-b", "384", "-N", "", "-f", str(ssh / "ssh_host_ecdsa384_key")],
+                check=True,
+            )
             (ssh / "sshd_config.d" / "00-cis-hardening.conf").write_text(
                 "# site hardening: sorts before hostkeyctl's drop-in\n"
                 + "".join(f"HostKey /etc/ssh/ssh_host_{t}_key\n" for t in ("ed25519", "ecdsa", "rsa", "ecdsa384"))
-                + "HostKeyAlgorithms ssh-ed25519,ecdsa-sha2-nistp256,ecdsa-sha2-nistp384,rsa-sha2-512,rsa-sha2-256\n")
+                + "HostKeyAlgorithms ssh-ed25519,ecdsa-sha2-nistp256,ecdsa-sha2-nistp384,rsa-sha2-512,rsa-sha2-256\n"
+            )
         for sub in ("sshd", "standin-systemd"):
             (run / sub).mkdir(parents=True, exist_ok=True)
         os.chmod(run / "sshd", 0o755)
         (root / "var/lib/hostkeyctl").mkdir(parents=True)
-        path = f"{HERE / 'node-bin'}:{self.args.bin_dir or ''}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-        return {
-            "name": f"{self.args.cluster}-{name}",
-            "profile": name,
-            "address": spec.get("address", "127.0.0.1"),
-            "port": spec.get("port", 22),
-            "instance_id": "",
-            "root": str(root),
-            "ssh_dir": str(ssh),
-            "sshd_config": str(config),
-            "pid_file": str(run / "sshd.pid"),
-            "log": str(root / "sshd.log"),
-            "env": {
+        system_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        path = f"{HERE / 'node-bin'}:{self.args.bin_dir or ''}:{system_path}"
+        return Node(
+            name=f"{self.args.cluster}-{name}",
+            profile=name,
+            address=spec.address,
+            port=spec.port,
+            root=str(root),
+            ssh_dir=str(ssh),
+            sshd_config=str(config),
+            pid_file=str(run / "sshd.pid"),
+            log=str(root / "sshd.log"),
+            env={
                 **self.node_credentials,
                 "PATH": path,
                 "HOSTKEYCTL_STATE_DIR": str(root / "var/lib/hostkeyctl"),
                 "AWS_ENDPOINT_URL": f"http://127.0.0.1:{self.server.server_port}",
             },
-        }
+        )
 
-    def start_profile(self, node: dict[str, Any]) -> None:
-        spec = PROFILES[node["profile"]]
-        root = Path(node["root"])
+    def start_profile(self, node: Node) -> None:
+        spec = PROFILES[node.profile]
+        root = Path(node.root)
         script = f"mount --bind {root / 'etc'} /etc && mount --bind {root / 'run'} /run && ip link set lo up"
-        if spec.get("ipv6") is False:
+        if not spec.ipv6:
             script += " && for c in all default lo; do echo 1 > /proc/sys/net/ipv6/conf/$c/disable_ipv6; done"
         script += " && : > /run/ns-ready && exec sleep infinity"
         holder = self.spawn(
-            f"{node['name']}-ns",
+            f"{node.name}-ns",
             ["unshare", "--mount", "--net", "--propagation", "private", "--", "sh", "-c", script],
-            Path(node["log"]),
+            Path(node.log),
         )
         deadline = time.time() + 10
         while not (root / "run/ns-ready").exists():
             if holder.poll() is not None or time.time() > deadline:
-                raise SystemExit(f"bed: the namespace of {node['name']} did not come up; see {node['log']}")
+                raise SystemExit(f"bed: the namespace of {node.name} did not come up; see {node.log}")
             time.sleep(0.02)
-        node["ns_pid"] = holder.pid
+        node.ns_pid = holder.pid
         enter = ["nsenter", f"--mount=/proc/{holder.pid}/ns/mnt", f"--net=/proc/{holder.pid}/ns/net", "--"]
         self.forward_emulator(holder.pid)
-        unit = spec["unit"]
-        if spec.get("socket"):
-            self.spawn(node["name"], enter + [
-                "python3", str(HERE / "standin_systemd.py"), "socket", "--socket", f"{unit}.socket",
-                "--service", f"{unit}.service", "--listen", "0.0.0.0:22", "--listen", "[::]:22",
-                "--backend", "127.0.0.1:10022", "--log", node["log"], "--",
-                SSHD, "-D", "-e", "-o", "ListenAddress=127.0.0.1:10022",
-            ], Path(node["log"]))
+        unit = spec.unit
+        if spec.socket:
+            self.spawn(
+                node.name,
+                enter
+                + [
+                    "python3",
+                    str(HERE / "standin_systemd.py"),
+                    "socket",
+                    "--socket",
+                    f"{unit}.socket",
+                    "--service",
+                    f"{unit}.service",
+                    "--listen",
+                    "0.0.0.0:22",
+                    "--listen",
+                    "[::]:22",
+                    "--backend",
+                    "127.0.0.1:10022",
+                    "--log",
+                    node.log,
+                    "--",
+                    SSHD,
+                    "-D",
+                    "-e",
+                    "-o",
+                    "ListenAddress=127.0.0.1:10022",
+                ],
+                Path(node.log),
+            )
             while not (root / f"run/standin-systemd/{unit}.socket.json").exists():
                 if time.time() > deadline:
-                    raise SystemExit(f"bed: {unit}.socket of {node['name']} did not come up; see {node['log']}")
+                    raise SystemExit(f"bed: {unit}.socket of {node.name} did not come up; see {node.log}")
                 time.sleep(0.02)
             return
-        proc = self.spawn(node["name"], enter + [SSHD, "-D", "-e"], Path(node["log"]))
+        proc = self.spawn(node.name, enter + [SSHD, "-D", "-e"], Path(node.log))
         if unit:
             (root / f"run/standin-systemd/{unit}.service.json").write_text(json.dumps({"MainPID": proc.pid}))
-        in_netns(holder.pid, lambda: wait_banner(node["address"], node["port"], deadline))
+        in_netns(holder.pid, lambda: wait_banner(node.address, node.port, deadline))
 
     def forward_emulator(self, ns_pid: int) -> None:
         """Makes the emulator answer on 127.0.0.1:<its port> inside a namespace."""
@@ -620,9 +739,7 @@ class Bed:
 
     def start_lb(self, net: int) -> None:
         address = f"127.{net}.0.10"
-        servers = "".join(
-            f"    server {n['name']} {n['address']}:22 check inter 1s fall 2 rise 1\n" for n in self.nodes
-        )
+        servers = "".join(f"    server {n.name} {n.address}:22 check inter 1s fall 2 rise 1\n" for n in self.nodes)
         config = self.dir / "haproxy.cfg"
         config.write_text(
             "global\n"
@@ -657,17 +774,17 @@ class Bed:
         return value
 
     def handle(self, op: str, request: dict[str, Any]) -> Any:
-        node = next((n for n in self.nodes if n["name"] == request.get("name")), None)
+        node = next((n for n in self.nodes if n.name == request.get("name")), None)
         if node is None:
             raise ValueError(f"no node named {request.get('name')!r}")
         if op == "stop":
-            self.stop_child(node["name"])
-            return {"stopped": node["name"]}
+            self.stop_child(node.name)
+            return {"stopped": node.name}
         if op == "start":
-            self.stop_child(node["name"])
+            self.stop_child(node.name)
             self.start_node(node)
-            wait_banner(node["address"], 22, time.time() + 10)
-            return {"started": node["name"], "pid": node["pid"]}
+            wait_banner(node.address, 22, time.time() + 10)
+            return {"started": node.name, "pid": node.pid}
         raise ValueError(op)
 
     # --------------------------------------------------------------- run
@@ -689,17 +806,17 @@ class Bed:
         self.profiles = [self.prepare_profile(p) for p in self.args.profile]
         for node in self.profiles:
             self.start_profile(node)
-        self.state["profiles"] = self.profiles
+        self.state["profiles"] = [p.as_json() for p in self.profiles]
         self.register_instances(net)
         for node in self.nodes:
             self.start_node(node)
         deadline = time.time() + 20
         for node in self.nodes:
-            wait_banner(node["address"], 22, deadline)
+            wait_banner(node.address, 22, deadline)
         for node in self.nodes:
-            self.emulator.nodes[node["instance_id"]] = self._node_env(node)
+            self.emulator.nodes[node.instance_id] = self._node_env(node)
             if self.args.no_ssm:
-                self.emulator.unmanaged.add(node["instance_id"])
+                self.emulator.unmanaged.add(node.instance_id)
         self.register_lb_and_cluster(net)
         if self.nodes:
             self.start_lb(net)
@@ -710,16 +827,18 @@ class Bed:
         # From here on every request is checked against its signer's policy.
         self.emulator.iam.enabled = not self.args.no_iam
         self.state["iam"] = self.emulator.iam.enabled
-        self.state["nodes"] = self.nodes
+        self.state["nodes"] = [n.as_json() for n in self.nodes]
         (self.dir / "bed.json").write_text(json.dumps(self.state, indent=2))
         print(json.dumps(self.state), flush=True)
-        log(f"ready: {len(self.nodes)} nodes on 127.{net}.0.11+, LB {self.state.get('lb', {}).get('address')}, "
-            f"AWS {self.endpoint}")
+        log(
+            f"ready: {len(self.nodes)} nodes on 127.{net}.0.11+, LB {self.state.get('lb', {}).get('address')}, "
+            f"AWS {self.endpoint}"
+        )
 
-    def _node_env(self, node: dict[str, Any]) -> Any:
+    def _node_env(self, node: Node) -> Any:
         from emulator import NodeEnv
 
-        return NodeEnv(node["instance_id"], node["name"], node["root"], node["env"])
+        return NodeEnv(node.instance_id, node.name, node.root, node.env)
 
     def serve(self) -> None:
         if self.args.watch_stdin:
@@ -797,17 +916,31 @@ def main() -> int:
     up = sub.add_parser("up", help="start the bed and supervise it until stopped")
     up.add_argument("--dir", required=True, help="working directory for keys, configs, logs and bed.json")
     up.add_argument("--nodes", type=int, default=3, help="number of sshd login nodes")
-    up.add_argument("--virtual", type=int, default=0, help="extra running instances with no sshd (Role=login, Cluster=virtual)")
+    up.add_argument(
+        "--virtual", type=int, default=0, help="extra running instances with no sshd (Role=login, Cluster=virtual)"
+    )
     up.add_argument("--cluster", default="hp", help="Cluster tag and node name prefix")
     up.add_argument("--net", type=int, default=None, help="network index K (default: first free)")
     up.add_argument("--no-reexec", action="store_true", help="start sshd with -r, so only a reload changes its keys")
-    up.add_argument("--no-ssm", action="store_true", help="the nodes' SSM agent is not registered: SendCommand refuses them (a pull-only fleet)")
-    up.add_argument("--virtual-shared", action="store_true",
-                    help="virtual instances share the first node's address and sshd (rotation benchmarks)")
-    up.add_argument("--hyperpod-workers", type=int, default=0, help="HyperPod worker nodes (no sshd) beside the login group")
+    up.add_argument(
+        "--no-ssm",
+        action="store_true",
+        help="the nodes' SSM agent is not registered: SendCommand refuses them (a pull-only fleet)",
+    )
+    up.add_argument(
+        "--virtual-shared",
+        action="store_true",
+        help="virtual instances share the first node's address and sshd (rotation benchmarks)",
+    )
+    up.add_argument(
+        "--hyperpod-workers", type=int, default=0, help="HyperPod worker nodes (no sshd) beside the login group"
+    )
     up.add_argument("--profile", action="append", default=[], help=f"add a profile node ({', '.join(PROFILES)})")
-    up.add_argument("--no-iam", action="store_true",
-                    help="do not enforce the IAM policies (benchmarks: policy evaluation stays out of the figures)")
+    up.add_argument(
+        "--no-iam",
+        action="store_true",
+        help="do not enforce the IAM policies (benchmarks: policy evaluation stays out of the figures)",
+    )
     up.add_argument("--bin-dir", default=None, help="directory put first on the nodes' PATH (hostkeyctl)")
     up.add_argument("--watch-stdin", action="store_true", help="tear down when stdin closes")
     down = sub.add_parser("down", help="stop the bed running in DIR")

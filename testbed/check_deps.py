@@ -1,4 +1,5 @@
 """Exits 0 when the Python side of the test bed is installed at the pinned versions."""
+
 import re
 import sys
 from importlib import metadata

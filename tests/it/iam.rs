@@ -1,7 +1,7 @@
 //! Least privilege, proven (issue 26). Every bed test runs each command
 //! signed by the role docs/iam.md names for it ([`Role::for_command`]),
 //! under the shipped policies, which the emulator enforces by action and
-//! resource (testbed/iam.py). Here each role does its documented commands
+//! resource (testbed/emulator/iam.py). Here each role does its documented commands
 //! with its own key alone and is refused what lies next to them
 //! (policies.rs holds the policy text and docs/iam.md's table).
 

@@ -4,7 +4,7 @@
 /// Who signs a call: one IAM user per policy of `iam/` (docs/iam.md), and
 /// the bed's own all-powerful user for what a test sets up, reads or
 /// tampers with on purpose. The emulator enforces the policies
-/// (testbed/iam.py).
+/// (testbed/emulator/iam.py).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
     /// `iam/admin.json`.

@@ -129,9 +129,7 @@ def policy_for_bed(text: str, account: str) -> str:
 
 def headers_of(environ: dict[str, Any]) -> dict[str, str]:
     """The request's headers as moto's signature check reads them."""
-    headers = {
-        key[5:].replace("_", "-").title(): value for key, value in environ.items() if key.startswith("HTTP_")
-    }
+    headers = {key[5:].replace("_", "-").title(): value for key, value in environ.items() if key.startswith("HTTP_")}
     for key, name in (("CONTENT_TYPE", "Content-Type"), ("CONTENT_LENGTH", "Content-Length")):
         if environ.get(key):
             headers[name] = environ[key]
@@ -251,7 +249,9 @@ class Enforcer:
             self.require(principal, service, "TagResource", self.new_secret_arn(str(request.get("Name", "")), region))
         return request
 
-    def instance(self, principal: Principal | None, action: str, instance_id: str, tags: dict[str, str], region: str) -> None:
+    def instance(
+        self, principal: Principal | None, action: str, instance_id: str, tags: dict[str, str], region: str
+    ) -> None:
         """SendCommand's check of one instance it reaches."""
         arn = f"arn:aws:ec2:{region}:{self.account}:instance/{instance_id}"
         self.require(principal, "ssm", action, arn, TagContext(tags))

@@ -1,0 +1,276 @@
+"""The emulator: a WSGI application of moto plus what the bed adds (the
+package's ``__init__`` lists it all)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import random
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import parse_qs
+
+from moto.core import DEFAULT_ACCOUNT_ID as ACCOUNT
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+
+from . import patches
+from .errors import ApiError
+from .iam import Enforcer, Principal, Refused
+from .secretsmanager import check_stage_move, sync_current
+from .ssm import JSON_SERVICES, OWN_SSM_ACTIONS, Command, Faults, NodeEnv, SsmCommandPlane
+
+
+class Emulator(SsmCommandPlane):
+    """A WSGI application: moto plus the additions described above."""
+
+    def __init__(self, region: str, bin_dir: str | None = None):
+        patches.apply()
+        self.region = region
+        self.bin_dir = bin_dir
+        self.moto = DomainDispatcherApplication(create_backend_app)
+        self.faults = Faults()
+        # The shipped IAM policies, enforced once the bed is set up (iam.py).
+        self.iam = Enforcer(ACCOUNT)
+        self.rng = random.Random(self.faults.seed)
+        self.nodes: dict[str, NodeEnv] = {}
+        # Instances whose SSM agent is not registered (a pull-only fleet):
+        # SendCommand refuses them, as SSM does unmanaged instances.
+        self.unmanaged: set[str] = set()
+        self.commands: dict[str, Command] = {}
+        self.command_order: list[str] = []
+        self.counts: dict[str, int] = {}
+        self.fault_counts: dict[str, int] = {}
+        self.lock = threading.Lock()
+        self.processes: set[subprocess.Popen] = set()
+        self.control_hooks: dict[str, Callable[[dict[str, Any]], Any]] = {}
+        self.base_env: dict[str, str] = {}
+        # bed.py --virtual-shared: (workdir, env) of the node virtual
+        # instances share.
+        self.virtual_shared: tuple[str, dict[str, str]] | None = None
+        self.closing = False
+
+    # ----------------------------------------------------------------- WSGI
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable) -> list[bytes]:
+        path = environ.get("PATH_INFO", "")
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length) if length else b""
+        if path.startswith("/_bed/"):
+            return self._control(path, environ.get("REQUEST_METHOD", "GET"), body, start_response)
+        service, region, action = self._identify(environ, body)
+        principal: Principal | None = None
+        if self.iam.enabled and not path.startswith("/moto-api/"):
+            try:
+                principal = self.iam.authenticate(environ, body, service, action)
+                self.iam.authorize(principal, service, action, body, region or self.region)
+            except Refused as e:
+                with self.lock:
+                    key = f"{service}:{action}"
+                    self.counts[key] = self.counts.get(key, 0) + 1
+                return self._error(start_response, service, ApiError(e.code, e.message, e.status))
+        with self.lock:
+            key = f"{service}:{action}"
+            self.counts[key] = self.counts.get(key, 0) + 1
+            self.fault_counts[action] = self.fault_counts.get(action, 0) + 1
+            faults = self.faults
+            interrupt = next(
+                (
+                    f
+                    for f in faults.fail_at
+                    if f.get("action") in (action, key) and f.get("n") == self.fault_counts[action]
+                ),
+                None,
+            )
+            throttled = (
+                faults.throttle_fraction > 0
+                and (not faults.throttle_actions or action in faults.throttle_actions or key in faults.throttle_actions)
+                and self.rng.random() < faults.throttle_fraction
+            )
+        if faults.latency_ms:
+            time.sleep(faults.latency_ms / 1000)
+        try:
+            denied = faults.deny_actions.get(action, faults.deny_actions.get(key))
+            if denied is not None:
+                raise self._denied(service, action, denied)
+            if throttled:
+                raise self._throttled(service)
+            if interrupt is not None and not interrupt.get("after"):
+                raise ApiError("InternalFailure", f"injected failure of {action} call {interrupt['n']}", 500)
+            if service == "secretsmanager" and action == "UpdateSecretVersionStage":
+                check_stage_move(json.loads(body or b"{}"), region or self.region)
+            if service == "secretsmanager" and action == "PutSecretValue":
+                sync_current(json.loads(body or b"{}"), region or self.region)
+            if service == "ssm" and action in OWN_SSM_ACTIONS:
+                request = json.loads(body or b"{}")
+                if action == "SendCommand":
+                    result = self._ssm_SendCommand(request, region or self.region, principal)
+                else:
+                    result = getattr(self, f"_ssm_{action}")(request, region or self.region)
+                return self._json(start_response, 200, result)
+        except ApiError as e:
+            return self._error(start_response, service, e)
+        environ["wsgi.input"] = io.BytesIO(body)
+        environ["CONTENT_LENGTH"] = str(len(body))
+        if interrupt is not None:
+            # Let the call take effect, then lose the answer.
+            b"".join(self.moto(environ, lambda *_args, **_kw: None))
+            return self._error(
+                start_response,
+                service,
+                ApiError("InternalFailure", f"injected: {action} call {interrupt['n']} took effect, answer lost", 500),
+            )
+        return self.moto(environ, start_response)
+
+    @staticmethod
+    def _identify(environ: dict[str, Any], body: bytes) -> tuple[str, str, str]:
+        auth = environ.get("HTTP_AUTHORIZATION", "")
+        service, region = "unknown", ""
+        if "Credential=" in auth:
+            scope = auth.split("Credential=", 1)[1].split(",", 1)[0].split("/")
+            if len(scope) >= 4:
+                region, service = scope[2], scope[3]
+        target = environ.get("HTTP_X_AMZ_TARGET", "")
+        if target:
+            action = target.rsplit(".", 1)[-1]
+        else:
+            form = parse_qs(body.decode("utf-8", "replace"))
+            action = form.get("Action", ["unknown"])[0]
+        return service, region, action
+
+    def _denied(self, service: str, action: str, message: str) -> ApiError:
+        text = message or (
+            f"User: arn:aws:sts::{ACCOUNT}:assumed-role/test/test is not authorized to perform: "
+            f"{service}:{action} because no identity-based policy allows the {service}:{action} action"
+        )
+        if service in JSON_SERVICES:
+            return ApiError("AccessDeniedException", text, 400)
+        return ApiError("UnauthorizedOperation", text, 403)
+
+    @staticmethod
+    def _throttled(service: str) -> ApiError:
+        if service in JSON_SERVICES:
+            return ApiError("ThrottlingException", "Rate exceeded", 400)
+        return ApiError("RequestLimitExceeded", "Request limit exceeded.", 503)
+
+    @staticmethod
+    def _json(start_response: Callable, status: int, payload: Any) -> list[bytes]:
+        data = json.dumps(payload).encode()
+        start_response(
+            f"{status} {'OK' if status == 200 else 'Error'}",
+            [
+                ("Content-Type", "application/x-amz-json-1.1"),
+                ("Content-Length", str(len(data))),
+                ("x-amzn-RequestId", str(uuid.uuid4())),
+            ],
+        )
+        return [data]
+
+    def _error(self, start_response: Callable, service: str, e: ApiError) -> list[bytes]:
+        if service in JSON_SERVICES or service == "unknown":
+            return self._json(start_response, e.status, {"__type": e.code, "message": e.message})
+        if service == "ec2":
+            xml = (
+                '<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error>'
+                f"<Code>{e.code}</Code><Message>{e.message}</Message></Error></Errors>"
+                f"<RequestID>{uuid.uuid4()}</RequestID></Response>"
+            ).encode()
+        else:  # the query protocol (Elastic Load Balancing, IAM)
+            xml = (
+                '<?xml version="1.0" encoding="UTF-8"?>\n<ErrorResponse><Error><Type>Sender</Type>'
+                f"<Code>{e.code}</Code><Message>{e.message}</Message></Error>"
+                f"<RequestId>{uuid.uuid4()}</RequestId></ErrorResponse>"
+            ).encode()
+        start_response(f"{e.status} Error", [("Content-Type", "text/xml"), ("Content-Length", str(len(xml)))])
+        return [xml]
+
+    # --------------------------------------------------------- control API
+
+    def _control(self, path: str, method: str, body: bytes, start_response: Callable) -> list[bytes]:
+        try:
+            request = json.loads(body) if body else {}
+            result = self._control_dispatch(path, method, request)
+            return self._json(start_response, 200, result)
+        except (ValueError, KeyError, TypeError) as e:
+            return self._json(start_response, 400, {"error": str(e)})
+
+    def _control_dispatch(self, path: str, method: str, request: dict[str, Any]) -> Any:
+        if path == "/_bed/health":
+            return {"ok": True}
+        if path == "/_bed/counts":
+            with self.lock:
+                return {**self.counts, **({"moto:tag-scans": patches.TAG_SCANS[0]} if patches.TAG_SCANS[0] else {})}
+        if path == "/_bed/counts/reset" and method == "POST":
+            with self.lock:
+                self.counts.clear()
+                patches.TAG_SCANS[0] = 0
+            return {}
+        if path == "/_bed/faults":
+            with self.lock:
+                if method == "POST":
+                    self.faults.update(request)
+                    self.rng = random.Random(self.faults.seed)
+                    self.fault_counts.clear()
+                return self.faults.__dict__
+        if path == "/_bed/faults/reset" and method == "POST":
+            with self.lock:
+                self.faults = Faults()
+                self.rng = random.Random(self.faults.seed)
+                self.fault_counts.clear()
+            return {}
+        if path == "/_bed/target-health" and method == "POST":
+            key = (request["target_group_arn"], request["id"])
+            with self.lock:
+                if request.get("state"):
+                    patches.TARGET_HEALTH[key] = (request["state"], request.get("reason"), request.get("description"))
+                else:
+                    patches.TARGET_HEALTH.pop(key, None)
+            return {}
+        if path == "/_bed/iam":
+            with self.iam.lock:
+                return {"enabled": self.iam.enabled, **self.iam.usage.as_json()}
+        if path == "/_bed/iam/reset" and method == "POST":
+            with self.iam.lock:
+                self.iam.usage.allowed.clear()
+                self.iam.usage.denied.clear()
+            return {}
+        if path == "/_bed/commands":
+            with self.lock:
+                return [
+                    {
+                        "CommandId": c.command_id,
+                        "DocumentName": c.document,
+                        "DocumentVersion": c.document_version,
+                        "Parameters": c.parameters,
+                        "InstanceIds": c.instance_ids,
+                        "Targets": c.targets,
+                        "Comment": c.comment,
+                        "Invocations": {
+                            i.instance_id: {"Status": i.status, "ResponseCode": i.response_code}
+                            for i in c.invocations.values()
+                        },
+                    }
+                    for c in (self.commands[cid] for cid in self.command_order)
+                ]
+        hook = self.control_hooks.get(path)
+        if hook is not None and method == "POST":
+            return hook(request)
+        raise KeyError(f"no control endpoint {method} {path}")
+
+    def close(self) -> None:
+        """Stops dispatching and kills commands still running."""
+        with self.lock:
+            self.closing = True
+            for c in self.commands.values():
+                c.cancelled = True
+            procs = list(self.processes)
+        for proc in procs:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

@@ -1,0 +1,128 @@
+"""The moto behaviour the bed needs and moto 5.2.1 lacks, applied
+explicitly (``apply()``, once) rather than at import:
+
+* ELBv2 target health that tests can set (moto reports every registered
+  target healthy);
+* SageMaker HyperPod nodes with an ``arn``, and the bed's addresses as
+  ``PrivatePrimaryIp`` and ``PrivateDnsHostname``;
+* ``DescribeInstances`` paged by instances, as EC2 does (moto pages by
+  reservations);
+* a resource's own tags read directly (moto filtered every tag of the
+  region per instance), and every scan of all tags counted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# (target group ARN, target id) -> (state, reason, description), set through
+# the control API; read by the patched FakeTargetGroup.health_for.
+TARGET_HEALTH: dict[tuple[str, str], tuple[str, str | None, str | None]] = {}
+
+
+# Scans of every tag of the region (GET /_bed/counts, "moto:tag-scans").
+TAG_SCANS = [0]
+_APPLIED = [False]
+
+
+def apply() -> None:
+    """Applies the patches (the first call only)."""
+    if _APPLIED[0]:
+        return
+    _APPLIED[0] = True
+    _patch_moto()
+
+
+def _patch_moto() -> None:
+    """The ELBv2 and SageMaker behaviour moto lacks (module docstring)."""
+    from moto.elbv2.models import FakeHealthStatus, FakeTargetGroup
+    from moto.sagemaker.models import ClusterNode
+
+    real_health_for = FakeTargetGroup.health_for
+
+    def health_for(self: Any, target: dict[str, Any], ec2_backend: Any) -> Any:
+        override = TARGET_HEALTH.get((self.arn, target["Id"]))
+        if override is None:
+            return real_health_for(self, target, ec2_backend)
+        port = self.targets.get(target["Id"], {}).get("Port", self.port)
+        state, reason, description = override
+        return FakeHealthStatus(target["Id"], port, self.health_check_port, state, reason, description)
+
+    FakeTargetGroup.health_for = health_for  # type: ignore[method-assign]
+
+    def node_arn(self: Any) -> str:
+        cluster = f"arn:aws:sagemaker:{self.region_name}:{self.account_id}:cluster/{self.cluster_name}"
+        return f"{cluster}/node/{self.instance_id}"
+
+    ClusterNode.arn = property(node_arn)  # type: ignore[attr-defined]
+    real_describe = ClusterNode.describe
+
+    def describe(self: Any) -> dict[str, Any]:
+        out = real_describe(self)
+        for attr, key in (("bed_ip", "PrivatePrimaryIp"), ("bed_dns", "PrivateDnsHostname")):
+            if getattr(self, attr, None):
+                out[key] = getattr(self, attr)
+        return out
+
+    ClusterNode.describe = describe  # type: ignore[method-assign]
+
+    # EC2 pages DescribeInstances by instances (MaxResults 5 to 1000); moto
+    # 5.2.1 pages by reservations, so the bed's 5000 virtual instances (50
+    # reservations) came back as one page of 5000, slower to build than the
+    # SDK's 30 s attempt timeout. Page by instances, as EC2 does.
+    import copy
+
+    from moto.core.responses import ActionResult
+    from moto.ec2.responses.instances import InstanceResponse
+
+    real_describe_instances = InstanceResponse.describe_instances
+
+    def describe_instances(self: Any) -> Any:
+        if "MaxResults" not in self.data or "InstanceId.1" in self.data:
+            return real_describe_instances(self)
+        self.error_on_dryrun()
+        reservations = self.ec2_backend.describe_instances(filters=self._filters_from_querystring())
+        pairs = [(r, i) for r in reservations for i in r.instances]
+        token = self._get_param("NextToken")
+        start = int(token) if token else 0
+        end = start + int(self._get_param("MaxResults"))
+        page: list[Any] = []
+        for reservation, instance in pairs[start:end]:
+            if not page or page[-1].id != reservation.id:
+                page.append(copy.copy(reservation))
+                page[-1].instances = []
+            page[-1].instances.append(instance)
+        next_token = str(end) if len(pairs) > end else None
+        return ActionResult({"Reservations": page, "NextToken": next_token})
+
+    InstanceResponse.describe_instances = describe_instances  # type: ignore[method-assign]
+
+    # moto 5.2.1 reads one resource's tags by filtering every tag of the
+    # region (describe_tags with a resource-id regex), so a tag filter over
+    # N instances costs N x all tags: 14 ms per instance at 5000, 70 s for
+    # one filtered DescribeInstances page, past the SDK's timeout (push to
+    # 5000 failed with exit 4). Read the resource's own tags, as EC2 does.
+    from moto.ec2.models.core import TaggedEC2Resource
+    from moto.ec2.utils import EC2_PREFIX_TO_RESOURCE, get_prefix
+
+    def get_tags(self: Any) -> list[dict[str, str]]:
+        rid = getattr(self, "id", None)
+        if not rid:
+            return []
+        kind = EC2_PREFIX_TO_RESOURCE.get(get_prefix(rid), "")
+        own = list(self.ec2_backend.tags.get(rid, {}).items())
+        return [{"resource_id": rid, "key": k, "value": v, "resource_type": kind} for k, v in own]
+
+    TaggedEC2Resource.get_tags = get_tags  # type: ignore[method-assign]
+
+    # Every scan of all the region's tags, counted (GET /_bed/counts,
+    # "moto:tag-scans"): a test holds that a tag filter scans none.
+    from moto.ec2.models.tags import TagBackend
+
+    real_describe_tags = TagBackend.describe_tags
+
+    def describe_tags(self: Any, filters: Any = None) -> Any:
+        TAG_SCANS[0] += 1
+        return real_describe_tags(self, filters)
+
+    TagBackend.describe_tags = describe_tags  # type: ignore[method-assign]

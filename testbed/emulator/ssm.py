@@ -1,0 +1,541 @@
+"""The SSM command plane the bed plays: SendCommand of AWS-RunShellScript or
+a Command document (declared parameters checked as SSM does), run by an
+agent on each targeted node with bash, and the reads
+(ListCommandInvocations, GetCommandInvocation, ListCommands,
+CancelCommand) as SSM reports them. A mixin of the Emulator.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from moto.core import DEFAULT_ACCOUNT_ID as ACCOUNT
+from moto.ec2.models import ec2_backends
+
+from .errors import ApiError
+from .iam import Principal, Refused
+
+STDOUT_LIMIT = 24_000
+STDERR_LIMIT = 8_000
+PLUGIN_OUTPUT_LIMIT = 2_500
+MAX_INSTANCE_IDS = 50
+PLUGIN_NAME = "aws:runShellScript"
+JSON_SERVICES = {"ssm", "secretsmanager", "sagemaker"}
+OWN_SSM_ACTIONS = {"SendCommand", "ListCommandInvocations", "GetCommandInvocation", "ListCommands", "CancelCommand"}
+FINAL = {"Success", "Failed", "TimedOut", "Cancelled"}
+
+
+@dataclass
+class NodeEnv:
+    """Where and how the agent runs commands for one instance."""
+
+    instance_id: str
+    name: str
+    workdir: str
+    env: dict[str, str]
+    virtual: bool = False
+
+
+@dataclass
+class Faults:
+    """Faults the tests switch on through ``POST /_bed/faults``."""
+
+    fail_instances: dict[str, str] = field(default_factory=dict)
+    throttle_fraction: float = 0.0
+    throttle_actions: list[str] = field(default_factory=list)
+    deny_actions: dict[str, str] = field(default_factory=dict)
+    latency_ms: int = 0
+    invisible_ms: int = 0
+    # Deterministic interruption: [{"action": "UpdateSecretVersionStage",
+    # "n": 1, "after": true}] answers the Nth call of that action (counted
+    # from when the faults were set) with HTTP 500 InternalFailure, after
+    # the call took effect when "after" is true (a client killed before it
+    # read the answer), before it otherwise.
+    fail_at: list[dict[str, Any]] = field(default_factory=list)
+    # SendCommand of these documents is denied (e.g. AWS-RunShellScript:
+    # a role that may only send hostkeyctl's own document).
+    deny_documents: list[str] = field(default_factory=list)
+    seed: int = 1
+
+    def update(self, changes: dict[str, Any]) -> None:
+        for key, value in changes.items():
+            if not hasattr(self, key):
+                raise ValueError(f"unknown fault {key!r}")
+            setattr(self, key, value)
+
+
+@dataclass
+class Invocation:
+    instance_id: str
+    instance_name: str
+    status: str = "Pending"
+    details: str = "Pending"
+    response_code: int = -1
+    stdout: str = ""
+    stderr: str = ""
+    started: float | None = None
+    ended: float | None = None
+
+
+@dataclass
+class Command:
+    command_id: str
+    document: str
+    parameters: dict[str, list[str]]
+    instance_ids: list[str]
+    targets: list[dict[str, Any]]
+    comment: str
+    max_concurrency: str
+    max_errors: str
+    timeout_seconds: int
+    requested: float
+    invocations: dict[str, Invocation]
+    # The document version asked for ("" for the default).
+    document_version: str = ""
+    # What the agent runs: the document's runCommand lines with the
+    # parameters interpolated, and its timeout.
+    script: list[str] = field(default_factory=list)
+    execution_timeout: int = 3600
+    errors: int = 0
+    cancelled: bool = False
+
+    def status(self) -> str:
+        states = [i.status for i in self.invocations.values()]
+        if any(s not in FINAL for s in states):
+            return "Pending" if all(s == "Pending" for s in states) else "InProgress"
+        if self.cancelled:
+            return "Cancelled"
+        if all(s == "Success" for s in states):
+            return "Success"
+        if any(s == "TimedOut" for s in states) and not any(s == "Failed" for s in states):
+            return "TimedOut"
+        return "Failed"
+
+
+def _limit(value: str, total: int, default: int) -> int:
+    """Resolves an SSM rate value ("10" or "25%") against ``total`` targets."""
+    value = (value or "").strip()
+    if not value:
+        return default
+    if value.endswith("%"):
+        return max(1, math.floor(total * int(value[:-1]) / 100)) if total else 1
+    return int(value)
+
+
+def _iso(ts: float | None) -> str:
+    if ts is None:
+        return ""
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+class SsmCommandPlane:
+    """SSM's command plane, over the Emulator's state (``commands``,
+    ``nodes``, ``faults``, ``lock``, ``iam``)."""
+
+    # ------------------------------------------------------------- targets
+
+    def _running_instances(self, region: str) -> list[Any]:
+        return [i for i in ec2_backends[ACCOUNT][region].all_instances() if i._state.name == "running"]
+
+    @staticmethod
+    def _tags(instance: Any) -> dict[str, str]:
+        return {t["key"]: t["value"] for t in instance.get_tags()}
+
+    def _resolve_targets(self, request: dict[str, Any], region: str) -> list[Any]:
+        ids = request.get("InstanceIds") or []
+        targets = request.get("Targets") or []
+        if ids and targets:
+            raise ApiError("ValidationException", "Specify either InstanceIds or Targets, not both.")
+        if not ids and not targets:
+            raise ApiError("ValidationException", "InstanceIds or Targets is required.")
+        running = self._running_instances(region)
+        if ids:
+            if len(ids) > MAX_INSTANCE_IDS:
+                raise ApiError(
+                    "ValidationException",
+                    "1 validation error detected: Value at 'instanceIds' failed to satisfy constraint: "
+                    f"Member must have length less than or equal to {MAX_INSTANCE_IDS}",
+                )
+            by_id = {i.id: i for i in running if i.id not in self.unmanaged}
+            missing = [i for i in ids if i not in by_id]
+            if missing:
+                raise ApiError("InvalidInstanceId", f"Instances {missing} not in a valid state for account {ACCOUNT}")
+            seen: list[str] = []
+            return [by_id[i] for i in ids if not (i in seen or seen.append(i))]
+        chosen = running
+        for target in targets:
+            key, values = target.get("Key", ""), target.get("Values", [])
+            if key == "InstanceIds":
+                chosen = [i for i in chosen if i.id in values]
+            elif key.startswith("tag:"):
+                name = key[4:]
+                chosen = [i for i in chosen if self._tags(i).get(name) in values]
+            elif key == "tag-key":
+                chosen = [i for i in chosen if any(v in self._tags(i) for v in values)]
+            else:
+                raise ApiError("ValidationException", f"unsupported target key {key!r}")
+        return chosen
+
+    # ------------------------------------------------------------- SSM API
+
+    def _ssm_SendCommand(
+        self, request: dict[str, Any], region: str, principal: Principal | None = None
+    ) -> dict[str, Any]:
+        document = request.get("DocumentName", "")
+        if document in self.faults.deny_documents:
+            raise self._denied(
+                "ssm",
+                "SendCommand",
+                f"User: arn:aws:sts::{ACCOUNT}:assumed-role/test/test is not authorized to perform: ssm:SendCommand "
+                f"on resource: arn:aws:ssm:{region}::document/{document}",
+            )
+        parameters = request.get("Parameters") or {}
+        if document == "AWS-RunShellScript":
+            commands = parameters.get("commands")
+            if not commands:
+                raise ApiError("InvalidParameters", "Parameter 'commands' is required for AWS-RunShellScript.")
+            timeout = int((parameters.get("executionTimeout") or ["3600"])[0])
+        else:
+            commands, timeout = self._render_document(document, request.get("DocumentVersion"), parameters, region)
+        instances = self._resolve_targets(request, region)
+        try:
+            for instance in instances:
+                self.iam.instance(principal, "SendCommand", instance.id, self._tags(instance), region)
+        except Refused as e:
+            raise ApiError(e.code, e.message, e.status) from None
+        command_id = str(uuid.uuid4())
+        invocations = {}
+        for instance in instances:
+            invocations[instance.id] = Invocation(instance.id, self._tags(instance).get("Name", ""))
+        command = Command(
+            command_id=command_id,
+            document=document,
+            parameters=parameters,
+            instance_ids=list(request.get("InstanceIds") or []),
+            targets=list(request.get("Targets") or []),
+            comment=request.get("Comment", ""),
+            max_concurrency=request.get("MaxConcurrency") or "50",
+            max_errors=request.get("MaxErrors") or "0",
+            timeout_seconds=int(request.get("TimeoutSeconds") or 3600),
+            requested=time.time(),
+            invocations=invocations,
+            script=list(commands),
+            execution_timeout=timeout,
+            document_version=str(request.get("DocumentVersion") or ""),
+        )
+        with self.lock:
+            self.commands[command_id] = command
+            self.command_order.append(command_id)
+        threading.Thread(target=self._dispatch, args=(command,), daemon=True).start()
+        return {"Command": self._command_json(command)}
+
+    @staticmethod
+    def _render_document(
+        name: str, version: str | None, parameters: dict[str, list[str]], region: str
+    ) -> tuple[list[str], int]:
+        """What SSM does with a Command document before the agent runs it:
+        every parameter must be declared, present (or defaulted), a single
+        value for a String, and match its allowedPattern in full; then the
+        runCommand lines get the values interpolated."""
+        from moto.ssm.models import ssm_backends
+
+        try:
+            info = ssm_backends[ACCOUNT][region].get_document(name, version or "", "", "JSON")
+        except Exception:  # moto's InvalidDocument, with its own message
+            raise ApiError("InvalidDocument", f"Document {name} does not exist in your account.") from None
+        content = json.loads(info["Content"])
+        declared: dict[str, Any] = content.get("parameters", {})
+        unknown = sorted(set(parameters) - set(declared))
+        if unknown:
+            raise ApiError("InvalidParameters", f"Parameters {unknown} are not defined in document {name}.")
+        values: dict[str, str] = {}
+        for pname, spec in declared.items():
+            given = parameters.get(pname)
+            if given is None:
+                if "default" not in spec:
+                    raise ApiError("InvalidParameters", f'Parameter "{pname}" is required by document {name}.')
+                value = str(spec["default"])
+            elif spec.get("type", "String") == "String" and len(given) != 1:
+                raise ApiError("InvalidParameters", f'Parameter "{pname}" takes one value.')
+            else:
+                value = given[0]
+            pattern = spec.get("allowedPattern")
+            if pattern is not None and re.fullmatch(pattern, value) is None:
+                raise ApiError(
+                    "InvalidParameters",
+                    f'Parameter "{pname}" "{value}" failed to satisfy constraint: {pattern}',
+                )
+            values[pname] = value
+        lines: list[str] = []
+        timeout = 3600
+        for step in content.get("mainSteps", []):
+            if step.get("action") != "aws:runShellScript":
+                raise ApiError(
+                    "InvalidDocument", f"the bed runs aws:runShellScript steps only, not {step.get('action')}"
+                )
+            inputs = step.get("inputs", {})
+            timeout = int(inputs.get("timeoutSeconds", timeout))
+            for line in inputs.get("runCommand", []):
+                lines.append(re.sub(r"\{\{\s*(\w+)\s*\}\}", lambda m: values[m.group(1)], line))
+        return lines, timeout
+
+    def _command_json(self, c: Command) -> dict[str, Any]:
+        states = [i.status for i in c.invocations.values()]
+        return {
+            "CommandId": c.command_id,
+            "DocumentName": c.document,
+            "DocumentVersion": "$DEFAULT",
+            "Comment": c.comment,
+            "Parameters": c.parameters,
+            "InstanceIds": c.instance_ids,
+            "Targets": c.targets,
+            "RequestedDateTime": c.requested,
+            "Status": c.status(),
+            "StatusDetails": c.status(),
+            "MaxConcurrency": c.max_concurrency,
+            "MaxErrors": c.max_errors,
+            "TargetCount": len(states),
+            "CompletedCount": sum(s in FINAL for s in states),
+            "ErrorCount": sum(s in ("Failed", "TimedOut") for s in states),
+            "DeliveryTimedOutCount": 0,
+            "TimeoutSeconds": c.timeout_seconds,
+        }
+
+    def _visible(self, c: Command) -> bool:
+        return time.time() >= c.requested + self.faults.invisible_ms / 1000
+
+    def _find(self, command_id: str) -> Command:
+        with self.lock:
+            c = self.commands.get(command_id)
+        if c is None or not self._visible(c):
+            raise ApiError("InvalidCommandId", f"Command {command_id} not found")
+        return c
+
+    def _ssm_ListCommandInvocations(self, request: dict[str, Any], region: str) -> dict[str, Any]:
+        max_results = int(request.get("MaxResults") or 50)
+        if not 1 <= max_results <= 50:
+            raise ApiError("ValidationException", "MaxResults must be between 1 and 50")
+        details = bool(request.get("Details"))
+        wanted = request.get("CommandId")
+        with self.lock:
+            commands = [self.commands[c] for c in reversed(self.command_order)]
+        rows = []
+        for c in commands:
+            if (wanted and c.command_id != wanted) or not self._visible(c):
+                continue
+            for inv in list(c.invocations.values()):
+                if request.get("InstanceId") and inv.instance_id != request["InstanceId"]:
+                    continue
+                rows.append(self._invocation_json(c, inv, details))
+        start = int(request.get("NextToken") or 0)
+        page = rows[start : start + max_results]
+        result: dict[str, Any] = {"CommandInvocations": page}
+        if start + max_results < len(rows):
+            result["NextToken"] = str(start + max_results)
+        return result
+
+    @staticmethod
+    def _invocation_json(c: Command, inv: Invocation, details: bool) -> dict[str, Any]:
+        row: dict[str, Any] = {
+            "CommandId": c.command_id,
+            "InstanceId": inv.instance_id,
+            "InstanceName": inv.instance_name,
+            "Comment": c.comment,
+            "DocumentName": c.document,
+            "DocumentVersion": "$DEFAULT",
+            "RequestedDateTime": c.requested,
+            "Status": inv.status,
+            "StatusDetails": inv.details,
+            "StandardOutputUrl": "",
+            "StandardErrorUrl": "",
+            "CommandPlugins": [],
+        }
+        if details:
+            output = inv.stdout
+            if inv.stderr:
+                output += "\n----------ERROR-------\n" + inv.stderr
+            plugin = {
+                "Name": PLUGIN_NAME,
+                "Status": inv.status,
+                "StatusDetails": inv.details,
+                "ResponseCode": inv.response_code,
+                "Output": output[:PLUGIN_OUTPUT_LIMIT],
+                "StandardOutputUrl": "",
+                "StandardErrorUrl": "",
+            }
+            if inv.started is not None:
+                plugin["ResponseStartDateTime"] = inv.started
+            if inv.ended is not None:
+                plugin["ResponseFinishDateTime"] = inv.ended
+            row["CommandPlugins"] = [plugin]
+        return row
+
+    def _ssm_GetCommandInvocation(self, request: dict[str, Any], region: str) -> dict[str, Any]:
+        try:
+            c = self._find(request.get("CommandId", ""))
+        except ApiError:
+            raise ApiError("InvocationDoesNotExist", "An error occurred (InvocationDoesNotExist)") from None
+        inv = c.invocations.get(request.get("InstanceId", ""))
+        if inv is None:
+            raise ApiError("InvocationDoesNotExist", "An error occurred (InvocationDoesNotExist)")
+        elapsed = (inv.ended or time.time()) - inv.started if inv.started else 0
+        return {
+            "CommandId": c.command_id,
+            "InstanceId": inv.instance_id,
+            "Comment": c.comment,
+            "DocumentName": c.document,
+            "DocumentVersion": "$DEFAULT",
+            "PluginName": PLUGIN_NAME,
+            "ResponseCode": inv.response_code,
+            "ExecutionStartDateTime": _iso(inv.started),
+            "ExecutionElapsedTime": f"PT{elapsed:.3f}S",
+            "ExecutionEndDateTime": _iso(inv.ended),
+            "Status": inv.status,
+            "StatusDetails": inv.details,
+            "StandardOutputContent": inv.stdout,
+            "StandardOutputUrl": "",
+            "StandardErrorContent": inv.stderr,
+            "StandardErrorUrl": "",
+        }
+
+    def _ssm_ListCommands(self, request: dict[str, Any], region: str) -> dict[str, Any]:
+        max_results = int(request.get("MaxResults") or 50)
+        with self.lock:
+            commands = [self.commands[c] for c in reversed(self.command_order)]
+        rows = [
+            self._command_json(c)
+            for c in commands
+            if self._visible(c)
+            and (not request.get("CommandId") or c.command_id == request["CommandId"])
+            and (not request.get("InstanceId") or request["InstanceId"] in c.invocations)
+        ]
+        start = int(request.get("NextToken") or 0)
+        result: dict[str, Any] = {"Commands": rows[start : start + max_results]}
+        if start + max_results < len(rows):
+            result["NextToken"] = str(start + max_results)
+        return result
+
+    def _ssm_CancelCommand(self, request: dict[str, Any], region: str) -> dict[str, Any]:
+        c = self._find(request.get("CommandId", ""))
+        with self.lock:
+            c.cancelled = True
+        return {}
+
+    # --------------------------------------------------------------- agent
+
+    def _dispatch(self, c: Command) -> None:
+        """Runs a command on its instances as the SSM agents would."""
+        total = len(c.invocations)
+        concurrency = max(1, _limit(c.max_concurrency, total, 50))
+        max_errors = _limit(c.max_errors, total, 0)
+        slots = threading.Semaphore(concurrency)
+        with ThreadPoolExecutor(max_workers=min(concurrency, 64)) as pool:
+            for inv in list(c.invocations.values()):
+                slots.acquire()
+                with self.lock:
+                    stop = c.cancelled or c.errors > max_errors or self.closing
+                if stop:
+                    slots.release()
+                    self._finish(c, inv, "Cancelled", "Cancelled", -1, "", "")
+                    continue
+
+                def work(inv: Invocation = inv) -> None:
+                    try:
+                        self._execute(c, inv)
+                    finally:
+                        slots.release()
+
+                pool.submit(work)
+
+    def _finish(self, c: Command, inv: Invocation, status: str, details: str, code: int, out: str, err: str) -> None:
+        with self.lock:
+            inv.stdout = out[:STDOUT_LIMIT]
+            inv.stderr = err[:STDERR_LIMIT]
+            inv.response_code = code
+            inv.ended = time.time()
+            if inv.started is None:
+                inv.started = inv.ended
+            inv.status, inv.details = status, details
+            if status in ("Failed", "TimedOut"):
+                c.errors += 1
+
+    def _execute(self, c: Command, inv: Invocation) -> None:
+        with self.lock:
+            inv.status = inv.details = "InProgress"
+            inv.started = time.time()
+            injected = self.faults.fail_instances.get(inv.instance_id)
+        if injected is not None:
+            self._finish(c, inv, "Failed", "Failed", 1, "", injected or "injected failure")
+            return
+        node = self.nodes.get(inv.instance_id)
+        script = "\n".join(c.script) + "\n"
+        timeout = c.execution_timeout
+        env = dict(self.base_env)
+        workdir = os.getcwd()
+        if node is not None:
+            env.update(node.env)
+            workdir = node.workdir
+        else:
+            # A virtual instance has no sshd and no files: its hostkeyctl is
+            # the stand-in in virtual-bin/, and a real one would find no ssh
+            # directory and refuse before writing anything. Shared
+            # (bed.py --virtual-shared), the stand-in installs on the node
+            # every virtual instance shares.
+            testbed = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+            if self.virtual_shared is not None:
+                workdir, shared_env = self.virtual_shared
+                env.update(shared_env)
+            else:
+                env["HOSTKEYCTL_SSH_DIR"] = "/nonexistent/virtual-instance/etc/ssh"
+            env["PATH"] = os.path.join(testbed, "virtual-bin") + ":" + env.get("PATH", "")
+        env["AWS_SSM_INSTANCE_ID"] = inv.instance_id
+        try:
+            proc = subprocess.Popen(
+                ["bash", "-c", script],
+                cwd=workdir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as e:
+            self._finish(c, inv, "Failed", "Failed", 1, "", f"agent could not start bash: {e}")
+            return
+        with self.lock:
+            self.processes.add(proc)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            self._finish(
+                c,
+                inv,
+                "TimedOut",
+                "ExecutionTimedOut",
+                -1,
+                out.decode("utf-8", "replace"),
+                err.decode("utf-8", "replace")
+                + f"\nfailed to run commands: exceeded the execution timeout of {timeout}s",
+            )
+            return
+        finally:
+            with self.lock:
+                self.processes.discard(proc)
+        status = "Success" if proc.returncode == 0 else "Failed"
+        self._finish(
+            c, inv, status, status, proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+        )
