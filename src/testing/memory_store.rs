@@ -100,6 +100,17 @@ impl MemoryStore {
             .map(|(v, _)| v)
     }
 
+    /// A secret whose AWSCURRENT text is `text` as given: what a secret
+    /// that is not a key set (or a damaged one) looks like to a reader.
+    ///
+    /// # Panics
+    ///
+    /// When a secret of that name exists.
+    pub fn put_raw(&self, name: &SecretId, text: &str) {
+        self.create_secret(name, Zeroizing::new(text.to_owned()), "", None, |_| Vec::new())
+            .expect("put_raw: a new secret name");
+    }
+
     /// How many versions the secret has, labelled or not.
     pub fn version_count(&self, id: &SecretId) -> usize {
         self.stages(id).len()

@@ -15,10 +15,12 @@
 //!
 //! The real adapters are what the test bed runs; these never replace it.
 
+mod dispatcher;
 mod fleet;
 mod hooked;
 mod memory_store;
 
-pub use fleet::{MEM_LB_ADDRESS, MEM_LB_NAME, MemDispatcher, MemFleet, MemNode, NodeFaults};
+pub use dispatcher::MemDispatcher;
+pub use fleet::{MEM_LB_ADDRESS, MEM_LB_NAME, MemFleet, MemNode, NodeFaults};
 pub use hooked::{Action, Call, Fault, Hooked, Op, fault_at};
 pub use memory_store::MemoryStore;

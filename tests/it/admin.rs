@@ -213,24 +213,6 @@ fn a_failing_node_is_reported_with_its_error_and_exit_3() {
     assert_eq!(report["failed"], 1);
 }
 
-#[test]
-fn dry_run_prints_targets_and_command_and_sends_nothing() {
-    let bed = TestBed::start(BedOptions::default());
-    let init = bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
-    let mut args = vec!["push", "--output", "json", "--secret-id", "hostkeys/hk", "--dry-run"];
-    args.extend(TARGETS);
-    let run = bed.run(&args);
-    run.ok();
-    let report = run.json();
-    assert_eq!(report["targets"].as_array().unwrap().len(), 3);
-    let line = report["command_line"].as_str().unwrap();
-    assert!(line.contains(init["version_id"].as_str().unwrap()), "{line}");
-    for fp in set_fingerprints(&init).into_iter().flatten() {
-        assert!(line.contains(&format!("--expect={fp}")), "{line}");
-    }
-    assert!(bed.commands().is_empty());
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_input_gets_clear_errors_and_documented_exit_codes() {
     let bed = TestBed::start(BedOptions {

@@ -236,3 +236,97 @@ async fn via_ssm_counts_a_node_without_a_report_as_incomplete_not_drift() {
     }
     assert_eq!(report.on_disk.values().filter(|d| d.result() == "match").count(), 2);
 }
+
+/// Certificates are judged by the CA's key, never its name: the trusted
+/// CA's are OK, the same certificates against another CA's fingerprint are
+/// WRONG_CA, a name they do not list PRINCIPAL_MISSING, a node serving the
+/// key alone CERT_MISSING (all drift); inside the warning window EXPIRING,
+/// which is not.
+#[tokio::test(flavor = "multi_thread")]
+async fn certificates_are_judged_by_the_cas_fingerprint() {
+    use hostkeyctl::certificate::{CertPolicy, CertVerdict, Principal};
+    use hostkeyctl::keyset::{HostKey, KeyAlgorithm};
+    let (store, fleet, original) = world(2).await;
+    let ca = HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap();
+    let signed = super::sign_current_with(&store, &ca, &["login.test"], 86_400).await;
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    let all = fleet.instances();
+    assert!(
+        push_version(&dispatcher, &signed, None, &all, &options(0), &|_, _| {})
+            .await
+            .unwrap()
+            .all_ok()
+    );
+    let judge = |trusted: &HostKey, name: &str, warn_days: u64| {
+        let mut req = request(None, false);
+        req.certificates = Some(CertPolicy {
+            ca_fingerprints: vec![trusted.fingerprint().clone()],
+            principals: vec![Principal::parse(name).unwrap()],
+            warn_days,
+        });
+        req
+    };
+    let certs = |report: &AuditReport, node: usize| -> Vec<CertVerdict> {
+        report.nodes[node]
+            .findings
+            .iter()
+            .filter_map(|f| f.certificate.as_ref().map(|c| c.status))
+            .collect()
+    };
+    let only = |report: &AuditReport, verdict: CertVerdict| {
+        (0..2).all(|n| certs(report, n).len() == ALGS.len() && certs(report, n).iter().all(|v| *v == verdict))
+    };
+    let ok = run(&store, &fleet, &dispatcher, &judge(&ca, "login.test", 0))
+        .await
+        .unwrap();
+    assert_eq!(ok.conclusion, Conclusion::Consistent, "{:?}", ok.nodes);
+    assert!(only(&ok, CertVerdict::Ok), "{:?}", ok.nodes);
+
+    let impostor = HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap();
+    let wrong = run(&store, &fleet, &dispatcher, &judge(&impostor, "login.test", 0))
+        .await
+        .unwrap();
+    assert_eq!(wrong.conclusion, Conclusion::Drift);
+    assert!(only(&wrong, CertVerdict::WrongCa), "{:?}", wrong.nodes);
+
+    let unnamed = run(&store, &fleet, &dispatcher, &judge(&ca, "other.test", 0))
+        .await
+        .unwrap();
+    assert_eq!(unnamed.conclusion, Conclusion::Drift);
+    assert!(only(&unnamed, CertVerdict::PrincipalMissing), "{:?}", unnamed.nodes);
+
+    let soon = run(&store, &fleet, &dispatcher, &judge(&ca, "login.test", 2))
+        .await
+        .unwrap();
+    assert_eq!(soon.conclusion, Conclusion::Consistent);
+    assert!(only(&soon, CertVerdict::Expiring), "{:?}", soon.nodes);
+
+    // The second node goes back to the same keys without certificates.
+    let plain = hostkeyctl::store::SecretStore::get(
+        &store,
+        &secret(),
+        &hostkeyctl::store::VersionSelector::VersionId(original),
+    )
+    .await
+    .unwrap();
+    assert!(
+        push_version(&dispatcher, &plain, None, &all[1..], &options(0), &|_, _| {})
+            .await
+            .unwrap()
+            .all_ok()
+    );
+    let missing = run(&store, &fleet, &dispatcher, &judge(&ca, "login.test", 0))
+        .await
+        .unwrap();
+    assert_eq!(missing.conclusion, Conclusion::Drift);
+    assert!(
+        certs(&missing, 0).iter().all(|v| *v == CertVerdict::Ok),
+        "{:?}",
+        missing.nodes[0]
+    );
+    assert!(
+        !certs(&missing, 1).is_empty() && certs(&missing, 1).iter().all(|v| *v == CertVerdict::CertMissing),
+        "{:?}",
+        missing.nodes[1]
+    );
+}

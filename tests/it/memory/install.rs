@@ -324,3 +324,175 @@ async fn a_clean_rollback_on_a_node_with_an_unmanaged_type_is_reported_as_such()
         "sshd serves something else after the rollback"
     );
 }
+
+/// `install --check --expect` reads no secret: a node serving its own keys
+/// is drift (exit 1); one serving the set matches (exit 0).
+#[tokio::test(flavor = "multi_thread")]
+async fn check_with_fingerprints_reports_drift_and_reads_no_secret() {
+    let (store, fleet, _) = super::world(2).await;
+    let set = super::current(&store).await;
+    let expect: Vec<String> = set
+        .document
+        .keys
+        .keys()
+        .map(|k| format!("--expect={}", k.fingerprint()))
+        .collect();
+    let line = format!("hostkeyctl install --check --quiet {}", expect.join(" "));
+    let matches = super::run_line(&fleet, &store, &line).await;
+    assert!(matches.iter().all(|i| i.response_code == Some(0)), "{matches:?}");
+    let other = hostkeyctl::testing::MemFleet::new(1, &super::ALGS).unwrap();
+    let empty = hostkeyctl::testing::MemoryStore::new();
+    let drift = super::run_line(&other, &empty, &line).await;
+    assert_eq!(drift[0].response_code, Some(1), "{:?}", drift[0]);
+    let report = hostkeyctl::install::InstallReport::from_output(&drift[0].stdout).unwrap();
+    assert_eq!(report.result.as_str(), "drift");
+}
+
+/// A version that does not parse (a truncated private key), an `--expect`
+/// the set does not have, a secret that is not a key set: refused (exit 2),
+/// nothing written, sshd never reloaded, and no secret value in the output.
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_input_is_refused_before_anything_is_written() {
+    let (store, fleet, _) = super::world(1).await;
+    let node = &fleet.nodes[0];
+    let before = super::dir_contents(&node.ssh_dir);
+    let reloads = node.reloads();
+    let wrong = "SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+    let refused = super::run_line(
+        &fleet,
+        &store,
+        &format!("hostkeyctl install --secret-id=hk --expect={wrong} --quiet"),
+    )
+    .await;
+    assert_eq!(refused[0].response_code, Some(2), "{:?}", refused[0]);
+    let report = hostkeyctl::install::InstallReport::from_output(&refused[0].stdout).unwrap();
+    assert_eq!(report.result.as_str(), "refused");
+    let secret = hostkeyctl::ids::SecretId::parse("db").unwrap();
+    store.put_raw(&secret, "hunter2");
+    let not_a_set = super::run_line(&fleet, &store, "hostkeyctl install --secret-id=db --quiet").await;
+    assert_eq!(not_a_set[0].response_code, Some(2), "{:?}", not_a_set[0]);
+    assert!(!not_a_set[0].stdout.contains("hunter2") && !not_a_set[0].stderr.contains("hunter2"));
+    let current = super::current(&store).await;
+    let mut text: serde_json::Value = serde_json::from_str(&current.document.to_json().unwrap()).unwrap();
+    let pem = text["keys"][0]["private_key"].as_str().unwrap().to_owned();
+    text["keys"][0]["private_key"] = serde_json::json!(pem[..pem.len() / 2]);
+    let damaged = hostkeyctl::ids::SecretId::parse("damaged").unwrap();
+    store.put_raw(&damaged, &text.to_string());
+    let truncated = super::run_line(&fleet, &store, "hostkeyctl install --secret-id=damaged --quiet").await;
+    assert_eq!(truncated[0].response_code, Some(2), "{:?}", truncated[0]);
+    let report = hostkeyctl::install::InstallReport::from_output(&truncated[0].stdout).unwrap();
+    assert!(report.error.unwrap_or_default().contains("keys[0].private_key"));
+    // The node's ssh directory is missing.
+    let moved = node.ssh_dir.with_extension("moved");
+    std::fs::rename(&node.ssh_dir, &moved).unwrap();
+    let no_dir = super::run_line(&fleet, &store, "hostkeyctl install --secret-id=hk --quiet").await;
+    std::fs::rename(&moved, &node.ssh_dir).unwrap();
+    assert_eq!(no_dir[0].response_code, Some(2), "{:?}", no_dir[0]);
+    assert!(
+        no_dir[0].stderr.contains("does not exist") || no_dir[0].stdout.contains("does not exist"),
+        "{:?}",
+        no_dir[0]
+    );
+    assert_eq!(
+        super::dir_contents(&node.ssh_dir),
+        before,
+        "a refused install touched the files"
+    );
+    assert_eq!(node.reloads(), reloads, "a refused install reloaded sshd");
+}
+
+/// Each bad certificate in the set (another key's, a user certificate, an
+/// expired one, one without the required principal) is refused with what
+/// is wrong, nothing written and sshd not reloaded; the good one is served.
+#[tokio::test(flavor = "multi_thread")]
+async fn each_bad_certificate_is_refused_and_the_good_one_served() {
+    use hostkeyctl::certificate::{Principal, SignRequest, now_unix, sign_set};
+    use hostkeyctl::keyset::{HostKey, KeyAlgorithm, KeySet};
+    use hostkeyctl::store::{STAGE_CURRENT, SecretStore, stage};
+    let (store, fleet, _) = world(1).await;
+    let node = &fleet.nodes[0];
+    let set = current(&store).await;
+    let ca = HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap();
+    let now = now_unix();
+    let request = |names: &[&str], after: u64, before: u64| SignRequest {
+        principals: names.iter().map(|n| Principal::parse(n).unwrap()).collect(),
+        valid_after: after,
+        valid_before: before,
+        serial: 7,
+        key_id: "test".to_owned(),
+    };
+    let ed25519 = |keys: &KeySet, request: &SignRequest| {
+        sign_set(&ca, keys, request)
+            .unwrap()
+            .into_iter()
+            .find(|(a, _)| *a == KeyAlgorithm::Ed25519)
+            .unwrap()
+            .1
+    };
+    let month = now + 30 * 86_400;
+    let other = KeySet::generate(&super::ALGS, 2048).unwrap();
+    let key = set
+        .document
+        .keys
+        .keys()
+        .find(|k| k.algorithm() == KeyAlgorithm::Ed25519)
+        .unwrap();
+    let ca_private = ssh_key::PrivateKey::from_openssh(ca.reveal_private_openssh().as_bytes()).unwrap();
+    let mut user =
+        ssh_key::certificate::Builder::new(vec![0; 32], key.public_key().key_data().clone(), now - 60, month).unwrap();
+    user.cert_type(ssh_key::certificate::CertType::User).unwrap();
+    user.valid_principal("login.test").unwrap();
+    let cases = [
+        (
+            ed25519(&other, &request(&["login.test"], now - 60, month)),
+            "certifies key",
+        ),
+        (user.sign(&ca_private).unwrap(), "user certificate"),
+        (
+            ed25519(&set.document.keys, &request(&["login.test"], now - 7200, now - 3600)),
+            "expired",
+        ),
+        (
+            ed25519(&set.document.keys, &request(&["other.test"], now - 60, month)),
+            "does not list principal \"login.test\"",
+        ),
+    ];
+    let with_certificate = |cert: ssh_key::Certificate| {
+        let mut document = set.document.clone();
+        document.certificates = [(KeyAlgorithm::Ed25519, cert)].into_iter().collect();
+        let store = &store;
+        async move {
+            store
+                .put_version(
+                    &super::secret(),
+                    &document,
+                    &hostkeyctl::ids::VersionId::random(),
+                    &[stage(STAGE_CURRENT)],
+                )
+                .await
+                .unwrap();
+        }
+    };
+    let line = "hostkeyctl install --secret-id=hk --require-principal=login.test --quiet";
+    let before = dir_contents(&node.ssh_dir);
+    let reloads = node.reloads();
+    for (cert, says) in cases {
+        with_certificate(cert).await;
+        let run = super::run_line(&fleet, &store, line).await;
+        assert_eq!(run[0].response_code, Some(2), "{says}: {:?}", run[0]);
+        let error = InstallReport::from_output(&run[0].stdout).ok().and_then(|r| r.error);
+        let said = format!("{}{}", error.unwrap_or_default(), run[0].stderr);
+        assert!(said.contains(says), "{says}: {:?}", run[0]);
+        assert_eq!(dir_contents(&node.ssh_dir), before, "{says}: files changed");
+        assert_eq!(node.reloads(), reloads, "{says}: sshd reloaded");
+    }
+    let good = ed25519(&set.document.keys, &request(&["login.test"], now - 60, month));
+    with_certificate(good.clone()).await;
+    let run = super::run_line(&fleet, &store, line).await;
+    assert_eq!(run[0].response_code, Some(0), "{:?}", run[0]);
+    assert_eq!(
+        node.served_certificates()
+            .get(&ScanAlgorithm::for_managed(KeyAlgorithm::Ed25519)),
+        Some(&good)
+    );
+}

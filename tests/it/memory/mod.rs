@@ -299,14 +299,24 @@ pub async fn sign_current_with(
 /// Runs the nodes' timer: `hostkeyctl install --secret-id hk` (no version)
 /// on every node, as docs/bootstrap.md's unit does. Returns the exit codes.
 pub async fn timer(fleet: &MemFleet, store: &MemoryStore) -> Vec<Option<i32>> {
+    run_line(fleet, store, "hostkeyctl install --secret-id=hk --quiet")
+        .await
+        .iter()
+        .map(|i| i.response_code)
+        .collect()
+}
+
+/// Runs a shell command line on every node as the SSM agent would, and
+/// returns each node's invocation, in node order.
+pub async fn run_line(fleet: &MemFleet, store: &MemoryStore, line: &str) -> Vec<Invocation> {
     use hostkeyctl::dispatch::{CommandSpec, Dispatcher};
     let dispatcher = MemDispatcher::new(fleet, store);
     let spec = CommandSpec {
         document: hostkeyctl::ssm_document::RUN_SHELL_SCRIPT.to_owned(),
         document_version: None,
         parameters: None,
-        command_line: "hostkeyctl install --secret-id=hk --quiet".to_owned(),
-        comment: "timer".to_owned(),
+        command_line: line.to_owned(),
+        comment: "test".to_owned(),
         max_concurrency: "100%".to_owned(),
         max_errors: "100%".to_owned(),
         execution_timeout: std::time::Duration::from_secs(60),
@@ -315,7 +325,7 @@ pub async fn timer(fleet: &MemFleet, store: &MemoryStore) -> Vec<Option<i32>> {
     let sent = dispatcher.send(&spec, &ids).await.unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let (states, _) = dispatcher.wait(&sent, deadline, &|_, _| {}).await.unwrap();
-    ids.iter().map(|id| states[id].response_code).collect()
+    ids.iter().map(|id| states[id].clone()).collect()
 }
 
 /// Every node is exactly where the stages say: serves AWSCURRENT, and

@@ -2,7 +2,7 @@
 
 use hostkeyctl::discovery::TargetSpec;
 use hostkeyctl::ids::Program;
-use hostkeyctl::rollout::{Push, PushError, PushRequest, push_version};
+use hostkeyctl::rollout::{Push, PushError, PushRequest, install_command_line, push_version};
 use hostkeyctl::ssm_document::{DEFAULT_NAME, Kind, ResolveError, Trust, content, sha256_hex};
 use hostkeyctl::store::VersionSelector;
 use hostkeyctl::testing::{MemDispatcher, MemFleet, MemoryStore};
@@ -203,4 +203,70 @@ async fn a_passing_canary_lets_the_rest_follow() {
     assert!(outcome.all_ok(), "{:?}", outcome.results);
     assert_eq!(dispatcher.sent.lock().unwrap().len(), 2, "canary, then the rest");
     assert!(fleet.all_offer(&next.document.keys));
+}
+
+/// `push --dry-run`: the plan settles the document, the stages and the
+/// nodes and sends nothing; the command line it would send names the
+/// version and its fingerprints (never key material), and the next set's
+/// when one is announced.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plan_names_the_nodes_and_the_command_line_and_sends_nothing() {
+    let (store, fleet, _) = world(3).await;
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    let (secret, targets, program) = (secret(), targets(), program());
+    dispatcher.deploy(DEFAULT_NAME, &content(Kind::Install, &program));
+    let flow = push(&store, &fleet, &dispatcher);
+    let plan = flow
+        .plan(&request(&secret, &targets, DEFAULT_NAME, &program))
+        .await
+        .unwrap();
+    assert_eq!(plan.instances, fleet.instances());
+    assert_eq!(plan.document.trust, Trust::Pinned);
+    let version = &plan.desired.current;
+    let line = install_command_line(&program, version, None, None).unwrap();
+    assert!(line.contains(&format!("--version-id={}", version.version_id)), "{line}");
+    for key in version.document.keys.keys() {
+        assert!(line.contains(&format!("--expect={}", key.fingerprint())), "{line}");
+        let private = key.reveal_private_openssh();
+        let body = private.lines().nth(1).unwrap();
+        assert!(!line.contains(body), "key material in the command line");
+    }
+    assert!(plan.desired.next.is_none() && !line.contains("--next-version-id"));
+
+    let next = pending_set(&store).await;
+    let plan = flow
+        .plan(&request(&secret, &targets, DEFAULT_NAME, &program))
+        .await
+        .unwrap();
+    assert_eq!(
+        plan.desired.next.as_ref().map(|n| &n.version_id),
+        Some(&next.version_id)
+    );
+    let line = install_command_line(&program, &plan.desired.current, plan.desired.next.as_ref(), None).unwrap();
+    assert!(
+        line.contains(&format!("--next-version-id={}", next.version_id)),
+        "{line}"
+    );
+    assert!(dispatcher.sent.lock().unwrap().is_empty(), "a plan sent a command");
+}
+
+/// Targets that match no node are refused before anything is sent, with
+/// what was asked for.
+#[tokio::test(flavor = "multi_thread")]
+async fn targets_that_match_nothing_are_refused_and_nothing_is_sent() {
+    let (store, fleet, _) = world(2).await;
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    let (secret, program) = (secret(), program());
+    dispatcher.deploy(DEFAULT_NAME, &content(Kind::Install, &program));
+    let flow = push(&store, &fleet, &dispatcher);
+    let nowhere: Vec<TargetSpec> = vec!["tag:Role=batch".parse().unwrap()];
+    let refused = flow.plan(&request(&secret, &nowhere, DEFAULT_NAME, &program)).await;
+    match refused {
+        Err(PushError::Discovery(e)) => assert!(e.to_string().contains("Role=batch"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+    let none: Vec<TargetSpec> = vec![];
+    let refused = flow.plan(&request(&secret, &none, DEFAULT_NAME, &program)).await;
+    assert!(matches!(refused, Err(PushError::Discovery(_))), "{refused:?}");
+    assert!(dispatcher.sent.lock().unwrap().is_empty());
 }

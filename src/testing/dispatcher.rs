@@ -1,0 +1,166 @@
+//! SSM Run Command in memory: each `hostkeyctl install` command line runs
+//! in-process on its [`MemNode`], against a store, and SSM's answers (and
+//! its documents, by content) are reported as SSM does.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use clap::Parser;
+
+use super::fleet::{MemFleet, MemNode, lock};
+use crate::aws::{AwsError, Call};
+use crate::cli::{Cli, Command};
+use crate::commands::install::{execute, exit_status};
+use crate::dispatch::{CommandSpec, Dispatcher, Invocation, MAX_IDS_PER_COMMAND, PollStats, Progress};
+use crate::hostport::HostPort;
+use crate::store::SecretStore;
+
+/// SSM Run Command in memory: runs each `hostkeyctl install` command line
+/// in-process on its node, against `store`, at once (rate controls are
+/// not modelled), and reports invocations as SSM does.
+pub struct MemDispatcher<'a, S> {
+    fleet: &'a MemFleet,
+    store: &'a S,
+    done: Mutex<BTreeMap<String, Invocation>>,
+    /// Command lines sent, in order.
+    pub sent: Mutex<Vec<String>>,
+    /// The documents SSM holds: name -> versions' content (the last is the
+    /// default). None at first, as in a fresh account.
+    documents: Mutex<BTreeMap<String, Vec<String>>>,
+}
+
+impl<'a, S: SecretStore> MemDispatcher<'a, S> {
+    /// A dispatcher over `fleet`, whose nodes read `store`.
+    pub fn new(fleet: &'a MemFleet, store: &'a S) -> Self {
+        MemDispatcher {
+            fleet,
+            store,
+            done: Mutex::new(BTreeMap::new()),
+            sent: Mutex::new(Vec::new()),
+            documents: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Adds `content` as the new default version of document `name`, as
+    /// `ssm-document deploy` (or someone who may update documents) does.
+    pub fn deploy(&self, name: &str, content: &str) {
+        lock(&self.documents)
+            .entry(name.to_owned())
+            .or_default()
+            .push(content.to_owned());
+    }
+
+    /// Runs one command line on one node as the SSM agent would:
+    /// (exit code, stdout, stderr).
+    async fn run_on(&self, node: &MemNode, line: &str) -> (i32, String, String) {
+        if let Some(stderr) = lock(&node.faults).dispatch_fails.clone() {
+            return (1, String::new(), stderr);
+        }
+        let Some(words) = shlex::split(line) else {
+            return (2, String::new(), "sh: syntax error".to_owned());
+        };
+        let argv = std::iter::once("hostkeyctl".to_owned()).chain(words.into_iter().skip(1));
+        let cli = match Cli::try_parse_from(argv) {
+            Ok(cli) => cli,
+            Err(e) => return (2, String::new(), e.to_string()),
+        };
+        let Command::Install(mut args) = cli.command else {
+            return (2, String::new(), "not an install command".to_owned());
+        };
+        // What the node's environment (HOSTKEYCTL_*) says on the bed.
+        args.ssh_dir = node.ssh_dir.clone();
+        args.sshd_config = Some(node.config.clone());
+        args.state_dir = node.root.join("var/lib/hostkeyctl");
+        args.lock_file = Some(node.root.join("run/hostkeyctl.lock"));
+        args.verify_address = node
+            .instance
+            .private_ip
+            .as_ref()
+            .map(|ip| HostPort::new(ip.clone(), 22));
+        args.reload_command = Some("reload".to_owned());
+        args.verify_timeout = 0;
+        args.lock_timeout = 1;
+        match execute(&args, Some(self.store), node, self.fleet).await {
+            Ok(report) => {
+                let line = serde_json::to_string(&report).unwrap_or_default();
+                (
+                    i32::from(exit_status(&report).code()),
+                    format!("{line}\n"),
+                    String::new(),
+                )
+            }
+            Err(failure) => (
+                i32::from(failure.status.code()),
+                String::new(),
+                format!("error: {:#}", failure.error),
+            ),
+        }
+    }
+}
+
+impl<S: SecretStore> Dispatcher for MemDispatcher<'_, S> {
+    async fn send(&self, spec: &CommandSpec, instance_ids: &[String]) -> Result<Vec<(String, Vec<String>)>, AwsError> {
+        let call = Call::new("ssm:SendCommand", format!("document {}", spec.document));
+        lock(&self.sent).push(spec.command_line.clone());
+        let mut sent = Vec::new();
+        for batch in instance_ids.chunks(MAX_IDS_PER_COMMAND) {
+            let command_id = uuid::Uuid::new_v4().to_string();
+            for id in batch {
+                let node = self.fleet.node(id).ok_or_else(|| {
+                    crate::aws::classify_code("InvalidInstanceId", format!("instance {id} is not managed"), &call)
+                })?;
+                let (code, stdout, stderr) = self.run_on(node, &spec.command_line).await;
+                lock(&self.done).insert(
+                    id.clone(),
+                    Invocation {
+                        instance_id: id.clone(),
+                        command_id: command_id.clone(),
+                        status: if code == 0 { "Success" } else { "Failed" }.to_owned(),
+                        response_code: Some(code),
+                        stdout,
+                        stderr,
+                    },
+                );
+            }
+            sent.push((command_id, batch.to_vec()));
+        }
+        Ok(sent)
+    }
+
+    async fn wait(
+        &self,
+        commands: &[(String, Vec<String>)],
+        _deadline: Instant,
+        progress: Progress<'_>,
+    ) -> Result<(BTreeMap<String, Invocation>, PollStats), AwsError> {
+        let done = lock(&self.done).clone();
+        let out: BTreeMap<String, Invocation> = commands
+            .iter()
+            .flat_map(|(_, ids)| ids.iter())
+            .filter_map(|id| done.get(id).map(|inv| (id.clone(), inv.clone())))
+            .collect();
+        progress(out.len(), out.len());
+        let stats = PollStats {
+            rounds: 1,
+            list_calls: commands.len(),
+            max_calls_per_round: commands.len(),
+        };
+        Ok((out, stats))
+    }
+
+    async fn cancel(&self, _command_id: &str) -> Result<(), AwsError> {
+        Ok(())
+    }
+
+    async fn document(&self, name: &str) -> Result<Option<crate::ssm_document::Deployed>, AwsError> {
+        Ok(lock(&self.documents).get(name).and_then(|versions| {
+            versions.last().map(|content| crate::ssm_document::Deployed {
+                version: versions.len().to_string(),
+                hash: crate::ssm_document::sha256_hex(content),
+                hash_type: "Sha256".to_owned(),
+                latest: Some(versions.len().to_string()),
+            })
+        }))
+    }
+}
