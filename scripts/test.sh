@@ -23,8 +23,12 @@ exec qemu-aarch64 -L /usr/aarch64-linux-gnu "$dist/hostkeyctl-aarch64" "\$@"
 WRAPPER
 chmod 0755 "$work/aarch64/hostkeyctl"
 
+# Timed apart (scripts/stage.sh): the build, then each run.
+echo "test: the test build"
+./scripts/stage.sh test-build cargo test --locked --all-targets --features testing,testbed --no-run
 echo "test: every test, with the x86_64 node build on the nodes"
-HOSTKEYCTL_NODE_BIN_DIR=$work/x86_64 cargo test --locked --all-targets --features testing,testbed
+HOSTKEYCTL_NODE_BIN_DIR=$work/x86_64 ./scripts/stage.sh test-run \
+  cargo test --locked --all-targets --features testing,testbed
 
 # Disk (scripts/prune-dist-tree.sh): the dependencies of the debug build
 # carry no debug info (Cargo.toml, profile.dev); with it the SDK clients
@@ -42,7 +46,8 @@ done
 echo "test: disk: $(du -sh "$debug_dir" | cut -f1) in $debug_dir, $(du -sh target/dist | cut -f1) in target/dist"
 
 echo "test: the aarch64 node build under qemu-user"
-HOSTKEYCTL_NODE_BIN_DIR=$work/aarch64 cargo test --locked --features testing,testbed --test it -- --exact \
+HOSTKEYCTL_NODE_BIN_DIR=$work/aarch64 ./scripts/stage.sh test-arm \
+  cargo test --locked --features testing,testbed --test it -- --exact \
   install::a_fresh_node_converges_and_a_second_run_changes_nothing \
   install::check_reports_drift_on_a_node_with_other_keys \
   install::a_failing_reload_restores_the_files_byte_for_byte
