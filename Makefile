@@ -6,7 +6,7 @@
 
 CARGO ?= cargo
 
-.PHONY: demo test check deps deps-dist lint lint-aws lint-units deny build dist dist-check bench clean-bed
+.PHONY: demo test check deps deps-dist lint style lint-aws lint-units deny build dist dist-check bench clean-bed
 
 deps:
 	./scripts/install-deps.sh
@@ -14,9 +14,13 @@ deps:
 build:
 	$(CARGO) build --locked
 
-lint:
-	$(CARGO) fmt --check
+lint: style
 	$(CARGO) clippy --locked --all-targets --features testing,testbed -- -D warnings
+
+# Formatting (rustfmt) and the Python checks (ruff): what lint runs besides
+# clippy. make test runs clippy inside its test build (scripts/test.sh).
+style:
+	$(CARGO) fmt --check
 	python3 -m ruff check testbed scripts
 	python3 -m ruff format --check testbed scripts
 
@@ -45,16 +49,16 @@ check: lint
 
 # Every test runs with the shipped node build on the bed's nodes (x86_64;
 # aarch64 under qemu-user for converge, --check and rollback), after the
-# checks of what ships: scripts/test.sh. dist goes first and its build tree
-# goes when the disk is short (scripts/prune-dist-tree.sh): the peak disk
-# use is then the larger of the dist build and the checks plus the tests.
+# checks of what ships: scripts/test.sh. The tests build in the admin
+# build's tree and profile, so every dependency compiles once for both,
+# and clippy runs in that build: the same lints as make lint, without a
+# check build of every dependency of its own.
 # Each stage is timed (scripts/stage.sh); the figures close the output.
 test:
 	rm -f target/stage-times
 	./scripts/stage.sh deps $(MAKE) deps
 	./scripts/stage.sh dist $(MAKE) dist
-	./scripts/prune-dist-tree.sh
-	./scripts/stage.sh lint $(MAKE) lint
+	./scripts/stage.sh style $(MAKE) style
 	./scripts/stage.sh lint-other $(MAKE) lint-aws lint-units deny
 	./scripts/stage.sh check-dist python3 scripts/check_dist.py
 	./scripts/test.sh

@@ -23,31 +23,28 @@ exec qemu-aarch64 -L /usr/aarch64-linux-gnu "$dist/hostkeyctl-aarch64" "\$@"
 WRAPPER
 chmod 0755 "$work/aarch64/hostkeyctl"
 
-# Timed apart (scripts/stage.sh): the build, then each run.
-echo "test: the test build"
-./scripts/stage.sh test-build cargo test --locked --all-targets --features testing,testbed --no-run
-echo "test: every test, with the x86_64 node build on the nodes"
-HOSTKEYCTL_NODE_BIN_DIR=$work/x86_64 ./scripts/stage.sh test-run \
-  cargo test --locked --all-targets --features testing,testbed
+# The tests build in the admin build's tree and profile (make dist's
+# `--profile dist`, target x86_64 glibc 2.17, target/dist): the SDK clients
+# and every other dependency compile once, for what ships and for the
+# tests (Cargo.toml, [profile.dist]; docs/design-notes.md). clippy (-D
+# warnings, as make lint) runs in the same build: clippy-driver is the
+# workspace's compiler (what `cargo clippy` does), so its lints cost no
+# check build of the dependencies. Every cargo run below uses the same
+# command and environment, or cargo would rebuild the crate.
+export RUSTC_WORKSPACE_WRAPPER=clippy-driver CLIPPY_ARGS=-Dwarnings
+tests=(cargo-zigbuild test --locked --profile dist --target x86_64-unknown-linux-gnu.2.17 --target-dir target/dist
+  --features testing,testbed)
 
-# Disk (scripts/prune-dist-tree.sh): the dependencies of the debug build
-# carry no debug info (Cargo.toml, profile.dev); with it the SDK clients
-# took gigabytes more and a CI run ran out of disk.
-debug_dir=${CARGO_TARGET_DIR:-target}/debug
-rlibs=("$debug_dir"/deps/libaws_sdk_secretsmanager-*.rlib)
-[ -e "${rlibs[0]}" ] || { echo "test: no aws-sdk-secretsmanager rlib in $debug_dir/deps to check for debug info" >&2; exit 1; }
-for rlib in "${rlibs[@]}"; do
-  sections=$(objdump -h "$rlib")
-  if grep -q '\.debug_info' <<<"$sections"; then
-    echo "test: $rlib carries debug info: keep [profile.dev.package.\"*\"] debug = false in Cargo.toml" >&2
-    exit 1
-  fi
-done
-echo "test: disk: $(du -sh "$debug_dir" | cut -f1) in $debug_dir, $(du -sh target/dist | cut -f1) in target/dist"
+# Timed apart (scripts/stage.sh): the build, then each run.
+echo "test: the test build, with clippy"
+./scripts/stage.sh test-build "${tests[@]}" --all-targets --no-run
+echo "test: every test, with the x86_64 node build on the nodes"
+HOSTKEYCTL_NODE_BIN_DIR=$work/x86_64 ./scripts/stage.sh test-run "${tests[@]}" --all-targets
+echo "test: disk: $(du -sh target/dist | cut -f1) in target/dist"
 
 echo "test: the aarch64 node build under qemu-user"
 HOSTKEYCTL_NODE_BIN_DIR=$work/aarch64 ./scripts/stage.sh test-arm \
-  cargo test --locked --features testing,testbed --test it -- --exact \
+  "${tests[@]}" --test it -- --exact \
   install::a_fresh_node_converges_and_a_second_run_changes_nothing \
   install::check_reports_drift_on_a_node_with_other_keys \
   install::a_failing_reload_restores_the_files_byte_for_byte
