@@ -227,6 +227,34 @@ def wait_banner(host: str, port: int, deadline: float) -> str:
     raise RuntimeError(f"no SSH banner from {host}:{port}: {last}")
 
 
+def share_botocore_loader() -> None:
+    """One botocore data loader for the whole process, before moto loads.
+
+    moto's EC2 (at import, three times), moto's responses and every boto3
+    client of the bed each open a botocore session, and each session parses
+    the service models again (EC2's is megabytes of JSON): over a third of
+    the bed's start-up CPU, paid by every test that starts a bed. A loader
+    keeps what it parsed, and the models it hands out are shared by the
+    clients of one session already; sharing one loader between sessions
+    parses each model once per process. A custom data path (AWS_DATA_PATH)
+    gets its own loader, as before.
+    """
+    import botocore.loaders
+    import botocore.session
+
+    if getattr(botocore.loaders.create_loader, "shared_by_bed", False):
+        return
+    original = botocore.loaders.create_loader
+    loader = original()
+
+    def create_loader(search_path_string: str | None = None) -> botocore.loaders.Loader:
+        return loader if search_path_string is None else original(search_path_string)
+
+    create_loader.shared_by_bed = True  # type: ignore[attr-defined]
+    botocore.loaders.create_loader = create_loader
+    botocore.session.create_loader = create_loader
+
+
 class Bed:
     def __init__(self, args: argparse.Namespace):
         self.args = args
@@ -270,6 +298,7 @@ class Bed:
         from werkzeug.serving import make_server
 
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
+        share_botocore_loader()
 
         from emulator import Emulator
 
@@ -345,8 +374,12 @@ class Bed:
         )
 
     def register_instances(self, net: int) -> None:
+        from moto.ec2.models.amis import AMIS
+
         ec2 = self.ec2()
-        image = ec2.describe_images()["Images"][0]["ImageId"]
+        # One of moto's built-in images, asked for by id: every image of
+        # the region in one answer took a second of the bed's start-up.
+        image = ec2.describe_images(ImageIds=[AMIS[0]["ami_id"]])["Images"][0]["ImageId"]
         cluster = self.args.cluster
 
         def run(ip: str | None, tags: dict[str, str], count: int = 1) -> list[str]:
