@@ -45,6 +45,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -55,6 +56,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 LOCK_DIR = Path("/tmp/hostkeyctl-bed-locks")
+# Host keys made once and reused by later beds (node_host_keys).
+KEY_POOL = Path("/tmp/hostkeyctl-bed-keys")
 REGION = "us-east-1"
 SSHD = "/usr/sbin/sshd"
 HAPROXY = "/usr/sbin/haproxy"
@@ -253,6 +256,39 @@ def share_botocore_loader() -> None:
     create_loader.shared_by_bed = True  # type: ignore[attr-defined]
     botocore.loaders.create_loader = create_loader
     botocore.session.create_loader = create_loader
+
+
+def node_host_keys(root: Path, slot: str) -> None:
+    """Gives the node at `root` the host keys of `slot` (rsa, ecdsa and
+    ed25519 in ``root/etc/ssh``, as ``ssh-keygen -A -f root`` writes them).
+
+    A slot's keys are generated once, by the first bed that needs them, and
+    copied by every later one: RSA key generation was a sixth of the test
+    suite's CPU. The slot names the network index and the node, so the
+    nodes of one bed, and of beds running at the same time, never share a
+    key; a bed after another reusing a key is a node reinstalled with its
+    old keys, which nothing compares.
+    """
+    files = [f"ssh_host_{t}_key{ext}" for t in KEY_TYPES for ext in ("", ".pub")]
+    source = KEY_POOL / slot
+    scratch = None
+    if not all((source / f).exists() for f in files):
+        KEY_POOL.mkdir(mode=0o700, parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(dir=KEY_POOL, prefix=f".{slot}."))
+        (scratch / "etc" / "ssh").mkdir(parents=True)
+        subprocess.run(["ssh-keygen", "-A", "-f", str(scratch)], check=True, capture_output=True)
+        try:
+            os.rename(scratch / "etc" / "ssh", source)  # atomic: a racing bed's keys or these
+        except OSError:
+            pass
+        if not all((source / f).exists() for f in files):  # a slot left half made: use these
+            source = scratch / "etc" / "ssh"
+    ssh_dir = root / "etc" / "ssh"
+    ssh_dir.mkdir(parents=True, exist_ok=True)
+    for f in files:
+        shutil.copy2(source / f, ssh_dir / f)
+    if scratch is not None:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 class Bed:
@@ -540,7 +576,7 @@ class Bed:
         for sub in ("run", "var/lib/hostkeyctl"):
             (root / sub).mkdir(parents=True, exist_ok=True)
         if not (ssh_dir / "ssh_host_ed25519_key").exists():
-            subprocess.run(["ssh-keygen", "-A", "-f", str(root)], check=True, capture_output=True)
+            node_host_keys(root, f"net{net}-node{i}")
         address = f"127.{net}.0.{11 + i}"
         config = ssh_dir / "sshd_config"
         host_keys = "".join(f"HostKey {ssh_dir}/ssh_host_{t}_key\n" for t in KEY_TYPES)
@@ -603,7 +639,7 @@ class Bed:
             PROFILE_DIR / spec.fixture / "etc", etc, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".keep")
         )
         (etc / "ssh" / "sshd_config.d").mkdir(exist_ok=True)
-        subprocess.run(["ssh-keygen", "-A", "-f", str(root)], check=True, capture_output=True)
+        node_host_keys(root, f"net{self.state['net']}-profile-{name}")
         ssh = etc / "ssh"
         config = ssh / "sshd_config"
         keys = self.dir / "client" / "authorized_keys"
