@@ -72,14 +72,16 @@ fn install_in(bed: &TestBed, node: &Node, sandbox: &Sandbox, args: &[&str]) -> R
     for path in &writable {
         cmd.arg("--bind").arg(path).arg(path);
     }
+    // The unit runs /usr/local/bin/hostkeyctl, outside PrivateTmp's /tmp;
+    // the build under test may live under /tmp (a checkout there), which
+    // the tmpfs above would hide. Read-only, like the unit's binary.
+    let binary = crate::common::support::node_binary();
+    cmd.arg("--ro-bind").arg(&binary).arg(&binary);
     cmd.args(["--cap-drop", "ALL"]);
     for cap in &sandbox.capabilities {
         cmd.args(["--cap-add", cap]);
     }
-    cmd.arg("--")
-        .arg(crate::common::support::node_binary())
-        .arg("install")
-        .args(args);
+    cmd.arg("--").arg(&binary).arg("install").args(args);
     Run::from(cmd.output().unwrap())
 }
 
