@@ -43,6 +43,7 @@ import queue
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -270,10 +271,22 @@ def node_host_keys(root: Path, slot: str) -> None:
     old keys, which nothing compares.
     """
     files = [f"ssh_host_{t}_key{ext}" for t in KEY_TYPES for ext in ("", ".pub")]
+    KEY_POOL.mkdir(mode=0o700, parents=True, exist_ok=True)
+    pool = KEY_POOL.lstat()
+    if not stat.S_ISDIR(pool.st_mode) or pool.st_uid != os.getuid() or pool.st_mode & 0o077:
+        # Someone else's directory (or a symlink) at the pool's path: its
+        # keys are not ours to serve. Fresh keys, as before the pool.
+        print(
+            f"bed: {KEY_POOL} is not a directory of uid {os.getuid()} closed to others; "
+            "generating fresh host keys (remove it to reuse keys between beds)",
+            file=sys.stderr,
+        )
+        (root / "etc" / "ssh").mkdir(parents=True, exist_ok=True)
+        subprocess.run(["ssh-keygen", "-A", "-f", str(root)], check=True, capture_output=True)
+        return
     source = KEY_POOL / slot
     scratch = None
     if not all((source / f).exists() for f in files):
-        KEY_POOL.mkdir(mode=0o700, parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(dir=KEY_POOL, prefix=f".{slot}."))
         (scratch / "etc" / "ssh").mkdir(parents=True)
         subprocess.run(["ssh-keygen", "-A", "-f", str(scratch)], check=True, capture_output=True)
