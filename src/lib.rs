@@ -58,6 +58,8 @@ pub mod hostport;
 pub mod ids;
 pub mod install;
 pub mod keyset;
+#[cfg(feature = "admin")]
+pub mod known_hosts;
 pub mod output;
 #[cfg(test)]
 mod parser_properties;
