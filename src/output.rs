@@ -42,12 +42,18 @@ pub fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
 /// terminal at most: `COLUMNS` when set (also when stdout is a pipe),
 /// else the terminal's width, else unlimited. Long cells wrap.
 pub fn table(header: &[&str]) -> Table {
+    table_fit(columns(), header)
+}
+
+#[cfg(feature = "admin")]
+/// [`table`] fitted to `width` columns (unlimited when `None`).
+pub fn table_fit(width: Option<u16>, header: &[&str]) -> Table {
     let mut table = Table::new();
     table
         .load_style(UTF8_FULL_CONDENSED)
         .set_content_arrangement(ContentArrangement::Dynamic)
         .set_header(header.iter().copied());
-    if let Some(width) = columns() {
+    if let Some(width) = width {
         table.set_width(width);
     }
     table
@@ -57,10 +63,14 @@ pub fn table(header: &[&str]) -> Table {
 /// it, so a script's choice wins), else the terminal's, when stdout is one
 /// (at least 40 either way).
 pub fn columns() -> Option<u16> {
-    std::env::var("COLUMNS")
-        .ok()
+    fit_width(std::env::var("COLUMNS").ok().as_deref(), terminal_width)
+}
+
+/// [`columns`] from the value of `COLUMNS` and the terminal's width.
+fn fit_width(columns: Option<&str>, terminal: impl FnOnce() -> Option<u16>) -> Option<u16> {
+    columns
         .and_then(|c| c.trim().parse::<u16>().ok())
-        .or_else(terminal_width)
+        .or_else(terminal)
         .filter(|w| *w >= 40)
 }
 
@@ -141,5 +151,20 @@ mod tests {
         assert!(wrapped.lines().all(|l| l.chars().count() <= 60), "{wrapped}");
         assert_eq!(wrapped.replace("\n  ", " "), text);
         assert_eq!(super::wrap(text, None, "  "), text);
+    }
+}
+
+#[cfg(test)]
+mod width_tests {
+    use super::fit_width;
+
+    #[test]
+    fn columns_wins_over_the_terminal_and_narrow_widths_are_ignored() {
+        assert_eq!(fit_width(Some("100"), || Some(200)), Some(100));
+        assert_eq!(fit_width(Some(" 100\n"), || None), Some(100));
+        assert_eq!(fit_width(Some("wide"), || Some(120)), Some(120));
+        assert_eq!(fit_width(None, || Some(120)), Some(120));
+        assert_eq!(fit_width(Some("30"), || Some(120)), None);
+        assert_eq!(fit_width(None, || None), None);
     }
 }

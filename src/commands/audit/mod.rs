@@ -2,7 +2,7 @@
 //! runs [`crate::audit::Audit`], prints, and maps its conclusion to an exit
 //! code.
 
-mod print;
+pub mod print;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -134,7 +134,7 @@ pub async fn run(args: &AuditArgs, global: &GlobalArgs, output: OutputFormat) ->
     report.exit_code = status.code();
     match output {
         OutputFormat::Json => output::print_json(&report).map_err(Failure::usage)?,
-        _ => print::print_table(&report),
+        _ => print!("{}", print::table(&report, output::columns())),
     }
     Ok(status)
 }

@@ -6,8 +6,16 @@ use crate::discovery;
 use crate::escape::escape;
 use crate::output;
 
+/// `writeln!` into a `String`, which cannot fail.
+macro_rules! outln {
+    ($out:expr, $($arg:tt)*) => {{
+        use std::fmt::Write as _;
+        let _ = writeln!($out, $($arg)*);
+    }};
+}
+
 /// The load balancer's findings, as a header line and a table.
-fn print_lb(lb: &LbReport) {
+fn lb_table(out: &mut String, lb: &LbReport, width: Option<u16>) {
     let header = format!(
         "load balancer {}:{}, {} samples per key type{}",
         escape(&lb.endpoint.host),
@@ -25,8 +33,8 @@ fn print_lb(lb: &LbReport) {
             _ => String::new(),
         }
     );
-    println!("{}", output::wrap(&header, output::columns(), "  "));
-    let mut table = output::table(&["KEY TYPE", "STATUS", "KEYS SEEN", "NO ANSWER"]);
+    outln!(out, "{}", output::wrap(&header, width, "  "));
+    let mut table = output::table_fit(width, &["KEY TYPE", "STATUS", "KEYS SEEN", "NO ANSWER"]);
     for t in &lb.types {
         output::add_row(
             &mut table,
@@ -60,7 +68,7 @@ fn print_lb(lb: &LbReport) {
             ],
         );
     }
-    println!("{table}");
+    outln!(out, "{table}");
 }
 
 /// A certificate verdict as in the JSON (`WRONG_CA`, ...).
@@ -71,24 +79,29 @@ fn cert_name(v: crate::certificate::CertVerdict) -> String {
         .unwrap_or_default()
 }
 
-pub(super) fn print_table(report: &AuditReport) {
-    println!(
+/// The audit as a human reads it, fitted to `width` columns (see
+/// [`output::columns`]): the expected set, a row per node and key type, the
+/// load balancer's samples, the summary.
+pub fn table(report: &AuditReport, width: Option<u16>) -> String {
+    let mut out = String::new();
+    let out = &mut out;
+    outln!(out, 
         "{}",
         output::wrap(
             &format!("expected set: {}", escape(&report.expected_source)),
-            output::columns(),
+            width,
             "  "
         )
     );
     for (key_type, fp) in &report.expected.by_type {
-        println!("  {key_type:<20} {fp}");
+        outln!(out, "  {key_type:<20} {fp}");
     }
     for fp in &report.expected.untyped {
-        println!("  {:<20} {fp}", "(any type)");
+        outln!(out, "  {:<20} {fp}", "(any type)");
     }
     // The served fingerprint only where it differs from the expected one:
     // two 50-character columns do not fit a terminal.
-    let mut table = output::table(&["NODE", "ADDRESS", "KEY TYPE", "STATUS", "SERVED INSTEAD / DETAIL"]);
+    let mut table = output::table_fit(width, &["NODE", "ADDRESS", "KEY TYPE", "STATUS", "SERVED INSTEAD / DETAIL"]);
     for node in &report.nodes {
         for (i, f) in node.findings.iter().enumerate() {
             let served_instead = match (&f.served, &f.expected) {
@@ -139,16 +152,16 @@ pub(super) fn print_table(report: &AuditReport) {
         }
     }
     if !report.nodes.is_empty() {
-        println!("{table}");
+        outln!(out, "{table}");
     }
     if let Some(lb) = &report.lb {
-        print_lb(lb);
+        lb_table(out, lb, width);
     }
     if let Some(document) = &report.on_disk_document {
-        println!("on disk, checked with {}:", document);
+        outln!(out, "on disk, checked with {}:", document);
     }
     for (id, v) in &report.on_disk {
-        println!("on disk {}: {}", escape(id), v.result());
+        outln!(out, "on disk {}: {}", escape(id), v.result());
     }
     let mut summary: Vec<String> = report.summary.iter().map(|(k, v)| format!("{k} {v}")).collect();
     let flagged = report
@@ -161,5 +174,6 @@ pub(super) fn print_table(report: &AuditReport) {
             "{flagged} node(s) not healthy in their target group or cluster (audited all the same)"
         ));
     }
-    println!("{}", summary.join(", "));
+    outln!(out, "{}", summary.join(", "));
+    std::mem::take(out)
 }

@@ -330,3 +330,32 @@ async fn certificates_are_judged_by_the_cas_fingerprint() {
         missing.nodes[1]
     );
 }
+
+/// The table a human reads fits a 100-column terminal (`COLUMNS=100`):
+/// three nodes and the load balancer, every key a mismatch, the served
+/// fingerprint shown where it differs. Unfitted, the same report is wider.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_audit_table_fits_100_columns() {
+    let (store, _, _) = world(0).await;
+    // Nodes that never got the set: every key mismatches.
+    let fleet = Arc::new(MemFleet::new(3, &ALGS).unwrap());
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    let lb = Some(LbSpec::LoadBalancer(hostkeyctl::testing::MEM_LB_NAME.to_owned()));
+    let report = run(&store, &fleet, &dispatcher, &request(lb, false)).await.unwrap();
+    assert_eq!(report.conclusion, Conclusion::Drift);
+    assert!((0..3).all(|n| verdicts(&report, n).iter().all(|v| *v == Verdict::Mismatch)));
+    let text = hostkeyctl::commands::audit::print::table(&report, Some(100));
+    assert!(text.contains("MISMATCH") && text.contains("load balancer"), "{text}");
+    for line in text.lines() {
+        assert!(line.chars().count() <= 100, "{} columns: {line}\n{text}", line.chars().count());
+    }
+    let served = fleet.nodes[0].served().unwrap();
+    for fp in served.values() {
+        assert!(text.contains(&fp.to_string()[..30]), "{fp} not shown:\n{text}");
+    }
+    let unfitted = hostkeyctl::commands::audit::print::table(&report, None);
+    assert!(
+        unfitted.lines().any(|l| l.chars().count() > 100),
+        "the report is too narrow to test the fit:\n{unfitted}"
+    );
+}
