@@ -10,7 +10,7 @@ use crate::discovery::AwsFleet;
 use crate::dispatch::SsmDispatcher;
 use crate::exit::{Failure, Status};
 use crate::output::{self, OutputFormat};
-use crate::rollout::{Push, PushRequest, install_command_line};
+use crate::rollout::{Push, PushOutcome, PushRequest, install_command_line};
 use crate::store::{SecretsManagerStore, VersionSelector};
 
 /// Runs `push`.
@@ -72,9 +72,15 @@ pub async fn run(args: &PushArgs, global: &GlobalArgs, output: OutputFormat) -> 
     bar.finish();
     let outcome = outcome.map_err(push_failure)?;
     print_outcome(&outcome, &version.arn, output)?;
-    Ok(if outcome.all_ok() {
+    Ok(exit_status(&outcome))
+}
+
+/// `push`'s exit status: 0 when every node installed, else 3 (the report
+/// names each node that did not, with its error).
+pub fn exit_status(outcome: &PushOutcome) -> Status {
+    if outcome.all_ok() {
         Status::Success
     } else {
         Status::Incomplete
-    })
+    }
 }

@@ -154,7 +154,7 @@ async fn send_command_runs_on_exactly_the_targeted_instances() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn list_command_invocations_pages_over_120_instances() {
+async fn list_command_invocations_pages_over_120_instances_and_push_reads_a_page_per_batch() {
     let bed = TestBed::start(BedOptions {
         nodes: 0,
         virtual_instances: 120,
@@ -196,6 +196,41 @@ async fn list_command_invocations_pages_over_120_instances() {
         [50, 50, 20]
     );
     assert_eq!(bed.counts().get("ssm:ListCommandInvocations"), Some(&3));
+
+    // hostkeyctl's own polling of the same 120: a command per 50 ids, a
+    // read per unfinished command a round (as it counts and SSM counted),
+    // never one per instance.
+    bed.init_generated("hostkeys/hk");
+    bed.control("POST", "/_bed/counts/reset", &json!({}));
+    let push = bed.run(&[
+        "push",
+        "--output",
+        "json",
+        "--secret-id",
+        "hostkeys/hk",
+        "--target",
+        "tag:Cluster=virtual",
+        "--max-concurrency",
+        "100%",
+    ]);
+    push.ok();
+    let report = push.json();
+    assert_eq!(report["succeeded"], 120);
+    assert_eq!(bed.counts().get("ssm:SendCommand"), Some(&3));
+    assert!(
+        report["polling"]["max_calls_per_round"].as_u64().unwrap() <= 3,
+        "{}",
+        report["polling"]
+    );
+    assert_eq!(
+        bed.counts().get("ssm:ListCommandInvocations").copied().unwrap_or(0),
+        report["polling"]["list_calls"].as_u64().unwrap(),
+    );
+    assert_eq!(
+        bed.counts().get("ssm:GetCommandInvocation"),
+        None,
+        "no per-instance polling"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

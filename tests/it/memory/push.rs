@@ -1,9 +1,16 @@
-//! Push in memory: waves and the canary, the document trusted by its hash, the pin, a failing node.
+//! Push in memory: waves and the canary, the document trusted by its hash, the pin, a failing node, batches of 50 and polling once per command a round.
 
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use hostkeyctl::aws::AwsError;
 use hostkeyctl::discovery::TargetSpec;
+use hostkeyctl::dispatch::{
+    CommandSpec, Dispatcher, Invocation, InvocationSource, Pacing, PollStats, Progress, poll,
+};
 use hostkeyctl::ids::Program;
 use hostkeyctl::rollout::{Push, PushError, PushRequest, install_command_line, push_version};
-use hostkeyctl::ssm_document::{DEFAULT_NAME, Kind, ResolveError, Trust, content, sha256_hex};
+use hostkeyctl::ssm_document::{DEFAULT_NAME, Deployed, Kind, ResolveError, Trust, content, sha256_hex};
 use hostkeyctl::store::VersionSelector;
 use hostkeyctl::testing::{MemDispatcher, MemFleet, MemoryStore};
 
@@ -161,8 +168,8 @@ async fn a_pin_on_another_version_than_the_stages_is_refused() {
     assert_eq!(plan.desired.next.map(|n| n.version_id), Some(next.version_id));
 }
 
-/// A node the agent cannot run on is reported with its error; the others
-/// converge.
+/// A node the agent cannot run on is reported with its error and the push
+/// exits 3; the others converge.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failing_node_is_reported_and_the_others_converge() {
     let (store, fleet, _) = world(3).await;
@@ -179,8 +186,11 @@ async fn a_failing_node_is_reported_and_the_others_converge() {
     let ok: Vec<bool> = outcome.results.iter().map(|r| r.ok).collect();
     assert_eq!(ok, [true, false, true]);
     assert_eq!(outcome.results[1].error.as_deref(), Some("agent offline"));
+    assert_eq!(outcome.results[1].status, "Failed");
     assert!(fleet.nodes[0].offers(&next.document.keys) && fleet.nodes[2].offers(&next.document.keys));
     assert!(!fleet.nodes[1].offers(&next.document.keys));
+    let status = hostkeyctl::commands::push::exit_status(&outcome);
+    assert_eq!((status, status.code()), (hostkeyctl::exit::Status::Incomplete, 3));
 }
 
 /// A canary that installs lets the rest follow, in a second wave.
@@ -269,4 +279,119 @@ async fn targets_that_match_nothing_are_refused_and_nothing_is_sent() {
     let refused = flow.plan(&request(&secret, &none, DEFAULT_NAME, &program)).await;
     assert!(matches!(refused, Err(PushError::Discovery(_))), "{refused:?}");
     assert!(dispatcher.sent.lock().unwrap().is_empty());
+}
+
+/// Forwards to a dispatcher and records the size of every command sent
+/// and of every wait.
+struct Batches<'a, D> {
+    inner: &'a D,
+    sent: std::sync::Mutex<Vec<usize>>,
+    waited: std::sync::Mutex<Vec<usize>>,
+}
+
+impl<D: Dispatcher> Dispatcher for Batches<'_, D> {
+    async fn send(&self, spec: &CommandSpec, ids: &[String]) -> Result<Vec<(String, Vec<String>)>, AwsError> {
+        self.sent.lock().unwrap().push(ids.len());
+        self.inner.send(spec, ids).await
+    }
+
+    async fn wait(
+        &self,
+        commands: &[(String, Vec<String>)],
+        deadline: Instant,
+        progress: Progress<'_>,
+    ) -> Result<(BTreeMap<String, Invocation>, PollStats), AwsError> {
+        self.waited.lock().unwrap().push(commands.len());
+        self.inner.wait(commands, deadline, progress).await
+    }
+
+    async fn cancel(&self, command_id: &str) -> Result<(), AwsError> {
+        self.inner.cancel(command_id).await
+    }
+
+    async fn document(&self, name: &str) -> Result<Option<Deployed>, AwsError> {
+        self.inner.document(name).await
+    }
+}
+
+/// 120 nodes: three commands of at most 50 instances (SSM's limit), all
+/// waited for together, every node reported.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_push_to_120_nodes_sends_three_commands_and_waits_for_them_together() {
+    let (store, _, _) = world(0).await;
+    let fleet = MemFleet::new(120, &super::ALGS).unwrap();
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    let counting = Batches {
+        inner: &dispatcher,
+        sent: Default::default(),
+        waited: Default::default(),
+    };
+    let version = current(&store).await;
+    let outcome = push_version(&counting, &version, None, &fleet.instances(), &options(0), &|_, _| {})
+        .await
+        .unwrap();
+    assert!(outcome.all_ok(), "{:?}", outcome.results.iter().find(|r| !r.ok));
+    assert_eq!(outcome.results.len(), 120);
+    assert_eq!(*counting.sent.lock().unwrap(), [50, 50, 20]);
+    assert_eq!(*counting.waited.lock().unwrap(), [3], "one wait over the three commands");
+    assert!(fleet.all_serve(&version.document.keys));
+}
+
+/// SSM as it answers while commands run: each command's invocations stay
+/// in progress for its first reads.
+struct Running {
+    /// Per command: its instances, and the reads before it is done.
+    commands: BTreeMap<String, (Vec<String>, std::sync::atomic::AtomicUsize)>,
+}
+
+impl InvocationSource for Running {
+    async fn list(&self, command_id: &str, calls: &mut usize) -> Result<Vec<Invocation>, AwsError> {
+        *calls += 1;
+        let (ids, reads_left) = &self.commands[command_id];
+        let left = reads_left.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        let status = if left > 1 { "InProgress" } else { "Success" };
+        Ok(ids
+            .iter()
+            .map(|id| Invocation {
+                instance_id: id.clone(),
+                command_id: command_id.to_owned(),
+                status: status.to_owned(),
+                response_code: (left <= 1).then_some(0),
+                stdout: String::new(),
+                stderr: String::new(),
+            })
+            .collect())
+    }
+}
+
+/// Polling reads each unfinished command once a round, never each
+/// instance, and stops reading a command once it is done: three commands
+/// (50, 50 and 20 instances), one done at the first read, the others at
+/// the third, is 1 + 3 + 3 reads, at most 3 a round.
+#[tokio::test]
+async fn polling_reads_each_unfinished_command_once_a_round() {
+    let ids = |c: usize, n: usize| (0..n).map(|i| format!("i-{c:08x}{i:09x}")).collect::<Vec<_>>();
+    let commands: Vec<(String, Vec<String>)> = [(1, 50, 1), (2, 50, 3), (3, 20, 3)]
+        .iter()
+        .map(|&(c, n, _)| (format!("c{c}"), ids(c, n)))
+        .collect();
+    let source = Running {
+        commands: [(1, 50, 1), (2, 50, 3), (3, 20, 3)]
+            .iter()
+            .map(|&(c, n, reads)| (format!("c{c}"), (ids(c, n), reads.into())))
+            .collect(),
+    };
+    let pacing = Pacing {
+        first_poll: Duration::from_millis(1),
+        visibility_grace: Duration::from_secs(30),
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (states, stats) = poll(&source, &commands, deadline, &|_, _| {}, pacing).await.unwrap();
+    assert_eq!(states.len(), 120);
+    assert!(states.values().all(|i| i.status == "Success"));
+    assert_eq!(
+        (stats.rounds, stats.list_calls, stats.max_calls_per_round),
+        (3, 7, 3),
+        "{stats:?}"
+    );
 }
