@@ -510,36 +510,3 @@ fn reload_is_found_from_sshds_pid_file_without_a_command() {
     assert_eq!(sighups(node), 1, "sshd was not sent SIGHUP through its PidFile");
     assert_eq!(served(node), set_fingerprints(&init));
 }
-
-#[test]
-fn a_second_install_waits_for_the_lock_and_then_gives_up_clearly() {
-    let bed = bed();
-    let node = &bed.state.nodes[1];
-    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
-    let lock_file = node.env["HOSTKEYCTL_LOCK_FILE"].clone();
-    let before = snapshot(&node.ssh_dir);
-    // Another install holds the lock (flock(1) takes the same kind of lock).
-    let mut holder = Command::new("flock")
-        .args([lock_file.as_str(), "sleep", "30"])
-        .spawn()
-        .expect("flock from util-linux");
-    crate::common::bed::wait_until("the lock to be held", std::time::Duration::from_secs(5), || {
-        Command::new("flock")
-            .args(["-n", lock_file.as_str(), "true"])
-            .status()
-            .map(|s| !s.success())
-            .unwrap_or(false)
-    });
-    let run = bed.install_on(node, &["--secret-id", "hostkeys/hk", "--lock-timeout", "1"]);
-    let _ = holder.kill();
-    let _ = holder.wait();
-    run.code(3);
-    assert!(
-        run.stderr.contains("another hostkeyctl install holds"),
-        "{}",
-        run.stderr
-    );
-    assert_eq!(snapshot(&node.ssh_dir), before);
-    let again = bed.install_on(node, &["--secret-id", "hostkeys/hk"]);
-    again.ok();
-}

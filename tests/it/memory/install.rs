@@ -1,4 +1,4 @@
-//! install in memory: rollback, a dead sshd, symlinked files, a damaged marker, certificates, a run killed before its reload.
+//! install in memory: rollback, a dead sshd, symlinked files, a damaged marker, certificates, a run killed before its reload, the lock.
 
 use super::current;
 use super::dir_contents;
@@ -495,4 +495,48 @@ async fn each_bad_certificate_is_refused_and_the_good_one_served() {
             .get(&ScanAlgorithm::for_managed(KeyAlgorithm::Ed25519)),
         Some(&good)
     );
+}
+
+/// A second install waits for the lock (here for `--lock-timeout 1`), then
+/// gives up with exit 3, naming the lock, having written nothing; once the
+/// lock is free the same install goes through. The holder takes the lock
+/// as `flock(1)` and another hostkeyctl do: flock(2) on the file.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_install_waits_for_the_lock_and_then_gives_up_clearly() {
+    let (store, fleet, _) = world(1).await;
+    let pending = pending_set(&store).await;
+    let node = &fleet.nodes[0];
+    let lock_file = node.root.join("run/hostkeyctl.lock");
+    std::fs::create_dir_all(lock_file.parent().unwrap()).unwrap();
+    let holder = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_file)
+        .unwrap();
+    holder.lock().unwrap();
+    let before = dir_contents(&node.ssh_dir);
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    let started = std::time::Instant::now();
+    let outcome = push_version(&dispatcher, &pending, None, &fleet.instances(), &options(0), &|_, _| {})
+        .await
+        .unwrap();
+    assert!(started.elapsed() >= std::time::Duration::from_secs(1), "it did not wait");
+    assert!(!outcome.all_ok());
+    let inv = dispatcher_invocation(&dispatcher, &node.instance.instance_id);
+    assert_eq!(inv.response_code, Some(3), "{}", inv.stderr);
+    let said = format!("{}{}", inv.stdout, inv.stderr);
+    assert!(
+        said.contains("another hostkeyctl install holds") && said.contains("hostkeyctl.lock"),
+        "{said}"
+    );
+    assert_eq!(dir_contents(&node.ssh_dir), before, "a locked-out install wrote");
+    assert!(!node.serves(&pending.document.keys));
+
+    drop(holder);
+    let again = push_version(&dispatcher, &pending, None, &fleet.instances(), &options(0), &|_, _| {})
+        .await
+        .unwrap();
+    assert!(again.all_ok(), "{:?}", again.results);
+    assert!(node.serves(&pending.document.keys));
 }
