@@ -39,7 +39,15 @@ tests=(cargo-zigbuild test --locked --profile dist --target x86_64-unknown-linux
 echo "test: the test build, with clippy"
 ./scripts/stage.sh test-build "${tests[@]}" --all-targets --no-run
 echo "test: every test, with the x86_64 node build on the nodes"
-HOSTKEYCTL_NODE_BIN_DIR=$work/x86_64 ./scripts/stage.sh test-run "${tests[@]}" --all-targets
+starts=$work/bed-starts
+: >"$starts"
+HOSTKEYCTL_BED_STARTS=$starts HOSTKEYCTL_NODE_BIN_DIR=$work/x86_64 \
+  ./scripts/stage.sh test-run "${tests[@]}" --all-targets
+# The bed's share (issue 30: at most half): the tests that started one, of
+# the integration tests.
+total=$("${tests[@]}" --test it -- --list 2>/dev/null | grep -c ': test$')
+started=$(sort -u "$starts" | wc -l)
+echo "test: $started of $total integration tests started a bed"
 echo "test: disk: $(du -sh target/dist | cut -f1) in target/dist"
 
 echo "test: the aarch64 node build under qemu-user"

@@ -28,7 +28,9 @@ pub struct Hosts {
 #[derive(Debug, thiserror::Error)]
 pub enum HostsError {
     /// Whitespace or a comma would split the pattern in known_hosts.
-    #[error("{0:?} is not a host name: a known_hosts pattern has no whitespace or commas; give each name its own --host")]
+    #[error(
+        "{0:?} is not a host name: a known_hosts pattern has no whitespace or commas; give each name its own --host"
+    )]
     NotAHost(String),
     #[error("--host needs at least one name")]
     Empty,
@@ -43,7 +45,10 @@ impl Hosts {
             .map(|h| h.trim().to_owned())
             .filter(|h| !h.is_empty())
             .collect();
-        if let Some(bad) = names.iter().find(|h| h.contains(char::is_whitespace) || h.contains(',')) {
+        if let Some(bad) = names
+            .iter()
+            .find(|h| h.contains(char::is_whitespace) || h.contains(','))
+        {
             return Err(HostsError::NotAHost(bad.clone()));
         }
         if names.is_empty() {
@@ -220,7 +225,10 @@ pub async fn cert_authorities(
         let ca = store.get_ca(ca_id).await?;
         add(
             &mut lines,
-            vec![format!("@cert-authority {patterns} {}\n", key_part(ca.key.public_key()))],
+            vec![format!(
+                "@cert-authority {patterns} {}\n",
+                key_part(ca.key.public_key())
+            )],
         );
     }
     Ok(lines)

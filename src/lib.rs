@@ -28,7 +28,9 @@
 //!   only call: [`rollout`] (push: waves, canary, the document),
 //!   [`rotation`] (create, set, test, finish, abort as steps), [`audit`]
 //!   (expected set, scan, verdicts), [`certificate::signing`] (sign),
-//!   [`install`] (plan, apply/roll back, verify, check);
+//!   [`install`] (plan, apply/roll back, verify, check), [`status`]
+//!   (versions, phase, convergence), [`known_hosts`] (what clients trust:
+//!   known_hosts lines, SSHFP, `@cert-authority`, the ssh_config block);
 //! - [`shell`], [`fsutil`], [`process`], [`escape`]: quoting for node
 //!   shells, crash-safe writes, no core dumps, making outside text safe to
 //!   print;
@@ -72,6 +74,8 @@ pub mod scan;
 pub mod shell;
 #[cfg(feature = "admin")]
 pub mod ssm_document;
+#[cfg(feature = "admin")]
+pub mod status;
 pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;

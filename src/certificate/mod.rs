@@ -364,6 +364,38 @@ pub fn check_for_install(
     Ok(())
 }
 
+/// A certificate's public facts, for reports.
+#[derive(Debug, serde::Serialize)]
+pub struct CertRow {
+    /// Key type.
+    pub algorithm: String,
+    /// Serial.
+    pub serial: u64,
+    /// Key id (escaped).
+    pub key_id: String,
+    /// Principals (escaped).
+    pub principals: Vec<String>,
+    /// End of validity (RFC 3339).
+    pub valid_before: String,
+    /// Signing CA.
+    pub ca_fingerprint: String,
+}
+
+/// Public facts of every certificate of a set.
+pub fn cert_rows(certs: &std::collections::BTreeMap<KeyAlgorithm, ssh_key::Certificate>) -> Vec<CertRow> {
+    certs
+        .iter()
+        .map(|(a, c)| CertRow {
+            algorithm: a.key_type().to_owned(),
+            serial: c.serial(),
+            key_id: crate::escape::escape(c.key_id()),
+            principals: c.valid_principals().iter().map(|p| crate::escape::escape(p)).collect(),
+            valid_before: rfc3339(c.valid_before()),
+            ca_fingerprint: ca_fingerprint(c).to_string(),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;

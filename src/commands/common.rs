@@ -8,12 +8,10 @@ use std::time::Duration;
 use anyhow::Context;
 use serde::Serialize;
 
-use crate::certificate;
 use crate::cli::RolloutArgs;
 use crate::commands::store_failure;
 use crate::discovery::DiscoveryError;
 use crate::dispatch::{self, PollStats};
-use crate::escape::escape;
 use crate::exit::Failure;
 use crate::fingerprint::Fingerprint;
 use crate::ids::{Region, SecretId, VersionId};
@@ -65,60 +63,6 @@ fn dedup(algorithms: &[KeyAlgorithm]) -> Vec<KeyAlgorithm> {
         }
     }
     out
-}
-
-/// A key's public facts, for reports.
-#[derive(Serialize)]
-pub struct KeyRow {
-    /// Key type.
-    pub algorithm: String,
-    /// `SHA256:` fingerprint.
-    pub fingerprint: Fingerprint,
-    /// Public key line.
-    pub public_key: String,
-}
-
-/// Public facts of every key of a set.
-pub fn key_rows(keys: &KeySet) -> Vec<KeyRow> {
-    keys.keys()
-        .map(|k| KeyRow {
-            algorithm: k.algorithm().key_type().to_owned(),
-            fingerprint: k.fingerprint().clone(),
-            public_key: k.public_line(),
-        })
-        .collect()
-}
-
-/// A certificate's public facts, for reports.
-#[derive(Serialize)]
-pub struct CertRow {
-    /// Key type.
-    pub algorithm: String,
-    /// Serial.
-    pub serial: u64,
-    /// Key id (escaped).
-    pub key_id: String,
-    /// Principals (escaped).
-    pub principals: Vec<String>,
-    /// End of validity (RFC 3339).
-    pub valid_before: String,
-    /// Signing CA.
-    pub ca_fingerprint: String,
-}
-
-/// Public facts of every certificate of a set.
-pub fn rows(certs: &std::collections::BTreeMap<KeyAlgorithm, ssh_key::Certificate>) -> Vec<CertRow> {
-    certs
-        .iter()
-        .map(|(a, c)| CertRow {
-            algorithm: a.key_type().to_owned(),
-            serial: c.serial(),
-            key_id: escape(c.key_id()),
-            principals: c.valid_principals().iter().map(|p| escape(p)).collect(),
-            valid_before: certificate::rfc3339(c.valid_before()),
-            ca_fingerprint: certificate::ca_fingerprint(c).to_string(),
-        })
-        .collect()
 }
 
 #[derive(Serialize)]

@@ -5,12 +5,12 @@ use serde::Serialize;
 
 use crate::aws;
 use crate::cli::{GlobalArgs, InitArgs};
-use crate::commands::common::{KeyRow, key_rows};
 use crate::commands::store_failure;
 use crate::document::SecretDocument;
 use crate::exit::{Failure, Status};
 use crate::ids::{SecretId, VersionId};
 use crate::keyset::{KeyAlgorithm, KeySet};
+use crate::keyset::{KeyRow, key_rows};
 use crate::output::{self, OutputFormat};
 use crate::store::{CreateRequest, SecretStore, SecretsManagerStore};
 

@@ -5,8 +5,8 @@ use serde::Serialize;
 
 use crate::aws;
 use crate::certificate::signing::{Signed, SigningError, SigningRequest, sign_key_set};
+use crate::certificate::{CertRow, cert_rows};
 use crate::cli::{GlobalArgs, SignArgs};
-use crate::commands::common::{CertRow, rows};
 use crate::commands::store_failure;
 use crate::exit::{Failure, Status};
 use crate::ids::VersionId;
@@ -74,7 +74,7 @@ pub async fn run(args: &SignArgs, global: &GlobalArgs, output: OutputFormat) -> 
         &SignReport {
             result: if signed { "signed" } else { "unchanged" },
             version_id,
-            certificates: rows(&certificates),
+            certificates: cert_rows(&certificates),
         },
         output,
     )

@@ -383,6 +383,28 @@ impl KeySet {
     }
 }
 
+/// A key's public facts, for reports.
+#[derive(Debug, serde::Serialize)]
+pub struct KeyRow {
+    /// Key type.
+    pub algorithm: String,
+    /// `SHA256:` fingerprint.
+    pub fingerprint: crate::fingerprint::Fingerprint,
+    /// Public key line.
+    pub public_key: String,
+}
+
+/// Public facts of every key of a set.
+pub fn key_rows(keys: &KeySet) -> Vec<KeyRow> {
+    keys.keys()
+        .map(|k| KeyRow {
+            algorithm: k.algorithm().key_type().to_owned(),
+            fingerprint: k.fingerprint().clone(),
+            public_key: k.public_line(),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::{HostKey, KeyAlgorithm, KeyError, KeySet};

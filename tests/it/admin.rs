@@ -7,44 +7,6 @@ use serde_json::json;
 
 use crate::common::bed::{BedOptions, TARGETS, TestBed, private_lines, served, set_fingerprints, snapshot};
 
-#[test]
-fn init_then_status_shows_one_current_version_with_three_fingerprints() {
-    let bed = TestBed::start(BedOptions {
-        nodes: 0,
-        ..BedOptions::default()
-    });
-    let init = bed.init_generated("hostkeys/hp");
-    let fps = set_fingerprints(&init);
-    assert!(fps.iter().all(Option::is_some), "{init}");
-    let status = bed.run(&["status", "--output", "json", "--secret-id", "hostkeys/hp"]);
-    status.ok();
-    let status = status.json();
-    let versions = status["versions"].as_array().unwrap();
-    assert_eq!(versions.len(), 1, "{status}");
-    assert_eq!(versions[0]["stages"], json!(["AWSCURRENT"]));
-    assert_eq!(versions[0]["version_id"], init["version_id"]);
-    let listed: Vec<Option<String>> = ["ssh-ed25519", "ecdsa-sha2-nistp256", "ssh-rsa"]
-        .iter()
-        .map(|t| {
-            versions[0]["keys"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|k| k["algorithm"] == *t)
-                .map(|k| k["fingerprint"].as_str().unwrap().to_owned())
-        })
-        .collect();
-    assert_eq!(listed, fps);
-    assert_eq!(status["rotation_in_flight"], serde_json::Value::Null);
-    // The table form says the same to a human.
-    let table = bed.run(&["status", "--output", "table", "--secret-id", "hostkeys/hp"]);
-    assert!(
-        table.stdout.contains("AWSCURRENT") && table.stdout.contains(fps[0].as_deref().unwrap()),
-        "{}",
-        table.stdout
-    );
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn init_records_public_fingerprints_in_tags_and_refuses_to_overwrite() {
     let bed = TestBed::start(BedOptions {

@@ -131,7 +131,12 @@ fn reported_fingerprints_equal_what_ssh_keyscan_sees() {
     for fp in &fps {
         expect.extend(["--expect", fp.as_str()]);
     }
-    let endpoints: Vec<String> = bed.state.nodes.iter().map(|n| format!("{}:{}", n.address, n.port)).collect();
+    let endpoints: Vec<String> = bed
+        .state
+        .nodes
+        .iter()
+        .map(|n| format!("{}:{}", n.address, n.port))
+        .collect();
     for source in [vec!["--known-hosts", known_hosts.to_str().unwrap()], expect] {
         let mut args = source.clone();
         for e in &endpoints {
@@ -140,7 +145,10 @@ fn reported_fingerprints_equal_what_ssh_keyscan_sees() {
         let (code, report) = audit(&bed, &args);
         assert_eq!(code, 1, "{source:?}: {report}");
         let first = statuses(&report["nodes"][0]);
-        assert!(first.len() == 3 && first.iter().all(|(_, s)| s == "OK"), "{source:?}: {first:?}");
+        assert!(
+            first.len() == 3 && first.iter().all(|(_, s)| s == "OK"),
+            "{source:?}: {first:?}"
+        );
         let second = statuses(&report["nodes"][1]);
         assert!(second.iter().any(|(_, s)| s == "MISMATCH"), "{source:?}: {second:?}");
     }

@@ -85,7 +85,8 @@ fn cert_name(v: crate::certificate::CertVerdict) -> String {
 pub fn table(report: &AuditReport, width: Option<u16>) -> String {
     let mut out = String::new();
     let out = &mut out;
-    outln!(out, 
+    outln!(
+        out,
         "{}",
         output::wrap(
             &format!("expected set: {}", escape(&report.expected_source)),
@@ -101,7 +102,10 @@ pub fn table(report: &AuditReport, width: Option<u16>) -> String {
     }
     // The served fingerprint only where it differs from the expected one:
     // two 50-character columns do not fit a terminal.
-    let mut table = output::table_fit(width, &["NODE", "ADDRESS", "KEY TYPE", "STATUS", "SERVED INSTEAD / DETAIL"]);
+    let mut table = output::table_fit(
+        width,
+        &["NODE", "ADDRESS", "KEY TYPE", "STATUS", "SERVED INSTEAD / DETAIL"],
+    );
     for node in &report.nodes {
         for (i, f) in node.findings.iter().enumerate() {
             let served_instead = match (&f.served, &f.expected) {

@@ -163,11 +163,29 @@ pub struct TestBed {
     pub state: BedState,
 }
 
+/// Appends the running test's name to `$HOSTKEYCTL_BED_STARTS`, when set:
+/// how `make test` measures how many tests start a bed (libtest names
+/// each test's thread after the test). One short append per line.
+fn record_start() {
+    use std::io::Write as _;
+    let Some(path) = std::env::var_os("HOSTKEYCTL_BED_STARTS") else {
+        return;
+    };
+    let name = std::thread::current().name().unwrap_or("?").to_owned();
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("cannot record a bed start in {}: {e}", Path::new(&path).display()));
+    file.write_all(format!("{name}\n").as_bytes()).unwrap();
+}
+
 impl TestBed {
     /// Starts a bed, failing the test with the bed's log if it cannot.
     pub fn start(options: BedOptions) -> TestBed {
         require("sshd");
         require("haproxy");
+        record_start();
         let dir = tempfile::Builder::new().prefix("hostkeyctl-bed-").tempdir().unwrap();
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("testbed/bed.py");
         let log = std::fs::File::create(dir.path().join("bed.log")).unwrap();

@@ -347,7 +347,11 @@ async fn the_audit_table_fits_100_columns() {
     let text = hostkeyctl::commands::audit::print::table(&report, Some(100));
     assert!(text.contains("MISMATCH") && text.contains("load balancer"), "{text}");
     for line in text.lines() {
-        assert!(line.chars().count() <= 100, "{} columns: {line}\n{text}", line.chars().count());
+        assert!(
+            line.chars().count() <= 100,
+            "{} columns: {line}\n{text}",
+            line.chars().count()
+        );
     }
     let served = fleet.nodes[0].served().unwrap();
     for fp in served.values() {

@@ -521,7 +521,10 @@ async fn a_second_install_waits_for_the_lock_and_then_gives_up_clearly() {
     let outcome = push_version(&dispatcher, &pending, None, &fleet.instances(), &options(0), &|_, _| {})
         .await
         .unwrap();
-    assert!(started.elapsed() >= std::time::Duration::from_secs(1), "it did not wait");
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(1),
+        "it did not wait"
+    );
     assert!(!outcome.all_ok());
     let inv = dispatcher_invocation(&dispatcher, &node.instance.instance_id);
     assert_eq!(inv.response_code, Some(3), "{}", inv.stderr);

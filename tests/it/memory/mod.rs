@@ -10,6 +10,7 @@ mod install;
 mod push;
 mod rotation;
 mod sign;
+mod status;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -5,9 +5,7 @@ use std::time::{Duration, Instant};
 
 use hostkeyctl::aws::AwsError;
 use hostkeyctl::discovery::TargetSpec;
-use hostkeyctl::dispatch::{
-    CommandSpec, Dispatcher, Invocation, InvocationSource, Pacing, PollStats, Progress, poll,
-};
+use hostkeyctl::dispatch::{CommandSpec, Dispatcher, Invocation, InvocationSource, Pacing, PollStats, Progress, poll};
 use hostkeyctl::ids::Program;
 use hostkeyctl::rollout::{Push, PushError, PushRequest, install_command_line, push_version};
 use hostkeyctl::ssm_document::{DEFAULT_NAME, Deployed, Kind, ResolveError, Trust, content, sha256_hex};
@@ -333,7 +331,11 @@ async fn a_push_to_120_nodes_sends_three_commands_and_waits_for_them_together() 
     assert!(outcome.all_ok(), "{:?}", outcome.results.iter().find(|r| !r.ok));
     assert_eq!(outcome.results.len(), 120);
     assert_eq!(*counting.sent.lock().unwrap(), [50, 50, 20]);
-    assert_eq!(*counting.waited.lock().unwrap(), [3], "one wait over the three commands");
+    assert_eq!(
+        *counting.waited.lock().unwrap(),
+        [3],
+        "one wait over the three commands"
+    );
     assert!(fleet.all_serve(&version.document.keys));
 }
 

@@ -1,0 +1,165 @@
+//! `status`'s flow over the store (and, with targets, the fleet and a
+//! prober): every version of the secret with its stages and public facts,
+//! where the rotation protocol stands, and how many nodes serve AWSCURRENT
+//! and nothing else, by handshake with the audit's [`ScanPolicy`].
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::audit::{Endpoint, ScanPolicy, Verdict, check_endpoints};
+use crate::certificate::{CertRow, cert_rows};
+use crate::discovery::{DiscoveryError, Fleet, TargetSpec};
+use crate::ids::{SecretId, VersionId};
+use crate::keyset::{KeyRow, KeySet, key_rows};
+use crate::scan::Prober;
+use crate::store::{STAGE_CURRENT, STAGE_PENDING, STAGE_PREVIOUS, SecretStore, StoreError, VersionSelector};
+
+/// One version of the secret: its stages and its keys' public facts.
+#[derive(Debug, Serialize)]
+pub struct VersionRow {
+    pub version_id: VersionId,
+    pub stages: Vec<String>,
+    /// Creation time (RFC 3339), when the store says.
+    pub created: Option<String>,
+    pub keys: Vec<KeyRow>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub certificates: Vec<CertRow>,
+}
+
+/// Where the fleet is in the rotation protocol, from the stages.
+#[derive(Debug, Serialize)]
+pub struct Phase {
+    /// `announced` (a next set is AWSPENDING; nodes serve it as extra
+    /// keys) or `steady` (AWSCURRENT alone).
+    pub state: &'static str,
+    /// When the next set was announced (its creation time).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// The set promoted last (AWSPREVIOUS), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub promoted_from: Option<VersionId>,
+}
+
+/// With targets: how many nodes serve AWSCURRENT (and nothing else).
+#[derive(Debug, Serialize)]
+pub struct Converged {
+    pub nodes: usize,
+    pub serving_current: usize,
+    pub not_converged: Vec<String>,
+}
+
+/// What `status` reports.
+#[derive(Debug, Serialize)]
+pub struct StatusReport {
+    pub arn: SecretId,
+    pub name: String,
+    pub kms_key_id: Option<String>,
+    /// The AWSPENDING version, when it is not also AWSCURRENT.
+    pub rotation_in_flight: Option<VersionId>,
+    pub phase: Phase,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub converged: Option<Converged>,
+    /// Newest first, as the store lists them.
+    pub versions: Vec<VersionRow>,
+}
+
+/// Why `status` could not report.
+#[derive(Debug, thiserror::Error)]
+pub enum StatusError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Discovery(#[from] DiscoveryError),
+}
+
+/// The flow: reads the store, and with targets, finds them and scans them.
+pub struct Status<'a, S, F, P> {
+    pub store: &'a S,
+    pub fleet: &'a F,
+    pub prober: Arc<P>,
+    /// How to scan: the audit's ([`ScanPolicy::default`]).
+    pub policy: ScanPolicy,
+}
+
+impl<S: SecretStore, F: Fleet, P: Prober> Status<'_, S, F, P> {
+    /// The report on `secret`; with `targets`, scanned at `port` unless a
+    /// target says otherwise.
+    pub async fn run(&self, secret: &SecretId, targets: &[TargetSpec], port: u16) -> Result<StatusReport, StatusError> {
+        let info = self.store.describe_versions(secret).await?;
+        let mut versions = Vec::new();
+        let mut current_keys: Option<KeySet> = None;
+        for v in &info.versions {
+            let stored = self
+                .store
+                .get(secret, &VersionSelector::VersionId(v.version_id.clone()))
+                .await?;
+            versions.push(VersionRow {
+                version_id: v.version_id.clone(),
+                stages: v.stages.clone(),
+                created: v.created.clone(),
+                keys: key_rows(&stored.document.keys),
+                certificates: cert_rows(&stored.document.certificates),
+            });
+            if v.stages.iter().any(|s| s == STAGE_CURRENT) {
+                current_keys = Some(stored.document.keys);
+            }
+        }
+        let current = info.version_with_stage(STAGE_CURRENT).map(|v| v.version_id.clone());
+        let rotation_in_flight = info
+            .version_with_stage(STAGE_PENDING)
+            .filter(|v| Some(&v.version_id) != current.as_ref())
+            .map(|v| v.version_id.clone());
+        let phase = Phase {
+            state: if rotation_in_flight.is_some() {
+                "announced"
+            } else {
+                "steady"
+            },
+            since: rotation_in_flight
+                .as_ref()
+                .and_then(|id| info.versions.iter().find(|v| &v.version_id == id))
+                .and_then(|v| v.created.clone()),
+            promoted_from: info.version_with_stage(STAGE_PREVIOUS).map(|v| v.version_id.clone()),
+        };
+        let converged = match (&current_keys, targets.is_empty()) {
+            (Some(keys), false) => Some(self.converged(targets, port, keys).await?),
+            _ => None,
+        };
+        Ok(StatusReport {
+            arn: info.arn.clone(),
+            name: info.name.clone(),
+            kms_key_id: info.kms_key_id.clone(),
+            rotation_in_flight,
+            phase,
+            converged,
+            versions,
+        })
+    }
+
+    /// Audits the targets against `current` by handshake.
+    async fn converged(&self, targets: &[TargetSpec], port: u16, current: &KeySet) -> Result<Converged, StatusError> {
+        let endpoints: Vec<Endpoint> = self
+            .fleet
+            .targets(targets)
+            .await?
+            .into_iter()
+            .map(|t| Endpoint {
+                name: t.name,
+                host: t.address.unwrap_or_default(),
+                port: t.port.unwrap_or(port),
+            })
+            .collect();
+        let findings = check_endpoints(self.prober.clone(), self.policy.clone(), &endpoints, current).await;
+        let not_converged: Vec<String> = findings
+            .into_iter()
+            .filter(|(_, f)| f.iter().any(|f| f.status != Verdict::Ok))
+            .map(|(name, _)| name)
+            .collect();
+        Ok(Converged {
+            nodes: endpoints.len(),
+            serving_current: endpoints.len() - not_converged.len(),
+            not_converged,
+        })
+    }
+}
