@@ -2,7 +2,8 @@
 # Installs what the test bed and the tests need, idempotently:
 #   apt: openssh-server (sshd), openssh-client (ssh, ssh-keygen, ssh-keyscan), haproxy,
 #        iproute2 (ip: the node-profile matrix brings up loopback in its namespaces),
-#        systemd (systemd-analyze, for the unit's sandbox score), bubblewrap (that sandbox, emulated)
+#        systemd (systemd-analyze, for the unit's sandbox score), bubblewrap (that sandbox, emulated),
+#        mmdebstrap (Debian 11's and 13's root file systems: scripts/build-releases.sh)
 #   pip: the pinned moto server (testbed/requirements.txt)
 # Safe to run again: does nothing when everything is present.
 set -euo pipefail
@@ -17,6 +18,8 @@ command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || need_apt+=(hap
 # bwrap runs install inside that sandbox on the bed (tests/it/profiles.rs).
 command -v systemd-analyze >/dev/null 2>&1 || need_apt+=(systemd)
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
+# mmdebstrap builds the other OpenSSH releases' root file systems.
+command -v mmdebstrap >/dev/null 2>&1 || need_apt+=(mmdebstrap)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "install-deps: need ${need_apt[*]}; run as root or: sudo apt-get install ${need_apt[*]}" >&2
@@ -39,3 +42,6 @@ if ! python3 testbed/check_deps.py 2>/dev/null; then
     python3 -m pip "${pip_args[@]}" --break-system-packages
   python3 testbed/check_deps.py
 fi
+
+# OpenSSH 8.4 and 10.0 for the bed's release nodes, built once per machine.
+./scripts/build-releases.sh

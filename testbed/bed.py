@@ -606,6 +606,8 @@ class Bed:
             "UsePAM no\n"
             "StrictModes no\n"
             "PrintMotd no\n"
+            # A "Connection from" line per connection: what the tests count.
+            "LogLevel VERBOSE\n"
         )
         pid_file = root / "run" / "sshd.pid"
         argv = [SSHD, "-D", "-e", "-f", str(config)]
@@ -837,6 +839,10 @@ class Bed:
             "    default_backend login\n"
             "backend login\n"
             "    balance roundrobin\n"
+            # From its own address, as a Network Load Balancer whose IP
+            # targets do not preserve the client's: every connection
+            # through it, and its health checks, come from one source.
+            f"    source {address}\n"
             "    option tcp-check\n"
             "    tcp-check expect rstring ^SSH-2.0-\n"
             f"{servers}"

@@ -60,6 +60,9 @@ pub enum Verdict {
     Missing,
     /// Could not be asked.
     Unreachable,
+    /// Refused by the server's PerSourcePenalties (OpenSSH 9.8 and later):
+    /// not known, like unreachable, and the detail names the remedies.
+    Penalized,
 }
 
 impl Verdict {
@@ -99,6 +102,10 @@ pub struct NodeReport {
     /// targets); a node that is not healthy is audited all the same.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub health: Option<crate::discovery::Health>,
+    /// The connections the audit opened to it (from OpenSSH 9.8, each one
+    /// counts against this host in the node's PerSourcePenalties).
+    #[serde(flatten)]
+    pub usage: super::scanner::Usage,
 }
 
 /// The finding for a node that has no address to connect to.
@@ -116,6 +123,14 @@ pub fn no_address() -> Vec<Finding> {
 /// What a probe returned.
 pub type Probe = Result<Fingerprint, ScanError>;
 
+/// The verdict for a probe that got no key: penalized, or unreachable.
+fn unanswered(e: &ScanError) -> Verdict {
+    match e {
+        ScanError::Penalized(_) => Verdict::Penalized,
+        _ => Verdict::Unreachable,
+    }
+}
+
 /// Judges one node from its probes (one per key type asked).
 pub fn judge_node(expected: &Expected, probes: &BTreeMap<ScanAlgorithm, Probe>) -> Vec<Finding> {
     let all_failed = probes
@@ -124,7 +139,7 @@ pub fn judge_node(expected: &Expected, probes: &BTreeMap<ScanAlgorithm, Probe>) 
     if all_failed && let Some(Err(e)) = probes.values().next() {
         return vec![Finding {
             key_type: "*".to_owned(),
-            status: Verdict::Unreachable,
+            status: unanswered(e),
             expected: None,
             served: None,
             detail: Some(e.to_string()),
@@ -145,7 +160,7 @@ pub fn judge_node(expected: &Expected, probes: &BTreeMap<ScanAlgorithm, Probe>) 
             (Ok(_), None) => (Verdict::Unmanaged, None),
             (Err(ScanError::NotOffered(_)), _) if typed => (Verdict::Missing, None),
             (Err(ScanError::NotOffered(_)), _) => continue,
-            (Err(e), _) => (Verdict::Unreachable, Some(e.to_string())),
+            (Err(e), _) => (unanswered(e), Some(e.to_string())),
         };
         out.push(Finding {
             key_type: algorithm.key_type().to_owned(),
@@ -222,6 +237,9 @@ pub struct LbReport {
     pub miss_probability: Option<f64>,
     /// Per key type.
     pub types: Vec<LbType>,
+    /// The connections the samples opened.
+    #[serde(flatten)]
+    pub usage: super::scanner::Usage,
 }
 
 /// Judges the LB samples of one key type.
@@ -246,7 +264,11 @@ pub fn judge_lb(expected: &Expected, algorithm: ScanAlgorithm, probes: &[Probe])
         })
         .collect();
     let status = if seen.is_empty() && not_offered == 0 {
-        Verdict::Unreachable
+        if probes.iter().any(|p| matches!(p, Err(ScanError::Penalized(_)))) {
+            Verdict::Penalized
+        } else {
+            Verdict::Unreachable
+        }
     } else if seen.iter().any(|s| !s.expected) {
         if typed.is_some() || (expected.by_type.is_empty() && !expected.untyped.is_empty()) {
             Verdict::Mismatch
@@ -255,6 +277,9 @@ pub fn judge_lb(expected: &Expected, algorithm: ScanAlgorithm, probes: &[Probe])
         }
     } else if typed.is_some() && (not_offered > 0 || seen.is_empty()) {
         Verdict::Missing
+    } else if probes.iter().any(|p| matches!(p, Err(ScanError::Penalized(_)))) {
+        // A backend refused the samples' source: it may serve another key.
+        Verdict::Penalized
     } else if !failed.is_empty() {
         // A sample that got no answer may have hit the one backend that
         // serves another key: the verdict is at best incomplete.

@@ -146,7 +146,10 @@ impl<S: SecretStore, F: Fleet, D: Dispatcher, P: Prober> Audit<'_, S, F, D, P> {
         let scanner = Arc::new(Scanner::new(self.prober.clone(), self.policy.clone()));
         let asks = req.certificates.is_some();
         let node_probes = scanner.scan_nodes_served(&endpoints, asks).await;
-        let nodes = judge_nodes(audit_nodes, node_probes, &expected, req.certificates.as_ref(), req.now);
+        let mut nodes = judge_nodes(audit_nodes, node_probes, &expected, req.certificates.as_ref(), req.now);
+        for node in &mut nodes {
+            node.usage = scanner.usage(&node.endpoint);
+        }
         let lb = match &req.lb {
             Some(spec) => Some(self.sample_lb(&scanner, spec, req, &expected, nodes.len()).await?),
             None => None,
@@ -225,6 +228,7 @@ impl<S: SecretStore, F: Fleet, D: Dispatcher, P: Prober> Audit<'_, S, F, D, P> {
         let assumed = req.backends.is_none() && registered.is_none() && audited > 0;
         let backends = req.backends.or(registered).or(assumed.then_some(audited));
         Ok(LbReport {
+            usage: scanner.usage(&endpoint),
             types: samples
                 .iter()
                 .map(|(algorithm, served)| {
@@ -411,6 +415,7 @@ fn judge_nodes(
             },
             endpoint: n.endpoint,
             health: n.health,
+            usage: Default::default(),
         })
         .collect()
 }

@@ -137,12 +137,17 @@ fn conclude(
     if certs.contains(&CertVerdict::Expiring) {
         tracing::warn!("some host certificates expire within --warn-days; renew them (`hostkeyctl sign`)");
     }
+    if verdicts.contains(&Verdict::Penalized) {
+        tracing::warn!(
+            "sshd's PerSourcePenalties refused this host's connections: exempt this host's and the load balancer's addresses (PerSourcePenaltyExemptList), set `PerSourcePenalties noauth:0s`, or wait (docs/audit.md)"
+        );
+    }
     let cert_drift = certs.iter().any(|c| c.is_drift());
     let disk_drift = on_disk.values().any(|v| v.result() == "drift");
     let disk_unknown = on_disk.values().any(|v| !matches!(v.result(), "match" | "drift"));
     let conclusion = if verdicts.iter().any(|v| v.is_drift()) || disk_drift || cert_drift {
         Conclusion::Drift
-    } else if verdicts.contains(&Verdict::Unreachable) || disk_unknown {
+    } else if verdicts.contains(&Verdict::Unreachable) || verdicts.contains(&Verdict::Penalized) || disk_unknown {
         Conclusion::Incomplete
     } else {
         Conclusion::Consistent

@@ -13,7 +13,7 @@ use tokio::sync::Semaphore;
 
 use super::judge::{Endpoint, Probe};
 use crate::keyset::fingerprint_of;
-use crate::scan::{Prober, ScanAlgorithm, ScanError, Served};
+use crate::scan::{Answer, Prober, ScanAlgorithm, ScanError, Served, scan_held};
 
 /// How to scan.
 #[derive(Clone, Debug)]
@@ -55,12 +55,22 @@ impl Default for ScanPolicy {
     }
 }
 
+/// The connections a scan opened to one endpoint.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Usage {
+    /// TCP connections made (what the server saw, retries included).
+    pub connections: usize,
+    /// Handshakes asked again after a drop or a timeout.
+    pub retries: usize,
+}
+
 /// The scanner with its limits, over a [`Prober`].
 pub struct Scanner<P> {
     prober: P,
     policy: ScanPolicy,
     global: Arc<Semaphore>,
     hosts: std::sync::Mutex<BTreeMap<String, Arc<Semaphore>>>,
+    usage: std::sync::Mutex<BTreeMap<(String, u16), Usage>>,
 }
 
 impl<P: Prober> Scanner<P> {
@@ -70,6 +80,7 @@ impl<P: Prober> Scanner<P> {
             prober,
             global: Arc::new(Semaphore::new(policy.concurrency.max(1))),
             hosts: std::sync::Mutex::new(BTreeMap::new()),
+            usage: std::sync::Mutex::new(BTreeMap::new()),
             policy,
         }
     }
@@ -82,6 +93,22 @@ impl<P: Prober> Scanner<P> {
             .clone()
     }
 
+    /// The connections opened to `endpoint` so far.
+    pub fn usage(&self, endpoint: &Endpoint) -> Usage {
+        let usage = self.usage.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        usage
+            .get(&(endpoint.host.clone(), endpoint.port))
+            .copied()
+            .unwrap_or_default()
+    }
+
+    fn count(&self, endpoint: &Endpoint, answer: &Answer, retry: bool) {
+        let mut usage = self.usage.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let entry = usage.entry((endpoint.host.clone(), endpoint.port)).or_default();
+        entry.connections += usize::from(answer.connected);
+        entry.retries += usize::from(retry);
+    }
+
     /// One probe under both limits, with retries for transient failures.
     pub async fn probe(&self, endpoint: &Endpoint, algorithm: ScanAlgorithm) -> Probe {
         self.probe_served(endpoint, algorithm, false)
@@ -92,28 +119,34 @@ impl<P: Prober> Scanner<P> {
     /// [`Scanner::probe`], asking for a certificate first when
     /// `certificates` is set.
     pub async fn probe_served(&self, endpoint: &Endpoint, algorithm: ScanAlgorithm, certificates: bool) -> ServedProbe {
+        self.ask(endpoint, algorithm, certificates).await.served
+    }
+
+    /// One handshake under both limits, retried while it fails in a way
+    /// that may pass (dropped, timed out); never after a refusal or a
+    /// penalty, which asking again only prolongs.
+    async fn ask(&self, endpoint: &Endpoint, algorithm: ScanAlgorithm, certificates: bool) -> Answer {
         let host_limit = self.host_limit(&endpoint.host);
         let mut delay = Duration::from_millis(100);
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let result = {
+            let answer = {
                 let _g = self.global.acquire().await;
                 let _h = host_limit.acquire().await;
                 let (host, port, timeout) = (&endpoint.host, endpoint.port, self.policy.timeout);
-                if certificates {
-                    self.prober.probe_certificate(host, port, algorithm, timeout).await
-                } else {
-                    self.prober.probe(host, port, algorithm, timeout).await.map(Served::Key)
-                }
+                self.prober
+                    .handshake(host, port, algorithm, timeout, certificates)
+                    .await
             };
-            match result {
+            self.count(endpoint, &answer, attempt > 1);
+            match &answer.served {
                 Err(e) if e.is_transient() && attempt < self.policy.attempts => {
                     let jitter = Duration::from_millis(rand::random::<u64>() % 100);
                     tokio::time::sleep(delay + jitter).await;
                     delay = (delay * 2).min(Duration::from_secs(3));
                 }
-                other => return other,
+                _ => return answer,
             }
         }
     }
@@ -128,68 +161,98 @@ impl<P: Prober> Scanner<P> {
     }
 
     /// [`Scanner::scan_nodes`], keeping what was served (certificates, when
-    /// `certificates` asks for them).
+    /// `certificates` asks for them). Each node is asked only for the types
+    /// its first KEXINIT lists ([`scan_held`]): three connections for a
+    /// node with three keys.
     pub async fn scan_nodes_served(
         self: &Arc<Self>,
         endpoints: &[Endpoint],
         certificates: bool,
     ) -> Vec<BTreeMap<ScanAlgorithm, ServedProbe>> {
-        let mut tasks = Vec::new();
-        for endpoint in endpoints {
-            for &algorithm in &self.policy.algorithms {
+        let tasks: Vec<_> = endpoints
+            .iter()
+            .map(|endpoint| {
                 let me = self.clone();
                 let endpoint = endpoint.clone();
-                tasks.push(tokio::spawn(async move {
-                    me.probe_served(&endpoint, algorithm, certificates).await
-                }));
-            }
-        }
+                tokio::spawn(async move {
+                    let algorithms = me.policy.algorithms.clone();
+                    scan_held(&algorithms, |a| me.ask(&endpoint, a, certificates)).await
+                })
+            })
+            .collect();
         let mut out = Vec::new();
-        let mut results = Vec::new();
         for t in tasks {
-            results.push(
-                t.await
-                    .unwrap_or_else(|e| Err(ScanError::Other(format!("scan task failed: {e}")))),
-            );
-        }
-        let per = self.policy.algorithms.len();
-        for chunk in results.chunks(per.max(1)) {
-            out.push(
+            out.push(t.await.unwrap_or_else(|e| {
                 self.policy
                     .algorithms
                     .iter()
-                    .copied()
-                    .zip(chunk.iter().cloned())
-                    .collect(),
-            );
+                    .map(|a| (*a, Err(ScanError::Other(format!("scan task failed: {e}")))))
+                    .collect()
+            }));
         }
         out
     }
 
-    /// `samples` probes per key type through the load balancer.
+    /// `samples` probes per key type through the load balancer: first of
+    /// the policy's first type, whose answers list the types the backends
+    /// reached hold; then of those types only (of every type, if no answer
+    /// listed any).
     pub async fn scan_lb(
         self: &Arc<Self>,
         lb: &Endpoint,
         samples: usize,
         certificates: bool,
     ) -> BTreeMap<ScanAlgorithm, Vec<ServedProbe>> {
-        let mut tasks = Vec::new();
-        for &algorithm in &self.policy.algorithms {
-            for _ in 0..samples {
+        let mut out: BTreeMap<ScanAlgorithm, Vec<ServedProbe>> = BTreeMap::new();
+        let Some((&first, rest)) = self.policy.algorithms.split_first() else {
+            return out;
+        };
+        let answers = self.sample(lb, first, samples, certificates).await;
+        let mut held: Option<std::collections::BTreeSet<ScanAlgorithm>> = None;
+        for hello in answers.iter().filter_map(|a| a.hello.as_ref()) {
+            held.get_or_insert_with(Default::default).extend(hello.key_types());
+        }
+        out.insert(first, answers.into_iter().map(|a| a.served).collect());
+        for &algorithm in rest {
+            let probes = match &held {
+                Some(held) if !held.contains(&algorithm) => {
+                    vec![Err(ScanError::NotOffered(algorithm.key_type().to_owned())); samples]
+                }
+                _ => self
+                    .sample(lb, algorithm, samples, certificates)
+                    .await
+                    .into_iter()
+                    .map(|a| a.served)
+                    .collect(),
+            };
+            out.insert(algorithm, probes);
+        }
+        out
+    }
+
+    /// `samples` handshakes for one type through `lb`, concurrently within
+    /// limits.
+    async fn sample(
+        self: &Arc<Self>,
+        lb: &Endpoint,
+        algorithm: ScanAlgorithm,
+        samples: usize,
+        certificates: bool,
+    ) -> Vec<Answer> {
+        let tasks: Vec<_> = (0..samples)
+            .map(|_| {
                 let me = self.clone();
                 let lb = lb.clone();
-                tasks.push((
-                    algorithm,
-                    tokio::spawn(async move { me.probe_served(&lb, algorithm, certificates).await }),
-                ));
-            }
-        }
-        let mut out: BTreeMap<ScanAlgorithm, Vec<ServedProbe>> = BTreeMap::new();
-        for (algorithm, t) in tasks {
-            let r = t
-                .await
-                .unwrap_or_else(|e| Err(ScanError::Other(format!("scan task failed: {e}"))));
-            out.entry(algorithm).or_default().push(r);
+                tokio::spawn(async move { me.ask(&lb, algorithm, certificates).await })
+            })
+            .collect();
+        let mut out = Vec::new();
+        for t in tasks {
+            out.push(t.await.unwrap_or_else(|e| Answer {
+                served: Err(ScanError::Other(format!("scan task failed: {e}"))),
+                hello: None,
+                connected: false,
+            }));
         }
         out
     }

@@ -129,6 +129,14 @@ impl<C: SshdControl, P: Prober> Apply<'_, C, P> {
                 report.verified = verified;
                 return report;
             }
+            // Refused is not "not served": reloading would change nothing
+            // a handshake could show, and the files are right.
+            Err(e @ InstallError::Penalized { .. }) => {
+                tracing::warn!("files are current; {e}; not reloading");
+                report.result = InstallResult::Incomplete;
+                report.error = Some(e.to_string());
+                return report;
+            }
             Err(first) => first,
         };
         tracing::warn!("files are current but sshd serves other keys ({first}); reloading");

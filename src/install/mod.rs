@@ -168,6 +168,15 @@ pub enum InstallError {
         /// What sshd -T reports.
         found: Option<String>,
     },
+    /// sshd refused the verifying connections (PerSourcePenalties): what
+    /// it serves is not known, which is not the same as not served.
+    #[error("sshd at {address} could not be checked: {detail}")]
+    Penalized {
+        /// Where.
+        address: String,
+        /// sshd's words and the remedies.
+        detail: String,
+    },
     /// The served keys are not the expected ones.
     #[error("sshd at {address} does not serve the installed keys: {detail}")]
     Verify {

@@ -13,10 +13,12 @@ use super::{InstallError, InstallOptions, io_err};
 use crate::fingerprint::Fingerprint;
 use crate::hostport::HostPort;
 use crate::keyset::{HostKey, KeyAlgorithm, KeySet, fingerprint_of};
-use crate::scan::{Prober, ScanAlgorithm, ScanError, Served};
+use crate::scan::{Prober, ScanAlgorithm, ScanError, Served, scan_held};
 
-/// Scans `address` for each algorithm until it answers (sshd restarting
-/// after a reload refuses connections for a moment) or `timeout` passes.
+/// Scans `address` for each algorithm it holds ([`scan_held`]: one
+/// connection per type its KEXINIT lists), each until it answers (sshd
+/// restarting after a reload refuses connections for a moment) or
+/// `timeout` passes.
 pub async fn served_keys(
     prober: &impl Prober,
     address: &HostPort,
@@ -25,22 +27,26 @@ pub async fn served_keys(
 ) -> BTreeMap<ScanAlgorithm, Result<Fingerprint, ScanError>> {
     let (host, port) = (address.host(), address.port());
     let deadline = Instant::now() + timeout;
-    let mut out = BTreeMap::new();
-    for &algorithm in algorithms {
-        let result = loop {
-            let attempt = prober.probe(host, port, algorithm, Duration::from_secs(5)).await;
-            match attempt {
+    let ask = |algorithm| async move {
+        loop {
+            let answer = prober
+                .handshake(host, port, algorithm, Duration::from_secs(5), false)
+                .await;
+            match &answer.served {
                 Err(ScanError::Refused | ScanError::Dropped(_) | ScanError::Timeout(_))
                     if Instant::now() < deadline =>
                 {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
-                other => break other.map(|k| fingerprint_of(&k)),
+                _ => break answer,
             }
-        };
-        out.insert(algorithm, result);
-    }
-    out
+        }
+    };
+    scan_held(algorithms, ask)
+        .await
+        .into_iter()
+        .map(|(a, served)| (a, served.map(|s| fingerprint_of(&s.key()))))
+        .collect()
 }
 
 /// What a node's sshd must serve: the set's fingerprints, and nothing for
@@ -179,6 +185,15 @@ pub(super) async fn verify(
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let served = served_keys(prober, address, &ScanAlgorithm::ALL, left).await;
+        // Asking again would only prolong a penalty.
+        if let Some(Err(e @ ScanError::Penalized(_))) =
+            served.values().find(|r| matches!(r, Err(ScanError::Penalized(_))))
+        {
+            return Err(InstallError::Penalized {
+                address: address.to_string(),
+                detail: e.to_string(),
+            });
+        }
         let mut problems = compare_served(expected, &served);
         if problems.is_empty() {
             problems = compare_certificates(prober, address, certificates).await;

@@ -29,7 +29,14 @@ pub struct NodeFaults {
     pub killed_at_reload: bool,
     /// sshd loads its keys on reload but serves none of its certificates.
     pub drops_certificates: bool,
+    /// sshd's PerSourcePenalties refuses every connection (`Not allowed at
+    /// this time`, before its banner) until the next reload clears it.
+    pub penalized: bool,
 }
+
+/// The banner of an in-memory node's sshd: Debian 12's, which does not
+/// penalize unauthenticated connections.
+pub const MEM_BANNER: &str = "SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u7";
 
 /// One login node.
 pub struct MemNode {
@@ -45,6 +52,10 @@ pub struct MemNode {
     /// Faults to inject.
     pub faults: Mutex<NodeFaults>,
     reloads: Mutex<usize>,
+    /// Connections made to it (handshakes that reached it).
+    connections: Mutex<usize>,
+    /// The version banner its sshd sends.
+    pub banner: Mutex<String>,
 }
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -63,17 +74,6 @@ fn scan_algorithm(key: &PublicKey) -> Option<ScanAlgorithm> {
 }
 
 impl MemNode {
-    /// What a handshake asking for `algorithm` gets.
-    fn key(&self, algorithm: ScanAlgorithm) -> Result<PublicKey, ScanError> {
-        match lock(&self.served).clone() {
-            None => Err(ScanError::Refused),
-            Some(keys) => keys
-                .get(&algorithm)
-                .cloned()
-                .ok_or_else(|| ScanError::NotOffered(algorithm.key_type().to_owned())),
-        }
-    }
-
     /// The fingerprints sshd serves now, by key type (`None`: sshd is down).
     pub fn served(&self) -> Option<BTreeMap<ScanAlgorithm, crate::fingerprint::Fingerprint>> {
         lock(&self.served)
@@ -115,6 +115,11 @@ impl MemNode {
     /// How many times sshd was reloaded.
     pub fn reloads(&self) -> usize {
         *lock(&self.reloads)
+    }
+
+    /// How many connections reached it.
+    pub fn connections(&self) -> usize {
+        *lock(&self.connections)
     }
 
     /// Stops sshd: every handshake is refused until the next reload.
@@ -273,6 +278,8 @@ impl SshdControl for MemNode {
             return Ok("reload (double): sshd exited".to_owned());
         }
         let loaded = self.load()?;
+        // SIGHUP clears sshd's penalty table.
+        lock(&self.faults).penalized = false;
         let certificates = if faults.drops_certificates {
             BTreeMap::new()
         } else {
@@ -340,6 +347,8 @@ impl MemFleet {
                 certificates: Mutex::new(BTreeMap::new()),
                 faults: Mutex::new(NodeFaults::default()),
                 reloads: Mutex::new(0),
+                connections: Mutex::new(0),
+                banner: Mutex::new(MEM_BANNER.to_owned()),
             };
             let loaded = node.load().map_err(std::io::Error::other)?;
             *lock(&node.served) = Some(loaded);
@@ -457,29 +466,73 @@ impl MemFleet {
 }
 
 impl Prober for MemFleet {
-    async fn probe(
+    async fn handshake(
         &self,
         host: &str,
         port: u16,
         algorithm: ScanAlgorithm,
         _timeout: Duration,
-    ) -> Result<PublicKey, ScanError> {
-        let node = self.reached(host, port)?;
-        node.key(algorithm)
+        certificates: bool,
+    ) -> crate::scan::Answer {
+        use crate::scan::{Answer, Served};
+        let node = match self.reached(host, port) {
+            Ok(node) => node,
+            Err(e) => {
+                return Answer {
+                    served: Err(e),
+                    hello: None,
+                    connected: false,
+                };
+            }
+        };
+        let Some(keys) = lock(&node.served).clone() else {
+            return Answer {
+                served: Err(ScanError::Refused),
+                hello: None,
+                connected: false,
+            };
+        };
+        *lock(&node.connections) += 1;
+        if lock(&node.faults).penalized {
+            return Answer {
+                served: Err(ScanError::Penalized(crate::scan::hello::PENALTY_REFUSAL.to_owned())),
+                hello: None,
+                connected: true,
+            };
+        }
+        let certs = lock(&node.certificates).clone();
+        // sshd's KEXINIT: a certificate algorithm for each certified type,
+        // then the plain ones, only for the types it holds.
+        let mut offered: Vec<String> = certs
+            .keys()
+            .flat_map(|a| offered_names(*a))
+            .map(|n| format!("{n}-cert-v01@openssh.com"))
+            .collect();
+        offered.extend(keys.keys().flat_map(|a| offered_names(*a)).map(|n| (*n).to_owned()));
+        let hello = crate::scan::Hello {
+            banner: lock(&node.banner).clone(),
+            host_key_algorithms: offered,
+        };
+        let served = match (keys.get(&algorithm), certs.get(&algorithm)) {
+            (None, _) => Err(ScanError::NotOffered(algorithm.key_type().to_owned())),
+            (Some(_), Some(cert)) if certificates => Ok(Served::Certificate(Box::new(cert.clone()))),
+            (Some(key), _) => Ok(Served::Key(key.clone())),
+        };
+        Answer {
+            served,
+            hello: Some(hello),
+            connected: true,
+        }
     }
+}
 
-    async fn probe_certificate(
-        &self,
-        host: &str,
-        port: u16,
-        algorithm: ScanAlgorithm,
-        _timeout: Duration,
-    ) -> Result<crate::scan::Served, ScanError> {
-        let node = self.reached(host, port)?;
-        let key = node.key(algorithm)?;
-        Ok(match lock(&node.certificates).get(&algorithm) {
-            Some(cert) => crate::scan::Served::Certificate(Box::new(cert.clone())),
-            None => crate::scan::Served::Key(key),
-        })
+/// The host key algorithm names sshd lists for a key type.
+fn offered_names(algorithm: ScanAlgorithm) -> &'static [&'static str] {
+    match algorithm {
+        ScanAlgorithm::Ed25519 => &["ssh-ed25519"],
+        ScanAlgorithm::EcdsaP256 => &["ecdsa-sha2-nistp256"],
+        ScanAlgorithm::EcdsaP384 => &["ecdsa-sha2-nistp384"],
+        ScanAlgorithm::EcdsaP521 => &["ecdsa-sha2-nistp521"],
+        ScanAlgorithm::Rsa => &["rsa-sha2-512", "rsa-sha2-256"],
     }
 }

@@ -4,7 +4,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::common::bed::{BedOptions, TARGETS, TestBed, keyscan};
+use crate::common::bed::{BedOptions, TARGETS, TestBed, connections, keyscan};
 use crate::common::support::require;
 
 fn audit(bed: &TestBed, extra: &[&str]) -> (i32, Value) {
@@ -93,12 +93,45 @@ fn mismatches_before_push_and_one_key_per_type_after() {
 }
 
 #[test]
-fn reported_fingerprints_equal_what_ssh_keyscan_sees() {
+fn reported_fingerprints_equal_what_ssh_keyscan_sees_in_three_connections() {
     let bed = TestBed::start(BedOptions::default());
     bed.init_generated("hostkeys/hk");
     let mut args = vec!["--secret-id", "hostkeys/hk"];
     args.extend(TARGETS);
+    // The bed's own check that each sshd is up is one connection, logged
+    // by the child sshd starts for it, maybe after the bed said ready (the
+    // load balancer's come from its own address, not counted here).
+    for n in &bed.state.nodes {
+        crate::common::bed::wait_until(
+            &format!("sshd on {} to log the bed's connection", n.name),
+            std::time::Duration::from_secs(10),
+            || connections(n) >= 1,
+        );
+    }
+    let before: Vec<usize> = bed.state.nodes.iter().map(connections).collect();
     let (_, report) = audit(&bed, &args);
+    // Three keys, three connections (sshd signs with one host key per
+    // connection before authentication; its first KEXINIT says which types
+    // to ask for, where all five were asked), and a retry only after a
+    // drop or a timeout. sshd logs a connection in the child it starts for
+    // it, so its count may lag the audit's a moment.
+    for (n, b) in bed.state.nodes.iter().zip(&before) {
+        let ours = node(&report, &n.name);
+        let (opened, retries) = (
+            ours["connections"].as_u64().unwrap() as usize,
+            ours["retries"].as_u64().unwrap() as usize,
+        );
+        assert_eq!(opened - retries, 3, "{}: {ours}", n.name);
+        crate::common::bed::wait_until(
+            &format!(
+                "sshd on {} to log the audit's {opened} connections (has {})",
+                n.name,
+                connections(n) - b
+            ),
+            std::time::Duration::from_secs(10),
+            || connections(n) - b == opened,
+        );
+    }
     for n in &bed.state.nodes {
         let findings = node(&report, &n.name)["findings"].as_array().unwrap().clone();
         for (short, key_type) in [

@@ -363,3 +363,85 @@ async fn the_audit_table_fits_100_columns() {
         "the report is too narrow to test the fit:\n{unfitted}"
     );
 }
+
+/// sshd's first KEXINIT lists the types it holds: the audit asks each
+/// node for those only (three connections for three keys, where it asked
+/// for all five types before), a stopped node once, and samples through
+/// the load balancer go to held types only. The report counts what each
+/// node saw.
+#[tokio::test(flavor = "multi_thread")]
+async fn each_node_is_asked_only_for_the_types_its_kexinit_lists() {
+    let (store, _, _) = world(0).await;
+    let fleet = Arc::new(MemFleet::new(3, &hostkeyctl::keyset::KeyAlgorithm::ALL).unwrap());
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    fleet.nodes[2].stop();
+    let report = run(&store, &fleet, &dispatcher, &request(None, false)).await.unwrap();
+    let seen: Vec<usize> = fleet.nodes.iter().map(|n| n.connections()).collect();
+    assert_eq!(seen, [3, 3, 0], "connections each node saw");
+    let counted: Vec<(usize, usize)> = report
+        .nodes
+        .iter()
+        .map(|n| (n.usage.connections, n.usage.retries))
+        .collect();
+    assert_eq!(counted, [(3, 0), (3, 0), (0, 0)], "as the report counts them");
+    // What was not asked is still reported: the types it does not hold
+    // are not served, and the stopped node is unreachable for every type.
+    assert!(
+        verdicts(&report, 0).contains(&Verdict::Mismatch),
+        "{:?}",
+        report.nodes[0]
+    );
+    assert_eq!(verdicts(&report, 2), [Verdict::Unreachable]);
+
+    let before: usize = fleet.nodes.iter().map(|n| n.connections()).sum();
+    let mut req = request(
+        Some(LbSpec::LoadBalancer(hostkeyctl::testing::MEM_LB_NAME.to_owned())),
+        false,
+    );
+    req.samples = 6;
+    req.targets.clear();
+    req.endpoints.clear();
+    let through = run(&store, &fleet, &dispatcher, &req).await.unwrap();
+    let lb = through.lb.unwrap();
+    let after: usize = fleet.nodes.iter().map(|n| n.connections()).sum();
+    assert_eq!(after - before, lb.usage.connections, "the samples' connections");
+    // Six samples per held type, a third of them to the stopped backend.
+    assert_eq!(lb.usage.connections, 3 * 6 * 2 / 3);
+    assert_eq!(
+        lb.types.iter().filter(|t| !t.seen.is_empty()).count(),
+        3,
+        "{:?}",
+        lb.types
+    );
+}
+
+/// A node whose sshd refuses the auditor (PerSourcePenalties) is PENALIZED,
+/// never unreachable or a mismatch, asked once, and the finding names the
+/// remedies; through the load balancer, a penalized backend's samples make
+/// the type PENALIZED. Either way the audit is incomplete (exit 3).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_penalized_node_is_its_own_finding_and_is_asked_once() {
+    let (store, fleet, _) = world(3).await;
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    fleet.nodes[1].faults.lock().unwrap().penalized = true;
+    let report = run(&store, &fleet, &dispatcher, &request(None, false)).await.unwrap();
+    assert_eq!(report.conclusion, Conclusion::Incomplete);
+    assert_eq!(verdicts(&report, 1), [Verdict::Penalized]);
+    let detail = report.nodes[1].findings[0].detail.clone().unwrap();
+    assert!(
+        detail.contains("Not allowed at this time") && detail.contains("PerSourcePenaltyExemptList"),
+        "{detail}"
+    );
+    assert!(verdicts(&report, 0).iter().all(|v| *v == Verdict::Ok));
+    let asked = fleet.nodes[1].connections();
+    let lb = Some(LbSpec::LoadBalancer(hostkeyctl::testing::MEM_LB_NAME.to_owned()));
+    let through = run(&store, &fleet, &dispatcher, &request(lb, false)).await.unwrap();
+    assert_eq!(through.conclusion, Conclusion::Incomplete);
+    let types = &through.lb.as_ref().unwrap().types;
+    assert!(types.iter().any(|t| t.status == Verdict::Penalized), "{types:?}");
+    assert!(types.iter().all(|t| t.status != Verdict::Mismatch), "{types:?}");
+    assert!(
+        fleet.nodes[1].connections() > asked,
+        "the samples reached the penalized backend"
+    );
+}

@@ -543,3 +543,61 @@ async fn a_second_install_waits_for_the_lock_and_then_gives_up_clearly() {
     assert!(again.all_ok(), "{:?}", again.results);
     assert!(node.serves(&pending.document.keys));
 }
+
+/// Regression (issue 25): on OpenSSH 10.0 a third install found its keys
+/// "on disk but not served" and reloaded sshd for nothing; the pre-check
+/// had been refused (PerSourcePenalties), not answered. A refusal is not
+/// "not served": the install says so, exits 3 and does not reload.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_check_of_current_files_is_not_a_reason_to_reload() {
+    let (store, fleet, _) = world(1).await;
+    let node = &fleet.nodes[0];
+    let reloads = node.reloads();
+    node.faults.lock().unwrap().penalized = true;
+    let asked = node.connections();
+    let before = dir_contents(&node.ssh_dir);
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    let set = current(&store).await;
+    let outcome = push_version(&dispatcher, &set, None, &fleet.instances(), &options(0), &|_, _| {})
+        .await
+        .unwrap();
+    let inv = dispatcher_invocation(&dispatcher, &node.instance.instance_id);
+    let report = InstallReport::from_output(&inv.stdout).unwrap();
+    assert_eq!(report.result, InstallResult::Incomplete, "{report:?}");
+    assert_eq!(exit_status(&report).code(), 3);
+    assert!(!report.reloaded && node.reloads() == reloads, "sshd was reloaded");
+    assert!(
+        report
+            .error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("PerSourcePenaltyExemptList"),
+        "{report:?}"
+    );
+    assert_eq!(dir_contents(&node.ssh_dir), before);
+    assert!(!outcome.all_ok());
+    assert_eq!(node.connections() - asked, 1, "asked again after the refusal");
+}
+
+/// install's checks of what sshd serves ask only for the types its
+/// KEXINIT lists: a no-op install and `--check` each open one connection
+/// per key sshd holds (two here), where they asked for all five types.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_no_op_install_and_check_ask_one_connection_per_held_key() {
+    let (store, fleet, _) = world(1).await;
+    let node = &fleet.nodes[0];
+    for line in [
+        "hostkeyctl install --secret-id hk",
+        "hostkeyctl install --secret-id hk --check",
+    ] {
+        let asked = node.connections();
+        let invocations = super::run_line(&fleet, &store, line).await;
+        assert_eq!(
+            invocations[0].response_code,
+            Some(0),
+            "{line}: {}",
+            invocations[0].stderr
+        );
+        assert_eq!(node.connections() - asked, 2, "{line}");
+    }
+}

@@ -10,9 +10,15 @@
 //! `sntrup761x25519-sha512`); the host key does not depend on it.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+pub mod hello;
+mod record;
+
+pub use hello::{Greeting, Hello};
 
 use russh::client::{self, Handler};
 use russh::keys::PublicKeyOrCertificate;
@@ -116,6 +122,13 @@ pub enum ScanError {
     /// MaxStartups dropping it).
     #[error("connection dropped before the host key: {0}")]
     Dropped(String),
+    /// The server refused the source before its banner: OpenSSH's
+    /// PerSourcePenalties (9.8 and later) saying `Not allowed at this
+    /// time`. Asking again only prolongs it.
+    #[error(
+        "refused by the server's PerSourcePenalties ({0:?}): put this host's (and the load balancer's) addresses in sshd's PerSourcePenaltyExemptList, or set `PerSourcePenalties noauth:0s`, or wait for the penalty to lapse (at most 600 s by default)"
+    )]
+    Penalized(String),
     /// Anything else (not SSH, protocol error, unreachable network).
     #[error("{0}")]
     Other(String),
@@ -186,10 +199,37 @@ const CHEAP_KEX: &[kex::Name] = &[
     kex::EXTENSION_OPENSSH_STRICT_KEX_AS_CLIENT,
 ];
 
+/// One handshake: what the server served for the type asked, and what it
+/// said before the key exchange.
+#[derive(Clone, Debug)]
+pub struct Answer {
+    /// The key or certificate served, or why none was seen.
+    pub served: Result<Served, ScanError>,
+    /// The server's banner and the host key algorithms it offered, when it
+    /// got that far (also when it holds no key of the type asked).
+    pub hello: Option<Hello>,
+    /// Whether a TCP connection was made: what the server saw (and, from
+    /// OpenSSH 9.8, what its PerSourcePenalties count).
+    pub connected: bool,
+}
+
 /// One handshake scan: the host key an SSH server serves for an algorithm.
 /// The real prober is [`SshProber`]; tests use doubles that answer from
 /// in-memory nodes (feature `testing`).
 pub trait Prober: Send + Sync + 'static {
+    /// A handshake with `host:port` asking for `algorithm`; with
+    /// `certificates`, for a certificate of the type first
+    /// (`*-cert-v01@openssh.com`, never the SHA-1 `ssh-rsa-cert-v01`), and
+    /// the plain key if the server has none.
+    fn handshake(
+        &self,
+        host: &str,
+        port: u16,
+        algorithm: ScanAlgorithm,
+        timeout: Duration,
+        certificates: bool,
+    ) -> impl std::future::Future<Output = Answer> + Send;
+
     /// The key `host:port` serves for `algorithm`, or why none was seen.
     fn probe(
         &self,
@@ -197,31 +237,16 @@ pub trait Prober: Send + Sync + 'static {
         port: u16,
         algorithm: ScanAlgorithm,
         timeout: Duration,
-    ) -> impl std::future::Future<Output = Result<PublicKey, ScanError>> + Send;
-
-    /// As [`Prober::probe`], but asking for a certificate of the type first
-    /// (`*-cert-v01@openssh.com`, never the SHA-1 `ssh-rsa-cert-v01`): the
-    /// certificate if the server has one, else its plain key.
-    fn probe_certificate(
-        &self,
-        host: &str,
-        port: u16,
-        algorithm: ScanAlgorithm,
-        timeout: Duration,
-    ) -> impl std::future::Future<Output = Result<Served, ScanError>> + Send;
-}
-
-impl<P: Prober> Prober for std::sync::Arc<P> {
-    fn probe(
-        &self,
-        host: &str,
-        port: u16,
-        algorithm: ScanAlgorithm,
-        timeout: Duration,
     ) -> impl std::future::Future<Output = Result<PublicKey, ScanError>> + Send {
-        P::probe(self, host, port, algorithm, timeout)
+        async move {
+            self.handshake(host, port, algorithm, timeout, false)
+                .await
+                .served
+                .map(|s| s.key())
+        }
     }
 
+    /// As [`Prober::probe`], asking for a certificate first.
     fn probe_certificate(
         &self,
         host: &str,
@@ -229,7 +254,20 @@ impl<P: Prober> Prober for std::sync::Arc<P> {
         algorithm: ScanAlgorithm,
         timeout: Duration,
     ) -> impl std::future::Future<Output = Result<Served, ScanError>> + Send {
-        P::probe_certificate(self, host, port, algorithm, timeout)
+        async move { self.handshake(host, port, algorithm, timeout, true).await.served }
+    }
+}
+
+impl<P: Prober> Prober for std::sync::Arc<P> {
+    fn handshake(
+        &self,
+        host: &str,
+        port: u16,
+        algorithm: ScanAlgorithm,
+        timeout: Duration,
+        certificates: bool,
+    ) -> impl std::future::Future<Output = Answer> + Send {
+        P::handshake(self, host, port, algorithm, timeout, certificates)
     }
 }
 
@@ -238,39 +276,115 @@ impl<P: Prober> Prober for std::sync::Arc<P> {
 pub struct SshProber;
 
 impl Prober for SshProber {
-    async fn probe(
+    async fn handshake(
         &self,
         host: &str,
         port: u16,
         algorithm: ScanAlgorithm,
         timeout: Duration,
-    ) -> Result<PublicKey, ScanError> {
-        scan(host, port, algorithm, timeout).await
+        certificates: bool,
+    ) -> Answer {
+        handshake(host, port, algorithm, timeout, certificates).await
     }
+}
 
-    async fn probe_certificate(
-        &self,
-        host: &str,
-        port: u16,
-        algorithm: ScanAlgorithm,
-        timeout: Duration,
-    ) -> Result<Served, ScanError> {
-        handshake(host, port, algorithm, timeout, true).await
+/// Every type of `algorithms` asked of one server in as few connections
+/// as it takes. sshd signs with one host key per connection before
+/// authentication, so each type costs a connection; but its first KEXINIT
+/// lists the types it holds. The first handshake (for `algorithms[0]`)
+/// reads that list; only the types on it are asked for next, one after
+/// another, and the others are [`ScanError::NotOffered`] without a
+/// connection. A server that could not be asked at all (refused, timed
+/// out, penalized) gives that answer for every type. `ask` makes one
+/// handshake, with whatever retries and limits the caller keeps.
+pub async fn scan_held<F, Fut>(
+    algorithms: &[ScanAlgorithm],
+    ask: F,
+) -> BTreeMap<ScanAlgorithm, Result<Served, ScanError>>
+where
+    F: Fn(ScanAlgorithm) -> Fut,
+    Fut: std::future::Future<Output = Answer>,
+{
+    let mut out = BTreeMap::new();
+    let Some((&first, rest)) = algorithms.split_first() else {
+        return out;
+    };
+    let answer = ask(first).await;
+    let held = answer.hello.as_ref().map(Hello::key_types);
+    match (held, &answer.served) {
+        // Nothing learnt and nothing served: the server was not asked.
+        (None, Err(e)) => {
+            for &a in algorithms {
+                out.insert(a, Err(e.clone()));
+            }
+            return out;
+        }
+        (Some(held), _) => {
+            out.insert(first, answer.served);
+            for &a in rest {
+                let served = if held.contains(&a) {
+                    ask(a).await.served
+                } else {
+                    Err(ScanError::NotOffered(a.key_type().to_owned()))
+                };
+                out.insert(a, served);
+            }
+        }
+        // A key but no readable KEXINIT (not OpenSSH's framing): ask for
+        // every type, as without the list.
+        (None, Ok(_)) => {
+            out.insert(first, answer.served);
+            for &a in rest {
+                out.insert(a, ask(a).await.served);
+            }
+        }
     }
+    out
 }
 
 /// Fetches the host key `host:port` serves for `algorithm`.
 pub async fn scan(host: &str, port: u16, algorithm: ScanAlgorithm, timeout: Duration) -> Result<PublicKey, ScanError> {
-    handshake(host, port, algorithm, timeout, false).await.map(|s| s.key())
+    handshake(host, port, algorithm, timeout, false)
+        .await
+        .served
+        .map(|s| s.key())
 }
 
-async fn handshake(
-    host: &str,
-    port: u16,
-    algorithm: ScanAlgorithm,
-    timeout: Duration,
-    certificates: bool,
-) -> Result<Served, ScanError> {
+async fn handshake(host: &str, port: u16, algorithm: ScanAlgorithm, timeout: Duration, certificates: bool) -> Answer {
+    let (stream, heard) = match connect(host, port, timeout).await {
+        Ok(s) => record::Recording::new(s),
+        Err(e) => {
+            return Answer {
+                served: Err(e),
+                hello: None,
+                connected: false,
+            };
+        }
+    };
+    let served = exchange(stream, algorithm, timeout, certificates).await;
+    let greeting = heard.greeting();
+    let hello = match &greeting {
+        Greeting::Hello(h) => Some(h.clone()),
+        _ => None,
+    };
+    let served = match (served, greeting) {
+        (Err(_), Greeting::Refused(words)) if words.contains(hello::PENALTY_REFUSAL) => {
+            Err(ScanError::Penalized(words))
+        }
+        (Err(_), Greeting::Refused(words)) => Err(ScanError::Other(format!(
+            "the server said {words:?} and closed, before its SSH banner"
+        ))),
+        (served, _) => served,
+    };
+    Answer {
+        served,
+        hello,
+        connected: true,
+    }
+}
+
+/// A TCP connection to `host:port`, or why none.
+async fn connect(host: &str, port: u16, timeout: Duration) -> Result<tokio::net::TcpStream, ScanError> {
     let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
     let connect = tokio::time::timeout(timeout, tokio::net::TcpStream::connect((host, port))).await;
     let stream = match connect {
@@ -290,6 +404,17 @@ async fn handshake(
         Ok(Ok(s)) => s,
     };
     let _ = stream.set_nodelay(true);
+    Ok(stream)
+}
+
+/// The key exchange up to the server's host key, over `stream`.
+async fn exchange(
+    stream: record::Recording<tokio::net::TcpStream>,
+    algorithm: ScanAlgorithm,
+    timeout: Duration,
+    certificates: bool,
+) -> Result<Served, ScanError> {
+    let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
     let config = client::Config {
         preferred: Preferred {
             kex: Cow::Borrowed(CHEAP_KEX),
