@@ -12,10 +12,13 @@ set -euo pipefail
 
 cache=${HOSTKEYCTL_RELEASES:-/var/cache/hostkeyctl-bed/releases}
 mirror=${HOSTKEYCTL_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+# What a login node has: sshd, the client tools, and CA certificates (the
+# node build reaches Secrets Manager over TLS). A change here rebuilds.
+include=openssh-server,openssh-client,ca-certificates
 mkdir -p "$cache"
 for suite in bullseye trixie; do
   dir=$cache/$suite
-  [ -f "$dir/.built" ] && continue
+  [ "$(head -n1 "$dir/.built" 2>/dev/null)" = "include $include" ] && continue
   if ! command -v mmdebstrap >/dev/null 2>&1; then
     echo "build-releases: mmdebstrap is missing: apt-get install mmdebstrap" >&2
     exit 2
@@ -23,14 +26,16 @@ for suite in bullseye trixie; do
   echo "build-releases: $suite from $mirror (about 40 s)"
   tmp=$(mktemp -d "$cache/.$suite.XXXXXX")
   trap 'rm -rf "$tmp"' EXIT
-  mmdebstrap --quiet --variant=apt --mode=root --include=openssh-server,openssh-client \
-    "$suite" "$tmp/fs" "$mirror"
+  mmdebstrap --quiet --variant=apt --mode=root --include="$include" "$suite" "$tmp/fs" "$mirror"
   # The stock host keys of the build go: every bed node gets its own.
   rm -f "$tmp"/fs/etc/ssh/ssh_host_*
-  chroot "$tmp/fs" dpkg-query -W -f '${Package} ${Version}\n' openssh-server openssh-client libc6 >"$tmp/fs/.built"
+  {
+    echo "include $include"
+    chroot "$tmp/fs" dpkg-query -W -f '${Package} ${Version}\n' openssh-server openssh-client libc6
+  } >"$tmp/fs/.built"
   rm -rf "$dir"
   mv "$tmp/fs" "$dir"
   rm -rf "$tmp"
   trap - EXIT
-  sed 's/^/build-releases: /' "$dir/.built"
+  sed -n '2,$s/^/build-releases: /p' "$dir/.built"
 done

@@ -64,6 +64,8 @@ SSHD = "/usr/sbin/sshd"
 HAPROXY = "/usr/sbin/haproxy"
 KEY_TYPES = ["rsa", "ecdsa", "ed25519"]
 PROFILE_DIR = HERE / "profiles"
+# Other OpenSSH releases' root file systems (scripts/build-releases.sh).
+RELEASES = Path(os.environ.get("HOSTKEYCTL_RELEASES", "/var/cache/hostkeyctl-bed/releases"))
 POLICY_DIR = HERE.parent / "iam"
 CLONE_NEWNET = 0x40000000
 
@@ -95,6 +97,10 @@ class Profile:
     p384: bool = False
     # IPv6 on in the namespace.
     ipv6: bool = True
+    # A Debian suite of RELEASES: the node runs that release's userland
+    # (its sshd, ssh, ssh-keygen and libraries) in a chroot, with its own
+    # stock /etc/ssh; no systemd (reload by pid file).
+    release: str | None = None
 
 
 _DEBIAN = Profile(fixture="debian-12", unit="ssh")
@@ -118,6 +124,17 @@ PROFILES: dict[str, Profile] = {
     "missing-key-type": replace(_DEBIAN, missing=("ecdsa",)),
     "host-certificate": replace(_DEBIAN, certificate=True),
     "unmanaged-p384": replace(_DEBIAN, p384=True),
+    # OpenSSH 8.4p1: close to Ubuntu 20.04's 8.2 and RHEL 9's 8.7.
+    "debian-11": Profile(fixture="", unit=None, release="bullseye"),
+    # OpenSSH 10.0p2: PerSourcePenalties on, sshd-session, ML-KEM first.
+    "debian-13": Profile(fixture="", unit=None, release="trixie"),
+    # Debian 13 with penalties that refuse a source after one connection.
+    "debian-13-penalties": Profile(
+        fixture="",
+        unit=None,
+        release="trixie",
+        drop_ins=(("50-penalties.conf", "PerSourcePenalties noauth:15 min:1\n"),),
+    ),
 }
 
 
@@ -146,6 +163,9 @@ class Node:
     pid: int | None = None
     # The process holding a profile node's namespaces.
     ns_pid: int | None = None
+    # A release node: commands enter its chroot (the holder's root), where
+    # the bed's directory and the bin dir are at their own paths.
+    chroot: bool = False
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -646,13 +666,26 @@ class Bed:
         root = self.dir / "profiles" / name
         etc, run = root / "etc", root / "run"
         root.mkdir(parents=True)
-        # The node's /etc: the host's (users, libraries' config), with the
-        # distribution's ssh (and crypto-policies) files instead of ours.
-        subprocess.run(["cp", "-a", "/etc/.", str(etc)], check=True)
-        shutil.rmtree(etc / "ssh")
-        shutil.copytree(
-            PROFILE_DIR / spec.fixture / "etc", etc, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".keep")
-        )
+        if spec.release:
+            # The release's own /etc/ssh, bound over the chroot's, and its
+            # stock sshd_config kept for comparing.
+            fs = RELEASES / spec.release
+            if not (fs / ".built").is_file():
+                raise SystemExit(
+                    f"bed: no {spec.release} root file system in {RELEASES}: run scripts/build-releases.sh (make deps)"
+                )
+            etc.mkdir()
+            shutil.copytree(fs / "etc" / "ssh", etc / "ssh", symlinks=True)
+            (root / "stock").mkdir()
+            shutil.copy2(fs / "etc" / "ssh" / "sshd_config", root / "stock" / "sshd_config")
+        else:
+            # The node's /etc: the host's (users, libraries' config), with the
+            # distribution's ssh (and crypto-policies) files instead of ours.
+            subprocess.run(["cp", "-a", "/etc/.", str(etc)], check=True)
+            shutil.rmtree(etc / "ssh")
+            shutil.copytree(
+                PROFILE_DIR / spec.fixture / "etc", etc, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".keep")
+            )
         (etc / "ssh" / "sshd_config.d").mkdir(exist_ok=True)
         node_host_keys(root, f"net{self.state['net']}-profile-{name}")
         ssh = etc / "ssh"
@@ -706,10 +739,13 @@ class Bed:
         os.chmod(run / "sshd", 0o755)
         (root / "var/lib/hostkeyctl").mkdir(parents=True)
         system_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-        path = f"{HERE / 'node-bin'}:{self.args.bin_dir or ''}:{system_path}"
+        # A release node has no Python for the stand-in systemctl.
+        stand_ins = "" if spec.release else f"{HERE / 'node-bin'}:"
+        path = f"{stand_ins}{self.args.bin_dir or ''}:{system_path}"
         return Node(
             name=f"{self.args.cluster}-{name}",
             profile=name,
+            chroot=spec.release is not None,
             address=spec.address,
             port=spec.port,
             root=str(root),
@@ -728,10 +764,13 @@ class Bed:
     def start_profile(self, node: Node) -> None:
         spec = PROFILES[node.profile]
         root = Path(node.root)
-        script = f"mount --bind {root / 'etc'} /etc && mount --bind {root / 'run'} /run && ip link set lo up"
-        if not spec.ipv6:
-            script += " && for c in all default lo; do echo 1 > /proc/sys/net/ipv6/conf/$c/disable_ipv6; done"
-        script += " && : > /run/ns-ready && exec sleep infinity"
+        if spec.release:
+            script = self.release_root_script(node, RELEASES / spec.release)
+        else:
+            script = f"mount --bind {root / 'etc'} /etc && mount --bind {root / 'run'} /run && ip link set lo up"
+            if not spec.ipv6:
+                script += " && for c in all default lo; do echo 1 > /proc/sys/net/ipv6/conf/$c/disable_ipv6; done"
+            script += " && : > /run/ns-ready && exec sleep infinity"
         holder = self.spawn(
             f"{node.name}-ns",
             ["unshare", "--mount", "--net", "--propagation", "private", "--", "sh", "-c", script],
@@ -743,7 +782,10 @@ class Bed:
                 raise SystemExit(f"bed: the namespace of {node.name} did not come up; see {node.log}")
             time.sleep(0.02)
         node.ns_pid = holder.pid
-        enter = ["nsenter", f"--mount=/proc/{holder.pid}/ns/mnt", f"--net=/proc/{holder.pid}/ns/net", "--"]
+        enter = ["nsenter", f"--mount=/proc/{holder.pid}/ns/mnt", f"--net=/proc/{holder.pid}/ns/net"]
+        if node.chroot:
+            enter += [f"--root=/proc/{holder.pid}/root", f"--wd=/proc/{holder.pid}/root"]
+        enter.append("--")
         self.forward_emulator(holder.pid)
         unit = spec.unit
         if spec.socket:
@@ -784,6 +826,35 @@ class Bed:
         if unit:
             (root / f"run/standin-systemd/{unit}.service.json").write_text(json.dumps({"MainPID": proc.pid}))
         in_netns(holder.pid, lambda: wait_banner(node.address, node.port, deadline))
+
+    def release_root_script(self, node: Node, fs: Path) -> str:
+        """The namespace holder of a release node: the release's file system
+        read-only under a writable overlay (on a tmpfs, gone with the
+        namespace), the node's /etc/ssh and /run over the chroot's, /proc,
+        /dev, and the bed's directory and the bin dir at their own paths;
+        then it waits in the chroot, whose root ``nsenter --root`` enters."""
+        root = Path(node.root)
+        top = root / "mnt"
+        top.mkdir()
+        merged = top / "fs"
+        binds = [(root / "etc" / "ssh", merged / "etc/ssh"), (root / "run", merged / "run")]
+        shared = [self.dir] + ([Path(self.args.bin_dir)] if self.args.bin_dir else [])
+        steps = [
+            f"mount -t tmpfs tmpfs {top}",
+            f"mkdir {top}/up {top}/work {merged}",
+            f"mount -t overlay overlay -o lowerdir={fs},upperdir={top}/up,workdir={top}/work {merged}",
+        ]
+        steps += [f"mount --bind {a} {b}" for a, b in binds]
+        for path in shared:
+            steps += [f"mkdir -p {merged}{path}", f"mount --bind {path} {merged}{path}"]
+        steps += [
+            f"mount -t proc proc {merged}/proc",
+            f"mount --rbind /dev {merged}/dev",
+            "ip link set lo up",
+            f": > {root}/run/ns-ready",
+            f"exec chroot {merged} sleep infinity",
+        ]
+        return " && ".join(steps)
 
     def forward_emulator(self, ns_pid: int) -> None:
         """Makes the emulator answer on 127.0.0.1:<its port> inside a namespace."""

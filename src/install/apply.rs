@@ -100,6 +100,21 @@ impl<C: SshdControl, P: Prober> Apply<'_, C, P> {
                 }
                 report
             }
+            // sshd took the files (sshd -t passed, it was reloaded and
+            // answered) but refused to show all of its keys: rolling back
+            // would act on a refusal, and its own check would be refused
+            // too. The files stay, unverified; the reload-pending marker
+            // stays, so the next run reloads (which clears the penalty)
+            // and verifies.
+            Err(error @ InstallError::Penalized { .. }) => {
+                tracing::warn!("{error}; the new files stay, not verified");
+                report.result = InstallResult::Incomplete;
+                report.error = Some(error.to_string());
+                if let Err(e) = tx.commit() {
+                    tracing::warn!("could not remove rollback links: {e}");
+                }
+                report
+            }
             Err(error) => {
                 report.error = Some(error.to_string());
                 let problems = self.roll_back(tx, reload_attempted, &old_served).await;

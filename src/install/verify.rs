@@ -139,12 +139,13 @@ pub(super) fn fingerprints_on_disk(ssh_dir: &Path) -> BTreeMap<ScanAlgorithm, Fi
 }
 
 /// What a client that asks for certificates sees, against what must be
-/// served. Returns a description of each difference.
+/// served. Returns a description of each difference, or the refusal of a
+/// server that would not show them (PerSourcePenalties).
 async fn compare_certificates(
     prober: &impl Prober,
     address: &HostPort,
     expected: &BTreeMap<ScanAlgorithm, Certificate>,
-) -> Vec<String> {
+) -> Result<Vec<String>, ScanError> {
     let mut problems = Vec::new();
     for (algorithm, want) in expected {
         let served = prober
@@ -160,10 +161,11 @@ async fn compare_certificates(
                 want.serial()
             )),
             Ok(Served::Key(_)) => problems.push(format!("{algorithm}: serves the key without its certificate")),
+            Err(e @ ScanError::Penalized(_)) => return Err(e),
             Err(e) => problems.push(format!("{algorithm}: certificate: {e}")),
         }
     }
-    problems
+    Ok(problems)
 }
 
 /// Checks by handshakes that sshd serves `expected` and nothing else, and
@@ -184,19 +186,30 @@ pub(super) async fn verify(
     let deadline = Instant::now() + options.verify_timeout;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        let served = served_keys(prober, address, &ScanAlgorithm::ALL, left).await;
-        // Asking again would only prolong a penalty.
-        if let Some(Err(e @ ScanError::Penalized(_))) =
-            served.values().find(|r| matches!(r, Err(ScanError::Penalized(_))))
-        {
+        let mut served = served_keys(prober, address, &ScanAlgorithm::ALL, left).await;
+        // A type sshd refused to show (PerSourcePenalties) is not known, and
+        // asking again only prolongs the penalty: what did answer is
+        // judged; if that is right, the refusal is the answer.
+        let refused: Option<String> = served.values().find_map(|r| match r {
+            Err(e @ ScanError::Penalized(_)) => Some(e.to_string()),
+            _ => None,
+        });
+        served.retain(|_, r| !matches!(r, Err(ScanError::Penalized(_))));
+        let mut problems = compare_served(expected, &served);
+        if let (Some(detail), true) = (&refused, problems.is_empty()) {
             return Err(InstallError::Penalized {
                 address: address.to_string(),
-                detail: e.to_string(),
+                detail: detail.clone(),
             });
         }
-        let mut problems = compare_served(expected, &served);
         if problems.is_empty() {
-            problems = compare_certificates(prober, address, certificates).await;
+            problems =
+                compare_certificates(prober, address, certificates)
+                    .await
+                    .map_err(|e| InstallError::Penalized {
+                        address: address.to_string(),
+                        detail: e.to_string(),
+                    })?;
         }
         if problems.is_empty() {
             return Ok(true);

@@ -31,8 +31,12 @@ pub fn in_node(bed: &TestBed, node: &Node, program: &Path) -> assert_cmd::Comman
     let ns = node.ns_pid.expect("a profile node");
     let mut cmd = assert_cmd::Command::new(require("nsenter"));
     cmd.arg(format!("--mount=/proc/{ns}/ns/mnt"))
-        .arg(format!("--net=/proc/{ns}/ns/net"))
-        .arg("--")
+        .arg(format!("--net=/proc/{ns}/ns/net"));
+    if node.chroot {
+        cmd.arg(format!("--root=/proc/{ns}/root"))
+            .arg(format!("--wd=/proc/{ns}/root"));
+    }
+    cmd.arg("--")
         .arg(program)
         .env_remove("HOSTKEYCTL_OUTPUT")
         .env_remove("AWS_PROFILE")
@@ -62,7 +66,8 @@ fn sshd_t(bed: &TestBed, node: &Node) -> Vec<String> {
 /// The fingerprint a real ssh client gets for `algorithm` from the node,
 /// or `None` when the server offers no such key.
 fn host_key(bed: &TestBed, node: &Node, algorithm: &str) -> Option<String> {
-    let known_hosts = tempfile::NamedTempFile::new().unwrap();
+    // In the bed's directory, which a release node's chroot also sees.
+    let known_hosts = tempfile::NamedTempFile::new_in(bed.dir()).unwrap();
     let out = run(in_node(bed, node, &require("ssh"))
         .arg("-i")
         .arg(&bed.state.client_key)
@@ -174,6 +179,15 @@ fn changed_settings(before: &[String], after: &[String]) -> Vec<String> {
     out
 }
 
+/// Whether the profile's node has (the bed's stand-in of) systemd: not the
+/// no-systemd one, nor the release nodes (a chroot of another Debian).
+fn has_systemd(profile: &str) -> bool {
+    !matches!(
+        profile,
+        "no-systemd" | "debian-11" | "debian-13" | "debian-13-penalties"
+    )
+}
+
 /// The whole matrix for one profile.
 fn converge(profile: &'static str) {
     let bed = profile_bed(profile);
@@ -194,11 +208,17 @@ fn converge(profile: &'static str) {
     let check = install(&bed, &node, &["--secret-id", "hostkeys/hk", "--check"]);
     let (code, result) = if shared { (0, "match") } else { (1, "drift") };
     assert_eq!(check.code, code, "{profile}: {}\n{}", check.stderr, check.stdout);
-    assert_eq!(check.json()["result"], result, "{profile}");
+    assert_eq!(
+        check.json()["result"],
+        result,
+        "{profile}: {}\n{}",
+        check.stdout,
+        check.stderr
+    );
     assert_eq!(files(&node), files_before, "{profile}: --check wrote");
 
     // A failing reload rolls back byte-identical, exit 3.
-    let failing = if profile == "no-systemd" {
+    let failing = if !has_systemd(profile) {
         // No unit to fail: hostkeyctl signals sshd itself. A reload
         // command that fails stands in for it.
         install(
@@ -283,10 +303,15 @@ fn assert_config_only_gained_the_block(node: &Node, profile: &str) {
         "ubuntu-24.04" | "ubuntu-20.04" | "al2023" | "al2" => profile,
         _ => "debian-12",
     };
-    let shipped = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("testbed/profiles/{fixture}/etc/ssh/sshd_config")),
-    )
-    .unwrap();
+    let shipped = if node.chroot {
+        // The release's own stock sshd_config, as its package installs it.
+        std::fs::read_to_string(node.root.join("stock/sshd_config")).unwrap()
+    } else {
+        std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("testbed/profiles/{fixture}/etc/ssh/sshd_config")),
+        )
+        .unwrap()
+    };
     let now = std::fs::read_to_string(node.ssh_dir.join("sshd_config")).unwrap();
     assert!(now.contains(&shipped), "{profile}: the distribution's text was changed");
     let drop_in: PathBuf = node.ssh_dir.join("sshd_config.d/00-hostkeyctl.conf");
@@ -350,6 +375,104 @@ matrix! {
     keys_already_shared => "keys-shared",
     /// The node lacks an ECDSA key: install creates it.
     missing_key_type => "missing-key-type",
+    /// Debian 11's own OpenSSH 8.4p1 (its sshd, ssh and ssh-keygen, in a
+    /// chroot of Debian's packages), stock config: close to Ubuntu 20.04's
+    /// 8.2 and RHEL 9's 8.7.
+    debian_11_openssh_8_4 => "debian-11",
+    /// Debian 13's own OpenSSH 10.0p2, stock config: PerSourcePenalties on,
+    /// sshd-session, ML-KEM key exchange first, no DSA.
+    debian_13_openssh_10_0 => "debian-13",
+}
+
+/// `program` (a host binary: the admin's `hostkeyctl`) in the node's
+/// network namespace only, as a host beside the node would run it.
+fn in_net(node: &Node, program: &Path) -> assert_cmd::Command {
+    let ns = node.ns_pid.expect("a profile node");
+    let mut cmd = assert_cmd::Command::new(require("nsenter"));
+    cmd.arg(format!("--net=/proc/{ns}/ns/net"))
+        .arg("--")
+        .arg(program)
+        .env_remove("HOSTKEYCTL_OUTPUT")
+        .timeout(Duration::from_secs(120));
+    cmd
+}
+
+/// Issue 25, on Debian 13's real sshd with penalties that refuse a source
+/// after one unauthenticated connection (`PerSourcePenalties noauth:15
+/// min:1`). install writes, reloads, and its check is refused after the
+/// first key: the files stay, unverified (exit 3, naming the exempt list),
+/// where it rolled back and then failed its rollback's check too (exit 5).
+/// The audit gets the first key, then is refused: PENALIZED (exit 3),
+/// never a mismatch or unreachable, naming the exempt list; a refused node
+/// is asked once.
+#[test]
+fn a_penalized_check_is_never_a_reason_to_roll_back_or_a_mismatch() {
+    let bed = profile_bed("debian-13-penalties");
+    let node = bed.state.profiles[0].clone();
+    bed.init_from_node("hostkeys/hk", &node);
+    let first = install(&bed, &node, &["--secret-id", "hostkeys/hk"]);
+    assert_eq!(first.code, 3, "{}\n{}", first.stderr, first.stdout);
+    let report = first.json();
+    assert_eq!(report["result"], "incomplete", "{report}");
+    assert_eq!(
+        (&report["reloaded"], &report["verified"]),
+        (&true.into(), &false.into()),
+        "{report}"
+    );
+    assert!(
+        report["error"].as_str().unwrap().contains("PerSourcePenaltyExemptList"),
+        "{report}"
+    );
+    assert!(
+        node.ssh_dir.join("sshd_config.d/00-hostkeyctl.conf").exists(),
+        "the files were rolled back"
+    );
+
+    let hostkeyctl = assert_cmd::cargo::cargo_bin("hostkeyctl");
+    let audit = || {
+        let mut cmd = in_net(&node, &hostkeyctl);
+        cmd.args([
+            "audit",
+            "--output",
+            "json",
+            "--secret-id",
+            "hostkeys/hk",
+            "--endpoint",
+            "127.0.0.1",
+        ])
+        .envs(bed.aws_env(crate::common::bed::Role::Auditor));
+        run(&mut cmd)
+    };
+    let refused = audit();
+    assert_eq!(refused.code, 3, "{}\n{}", refused.stderr, refused.stdout);
+    let report = refused.json();
+    let findings = report["nodes"][0]["findings"].as_array().unwrap().clone();
+    let statuses: Vec<&str> = findings.iter().map(|f| f["status"].as_str().unwrap()).collect();
+    assert!(statuses.contains(&"PENALIZED"), "{report}");
+    assert!(
+        statuses.iter().all(|s| matches!(*s, "OK" | "PENALIZED")),
+        "a refusal was judged as something else: {report}"
+    );
+    let penalized = findings.iter().find(|f| f["status"] == "PENALIZED").unwrap();
+    let detail = penalized["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("Not allowed at this time") && detail.contains("PerSourcePenaltyExemptList"),
+        "{detail}"
+    );
+    assert!(
+        refused.stderr.contains("PerSourcePenaltyExemptList"),
+        "{}",
+        refused.stderr
+    );
+    // Refused again: one connection, PENALIZED for the node as a whole.
+    let again = audit().json();
+    assert_eq!(again["nodes"][0]["connections"], 1, "{again}");
+    assert_eq!(again["nodes"][0]["findings"][0]["status"], "PENALIZED", "{again}");
+    let log = std::fs::read_to_string(node.root.join("sshd.log")).unwrap();
+    assert!(
+        log.contains("penalty: connections without attempting authentication"),
+        "{log}"
+    );
 }
 
 /// Regression: socket activation (Ubuntu 22.10 and later) before the

@@ -71,6 +71,10 @@ pub struct Node {
     /// The process holding a profile node's mount and network namespaces.
     #[serde(default)]
     pub ns_pid: Option<u32>,
+    /// A release node: commands run in its chroot (another OpenSSH's
+    /// userland), where the bed's directory and the bin dir keep their paths.
+    #[serde(default)]
+    pub chroot: bool,
     /// The node's root (its `/`).
     pub root: PathBuf,
     /// Its `/etc/ssh`.
@@ -584,6 +588,14 @@ pub fn served(node: &Node) -> Vec<Option<String>> {
         .iter()
         .map(|t| keyscan(&node.address, node.port, t))
         .collect()
+}
+
+/// How many connections the node's sshd has accepted from this host
+/// directly (127.0.0.1), not through the load balancer (its own address):
+/// its `Connection from` lines (login nodes log at `LogLevel VERBOSE`).
+pub fn connections(node: &Node) -> usize {
+    let log = std::fs::read_to_string(node.root.join("sshd.log")).unwrap_or_default();
+    log.lines().filter(|l| l.contains("Connection from 127.0.0.1 ")).count()
 }
 
 /// The fingerprints in an init report, in ed25519, ecdsa, rsa order.
