@@ -13,6 +13,7 @@
 
 pub mod expected;
 pub mod judge;
+pub mod pacing;
 pub mod report;
 pub mod scanner;
 
@@ -222,11 +223,16 @@ impl<S: SecretStore, F: Fleet, D: Dispatcher, P: Prober> Audit<'_, S, F, D, P> {
         audited: usize,
     ) -> Result<LbReport, AuditError> {
         let (endpoint, registered) = self.lb_endpoint(spec).await?;
-        let samples = scanner
-            .scan_lb(&endpoint, req.samples, req.certificates.is_some())
-            .await;
         let assumed = req.backends.is_none() && registered.is_none() && audited > 0;
         let backends = req.backends.or(registered).or(assumed.then_some(audited));
+        let samples = scanner
+            .scan_lb(
+                &endpoint,
+                req.samples,
+                req.certificates.is_some(),
+                backends.unwrap_or(1),
+            )
+            .await;
         Ok(LbReport {
             usage: scanner.usage(&endpoint),
             types: samples

@@ -56,6 +56,38 @@ pub struct MemNode {
     connections: Mutex<usize>,
     /// The version banner its sshd sends.
     pub banner: Mutex<String>,
+    /// PerSourcePenalties as OpenSSH 9.8 and later apply them by default,
+    /// when set: per source ("direct", or "lb" through the load balancer).
+    pub penalties: Mutex<Option<BTreeMap<&'static str, Penalty>>>,
+    /// Connections it refused for a penalty (sshd's `drop connection ...
+    /// penalty` lines).
+    refused: Mutex<usize>,
+}
+
+/// One source's standing at a node that penalizes: sshd's defaults,
+/// `noauth:1 min:15 max:600`, forgiving 1 s per second.
+#[derive(Clone, Debug)]
+pub struct Penalty {
+    owed: f64,
+    at: tokio::time::Instant,
+    refused_until: Option<tokio::time::Instant>,
+}
+
+impl Penalty {
+    /// Whether a connection from this source is let in now; if so, it is
+    /// charged (a scan never authenticates).
+    fn admit(&mut self, now: tokio::time::Instant) -> bool {
+        if self.refused_until.is_some_and(|t| now < t) {
+            return false;
+        }
+        let forgiven = now.saturating_duration_since(self.at).as_secs_f64();
+        self.owed = (self.owed - forgiven).max(0.0) + 1.0;
+        self.at = now;
+        if self.owed > 15.0 {
+            self.refused_until = Some(now + Duration::from_secs_f64(self.owed.min(600.0)));
+        }
+        true
+    }
 }
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -120,6 +152,17 @@ impl MemNode {
     /// How many connections reached it.
     pub fn connections(&self) -> usize {
         *lock(&self.connections)
+    }
+
+    /// Runs OpenSSH 10.0 with its default PerSourcePenalties.
+    pub fn penalize(&self) {
+        *lock(&self.banner) = "SSH-2.0-OpenSSH_10.0p2 Debian-7".to_owned();
+        *lock(&self.penalties) = Some(BTreeMap::new());
+    }
+
+    /// How many connections it refused for a penalty.
+    pub fn refused(&self) -> usize {
+        *lock(&self.refused)
     }
 
     /// Stops sshd: every handshake is refused until the next reload.
@@ -280,6 +323,9 @@ impl SshdControl for MemNode {
         let loaded = self.load()?;
         // SIGHUP clears sshd's penalty table.
         lock(&self.faults).penalized = false;
+        if let Some(table) = lock(&self.penalties).as_mut() {
+            table.clear();
+        }
         let certificates = if faults.drops_certificates {
             BTreeMap::new()
         } else {
@@ -349,6 +395,8 @@ impl MemFleet {
                 reloads: Mutex::new(0),
                 connections: Mutex::new(0),
                 banner: Mutex::new(MEM_BANNER.to_owned()),
+                penalties: Mutex::new(None),
+                refused: Mutex::new(0),
             };
             let loaded = node.load().map_err(std::io::Error::other)?;
             *lock(&node.served) = Some(loaded);
@@ -445,7 +493,7 @@ impl Fleet for MemFleet {
 impl MemFleet {
     /// The node a probe of `host` reaches: that node, or, through the load
     /// balancer, the next node in turn (`None`: no answer).
-    fn reached(&self, host: &str, port: u16) -> Result<&MemNode, ScanError> {
+    fn reached(&self, host: &str, port: u16) -> Result<(&MemNode, &'static str), ScanError> {
         use std::sync::atomic::Ordering;
         if port != 22 {
             return Err(ScanError::Refused);
@@ -456,11 +504,16 @@ impl MemFleet {
             if every > 0 && (n + 1).is_multiple_of(every) {
                 return Err(ScanError::Refused);
             }
-            return self.nodes.get(n % self.nodes.len().max(1)).ok_or(ScanError::Refused);
+            return self
+                .nodes
+                .get(n % self.nodes.len().max(1))
+                .map(|node| (node, "lb"))
+                .ok_or(ScanError::Refused);
         }
         self.nodes
             .iter()
             .find(|n| n.instance.private_ip.as_deref() == Some(host))
+            .map(|node| (node, "direct"))
             .ok_or(ScanError::Refused)
     }
 }
@@ -475,8 +528,8 @@ impl Prober for MemFleet {
         certificates: bool,
     ) -> crate::scan::Answer {
         use crate::scan::{Answer, Served};
-        let node = match self.reached(host, port) {
-            Ok(node) => node,
+        let (node, source) = match self.reached(host, port) {
+            Ok(reached) => reached,
             Err(e) => {
                 return Answer {
                     served: Err(e),
@@ -493,7 +546,20 @@ impl Prober for MemFleet {
             };
         };
         *lock(&node.connections) += 1;
-        if lock(&node.faults).penalized {
+        let now = tokio::time::Instant::now();
+        let admitted = lock(&node.penalties).as_mut().is_none_or(|p| {
+            p.entry(source)
+                .or_insert(Penalty {
+                    owed: 0.0,
+                    at: now,
+                    refused_until: None,
+                })
+                .admit(now)
+        });
+        if !admitted {
+            *lock(&node.refused) += 1;
+        }
+        if lock(&node.faults).penalized || !admitted {
             return Answer {
                 served: Err(ScanError::Penalized(crate::scan::hello::PENALTY_REFUSAL.to_owned())),
                 hello: None,

@@ -21,6 +21,6 @@ mod hooked;
 mod memory_store;
 
 pub use dispatcher::MemDispatcher;
-pub use fleet::{MEM_LB_ADDRESS, MEM_LB_NAME, MemFleet, MemNode, NodeFaults};
+pub use fleet::{MEM_BANNER, MEM_LB_ADDRESS, MEM_LB_NAME, MemFleet, MemNode, NodeFaults, Penalty};
 pub use hooked::{Action, Call, Fault, Hooked, Op, fault_at};
 pub use memory_store::MemoryStore;

@@ -445,3 +445,60 @@ async fn a_penalized_node_is_its_own_finding_and_is_asked_once() {
         "the samples reached the penalized backend"
     );
 }
+
+/// Issue 25's worst case: behind a load balancer that does not preserve
+/// the client's address, every sample reaches its backend from the
+/// balancer's address, and OpenSSH 10.0 refuses an address past 15
+/// connections owed: 30 samples of two types are 20 per backend, and
+/// everyone behind the balancer would be refused. Paced by the backends (a
+/// burst of 10 each, then 3 a second), none is refused, and the wait is
+/// what the budget says: 30 connections at 3 a second. Unpaced (the same
+/// nodes, banner of a release that does not penalize), they are refused.
+#[tokio::test(start_paused = true)]
+async fn samples_through_a_balancer_to_penalizing_nodes_are_paced_by_the_backends() {
+    let (store, _, _) = world(0).await;
+    let lb = Some(LbSpec::LoadBalancer(hostkeyctl::testing::MEM_LB_NAME.to_owned()));
+    let mut req = request(lb, false);
+    req.targets.clear();
+    req.samples = 30;
+    let fleet = Arc::new(MemFleet::new(3, &ALGS).unwrap());
+    for n in &fleet.nodes {
+        n.penalize();
+    }
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    let start = tokio::time::Instant::now();
+    let report = run(&store, &fleet, &dispatcher, &req).await.unwrap();
+    let took = start.elapsed();
+    let refused: Vec<usize> = fleet.nodes.iter().map(|n| n.refused()).collect();
+    assert_eq!(refused, [0, 0, 0], "connections refused for a penalty");
+    let through = report.lb.unwrap();
+    assert_eq!(through.usage.connections, 60);
+    assert!(
+        through.types.iter().all(|t| t.status != Verdict::Penalized),
+        "{:?}",
+        through.types
+    );
+    assert!(
+        took >= std::time::Duration::from_secs(9) && took <= std::time::Duration::from_secs(11),
+        "paced for {took:?}"
+    );
+
+    let unpaced = Arc::new(MemFleet::new(3, &ALGS).unwrap());
+    for n in &unpaced.nodes {
+        n.penalize();
+        *n.banner.lock().unwrap() = hostkeyctl::testing::MEM_BANNER.to_owned();
+    }
+    let dispatcher = MemDispatcher::new(&unpaced, &store);
+    let report = run(&store, &unpaced, &dispatcher, &req).await.unwrap();
+    assert!(
+        unpaced.nodes.iter().all(|n| n.refused() > 0),
+        "the model did not penalize"
+    );
+    let types = report.lb.unwrap().types;
+    assert!(
+        types
+            .iter()
+            .any(|t| t.failed.keys().any(|k| k.contains("Not allowed at this time"))),
+        "{types:?}"
+    );
+}
