@@ -633,6 +633,8 @@ class Bed:
         argv = [SSHD, "-D", "-e", "-f", str(config)]
         if self.args.no_reexec:
             argv.insert(1, "-r")
+        if self.args.release:
+            argv = self.release_sshd(root, argv)
         return Node(
             name=name,
             address=address,
@@ -654,6 +656,34 @@ class Bed:
                 "HOSTKEYCTL_LOCK_FILE": str(root / "run/hostkeyctl.lock"),
             },
         )
+
+    def release_sshd(self, root: Path, argv: list[str]) -> list[str]:
+        """A login node's sshd from another release (``--release``): in a
+        mount namespace of its own (the network stays the host's, so the
+        load balancer reaches it), the release's file system read-only
+        under an overlay on a tmpfs, with the bed's directory, where every
+        path of the node's config is, at its own path. sshd itself holds
+        the namespace; its pid is the host's, for the reload."""
+        fs = RELEASES / self.args.release
+        if not (fs / ".built").is_file():
+            raise SystemExit(
+                f"bed: no {self.args.release} root file system in {RELEASES}: run scripts/build-releases.sh (make deps)"
+            )
+        top = root / "mnt"
+        top.mkdir(exist_ok=True)
+        merged = top / "fs"
+        steps = [
+            f"mount -t tmpfs tmpfs {top}",
+            f"mkdir {top}/up {top}/work {merged}",
+            f"mount -t overlay overlay -o lowerdir={fs},upperdir={top}/up,workdir={top}/work {merged}",
+            f"mkdir -p {merged}{self.dir}",
+            f"mount --bind {self.dir} {merged}{self.dir}",
+            f"mount -t proc proc {merged}/proc",
+            f"mount --rbind /dev {merged}/dev",
+            f"mkdir -p {merged}/run/sshd",
+            "exec chroot " + f"{merged} " + " ".join(argv),
+        ]
+        return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", " && ".join(steps)]
 
     def start_node(self, node: Node) -> None:
         proc = self.spawn(node.name, node.argv, Path(node.log))
@@ -894,7 +924,8 @@ class Bed:
 
     def start_lb(self, net: int) -> None:
         address = f"127.{net}.0.10"
-        servers = "".join(f"    server {n.name} {n.address}:22 check inter 1s fall 2 rise 1\n" for n in self.nodes)
+        check = f"check inter {self.args.lb_check_interval} fall 2 rise 1"
+        servers = "".join(f"    server {n.name} {n.address}:22 {check}\n" for n in self.nodes)
         config = self.dir / "haproxy.cfg"
         config.write_text(
             "global\n"
@@ -1101,6 +1132,16 @@ def main() -> int:
         help="do not enforce the IAM policies (benchmarks: policy evaluation stays out of the figures)",
     )
     up.add_argument("--bin-dir", default=None, help="directory put first on the nodes' PATH (hostkeyctl)")
+    up.add_argument(
+        "--release",
+        default=None,
+        help="login nodes run this Debian suite's sshd (bullseye, trixie: scripts/build-releases.sh)",
+    )
+    up.add_argument(
+        "--lb-check-interval",
+        default="1s",
+        help="HAProxy's health check interval (an NLB's is 10 s or 30 s; each check is a connection)",
+    )
     up.add_argument("--watch-stdin", action="store_true", help="tear down when stdin closes")
     down = sub.add_parser("down", help="stop the bed running in DIR")
     down.add_argument("--dir", required=True)

@@ -381,3 +381,83 @@ fn ipv6_endpoints_with_and_without_brackets_reach_port_22() {
     let _ = sshd.kill();
     let _ = sshd.wait();
 }
+
+/// Issue 25, on three real OpenSSH 10.0 nodes (Debian 13's sshd, stock
+/// PerSourcePenalties) behind HAProxy, which connects from its own
+/// address as an NLB whose IP targets do not preserve the client's, with
+/// health checks every 10 s as an NLB's: `audit --lb` with 30 samples of
+/// three types is 30 connections per backend from one address, twice the
+/// threshold, which unpaced left every backend refusing the balancer for
+/// everyone. Paced by the backends, no sshd logs a penalty, the audit said
+/// what the pacing would cost, and real logins through the balancer right
+/// after reach every backend.
+#[test]
+fn an_lb_audit_of_openssh_10_nodes_is_paced_and_locks_nobody_out() {
+    let bed = TestBed::start(BedOptions {
+        release: Some("trixie"),
+        lb_check_interval: "10s",
+        ..BedOptions::default()
+    });
+    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
+    let run = bed.run(&[
+        "audit",
+        "--output",
+        "json",
+        "--secret-id",
+        "hostkeys/hk",
+        "--lb",
+        "lb:hp-login",
+        "--samples",
+        "30",
+    ]);
+    assert_eq!(run.code, 1, "the nodes' keys differ: {}\n{}", run.stderr, run.stdout);
+    let report = run.json();
+    assert_eq!(report["lb"]["backends"], 3, "{report}");
+    assert_eq!(report["lb"]["connections"], 90, "{}", report["lb"]);
+    assert!(
+        run.stderr.contains("OpenSSH_10.0") && run.stderr.contains("paced at 3/s"),
+        "{}",
+        run.stderr
+    );
+    for node in &bed.state.nodes {
+        let log = std::fs::read_to_string(node.root.join("sshd.log")).unwrap();
+        // At LogLevel VERBOSE sshd notes each connection's deferred
+        // penalty; a penalty that takes effect is "activating", and a
+        // refused connection "drop connection".
+        assert!(log.contains("deferred penalty"), "not a penalizing sshd: {log}");
+        assert!(
+            !log.contains("activating") && !log.contains("drop connection"),
+            "{}: {log}",
+            node.name
+        );
+    }
+    // Real logins through the balancer, right after: every backend lets
+    // the balancer's address in.
+    let lb = bed.state.lb.clone().unwrap();
+    let mut known_hosts = String::new();
+    for node in &bed.state.nodes {
+        for t in ["ed25519", "ecdsa", "rsa"] {
+            let line = std::fs::read_to_string(node.ssh_dir.join(format!("ssh_host_{t}_key.pub"))).unwrap();
+            known_hosts.push_str(&format!("{} {}\n", lb.address, crate::common::support::key_part(&line)));
+        }
+    }
+    let file = bed.dir().join("known_hosts.every-backend");
+    std::fs::write(&file, known_hosts).unwrap();
+    for i in 0..6 {
+        let out = bed.ssh_lb(&file, &[]);
+        assert!(
+            out.status.success(),
+            "login {i}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    for node in &bed.state.nodes {
+        let log = std::fs::read_to_string(node.root.join("sshd.log")).unwrap();
+        assert!(
+            log.contains("Accepted publickey for root"),
+            "{} was not reached: {log}",
+            node.name
+        );
+        assert!(!log.contains("drop connection"), "{}: {log}", node.name);
+    }
+}

@@ -41,6 +41,11 @@ pub struct BedOptions {
     /// the admin), as the CloudFormation stack does in an account: the
     /// admin role may send no other document.
     pub documents: bool,
+    /// The login nodes run this Debian suite's sshd (`bullseye`, `trixie`;
+    /// scripts/build-releases.sh), in a chroot of its own.
+    pub release: Option<&'static str>,
+    /// HAProxy's health check interval (`1s`; an NLB's is 10 s or 30 s).
+    pub lb_check_interval: &'static str,
 }
 
 impl Default for BedOptions {
@@ -53,6 +58,8 @@ impl Default for BedOptions {
             hyperpod_workers: 0,
             no_ssm: false,
             documents: true,
+            release: None,
+            lb_check_interval: "1s",
         }
     }
 }
@@ -215,6 +222,10 @@ impl TestBed {
         if options.no_ssm {
             cmd.arg("--no-ssm");
         }
+        if let Some(release) = options.release {
+            cmd.arg("--release").arg(release);
+        }
+        cmd.arg("--lb-check-interval").arg(options.lb_check_interval);
         for profile in &options.profiles {
             cmd.arg("--profile").arg(profile);
         }

@@ -449,18 +449,21 @@ async fn a_penalized_node_is_its_own_finding_and_is_asked_once() {
 /// Issue 25's worst case: behind a load balancer that does not preserve
 /// the client's address, every sample reaches its backend from the
 /// balancer's address, and OpenSSH 10.0 refuses an address past 15
-/// connections owed: 30 samples of two types are 20 per backend, and
+/// connections owed: 27 samples of two types are 18 per backend, and
 /// everyone behind the balancer would be refused. Paced by the backends (a
 /// burst of 10 each, then 3 a second), none is refused, and the wait is
-/// what the budget says: 30 connections at 3 a second. Unpaced (the same
-/// nodes, banner of a release that does not penalize), they are refused.
-#[tokio::test(start_paused = true)]
+/// at least what the budget says: 24 connections at 3 a second. Unpaced
+/// (the same nodes, banner of a release that does not penalize), they are
+/// refused. (Real time: tokio's paused clock would rebuild every SDK crate
+/// for the tests.)
+#[tokio::test(flavor = "multi_thread")]
 async fn samples_through_a_balancer_to_penalizing_nodes_are_paced_by_the_backends() {
     let (store, _, _) = world(0).await;
     let lb = Some(LbSpec::LoadBalancer(hostkeyctl::testing::MEM_LB_NAME.to_owned()));
     let mut req = request(lb, false);
     req.targets.clear();
-    req.samples = 30;
+    // 27 samples of 2 types: 18 per backend, past the 15 s threshold.
+    req.samples = 27;
     let fleet = Arc::new(MemFleet::new(3, &ALGS).unwrap());
     for n in &fleet.nodes {
         n.penalize();
@@ -472,16 +475,13 @@ async fn samples_through_a_balancer_to_penalizing_nodes_are_paced_by_the_backend
     let refused: Vec<usize> = fleet.nodes.iter().map(|n| n.refused()).collect();
     assert_eq!(refused, [0, 0, 0], "connections refused for a penalty");
     let through = report.lb.unwrap();
-    assert_eq!(through.usage.connections, 60);
+    assert_eq!(through.usage.connections, 54);
     assert!(
         through.types.iter().all(|t| t.status != Verdict::Penalized),
         "{:?}",
         through.types
     );
-    assert!(
-        took >= std::time::Duration::from_secs(9) && took <= std::time::Duration::from_secs(11),
-        "paced for {took:?}"
-    );
+    assert!(took >= std::time::Duration::from_secs(7), "paced for only {took:?}");
 
     let unpaced = Arc::new(MemFleet::new(3, &ALGS).unwrap());
     for n in &unpaced.nodes {
