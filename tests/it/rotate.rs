@@ -151,13 +151,26 @@ fn an_overlapping_rotation_lets_update_host_keys_clients_learn_the_new_keys() {
 
     let (bed, old) = prepared();
     let lb = bed.state.lb.clone().unwrap();
-    let known_hosts = bed.dir().join("known_hosts");
     let stale = bed.dir().join("known_hosts.stale");
     let lines = bed.run(&["known-hosts", "--secret-id", "hostkeys/hk", "--host", &lb.address]);
     lines.ok();
-    std::fs::write(&known_hosts, &lines.stdout).unwrap();
     std::fs::write(&stale, &lines.stdout).unwrap();
-    let ssh = |file: &std::path::Path, update: &str| bed.ssh_lb(file, &[&format!("UpdateHostKeys={update}")]);
+    // Each client, with a known_hosts of its own: this host's OpenSSH 9.2,
+    // Debian 11's 8.4 and Debian 13's 10.0.
+    let clients: [Option<&str>; 3] = [None, Some("bullseye"), Some("trixie")];
+    let file_of = |client: Option<&str>| bed.dir().join(format!("known_hosts.{}", client.unwrap_or("host")));
+    for client in clients {
+        std::fs::write(file_of(client), &lines.stdout).unwrap();
+    }
+    let ssh_with = |client: Option<&str>, file: &std::path::Path, update: &str| {
+        bed.ssh_lb_with(client, file, &[&format!("UpdateHostKeys={update}")])
+    };
+    let ssh = |file: &std::path::Path, update: &str| ssh_with(None, file, update);
+    for (suite, version) in [("bullseye", "OpenSSH_8.4"), ("trixie", "OpenSSH_10.0")] {
+        let out = bed.release_command(suite, "/usr/bin/ssh").arg("-V").output().unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(said.starts_with(version), "{suite}'s ssh is {said}");
+    }
 
     let (code, report, stderr) = rotate(&bed, &["--overlap"]);
     assert_eq!(code, 0, "{stderr}\n{report}");
@@ -174,12 +187,19 @@ fn an_overlapping_rotation_lets_update_host_keys_clients_learn_the_new_keys() {
         );
     }
 
-    // One login during the overlap: the client learns the new keys.
-    let login = ssh(&known_hosts, "yes");
-    assert!(login.status.success(), "{}", String::from_utf8_lossy(&login.stderr));
-    let learned = crate::common::support::run_ok(Command::new(require("ssh-keygen")).arg("-lf").arg(&known_hosts));
-    for fp in set_of(&bed, &new).into_iter().flatten() {
-        assert!(learned.contains(&fp), "the client did not learn {fp}:\n{learned}");
+    // One login during the overlap: each client learns the new keys.
+    for client in clients {
+        let file = file_of(client);
+        let login = ssh_with(client, &file, "yes");
+        assert!(
+            login.status.success(),
+            "{client:?}: {}",
+            String::from_utf8_lossy(&login.stderr)
+        );
+        let learned = crate::common::support::run_ok(Command::new(require("ssh-keygen")).arg("-lf").arg(&file));
+        for fp in set_of(&bed, &new).into_iter().flatten() {
+            assert!(learned.contains(&fp), "{client:?} did not learn {fp}:\n{learned}");
+        }
     }
 
     let (code, report, stderr) = rotate(&bed, &["--finish"]);
@@ -194,8 +214,18 @@ fn an_overlapping_rotation_lets_update_host_keys_clients_learn_the_new_keys() {
             .collect();
         assert!(leftovers.is_empty(), "{}: {leftovers:?}", n.name);
     }
-    let failures = (0..20).filter(|_| !ssh(&known_hosts, "no").status.success()).count();
-    assert_eq!(failures, 0, "the client that learned the new keys saw warnings");
+    for client in clients {
+        let file = file_of(client);
+        let failures: Vec<String> = (0..20)
+            .map(|_| ssh_with(client, &file, "no"))
+            .filter(|o| !o.status.success() || String::from_utf8_lossy(&o.stderr).contains("WARNING"))
+            .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
+            .collect();
+        assert!(
+            failures.is_empty(),
+            "{client:?}, having learned the new keys, saw warnings: {failures:?}"
+        );
+    }
     // A client that did not log in during the overlap sees one warning.
     let out = ssh(&stale, "no");
     assert!(!out.status.success());

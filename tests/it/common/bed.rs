@@ -572,8 +572,19 @@ impl TestBed {
     /// A real `ssh` login through the load balancer with `known_hosts`,
     /// `StrictHostKeyChecking=yes` and extra `-o` options, running `true`.
     pub fn ssh_lb(&self, known_hosts: &Path, options: &[&str]) -> std::process::Output {
+        self.ssh_lb_with(None, known_hosts, options)
+    }
+
+    /// [`TestBed::ssh_lb`] with the `ssh` of another Debian release
+    /// (`bullseye`: OpenSSH 8.4, `trixie`: 10.0), run from that release's
+    /// file system (scripts/build-releases.sh) in a mount namespace of its
+    /// own, where the bed's directory keeps its path.
+    pub fn ssh_lb_with(&self, release: Option<&str>, known_hosts: &Path, options: &[&str]) -> std::process::Output {
         let lb = self.state.lb.clone().expect("the bed has a load balancer");
-        let mut cmd = Command::new(require("ssh"));
+        let mut cmd = match release {
+            None => Command::new(require("ssh")),
+            Some(suite) => self.release_command(suite, "/usr/bin/ssh"),
+        };
         cmd.arg("-i")
             .arg(&self.state.client_key)
             .arg("-o")
@@ -590,6 +601,54 @@ impl TestBed {
             cmd.args(["-o", option]);
         }
         cmd.arg(format!("root@{}", lb.address)).arg("true").output().unwrap()
+    }
+}
+
+impl TestBed {
+    /// `program` from the file system of Debian `suite` (read-only under
+    /// an overlay on a tmpfs, in a private mount namespace, with the bed's
+    /// directory at its own path), in the host's network: another
+    /// release's client tools, as on a user's machine.
+    pub fn release_command(&self, suite: &str, program: &str) -> Command {
+        let releases = std::env::var_os("HOSTKEYCTL_RELEASES")
+            .map_or_else(|| PathBuf::from("/var/cache/hostkeyctl-bed/releases"), PathBuf::from);
+        let fs = releases.join(suite);
+        assert!(
+            fs.join(".built").is_file(),
+            "no {suite} root file system in {}: run scripts/build-releases.sh (make deps)",
+            releases.display()
+        );
+        let top = tempfile::Builder::new()
+            .prefix(&format!("{suite}-"))
+            .tempdir_in(self.dir())
+            .unwrap()
+            .keep();
+        let merged = top.join("fs");
+        let bed = self.dir().display().to_string();
+        let (top, merged, fs) = (top.display(), merged.display(), fs.display());
+        let script = [
+            format!("mount -t tmpfs tmpfs {top}"),
+            format!("mkdir {top}/up {top}/work {merged}"),
+            format!("mount -t overlay overlay -o lowerdir={fs},upperdir={top}/up,workdir={top}/work {merged}"),
+            format!("mkdir -p {merged}{bed}"),
+            format!("mount --bind {bed} {merged}{bed}"),
+            format!("mount -t proc proc {merged}/proc"),
+            format!("mount --rbind /dev {merged}/dev"),
+            format!("exec chroot {merged} {program} \"$@\""),
+        ]
+        .join(" && ");
+        let mut cmd = Command::new(require("unshare"));
+        cmd.args([
+            "--mount",
+            "--propagation",
+            "private",
+            "--",
+            "sh",
+            "-c",
+            &script,
+            program,
+        ]);
+        cmd
     }
 }
 
