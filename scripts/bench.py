@@ -444,6 +444,21 @@ def bench_audit(nodes: int, repeats: int, samples: int) -> None:
             probes,
             lambda r: sum(1 for n in r["nodes"] for f in n["findings"] if f.get("served")),
         )
+        # A default audit (every key type the scanner knows, five), once per
+        # node: what each node's sshd saw, as the report counts it.
+        before = servers()
+        argv = [str(BIN), "audit", "--output", "json", "--expect", "SHA256:" + "A" * 43]
+        for a in addresses:
+            argv += ["--endpoint", f"{a}:22"]
+        _, _, _, out = run_cpu(argv)
+        server = servers() - before
+        opened = [n["connections"] for n in json.loads(out)["nodes"]]
+        per_node = sum(opened) / len(opened)
+        print(
+            f"   default audit, once per node: {per_node:.1f} connections per node"
+            f" ({per_node / 5:.2f}x the 5 types the scanner knows, one connection each);"
+            f" sshd CPU {1000 * server / nodes:.1f} ms per node audited"
+        )
         audit(
             f"through HAProxy ({samples} samples per type)",
             ["--lb", f"{lb['address']}:{lb['port']}", "--samples", str(samples), "--backends", str(nodes)],
