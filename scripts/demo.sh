@@ -63,7 +63,7 @@ trap teardown EXIT INT TERM
 [ -x "$HOSTKEYCTL" ] || { echo "demo: $HOSTKEYCTL is missing; run \`make demo\` (it builds first)" >&2; exit 2; }
 
 bold "Starting the test bed: 3 sshd login nodes, HAProxy, AWS emulator"
-python3 testbed/bed.py up --dir "$WORK/bed" --nodes 3 --profile ubuntu-24.04 --profile al2023 \
+python3 testbed/bed.py up --dir "$WORK/bed" --nodes 3 --profile ubuntu-24.04 --profile al2023 --profile debian-13 \
   --bin-dir "$BIN_DIR" >"$WORK/ready.json" 2>"$WORK/bed.log" &
 BED_PID=$!
 for _ in $(seq 1 600); do
@@ -190,15 +190,19 @@ run auditor "$HOSTKEYCTL" audit --secret-id hostkeys/demo --target tag:Role=logi
 
 bold "8. 20 real ssh connections through the load balancer, after the rotation"
 twenty
-bold "9. The same install on other distributions' sshd set-ups"
+bold "9. The same install on other distributions' sshd set-ups, and on another OpenSSH"
 say "(each in its own namespaces with that distribution's /etc/ssh; install finds the config,"
-say " the reload and the verify address itself: no flags but the secret)"
-for i in 0 1; do
+say " the reload and the verify address itself: no flags but the secret. The last is Debian 13's"
+say " own OpenSSH 10.0 in a chroot of Debian's packages, PerSourcePenalties on: three connections"
+say " check what its sshd serves, one per key it holds)"
+for i in 0 1 2; do
   profile=$(state "s['profiles'][$i]['name']")
   ns=$(state "s['profiles'][$i]['ns_pid']")
+  root=()
+  [ "$(state "s['profiles'][$i]['chroot']")" = True ] && root=(--root="/proc/$ns/root" --wd="/proc/$ns/root")
   mapfile -t PROFILE_ENV < <(state "'\\n'.join(f'{k}={v}' for k, v in s['profiles'][$i]['env'].items())")
   say "$profile:"
-  env "${PROFILE_ENV[@]}" nsenter --mount="/proc/$ns/ns/mnt" --net="/proc/$ns/ns/net" -- \
+  env "${PROFILE_ENV[@]}" nsenter --mount="/proc/$ns/ns/mnt" --net="/proc/$ns/ns/net" "${root[@]}" -- \
     "$HOSTKEYCTL" install --secret-id hostkeys/demo 2>&1 >/dev/null | sed 's/^/   | /'
 done
 

@@ -329,10 +329,14 @@ impl Sshd {
     }
 }
 
-/// `systemctl is-active --quiet UNIT` (false when systemctl is missing).
+/// `systemctl is-active --quiet UNIT` (false when systemctl is missing,
+/// or cannot talk to systemd: a container or chroot with systemctl but
+/// no systemd, where its complaint on stderr is only noise).
 fn unit_active(unit: &str) -> bool {
     Command::new("systemctl")
         .args(["is-active", "--quiet", unit])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
 }
