@@ -58,36 +58,10 @@ pub struct MemNode {
     pub banner: Mutex<String>,
     /// PerSourcePenalties as OpenSSH 9.8 and later apply them by default,
     /// when set: per source ("direct", or "lb" through the load balancer).
-    pub penalties: Mutex<Option<BTreeMap<&'static str, Penalty>>>,
+    pub penalties: Mutex<Option<BTreeMap<&'static str, super::penalty::Penalty>>>,
     /// Connections it refused for a penalty (sshd's `drop connection ...
     /// penalty` lines).
     refused: Mutex<usize>,
-}
-
-/// One source's standing at a node that penalizes: sshd's defaults,
-/// `noauth:1 min:15 max:600`, forgiving 1 s per second.
-#[derive(Clone, Debug)]
-pub struct Penalty {
-    owed: f64,
-    at: tokio::time::Instant,
-    refused_until: Option<tokio::time::Instant>,
-}
-
-impl Penalty {
-    /// Whether a connection from this source is let in now; if so, it is
-    /// charged (a scan never authenticates).
-    fn admit(&mut self, now: tokio::time::Instant) -> bool {
-        if self.refused_until.is_some_and(|t| now < t) {
-            return false;
-        }
-        let forgiven = now.saturating_duration_since(self.at).as_secs_f64();
-        self.owed = (self.owed - forgiven).max(0.0) + 1.0;
-        self.at = now;
-        if self.owed > 15.0 {
-            self.refused_until = Some(now + Duration::from_secs_f64(self.owed.min(600.0)));
-        }
-        true
-    }
 }
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -549,11 +523,7 @@ impl Prober for MemFleet {
         let now = tokio::time::Instant::now();
         let admitted = lock(&node.penalties).as_mut().is_none_or(|p| {
             p.entry(source)
-                .or_insert(Penalty {
-                    owed: 0.0,
-                    at: now,
-                    refused_until: None,
-                })
+                .or_insert_with(|| super::penalty::Penalty::new(now))
                 .admit(now)
         });
         if !admitted {
