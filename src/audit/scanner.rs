@@ -111,19 +111,6 @@ impl<P: Prober> Scanner<P> {
         entry.retries += usize::from(retry);
     }
 
-    /// One probe under both limits, with retries for transient failures.
-    pub async fn probe(&self, endpoint: &Endpoint, algorithm: ScanAlgorithm) -> Probe {
-        self.probe_served(endpoint, algorithm, false)
-            .await
-            .map(|s| fingerprint_of(&s.key()))
-    }
-
-    /// [`Scanner::probe`], asking for a certificate first when
-    /// `certificates` is set.
-    pub async fn probe_served(&self, endpoint: &Endpoint, algorithm: ScanAlgorithm, certificates: bool) -> ServedProbe {
-        self.ask(endpoint, algorithm, certificates).await.served
-    }
-
     /// One handshake under both limits and the endpoint's budget
     /// ([`super::pacing`]), retried while it fails in a way that may pass
     /// (dropped, timed out); never after a refusal or a penalty, which

@@ -230,23 +230,7 @@ pub trait Prober: Send + Sync + 'static {
         certificates: bool,
     ) -> impl std::future::Future<Output = Answer> + Send;
 
-    /// The key `host:port` serves for `algorithm`, or why none was seen.
-    fn probe(
-        &self,
-        host: &str,
-        port: u16,
-        algorithm: ScanAlgorithm,
-        timeout: Duration,
-    ) -> impl std::future::Future<Output = Result<PublicKey, ScanError>> + Send {
-        async move {
-            self.handshake(host, port, algorithm, timeout, false)
-                .await
-                .served
-                .map(|s| s.key())
-        }
-    }
-
-    /// As [`Prober::probe`], asking for a certificate first.
+    /// [`Prober::handshake`] asking for a certificate first: what was served.
     fn probe_certificate(
         &self,
         host: &str,
@@ -271,7 +255,8 @@ impl<P: Prober> Prober for std::sync::Arc<P> {
     }
 }
 
-/// The real prober: an SSH handshake with russh ([`scan`]).
+/// The real prober: an SSH handshake with russh, over a stream that keeps
+/// the server's first bytes ([`hello`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SshProber;
 
@@ -340,14 +325,6 @@ where
         }
     }
     out
-}
-
-/// Fetches the host key `host:port` serves for `algorithm`.
-pub async fn scan(host: &str, port: u16, algorithm: ScanAlgorithm, timeout: Duration) -> Result<PublicKey, ScanError> {
-    handshake(host, port, algorithm, timeout, false)
-        .await
-        .served
-        .map(|s| s.key())
 }
 
 async fn handshake(host: &str, port: u16, algorithm: ScanAlgorithm, timeout: Duration, certificates: bool) -> Answer {
