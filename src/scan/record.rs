@@ -50,9 +50,16 @@ impl<S> Recording<S> {
 impl<S: AsyncRead + Unpin> AsyncRead for Recording<S> {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
+        // A read into no room reads nothing without the server having
+        // closed anything.
+        let room = buf.remaining() > 0;
         let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
         match &polled {
-            Poll::Ready(Ok(())) if buf.filled().len() == before => self.heard.closed.store(true, Ordering::SeqCst),
+            Poll::Ready(Ok(())) if buf.filled().len() == before => {
+                if room {
+                    self.heard.closed.store(true, Ordering::SeqCst);
+                }
+            }
             Poll::Ready(Ok(())) => {
                 let mut bytes = self
                     .heard
@@ -112,5 +119,22 @@ mod tests {
         recording.read_to_end(&mut got).await.unwrap();
         assert_eq!(got, b"Not allowed at this time\r\n");
         assert_eq!(heard.greeting(), Greeting::Refused(hello::PENALTY_REFUSAL.to_owned()));
+    }
+
+    /// A read with no room in the buffer is not the server's end: lines
+    /// before the banner are not yet a refusal.
+    #[tokio::test]
+    async fn a_read_into_no_room_is_not_the_end() {
+        let (mut server, client) = tokio::io::duplex(64);
+        let (mut recording, heard) = Recording::new(client);
+        server.write_all(b"Not allowed at this time\r\n").await.unwrap();
+        let mut line = [0u8; 26];
+        recording.read_exact(&mut line).await.unwrap();
+        let mut none: [u8; 0] = [];
+        let mut empty = ReadBuf::new(&mut none);
+        std::future::poll_fn(|cx| Pin::new(&mut recording).poll_read(cx, &mut empty))
+            .await
+            .unwrap();
+        assert_eq!(heard.greeting(), Greeting::Incomplete);
     }
 }
