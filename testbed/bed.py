@@ -40,6 +40,7 @@ import fcntl
 import json
 import os
 import queue
+import shlex
 import shutil
 import signal
 import socket
@@ -672,16 +673,17 @@ class Bed:
         top = root / "mnt"
         top.mkdir(exist_ok=True)
         merged = top / "fs"
+        q = shlex.quote
         steps = [
-            f"mount -t tmpfs tmpfs {top}",
-            f"mkdir {top}/up {top}/work {merged}",
-            f"mount -t overlay overlay -o lowerdir={fs},upperdir={top}/up,workdir={top}/work {merged}",
-            f"mkdir -p {merged}{self.dir}",
-            f"mount --bind {self.dir} {merged}{self.dir}",
-            f"mount -t proc proc {merged}/proc",
-            f"mount --rbind /dev {merged}/dev",
-            f"mkdir -p {merged}/run/sshd",
-            "exec chroot " + f"{merged} " + " ".join(argv),
+            f"mount -t tmpfs tmpfs {q(str(top))}",
+            f"mkdir {q(f'{top}/up')} {q(f'{top}/work')} {q(str(merged))}",
+            f"mount -t overlay overlay -o {q(f'lowerdir={fs},upperdir={top}/up,workdir={top}/work')} {q(str(merged))}",
+            f"mkdir -p {q(f'{merged}{self.dir}')}",
+            f"mount --bind {q(str(self.dir))} {q(f'{merged}{self.dir}')}",
+            f"mount -t proc proc {q(f'{merged}/proc')}",
+            f"mount --rbind /dev {q(f'{merged}/dev')}",
+            f"mkdir -p {q(f'{merged}/run/sshd')}",
+            f"exec chroot {q(str(merged))} {shlex.join(argv)}",
         ]
         return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", " && ".join(steps)]
 
@@ -869,20 +871,21 @@ class Bed:
         merged = top / "fs"
         binds = [(root / "etc" / "ssh", merged / "etc/ssh"), (root / "run", merged / "run")]
         shared = [self.dir] + ([Path(self.args.bin_dir)] if self.args.bin_dir else [])
+        q = shlex.quote
         steps = [
-            f"mount -t tmpfs tmpfs {top}",
-            f"mkdir {top}/up {top}/work {merged}",
-            f"mount -t overlay overlay -o lowerdir={fs},upperdir={top}/up,workdir={top}/work {merged}",
+            f"mount -t tmpfs tmpfs {q(str(top))}",
+            f"mkdir {q(f'{top}/up')} {q(f'{top}/work')} {q(str(merged))}",
+            f"mount -t overlay overlay -o {q(f'lowerdir={fs},upperdir={top}/up,workdir={top}/work')} {q(str(merged))}",
         ]
-        steps += [f"mount --bind {a} {b}" for a, b in binds]
+        steps += [f"mount --bind {q(str(a))} {q(str(b))}" for a, b in binds]
         for path in shared:
-            steps += [f"mkdir -p {merged}{path}", f"mount --bind {path} {merged}{path}"]
+            steps += [f"mkdir -p {q(f'{merged}{path}')}", f"mount --bind {q(str(path))} {q(f'{merged}{path}')}"]
         steps += [
-            f"mount -t proc proc {merged}/proc",
-            f"mount --rbind /dev {merged}/dev",
+            f"mount -t proc proc {q(f'{merged}/proc')}",
+            f"mount --rbind /dev {q(f'{merged}/dev')}",
             "ip link set lo up",
-            f": > {root}/run/ns-ready",
-            f"exec chroot {merged} sleep infinity",
+            f": > {q(f'{root}/run/ns-ready')}",
+            f"exec chroot {q(str(merged))} sleep infinity",
         ]
         return " && ".join(steps)
 

@@ -624,17 +624,27 @@ impl TestBed {
             .unwrap()
             .keep();
         let merged = top.join("fs");
-        let bed = self.dir().display().to_string();
-        let (top, merged, fs) = (top.display(), merged.display(), fs.display());
+        // Every path through the one quoting function, as on a node.
+        let q = |p: &dyn std::fmt::Display| hostkeyctl::shell::quote(&p.to_string()).unwrap();
+        let (bed, top, merged, fs) = (self.dir().display(), top.display(), merged.display(), fs.display());
         let script = [
-            format!("mount -t tmpfs tmpfs {top}"),
-            format!("mkdir {top}/up {top}/work {merged}"),
-            format!("mount -t overlay overlay -o lowerdir={fs},upperdir={top}/up,workdir={top}/work {merged}"),
-            format!("mkdir -p {merged}{bed}"),
-            format!("mount --bind {bed} {merged}{bed}"),
-            format!("mount -t proc proc {merged}/proc"),
-            format!("mount --rbind /dev {merged}/dev"),
-            format!("exec chroot {merged} {program} \"$@\""),
+            format!("mount -t tmpfs tmpfs {}", q(&top)),
+            format!(
+                "mkdir {} {} {}",
+                q(&format!("{top}/up")),
+                q(&format!("{top}/work")),
+                q(&merged)
+            ),
+            format!(
+                "mount -t overlay overlay -o {} {}",
+                q(&format!("lowerdir={fs},upperdir={top}/up,workdir={top}/work")),
+                q(&merged)
+            ),
+            format!("mkdir -p {}", q(&format!("{merged}{bed}"))),
+            format!("mount --bind {} {}", q(&bed), q(&format!("{merged}{bed}"))),
+            format!("mount -t proc proc {}", q(&format!("{merged}/proc"))),
+            format!("mount --rbind /dev {}", q(&format!("{merged}/dev"))),
+            format!("exec chroot {} {} \"$@\"", q(&merged), q(&program)),
         ]
         .join(" && ");
         let mut cmd = Command::new(require("unshare"));
