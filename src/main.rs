@@ -37,8 +37,12 @@ fn main() -> ExitCode {
     if let Ok(off) = "aws_smithy_runtime::client::orchestrator::http=off".parse() {
         filter = filter.add_directive(off);
     }
+    // Colour only on a terminal: a journal, an SSM command's output or a
+    // log file gets the words, not escape sequences.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none();
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr)
         .with_target(false)
         .init();

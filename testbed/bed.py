@@ -330,6 +330,9 @@ class Bed:
         self.args = args
         self.dir = Path(args.dir).resolve()
         self.dir.mkdir(parents=True, exist_ok=True)
+        # What every hostkeyctl on the bed owes the nodes' sshd: one source
+        # (loopback), one ledger, apart from the host's and other beds'.
+        self.pacing_dir = str(self.dir / "pacing")
         self.children: dict[str, subprocess.Popen] = {}
         self.main_queue: queue.Queue = queue.Queue()
         self.stop_event = threading.Event()
@@ -388,6 +391,8 @@ class Bed:
             "AWS_REGION": REGION,
             "AWS_DEFAULT_REGION": REGION,
             "AWS_EC2_METADATA_DISABLED": "true",
+            # The connection budget's ledger (scan::pacing), the bed's own.
+            "HOSTKEYCTL_PACING_DIR": self.pacing_dir,
         }
         self.emulator.control_hooks["/_bed/nodes/stop"] = lambda r: self.on_main("stop", r)
         self.emulator.control_hooks["/_bed/nodes/start"] = lambda r: self.on_main("start", r)
@@ -634,8 +639,9 @@ class Bed:
         argv = [SSHD, "-D", "-e", "-f", str(config)]
         if self.args.no_reexec:
             argv.insert(1, "-r")
-        if self.args.release:
-            argv = self.release_sshd(root, argv)
+        release = self.release_of(i)
+        if release:
+            argv = self.release_sshd(root, argv, release)
         return Node(
             name=name,
             address=address,
@@ -649,6 +655,7 @@ class Bed:
             reload_command=f'kill -HUP "$(cat {pid_file})"',
             env={
                 **self.node_credentials,
+                "HOSTKEYCTL_PACING_DIR": self.pacing_dir,
                 "HOSTKEYCTL_SSH_DIR": str(ssh_dir),
                 "HOSTKEYCTL_SSHD_CONFIG": str(config),
                 "HOSTKEYCTL_RELOAD_COMMAND": f'kill -HUP "$(cat {pid_file})"',
@@ -658,17 +665,25 @@ class Bed:
             },
         )
 
-    def release_sshd(self, root: Path, argv: list[str]) -> list[str]:
+    def release_of(self, i: int) -> str | None:
+        """Login node ``i``'s Debian suite (``--release``: one for all, or a
+        comma-separated list, one per node in turn, empty for the host's)."""
+        if not self.args.release:
+            return None
+        suites = self.args.release.split(",")
+        return suites[i % len(suites)] or None
+
+    def release_sshd(self, root: Path, argv: list[str], release: str) -> list[str]:
         """A login node's sshd from another release (``--release``): in a
         mount namespace of its own (the network stays the host's, so the
         load balancer reaches it), the release's file system read-only
         under an overlay on a tmpfs, with the bed's directory, where every
         path of the node's config is, at its own path. sshd itself holds
         the namespace; its pid is the host's, for the reload."""
-        fs = RELEASES / self.args.release
+        fs = RELEASES / release
         if not (fs / ".built").is_file():
             raise SystemExit(
-                f"bed: no {self.args.release} root file system in {RELEASES}: run scripts/build-releases.sh (make deps)"
+                f"bed: no {release} root file system in {RELEASES}: run scripts/build-releases.sh (make deps)"
             )
         top = root / "mnt"
         top.mkdir(exist_ok=True)
@@ -787,6 +802,7 @@ class Bed:
             log=str(root / "sshd.log"),
             env={
                 **self.node_credentials,
+                "HOSTKEYCTL_PACING_DIR": self.pacing_dir,
                 "PATH": path,
                 "HOSTKEYCTL_STATE_DIR": str(root / "var/lib/hostkeyctl"),
                 "AWS_ENDPOINT_URL": f"http://127.0.0.1:{self.server.server_port}",
@@ -1138,7 +1154,8 @@ def main() -> int:
     up.add_argument(
         "--release",
         default=None,
-        help="login nodes run this Debian suite's sshd (bullseye, trixie: scripts/build-releases.sh)",
+        help="login nodes run this Debian suite's sshd (bullseye, trixie: scripts/build-releases.sh);"
+        " a comma-separated list gives one per node in turn, empty for the host's (',bullseye,trixie')",
     )
     up.add_argument(
         "--lb-check-interval",

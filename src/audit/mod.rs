@@ -13,7 +13,6 @@
 
 pub mod expected;
 pub mod judge;
-pub mod pacing;
 pub mod report;
 pub mod scanner;
 

@@ -71,7 +71,6 @@ pub struct Scanner<P> {
     global: Arc<Semaphore>,
     hosts: std::sync::Mutex<BTreeMap<String, Arc<Semaphore>>>,
     usage: std::sync::Mutex<BTreeMap<(String, u16), Usage>>,
-    budgets: super::pacing::Budgets,
 }
 
 impl<P: Prober> Scanner<P> {
@@ -82,7 +81,6 @@ impl<P: Prober> Scanner<P> {
             global: Arc::new(Semaphore::new(policy.concurrency.max(1))),
             hosts: std::sync::Mutex::new(BTreeMap::new()),
             usage: std::sync::Mutex::new(BTreeMap::new()),
-            budgets: super::pacing::Budgets::default(),
             policy,
         }
     }
@@ -111,32 +109,16 @@ impl<P: Prober> Scanner<P> {
         entry.retries += usize::from(retry);
     }
 
-    /// One handshake under both limits and the endpoint's budget
-    /// ([`super::pacing`]), retried while it fails in a way that may pass
-    /// (dropped, timed out); never after a refusal or a penalty, which
-    /// asking again only prolongs.
+    /// One handshake under both limits (and the endpoint's budget, when
+    /// the prober is [`crate::scan::pacing::Paced`]), retried while it
+    /// fails in a way that may pass (dropped, timed out); never after a
+    /// refusal or a penalty, which asking again only prolongs.
     async fn ask(&self, endpoint: &Endpoint, algorithm: ScanAlgorithm, certificates: bool) -> Answer {
-        self.ask_spread(endpoint, algorithm, certificates, 1).await
-    }
-
-    /// [`Scanner::ask`] of an endpoint that spreads its connections over
-    /// `backends` servers (a load balancer).
-    async fn ask_spread(
-        &self,
-        endpoint: &Endpoint,
-        algorithm: ScanAlgorithm,
-        certificates: bool,
-        backends: usize,
-    ) -> Answer {
         let host_limit = self.host_limit(&endpoint.host);
         let mut delay = Duration::from_millis(100);
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let wait = self.budgets.reserve(&endpoint.host, endpoint.port);
-            if !wait.is_zero() {
-                tokio::time::sleep(wait).await;
-            }
             let answer = {
                 let _g = self.global.acquire().await;
                 let _h = host_limit.acquire().await;
@@ -146,10 +128,6 @@ impl<P: Prober> Scanner<P> {
                     .await
             };
             self.count(endpoint, &answer, attempt > 1);
-            if answer.hello.as_ref().is_some_and(crate::scan::Hello::may_penalize) {
-                let owed = self.usage(endpoint).connections;
-                self.budgets.penalizes(&endpoint.host, endpoint.port, backends, owed);
-            }
             match &answer.served {
                 Err(e) if e.is_transient() && attempt < self.policy.attempts => {
                     let jitter = Duration::from_millis(rand::random::<u64>() % 100);
@@ -218,14 +196,15 @@ impl<P: Prober> Scanner<P> {
         let Some((&first, rest)) = self.policy.algorithms.split_first() else {
             return out;
         };
+        self.prober.spread(&lb.host, lb.port, backends);
         // The first sample alone: its banner says whether the backends
         // penalize, before the others spend anything.
         let mut answers = Vec::new();
         if samples > 0 {
-            answers.push(self.ask_spread(lb, first, certificates, backends).await);
+            answers.push(self.ask(lb, first, certificates).await);
         }
         if let (Some(budget), Some(hello)) = (
-            self.budgets.get(&lb.host, lb.port),
+            self.prober.budget(&lb.host, lb.port),
             answers.first().and_then(|a| a.hello.as_ref()),
         ) {
             let total = samples * hello.key_types().len().max(1);
@@ -241,14 +220,11 @@ impl<P: Prober> Scanner<P> {
                 lb.port,
                 budget.rate(),
                 budget
-                    .time_for(total.saturating_sub(1), tokio::time::Instant::now())
+                    .time_for(total.saturating_sub(1), crate::scan::pacing::unix_now())
                     .as_secs()
             );
         }
-        answers.extend(
-            self.sample(lb, first, samples.saturating_sub(1), certificates, backends)
-                .await,
-        );
+        answers.extend(self.sample(lb, first, samples.saturating_sub(1), certificates).await);
         let mut held: Option<std::collections::BTreeSet<ScanAlgorithm>> = None;
         for hello in answers.iter().filter_map(|a| a.hello.as_ref()) {
             held.get_or_insert_with(Default::default).extend(hello.key_types());
@@ -260,7 +236,7 @@ impl<P: Prober> Scanner<P> {
                     vec![Err(ScanError::NotOffered(algorithm.key_type().to_owned())); samples]
                 }
                 _ => self
-                    .sample(lb, algorithm, samples, certificates, backends)
+                    .sample(lb, algorithm, samples, certificates)
                     .await
                     .into_iter()
                     .map(|a| a.served)
@@ -279,13 +255,12 @@ impl<P: Prober> Scanner<P> {
         algorithm: ScanAlgorithm,
         samples: usize,
         certificates: bool,
-        backends: usize,
     ) -> Vec<Answer> {
         let tasks: Vec<_> = (0..samples)
             .map(|_| {
                 let me = self.clone();
                 let lb = lb.clone();
-                tokio::spawn(async move { me.ask_spread(&lb, algorithm, certificates, backends).await })
+                tokio::spawn(async move { me.ask(&lb, algorithm, certificates).await })
             })
             .collect();
         let mut out = Vec::new();

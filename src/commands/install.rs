@@ -10,6 +10,7 @@ use crate::exit::{Failure, Status};
 use crate::fingerprint::Fingerprint;
 use crate::install::sshd::{ReloadMethod, Sshd, SshdControl};
 use crate::install::{self, InstallOptions, InstallReport, InstallResult, Refusal};
+use crate::scan::pacing::{Ledger, Paced};
 use crate::scan::{Prober, SshProber};
 use crate::store::{SecretStore, SecretsManagerStore, VersionSelector};
 
@@ -134,7 +135,10 @@ pub async fn run(args: &InstallArgs, global: &GlobalArgs) -> Result<Status, Fail
     } else {
         None
     };
-    let report = execute(args, store.as_ref(), &sshd, &SshProber).await?;
+    // Paced as the audit is: a timer's installs and an audit from this
+    // host owe the node's sshd together (scan::pacing).
+    let prober = Paced::new(SshProber, std::sync::Arc::new(Ledger::for_this_user()));
+    let report = execute(args, store.as_ref(), &sshd, &prober).await?;
     emit(&report, global.quiet);
     Ok(exit_status(&report))
 }

@@ -15,6 +15,7 @@ use crate::fingerprint::Fingerprint;
 use crate::output::{self, OutputFormat};
 use crate::rotation::{Outcome, Report, Request, Rotation, RotationError};
 use crate::scan::SshProber;
+use crate::scan::pacing::{Ledger, Paced};
 use crate::store::{SecretStore, SecretsManagerStore};
 
 /// The exit status of a rotation outcome.
@@ -117,7 +118,7 @@ pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -
     let rotation = Rotation {
         store: &store,
         dispatcher: &dispatcher,
-        prober: Arc::new(SshProber),
+        prober: Arc::new(Paced::new(SshProber, Arc::new(Ledger::for_this_user()))),
         secret: &args.secret_id,
         instances: &instances,
         push: &push,

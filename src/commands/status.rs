@@ -10,6 +10,7 @@ use crate::discovery::AwsFleet;
 use crate::exit::{Failure, Status};
 use crate::output::{self, OutputFormat};
 use crate::scan::SshProber;
+use crate::scan::pacing::{Ledger, Paced};
 use crate::status::{self, StatusError, StatusReport};
 use crate::store::{STAGE_CURRENT, SecretsManagerStore};
 
@@ -19,7 +20,7 @@ pub async fn run(args: &StatusArgs, global: &GlobalArgs, output: OutputFormat) -
     let flow = status::Status {
         store: &SecretsManagerStore::new(&config),
         fleet: &AwsFleet::new(&config).with_port(args.port),
-        prober: std::sync::Arc::new(SshProber),
+        prober: std::sync::Arc::new(Paced::new(SshProber, std::sync::Arc::new(Ledger::for_this_user()))),
         policy: ScanPolicy::default(),
     };
     let report = flow

@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub mod hello;
+pub mod pacing;
 mod record;
 
 pub use hello::{Greeting, Hello};
@@ -240,6 +241,16 @@ pub trait Prober: Send + Sync + 'static {
     ) -> impl std::future::Future<Output = Result<Served, ScanError>> + Send {
         async move { self.handshake(host, port, algorithm, timeout, true).await.served }
     }
+
+    /// Says that `host:port` spreads its connections over `backends`
+    /// servers (a load balancer), for a prober that paces ([`pacing`]).
+    fn spread(&self, _host: &str, _port: u16, _backends: usize) {}
+
+    /// What `host:port` is owed, for a prober that paces and knows it to
+    /// penalize.
+    fn budget(&self, _host: &str, _port: u16) -> Option<pacing::Budget> {
+        None
+    }
 }
 
 impl<P: Prober> Prober for std::sync::Arc<P> {
@@ -252,6 +263,14 @@ impl<P: Prober> Prober for std::sync::Arc<P> {
         certificates: bool,
     ) -> impl std::future::Future<Output = Answer> + Send {
         P::handshake(self, host, port, algorithm, timeout, certificates)
+    }
+
+    fn spread(&self, host: &str, port: u16, backends: usize) {
+        P::spread(self, host, port, backends);
+    }
+
+    fn budget(&self, host: &str, port: u16) -> Option<pacing::Budget> {
+        P::budget(self, host, port)
     }
 }
 

@@ -82,3 +82,42 @@ fn no_source_file_is_over_600_lines() {
     let over: Vec<&(usize, String)> = files.iter().filter(|(n, _)| *n > 600).collect();
     assert!(over.is_empty(), "over 600 lines: {over:?}");
 }
+
+/// A connection budget directory others can write is not used (anyone
+/// could make every audit wait): the run says so and paces by itself.
+/// Regression: warnings went to a pipe (a journal, SSM's output) in
+/// terminal colours, escape sequences and all.
+#[test]
+fn a_shared_budget_directory_is_refused_and_warnings_are_plain_text() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let open = dir.path().join("pacing");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    // Nothing listens on port 1 of loopback: the audit is incomplete.
+    let out = crate::common::support::hostkeyctl()
+        .args([
+            "audit",
+            "--expect",
+            "SHA256:F8mcdLkvg/NI+SFNUCEaHb7QRE7TTYXFjuVRzO7FczI",
+            "--endpoint",
+            "127.0.0.1:1",
+        ])
+        .env("HOSTKEYCTL_PACING_DIR", &open)
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("connection budget kept in this process only") && stderr.contains("alone"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains('\u{1b}'), "escape sequences in a pipe: {stderr:?}");
+    assert_eq!(
+        std::fs::read_dir(&open).unwrap().count(),
+        0,
+        "the shared directory was used"
+    );
+}

@@ -35,6 +35,8 @@ mod known_hosts;
 #[cfg(feature = "testbed")]
 mod profiles;
 #[cfg(feature = "testbed")]
+mod releases;
+#[cfg(feature = "testbed")]
 mod rotate;
 #[cfg(feature = "testbed")]
 mod ssm_document;

@@ -19,6 +19,9 @@ use crate::profiles::{files, in_node, profile_bed, served};
 /// What the unit's directives say.
 struct Sandbox {
     read_write: Vec<PathBuf>,
+    /// `RuntimeDirectory=`: under /run, writable (and kept between runs:
+    /// `RuntimeDirectoryPreserve=yes`, the connection budget's ledger).
+    runtime: Vec<String>,
     capabilities: Vec<String>,
 }
 
@@ -43,6 +46,7 @@ fn unit_sandbox() -> Sandbox {
     assert_eq!(values("PrivateDevices"), ["yes"]);
     Sandbox {
         read_write: values("ReadWritePaths").into_iter().map(PathBuf::from).collect(),
+        runtime: values("RuntimeDirectory"),
         capabilities: values("CapabilityBoundingSet"),
     }
 }
@@ -72,6 +76,15 @@ fn install_in(bed: &TestBed, node: &Node, sandbox: &Sandbox, args: &[&str]) -> R
     for path in &writable {
         cmd.arg("--bind").arg(path).arg(path);
     }
+    // The node's /run is its own (the profile's run/): systemd makes the
+    // runtime directory there before the unit starts.
+    for name in &sandbox.runtime {
+        std::fs::create_dir_all(Path::new(&node.root).join("run").join(name)).unwrap();
+        let path = Path::new("/run").join(name);
+        cmd.arg("--bind").arg(&path).arg(&path);
+    }
+    // The default ledger (/run/hostkeyctl/pacing), as the unit has it.
+    cmd.env_remove("HOSTKEYCTL_PACING_DIR");
     // The unit runs /usr/local/bin/hostkeyctl, outside PrivateTmp's /tmp;
     // the build under test may live under /tmp (a checkout there), which
     // the tmpfs above would hide. Read-only, like the unit's binary.
@@ -130,6 +143,13 @@ fn converges_in_the_units_sandbox(profile: &'static str) {
 
     let run = install_in(&bed, &node, &sandbox, &["--secret-id", "hostkeys/hk"]);
     assert_eq!(run.code, 0, "{profile}: {}\n{}", run.stderr, run.stdout);
+    // Regression: /run is read-only under ProtectSystem=strict, and the
+    // connection budget went back to this run alone, with a warning.
+    assert!(
+        !run.stderr.contains("connection budget"),
+        "{profile}: the ledger is not writable in the unit: {}",
+        run.stderr
+    );
     let expected = set_fingerprints(&init);
     assert_eq!(
         served(&bed, &node)[..3],

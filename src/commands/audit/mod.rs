@@ -19,6 +19,7 @@ use crate::dispatch::SsmDispatcher;
 use crate::exit::{Failure, Status};
 use crate::output::{self, OutputFormat};
 use crate::scan::SshProber;
+use crate::scan::pacing::{Ledger, Paced};
 use crate::store::{SecretsManagerStore, VersionSelector};
 
 /// The exit status of an audit's conclusion.
@@ -120,7 +121,7 @@ pub async fn run(args: &AuditArgs, global: &GlobalArgs, output: OutputFormat) ->
         store: store.as_ref(),
         fleet: fleet.as_ref(),
         dispatcher: dispatcher.as_ref(),
-        prober: Arc::new(SshProber),
+        prober: Arc::new(Paced::new(SshProber, Arc::new(Ledger::for_this_user()))),
         policy: ScanPolicy {
             concurrency: args.concurrency,
             per_host: args.per_host,

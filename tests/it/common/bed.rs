@@ -286,6 +286,9 @@ impl TestBed {
             ("AWS_EC2_METADATA_DISABLED", "true".to_owned()),
             ("AWS_CONFIG_FILE", "/dev/null".to_owned()),
             ("AWS_SHARED_CREDENTIALS_FILE", "/dev/null".to_owned()),
+            // The bed's connection budget (scan::pacing), shared with the
+            // nodes' runs: all of them connect from loopback.
+            ("HOSTKEYCTL_PACING_DIR", self.dir().join("pacing").display().to_string()),
         ]
     }
 
@@ -581,6 +584,18 @@ impl TestBed {
     /// own, where the bed's directory keeps its path.
     pub fn ssh_lb_with(&self, release: Option<&str>, known_hosts: &Path, options: &[&str]) -> std::process::Output {
         let lb = self.state.lb.clone().expect("the bed has a load balancer");
+        self.ssh_with(release, &lb.address, known_hosts, options)
+    }
+
+    /// A real `ssh` login to `address` (a node, the load balancer), as
+    /// [`TestBed::ssh_lb_with`].
+    pub fn ssh_with(
+        &self,
+        release: Option<&str>,
+        address: &str,
+        known_hosts: &Path,
+        options: &[&str],
+    ) -> std::process::Output {
         let mut cmd = match release {
             None => Command::new(require("ssh")),
             Some(suite) => self.release_command(suite, "/usr/bin/ssh"),
@@ -600,7 +615,7 @@ impl TestBed {
         for option in options {
             cmd.args(["-o", option]);
         }
-        cmd.arg(format!("root@{}", lb.address)).arg("true").output().unwrap()
+        cmd.arg(format!("root@{address}")).arg("true").output().unwrap()
     }
 }
 

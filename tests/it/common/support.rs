@@ -8,6 +8,10 @@ pub fn hostkeyctl() -> assert_cmd::Command {
     let mut cmd = assert_cmd::Command::cargo_bin("hostkeyctl").expect("hostkeyctl binary is built");
     // Never inherit a developer's AWS or output settings.
     cmd.env_remove("HOSTKEYCTL_OUTPUT").env_remove("AWS_PROFILE");
+    // Nor the host's connection budget (/run/hostkeyctl/pacing): a bed's
+    // role sets the bed's own (TestBed::aws_env), others keep it in the
+    // process.
+    cmd.env("HOSTKEYCTL_PACING_DIR", "");
     cmd
 }
 
@@ -80,4 +84,16 @@ pub fn key_part(line: &str) -> String {
 /// Makes sure sshd's privilege separation directory exists (sshd -t needs it).
 pub fn ensure_privsep_dir() {
     std::fs::create_dir_all("/run/sshd").expect("create /run/sshd (tests run as root)");
+}
+
+/// The first line an SSH server at `host:port` sends: its banner.
+pub fn banner(host: &str, port: u16) -> String {
+    use std::io::BufRead;
+    let stream = std::net::TcpStream::connect((host, port)).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(stream).read_line(&mut line).unwrap();
+    line.trim_end().to_owned()
 }

@@ -12,6 +12,7 @@ use hostkeyctl::audit::{
 use hostkeyctl::discovery::{LbSpec, TargetSpec};
 use hostkeyctl::ids::Program;
 use hostkeyctl::rollout::push_version;
+use hostkeyctl::scan::pacing::{Ledger, Paced};
 use hostkeyctl::ssm_document::{CHECK_NAME, Kind, content};
 use hostkeyctl::testing::{Hooked, MemDispatcher, MemFleet, MemoryStore, Op};
 
@@ -48,7 +49,8 @@ async fn run(
         store: Some(store),
         fleet: Some(fleet.as_ref()),
         dispatcher: Some(dispatcher),
-        prober: fleet.clone(),
+        // Paced as the command is (scan::pacing), by a ledger of its own.
+        prober: Arc::new(Paced::new(fleet.clone(), Arc::new(Ledger::in_memory()))),
         policy: ScanPolicy::default(),
     };
     audit.run(req).await
