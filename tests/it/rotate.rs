@@ -143,14 +143,37 @@ fn a_failing_node_stops_promotion_and_abort_restores_the_old_set() {
     assert!(stderr.contains("no rotation in flight"), "{stderr}");
 }
 
+/// Three OpenSSH releases on both ends (issue 25): the nodes run this
+/// host's 9.2, Debian 11's 8.4 and Debian 13's 10.0 (its PerSourcePenalties
+/// on, so the balancer checks as an NLB does, every 10 s), and so do the
+/// clients. During the overlap each client logs in to each node directly,
+/// under the balancer's name (`HostKeyAlias`): every client learns the new
+/// keys from every release's sshd, its own among them, through
+/// `UpdateHostKeys`. After the promotion each logs in 20 times through the
+/// balancer (every backend in turn) with `StrictHostKeyChecking=yes`: no
+/// warning. A client that missed the overlap is warned once.
 #[test]
 fn an_overlapping_rotation_lets_update_host_keys_clients_learn_the_new_keys() {
     use std::process::Command;
 
     use crate::common::support::require;
 
-    let (bed, old) = prepared();
+    let (bed, init) = TestBed::converged(BedOptions {
+        release: Some(",bullseye,trixie"),
+        lb_check_interval: "10s",
+        ..BedOptions::default()
+    });
+    let old = init["version_id"].as_str().unwrap().to_owned();
     let lb = bed.state.lb.clone().unwrap();
+    for (node, version) in bed
+        .state
+        .nodes
+        .iter()
+        .zip(["OpenSSH_9.2", "OpenSSH_8.4", "OpenSSH_10.0"])
+    {
+        let banner = crate::common::support::banner(&node.address, node.port);
+        assert!(banner.contains(version), "{} is {banner}, not {version}", node.name);
+    }
     let stale = bed.dir().join("known_hosts.stale");
     let lines = bed.run(&["known-hosts", "--secret-id", "hostkeys/hk", "--host", &lb.address]);
     lines.ok();
@@ -187,15 +210,21 @@ fn an_overlapping_rotation_lets_update_host_keys_clients_learn_the_new_keys() {
         );
     }
 
-    // One login during the overlap: each client learns the new keys.
+    // During the overlap: each client learns the new keys from each node.
+    let alias = format!("HostKeyAlias={}", lb.address);
     for client in clients {
         let file = file_of(client);
-        let login = ssh_with(client, &file, "yes");
-        assert!(
-            login.status.success(),
-            "{client:?}: {}",
-            String::from_utf8_lossy(&login.stderr)
-        );
+        for node in &bed.state.nodes {
+            let login = bed.ssh_with(client, &node.address, &file, &["UpdateHostKeys=yes", &alias]);
+            assert!(
+                login.status.success(),
+                "{client:?} to {}: {}",
+                node.name,
+                String::from_utf8_lossy(&login.stderr)
+            );
+            let log = String::from_utf8_lossy(&login.stderr);
+            assert!(!log.contains("WARNING"), "{client:?} to {}: {log}", node.name);
+        }
         let learned = crate::common::support::run_ok(Command::new(require("ssh-keygen")).arg("-lf").arg(&file));
         for fp in set_of(&bed, &new).into_iter().flatten() {
             assert!(learned.contains(&fp), "{client:?} did not learn {fp}:\n{learned}");
