@@ -201,6 +201,22 @@ fn assert_ssh_config_aliases(bed: &TestBed, ca_only: &Path) {
     );
 }
 
+/// Each release's client (OpenSSH 8.4, 10.0), with the CA line only,
+/// logs in at each backend in turn (3 logins), without a warning.
+fn assert_each_release_client_trusts_the_ca(bed: &TestBed, ca_only: &Path) {
+    let alias = format!("HostKeyAlias={NAME}");
+    for client in ["bullseye", "trixie"] {
+        for i in 0..3 {
+            let out = bed.ssh_lb_with(Some(client), ca_only, &[&alias]);
+            let said = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                out.status.success() && !said.contains("WARNING"),
+                "{client} {i}: {said}"
+            );
+        }
+    }
+}
+
 /// On three OpenSSH releases (issue 25): the nodes run this host's 9.2,
 /// Debian 11's 8.4 and Debian 13's 10.0, behind a balancer that checks
 /// them as an NLB does (every 10 s, as 10.0's PerSourcePenalties allow);
@@ -208,11 +224,7 @@ fn assert_ssh_config_aliases(bed: &TestBed, ca_only: &Path) {
 /// next backend.
 #[test]
 fn certificates_are_served_trusted_through_the_lb_and_survive_a_rotation() {
-    let bed = TestBed::start(BedOptions {
-        release: Some(",bullseye,trixie"),
-        lb_check_interval: "10s",
-        ..BedOptions::default()
-    });
+    let bed = TestBed::start(BedOptions::three_releases());
     bed.init_generated("hostkeys/hk");
     let ca = ca_init(&bed, "hostkeyctl-ca/ca");
     let ca_fp = ca["fingerprint"].as_str().unwrap().to_owned();
@@ -264,15 +276,7 @@ fn certificates_are_served_trusted_through_the_lb_and_survive_a_rotation() {
         !stranger.status.success() && said.contains("not a listed principal"),
         "{said}"
     );
-    // Each release's client, CA line only, at each backend in turn.
-    let alias = format!("HostKeyAlias={NAME}");
-    for client in ["bullseye", "trixie"] {
-        for i in 0..3 {
-            let out = bed.ssh_lb_with(Some(client), &ca_only, &[&alias]);
-            let said = String::from_utf8_lossy(&out.stderr);
-            assert!(out.status.success() && !said.contains("WARNING"), "{client} {i}: {said}");
-        }
-    }
+    assert_each_release_client_trusts_the_ca(&bed, &ca_only);
     assert_ssh_config_aliases(&bed, &ca_only);
     assert_plain_key_client_sees_nothing(&bed);
     assert_audit_ok(&bed, &ca_fp);

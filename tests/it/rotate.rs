@@ -158,11 +158,7 @@ fn an_overlapping_rotation_lets_update_host_keys_clients_learn_the_new_keys() {
 
     use crate::common::support::require;
 
-    let (bed, init) = TestBed::converged(BedOptions {
-        release: Some(",bullseye,trixie"),
-        lb_check_interval: "10s",
-        ..BedOptions::default()
-    });
+    let (bed, init) = TestBed::converged(BedOptions::three_releases());
     let old = init["version_id"].as_str().unwrap().to_owned();
     let lb = bed.state.lb.clone().unwrap();
     for (node, version) in bed

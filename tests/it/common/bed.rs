@@ -48,6 +48,20 @@ pub struct BedOptions {
     pub lb_check_interval: &'static str,
 }
 
+impl BedOptions {
+    /// Login nodes of three OpenSSH releases side by side: this host's
+    /// 9.2, Debian 11's 8.4 and Debian 13's 10.0, behind a balancer that
+    /// checks them as an NLB does (every 10 s: 10.0's PerSourcePenalties
+    /// count each check).
+    pub fn three_releases() -> Self {
+        BedOptions {
+            release: Some(",bullseye,trixie"),
+            lb_check_interval: "10s",
+            ..BedOptions::default()
+        }
+    }
+}
+
 impl Default for BedOptions {
     fn default() -> Self {
         BedOptions {
