@@ -4,55 +4,109 @@
 #
 # Put this folder (contrib/hyperpod/, plus the two units of
 # contrib/systemd/ and the binaries hostkeyctl-x86_64 / hostkeyctl-aarch64)
-# next to lifecycle_script.py in the lifecycle scripts bucket, set
-# HOSTKEYCTL_SECRET_ID and the binaries' SHA-256 in hostkeyctl.env beside
-# this script, and run it on every node from lifecycle_script.py, after
-# sshd is set up:
+# as hostkeyctl/ next to lifecycle_script.py in the lifecycle scripts
+# bucket, and set HOSTKEYCTL_SECRET_ID and the binaries' SHA-256 in
+# hostkeyctl.env beside this script. S3 keeps no file modes: run it with
+# bash, as base-config runs its scripts (docs/bootstrap.md has the lines):
 #
-#     ExecuteBashScript("./hostkeyctl/install_hostkeyctl.sh").run()
+#   base-config (lifecycle_script.py, in its Slurm block, after
+#   start_slurm.sh, where node_type is known):
+#       ExecuteBashScript("./hostkeyctl/install_hostkeyctl.sh").run(
+#           node_type, args.resource_config, args.provisioning_parameters)
+#   API-driven Slurm clusters (SlurmConfig per instance group, no
+#   provisioning_parameters.json), from the OnInitComplete script:
+#       bash ./hostkeyctl/install_hostkeyctl.sh
 #
-# It acts on login nodes only, found the way lifecycle_script.py finds its
-# node type: this node's address among the InstanceGroups[].Instances[]
-# CustomerIpAddress of resource_config.json, and the login group's name in
-# provisioning_parameters.json (login_group). Running it again changes
-# nothing. Everything it does is printed, so it lands in the cluster's
-# lifecycle log (CloudWatch, /aws/sagemaker/Clusters/<name>/<id>,
-# LifecycleConfig/<group>/<instance>).
+# Usage: install_hostkeyctl.sh [NODE_TYPE [RESOURCE_CONFIG [PROVISIONING_PARAMETERS]]]
+#   NODE_TYPE   login, controller or compute (lifecycle_script.py's
+#               node_type); empty: found from the configs, as
+#               lifecycle_script.py finds it (this node's address among the
+#               InstanceGroups[].Instances[].CustomerIpAddress of
+#               resource_config.json, then the group's SlurmConfig.NodeType,
+#               or the login_group of provisioning_parameters.json). A node
+#               not in the config is looked for again as lifecycle_script.py
+#               retries (about 315 s), then the step fails: never a silent
+#               skip of what may be a login node.
+#   RESOURCE_CONFIG  default: $SAGEMAKER_RESOURCE_CONFIG_PATH, else
+#               /opt/ml/config/resource_config.json
+#   PROVISIONING_PARAMETERS  default: ../provisioning_parameters.json
 #
-# Settings (environment, or hostkeyctl.env beside this script):
+# Settings, in hostkeyctl.env beside this script ONLY: base-config runs
+# each script with sudo, which resets the environment, so a setting in the
+# environment would work by hand and be lost at provisioning. The step
+# ignores these names in its environment, and says so.
 #   HOSTKEYCTL_SECRET_ID      the key set secret (name or ARN)           required
-#   HOSTKEYCTL_REGION         the secret's region          default: the node's
+#   HOSTKEYCTL_REGION         the secret's region; default: the cluster's
+#                             (ClusterConfig.ClusterArn in resource_config.json),
+#                             else the SDK's (the instance metadata)
 #   HOSTKEYCTL_SHA256_X86_64, HOSTKEYCTL_SHA256_AARCH64
 #                             the SHA-256 of hostkeyctl-x86_64 / -aarch64, from
 #                             the release's SHA256SUMS, copied from a source
 #                             you trust                     required (this arch)
 #   HOSTKEYCTL_BINARY_S3_URI  s3://bucket/prefix holding hostkeyctl-ARCH, when
-#                             it is not beside this script
+#                             it is not beside this script (the node role then
+#                             needs s3:GetObject there: docs/iam.md)
+#   HOSTKEYCTL_RESOURCE_CONFIG, HOSTKEYCTL_PROVISIONING_PARAMETERS
+#                             the configs, where no argument (and for the
+#                             first, no SAGEMAKER_RESOURCE_CONFIG_PATH) says
+#   HOSTKEYCTL_FIND_RETRY_SECONDS  first wait before looking for this node
+#                             in the config again (doubling, 6 waits); default 5
+#   HOSTKEYCTL_RETRY_SECONDS  the install's retry step (default 10)
+#   HOSTKEYCTL_SELF_IP, HOSTKEYCTL_ROOT   for tests: this node's address, and
+#                             a root to install under (default /)
 # The binary is trusted by the pinned hash alone, never by a SHA256SUMS
 # that sits beside it: whoever can write the binary's bucket could write
 # that too. The lifecycle bucket itself (this script, hostkeyctl.env) is
 # trusted as HyperPod trusts it: it runs as root on every node.
-# Exit: 0 done (or not a login node, or the keys' install will be retried
-# by the timer); 1 the binary, its checksum or the settings are wrong, or
-# the install needs a human (its rollback failed): provisioning stops.
+# Exit: 0 done, or not a login node, or the keys' install will be retried
+# by the timer; 1 provisioning must stop: the binary, its checksum, the
+# settings or the configs are wrong, this node is not in the config, or
+# the install needs a human (its rollback failed).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
+log() { echo "[hostkeyctl lifecycle] $*"; }
+fail() {
+  log "ERROR: $*"
+  exit 1
+}
+
+ignored=()
+for name in HOSTKEYCTL_SECRET_ID HOSTKEYCTL_REGION HOSTKEYCTL_SHA256_X86_64 HOSTKEYCTL_SHA256_AARCH64 \
+  HOSTKEYCTL_BINARY_S3_URI HOSTKEYCTL_FIND_RETRY_SECONDS HOSTKEYCTL_RETRY_SECONDS HOSTKEYCTL_SELF_IP \
+  HOSTKEYCTL_ROOT HOSTKEYCTL_RESOURCE_CONFIG HOSTKEYCTL_PROVISIONING_PARAMETERS; do
+  if [ -n "${!name+set}" ]; then
+    ignored+=("$name")
+    unset "$name"
+  fi
+done
 if [ -f "$HERE/hostkeyctl.env" ]; then
   # shellcheck source=/dev/null
   . "$HERE/hostkeyctl.env"
 fi
-RESOURCE_CONFIG=${HOSTKEYCTL_RESOURCE_CONFIG:-/opt/ml/config/resource_config.json}
-PROVISIONING_PARAMETERS=${HOSTKEYCTL_PROVISIONING_PARAMETERS:-$HERE/../provisioning_parameters.json}
+if [ ${#ignored[@]} -gt 0 ]; then
+  log "ignoring ${ignored[*]} from the environment (sudo resets it at provisioning): set them in $HERE/hostkeyctl.env"
+fi
+
+node_type=${1:-}
+case "$node_type" in
+  "" | login | controller | compute) ;;
+  *) fail "node type '$node_type' is not login, controller or compute (the first argument: lifecycle_script.py's node_type)" ;;
+esac
+resource_config=${2:-${SAGEMAKER_RESOURCE_CONFIG_PATH:-${HOSTKEYCTL_RESOURCE_CONFIG:-/opt/ml/config/resource_config.json}}}
+provisioning_parameters=${3:-${HOSTKEYCTL_PROVISIONING_PARAMETERS:-$HERE/../provisioning_parameters.json}}
 # Tests install under a scratch root; on a node it is /.
 ROOT=${HOSTKEYCTL_ROOT:-}
 
-log() { echo "[hostkeyctl lifecycle] $*"; }
-fail() { log "ERROR: $*"; exit 1; }
-
 # This node's address as lifecycle_script.py finds it (a UDP socket
-# "connected" to a private address: no packet is sent).
-self_ip=${HOSTKEYCTL_SELF_IP:-$(python3 -c '
+# "connected" to a private address: no packet is sent; 127.0.0.1 when
+# there is no route yet).
+self_ip() {
+  if [ -n "${HOSTKEYCTL_SELF_IP:-}" ]; then
+    echo "$HOSTKEYCTL_SELF_IP"
+    return
+  fi
+  python3 -c '
 import socket
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 try:
@@ -62,32 +116,131 @@ except OSError:
     print("127.0.0.1")
 finally:
     s.close()
-')}
+'
+}
 
-[ -r "$RESOURCE_CONFIG" ] || fail "cannot read $RESOURCE_CONFIG (set HOSTKEYCTL_RESOURCE_CONFIG)"
-[ -r "$PROVISIONING_PARAMETERS" ] || fail "cannot read $PROVISIONING_PARAMETERS (set HOSTKEYCTL_PROVISIONING_PARAMETERS)"
-group=$(python3 -c '
-import json, sys
-config = json.load(open(sys.argv[1]))
-for group in config.get("InstanceGroups", []):
-    for instance in group.get("Instances", []):
-        if instance.get("CustomerIpAddress") == sys.argv[2]:
-            print(group.get("Name", ""))
-            sys.exit(0)
-' "$RESOURCE_CONFIG" "$self_ip")
-login_group=$(python3 -c '
-import json, sys
-print(json.load(open(sys.argv[1])).get("login_group") or "")
-' "$PROVISIONING_PARAMETERS")
-if [ -z "$login_group" ]; then
-  log "provisioning_parameters.json names no login_group: no login nodes here; nothing to do"
+# What the configs say of this node: three lines, its type (login,
+# controller, compute; "absent" when the address is in no group;
+# "no-login-group" when the cluster has none; "unknown" when the configs
+# cannot tell), its group, and the cluster's region. A line "error ..."
+# when a config cannot be read. Groups and instances may be null.
+lookup() {
+  python3 - "$resource_config" "$provisioning_parameters" "$1" <<'PY'
+import json
+import os
+import sys
+
+rc_path, pp_path, ip = sys.argv[1:4]
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"error cannot read {path}: {e}")
+        sys.exit(0)
+
+
+config = load(rc_path)
+if not isinstance(config, dict):
+    print(f"error {rc_path} is not a JSON object")
+    sys.exit(0)
+params = load(pp_path) if os.path.exists(pp_path) else None
+if params is not None and not isinstance(params, dict):
+    print(f"error {pp_path} is not a JSON object")
+    sys.exit(0)
+groups = [g for g in (config.get("InstanceGroups") or []) if isinstance(g, dict)]
+arn = str((config.get("ClusterConfig") or {}).get("ClusterArn") or "")
+parts = arn.split(":")
+region = parts[3] if len(parts) > 5 and parts[0] == "arn" and parts[2] == "sagemaker" else ""
+login_group = (params or {}).get("login_group") or ""
+controller_group = (params or {}).get("controller_group") or ""
+api_driven = any(isinstance(g.get("SlurmConfig"), dict) for g in groups)
+
+
+def kind(group):
+    slurm = group.get("SlurmConfig")
+    if isinstance(slurm, dict) and slurm.get("NodeType"):
+        return {"login": "login", "controller": "controller"}.get(str(slurm["NodeType"]).lower(), "compute")
+    if login_group and group.get("Name") == login_group:
+        return "login"
+    if controller_group and group.get("Name") == controller_group:
+        return "controller"
+    return "compute"
+
+
+found = None
+if ip != "127.0.0.1":
+    for group in groups:
+        for instance in group.get("Instances") or []:
+            if isinstance(instance, dict) and instance.get("CustomerIpAddress") == ip:
+                found = group
+if not api_driven and params is None:
+    print("unknown")
+elif not api_driven and not login_group:
+    print("no-login-group")
+elif found is None:
+    print("absent")
+else:
+    print(kind(found))
+print(found.get("Name", "") if found else "")
+print(region)
+PY
+}
+
+case "$node_type" in
+  controller | compute)
+    log "this node is a $node_type node, not a login node: nothing to do"
+    exit 0
+    ;;
+esac
+attempts=7
+if [ ! -r "$resource_config" ]; then
+  [ -n "$node_type" ] || fail "cannot read $resource_config (pass it as the second argument, or set SAGEMAKER_RESOURCE_CONFIG_PATH)"
+  log "cannot read $resource_config: the region is not the cluster's"
+  attempts=0 ip=$(self_ip) group="" cluster_region=""
+fi
+# lifecycle_script.py's wait for its own address: 5 s, doubling, 6 times.
+wait_s=${HOSTKEYCTL_FIND_RETRY_SECONDS:-5}
+for ((attempt = 1; attempt <= attempts; attempt++)); do
+  ip=$(self_ip)
+  kind=error rest="no answer from the config lookup" group="" cluster_region=""
+  { read -r kind rest && read -r group && read -r cluster_region; } < <(lookup "$ip") || true
+  [ "$kind" != error ] || fail "$rest"
+  [ -z "$node_type" ] || break
+  [ "$kind" = absent ] || break
+  if [ "$attempt" -lt "$attempts" ]; then
+    log "this node ($ip) is in no instance group of $resource_config yet; looking again in ${wait_s} s"
+    sleep "$wait_s"
+    wait_s=$((wait_s * 2))
+  fi
+done
+if [ -z "$node_type" ]; then
+  case "$kind" in
+    absent) fail "this node ($ip) is in no instance group of $resource_config after 7 looks: it may be a login node, so provisioning stops (pass the node type as the first argument, as lifecycle_script.py knows it)" ;;
+    unknown) fail "cannot tell whether this node is a login node: $resource_config has no SlurmConfig.NodeType and there is no $provisioning_parameters (pass the node type as the first argument, or the provisioning parameters as the third)" ;;
+    no-login-group)
+      log "this cluster has no login group ($provisioning_parameters names no login_group): nothing to do"
+      exit 0
+      ;;
+  esac
+  node_type=$kind
+fi
+if [ "$node_type" != login ]; then
+  log "this node ($ip${group:+, instance group $group}) is a $node_type node, not a login node: nothing to do"
   exit 0
 fi
-if [ "$group" != "$login_group" ]; then
-  log "this node ($self_ip) is in instance group '${group:-unknown}', not the login group '$login_group'; nothing to do"
-  exit 0
+log "login node $ip${group:+ (instance group $group)}"
+
+region=${HOSTKEYCTL_REGION:-$cluster_region}
+if [ -n "${HOSTKEYCTL_REGION:-}" ]; then
+  log "region $region (HOSTKEYCTL_REGION)"
+elif [ -n "$region" ]; then
+  log "region $region (the cluster's, from ClusterConfig.ClusterArn)"
+else
+  log "no region in hostkeyctl.env or $resource_config: the SDK's (instance metadata)"
 fi
-log "login node $self_ip (instance group $group)"
 
 [ -n "${HOSTKEYCTL_SECRET_ID:-}" ] || fail "HOSTKEYCTL_SECRET_ID is not set (in hostkeyctl.env beside this script)"
 arch=$(uname -m)
@@ -97,13 +250,15 @@ pin_var=HOSTKEYCTL_SHA256_$(echo "$arch" | tr '[:lower:]' '[:upper:]')
 expected=${!pin_var:-}
 [ -n "$expected" ] || fail "$pin_var is not set: put the SHA-256 of $name (from the release's SHA256SUMS, copied from a source you trust) in hostkeyctl.env beside this script"
 [[ "$expected" =~ ^[0-9a-f]{64}$ ]] || fail "$pin_var is not a SHA-256 (64 lowercase hex digits)"
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
 source_dir=$HERE
 if [ ! -f "$HERE/$name" ]; then
   [ -n "${HOSTKEYCTL_BINARY_S3_URI:-}" ] || fail "$name is not beside this script and HOSTKEYCTL_BINARY_S3_URI is not set"
-  source_dir=$(mktemp -d)
-  trap 'rm -rf "$source_dir"' EXIT
+  source_dir=$scratch
   log "downloading $name from $HOSTKEYCTL_BINARY_S3_URI"
-  aws s3 cp --only-show-errors "$HOSTKEYCTL_BINARY_S3_URI/$name" "$source_dir/$name"
+  aws s3 cp --only-show-errors ${region:+--region "$region"} "$HOSTKEYCTL_BINARY_S3_URI/$name" "$source_dir/$name" ||
+    fail "cannot download $HOSTKEYCTL_BINARY_S3_URI/$name: the node role needs s3:GetObject on it (docs/iam.md), or keep the binaries beside this script in the lifecycle bucket"
 fi
 
 # The hash is taken of the file that will run, in its final directory
@@ -131,14 +286,12 @@ put() { # put MODE SOURCE DEST
   install -m "$1" "$2" "$3.new" && mv -f "$3.new" "$3"
   log "wrote $3"
 }
-settings=$(mktemp)
 {
   echo "# Written by the hostkeyctl lifecycle step; read by hostkeyctl-install.service."
   echo "HOSTKEYCTL_SECRET_ID=$HOSTKEYCTL_SECRET_ID"
-  if [ -n "${HOSTKEYCTL_REGION:-}" ]; then echo "AWS_REGION=$HOSTKEYCTL_REGION"; fi
-} >"$settings"
-put 0644 "$settings" "$ROOT/etc/default/hostkeyctl"
-rm -f "$settings"
+  if [ -n "$region" ]; then echo "AWS_REGION=$region"; fi
+} >"$scratch/settings"
+put 0644 "$scratch/settings" "$ROOT/etc/default/hostkeyctl"
 units=$HERE
 [ -f "$units/hostkeyctl-install.service" ] || units="$HERE/../systemd"
 for unit in hostkeyctl-install.service hostkeyctl-install.timer; do
@@ -149,18 +302,31 @@ done
 # The keys now, before the node takes traffic. The node role's credentials
 # can take a moment at first boot: retry what may pass later.
 args=(install --secret-id "$HOSTKEYCTL_SECRET_ID")
-if [ -n "${HOSTKEYCTL_REGION:-}" ]; then args+=(--region "$HOSTKEYCTL_REGION"); fi
+if [ -n "$region" ]; then args+=(--region "$region"); fi
 rc=0
 for attempt in 1 2 3 4 5; do
   rc=0
-  "$bin" "${args[@]}" >/dev/null || rc=$?
+  "$bin" "${args[@]}" >/dev/null 2>"$scratch/stderr" || rc=$?
+  sed 's/^/  hostkeyctl: /' "$scratch/stderr"
   case $rc in
-    0) log "host keys installed and verified"; break ;;
-    2) fail "hostkeyctl refused its input (exit 2): check HOSTKEYCTL_SECRET_ID and the secret" ;;
+    0)
+      log "host keys installed and verified"
+      break
+      ;;
+    2)
+      if grep -q "no AWS region" "$scratch/stderr"; then
+        fail "no AWS region (exit 2): set HOSTKEYCTL_REGION in hostkeyctl.env; $resource_config has no ClusterConfig.ClusterArn to take it from, and the instance metadata gave none"
+      fi
+      fail "hostkeyctl refused its input (exit 2, its message is above): check HOSTKEYCTL_SECRET_ID and the secret"
+      ;;
     5) fail "the install failed and so did its rollback (exit 5): this node needs a human" ;;
   esac
-  log "attempt $attempt: hostkeyctl install exited $rc; retrying"
-  sleep $((attempt * ${HOSTKEYCTL_RETRY_SECONDS:-10}))
+  if [ "$attempt" -lt 5 ]; then
+    log "attempt $attempt: hostkeyctl install exited $rc; retrying"
+    sleep $((attempt * ${HOSTKEYCTL_RETRY_SECONDS:-10}))
+  else
+    log "attempt $attempt: hostkeyctl install exited $rc; giving up here"
+  fi
 done
 if [ "$rc" -ne 0 ]; then
   log "WARNING: the host keys are not installed yet (exit $rc); the node keeps its own keys, and the timer retries"

@@ -1,102 +1,164 @@
 //! The HyperPod lifecycle step (contrib/hyperpod/install_hostkeyctl.sh) on
-//! the bed: it finds its node type as lifecycle_script.py does (its address
-//! in resource_config.json, the login group in provisioning_parameters.json),
-//! checks the binary's checksum, installs it, the units and the keys, enables
-//! the timer, and changes nothing the second time. The node's systemctl is a
-//! recording stand-in.
+//! the bed, run as base-config runs its scripts: `ExecuteBashScript` is
+//! `sudo bash SCRIPT ARGS...` on files S3 gave mode 0644, and sudo resets
+//! the environment (modelled by `env -i`, keeping what a node has anyway:
+//! its role's credentials, here the bed's, and hostkeyctl's paths on the
+//! bed's node). The configs are the real structure (testbed/hyperpod/).
+//! The step finds its node type as lifecycle_script.py does, takes the
+//! region from the cluster's ARN, checks the binary's checksum, installs
+//! it, the units and the keys, enables the timer, and changes nothing the
+//! second time. The node's systemctl is a recording stand-in.
 
+use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::json;
-
 use crate::common::bed::{BedOptions, Node, TestBed, served, set_fingerprints};
 
-/// A lifecycle scripts folder as the bucket would hold it, plus a scratch
-/// root and a recording systemctl.
+/// The login node's address in the fixtures.
+const LOGIN_IP: &str = "10.1.17.20";
+/// A worker's.
+const WORKER_IP: &str = "10.1.17.40";
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("testbed/hyperpod")
+}
+
+/// A lifecycle scripts folder as the bucket gives it to a node (every file
+/// 0644), a scratch root and recording stand-ins for systemctl and aws.
 struct Lifecycle {
     dir: tempfile::TempDir,
+    settings: BTreeMap<String, String>,
 }
 
 impl Lifecycle {
-    fn new(bed: &TestBed) -> Self {
+    fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         let step = dir.path().join("hostkeyctl");
         std::fs::create_dir_all(&step).unwrap();
-        for file in [
-            "hyperpod/install_hostkeyctl.sh",
-            "systemd/hostkeyctl-install.service",
-            "systemd/hostkeyctl-install.timer",
-        ] {
-            let from = root.join("contrib").join(file);
-            let to = step.join(from.file_name().unwrap());
-            std::fs::copy(&from, &to).unwrap();
-        }
         let name = format!("hostkeyctl-{}", std::env::consts::ARCH);
-        std::fs::copy(crate::common::support::node_binary(), step.join(&name)).unwrap();
+        let files = [
+            (
+                root.join("contrib/hyperpod/install_hostkeyctl.sh"),
+                step.join("install_hostkeyctl.sh"),
+            ),
+            (
+                root.join("contrib/systemd/hostkeyctl-install.service"),
+                step.join("hostkeyctl-install.service"),
+            ),
+            (
+                root.join("contrib/systemd/hostkeyctl-install.timer"),
+                step.join("hostkeyctl-install.timer"),
+            ),
+            (crate::common::support::node_binary(), step.join(&name)),
+            (
+                fixtures().join("provisioning_parameters.json"),
+                dir.path().join("provisioning_parameters.json"),
+            ),
+            (
+                fixtures().join("resource_config.json"),
+                dir.path().join("resource_config.json"),
+            ),
+        ];
+        for (from, to) in &files {
+            std::fs::copy(from, to).unwrap();
+            // S3 keeps no modes: every file arrives 0644.
+            std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o644)).unwrap();
+        }
         let sum = crate::common::support::run_ok(Command::new("sha256sum").arg(&name).current_dir(&step));
         let sum = sum.split_whitespace().next().unwrap().to_owned();
         // A SHA256SUMS beside the binary is not trusted: it agrees with
         // whatever binary is there.
         std::fs::write(step.join("SHA256SUMS"), format!("{sum}  {name}\n")).unwrap();
-        std::fs::write(
-            step.join("hostkeyctl.env"),
-            format!(
-                "HOSTKEYCTL_SECRET_ID=hostkeys/hk\nHOSTKEYCTL_SHA256_{}={sum}\n",
-                std::env::consts::ARCH.to_uppercase()
-            ),
-        )
-        .unwrap();
-        let nodes = &bed.state.nodes;
-        let resource_config = json!({ "InstanceGroups": [
-            { "Name": "controller-machine", "Instances": [{ "InstanceName": "c-1", "CustomerIpAddress": "10.1.0.5" }] },
-            { "Name": "login-group", "Instances": nodes.iter().map(|n| json!({ "InstanceName": n.name, "CustomerIpAddress": n.address })).collect::<Vec<_>>() },
-            { "Name": "worker-group", "Instances": [{ "InstanceName": "w-1", "CustomerIpAddress": "10.1.0.9" }] },
-        ]});
-        std::fs::write(dir.path().join("resource_config.json"), resource_config.to_string()).unwrap();
-        let params = json!({ "version": "1.0.0", "workload_manager": "slurm", "controller_group": "controller-machine", "login_group": "login-group" });
-        std::fs::write(dir.path().join("provisioning_parameters.json"), params.to_string()).unwrap();
         let bin = dir.path().join("bin");
         std::fs::create_dir_all(&bin).unwrap();
-        let systemctl = bin.join("systemctl");
-        std::fs::write(
-            &systemctl,
-            format!(
-                "#!/bin/sh\necho \"$*\" >> {}\n",
-                dir.path().join("systemctl.log").display()
+        let log = dir.path().join("calls.log");
+        for tool in ["systemctl", "aws"] {
+            // aws: a download the node role may not make.
+            let body = if tool == "aws" {
+                "echo 'download failed: An error occurred (AccessDenied) when calling the GetObject operation' >&2; exit 1\n"
+            } else {
+                ""
+            };
+            std::fs::write(
+                bin.join(tool),
+                format!("#!/bin/sh\necho \"{tool} $*\" >> {}\n{body}", log.display()),
+            )
+            .unwrap();
+            std::fs::set_permissions(bin.join(tool), std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let mut settings = BTreeMap::new();
+        for (k, v) in [
+            ("HOSTKEYCTL_SECRET_ID", "hostkeys/hk".to_owned()),
+            (
+                &*format!("HOSTKEYCTL_SHA256_{}", std::env::consts::ARCH.to_uppercase()),
+                sum,
             ),
-        )
-        .unwrap();
-        std::fs::set_permissions(&systemctl, std::fs::Permissions::from_mode(0o755)).unwrap();
-        Lifecycle { dir }
+            ("HOSTKEYCTL_ROOT", dir.path().join("root").display().to_string()),
+            // Where /opt/ml/config/resource_config.json is on a node.
+            (
+                "HOSTKEYCTL_RESOURCE_CONFIG",
+                dir.path().join("resource_config.json").display().to_string(),
+            ),
+            ("HOSTKEYCTL_RETRY_SECONDS", "0".to_owned()),
+            ("HOSTKEYCTL_FIND_RETRY_SECONDS", "0".to_owned()),
+        ] {
+            settings.insert(k.to_owned(), v);
+        }
+        Lifecycle { dir, settings }
     }
 
     fn root(&self) -> PathBuf {
         self.dir.path().join("root")
     }
 
-    /// Runs the step as the node with address `ip`, in `node`'s environment.
-    fn run(&self, bed: &TestBed, node: &Node, ip: &str) -> (i32, String) {
-        let out = Command::new(self.dir.path().join("hostkeyctl/install_hostkeyctl.sh"))
-            .envs(bed.aws_env(crate::common::bed::Role::Node))
-            .envs(node.env.clone())
-            .env(
-                "PATH",
-                format!(
-                    "{}:{}",
-                    self.dir.path().join("bin").display(),
-                    std::env::var("PATH").unwrap()
-                ),
-            )
-            .env("HOSTKEYCTL_ROOT", self.root())
-            .env("HOSTKEYCTL_SELF_IP", ip)
-            .env(
-                "HOSTKEYCTL_RESOURCE_CONFIG",
-                self.dir.path().join("resource_config.json"),
-            )
-            .env("HOSTKEYCTL_RETRY_SECONDS", "0")
+    fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).display().to_string()
+    }
+
+    /// Sets (or with `None` removes) a line of hostkeyctl.env.
+    fn set(&mut self, key: &str, value: Option<&str>) {
+        match value {
+            Some(v) => self.settings.insert(key.to_owned(), v.to_owned()),
+            None => self.settings.remove(key),
+        };
+    }
+
+    /// `sudo bash ./hostkeyctl/install_hostkeyctl.sh ARGS` from the
+    /// lifecycle folder, as the node at `ip`; `env` is what the caller's
+    /// environment adds (kept here: a call without sudo).
+    fn run(&self, bed: &TestBed, node: &Node, ip: &str, args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+        let mut lines: Vec<String> = self.settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        lines.push(format!("HOSTKEYCTL_SELF_IP={ip}"));
+        let file = self.dir.path().join("hostkeyctl/hostkeyctl.env");
+        std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let mut cmd = Command::new("env");
+        cmd.arg("-i")
+            .arg(format!(
+                "PATH={}:/usr/sbin:/usr/bin:/sbin:/bin",
+                self.dir.path().join("bin").display()
+            ))
+            .arg(format!("AWS_ENDPOINT_URL={}", bed.state.endpoint))
+            .args([
+                "AWS_EC2_METADATA_DISABLED=true",
+                "AWS_CONFIG_FILE=/dev/null",
+                "AWS_SHARED_CREDENTIALS_FILE=/dev/null",
+            ]);
+        for (k, v) in node
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .chain(env.iter().copied())
+        {
+            cmd.arg(format!("{k}={v}"));
+        }
+        let out = cmd
+            .args(["bash", "./hostkeyctl/install_hostkeyctl.sh"])
+            .args(args)
+            .current_dir(self.dir.path())
             .output()
             .unwrap();
         let text = format!(
@@ -107,13 +169,17 @@ impl Lifecycle {
         (out.status.code().unwrap_or(-1), text)
     }
 
-    fn systemctl_calls(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("systemctl.log")).unwrap_or_default()
+    fn calls(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("calls.log")).unwrap_or_default()
+    }
+
+    /// The settings the step wrote for the timer.
+    fn timer_settings(&self) -> String {
+        std::fs::read_to_string(self.root().join("etc/default/hostkeyctl")).unwrap_or_default()
     }
 }
 
-#[test]
-fn the_lifecycle_step_installs_on_login_nodes_only_and_is_idempotent() {
+fn bed_of_one() -> (TestBed, Node, Vec<Option<String>>) {
     let bed = TestBed::start(BedOptions {
         nodes: 1,
         no_reexec: true,
@@ -121,26 +187,39 @@ fn the_lifecycle_step_installs_on_login_nodes_only_and_is_idempotent() {
     });
     let node = bed.state.nodes[0].clone();
     let init = bed.init_generated("hostkeys/hk");
-    let lifecycle = Lifecycle::new(&bed);
+    (bed, node, set_fingerprints(&init))
+}
+
+/// No arguments: the node type from the configs. No region is set, and
+/// the node's metadata gives none (regression: install exited 2, the step
+/// blamed HOSTKEYCTL_SECRET_ID and stopped provisioning with the timer
+/// off): the region is the cluster's, from ClusterConfig.ClusterArn, also
+/// for the timer. A group whose `Instances` is null is skipped (it crashed
+/// the step on every node).
+#[test]
+fn the_lifecycle_step_installs_on_login_nodes_only_and_is_idempotent() {
+    let (bed, node, set) = bed_of_one();
+    let lifecycle = Lifecycle::new();
 
     // A worker node: nothing happens.
-    let (code, log) = lifecycle.run(&bed, &node, "10.1.0.9");
+    let (code, log) = lifecycle.run(&bed, &node, WORKER_IP, &[], &[]);
     assert_eq!(code, 0, "{log}");
     assert!(
-        log.contains("not the login group 'login-group'; nothing to do"),
+        log.contains("instance group worker-group) is a compute node, not a login node: nothing to do"),
         "{log}"
     );
     assert!(!lifecycle.root().exists(), "a worker got files");
 
     // The login node: binary, settings, units, keys, timer.
-    let (code, log) = lifecycle.run(&bed, &node, &node.address);
+    let (code, log) = lifecycle.run(&bed, &node, LOGIN_IP, &[], &[]);
     assert_eq!(code, 0, "{log}");
+    assert!(log.contains("region us-east-1 (the cluster's"), "{log}");
     let bin = lifecycle.root().join("usr/local/bin/hostkeyctl");
     assert_eq!(std::fs::metadata(&bin).unwrap().permissions().mode() & 0o777, 0o755);
+    let settings = lifecycle.timer_settings();
     assert!(
-        std::fs::read_to_string(lifecycle.root().join("etc/default/hostkeyctl"))
-            .unwrap()
-            .contains("HOSTKEYCTL_SECRET_ID=hostkeys/hk")
+        settings.contains("HOSTKEYCTL_SECRET_ID=hostkeys/hk") && settings.contains("AWS_REGION=us-east-1"),
+        "{settings}"
     );
     for unit in ["hostkeyctl-install.service", "hostkeyctl-install.timer"] {
         assert!(
@@ -148,15 +227,15 @@ fn the_lifecycle_step_installs_on_login_nodes_only_and_is_idempotent() {
             "{unit}"
         );
     }
-    assert_eq!(served(&node), set_fingerprints(&init), "{log}");
+    assert_eq!(served(&node), set, "{log}");
     assert!(
         lifecycle
-            .systemctl_calls()
-            .contains("enable --now hostkeyctl-install.timer")
+            .calls()
+            .contains("systemctl enable --now hostkeyctl-install.timer")
     );
 
     // Again: nothing changes.
-    let (code, log) = lifecycle.run(&bed, &node, &node.address);
+    let (code, log) = lifecycle.run(&bed, &node, LOGIN_IP, &[], &[]);
     assert_eq!(code, 0, "{log}");
     assert!(log.contains("is already this build"), "{log}");
     assert!(!log.contains("wrote "), "the second run rewrote files: {log}");
@@ -170,13 +249,13 @@ fn the_lifecycle_step_installs_on_login_nodes_only_and_is_idempotent() {
     let sums = crate::common::support::run_ok(Command::new("sha256sum").arg(&name).current_dir(&step));
     std::fs::write(step.join("SHA256SUMS"), sums).unwrap();
     // The installed binary is the pinned build: the other one is ignored.
-    let (code, log) = lifecycle.run(&bed, &node, &node.address);
+    let (code, log) = lifecycle.run(&bed, &node, LOGIN_IP, &[], &[]);
     assert_eq!(code, 0, "{log}");
     assert!(log.contains("is already this build"), "{log}");
     assert_ne!(std::fs::read(&bin).unwrap(), b"#!/bin/sh\necho tampered\n");
 
     // An installed binary that was changed is replaced by the pinned one.
-    let good = Lifecycle::new(&bed);
+    let good = Lifecycle::new();
     let good_root = good.root();
     std::fs::create_dir_all(good_root.join("usr/local/bin")).unwrap();
     std::fs::write(
@@ -184,7 +263,7 @@ fn the_lifecycle_step_installs_on_login_nodes_only_and_is_idempotent() {
         b"#!/bin/sh\necho changed on the node\n",
     )
     .unwrap();
-    let (code, log) = good.run(&bed, &node, &node.address);
+    let (code, log) = good.run(&bed, &node, LOGIN_IP, &[], &[]);
     assert_eq!(code, 0, "{log}");
     assert!(log.contains("installed "), "{log}");
     assert_eq!(
@@ -193,13 +272,12 @@ fn the_lifecycle_step_installs_on_login_nodes_only_and_is_idempotent() {
     );
 
     // No pin: nothing is installed, and the message says what to set.
-    let unpinned = Lifecycle::new(&bed);
-    std::fs::write(
-        unpinned.dir.path().join("hostkeyctl/hostkeyctl.env"),
-        "HOSTKEYCTL_SECRET_ID=hostkeys/hk\n",
-    )
-    .unwrap();
-    let (code, log) = unpinned.run(&bed, &node, &node.address);
+    let mut unpinned = Lifecycle::new();
+    unpinned.set(
+        &format!("HOSTKEYCTL_SHA256_{}", std::env::consts::ARCH.to_uppercase()),
+        None,
+    );
+    let (code, log) = unpinned.run(&bed, &node, LOGIN_IP, &[], &[]);
     assert_eq!(code, 1, "{log}");
     assert!(
         log.contains("HOSTKEYCTL_SHA256_") && log.contains("is not set"),
@@ -208,9 +286,9 @@ fn the_lifecycle_step_installs_on_login_nodes_only_and_is_idempotent() {
     assert!(!unpinned.root().exists(), "{log}");
 
     // On a fresh login node, a bad checksum installs nothing at all.
-    let fresh = Lifecycle::new(&bed);
+    let fresh = Lifecycle::new();
     std::fs::write(fresh.dir.path().join("hostkeyctl").join(&name), b"tampered").unwrap();
-    let (code, log) = fresh.run(&bed, &node, &node.address);
+    let (code, log) = fresh.run(&bed, &node, LOGIN_IP, &[], &[]);
     assert_eq!(code, 1, "{log}");
     assert!(log.contains("not installing it"), "{log}");
     assert!(
@@ -222,7 +300,136 @@ fn the_lifecycle_step_installs_on_login_nodes_only_and_is_idempotent() {
         !fresh.root().join("etc").exists(),
         "a bad checksum still wrote files: {log}"
     );
-    assert!(fresh.systemctl_calls().is_empty(), "{log}");
+    assert!(fresh.calls().is_empty(), "{log}");
+}
+
+/// The call docs/bootstrap.md tells base-config users to add, as Python:
+/// its arguments, in order.
+fn documented_call() -> Vec<String> {
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/bootstrap.md")).unwrap();
+    let call = "ExecuteBashScript(\"./hostkeyctl/install_hostkeyctl.sh\").run(";
+    let at = doc
+        .find(call)
+        .expect("docs/bootstrap.md shows the lifecycle_script.py call");
+    let rest = &doc[at + call.len()..];
+    let args = &rest[..rest.find(')').unwrap()];
+    args.split(',').map(|a| a.trim().to_owned()).collect()
+}
+
+/// Each way the step met a real cluster and failed it (issue 32), on the
+/// real configs' structure, with the call as docs/bootstrap.md shows it.
+#[test]
+fn the_lifecycle_step_never_skips_a_login_node_and_reads_every_cluster_model() {
+    let (bed, node, set) = bed_of_one();
+
+    // The documented call, its arguments as lifecycle_script.py has them
+    // (regression: the call's place and arguments were not documented).
+    let lifecycle = Lifecycle::new();
+    let args = documented_call();
+    assert_eq!(
+        args,
+        ["node_type", "args.resource_config", "args.provisioning_parameters"]
+    );
+    let (rc, pp) = (
+        lifecycle.path("resource_config.json"),
+        lifecycle.path("provisioning_parameters.json"),
+    );
+    // lifecycle_script.py's node type for a controller: nothing to do.
+    let (code, log) = lifecycle.run(&bed, &node, "10.1.17.5", &["controller", &rc, &pp], &[]);
+    assert_eq!(
+        (code, log.contains("controller node, not a login node")),
+        (0, true),
+        "{log}"
+    );
+    assert!(!lifecycle.root().exists(), "{log}");
+    // Settings in the environment are ignored, and said to be (they work
+    // by hand and vanish under sudo): the file's secret and the cluster's
+    // region are used. Regression: the header offered the environment.
+    let env = [
+        ("HOSTKEYCTL_SECRET_ID", "hostkeys/other"),
+        ("HOSTKEYCTL_REGION", "eu-west-9"),
+    ];
+    let (code, log) = lifecycle.run(&bed, &node, LOGIN_IP, &["login", &rc, &pp], &env);
+    assert_eq!(code, 0, "{log}");
+    assert!(
+        log.contains("ignoring HOSTKEYCTL_SECRET_ID HOSTKEYCTL_REGION from the environment"),
+        "{log}"
+    );
+    assert!(lifecycle.timer_settings().contains("AWS_REGION=us-east-1"), "{log}");
+    assert_eq!(served(&node), set, "{log}");
+
+    // A node in no group (or whose address detection fell back to
+    // loopback) is looked for again, then stops provisioning. Regression:
+    // "nothing to do", exit 0, and a login node without keys or timer.
+    for ip in ["10.1.17.99", "127.0.0.1"] {
+        let lost = Lifecycle::new();
+        let (code, log) = lost.run(&bed, &node, ip, &[], &[]);
+        assert_eq!(code, 1, "{ip}: {log}");
+        assert_eq!(log.matches("looking again").count(), 6, "{ip}: {log}");
+        assert!(log.contains("after 7 looks: it may be a login node"), "{ip}: {log}");
+        assert!(!lost.root().exists(), "{ip}: {log}");
+    }
+
+    // No region anywhere (no ClusterArn, none set, none from metadata):
+    // named as such, with the fix.
+    let mut no_region = Lifecycle::new();
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixtures().join("resource_config.json")).unwrap()).unwrap();
+    config.as_object_mut().unwrap().remove("ClusterConfig");
+    std::fs::write(no_region.path("resource_config.json"), config.to_string()).unwrap();
+    let (code, log) = no_region.run(&bed, &node, LOGIN_IP, &[], &[]);
+    assert_eq!(code, 1, "{log}");
+    assert!(
+        log.contains("no AWS region") && log.contains("set HOSTKEYCTL_REGION in hostkeyctl.env"),
+        "{log}"
+    );
+    assert!(!log.contains("check HOSTKEYCTL_SECRET_ID"), "{log}");
+    no_region.set("HOSTKEYCTL_REGION", Some("us-east-1"));
+    let (code, log) = no_region.run(&bed, &node, LOGIN_IP, &[], &[]);
+    assert_eq!(code, 0, "{log}");
+
+    // An API-driven cluster: SlurmConfig.NodeType per group, no
+    // provisioning_parameters.json, the config where HyperPod says
+    // (SAGEMAKER_RESOURCE_CONFIG_PATH, which the step ignored).
+    let api = Lifecycle::new();
+    std::fs::remove_file(api.path("provisioning_parameters.json")).unwrap();
+    let config = fixtures().join("resource_config.api-driven.json").display().to_string();
+    let env = [("SAGEMAKER_RESOURCE_CONFIG_PATH", config.as_str())];
+    let (code, log) = api.run(&bed, &node, "10.1.18.5", &[], &env);
+    assert_eq!((code, log.contains("controller node")), (0, true), "{log}");
+    let (code, log) = api.run(&bed, &node, "10.1.18.20", &[], &env);
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("login node 10.1.18.20 (instance group login)"), "{log}");
+    assert!(api.calls().contains("enable --now hostkeyctl-install.timer"), "{log}");
+
+    // The binary from S3, which the node role may not read: stops, naming
+    // the permission (regression: no IAM guidance, and the CLI's error alone).
+    let mut s3 = Lifecycle::new();
+    std::fs::remove_file(
+        s3.dir
+            .path()
+            .join(format!("hostkeyctl/hostkeyctl-{}", std::env::consts::ARCH)),
+    )
+    .unwrap();
+    s3.set("HOSTKEYCTL_BINARY_S3_URI", Some("s3://release-bucket/hostkeyctl"));
+    let (code, log) = s3.run(&bed, &node, LOGIN_IP, &[], &[]);
+    assert_eq!(code, 1, "{log}");
+    assert!(log.contains("s3:GetObject") && log.contains("docs/iam.md"), "{log}");
+    assert!(s3.calls().contains("aws s3 cp"), "{log}");
+
+    // An install that keeps failing (AWS refuses the node's key): five
+    // attempts, no wait after the last (regression: one more sleep), and
+    // the timer is left to retry.
+    let failing = Lifecycle::new();
+    let env = [("AWS_SECRET_ACCESS_KEY", "not-the-key")];
+    let (code, log) = failing.run(&bed, &node, LOGIN_IP, &[], &env);
+    assert_eq!(code, 0, "{log}");
+    assert_eq!(log.matches("; retrying").count(), 4, "{log}");
+    assert!(
+        log.contains("attempt 5: hostkeyctl install exited 4; giving up here"),
+        "{log}"
+    );
+    assert!(log.contains("the timer retries"), "{log}");
 }
 
 /// The cloud-init example carries contrib/systemd's units verbatim.
