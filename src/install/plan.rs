@@ -40,7 +40,10 @@ struct Lock {
     _file: std::fs::File,
 }
 
-fn lock(path: &Path, timeout: Duration) -> Result<Lock, InstallError> {
+/// How often a waiting install tries the lock again.
+const LOCK_POLL: Duration = Duration::from_millis(20);
+
+async fn lock(path: &Path, timeout: Duration) -> Result<Lock, InstallError> {
     if let Some(parent) = path.parent() {
         // The state directory by default: root's alone.
         crate::fsutil::create_dir_all(parent, 0o700).map_err(io_err("cannot create the lock directory", parent))?;
@@ -56,7 +59,7 @@ fn lock(path: &Path, timeout: Duration) -> Result<Lock, InstallError> {
         match file.try_lock() {
             Ok(()) => return Ok(Lock { _file: file }),
             Err(std::fs::TryLockError::WouldBlock) if start.elapsed() < timeout => {
-                std::thread::sleep(Duration::from_millis(100));
+                tokio::time::sleep(LOCK_POLL).await;
             }
             Err(std::fs::TryLockError::WouldBlock) => {
                 return Err(InstallError::Locked {
@@ -389,11 +392,14 @@ pub(super) async fn prepare(
     if !options.ssh_dir.is_dir() {
         return Err(InstallError::NoSshDir(options.ssh_dir.clone()));
     }
+    // The lock first, then the secret: an install queued behind another
+    // must apply what the secret says once it holds the lock, never what
+    // it said before it waited (a rotation may have finished meanwhile).
+    let lock = lock(&options.lock_file, options.lock_timeout).await?;
     let (keys, certificates, next_keys) = fetch_sets(options, store, report).await?;
     // How to reload is settled before anything is written: an install
     // that could not reload (or would signal the wrong process) never starts.
     let reload = sshd.resolve_reload(&options.reload)?;
-    let lock = lock(&options.lock_file, options.lock_timeout)?;
     for dir in [options.ssh_dir.clone(), options.ssh_dir.join("sshd_config.d")] {
         let removed = files::remove_leftovers(&dir).map_err(io_err("cannot clean up", &dir))?;
         for path in removed {

@@ -57,30 +57,10 @@ impl<'a, S: SecretStore> MemDispatcher<'a, S> {
         if let Some(stderr) = lock(&node.faults).dispatch_fails.clone() {
             return (1, String::new(), stderr);
         }
-        let Some(words) = shlex::split(line) else {
-            return (2, String::new(), "sh: syntax error".to_owned());
+        let args = match install_args(node, line) {
+            Ok(args) => args,
+            Err(e) => return (2, String::new(), e),
         };
-        let argv = std::iter::once("hostkeyctl".to_owned()).chain(words.into_iter().skip(1));
-        let cli = match Cli::try_parse_from(argv) {
-            Ok(cli) => cli,
-            Err(e) => return (2, String::new(), e.to_string()),
-        };
-        let Command::Install(mut args) = cli.command else {
-            return (2, String::new(), "not an install command".to_owned());
-        };
-        // What the node's environment (HOSTKEYCTL_*) says on the bed.
-        args.ssh_dir = node.ssh_dir.clone();
-        args.sshd_config = Some(node.config.clone());
-        args.state_dir = node.root.join("var/lib/hostkeyctl");
-        args.lock_file = Some(node.root.join("run/hostkeyctl.lock"));
-        args.verify_address = node
-            .instance
-            .private_ip
-            .as_ref()
-            .map(|ip| HostPort::new(ip.clone(), 22));
-        args.reload_command = Some("reload".to_owned());
-        args.verify_timeout = 0;
-        args.lock_timeout = 1;
         match execute(&args, Some(self.store), node, self.fleet).await {
             Ok(report) => {
                 let line = serde_json::to_string(&report).unwrap_or_default();
@@ -97,6 +77,32 @@ impl<'a, S: SecretStore> MemDispatcher<'a, S> {
             ),
         }
     }
+}
+
+/// The arguments of `hostkeyctl install ...` (`line`) as they would be on
+/// `node`, whose environment (HOSTKEYCTL_*, as on the bed) gives its
+/// directories, lock, verify address and reload; or why the line is not
+/// an install command.
+pub fn install_args(node: &MemNode, line: &str) -> Result<crate::cli::InstallArgs, String> {
+    let words = shlex::split(line).ok_or_else(|| "sh: syntax error".to_owned())?;
+    let argv = std::iter::once("hostkeyctl".to_owned()).chain(words.into_iter().skip(1));
+    let cli = Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
+    let Command::Install(mut args) = cli.command else {
+        return Err("not an install command".to_owned());
+    };
+    args.ssh_dir = node.ssh_dir.clone();
+    args.sshd_config = Some(node.config.clone());
+    args.state_dir = node.root.join("var/lib/hostkeyctl");
+    args.lock_file = Some(node.root.join("run/hostkeyctl.lock"));
+    args.verify_address = node
+        .instance
+        .private_ip
+        .as_ref()
+        .map(|ip| HostPort::new(ip.clone(), 22));
+    args.reload_command = Some("reload".to_owned());
+    args.verify_timeout = 0;
+    args.lock_timeout = 1;
+    Ok(args)
 }
 
 impl<S: SecretStore> Dispatcher for MemDispatcher<'_, S> {

@@ -21,7 +21,7 @@ mod hooked;
 mod memory_store;
 mod penalty;
 
-pub use dispatcher::MemDispatcher;
+pub use dispatcher::{MemDispatcher, install_args};
 pub use fleet::{MEM_BANNER, MEM_LB_ADDRESS, MEM_LB_NAME, MemFleet, MemNode, NodeFaults};
 pub use hooked::{Action, Call, Fault, Hooked, Op, fault_at};
 pub use memory_store::MemoryStore;

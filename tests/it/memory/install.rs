@@ -601,3 +601,100 @@ async fn a_no_op_install_and_check_ask_one_connection_per_held_key() {
         assert_eq!(node.connections() - asked, 2, "{line}");
     }
 }
+
+/// How many of this process's open files are `path` (the lock file): the
+/// holder's, and one for each install that has opened it.
+fn opened(path: &std::path::Path) -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .flatten()
+        .filter(|fd| std::fs::read_link(fd.path()).is_ok_and(|p| p == path))
+        .count()
+}
+
+async fn until(what: &str, condition: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !condition() {
+        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+}
+
+/// Issue 27: install reads the secret under its lock. Two installs queue
+/// behind a held lock: the first opens it (having read the secret, when it
+/// read before locking), the rotation then moves AWSCURRENT, the second
+/// starts, and the lock is let go. Both took the lock after the move, so
+/// both apply the later state, and the node ends on it, in every one of
+/// 100 trials. Reading before locking, the first applied the state from
+/// before the move in every trial, and left the node on it whenever it
+/// won the lock second (one trial in four on the bed).
+#[tokio::test(flavor = "multi_thread")]
+async fn installs_queued_behind_the_lock_apply_the_state_they_read_under_it() {
+    use hostkeyctl::store::{STAGE_CURRENT, STAGE_PENDING, SecretStore, stage};
+
+    let (store, fleet, _) = world(1).await;
+    let node = &fleet.nodes[0];
+    let a = current(&store).await;
+    let b = pending_set(&store).await;
+    let current_label = stage(STAGE_CURRENT);
+    store
+        .move_stage(&super::secret(), &stage(STAGE_PENDING), None, Some(&b.version_id))
+        .await
+        .unwrap();
+    let lock_file = node.root.join("run/hostkeyctl.lock");
+    std::fs::create_dir_all(lock_file.parent().unwrap()).unwrap();
+    let line = format!("hostkeyctl install --secret-id {}", super::secret());
+    let install = || async {
+        let mut args = hostkeyctl::testing::install_args(node, &line).unwrap();
+        args.lock_timeout = 10;
+        hostkeyctl::commands::install::execute(&args, Some(&store), node, fleet.as_ref())
+            .await
+            .unwrap()
+    };
+    for trial in 0..100 {
+        let (from, to) = if trial % 2 == 0 { (&a, &b) } else { (&b, &a) };
+        let holder = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_file)
+            .unwrap();
+        holder.lock().unwrap();
+        let first = install();
+        let rest = async {
+            until("the first install at the lock", || opened(&lock_file) >= 2).await;
+            store
+                .move_stage(
+                    &super::secret(),
+                    &current_label,
+                    Some(&to.version_id),
+                    Some(&from.version_id),
+                )
+                .await
+                .unwrap();
+            let second = install();
+            let release = async {
+                until("the second install at the lock", || opened(&lock_file) >= 3).await;
+                drop(holder);
+            };
+            tokio::join!(second, release).0
+        };
+        let (one, two) = tokio::join!(first, rest);
+        assert!(
+            one.error.is_none() && two.error.is_none(),
+            "trial {trial}: {one:?} {two:?}"
+        );
+        // Both took the lock after the move: both applied the later state.
+        for (which, report) in [("first", &one), ("second", &two)] {
+            assert_eq!(
+                report.version_id.as_ref(),
+                Some(&to.version_id),
+                "trial {trial}: the {which} install applied the state it read before waiting"
+            );
+        }
+        assert!(
+            node.serves(&to.document.keys),
+            "trial {trial}: the node serves the set from before the move"
+        );
+    }
+}
