@@ -316,6 +316,30 @@ pub fn judge_certificates(
     }
 }
 
+/// With certificates asked for, the findings of the certified keys
+/// (`findings`) and of the plain keys a client that trusts keys sees
+/// (`plain`, a second scan): sshd serves its certificate for the cert
+/// algorithm and a plain key for the plain one, and they need not be the
+/// same key. A type is OK only when both are; a plain key that is not the
+/// set's is the finding, whatever the certificate says.
+pub fn with_plain_keys(findings: &mut Vec<Finding>, plain: Vec<Finding>) {
+    for p in plain {
+        match findings.iter_mut().find(|f| f.key_type == p.key_type) {
+            Some(f) if f.status == Verdict::Ok && p.status != Verdict::Ok => {
+                f.status = p.status;
+                f.served = p.served;
+                f.detail = Some(match p.detail {
+                    Some(d) => format!("plain key: {d}"),
+                    None => "the plain key is not the one the certificate certifies".to_owned(),
+                });
+            }
+            Some(_) => {}
+            None if p.status != Verdict::Ok => findings.push(p),
+            None => {}
+        }
+    }
+}
+
 /// The worst certificate verdict among LB samples that answered, with how
 /// many samples gave each.
 pub fn judge_lb_certificates(

@@ -23,7 +23,7 @@ use std::time::Duration;
 pub use expected::{ExpectedSource, expected_from_known_hosts_text};
 pub use judge::{
     Endpoint, Expected, Finding, LbReport, LbType, NodeReport, Probe, Seen, Verdict, judge_certificates, judge_lb,
-    judge_lb_certificates, judge_node, miss_probability, no_address,
+    judge_lb_certificates, judge_node, miss_probability, no_address, with_plain_keys,
 };
 pub use report::{AuditReport, Conclusion, OnDisk};
 pub use scanner::{ScanPolicy, Scanner, ServedProbe, to_probe};
@@ -146,7 +146,21 @@ impl<S: SecretStore, F: Fleet, D: Dispatcher, P: Prober> Audit<'_, S, F, D, P> {
         let scanner = Arc::new(Scanner::new(self.prober.clone(), self.policy.clone()));
         let asks = req.certificates.is_some();
         let node_probes = scanner.scan_nodes_served(&endpoints, asks).await;
-        let mut nodes = judge_nodes(audit_nodes, node_probes, &expected, req.certificates.as_ref(), req.now);
+        // Asking for certificates shows the certified keys; the plain keys
+        // every other client sees are asked for too (issue 27: a node
+        // serving the set's certificate and another plain key was OK).
+        let plain_probes = match asks {
+            true => Some(scanner.scan_nodes(&endpoints).await),
+            false => None,
+        };
+        let mut nodes = judge_nodes(
+            audit_nodes,
+            node_probes,
+            plain_probes,
+            &expected,
+            req.certificates.as_ref(),
+            req.now,
+        );
         for node in &mut nodes {
             node.usage = scanner.usage(&node.endpoint);
         }
@@ -398,11 +412,13 @@ fn endpoint_of(address: &HostPort) -> Endpoint {
 fn judge_nodes(
     audit_nodes: Vec<AuditNode>,
     probes: Vec<BTreeMap<ScanAlgorithm, ServedProbe>>,
+    plain: Option<Vec<BTreeMap<ScanAlgorithm, Probe>>>,
     expected: &Expected,
     cert_policy: Option<&CertPolicy>,
     now: u64,
 ) -> Vec<NodeReport> {
     let mut probes = probes.into_iter();
+    let mut plain = plain.map(Vec::into_iter);
     audit_nodes
         .into_iter()
         .map(|n| NodeReport {
@@ -413,6 +429,9 @@ fn judge_nodes(
                     let mut findings = judge_node(expected, &keys);
                     if let Some(policy) = cert_policy {
                         judge_certificates(&mut findings, &served, expected, policy, now);
+                    }
+                    if let Some(keys) = plain.as_mut().and_then(Iterator::next) {
+                        with_plain_keys(&mut findings, judge_node(expected, &keys));
                     }
                     findings
                 }

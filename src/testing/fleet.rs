@@ -32,6 +32,10 @@ pub struct NodeFaults {
     /// sshd's PerSourcePenalties refuses every connection (`Not allowed at
     /// this time`, before its banner) until the next reload clears it.
     pub penalized: bool,
+    /// sshd serves this plain key for its type (a first `HostKey` line of
+    /// another key), while the cert algorithm still gets the installed
+    /// key's certificate.
+    pub stray_plain_key: Option<(ScanAlgorithm, PublicKey)>,
 }
 
 /// The banner of an in-memory node's sshd: Debian 12's, which does not
@@ -549,10 +553,15 @@ impl Prober for MemFleet {
             banner: lock(&node.banner).clone(),
             host_key_algorithms: offered,
         };
+        let stray = lock(&node.faults)
+            .stray_plain_key
+            .clone()
+            .filter(|(a, _)| *a == algorithm)
+            .map(|(_, key)| key);
         let served = match (keys.get(&algorithm), certs.get(&algorithm)) {
             (None, _) => Err(ScanError::NotOffered(algorithm.key_type().to_owned())),
             (Some(_), Some(cert)) if certificates => Ok(Served::Certificate(Box::new(cert.clone()))),
-            (Some(key), _) => Ok(Served::Key(key.clone())),
+            (Some(key), _) => Ok(Served::Key(stray.unwrap_or_else(|| key.clone()))),
         };
         Answer {
             served,

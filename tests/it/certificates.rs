@@ -497,6 +497,55 @@ fn the_audit_gives_each_certificate_verdict_and_expired_certificates_fall_back_t
     }
     serve(&node, None);
     assert_eq!(verdict(), ("CERT_MISSING".to_owned(), 1));
+    assert_stray_plain_key_is_a_mismatch(&node, &ca, &key_fp, &ca_fp);
+}
+
+/// Regression (issue 27): the set's certificate, and another plain
+/// ed25519 key listed first, which every client that trusts keys gets.
+/// `--ca-fingerprint` judged the certificate alone: OK, exit 0. The plain
+/// key is asked for too: MISMATCH, exit 1, the certificate still OK.
+fn assert_stray_plain_key_is_a_mismatch(node: &Node, ca: &Path, key_fp: &str, ca_fp: &str) {
+    let stray = node.ssh_dir.join("stray_ed25519_key");
+    let out = Command::new(require("ssh-keygen"))
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(&stray)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let config = std::fs::read_to_string(&node.sshd_config).unwrap();
+    std::fs::write(&node.sshd_config, format!("HostKey {}\n{config}", stray.display())).unwrap();
+    serve(node, Some(&sign_node(node, ca, true, NAME, "-5m:+30d")));
+    let stray_fp = fingerprint_of(&stray.with_extension("pub"));
+    assert_eq!(
+        crate::common::bed::keyscan(&node.address, node.port, "ed25519").as_deref(),
+        Some(stray_fp.as_str()),
+        "sshd does not serve the stray plain key"
+    );
+    let endpoint = format!("{}:{}", node.address, node.port);
+    let run = crate::common::support::hostkeyctl()
+        .args([
+            "audit",
+            "--output",
+            "json",
+            "--expect",
+            key_fp,
+            "--key-types",
+            "ssh-ed25519",
+            "--endpoint",
+            &endpoint,
+            "--ca-fingerprint",
+            ca_fp,
+            "--principal",
+            NAME,
+        ])
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    let finding = &report["nodes"][0]["findings"][0];
+    assert_eq!(run.status.code(), Some(1), "{report}");
+    assert_eq!(finding["status"], "MISMATCH", "{report}");
+    assert_eq!(finding["served"], stray_fp.as_str(), "{report}");
+    assert_eq!(finding["certificate"]["status"], "OK", "{report}");
 }
 
 /// A reload after which sshd does not serve the certificates is rolled

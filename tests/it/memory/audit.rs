@@ -504,3 +504,53 @@ async fn samples_through_a_balancer_to_penalizing_nodes_are_paced_by_the_backend
         "{types:?}"
     );
 }
+
+/// Regression (issue 27): the set's certificate, and another plain key in
+/// front of the set's, which every client that trusts keys gets. The
+/// certificate's verdict hid it (OK, exit 0); the plain key is asked for
+/// too now: MISMATCH, with the certificate still judged OK.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_certificate_verdict_never_hides_the_plain_key() {
+    use hostkeyctl::certificate::{CertPolicy, CertVerdict, Principal};
+    use hostkeyctl::keyset::{HostKey, KeyAlgorithm};
+    let (store, fleet, _) = world(2).await;
+    let ca = HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap();
+    let signed = super::sign_current_with(&store, &ca, &["login.test"], 86_400).await;
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    assert!(
+        push_version(&dispatcher, &signed, None, &fleet.instances(), &options(0), &|_, _| {})
+            .await
+            .unwrap()
+            .all_ok()
+    );
+    let mut policy = request(None, false);
+    policy.certificates = Some(CertPolicy {
+        ca_fingerprints: vec![ca.fingerprint().clone()],
+        principals: vec![Principal::parse("login.test").unwrap()],
+        warn_days: 0,
+    });
+    let stray = HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap();
+    fleet.nodes[0].faults.lock().unwrap().stray_plain_key = Some((
+        hostkeyctl::scan::ScanAlgorithm::for_managed(KeyAlgorithm::Ed25519),
+        stray.public_key().clone(),
+    ));
+    let hidden = run(&store, &fleet, &dispatcher, &policy).await.unwrap();
+    assert_eq!(hidden.conclusion, Conclusion::Drift, "{:?}", hidden.nodes);
+    let ed25519 = hidden.nodes[0]
+        .findings
+        .iter()
+        .find(|f| f.key_type == "ssh-ed25519")
+        .unwrap();
+    assert_eq!(ed25519.status, Verdict::Mismatch, "{ed25519:?}");
+    assert_eq!(ed25519.served.as_ref(), Some(stray.fingerprint()), "{ed25519:?}");
+    assert!(
+        ed25519.detail.as_deref().unwrap_or("").contains("plain key"),
+        "{ed25519:?}"
+    );
+    assert_eq!(ed25519.certificate.as_ref().map(|c| c.status), Some(CertVerdict::Ok));
+    assert_eq!(
+        hidden.nodes[1].usage.connections,
+        2 * ALGS.len(),
+        "certificates and plain keys"
+    );
+}
