@@ -959,7 +959,7 @@ class Bed:
             f"    bind {address}:22\n"
             "    default_backend login\n"
             "backend login\n"
-            "    balance roundrobin\n"
+            f"    balance {self.args.lb_balance}\n"
             # From its own address, as a Network Load Balancer whose IP
             # targets do not preserve the client's: every connection
             # through it, and its health checks, come from one source.
@@ -1161,6 +1161,11 @@ def main() -> int:
         "--lb-check-interval",
         default="1s",
         help="HAProxy's health check interval (an NLB's is 10 s or 30 s; each check is a connection)",
+    )
+    up.add_argument(
+        "--lb-balance",
+        default="roundrobin",
+        help="HAProxy's balance algorithm (source: each client pinned to one backend, as NLB flow hashing does)",
     )
     up.add_argument("--watch-stdin", action="store_true", help="tear down when stdin closes")
     down = sub.add_parser("down", help="stop the bed running in DIR")

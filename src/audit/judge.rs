@@ -237,6 +237,13 @@ pub struct LbReport {
     pub miss_probability: Option<f64>,
     /// Per key type.
     pub types: Vec<LbType>,
+    /// The most distinct keys the samples of one type saw: 1 through a
+    /// balancer that pins this host to one backend (source affinity, NLB
+    /// flow hashing), whatever the others serve.
+    pub distinct: usize,
+    /// Whether no backend was audited directly: the samples alone cannot
+    /// show every backend, so such an audit is at best incomplete.
+    pub alone: bool,
     /// The connections the samples opened.
     #[serde(flatten)]
     pub usage: super::scanner::Usage,

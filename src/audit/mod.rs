@@ -184,10 +184,17 @@ impl<S: SecretStore, F: Fleet, D: Dispatcher, P: Prober> Audit<'_, S, F, D, P> {
     async fn nodes(&self, req: &AuditRequest) -> Result<(Vec<discovery::Instance>, Vec<AuditNode>), AuditError> {
         let mut nodes: Vec<AuditNode> = Vec::new();
         let mut instances = Vec::new();
-        if !req.targets.is_empty() {
+        // `--lb lb:NAME` without targets audits its backends directly too:
+        // the samples alone cannot show a backend the balancer never picks
+        // for this host (issue 27).
+        let mut targets = req.targets.clone();
+        if let (true, Some(LbSpec::LoadBalancer(name))) = (targets.is_empty(), &req.lb) {
+            targets.push(TargetSpec::LoadBalancer(name.clone()));
+        }
+        if !targets.is_empty() {
             let fleet = self.fleet.ok_or_else(|| needs("find the targets"))?;
-            let hyperpod = req.targets.iter().any(|s| matches!(s, TargetSpec::HyperPod { .. }));
-            for t in fleet.targets(&req.targets).await? {
+            let hyperpod = targets.iter().any(|s| matches!(s, TargetSpec::HyperPod { .. }));
+            for t in fleet.targets(&targets).await? {
                 // SSM reaches EC2 instances, not IP targets or HyperPod nodes.
                 if let Some(id) = &t.instance_id
                     && !hyperpod
@@ -246,23 +253,26 @@ impl<S: SecretStore, F: Fleet, D: Dispatcher, P: Prober> Audit<'_, S, F, D, P> {
                 backends.unwrap_or(1),
             )
             .await;
+        let types: Vec<LbType> = samples
+            .iter()
+            .map(|(algorithm, served)| {
+                let probes: Vec<Probe> = served.iter().cloned().map(to_probe).collect();
+                let mut t = judge_lb(expected, *algorithm, &probes);
+                if let Some(policy) = &req.certificates
+                    && (expected.by_type.contains_key(algorithm) || (t.status == Verdict::Ok && !t.seen.is_empty()))
+                    && let Some((worst, counts)) = judge_lb_certificates(served, policy, req.now)
+                {
+                    t.certificate_status = Some(worst);
+                    t.certificates = counts;
+                }
+                t
+            })
+            .collect();
         Ok(LbReport {
             usage: scanner.usage(&endpoint),
-            types: samples
-                .iter()
-                .map(|(algorithm, served)| {
-                    let probes: Vec<Probe> = served.iter().cloned().map(to_probe).collect();
-                    let mut t = judge_lb(expected, *algorithm, &probes);
-                    if let Some(policy) = &req.certificates
-                        && (expected.by_type.contains_key(algorithm) || (t.status == Verdict::Ok && !t.seen.is_empty()))
-                        && let Some((worst, counts)) = judge_lb_certificates(served, policy, req.now)
-                    {
-                        t.certificate_status = Some(worst);
-                        t.certificates = counts;
-                    }
-                    t
-                })
-                .collect(),
+            distinct: types.iter().map(|t| t.seen.len()).max().unwrap_or(0),
+            alone: audited == 0,
+            types,
             endpoint,
             samples: req.samples,
             backends,

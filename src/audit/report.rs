@@ -149,6 +149,16 @@ fn conclude(
         Conclusion::Drift
     } else if verdicts.contains(&Verdict::Unreachable) || verdicts.contains(&Verdict::Penalized) || disk_unknown {
         Conclusion::Incomplete
+    } else if let Some(lb) = lb.filter(|lb| lb.alone) {
+        // Issue 27: a balancer that pins this host to one backend shows
+        // only that one, however many samples; only the backends audited
+        // directly show all of them.
+        tracing::warn!(
+            "the load balancer alone was audited: its {} samples per type saw {} distinct key(s) per type, and a balancer that pins a client to one backend (source affinity, NLB flow hashing) hides the others: audit the backends too, with --lb lb:NAME (or tg:ARN) or --target; incomplete",
+            lb.samples,
+            lb.distinct
+        );
+        Conclusion::Incomplete
     } else {
         Conclusion::Consistent
     };

@@ -410,8 +410,9 @@ impl MemFleet {
 }
 
 impl Fleet for MemFleet {
-    /// Every node is tagged `Role=login`; instance ids select nodes; node
-    /// sources (lb:, tg:, hyperpod:) match nothing.
+    /// Every node is tagged `Role=login` and a target of `lb:mem-login`;
+    /// instance ids select nodes; other node sources (tg:, hyperpod:)
+    /// match nothing.
     async fn discover(&self, specs: &[TargetSpec]) -> Result<Vec<Instance>, DiscoveryError> {
         if specs.is_empty() {
             return Err(DiscoveryError::NoTargets);
@@ -423,7 +424,9 @@ impl Fleet for MemFleet {
                 specs.iter().all(|s| match s {
                     TargetSpec::Tag { key, value } => key == "Role" && value == "login",
                     TargetSpec::InstanceId(id) => *id == n.instance.instance_id,
-                    // Load balancers and clusters are not modelled here.
+                    // The one load balancer has every node as a target.
+                    TargetSpec::LoadBalancer(name) => name == MEM_LB_NAME,
+                    // Target groups and clusters are not modelled here.
                     _ => false,
                 })
             })

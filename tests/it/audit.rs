@@ -461,3 +461,57 @@ fn an_lb_audit_of_openssh_10_nodes_is_paced_and_locks_nobody_out() {
         assert!(!log.contains("drop connection"), "{}: {log}", node.name);
     }
 }
+
+/// Issue 27: HAProxy `balance source` pins this host to one backend, as
+/// NLB flow hashing and source affinity do. The set is that backend's;
+/// the other two serve keys of their own. Audited through the balancer
+/// alone it said OK (exit 0), every sample reaching the one good backend;
+/// now it is incomplete (exit 3), says how many distinct keys it saw and
+/// names `--lb lb:NAME`, which audits the backends directly and finds the
+/// two that differ (exit 1).
+#[test]
+fn a_balancer_that_pins_clients_cannot_make_an_audit_ok() {
+    let bed = TestBed::start(BedOptions {
+        lb_balance: "source",
+        ..BedOptions::default()
+    });
+    let lb = bed.state.lb.clone().unwrap();
+    let seen = keyscan(&lb.address, lb.port, "ed25519").expect("the balancer answers");
+    let pinned = bed
+        .state
+        .nodes
+        .iter()
+        .find(|n| keyscan(&n.address, n.port, "ed25519").as_deref() == Some(seen.as_str()))
+        .expect("the balancer reaches a node")
+        .clone();
+    bed.init_from_node("hostkeys/hk", &pinned);
+    let alone = bed.run(&[
+        "audit",
+        "--output",
+        "json",
+        "--secret-id",
+        "hostkeys/hk",
+        "--lb",
+        &format!("{}:{}", lb.address, lb.port),
+        "--samples",
+        "12",
+    ]);
+    let report = alone.json();
+    assert_eq!(alone.code, 3, "{}\n{report}", alone.stderr);
+    assert_eq!(report["conclusion"], "incomplete", "{report}");
+    assert_eq!(report["lb"]["distinct"], 1, "{report}");
+    assert_eq!(report["lb"]["alone"], true, "{report}");
+    assert!(alone.stderr.contains("--lb lb:NAME"), "{}", alone.stderr);
+    let named = bed.run(&[
+        "audit",
+        "--output",
+        "json",
+        "--secret-id",
+        "hostkeys/hk",
+        "--lb",
+        "lb:hp-login",
+    ]);
+    let report = named.json();
+    assert_eq!(named.code, 1, "{}\n{report}", named.stderr);
+    assert_eq!(report["nodes"].as_array().unwrap().len(), 3, "{report}");
+}

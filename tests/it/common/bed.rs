@@ -46,6 +46,9 @@ pub struct BedOptions {
     pub release: Option<&'static str>,
     /// HAProxy's health check interval (`1s`; an NLB's is 10 s or 30 s).
     pub lb_check_interval: &'static str,
+    /// HAProxy's balance algorithm (`roundrobin`; `source` pins each
+    /// client to one backend).
+    pub lb_balance: &'static str,
 }
 
 impl BedOptions {
@@ -74,6 +77,7 @@ impl Default for BedOptions {
             documents: true,
             release: None,
             lb_check_interval: "1s",
+            lb_balance: "roundrobin",
         }
     }
 }
@@ -240,6 +244,7 @@ impl TestBed {
             cmd.arg("--release").arg(release);
         }
         cmd.arg("--lb-check-interval").arg(options.lb_check_interval);
+        cmd.arg("--lb-balance").arg(options.lb_balance);
         for profile in &options.profiles {
             cmd.arg("--profile").arg(profile);
         }

@@ -406,7 +406,14 @@ async fn each_node_is_asked_only_for_the_types_its_kexinit_lists() {
     let through = run(&store, &fleet, &dispatcher, &req).await.unwrap();
     let lb = through.lb.unwrap();
     let after: usize = fleet.nodes.iter().map(|n| n.connections()).sum();
-    assert_eq!(after - before, lb.usage.connections, "the samples' connections");
+    // `--lb lb:NAME` audits the backends directly too (issue 27).
+    let direct: usize = through.nodes.iter().map(|n| n.usage.connections).sum();
+    assert_eq!(through.nodes.len(), 3, "the backends were not audited directly");
+    assert_eq!(
+        after - before,
+        lb.usage.connections + direct,
+        "the samples' connections"
+    );
     // Six samples per held type, a third of them to the stopped backend.
     assert_eq!(lb.usage.connections, 3 * 6 * 2 / 3);
     assert_eq!(
@@ -553,4 +560,34 @@ async fn a_certificate_verdict_never_hides_the_plain_key() {
         2 * ALGS.len(),
         "certificates and plain keys"
     );
+}
+
+/// Issue 27: a balancer that pins each client to one backend shows only
+/// that one, however many samples, so the balancer audited alone (`--lb
+/// HOST:PORT`, no backend audited directly) is at best incomplete (exit
+/// 3), reporting the distinct keys it saw; it said OK before. `--lb
+/// lb:NAME` audits its backends directly too, and may be consistent.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_load_balancer_audited_alone_is_at_best_incomplete() {
+    let (store, fleet, _) = world(3).await;
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    let address = hostkeyctl::hostport::HostPort::new(hostkeyctl::testing::MEM_LB_ADDRESS.to_owned(), 22);
+    let mut alone = request(Some(LbSpec::Address(address)), false);
+    alone.targets.clear();
+    let report = run(&store, &fleet, &dispatcher, &alone).await.unwrap();
+    assert_eq!(report.conclusion, Conclusion::Incomplete, "{:?}", report.lb);
+    let lb = report.lb.unwrap();
+    assert!(lb.alone && report.nodes.is_empty());
+    assert_eq!(lb.distinct, 1, "every backend serves the set");
+    assert!(lb.types.iter().all(|t| t.status == Verdict::Ok), "{:?}", lb.types);
+
+    let mut named = request(
+        Some(LbSpec::LoadBalancer(hostkeyctl::testing::MEM_LB_NAME.to_owned())),
+        false,
+    );
+    named.targets.clear();
+    let report = run(&store, &fleet, &dispatcher, &named).await.unwrap();
+    assert_eq!(report.conclusion, Conclusion::Consistent, "{:?}", report.nodes);
+    assert_eq!(report.nodes.len(), 3);
+    assert!(!report.lb.unwrap().alone);
 }
