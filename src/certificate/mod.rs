@@ -77,6 +77,10 @@ pub fn now_unix() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
+/// How the key id of every certificate hostkeyctl signs begins (then the
+/// version and the signer).
+pub const KEY_ID_PREFIX: &str = "hostkeyctl version=";
+
 /// What to sign.
 #[derive(Clone, Debug)]
 pub struct SignRequest {
@@ -179,7 +183,7 @@ impl Signer {
             valid_after: now.saturating_sub(BACKDATE_SECS),
             valid_before: now.saturating_add(self.validity),
             serial: self.serial,
-            key_id: format!("hostkeyctl version={version} signer={}", self.signer),
+            key_id: format!("{KEY_ID_PREFIX}{version} signer={}", self.signer),
         };
         Ok(sign_set(&self.ca, keys, &request)?.into_iter().collect())
     }

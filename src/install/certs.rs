@@ -64,14 +64,19 @@ pub(super) fn plan_certificates(
         return Err(InstallError::NoCertificates(names.join(",")));
     }
     let algorithm_of = |c: &Certificate| KeyAlgorithm::of(&c.public_key().algorithm());
-    // A certificate file that holds one from the set's CA was replaced by an
-    // earlier run (replace, then push or the timer without the choice): it
-    // is the set's, and is replaced again.
+    // A certificate file that holds one hostkeyctl signed with the set's
+    // CA was replaced by an earlier run (replace, then push or the timer
+    // without the choice): it is the set's, and is replaced again. The CA
+    // alone does not make it ours: the node's own certificate from the same
+    // CA, for other names (its own hostname), is someone else's, and
+    // replacing it refuses clients that connect by those names (issue 27).
     let (ours, foreign): (Vec<&Foreign>, Vec<&Foreign>) = foreign.iter().partition(|f| {
         f.cert.as_ref().is_some_and(|c| {
-            algorithm_of(c)
-                .and_then(|a| certificates.get(&a))
-                .is_some_and(|mine| crate::certificate::ca_fingerprint(mine) == crate::certificate::ca_fingerprint(c))
+            algorithm_of(c).and_then(|a| certificates.get(&a)).is_some_and(|mine| {
+                crate::certificate::ca_fingerprint(mine) == crate::certificate::ca_fingerprint(c)
+                    && (c.key_id().starts_with(crate::certificate::KEY_ID_PREFIX)
+                        || same_names(mine.valid_principals(), c.valid_principals()))
+            })
         })
     });
     let mut replaced: Vec<&Foreign> = ours;
@@ -135,6 +140,12 @@ pub(super) fn plan_certificates(
     }
     plan.served |= !certificates.is_empty();
     Ok(plan)
+}
+
+/// Whether two certificates name the same principals, in any order.
+fn same_names(a: &[String], b: &[String]) -> bool {
+    let set = |names: &[String]| names.iter().cloned().collect::<std::collections::BTreeSet<String>>();
+    set(a) == set(b)
 }
 
 /// The certificate files sshd is configured with that are not in

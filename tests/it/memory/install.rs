@@ -698,3 +698,76 @@ async fn installs_queued_behind_the_lock_apply_the_state_they_read_under_it() {
         );
     }
 }
+
+/// Regression (issue 27): the node serves its own host certificate, from
+/// the same CA as the set's but for its own name, signed outside
+/// hostkeyctl. The default `--existing-certificates refuse` took it for
+/// one hostkeyctl had written (same CA) and overwrote it: clients that
+/// connect by the node's own name were refused. It is refused now (exit
+/// 2), nothing written; hostkeyctl's own earlier certificates (their key
+/// id) are still replaced without a choice.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_nodes_own_certificate_from_the_same_ca_is_refused_untouched() {
+    use hostkeyctl::certificate::{Principal, SignRequest, sign_set};
+    use hostkeyctl::keyset::{HostKey, KeyAlgorithm};
+    let (store, fleet, _) = world(1).await;
+    let node = &fleet.nodes[0];
+    let ca = HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap();
+    let now = hostkeyctl::certificate::now_unix();
+    let request = SignRequest {
+        principals: vec![Principal::parse("node-1.internal").unwrap()],
+        valid_after: now - 60,
+        valid_before: now + 86_400,
+        serial: 7,
+        key_id: "node-1, signed by ops".to_owned(),
+    };
+    let keys = current(&store).await.document.keys;
+    let (_, own) = sign_set(&ca, &keys, &request)
+        .unwrap()
+        .into_iter()
+        .find(|(a, _)| *a == KeyAlgorithm::Ed25519)
+        .unwrap();
+    let cert = node.ssh_dir.join("ssh_host_ed25519_key-cert.pub");
+    std::fs::write(&cert, own.to_openssh().unwrap()).unwrap();
+    let config = node.ssh_dir.join("sshd_config");
+    let text = format!(
+        "{}HostCertificate {}\n",
+        std::fs::read_to_string(&config).unwrap(),
+        cert.display()
+    );
+    std::fs::write(&config, text).unwrap();
+    let signed = super::sign_current_with(&store, &ca, &["login.test"], 86_400).await;
+    let before = dir_contents(&node.ssh_dir);
+    let dispatcher = MemDispatcher::new(&fleet, &store);
+    let outcome = push_version(&dispatcher, &signed, None, &fleet.instances(), &options(0), &|_, _| {})
+        .await
+        .unwrap();
+    let inv = dispatcher_invocation(&dispatcher, &node.instance.instance_id);
+    assert_eq!(inv.response_code, Some(2), "{:?}", outcome.results);
+    let error = outcome.results[0].error.clone().unwrap_or_default();
+    assert!(
+        error.contains("sshd serves host certificates hostkeyctl did not install"),
+        "{error}"
+    );
+    assert_eq!(dir_contents(&node.ssh_dir), before, "something was written");
+
+    // A certificate hostkeyctl signed earlier (its key id), other names:
+    // the set's replaces it with no choice to make.
+    let (_, earlier) = hostkeyctl::certificate::Signer {
+        ca: ca.clone(),
+        principals: vec![Principal::parse("old-name.test").unwrap()],
+        validity: 86_400,
+        serial: 1,
+        signer: "test".to_owned(),
+    }
+    .sign(&keys, &hostkeyctl::ids::VersionId::random())
+    .unwrap()
+    .into_iter()
+    .find(|(a, _)| *a == KeyAlgorithm::Ed25519)
+    .unwrap();
+    std::fs::write(&cert, earlier.to_openssh().unwrap()).unwrap();
+    let again = push_version(&dispatcher, &signed, None, &fleet.instances(), &options(0), &|_, _| {})
+        .await
+        .unwrap();
+    assert!(again.all_ok(), "{:?}", again.results);
+}
