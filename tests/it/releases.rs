@@ -117,21 +117,7 @@ fn a_penalized_check_is_never_a_reason_to_roll_back_or_a_mismatch() {
         "the files were rolled back"
     );
 
-    let hostkeyctl = assert_cmd::cargo::cargo_bin("hostkeyctl");
-    let audit = || {
-        let mut cmd = in_net(&node, &hostkeyctl);
-        cmd.args([
-            "audit",
-            "--output",
-            "json",
-            "--secret-id",
-            "hostkeys/hk",
-            "--endpoint",
-            "127.0.0.1",
-        ])
-        .envs(bed.aws_env(crate::common::bed::Role::Auditor));
-        run(&mut cmd)
-    };
+    let audit = || audit_beside(&bed, &node);
     let refused = audit();
     assert_eq!(refused.code, 3, "{}\n{}", refused.stderr, refused.stdout);
     let report = refused.json();
