@@ -8,6 +8,7 @@
 //! | 3 | incomplete: some targets failed, timed out or were unreachable |
 //! | 4 | AWS error: access denied, not found, throttled, unreachable |
 //! | 5 | install failed and its rollback failed too: the node needs attention |
+//! | 6 | install: the keys converged, but the set's certificates need renewal (expired or not yet valid, left out) |
 
 use std::fmt;
 
@@ -26,6 +27,9 @@ pub enum Status {
     Aws,
     /// 5: an install failed and so did its rollback; the node needs a human.
     RollbackFailed,
+    /// 6: the keys converged, but some of the set's certificates are
+    /// expired or not yet valid and were left out: renew them.
+    CertificatesNeedRenewal,
 }
 
 impl Status {
@@ -38,6 +42,7 @@ impl Status {
             Status::Incomplete => 3,
             Status::Aws => 4,
             Status::RollbackFailed => 5,
+            Status::CertificatesNeedRenewal => 6,
         }
     }
 }

@@ -59,7 +59,8 @@
 # that too. The lifecycle bucket itself (this script, hostkeyctl.env) is
 # trusted as HyperPod trusts it: it runs as root on every node.
 # Exit: 0 done, or not a login node, or the keys' install will be retried
-# by the timer; 1 provisioning must stop: the binary, its checksum, the
+# by the timer, or the keys are installed and the set's certificates need
+# renewal (install's exit 6: the timer installs them once signed again); 1 provisioning must stop: the binary, its checksum, the
 # settings or the configs are wrong, this node is not in the config, or
 # the install needs a human (its rollback failed).
 set -euo pipefail
@@ -311,6 +312,13 @@ for attempt in 1 2 3 4 5; do
   case $rc in
     0)
       log "host keys installed and verified"
+      break
+      ;;
+    6)
+      # The keys are the canonical ones; a certificate of the set is
+      # expired or not valid yet and was left out. The timer installs the
+      # renewed set (hostkeyctl sign) at its next run.
+      log "WARNING: host keys installed and verified, but the set's certificates need renewal (exit 6, said above): run hostkeyctl sign; the timer installs them"
       break
       ;;
     2)

@@ -29,6 +29,7 @@ pub fn exit_status(report: &InstallReport) -> Status {
         },
         InstallResult::RolledBack | InstallResult::Failed | InstallResult::Incomplete => Status::Incomplete,
         InstallResult::RollbackFailed => Status::RollbackFailed,
+        InstallResult::InstalledWithoutCertificates => Status::CertificatesNeedRenewal,
     }
 }
 

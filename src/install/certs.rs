@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use ssh_key::Certificate;
 
+use super::report::LeftOut;
 use super::sshd::SshdControl;
 use super::sshd_config;
 use super::{ExistingCertificates, InstallError, InstallOptions};
@@ -32,6 +33,8 @@ pub(super) struct CertPlan {
     pub served: bool,
     /// What each type must serve after the reload.
     pub expected: BTreeMap<ScanAlgorithm, Certificate>,
+    /// The set's certificates left out: expired or not yet valid.
+    pub left_out: Vec<LeftOut>,
 }
 
 /// `ssh_host_<alg>_key-cert.pub`, where install puts the set's certificates.
@@ -54,9 +57,27 @@ pub(super) fn plan_certificates(
     foreign: &[Foreign],
 ) -> Result<CertPlan, InstallError> {
     let now = crate::certificate::now_unix();
+    // A certificate whose only fault is its time (expired, not valid yet)
+    // is left out, never a reason to keep the node's own keys: plain-key
+    // clients need the canonical keys, and the report says to renew
+    // (issue 27). Every other fault refuses the set, and so does any fault
+    // under --require-principal, which asks for certificates strictly.
+    let mut usable = Certificates::new();
+    let mut left_out = Vec::new();
     for (a, cert) in certificates {
-        if let Some(key) = keys.get(*a) {
-            crate::certificate::check_for_install(cert, key, now, &options.require_principals)?;
+        let Some(key) = keys.get(*a) else { continue };
+        match crate::certificate::check_for_install(cert, key, now, &options.require_principals) {
+            Ok(()) => {
+                usable.insert(*a, cert.clone());
+            }
+            Err(
+                problem @ (crate::certificate::CertProblem::Expired { .. }
+                | crate::certificate::CertProblem::NotYetValid { .. }),
+            ) if options.require_principals.is_empty() => left_out.push(LeftOut {
+                algorithm: a.key_type().to_owned(),
+                reason: problem.to_string(),
+            }),
+            Err(problem) => return Err(problem.into()),
         }
     }
     if certificates.is_empty() && !options.require_principals.is_empty() {
@@ -79,12 +100,16 @@ pub(super) fn plan_certificates(
             })
         })
     });
+    let certificates = &usable;
     let mut replaced: Vec<&Foreign> = ours;
     // Types whose certificate sshd gets through a line that is not ours.
     let mut covered: Vec<KeyAlgorithm> = Vec::new();
     // Types whose certificate is theirs, kept (it certifies the set's key).
     let mut kept: Vec<KeyAlgorithm> = Vec::new();
-    let mut plan = CertPlan::default();
+    let mut plan = CertPlan {
+        left_out,
+        ..CertPlan::default()
+    };
     match options.existing_certificates {
         ExistingCertificates::Refuse if !foreign.is_empty() => {
             return Err(InstallError::HostCertificates(

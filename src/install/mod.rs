@@ -38,7 +38,7 @@ use crate::scan::Prober;
 use crate::store::{SecretStore, StoreError, VersionSelector};
 pub use check::check;
 pub use plan::{next_private_path, next_public_path};
-pub use report::{CheckRow, INSTALL_SCHEMA, InstallReport, InstallResult, Refusal};
+pub use report::{CheckRow, INSTALL_SCHEMA, InstallReport, InstallResult, LeftOut, Refusal};
 use sshd::{ReloadMethod, SshdControl};
 pub use verify::served_keys;
 
@@ -277,14 +277,33 @@ pub async fn install(
     match plan::prepare(options, store, sshd, &mut report).await {
         Err(e) => apply::refused(report, e.refusal(), &e),
         Ok(prepared) => {
-            apply::Apply {
+            let report = apply::Apply {
                 options,
                 sshd,
                 prober,
                 prepared,
             }
             .converge(report)
-            .await
+            .await;
+            without_certificates(report)
         }
     }
+}
+
+/// A converged install that left out certificates (expired, not yet
+/// valid) is `installed_without_certificates`: the keys are right, the
+/// certificates need renewal.
+fn without_certificates(mut report: InstallReport) -> InstallReport {
+    if !report.result.is_done() || report.certificates_left_out.is_empty() {
+        return report;
+    }
+    let version = report.version_id.as_ref().map_or("-", |v| v.as_str()).to_owned();
+    let reasons: Vec<&str> = report.certificates_left_out.iter().map(|l| l.reason.as_str()).collect();
+    report.error = Some(format!(
+        "the host keys of version {version} are installed and served, but {} of the set's certificates were left out: {}. Clients that trust only the CA are refused until the set is signed again (`hostkeyctl sign`) and installed",
+        reasons.len(),
+        reasons.join("; ")
+    ));
+    report.result = InstallResult::InstalledWithoutCertificates;
+    report
 }

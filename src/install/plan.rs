@@ -452,6 +452,7 @@ pub(super) async fn prepare(
     };
     let foreign = foreign_certificates(sshd, &texts, &own_settings);
     let cert_plan = plan_certificates(options, &keys, &certificates, &foreign)?;
+    report.certificates_left_out.clone_from(&cert_plan.left_out);
     let desired = desired_files(FileInputs {
         keys: &keys,
         next: next_keys.as_ref(),

@@ -57,6 +57,12 @@ pub enum InstallResult {
     Drift,
     /// `--check`: sshd could not be asked.
     Incomplete,
+    /// The keys converged (files written or already right, served and
+    /// verified), but some of the set's certificates are expired or not
+    /// yet valid and were left out (`certificates_left_out`): exit 6, the
+    /// certificates need renewal (`hostkeyctl sign`). Never a reason to keep
+    /// a node's own keys: plain-key clients need the canonical ones.
+    InstalledWithoutCertificates,
 }
 
 impl InstallResult {
@@ -81,6 +87,7 @@ impl InstallResult {
             InstallResult::Match => "match",
             InstallResult::Drift => "drift",
             InstallResult::Incomplete => "incomplete",
+            InstallResult::InstalledWithoutCertificates => "installed_without_certificates",
         }
     }
 }
@@ -96,6 +103,15 @@ pub struct CertificateRow {
     pub serial: u64,
     /// End of validity (RFC 3339).
     pub valid_before: String,
+}
+
+/// A certificate of the set that install did not serve, and why.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftOut {
+    /// Its key type.
+    pub algorithm: String,
+    /// Why (expired, or not valid yet), with what to do.
+    pub reason: String,
 }
 
 /// What happened, as printed on stdout (one JSON line).
@@ -127,6 +143,10 @@ pub struct InstallReport {
     /// The set's host certificates by key type: serial and end of validity.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub certificates: BTreeMap<String, CertificateRow>,
+    /// The set's certificates left out because they are expired or not yet
+    /// valid (result `installed_without_certificates`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub certificates_left_out: Vec<LeftOut>,
     /// Files written (empty when unchanged).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changed_files: Vec<PathBuf>,
@@ -166,6 +186,7 @@ impl Default for InstallReport {
             next_version_id: None,
             next_fingerprints: BTreeMap::new(),
             certificates: BTreeMap::new(),
+            certificates_left_out: Vec::new(),
             changed_files: Vec::new(),
             keys_changed: false,
             reloaded: false,

@@ -301,6 +301,81 @@ fn the_lifecycle_step_installs_on_login_nodes_only_and_is_idempotent() {
         "a bad checksum still wrote files: {log}"
     );
     assert!(fresh.calls().is_empty(), "{log}");
+    assert_lapsed_certificates_never_stop_the_step(&bed, &node);
+}
+
+/// A set whose ed25519 certificate expired (issue 27): the step exited 1
+/// with the timer off and the node kept its own keys. The keys are
+/// installed, the certificate left out (install's exit 6), the timer on.
+fn assert_lapsed_certificates_never_stop_the_step(bed: &TestBed, node: &Node) {
+    let lapsed = current_with_an_expired_certificate(bed);
+    let renewal = Lifecycle::new();
+    let (code, log) = renewal.run(bed, node, LOGIN_IP, &[], &[]);
+    assert_eq!(code, 0, "{log}");
+    assert!(
+        log.contains("installed_without_certificates") && log.contains("expired at") && log.contains("(exit 6"),
+        "{log}"
+    );
+    assert_eq!(served(node), lapsed, "{log}");
+    assert!(
+        renewal
+            .calls()
+            .contains("systemctl enable --now hostkeyctl-install.timer"),
+        "{log}"
+    );
+}
+
+/// Stores a new key set as AWSCURRENT of `hostkeys/hk` whose ed25519 key
+/// carries a certificate that expired in 2020 (signed by ssh-keygen with a
+/// CA of its own); returns the set's fingerprints.
+fn current_with_an_expired_certificate(bed: &TestBed) -> Vec<Option<String>> {
+    let fresh = bed.init_generated("hostkeys/fresh");
+    let dir = tempfile::tempdir().unwrap();
+    let keygen = || Command::new(crate::common::support::require("ssh-keygen"));
+    crate::common::support::run_ok(
+        keygen()
+            .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+            .arg(dir.path().join("ca")),
+    );
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let sm = aws_sdk_secretsmanager::Client::new(&bed.sdk_config(1).await);
+        let text = sm
+            .get_secret_value()
+            .secret_id("hostkeys/fresh")
+            .send()
+            .await
+            .unwrap()
+            .secret_string()
+            .unwrap()
+            .to_owned();
+        let mut document: serde_json::Value = serde_json::from_str(&text).unwrap();
+        for key in document["keys"].as_array_mut().unwrap() {
+            if key["algorithm"] != "ssh-ed25519" {
+                continue;
+            }
+            let public = dir.path().join("host.pub");
+            std::fs::write(&public, format!("{}\n", key["public_key"].as_str().unwrap())).unwrap();
+            crate::common::support::run_ok(
+                keygen()
+                    .arg("-q")
+                    .arg("-s")
+                    .arg(dir.path().join("ca"))
+                    .args(["-h", "-I", "test", "-n", "login.test", "-V", "20200101:20200102"])
+                    .arg(&public),
+            );
+            let cert = std::fs::read_to_string(dir.path().join("host-cert.pub")).unwrap();
+            key["certificate"] = serde_json::Value::String(cert.trim().to_owned());
+        }
+        sm.put_secret_value()
+            .secret_id("hostkeys/hk")
+            .secret_string(document.to_string())
+            .version_stages("AWSCURRENT")
+            .send()
+            .await
+            .unwrap();
+    });
+    set_fingerprints(&fresh)
 }
 
 /// The call docs/bootstrap.md tells base-config users to add, as Python:

@@ -771,3 +771,78 @@ async fn a_nodes_own_certificate_from_the_same_ca_is_refused_untouched() {
         .unwrap();
     assert!(again.all_ok(), "{:?}", again.results);
 }
+
+/// Issue 27: a certificate of the set that is expired or not valid yet
+/// never keeps a node on its own keys. The keys are installed and served,
+/// that certificate is left out (the other one served), and the result is
+/// `installed_without_certificates`, exit 6, saying what to renew; every
+/// later run says so again without reloading. Before, exit 2 and the
+/// node's own keys stayed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_certificate_out_of_its_time_is_left_out_and_the_keys_still_converge() {
+    use hostkeyctl::certificate::{Principal, SignRequest, now_unix, sign_set};
+    use hostkeyctl::keyset::{HostKey, KeyAlgorithm, KeySet};
+    use hostkeyctl::store::{STAGE_CURRENT, SecretStore, stage};
+    let (store, fleet, _) = world(1).await;
+    let node = &fleet.nodes[0];
+    let ca = HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap();
+    let now = now_unix();
+    let request = |after: u64, before: u64| SignRequest {
+        principals: vec![Principal::parse("login.test").unwrap()],
+        valid_after: after,
+        valid_before: before,
+        serial: 3,
+        key_id: "test".to_owned(),
+    };
+    let line = "hostkeyctl install --secret-id=hk --quiet";
+    for (after, before, says) in [
+        (now - 7200, now - 3600, "expired at"),
+        (now + 3600, now + 7200, "not valid before"),
+    ] {
+        let keys = KeySet::generate(&super::ALGS, 2048).unwrap();
+        let good = sign_set(&ca, &keys, &request(now - 60, now + 86_400)).unwrap();
+        let bad = sign_set(&ca, &keys, &request(after, before)).unwrap();
+        let mut document = hostkeyctl::document::SecretDocument::new(keys);
+        document.certificates = good.into_iter().collect();
+        let ed25519 = bad.into_iter().find(|(a, _)| *a == KeyAlgorithm::Ed25519).unwrap();
+        document.certificates.insert(ed25519.0, ed25519.1);
+        store
+            .put_version(
+                &super::secret(),
+                &document,
+                &hostkeyctl::ids::VersionId::random(),
+                &[stage(STAGE_CURRENT)],
+            )
+            .await
+            .unwrap();
+        for run in 0..2 {
+            let reloads = node.reloads();
+            let done = super::run_line(&fleet, &store, line).await;
+            assert_eq!(done[0].response_code, Some(6), "{says} {run}: {:?}", done[0]);
+            let report = InstallReport::from_output(&done[0].stdout).unwrap();
+            assert_eq!(report.result, InstallResult::InstalledWithoutCertificates, "{report:?}");
+            assert_eq!(exit_status(&report), Status::CertificatesNeedRenewal);
+            assert_eq!(report.certificates_left_out.len(), 1, "{report:?}");
+            assert_eq!(report.certificates_left_out[0].algorithm, "ssh-ed25519");
+            assert!(report.certificates_left_out[0].reason.contains(says), "{report:?}");
+            assert!(
+                report.error.as_deref().unwrap_or_default().contains("hostkeyctl sign"),
+                "{report:?}"
+            );
+            assert!(node.serves(&document.keys), "{says} {run}: the keys were not served");
+            let served = node.served_certificates();
+            assert_eq!(
+                served.get(&ScanAlgorithm::for_managed(KeyAlgorithm::Ecdsa)),
+                document.certificates.get(&KeyAlgorithm::Ecdsa),
+                "{says} {run}: the good certificate is not served"
+            );
+            assert!(
+                !served.contains_key(&ScanAlgorithm::for_managed(KeyAlgorithm::Ed25519)),
+                "{says} {run}: the bad certificate is served"
+            );
+            if run == 1 {
+                assert_eq!(node.reloads(), reloads, "{says}: the second run reloaded");
+            }
+        }
+    }
+}
