@@ -19,6 +19,13 @@ struct SignReport {
     result: &'static str,
     version_id: VersionId,
     certificates: Vec<CertRow>,
+    /// The announced set (AWSPENDING), signed with the current one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pending_version_id: Option<VersionId>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pending_certificates: Vec<CertRow>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    notes: Vec<String>,
 }
 
 /// Signing errors as exit statuses: AWS trouble 4 (with what the secret
@@ -53,6 +60,14 @@ pub async fn run(args: &SignArgs, global: &GlobalArgs, output: OutputFormat) -> 
         .key_set_prefix
         .check_ca(&args.ca_secret_id)
         .map_err(|e| signing_failure(SigningError::CaPlacement(e)))?;
+    if args.validity_days > crate::certificate::WARN_VALIDITY_DAYS && !global.quiet {
+        eprintln!(
+            "sign: warning: --validity-days {} is more than {}: a key a rotation retires stays accepted for as long by clients that trust the CA, unless they get `hostkeyctl known-hosts --revoked` or --krl; prefer {} days renewed daily (--renew-before)",
+            args.validity_days,
+            crate::certificate::WARN_VALIDITY_DAYS,
+            crate::certificate::DEFAULT_VALIDITY_DAYS
+        );
+    }
     let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
     let store = SecretsManagerStore::new(&config);
     let request = SigningRequest {
@@ -69,12 +84,21 @@ pub async fn run(args: &SignArgs, global: &GlobalArgs, output: OutputFormat) -> 
         signed,
         version_id,
         certificates,
+        pending,
+        notes,
     } = sign_key_set(&store, &request).await.map_err(signing_failure)?;
+    let (pending_version_id, pending_certificates) = match pending {
+        Some((id, certs)) => (Some(id), cert_rows(&certs)),
+        None => (None, Vec::new()),
+    };
     print(
         &SignReport {
             result: if signed { "signed" } else { "unchanged" },
             version_id,
             certificates: cert_rows(&certificates),
+            pending_version_id,
+            pending_certificates,
+            notes,
         },
         output,
     )
@@ -91,11 +115,25 @@ fn print(report: &SignReport, output: OutputFormat) -> Result<Status, Failure> {
                 ),
                 _ => println!("signed: version {} (AWSCURRENT)", report.version_id),
             }
-            let mut table = output::table(&["ALGORITHM", "SERIAL", "PRINCIPALS", "VALID BEFORE"]);
-            for r in &report.certificates {
+            if let Some(p) = &report.pending_version_id {
+                println!(
+                    "  and the announced set: version {p} (AWSPENDING), so that it carries fresh certificates when the rotation promotes it"
+                );
+            }
+            for note in &report.notes {
+                println!("  {note}");
+            }
+            let mut table = output::table(&["STAGE", "ALGORITHM", "SERIAL", "PRINCIPALS", "VALID BEFORE"]);
+            let rows = report
+                .certificates
+                .iter()
+                .map(|r| ("AWSCURRENT", r))
+                .chain(report.pending_certificates.iter().map(|r| ("AWSPENDING", r)));
+            for (stage, r) in rows {
                 output::add_row(
                     &mut table,
                     vec![
+                        stage.to_owned(),
                         r.algorithm.clone(),
                         r.serial.to_string(),
                         r.principals.join(","),

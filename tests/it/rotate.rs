@@ -1,9 +1,12 @@
 //! `hostkeyctl rotate` on the test bed: full rotation, stops and crashes
 //! resumed, failures that must not promote, and abort.
 
+use std::process::Command;
+
 use serde_json::{Value, json};
 
 use crate::common::bed::{BedOptions, TARGETS, TestBed, keyscan, served, set_fingerprints};
+use crate::common::support::require;
 
 fn rotate(bed: &TestBed, extra: &[&str]) -> (i32, Value, String) {
     let mut args = vec![
@@ -154,10 +157,6 @@ fn a_failing_node_stops_promotion_and_abort_restores_the_old_set() {
 /// warning. A client that missed the overlap is warned once.
 #[test]
 fn an_overlapping_rotation_lets_update_host_keys_clients_learn_the_new_keys() {
-    use std::process::Command;
-
-    use crate::common::support::require;
-
     let (bed, init) = TestBed::converged(BedOptions::three_releases());
     let old = init["version_id"].as_str().unwrap().to_owned();
     let lb = bed.state.lb.clone().unwrap();
@@ -302,20 +301,17 @@ fn assert_serves_current(bed: &TestBed, what: &str) {
 /// connects 20 times with no warning.
 #[test]
 fn a_pull_only_fleet_is_rotated_end_to_end() {
-    use std::process::Command;
-
-    use crate::common::support::require;
-
     let bed = TestBed::start(BedOptions {
         no_ssm: true,
         ..BedOptions::default()
     });
-    let old = bed.init_from_node("hostkeys/hk", &bed.state.nodes[0])["version_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
     timer(&bed);
     assert_serves_current(&bed, "before");
+    // Certificates (issue 27): a CA-only client beside the plain-key one.
+    let ca_only = signed_with_a_ca(&bed);
+    timer(&bed);
+
     let mut push = vec!["push", "--secret-id", "hostkeys/hk"];
     push.extend(TARGETS);
     let refused = bed.run(&push);
@@ -326,12 +322,16 @@ fn a_pull_only_fleet_is_rotated_end_to_end() {
     let lines = bed.run(&["known-hosts", "--secret-id", "hostkeys/hk", "--host", &lb.address]);
     std::fs::write(&known_hosts, &lines.stdout).unwrap();
 
-    let (code, report, stderr) = rotate(&bed, &["--pull", "--overlap"]);
+    let (code, report, stderr) = rotate(&bed, &["--pull", "--overlap", "--ca-secret-id", "hostkeyctl-ca/ca"]);
     assert_eq!(code, 0, "{stderr}\n{report}");
     assert_eq!(report["result"], "announced");
-    let new = stages(&bed)["AWSPENDING"].as_str().unwrap().to_owned();
     assert!(bed.commands().is_empty(), "a pull rotation sent SSM commands");
     timer(&bed);
+    // A renewal during the overlap signs both sets (it was refused).
+    let (old, new) = renew_during_the_overlap(&bed);
+    timer(&bed);
+    assert_serial_served(&bed, 3);
+    assert_eq!(ca_refusals(&bed, &ca_only), 0, "CA-only client before the promotion");
     assert_serves_current(&bed, "announced, timers ran");
     let mut status = vec!["status", "--output", "json", "--secret-id", "hostkeys/hk"];
     status.extend(TARGETS);
@@ -398,4 +398,98 @@ fn a_pull_only_fleet_is_rotated_end_to_end() {
         .filter(|_| !bed.ssh_lb(&known_hosts, &["UpdateHostKeys=no"]).status.success())
         .count();
     assert_eq!(failures, 0, "the client that learned the new keys saw warnings");
+    assert_serial_served(&bed, 3);
+    assert_eq!(ca_refusals(&bed, &ca_only), 0, "CA-only client after the promotion");
+}
+
+/// Every node's ed25519 certificate file (what sshd serves) has `serial`.
+fn assert_serial_served(bed: &TestBed, serial: u64) {
+    for node in &bed.state.nodes {
+        let listing = crate::common::support::run_ok(
+            Command::new(require("ssh-keygen"))
+                .arg("-Lf")
+                .arg(node.ssh_dir.join("ssh_host_ed25519_key-cert.pub")),
+        );
+        assert!(
+            listing.contains(&format!("Serial: {serial}")),
+            "{}: {listing}",
+            node.name
+        );
+    }
+}
+
+/// `ca init` and `sign` for `login.test`; the known_hosts of a client that
+/// trusts only the CA.
+fn signed_with_a_ca(bed: &TestBed) -> std::path::PathBuf {
+    bed.run(&["ca", "init", "--secret-id", "hostkeyctl-ca/ca"]).ok();
+    sign(bed);
+    let line = bed.run(&[
+        "known-hosts",
+        "--ca-secret-id",
+        "hostkeyctl-ca/ca",
+        "--host",
+        "*",
+        "--cert-authority",
+    ]);
+    line.ok();
+    let file = bed.dir().join("known_hosts.ca");
+    std::fs::write(&file, &line.stdout).unwrap();
+    file
+}
+
+fn sign(bed: &TestBed) -> Value {
+    let run = bed.run(&[
+        "sign",
+        "--output",
+        "json",
+        "--secret-id",
+        "hostkeys/hk",
+        "--ca-secret-id",
+        "hostkeyctl-ca/ca",
+        "--principal",
+        "login.test",
+    ]);
+    run.ok();
+    run.json()
+}
+
+/// `sign` while a set is announced: both are renewed, each under its own
+/// stage. Returns the versions AWSCURRENT and AWSPENDING are now.
+fn renew_during_the_overlap(bed: &TestBed) -> (String, String) {
+    let announced = stages(bed)["AWSPENDING"].as_str().unwrap().to_owned();
+    let announced_keys = set_of(bed, &announced);
+    let renewed = sign(bed);
+    let now = stages(bed);
+    assert_eq!(renewed["version_id"], now["AWSCURRENT"], "{renewed}");
+    assert_eq!(renewed["pending_version_id"], now["AWSPENDING"], "{renewed}");
+    assert_ne!(
+        now["AWSPENDING"],
+        announced.as_str(),
+        "the announced set was not renewed"
+    );
+    assert_eq!(
+        set_of(bed, now["AWSPENDING"].as_str().unwrap()),
+        announced_keys,
+        "renewing changed the announced keys"
+    );
+    let serials: Vec<u64> = renewed["certificates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(renewed["pending_certificates"].as_array().unwrap())
+        .map(|c| c["serial"].as_u64().unwrap())
+        .collect();
+    assert!(serials.len() == 6 && serials.iter().all(|s| *s == 3), "{renewed}");
+    (
+        now["AWSCURRENT"].as_str().unwrap().to_owned(),
+        now["AWSPENDING"].as_str().unwrap().to_owned(),
+    )
+}
+
+/// Of 20 logins through the load balancer by a client that trusts only
+/// the CA (checking `login.test` as the principal), how many failed.
+fn ca_refusals(bed: &TestBed, ca_only: &std::path::Path) -> usize {
+    (0..20)
+        .filter(|_| !bed.ssh_lb(ca_only, &["HostKeyAlias=login.test"]).status.success())
+        .count()
 }

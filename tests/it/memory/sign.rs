@@ -12,7 +12,7 @@ use hostkeyctl::ids::SecretId;
 use hostkeyctl::keyset::{HostKey, KeyAlgorithm};
 use hostkeyctl::rotation::{Outcome, Request};
 use hostkeyctl::store::claim::CLAIM_PREFIX;
-use hostkeyctl::store::{CaCreateRequest, STAGE_CURRENT, SecretStore};
+use hostkeyctl::store::{CaCreateRequest, STAGE_CURRENT, STAGE_PENDING, SecretStore};
 use hostkeyctl::testing::{Action, Hooked, MemoryStore, Op};
 
 use super::{current, rotate, secret, world};
@@ -147,5 +147,160 @@ async fn a_sign_racing_a_rotation_never_undoes_it() {
         Some(rotated_to.clone()),
         "sign undid the rotation"
     );
+    assert_eq!(claims(&store), 0, "a claim label was left");
+}
+
+async fn document(store: &MemoryStore, id: &hostkeyctl::ids::VersionId) -> hostkeyctl::document::SecretDocument {
+    let selector = hostkeyctl::store::VersionSelector::VersionId(id.clone());
+    store.get(&secret(), &selector).await.unwrap().document
+}
+
+/// The version holding `label`, and its certificates' serials.
+async fn serials(store: &MemoryStore, label: &str) -> (hostkeyctl::ids::VersionId, Vec<u64>) {
+    let id = store.holder(&secret(), label).unwrap();
+    let doc = document(store, &id).await;
+    (
+        id,
+        doc.certificates.values().map(ssh_key::Certificate::serial).collect(),
+    )
+}
+
+fn keys_of(doc: &hostkeyctl::document::SecretDocument) -> Vec<hostkeyctl::fingerprint::Fingerprint> {
+    doc.keys.keys().map(|k| k.fingerprint().clone()).collect()
+}
+
+/// A pull rotation's overlap can outlast a certificate (issue 27): sign
+/// renews the announced set with the current one, each under its own
+/// stage, with the same keys; a renewal not due for either stores nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn sign_during_an_overlap_renews_the_current_and_the_announced_set() {
+    let (store, fleet, _) = world(1).await;
+    with_ca(&store).await;
+    let (s, ca, p) = (secret(), ca_id(), principals());
+    let prefix = KeySetPrefix::parse("hostkeys/").unwrap();
+    sign_key_set(&store, &request(&s, &ca, &p, &prefix, None))
+        .await
+        .unwrap();
+    let key = store.get_ca(&ca).await.unwrap().key;
+    let announce = Request {
+        overlap: true,
+        pull: Some(std::time::Duration::ZERO),
+        ..Request::default()
+    };
+    let outcome = super::rotate_with_ca(&store, &fleet, &store, announce, Some(&key)).await;
+    assert_eq!(outcome.unwrap(), Outcome::Announced);
+    let (old_pending, _) = serials(&store, STAGE_PENDING).await;
+    let pending_keys = keys_of(&document(&store, &old_pending).await);
+
+    let signed = sign_key_set(&store, &request(&s, &ca, &p, &prefix, None))
+        .await
+        .unwrap();
+    assert!(signed.signed);
+    let (pending_id, _) = signed.pending.clone().expect("the announced set was signed");
+    let (current_id, current_serials) = serials(&store, STAGE_CURRENT).await;
+    assert_eq!(current_id, signed.version_id);
+    let (held, pending_serials) = serials(&store, STAGE_PENDING).await;
+    assert_eq!(held, pending_id);
+    assert_ne!(pending_id, old_pending);
+    assert_eq!(
+        keys_of(&document(&store, &pending_id).await),
+        pending_keys,
+        "the keys changed"
+    );
+    assert!(
+        current_serials.iter().chain(&pending_serials).all(|s| *s == 3),
+        "{current_serials:?} {pending_serials:?}"
+    );
+    assert_eq!(claims(&store), 0, "a claim label was left");
+
+    let versions = store.version_count(&s);
+    let again = sign_key_set(&store, &request(&s, &ca, &p, &prefix, Some(3)))
+        .await
+        .unwrap();
+    assert!(!again.signed);
+    assert_eq!(store.version_count(&s), versions, "a renewal not due stored a version");
+}
+
+/// A finish that reads the stages before sign swaps the announced set and
+/// moves AWSCURRENT between sign's two swaps promoted the set sign had just
+/// replaced. sign completes that promotion with its signed copy: the
+/// rotation's outcome stands (the new keys AWSCURRENT, nothing pending),
+/// with the new certificates, and AWSPREVIOUS is the set before it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_finish_between_signs_two_swaps_stands_with_the_signed_copy() {
+    let (store, fleet, _) = world(1).await;
+    with_ca(&store).await;
+    let (s, ca, p) = (secret(), ca_id(), principals());
+    let prefix = KeySetPrefix::parse("hostkeys/").unwrap();
+    sign_key_set(&store, &request(&s, &ca, &p, &prefix, None))
+        .await
+        .unwrap();
+    let before = store.holder(&s, STAGE_CURRENT).unwrap();
+    let key = store.get_ca(&ca).await.unwrap().key;
+    let announce = Request {
+        overlap: true,
+        pull: Some(std::time::Duration::ZERO),
+        ..Request::default()
+    };
+    super::rotate_with_ca(&store, &fleet, &store, announce, Some(&key))
+        .await
+        .unwrap();
+    let announced = store.holder(&s, STAGE_PENDING).unwrap();
+    let pending_keys = keys_of(&document(&store, &announced).await);
+
+    // a: the finish has read the stages, sign starts.
+    // c: the finish is about to move AWSCURRENT, sign has swapped AWSPENDING.
+    // d: the finish has moved AWSCURRENT, sign is about to.
+    let (a, c, d) = (
+        tokio::sync::Barrier::new(2),
+        tokio::sync::Barrier::new(2),
+        tokio::sync::Barrier::new(2),
+    );
+    let moves = |call: &hostkeyctl::testing::Call<'_>, label: &str| {
+        call.op == Op::MoveStage && call.label.is_some_and(|l| l.as_str() == label) && call.to.is_some()
+    };
+    // sign's moves: AWSPENDING to its copy, the claim off, then AWSCURRENT.
+    let signing = Hooked::new(&store, |call| match (call.op, call.nth) {
+        (Op::GetCa, 1) => Action::Wait(&a),
+        (Op::PutVersion, 2) => Action::Wait(&c),
+        (Op::MoveStage, 3) => Action::Wait(&d),
+        _ => Action::Pass,
+    });
+    let finishing = Hooked::new(&store, |call| {
+        if call.op == Op::DescribeVersions && call.nth == 1 {
+            Action::WaitAfter(&a)
+        } else if moves(call, STAGE_CURRENT) {
+            Action::Wait(&c)
+        } else if call.op == Op::MoveStage && call.label.is_some_and(|l| l.as_str() == STAGE_PENDING) {
+            Action::Wait(&d)
+        } else {
+            Action::Pass
+        }
+    });
+    let finish = Request {
+        finish: true,
+        pull: Some(std::time::Duration::ZERO),
+        ..Request::default()
+    };
+    let req = request(&s, &ca, &p, &prefix, None);
+    let (signed, finished) = tokio::join!(
+        sign_key_set(&signing, &req),
+        super::rotate_with_ca(&finishing, &fleet, &store, finish, Some(&key))
+    );
+    // The finish saw AWSPENDING move under it and says how to complete.
+    assert!(finished.is_err(), "{finished:?}");
+    let signed = signed.unwrap();
+    assert!(!signed.notes.is_empty(), "{signed:?}");
+    let (now, serials_now) = serials(&store, STAGE_CURRENT).await;
+    assert_eq!(now, signed.version_id);
+    assert_ne!(now, announced);
+    assert_eq!(
+        keys_of(&document(&store, &now).await),
+        pending_keys,
+        "the rotation was undone"
+    );
+    assert!(serials_now.iter().all(|s| *s == 3), "{serials_now:?}");
+    assert_eq!(store.holder(&s, STAGE_PENDING), None);
+    assert_eq!(store.holder(&s, hostkeyctl::store::STAGE_PREVIOUS), Some(before));
     assert_eq!(claims(&store), 0, "a claim label was left");
 }
