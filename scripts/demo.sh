@@ -211,7 +211,7 @@ run admin "$HOSTKEYCTL" ca init --secret-id hostkeyctl-ca/demo --output json > "
 CA_FP=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["fingerprint"])' "$WORK/ca.json")
 say "CA $CA_FP, in a secret of its own prefix: the login nodes' role cannot read it"
 run signer "$HOSTKEYCTL" sign --secret-id hostkeys/demo --ca-secret-id hostkeyctl-ca/demo \
-  --principal login.demo.internal --validity-days 30 --output table
+  --principal login.demo.internal --output table
 say "(the same keys with certificates, as a new AWSCURRENT version: nodes converge with a reload, no key changes)"
 run admin "$HOSTKEYCTL" push --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
   --max-concurrency 100% --output table -q
@@ -224,5 +224,16 @@ twenty
 run auditor "$HOSTKEYCTL" audit --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
   --lb "$LB" --samples 6 --key-types ssh-ed25519,ecdsa-sha2-nistp256,ssh-rsa \
   --ca-fingerprint "$CA_FP" --principal login.demo.internal --output table
+
+bold "11. A rotation retires the signed set; revocation retires it for CA-trusting clients too"
+say "(the retired keys' certificates stay valid until they expire: a leaked one would be accepted until then)"
+run rotation "$HOSTKEYCTL" rotate --secret-id hostkeys/demo --ca-secret-id hostkeyctl-ca/demo \
+  --target tag:Role=login --target tag:Cluster=hp --max-concurrency 100% --output table -q | grep -A3 '^revoke:' | sed 's/^/   | /'
+run admin "$HOSTKEYCTL" known-hosts --secret-id hostkeys/demo --host login.demo.internal --revoked -q \
+  | sed 's/^/   | /; s/\(AAAA.\{20\}\)[^ ]*/\1.../'
+run admin "$HOSTKEYCTL" known-hosts --secret-id hostkeys/demo --host login.demo.internal --krl "$WORK/revoked.krl"
+say "clients get those lines beside the @cert-authority line, or the KRL as RevokedHostKeys:"
+TWENTY_OPTS=(-o HostKeyAlias=login.demo.internal -o "RevokedHostKeys=$WORK/revoked.krl")
+twenty
 
 bold "Done: one host identity behind the load balancer, rotated without a warning"

@@ -30,7 +30,8 @@
 //!   (expected set, scan, verdicts), [`certificate::signing`] (sign),
 //!   [`install`] (plan, apply/roll back, verify, check), [`status`]
 //!   (versions, phase, convergence), [`known_hosts`] (what clients trust:
-//!   known_hosts lines, SSHFP, `@cert-authority`, the ssh_config block);
+//!   known_hosts lines, SSHFP, `@cert-authority`, the ssh_config block),
+//!   [`revocation`] (the keys a rotation retired: `@revoked` lines, a KRL);
 //! - [`shell`], [`fsutil`], [`process`], [`escape`]: quoting for node
 //!   shells, crash-safe writes, no core dumps, making outside text safe to
 //!   print;
@@ -66,6 +67,8 @@ pub mod output;
 #[cfg(test)]
 mod parser_properties;
 pub mod process;
+#[cfg(feature = "admin")]
+pub mod revocation;
 #[cfg(feature = "admin")]
 pub mod rollout;
 #[cfg(feature = "admin")]

@@ -77,6 +77,14 @@ pub fn now_unix() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
+/// `sign`'s default validity, in days: a week, renewed daily
+/// (docs/certificates.md), so that a retired key's certificate dies soon.
+pub const DEFAULT_VALIDITY_DAYS: u64 = 7;
+
+/// Above this many days of validity `sign` warns: a retired key stays
+/// accepted by clients that trust the CA for as long, unless revoked.
+pub const WARN_VALIDITY_DAYS: u64 = 30;
+
 /// How the key id of every certificate hostkeyctl signs begins (then the
 /// version and the signer).
 pub const KEY_ID_PREFIX: &str = "hostkeyctl version=";

@@ -202,7 +202,9 @@ pub struct AuditArgs {
     )]
     pub principals: Vec<crate::certificate::Principal>,
     /// EXPIRING (a warning, exit 0) when fewer days of validity are left.
-    #[arg(long, default_value_t = 14, value_name = "N", requires = "ca_fingerprints")]
+    /// The default suits sign's 7 days renewed daily at 3 days left
+    /// (docs/certificates.md): below 2, a renewal was missed.
+    #[arg(long, default_value_t = 2, value_name = "N", requires = "ca_fingerprints")]
     pub warn_days: u64,
 }
 
@@ -324,8 +326,10 @@ pub struct SignArgs {
     /// type (load balancer DNS name, aliases, node names). No wildcards.
     #[arg(long = "principal", value_name = "NAME", required = true, value_delimiter = ',')]
     pub principals: Vec<crate::certificate::Principal>,
-    /// Validity from now, in days.
-    #[arg(long, default_value_t = 30, value_name = "DAYS", value_parser = clap::value_parser!(u64).range(1..=3650))]
+    /// Validity from now, in days. Short, because a rotation's retired
+    /// certificates stay valid for it (docs/security.md): renew daily with
+    /// --renew-before. Above 30 days sign warns.
+    #[arg(long, default_value_t = crate::certificate::DEFAULT_VALIDITY_DAYS, value_name = "DAYS", value_parser = clap::value_parser!(u64).range(1..=3650))]
     pub validity_days: u64,
     /// Serial of the new certificates (default: one more than the current).
     #[arg(long, value_name = "N")]
@@ -400,6 +404,20 @@ pub struct KnownHostsArgs {
     /// per CA that signed the set's certificates.
     #[arg(long, conflicts_with_all = ["sshfp", "hash", "ssh_config"])]
     pub cert_authority: bool,
+    /// Print `@revoked` lines for the --host patterns instead: every key a
+    /// rotation retired whose certificate is still valid (clients that
+    /// trust the CA would accept it until then; docs/security.md).
+    #[arg(long, conflicts_with_all = ["sshfp", "hash", "ssh_config", "cert_authority", "stage", "version_id"])]
+    pub revoked: bool,
+    /// Write an OpenSSH KRL of the same keys to FILE instead (clients'
+    /// `RevokedHostKeys`; check it with `ssh-keygen -Q -f FILE KEY`). With
+    /// nothing to revoke it is a valid KRL that revokes nothing.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with_all = ["sshfp", "hash", "ssh_config", "cert_authority", "stage", "version_id", "revoked"]
+    )]
+    pub krl: Option<std::path::PathBuf>,
     /// Print ssh_config `Host` blocks instead: the --host names and the
     /// --node names all check the host key (and certificate principal) as
     /// the first --host name, with `HostKeyAlias`.

@@ -110,7 +110,7 @@ pub enum Command {
     /// Sign host certificates on the current key set with the CA; the new
     /// version (same keys) becomes AWSCURRENT.
     #[command(
-        after_help = "Examples:\n  hostkeyctl sign --secret-id hostkeys/my-cluster --ca-secret-id hostkeyctl-ca/my-cluster --principal login.my-cluster.internal\n  hostkeyctl sign --secret-id hostkeys/my-cluster --ca-secret-id hostkeyctl-ca/my-cluster --principal login.my-cluster.internal --renew-before 10"
+        after_help = "Examples:\n  hostkeyctl sign --secret-id hostkeys/my-cluster --ca-secret-id hostkeyctl-ca/my-cluster --principal login.my-cluster.internal\n  hostkeyctl sign --secret-id hostkeys/my-cluster --ca-secret-id hostkeyctl-ca/my-cluster --principal login.my-cluster.internal --renew-before 3"
     )]
     Sign(SignArgs),
     /// On a login node (as root): fetch the key set, install it, reload

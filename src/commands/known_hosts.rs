@@ -5,6 +5,7 @@ use crate::aws;
 use crate::cli::{GlobalArgs, KnownHostsArgs};
 use crate::commands::store_failure;
 use crate::exit::{Failure, Status};
+use crate::ids::SecretId;
 use crate::known_hosts::{self, CaSources, Format, Hosts, TrustError};
 use crate::store::{SecretStore, SecretsManagerStore, VersionSelector};
 
@@ -46,6 +47,9 @@ pub async fn run(args: &KnownHostsArgs, global: &GlobalArgs) -> Result<Status, F
             "--secret-id is required without --cert-authority"
         )));
     };
+    if args.revoked || args.krl.is_some() {
+        return revocation(args, &store, secret_id, &hosts, global.quiet).await;
+    }
     let selector = pin.unwrap_or_else(|| VersionSelector::from_options(None, None));
     let version = store.get(secret_id, &selector).await.map_err(store_failure)?;
     let format = match (args.sshfp, args.hash) {
@@ -54,5 +58,55 @@ pub async fn run(args: &KnownHostsArgs, global: &GlobalArgs) -> Result<Status, F
         (false, false) => Format::Plain,
     };
     print!("{}", known_hosts::lines(&version.document.keys, &hosts, format));
+    Ok(Status::Success)
+}
+
+/// `--revoked` and `--krl`: the keys rotations retired whose certificates
+/// are still valid.
+async fn revocation(
+    args: &KnownHostsArgs,
+    store: &SecretsManagerStore,
+    secret_id: &SecretId,
+    hosts: &Hosts,
+    quiet: bool,
+) -> Result<Status, Failure> {
+    let now = crate::certificate::now_unix();
+    let retired = crate::revocation::retired(store, secret_id, now)
+        .await
+        .map_err(store_failure)?;
+    let until = crate::revocation::until(&retired).map(crate::certificate::rfc3339);
+    let summary = match &until {
+        None => "no retired key of this secret has a certificate that is still valid: nothing to revoke".to_owned(),
+        Some(until) => format!(
+            "{} retired key(s) with certificates valid until {until} at the latest: keep this revocation with the clients that trust the CA until then",
+            retired.len()
+        ),
+    };
+    if let Some(path) = &args.krl {
+        let bytes = crate::revocation::krl(&retired, now).map_err(Failure::usage)?;
+        // Public data: readable by every client on the host.
+        let options = crate::fsutil::WriteOptions {
+            mode: 0o644,
+            owner: None,
+            overwrite: true,
+        };
+        crate::fsutil::write_atomic(path, &bytes, &options).map_err(|e| {
+            Failure::usage(anyhow::anyhow!(
+                "cannot write the KRL to {}: {e}; nothing was written",
+                path.display()
+            ))
+        })?;
+        if !quiet {
+            eprintln!("known-hosts: wrote the KRL {}: {summary}", path.display());
+        }
+        return Ok(Status::Success);
+    }
+    print!(
+        "{}",
+        crate::revocation::revoked_lines(&retired, &hosts.patterns().join(","))
+    );
+    if !quiet {
+        eprintln!("known-hosts: {summary}");
+    }
     Ok(Status::Success)
 }

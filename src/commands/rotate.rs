@@ -138,6 +138,12 @@ pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -
     let mut report = Report::new(args.secret_id.clone());
     let outcome = rotation.run(request, &mut report).await.map_err(rotation_failure)?;
     report.result = Some(outcome);
+    match rotation.revocation(outcome).await {
+        Ok(advice) => report.revocation = advice,
+        Err(e) => report.steps.push(format!(
+            "revocation: the retired keys could not be listed ({e}); `hostkeyctl known-hosts --revoked` lists them"
+        )),
+    }
     print_report(&report, output)?;
     Ok(exit_status(outcome))
 }
@@ -177,6 +183,17 @@ fn print_report(report: &Report, output: OutputFormat) -> Result<(), Failure> {
     }
     if let Some(p) = &report.previous_version {
         println!("  AWSPREVIOUS {p}");
+    }
+    if let Some(advice) = &report.revocation {
+        println!(
+            "revoke: {} retired key(s) keep valid certificates until {}; clients that trust the CA accept them until then. Distribute `hostkeyctl known-hosts --secret-id {} --host PATTERN --revoked` (@revoked lines for known_hosts) or `--krl FILE` (for RevokedHostKeys) to those clients now",
+            advice.retired.len(),
+            advice.until,
+            report.secret
+        );
+        for r in &advice.retired {
+            println!("  {} {} (version {})", r.algorithm, r.fingerprint, r.version_id);
+        }
     }
     Ok(())
 }

@@ -174,6 +174,10 @@ pub struct Report {
     /// The audit findings, when the test step failed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub audit: Vec<(String, Vec<Finding>)>,
+    /// After a set was retired: its keys that clients trusting the CA still
+    /// accept, and until when (to distribute as `@revoked` lines or a KRL).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revocation: Option<crate::revocation::Advice>,
 }
 
 impl Report {
@@ -188,6 +192,7 @@ impl Report {
             steps: Vec::new(),
             push: None,
             audit: Vec::new(),
+            revocation: None,
         }
     }
 }
@@ -356,6 +361,23 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
             .await
             .map_err(half_done)?;
         Ok(())
+    }
+
+    /// After a run that retired a set (a finish, an abort): the keys of
+    /// retired sets that clients trusting the CA still accept, and until
+    /// when (the report's `revocation`; `None` when there are none). A
+    /// rotation alone never retires them for those clients. Apart from
+    /// [`Rotation::run`], so that a failure here never reads as a failed
+    /// rotation.
+    pub async fn revocation(&self, outcome: Outcome) -> Result<Option<crate::revocation::Advice>, StoreError> {
+        if !matches!(
+            outcome,
+            Outcome::Rotated | Outcome::NotConverged | Outcome::Aborted | Outcome::Completed
+        ) {
+            return Ok(None);
+        }
+        let retired = crate::revocation::retired(self.store, self.secret, crate::certificate::now_unix()).await?;
+        Ok(crate::revocation::Advice::of(retired))
     }
 
     /// Runs a rotation as `request` asks, from the stages alone.

@@ -340,6 +340,11 @@ pub trait SecretStore: Sync {
         self.describe(secret)
     }
 
+    /// Every version the secret keeps, deprecated ones (no stage) included,
+    /// newest first: ListSecretVersionIds with IncludeDeprecated. What a
+    /// rotation retired is there, for revocation ([`crate::revocation`]).
+    fn all_versions(&self, secret: &SecretId) -> impl Future<Output = Result<Vec<VersionInfo>, StoreError>> + Send;
+
     /// Stores `document` as a new version with id `token` carrying `stages`
     /// (PutSecretValue: the labels move to it from other versions). The
     /// same token with the same document is a no-op; with another document

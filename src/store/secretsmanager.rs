@@ -167,6 +167,31 @@ impl SecretStore for SecretsManagerStore {
         Ok(info)
     }
 
+    async fn all_versions(&self, secret: &SecretId) -> Result<Vec<VersionInfo>, StoreError> {
+        let call = Call::new("secretsmanager:ListSecretVersionIds", format!("secret {secret}"));
+        let mut dated = Vec::new();
+        let mut pages = self
+            .client
+            .list_secret_version_ids()
+            .secret_id(secret.as_str())
+            .include_deprecated(true)
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| AwsError::from_sdk(e, &call))?;
+            for v in page.versions() {
+                let info = VersionInfo {
+                    version_id: parse_meta(secret, "a version id", v.version_id(), VersionId::parse)?,
+                    stages: v.version_stages().to_vec(),
+                    created: time_string(v.created_date()),
+                };
+                dated.push((v.created_date().copied(), info));
+            }
+        }
+        dated.sort_by_key(|(created, _)| std::cmp::Reverse(*created));
+        Ok(dated.into_iter().map(|(_, v)| v).collect())
+    }
+
     async fn put_version(
         &self,
         secret: &SecretId,

@@ -27,6 +27,8 @@ pub enum Op {
     Describe,
     /// [`SecretStore::describe_versions`].
     DescribeVersions,
+    /// [`SecretStore::all_versions`].
+    AllVersions,
     /// [`SecretStore::put_version`].
     PutVersion,
     /// [`SecretStore::move_stage`].
@@ -236,6 +238,12 @@ impl<S: SecretStore> SecretStore for Hooked<'_, S> {
         let crash = self.before(Op::DescribeVersions, None, None, &[]).await?;
         let r = self.inner.describe_versions(secret).await;
         self.after(Op::DescribeVersions, crash, r).await
+    }
+
+    async fn all_versions(&self, secret: &SecretId) -> Result<Vec<crate::store::VersionInfo>, StoreError> {
+        let crash = self.before(Op::AllVersions, None, None, &[]).await?;
+        let r = self.inner.all_versions(secret).await;
+        self.after(Op::AllVersions, crash, r).await
     }
 
     async fn put_version(

@@ -269,6 +269,21 @@ impl SecretStore for MemoryStore {
         })
     }
 
+    async fn all_versions(&self, id: &SecretId) -> Result<Vec<crate::store::VersionInfo>, StoreError> {
+        self.with("secretsmanager:ListSecretVersionIds", id, |s| {
+            let mut versions: Vec<&Version> = s.versions.iter().collect();
+            versions.sort_by_key(|v| std::cmp::Reverse(v.created));
+            Ok(versions
+                .into_iter()
+                .map(|v| VersionInfo {
+                    version_id: v.id.clone(),
+                    stages: v.stages.clone(),
+                    created: created_string(v.created),
+                })
+                .collect())
+        })
+    }
+
     async fn put_version(
         &self,
         id: &SecretId,

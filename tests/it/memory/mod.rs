@@ -8,6 +8,7 @@ mod audit;
 mod doubles;
 mod install;
 mod push;
+mod revocation;
 mod rotation;
 mod sign;
 mod status;
@@ -124,6 +125,29 @@ pub async fn rotate_with_ca(
     request: Request,
     ca: Option<&hostkeyctl::keyset::HostKey>,
 ) -> Result<Outcome, RotationError> {
+    rotate_inner(store, fleet, dispatcher_store, request, ca, false).await.0
+}
+
+/// [`rotate_with_ca`], with the rotation's report and, as `rotate` adds it,
+/// the revocation of what it retired.
+pub async fn rotate_reporting(
+    store: &impl SecretStore,
+    fleet: &Arc<MemFleet>,
+    dispatcher_store: &impl SecretStore,
+    request: Request,
+    ca: Option<&hostkeyctl::keyset::HostKey>,
+) -> (Result<Outcome, RotationError>, Report) {
+    rotate_inner(store, fleet, dispatcher_store, request, ca, true).await
+}
+
+async fn rotate_inner(
+    store: &impl SecretStore,
+    fleet: &Arc<MemFleet>,
+    dispatcher_store: &impl SecretStore,
+    request: Request,
+    ca: Option<&hostkeyctl::keyset::HostKey>,
+    revocation: bool,
+) -> (Result<Outcome, RotationError>, Report) {
     let instances = fleet.instances();
     let push = options(1);
     let dispatcher = MemDispatcher::new(fleet, dispatcher_store);
@@ -139,7 +163,12 @@ pub async fn rotate_with_ca(
         say: &|_| {},
         ca,
     };
-    rotation.run(request, &mut Report::new(secret())).await
+    let mut report = Report::new(secret());
+    let outcome = rotation.run(request, &mut report).await;
+    if let (true, Ok(done)) = (revocation, &outcome) {
+        report.revocation = rotation.revocation(*done).await.unwrap();
+    }
+    (outcome, report)
 }
 
 /// The hook that checks, at every move of AWSCURRENT, that every node
