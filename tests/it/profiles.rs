@@ -516,6 +516,59 @@ fn host_certificate_is_refused_kept_or_replaced_as_the_admin_chooses() {
     let cert = std::fs::read_to_string(&theirs).unwrap();
     assert_ne!(cert, their_cert, "their certificate file was not replaced");
     assert!(cert.starts_with("ssh-ed25519-cert-v01@openssh.com "), "{cert}");
+    // The node's own certificate from the same CA, for its own name (issue
+    // 27: refuse overwrote it, and a client using that name was refused).
+    own_certificate_from_the_sets_ca(&bed, &node, &theirs);
+    let before = files(&node);
+    let run = install(&bed, &node, &["--secret-id", "hostkeys/hk"]);
+    run.code(2);
+    assert!(
+        run.stderr.contains("/etc/ssh/ssh_host_ed25519_key-cert.pub"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(files(&node), before, "refuse overwrote the node's own certificate");
+}
+
+/// Signs `node`'s ed25519 key (the set's, installed) with the set's CA
+/// (`hostkeyctl-ca/ca`, read as the bed) into `cert_file`, for the node's
+/// own name and with a key id of its own, as an admin would outside
+/// hostkeyctl.
+fn own_certificate_from_the_sets_ca(bed: &TestBed, node: &Node, cert_file: &Path) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let ca: serde_json::Value = runtime.block_on(async {
+        let sm = aws_sdk_secretsmanager::Client::new(&bed.sdk_config(1).await);
+        let out = sm
+            .get_secret_value()
+            .secret_id("hostkeyctl-ca/ca")
+            .send()
+            .await
+            .unwrap();
+        serde_json::from_str(out.secret_string().unwrap()).unwrap()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("ca");
+    std::fs::write(&key, ca["private_key"].as_str().unwrap()).unwrap();
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let public = dir.path().join("host.pub");
+    std::fs::copy(node.ssh_dir.join("ssh_host_ed25519_key.pub"), &public).unwrap();
+    crate::common::support::run_ok(
+        std::process::Command::new(require("ssh-keygen"))
+            .arg("-q")
+            .arg("-s")
+            .arg(&key)
+            .args([
+                "-h",
+                "-I",
+                "node-1 own certificate",
+                "-n",
+                "node-1.example",
+                "-V",
+                "-5m:+1d",
+            ])
+            .arg(&public),
+    );
+    std::fs::copy(dir.path().join("host-cert.pub"), cert_file).unwrap();
 }
 
 /// Regression: sshd serves an unmanaged ECDSA P-384 key, and a drop-in
