@@ -338,43 +338,26 @@ fn current_with_an_expired_certificate(bed: &TestBed) -> Vec<Option<String>> {
             .arg(dir.path().join("ca")),
     );
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    runtime.block_on(async {
-        let sm = aws_sdk_secretsmanager::Client::new(&bed.sdk_config(1).await);
-        let text = sm
-            .get_secret_value()
-            .secret_id("hostkeys/fresh")
-            .send()
-            .await
-            .unwrap()
-            .secret_string()
-            .unwrap()
-            .to_owned();
-        let mut document: serde_json::Value = serde_json::from_str(&text).unwrap();
-        for key in document["keys"].as_array_mut().unwrap() {
-            if key["algorithm"] != "ssh-ed25519" {
-                continue;
-            }
-            let public = dir.path().join("host.pub");
-            std::fs::write(&public, format!("{}\n", key["public_key"].as_str().unwrap())).unwrap();
-            crate::common::support::run_ok(
-                keygen()
-                    .arg("-q")
-                    .arg("-s")
-                    .arg(dir.path().join("ca"))
-                    .args(["-h", "-I", "test", "-n", "login.test", "-V", "20200101:20200102"])
-                    .arg(&public),
-            );
-            let cert = std::fs::read_to_string(dir.path().join("host-cert.pub")).unwrap();
-            key["certificate"] = serde_json::Value::String(cert.trim().to_owned());
+    let text = runtime.block_on(bed.secret_value("hostkeys/fresh"));
+    let mut document: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for key in document["keys"].as_array_mut().unwrap() {
+        if key["algorithm"] != "ssh-ed25519" {
+            continue;
         }
-        sm.put_secret_value()
-            .secret_id("hostkeys/hk")
-            .secret_string(document.to_string())
-            .version_stages("AWSCURRENT")
-            .send()
-            .await
-            .unwrap();
-    });
+        let public = dir.path().join("host.pub");
+        std::fs::write(&public, format!("{}\n", key["public_key"].as_str().unwrap())).unwrap();
+        crate::common::support::run_ok(
+            keygen()
+                .arg("-q")
+                .arg("-s")
+                .arg(dir.path().join("ca"))
+                .args(["-h", "-I", "test", "-n", "login.test", "-V", "20200101:20200102"])
+                .arg(&public),
+        );
+        let cert = std::fs::read_to_string(dir.path().join("host-cert.pub")).unwrap();
+        key["certificate"] = serde_json::Value::String(cert.trim().to_owned());
+    }
+    runtime.block_on(bed.put_secret_value("hostkeys/hk", &document.to_string(), "AWSCURRENT"));
     set_fingerprints(&fresh)
 }
 

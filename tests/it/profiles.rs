@@ -536,16 +536,8 @@ fn host_certificate_is_refused_kept_or_replaced_as_the_admin_chooses() {
 /// hostkeyctl.
 fn own_certificate_from_the_sets_ca(bed: &TestBed, node: &Node, cert_file: &Path) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let ca: serde_json::Value = runtime.block_on(async {
-        let sm = aws_sdk_secretsmanager::Client::new(&bed.sdk_config(1).await);
-        let out = sm
-            .get_secret_value()
-            .secret_id("hostkeyctl-ca/ca")
-            .send()
-            .await
-            .unwrap();
-        serde_json::from_str(out.secret_string().unwrap()).unwrap()
-    });
+    let text = runtime.block_on(bed.secret_value("hostkeyctl-ca/ca"));
+    let ca: serde_json::Value = serde_json::from_str(&text).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let key = dir.path().join("ca");
     std::fs::write(&key, ca["private_key"].as_str().unwrap()).unwrap();
@@ -614,27 +606,8 @@ async fn a_run_killed_at_the_reload_is_finished_by_the_next() {
     install(&bed, &node, &["--secret-id", "hostkeys/hk"]).ok();
     // The next set, staged AWSPENDING as a rotation would.
     let next = bed.init_generated("hostkeys/hk-next");
-    let sm = aws_sdk_secretsmanager::Client::new(&bed.sdk_config(1).await);
-    let document = sm
-        .get_secret_value()
-        .secret_id("hostkeys/hk-next")
-        .send()
-        .await
-        .unwrap()
-        .secret_string()
-        .unwrap()
-        .to_owned();
-    let next_id = sm
-        .put_secret_value()
-        .secret_id("hostkeys/hk")
-        .secret_string(document)
-        .version_stages("AWSPENDING")
-        .send()
-        .await
-        .unwrap()
-        .version_id()
-        .unwrap()
-        .to_owned();
+    let document = bed.secret_value("hostkeys/hk-next").await;
+    let next_id = bed.put_secret_value("hostkeys/hk", &document, "AWSPENDING").await;
     let args = [
         "--secret-id",
         "hostkeys/hk",

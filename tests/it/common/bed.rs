@@ -347,6 +347,29 @@ impl TestBed {
             .await
     }
 
+    /// The AWSCURRENT value of secret `name`, read as the bed (for a test
+    /// that builds or tampers with a document).
+    pub async fn secret_value(&self, name: &str) -> String {
+        let sm = aws_sdk_secretsmanager::Client::new(&self.sdk_config(1).await);
+        let out = sm.get_secret_value().secret_id(name).send().await.unwrap();
+        out.secret_string().unwrap().to_owned()
+    }
+
+    /// Stores `text` as a new version of secret `name` staged `stage`, as
+    /// the bed; returns its version id.
+    pub async fn put_secret_value(&self, name: &str, text: &str, stage: &str) -> String {
+        let sm = aws_sdk_secretsmanager::Client::new(&self.sdk_config(1).await);
+        let out = sm
+            .put_secret_value()
+            .secret_id(name)
+            .secret_string(text)
+            .version_stages(stage)
+            .send()
+            .await
+            .unwrap();
+        out.version_id().unwrap().to_owned()
+    }
+
     /// Calls the emulator's control API (`/_bed/...`).
     pub fn control(&self, method: &str, path: &str, body: &Value) -> Value {
         let authority = self.state.endpoint.trim_start_matches("http://");

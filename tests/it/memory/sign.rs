@@ -169,26 +169,33 @@ fn keys_of(doc: &hostkeyctl::document::SecretDocument) -> Vec<hostkeyctl::finger
     doc.keys.keys().map(|k| k.fingerprint().clone()).collect()
 }
 
-/// A pull rotation's overlap can outlast a certificate (issue 27): sign
-/// renews the announced set with the current one, each under its own
-/// stage, with the same keys; a renewal not due for either stores nothing.
-#[tokio::test(flavor = "multi_thread")]
-async fn sign_during_an_overlap_renews_the_current_and_the_announced_set() {
-    let (store, fleet, _) = world(1).await;
-    with_ca(&store).await;
+/// The current set signed, then a pull rotation's set announced (signed
+/// like it): the state of a week-long overlap. Returns the CA's key.
+async fn signed_and_announced(store: &MemoryStore, fleet: &Arc<hostkeyctl::testing::MemFleet>) -> HostKey {
+    with_ca(store).await;
     let (s, ca, p) = (secret(), ca_id(), principals());
     let prefix = KeySetPrefix::parse("hostkeys/").unwrap();
-    sign_key_set(&store, &request(&s, &ca, &p, &prefix, None))
-        .await
-        .unwrap();
+    sign_key_set(store, &request(&s, &ca, &p, &prefix, None)).await.unwrap();
     let key = store.get_ca(&ca).await.unwrap().key;
     let announce = Request {
         overlap: true,
         pull: Some(std::time::Duration::ZERO),
         ..Request::default()
     };
-    let outcome = super::rotate_with_ca(&store, &fleet, &store, announce, Some(&key)).await;
+    let outcome = super::rotate_with_ca(store, fleet, store, announce, Some(&key)).await;
     assert_eq!(outcome.unwrap(), Outcome::Announced);
+    key
+}
+
+/// A pull rotation's overlap can outlast a certificate (issue 27): sign
+/// renews the announced set with the current one, each under its own
+/// stage, with the same keys; a renewal not due for either stores nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn sign_during_an_overlap_renews_the_current_and_the_announced_set() {
+    let (store, fleet, _) = world(1).await;
+    signed_and_announced(&store, &fleet).await;
+    let (s, ca, p) = (secret(), ca_id(), principals());
+    let prefix = KeySetPrefix::parse("hostkeys/").unwrap();
     let (old_pending, _) = serials(&store, STAGE_PENDING).await;
     let pending_keys = keys_of(&document(&store, &old_pending).await);
 
@@ -228,23 +235,13 @@ async fn sign_during_an_overlap_renews_the_current_and_the_announced_set() {
 /// with the new certificates, and AWSPREVIOUS is the set before it.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_finish_between_signs_two_swaps_stands_with_the_signed_copy() {
-    let (store, fleet, _) = world(1).await;
-    with_ca(&store).await;
+    let (store, fleet, original) = world(1).await;
+    let key = signed_and_announced(&store, &fleet).await;
     let (s, ca, p) = (secret(), ca_id(), principals());
     let prefix = KeySetPrefix::parse("hostkeys/").unwrap();
-    sign_key_set(&store, &request(&s, &ca, &p, &prefix, None))
-        .await
-        .unwrap();
+    // AWSPREVIOUS after the promotion: the signed set before the rotation.
     let before = store.holder(&s, STAGE_CURRENT).unwrap();
-    let key = store.get_ca(&ca).await.unwrap().key;
-    let announce = Request {
-        overlap: true,
-        pull: Some(std::time::Duration::ZERO),
-        ..Request::default()
-    };
-    super::rotate_with_ca(&store, &fleet, &store, announce, Some(&key))
-        .await
-        .unwrap();
+    assert_ne!(before, original);
     let announced = store.holder(&s, STAGE_PENDING).unwrap();
     let pending_keys = keys_of(&document(&store, &announced).await);
 
