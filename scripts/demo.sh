@@ -231,7 +231,7 @@ run rotation "$HOSTKEYCTL" rotate --secret-id hostkeys/demo --ca-secret-id hostk
   --target tag:Role=login --target tag:Cluster=hp --max-concurrency 100% --output table -q | grep -A3 '^revoke:' | sed 's/^/   | /'
 run admin "$HOSTKEYCTL" known-hosts --secret-id hostkeys/demo --host login.demo.internal --revoked -q \
   | sed 's/^/   | /; s/\(AAAA.\{20\}\)[^ ]*/\1.../'
-run admin "$HOSTKEYCTL" known-hosts --secret-id hostkeys/demo --host login.demo.internal --krl "$WORK/revoked.krl"
+run admin "$HOSTKEYCTL" known-hosts --secret-id hostkeys/demo --krl "$WORK/revoked.krl"
 say "clients get those lines beside the @cert-authority line, or the KRL as RevokedHostKeys:"
 TWENTY_OPTS=(-o HostKeyAlias=login.demo.internal -o "RevokedHostKeys=$WORK/revoked.krl")
 twenty

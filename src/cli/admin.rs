@@ -382,8 +382,15 @@ pub struct KnownHostsArgs {
     /// could otherwise slip in a CA.
     #[arg(long = "ca-secret-id", value_name = "ID", requires = "cert_authority")]
     pub ca_secret_ids: Vec<SecretId>,
-    /// Host names the lines are for: the load balancer's DNS name, aliases.
-    #[arg(long = "host", value_name = "NAME[,NAME...]", value_delimiter = ',', required = true)]
+    /// Host names the lines are for: the load balancer's DNS name, aliases
+    /// (not with --krl: a KRL names keys, not hosts).
+    #[arg(
+        long = "host",
+        value_name = "NAME[,NAME...]",
+        value_delimiter = ',',
+        required_unless_present = "krl",
+        conflicts_with = "krl"
+    )]
     pub hosts: Vec<String>,
     /// Use this stage (default AWSCURRENT; AWSPENDING during a rotation).
     #[arg(long, value_name = "STAGE", conflicts_with = "version_id")]

@@ -11,6 +11,14 @@ use crate::store::{SecretStore, SecretsManagerStore, VersionSelector};
 
 /// Runs `known-hosts`.
 pub async fn run(args: &KnownHostsArgs, global: &GlobalArgs) -> Result<Status, Failure> {
+    if let Some(path) = &args.krl {
+        let Some(secret_id) = &args.secret_id else {
+            return Err(Failure::usage(anyhow::anyhow!("--krl needs --secret-id")));
+        };
+        let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
+        let store = SecretsManagerStore::new(&config);
+        return write_krl(&store, secret_id, path, global.quiet).await;
+    }
     let hosts = Hosts::parse(&args.hosts, args.port).map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
     if args.ssh_config {
         let text = known_hosts::ssh_config_text(hosts.names(), &args.nodes, hosts.port())
@@ -47,8 +55,8 @@ pub async fn run(args: &KnownHostsArgs, global: &GlobalArgs) -> Result<Status, F
             "--secret-id is required without --cert-authority"
         )));
     };
-    if args.revoked || args.krl.is_some() {
-        return revocation(args, &store, secret_id, &hosts, global.quiet).await;
+    if args.revoked {
+        return revoked(&store, secret_id, &hosts, global.quiet).await;
     }
     let selector = pin.unwrap_or_else(|| VersionSelector::from_options(None, None));
     let version = store.get(secret_id, &selector).await.map_err(store_failure)?;
@@ -61,52 +69,68 @@ pub async fn run(args: &KnownHostsArgs, global: &GlobalArgs) -> Result<Status, F
     Ok(Status::Success)
 }
 
-/// `--revoked` and `--krl`: the keys rotations retired whose certificates
-/// are still valid.
-async fn revocation(
-    args: &KnownHostsArgs,
+/// The keys rotations retired whose certificates are still valid, and
+/// what the revocation is for and until when.
+async fn retired(
     store: &SecretsManagerStore,
     secret_id: &SecretId,
-    hosts: &Hosts,
-    quiet: bool,
-) -> Result<Status, Failure> {
-    let now = crate::certificate::now_unix();
+    now: u64,
+) -> Result<(Vec<crate::revocation::Retired>, String), Failure> {
     let retired = crate::revocation::retired(store, secret_id, now)
         .await
         .map_err(store_failure)?;
-    let until = crate::revocation::until(&retired).map(crate::certificate::rfc3339);
-    let summary = match &until {
+    let summary = match crate::revocation::until(&retired).map(crate::certificate::rfc3339) {
         None => "no retired key of this secret has a certificate that is still valid: nothing to revoke".to_owned(),
         Some(until) => format!(
             "{} retired key(s) with certificates valid until {until} at the latest: keep this revocation with the clients that trust the CA until then",
             retired.len()
         ),
     };
-    if let Some(path) = &args.krl {
-        let bytes = crate::revocation::krl(&retired, now).map_err(Failure::usage)?;
-        // Public data: readable by every client on the host.
-        let options = crate::fsutil::WriteOptions {
-            mode: 0o644,
-            owner: None,
-            overwrite: true,
-        };
-        crate::fsutil::write_atomic(path, &bytes, &options).map_err(|e| {
-            Failure::usage(anyhow::anyhow!(
-                "cannot write the KRL to {}: {e}; nothing was written",
-                path.display()
-            ))
-        })?;
-        if !quiet {
-            eprintln!("known-hosts: wrote the KRL {}: {summary}", path.display());
-        }
-        return Ok(Status::Success);
-    }
+    Ok((retired, summary))
+}
+
+/// `--revoked`: `@revoked` lines for the --host patterns.
+async fn revoked(
+    store: &SecretsManagerStore,
+    secret_id: &SecretId,
+    hosts: &Hosts,
+    quiet: bool,
+) -> Result<Status, Failure> {
+    let (retired, summary) = retired(store, secret_id, crate::certificate::now_unix()).await?;
     print!(
         "{}",
         crate::revocation::revoked_lines(&retired, &hosts.patterns().join(","))
     );
     if !quiet {
         eprintln!("known-hosts: {summary}");
+    }
+    Ok(Status::Success)
+}
+
+/// `--krl FILE`: the same keys as an OpenSSH KRL, written atomically.
+async fn write_krl(
+    store: &SecretsManagerStore,
+    secret_id: &SecretId,
+    path: &std::path::Path,
+    quiet: bool,
+) -> Result<Status, Failure> {
+    let now = crate::certificate::now_unix();
+    let (retired, summary) = retired(store, secret_id, now).await?;
+    let bytes = crate::revocation::krl(&retired, now).map_err(Failure::usage)?;
+    // Public data: readable by every client on the host.
+    let options = crate::fsutil::WriteOptions {
+        mode: 0o644,
+        owner: None,
+        overwrite: true,
+    };
+    crate::fsutil::write_atomic(path, &bytes, &options).map_err(|e| {
+        Failure::usage(anyhow::anyhow!(
+            "cannot write the KRL to {}: {e}; nothing was written",
+            path.display()
+        ))
+    })?;
+    if !quiet {
+        eprintln!("known-hosts: wrote the KRL {}: {summary}", path.display());
     }
     Ok(Status::Success)
 }

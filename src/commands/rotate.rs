@@ -186,10 +186,10 @@ fn print_report(report: &Report, output: OutputFormat) -> Result<(), Failure> {
     }
     if let Some(advice) = &report.revocation {
         println!(
-            "revoke: {} retired key(s) keep valid certificates until {}; clients that trust the CA accept them until then. Distribute `hostkeyctl known-hosts --secret-id {} --host PATTERN --revoked` (@revoked lines for known_hosts) or `--krl FILE` (for RevokedHostKeys) to those clients now",
+            "revoke: {} retired key(s) keep valid certificates until {}; clients that trust the CA accept them until then. Distribute `hostkeyctl known-hosts --secret-id {secret} --host PATTERN --revoked` (@revoked lines for known_hosts) or `hostkeyctl known-hosts --secret-id {secret} --krl FILE` (for RevokedHostKeys) to those clients now",
             advice.retired.len(),
             advice.until,
-            report.secret
+            secret = report.secret
         );
         for r in &advice.retired {
             println!("  {} {} (version {})", r.algorithm, r.fingerprint, r.version_id);
