@@ -79,20 +79,7 @@ fn ca_init(bed: &TestBed, name: &str) -> Value {
 }
 
 fn sign(bed: &TestBed, extra: &[&str]) -> Value {
-    let mut args = vec![
-        "sign",
-        "--output",
-        "json",
-        "--secret-id",
-        "hostkeys/hk",
-        "--ca-secret-id",
-        "hostkeyctl-ca/ca",
-    ];
-    args.extend(["--principal", NAME, "--principal", "login-alias.test"]);
-    args.extend_from_slice(extra);
-    let run = bed.run(&args);
-    ok(&run, "sign");
-    run.json()
+    bed.sign_hk(&[NAME, "login-alias.test"], extra)
 }
 
 /// Every node serves a certificate of each managed type, as asked for.

@@ -438,19 +438,7 @@ fn signed_with_a_ca(bed: &TestBed) -> std::path::PathBuf {
 }
 
 fn sign(bed: &TestBed) -> Value {
-    let run = bed.run(&[
-        "sign",
-        "--output",
-        "json",
-        "--secret-id",
-        "hostkeys/hk",
-        "--ca-secret-id",
-        "hostkeyctl-ca/ca",
-        "--principal",
-        "login.test",
-    ]);
-    run.ok();
-    run.json()
+    bed.sign_hk(&["login.test"], &[])
 }
 
 /// `sign` while a set is announced: both are renewed, each under its own

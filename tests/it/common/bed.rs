@@ -347,6 +347,27 @@ impl TestBed {
             .await
     }
 
+    /// `hostkeyctl sign` of `hostkeys/hk` with the CA `hostkeyctl-ca/ca` for
+    /// `principals`, plus `extra`, as the signer role: its JSON report.
+    pub fn sign_hk(&self, principals: &[&str], extra: &[&str]) -> Value {
+        let mut args = vec![
+            "sign",
+            "--output",
+            "json",
+            "--secret-id",
+            "hostkeys/hk",
+            "--ca-secret-id",
+            "hostkeyctl-ca/ca",
+        ];
+        for p in principals {
+            args.extend(["--principal", p]);
+        }
+        args.extend_from_slice(extra);
+        let run = self.run(&args);
+        assert_eq!(run.code, 0, "sign: {}\n{}", run.stderr, run.stdout);
+        run.json()
+    }
+
     /// The AWSCURRENT value of secret `name`, read as the bed (for a test
     /// that builds or tampers with a document).
     pub async fn secret_value(&self, name: &str) -> String {

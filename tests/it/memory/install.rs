@@ -408,7 +408,6 @@ async fn bad_input_is_refused_before_anything_is_written() {
 async fn each_bad_certificate_is_refused_and_the_good_one_served() {
     use hostkeyctl::certificate::{Principal, SignRequest, now_unix, sign_set};
     use hostkeyctl::keyset::{HostKey, KeyAlgorithm, KeySet};
-    use hostkeyctl::store::{STAGE_CURRENT, SecretStore, stage};
     let (store, fleet, _) = world(1).await;
     let node = &fleet.nodes[0];
     let set = current(&store).await;
@@ -462,15 +461,7 @@ async fn each_bad_certificate_is_refused_and_the_good_one_served() {
         document.certificates = [(KeyAlgorithm::Ed25519, cert)].into_iter().collect();
         let store = &store;
         async move {
-            store
-                .put_version(
-                    &super::secret(),
-                    &document,
-                    &hostkeyctl::ids::VersionId::random(),
-                    &[stage(STAGE_CURRENT)],
-                )
-                .await
-                .unwrap();
+            super::make_current(store, &document).await;
         }
     };
     let line = "hostkeyctl install --secret-id=hk --require-principal=login.test --quiet";
@@ -782,7 +773,6 @@ async fn a_nodes_own_certificate_from_the_same_ca_is_refused_untouched() {
 async fn a_certificate_out_of_its_time_is_left_out_and_the_keys_still_converge() {
     use hostkeyctl::certificate::{Principal, SignRequest, now_unix, sign_set};
     use hostkeyctl::keyset::{HostKey, KeyAlgorithm, KeySet};
-    use hostkeyctl::store::{STAGE_CURRENT, SecretStore, stage};
     let (store, fleet, _) = world(1).await;
     let node = &fleet.nodes[0];
     let ca = HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap();
@@ -806,15 +796,7 @@ async fn a_certificate_out_of_its_time_is_left_out_and_the_keys_still_converge()
         document.certificates = good.into_iter().collect();
         let ed25519 = bad.into_iter().find(|(a, _)| *a == KeyAlgorithm::Ed25519).unwrap();
         document.certificates.insert(ed25519.0, ed25519.1);
-        store
-            .put_version(
-                &super::secret(),
-                &document,
-                &hostkeyctl::ids::VersionId::random(),
-                &[stage(STAGE_CURRENT)],
-            )
-            .await
-            .unwrap();
+        super::make_current(&store, &document).await;
         for run in 0..2 {
             let reloads = node.reloads();
             let done = super::run_line(&fleet, &store, line).await;

@@ -292,6 +292,14 @@ impl InvocationSource for LateSsm {
     }
 }
 
+/// Stores `document` as a new AWSCURRENT version.
+pub async fn make_current(store: &MemoryStore, document: &SecretDocument) -> VersionId {
+    store
+        .put_version(&secret(), document, &VersionId::random(), &[stage(STAGE_CURRENT)])
+        .await
+        .unwrap()
+}
+
 /// A signed copy of the current set, stored as AWSCURRENT.
 pub async fn sign_current(store: &MemoryStore, principals: &[&str], valid_for: u64) -> StoredVersion {
     let ca = hostkeyctl::keyset::HostKey::generate(hostkeyctl::keyset::KeyAlgorithm::Ed25519, 0).unwrap();
