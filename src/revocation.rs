@@ -38,8 +38,8 @@ pub struct Retired {
 
 /// The retired keys of `secret` still within a certificate's validity at
 /// `now`, oldest expiry first. A version that is not a hostkeyctl set
-/// (written by hand) is skipped with a warning; any AWS failure is an
-/// error, never a shorter list.
+/// (written by hand) or was deleted meanwhile is skipped with a warning;
+/// any other AWS failure is an error, never a shorter list.
 pub async fn retired(store: &impl SecretStore, secret: &SecretId, now: u64) -> Result<Vec<Retired>, StoreError> {
     let versions = store.all_versions(secret).await?;
     let staged = |label: &str| {
@@ -63,9 +63,19 @@ pub async fn retired(store: &impl SecretStore, secret: &SecretId, now: u64) -> R
             .await
         {
             Ok(v) => v,
-            Err(e @ StoreError::NotHostkeyctl { .. }) => {
+            Err(e @ (StoreError::NotHostkeyctl { .. } | StoreError::Binary { .. })) => {
                 tracing::warn!(
                     "version {} of {secret} is not a hostkeyctl key set, so nothing of it is revoked: {e}",
+                    info.version_id
+                );
+                continue;
+            }
+            // Secrets Manager deletes the oldest deprecated versions (past
+            // about 100): listed a moment ago, gone now. Its keys cannot be
+            // read, so they cannot be revoked: say so.
+            Err(StoreError::Aws(crate::aws::AwsError::NotFound { .. })) => {
+                tracing::warn!(
+                    "version {} of {secret} was deleted while it was read; keys of it still within a certificate's validity are not in this revocation",
                     info.version_id
                 );
                 continue;
