@@ -33,7 +33,8 @@ pub struct Phase {
     /// `announced` (a next set is AWSPENDING; nodes serve it as extra
     /// keys) or `steady` (AWSCURRENT alone).
     pub state: &'static str,
-    /// When the next set was announced (its creation time).
+    /// When the next set was announced: when it was made (its document's
+    /// `created`), which a renewal's new version keeps.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub since: Option<String>,
     /// The set promoted last (AWSPREVIOUS), if any.
@@ -89,6 +90,10 @@ impl<S: SecretStore, F: Fleet, P: Prober> Status<'_, S, F, P> {
         let info = self.store.describe_versions(secret).await?;
         let mut versions = Vec::new();
         let mut current_keys: Option<KeySet> = None;
+        // When each set was made (the document's own date): a renewal
+        // (`sign` during an overlap) stores the announced set again as a
+        // new version, which must not restart the overlap's clock.
+        let mut made: Vec<(VersionId, String)> = Vec::new();
         for v in &info.versions {
             let stored = self
                 .store
@@ -101,6 +106,7 @@ impl<S: SecretStore, F: Fleet, P: Prober> Status<'_, S, F, P> {
                 keys: key_rows(&stored.document.keys),
                 certificates: cert_rows(&stored.document.certificates),
             });
+            made.push((v.version_id.clone(), stored.document.created.clone()));
             if v.stages.iter().any(|s| s == STAGE_CURRENT) {
                 current_keys = Some(stored.document.keys);
             }
@@ -116,10 +122,19 @@ impl<S: SecretStore, F: Fleet, P: Prober> Status<'_, S, F, P> {
             } else {
                 "steady"
             },
-            since: rotation_in_flight
-                .as_ref()
-                .and_then(|id| info.versions.iter().find(|v| &v.version_id == id))
-                .and_then(|v| v.created.clone()),
+            since: rotation_in_flight.as_ref().and_then(|id| {
+                let document = made
+                    .iter()
+                    .find(|(v, _)| v == id)
+                    .map(|(_, c)| c.clone())
+                    .filter(|c| !c.is_empty());
+                document.or_else(|| {
+                    info.versions
+                        .iter()
+                        .find(|v| &v.version_id == id)
+                        .and_then(|v| v.created.clone())
+                })
+            }),
             promoted_from: info.version_with_stage(STAGE_PREVIOUS).map(|v| v.version_id.clone()),
         };
         let converged = match (&current_keys, targets.is_empty()) {
