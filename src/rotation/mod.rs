@@ -257,11 +257,22 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
     /// left: AWSPENDING still on the current version, stale fingerprint tags.
     pub async fn stages(&self, notes: &mut Vec<String>) -> Result<(Stages, StoredVersion, bool), RotationError> {
         let info = self.store.describe_versions(self.secret).await?;
-        let stages = Stages::of(&info)?;
+        let mut stages = Stages::of(&info)?;
         let current_set = self
             .store
             .get(self.secret, &VersionSelector::VersionId(stages.current.clone()))
             .await?;
+        // The announced set's age is when it was made: a renewal (`sign`
+        // during an overlap) stores it again as a new version.
+        if let Some((id, created)) = &mut stages.pending {
+            let set = self
+                .store
+                .get(self.secret, &VersionSelector::VersionId(id.clone()))
+                .await?;
+            if !set.document.created.is_empty() {
+                *created = Some(set.document.created);
+            }
+        }
         if info
             .version_with_stage(STAGE_PENDING)
             .is_some_and(|v| v.version_id == stages.current)

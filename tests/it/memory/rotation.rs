@@ -321,3 +321,28 @@ async fn stopping_after_each_step_then_resuming_completes_the_rotation() {
     assert_eq!(rotate(&store, &fleet, &store, resume).await.unwrap(), Outcome::Rotated);
     assert_rotated(&store, &fleet, &original, "resumed");
 }
+
+/// A rotation started while one is in flight is refused, naming the
+/// announced set's age: when the set was made, which a renewal (sign
+/// during an overlap stores the set again as a new version) keeps.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_rotation_is_refused_with_the_announced_sets_own_age() {
+    use hostkeyctl::store::SecretStore;
+    let (store, fleet, _) = world(1).await;
+    let next = super::pending_set(&store).await;
+    store
+        .put_version(
+            &secret(),
+            &next.document,
+            &hostkeyctl::ids::VersionId::random(),
+            &[hostkeyctl::store::stage(hostkeyctl::store::STAGE_PENDING)],
+        )
+        .await
+        .unwrap();
+    let refused = super::rotate(&store, &fleet, &store, Request::default()).await;
+    let Err(hostkeyctl::rotation::RotationError::Refused(message)) = refused else {
+        panic!("not refused: {refused:?}");
+    };
+    let age = hostkeyctl::rotation::age(Some(&next.document.created));
+    assert!(message.contains(&format!("({age})")), "{message}, expected {age}");
+}
