@@ -288,31 +288,27 @@ pub async fn sign_key_set(store: &impl SecretStore, req: &SigningRequest<'_>) ->
     let id = match swap(store, req.secret, &document, &token, STAGE_CURRENT, &current.version_id).await {
         Ok(id) => id,
         Err(SigningError::Moved { stage, state, .. }) => {
-            let completed = match (&pending, &signed_pending) {
-                (Some(p), Some(copy)) => {
+            if let (Some(p), Some(copy)) = (&pending, &signed_pending)
+                && let Some(promoted) =
                     complete_finish(store, req.secret, &current.version_id, &p.version_id, copy).await?
-                }
-                _ => None,
-            };
-            let Some(promoted) = completed else {
-                return Err(SigningError::Moved {
-                    secret: req.secret.clone(),
-                    stage,
-                    state: match &signed_pending {
-                        Some((copy, _)) => format!("{state}; the announced set's signed copy {copy} is AWSPENDING"),
-                        None => state,
-                    },
+            {
+                return Ok(Signed {
+                    signed: true,
+                    version_id: promoted.clone(),
+                    certificates: copy.1.certificates.clone(),
+                    pending: None,
+                    notes: vec![format!(
+                        "a rotation promoted the announced set while sign ran; its signed copy {promoted} is AWSCURRENT, and the set before it AWSPREVIOUS"
+                    )],
                 });
-            };
-            let (_, copy) = signed_pending.expect("completed only with a signed copy");
-            return Ok(Signed {
-                signed: true,
-                version_id: promoted.clone(),
-                certificates: copy.certificates,
-                pending: None,
-                notes: vec![format!(
-                    "a rotation promoted the announced set while sign ran; its signed copy {promoted} is AWSCURRENT, and the set before it AWSPREVIOUS"
-                )],
+            }
+            return Err(SigningError::Moved {
+                secret: req.secret.clone(),
+                stage,
+                state: match &signed_pending {
+                    Some((copy, _)) => format!("{state}; the announced set's signed copy {copy} is AWSPENDING"),
+                    None => state,
+                },
             });
         }
         Err(e) => return Err(e),

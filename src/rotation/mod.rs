@@ -257,22 +257,11 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
     /// left: AWSPENDING still on the current version, stale fingerprint tags.
     pub async fn stages(&self, notes: &mut Vec<String>) -> Result<(Stages, StoredVersion, bool), RotationError> {
         let info = self.store.describe_versions(self.secret).await?;
-        let mut stages = Stages::of(&info)?;
+        let stages = Stages::of(&info)?;
         let current_set = self
             .store
             .get(self.secret, &VersionSelector::VersionId(stages.current.clone()))
             .await?;
-        // The announced set's age is when it was made: a renewal (`sign`
-        // during an overlap) stores it again as a new version.
-        if let Some((id, created)) = &mut stages.pending {
-            let set = self
-                .store
-                .get(self.secret, &VersionSelector::VersionId(id.clone()))
-                .await?;
-            if !set.document.created.is_empty() {
-                *created = Some(set.document.created);
-            }
-        }
         if info
             .version_with_stage(STAGE_PENDING)
             .is_some_and(|v| v.version_id == stages.current)
@@ -414,11 +403,21 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
                 "a pull rotation takes two runs: `rotate --pull --overlap` announces the new set, and after the overlap period `rotate --pull --finish` promotes it".to_owned(),
             ));
         }
-        let pending_id = match plan_start(
-            &stages.current,
-            stages.pending.as_ref(),
-            request.resume || request.finish,
-        ) {
+        let mut stages = stages;
+        let resume = request.resume || request.finish;
+        // Refused below: the announced set's age is when it was made, which
+        // a renewal (`sign` during an overlap, a new version) keeps. Read
+        // only on this path; a run that continues reads the set anyway.
+        if let (Some((id, created)), false) = (&mut stages.pending, resume) {
+            let set = self
+                .store
+                .get(self.secret, &VersionSelector::VersionId(id.clone()))
+                .await?;
+            if !set.document.created.is_empty() {
+                *created = Some(set.document.created);
+            }
+        }
+        let pending_id = match plan_start(&stages.current, stages.pending.as_ref(), resume) {
             Start::Refuse(message) => return Err(RotationError::Refused(message)),
             Start::Continue(id) => {
                 (self.say)(&format!("resuming the rotation to version {id}"));

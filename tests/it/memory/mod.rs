@@ -300,6 +300,15 @@ pub async fn make_current(store: &MemoryStore, document: &SecretDocument) -> Ver
         .unwrap()
 }
 
+/// Stores `document` again as a new AWSPENDING version, as a renewal
+/// (`sign` during an overlap) does.
+pub async fn renew_pending(store: &MemoryStore, document: &SecretDocument) -> VersionId {
+    store
+        .put_version(&secret(), document, &VersionId::random(), &[stage(STAGE_PENDING)])
+        .await
+        .unwrap()
+}
+
 /// A signed copy of the current set, stored as AWSCURRENT.
 pub async fn sign_current(store: &MemoryStore, principals: &[&str], valid_for: u64) -> StoredVersion {
     let ca = hostkeyctl::keyset::HostKey::generate(hostkeyctl::keyset::KeyAlgorithm::Ed25519, 0).unwrap();

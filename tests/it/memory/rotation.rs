@@ -327,18 +327,9 @@ async fn stopping_after_each_step_then_resuming_completes_the_rotation() {
 /// during an overlap stores the set again as a new version) keeps.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_second_rotation_is_refused_with_the_announced_sets_own_age() {
-    use hostkeyctl::store::SecretStore;
     let (store, fleet, _) = world(1).await;
     let next = super::pending_set(&store).await;
-    store
-        .put_version(
-            &secret(),
-            &next.document,
-            &hostkeyctl::ids::VersionId::random(),
-            &[hostkeyctl::store::stage(hostkeyctl::store::STAGE_PENDING)],
-        )
-        .await
-        .unwrap();
+    super::renew_pending(&store, &next.document).await;
     let refused = super::rotate(&store, &fleet, &store, Request::default()).await;
     let Err(hostkeyctl::rotation::RotationError::Refused(message)) = refused else {
         panic!("not refused: {refused:?}");

@@ -61,16 +61,7 @@ async fn status_shows_each_version_its_stages_and_the_nodes_not_serving_current(
     // issue 27): the overlap's clock goes on, it does not restart.
     let since = announced.phase.since.clone();
     assert!(since.is_some(), "{announced:?}");
-    use hostkeyctl::store::SecretStore;
-    let renewed = store
-        .put_version(
-            &secret(),
-            &next.document,
-            &hostkeyctl::ids::VersionId::random(),
-            &[hostkeyctl::store::stage(hostkeyctl::store::STAGE_PENDING)],
-        )
-        .await
-        .unwrap();
+    let renewed = super::renew_pending(&store, &next.document).await;
     let later = status(&store, &fleet, &[]).await;
     assert_eq!(later.rotation_in_flight.as_ref(), Some(&renewed));
     assert_eq!(later.phase.since, since, "the renewal restarted the overlap's clock");
