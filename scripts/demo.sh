@@ -10,7 +10,8 @@
 #   changed document is refused), 5. audits again (clean);
 #   6. users get one known_hosts line per key: 20 real ssh connections, 0 warnings;
 #   7. rotation with overlap (UpdateHostKeys), while a node's timer agrees
-#      with every step; 8. 20 more connections, 0 warnings;
+#      with every step, and a PuTTY user's -hostkey arguments; 8. 20 more
+#      connections with ssh and 20 with plink, 0 warnings;
 #   9. the same install on other distributions' sshd set-ups (Ubuntu 24.04
 #      socket activation, Amazon Linux 2023), with nothing but its defaults;
 #  10. host certificates: a CA in its own secret signs the set, clients hold
@@ -179,6 +180,9 @@ say "a user logs in during the overlap; OpenSSH (UpdateHostKeys) learns the new 
 ssh -i "$CLIENT_KEY" -o UserKnownHostsFile="$KH" -o StrictHostKeyChecking=yes -o BatchMode=yes \
   -o UpdateHostKeys=yes -o LogLevel=ERROR "root@$LB" true
 say "known_hosts now holds $(grep -vc "^#" "$KH") lines for $LB: the current keys and the learned next ones"
+say "a PuTTY user fetches plink's -hostkey arguments now: every key the nodes serve, current and next (docs/clients.md):"
+run admin "$HOSTKEYCTL" known-hosts --secret-id hostkeys/demo --client plink -q > "$WORK/plink-args"
+sed 's/^/   | /; s/\(-hostkey SHA256:.\{8\}\)[^ ]*/\1.../g' "$WORK/plink-args"
 run admin "$HOSTKEYCTL" status --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp --output table
 say "meanwhile node 2's timer runs its plain install; it reads the same state from the stages, so it changes nothing:"
 mapfile -t NODE2_ENV < <(state '"\n".join(f"{k}={v}" for k, v in s["nodes"][1]["env"].items())')
@@ -190,6 +194,15 @@ run auditor "$HOSTKEYCTL" audit --secret-id hostkeys/demo --target tag:Role=logi
 
 bold "8. 20 real ssh connections through the load balancer, after the rotation"
 twenty
+puttygen "$CLIENT_KEY" -O private -o "$WORK/client.ppk"
+refused=0
+read -r -a PLINK_ARGS <"$WORK/plink-args"
+for _ in $(seq 1 20); do
+  HOME="$WORK" plink -batch -ssh -i "$WORK/client.ppk" "${PLINK_ARGS[@]}" "root@$LB" true </dev/null >/dev/null 2>&1 ||
+    refused=$((refused + 1))
+done
+say "20 plink connections with the arguments fetched during the overlap: $refused refused"
+[ $refused -eq 0 ] || { echo "demo: plink was refused" >&2; exit 1; }
 bold "9. The same install on other distributions' sshd set-ups, and on another OpenSSH"
 say "(each in its own namespaces with that distribution's /etc/ssh; install finds the config,"
 say " the reload and the verify address itself: no flags but the secret. The last is Debian 13's"

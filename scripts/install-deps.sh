@@ -3,8 +3,9 @@
 #   apt: openssh-server (sshd), openssh-client (ssh, ssh-keygen, ssh-keyscan), haproxy,
 #        iproute2 (ip: the node-profile matrix brings up loopback in its namespaces),
 #        systemd (systemd-analyze, for the unit's sandbox score), bubblewrap (that sandbox, emulated),
-#        mmdebstrap (Debian 11's and 13's root file systems: scripts/build-releases.sh)
-#   pip: the pinned moto server (testbed/requirements.txt)
+#        mmdebstrap (Debian 11's and 13's root file systems: scripts/build-releases.sh),
+#        putty-tools (plink, puttygen) and dropbear-bin (dbclient): the client matrix
+#   pip: the pinned moto server, Paramiko and AsyncSSH (testbed/requirements.txt)
 # Safe to run again: does nothing when everything is present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +21,10 @@ command -v systemd-analyze >/dev/null 2>&1 || need_apt+=(systemd)
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
 # mmdebstrap builds the other OpenSSH releases' root file systems.
 command -v mmdebstrap >/dev/null 2>&1 || need_apt+=(mmdebstrap)
+# The client matrix (tests/it/clients.rs, docs/clients.md): PuTTY's plink
+# and Dropbear's dbclient, as Debian 12 ships them (0.78, 2022.83).
+command -v plink >/dev/null 2>&1 || need_apt+=(putty-tools)
+command -v dbclient >/dev/null 2>&1 || need_apt+=(dropbear-bin)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "install-deps: need ${need_apt[*]}; run as root or: sudo apt-get install ${need_apt[*]}" >&2

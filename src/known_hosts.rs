@@ -2,8 +2,12 @@
 //! hashed (`ssh-keygen -H`'s format: `|1|base64(salt)|base64(HMAC-SHA1(salt,
 //! host))`), DNS SSHFP records (`ssh-keygen -r`'s: SHA-1 and SHA-256 of the
 //! key blob), `@cert-authority` lines, and the ssh_config block that makes
-//! every name of the fleet check one identity. `hostkeyctl known-hosts`
-//! prints what this module renders.
+//! every name of the fleet check one identity; what other clients need is
+//! in [`clients`] and [`putty`]. `hostkeyctl known-hosts` prints what this
+//! module renders.
+
+pub mod clients;
+pub mod putty;
 
 use base64ct::{Base64, Encoding};
 use hmac::{Hmac, KeyInit, Mac};
@@ -84,9 +88,14 @@ pub enum Format {
 
 /// The lines for every key of `keys`, newline-terminated.
 pub fn lines(keys: &KeySet, hosts: &Hosts, format: Format) -> String {
+    lines_of(keys.keys().map(|k| k.public_key()), hosts, format)
+}
+
+/// [`lines`] for public keys, in the order given.
+pub fn lines_of<'a>(keys: impl Iterator<Item = &'a PublicKey>, hosts: &Hosts, format: Format) -> String {
     let patterns = hosts.patterns();
     let mut out = String::new();
-    for key in keys.keys().map(|k| k.public_key()) {
+    for key in keys {
         match format {
             Format::Sshfp => {
                 for host in hosts.names() {
@@ -153,17 +162,23 @@ pub fn sshfp(name: &str, key: &PublicKey) -> Vec<String> {
     ]
 }
 
-/// One `@cert-authority` line per CA that signed the set's certificates.
-pub fn cert_authority_lines(document: &SecretDocument, patterns: &str) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
+/// The CAs that signed the set's certificates, each once.
+pub fn signing_cas(document: &SecretDocument) -> Vec<PublicKey> {
+    let mut out: Vec<PublicKey> = Vec::new();
     for cert in document.certificates.values() {
         let ca = PublicKey::from(cert.signature_key().clone());
-        let line = format!("@cert-authority {patterns} {}\n", key_part(&ca));
-        if !out.contains(&line) {
-            out.push(line);
+        if !out.contains(&ca) {
+            out.push(ca);
         }
     }
     out
+}
+
+/// One `@cert-authority` line per CA, for the patterns.
+pub fn cert_authority_lines(cas: &[PublicKey], patterns: &str) -> Vec<String> {
+    cas.iter()
+        .map(|ca| format!("@cert-authority {patterns} {}\n", key_part(ca)))
+        .collect()
 }
 
 /// Why [`cert_authorities`] printed nothing.
@@ -187,19 +202,17 @@ pub struct CaSources<'a> {
     pub ca_secret_ids: &'a [SecretId],
 }
 
-/// A `@cert-authority` line per CA that signed the set's certificates
-/// (AWSCURRENT and, during a rotation, AWSPENDING) and per named CA, each
-/// once.
+/// Every CA that signed the set's certificates (AWSCURRENT and, during a
+/// rotation, AWSPENDING) and every named CA, each once.
 pub async fn cert_authorities(
     store: &impl SecretStore,
     sources: &CaSources<'_>,
-    patterns: &str,
-) -> Result<Vec<String>, TrustError> {
-    let mut lines: Vec<String> = Vec::new();
-    fn add(lines: &mut Vec<String>, new: Vec<String>) {
-        for l in new {
-            if !lines.contains(&l) {
-                lines.push(l);
+) -> Result<Vec<PublicKey>, TrustError> {
+    let mut cas: Vec<PublicKey> = Vec::new();
+    fn add(cas: &mut Vec<PublicKey>, new: Vec<PublicKey>) {
+        for ca in new {
+            if !cas.contains(&ca) {
+                cas.push(ca);
             }
         }
     }
@@ -208,13 +221,13 @@ pub async fn cert_authorities(
             .clone()
             .unwrap_or_else(|| VersionSelector::Stage(crate::store::stage(crate::store::STAGE_CURRENT)));
         let version = store.get(secret_id, &selector).await?;
-        add(&mut lines, cert_authority_lines(&version.document, patterns));
+        add(&mut cas, signing_cas(&version.document));
         if pin.is_none()
             && let Some(next) = crate::store::announced_next(store, secret_id, &version.version_id).await?
         {
-            add(&mut lines, cert_authority_lines(&next.document, patterns));
+            add(&mut cas, signing_cas(&next.document));
         }
-        if lines.is_empty() && sources.ca_secret_ids.is_empty() {
+        if cas.is_empty() && sources.ca_secret_ids.is_empty() {
             return Err(TrustError::NoCertificates {
                 secret: (*secret_id).clone(),
                 version: version.version_id,
@@ -223,37 +236,51 @@ pub async fn cert_authorities(
     }
     for ca_id in sources.ca_secret_ids {
         let ca = store.get_ca(ca_id).await?;
-        add(
-            &mut lines,
-            vec![format!(
-                "@cert-authority {patterns} {}\n",
-                key_part(ca.key.public_key())
-            )],
-        );
+        add(&mut cas, vec![ca.key.public_key().clone()]);
     }
-    Ok(lines)
+    Ok(cas)
 }
 
-/// The `Host` block of `--ssh-config`. Names are host names or addresses
-/// only: ssh_config gives `*`, `?`, `!`, `#` and quotes meanings of their own.
+/// The `Host` block of `--ssh-config`: every name the cluster is reached
+/// by checks the keys as the first --host name (`HostKeyAlias`), and ssh
+/// learns an announced set (`UpdateHostKeys yes`: OpenSSH before 8.5, and
+/// any ssh with its own `UserKnownHostsFile`, leave it off). Without the
+/// alias, ssh skips the update whenever a served key is known under
+/// another name too (`clientloop.c`, docs/clients.md). --host names are
+/// plain names or addresses; --node names may be patterns with `*` and `?`
+/// (a subnet's addresses, HyperPod's node names), never `*` alone, which
+/// would give every host the cluster's identity.
 pub fn ssh_config_text(hosts: &[String], nodes: &[String], port: u16) -> Result<String, String> {
-    let plain = |n: &str| {
+    let plain = |n: &str, wild: bool| {
         !n.is_empty()
+            && n.chars().any(|c| c.is_ascii_alphanumeric())
             && n.chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':'))
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':') || (wild && matches!(c, '*' | '?')))
     };
-    let mut names: Vec<&str> = hosts.iter().map(String::as_str).collect();
-    names.extend(nodes.iter().map(|n| n.trim()).filter(|n| !n.is_empty()));
-    if let Some(bad) = names.iter().find(|n| !plain(n)) {
+    let nodes: Vec<&str> = nodes.iter().map(|n| n.trim()).filter(|n| !n.is_empty()).collect();
+    if let Some(bad) = hosts.iter().find(|n| !plain(n, false)) {
         return Err(format!(
-            "{bad:?} is not a host name or address; --ssh-config takes plain names (letters, digits, . - _ :)"
+            "{bad:?} is not a host name or address; --host takes plain names (letters, digits, . - _ :)"
         ));
     }
-    let Some(alias) = names.first() else {
+    if let Some(bad) = nodes.iter().find(|n| !plain(n, true)) {
+        return Err(format!(
+            "{bad:?} is not a host name, address or pattern; --node takes names with letters, digits, . - _ : and the wildcards * ?, with at least one letter or digit"
+        ));
+    }
+    let Some(alias) = hosts.first() else {
         return Err("--host needs at least one name".to_owned());
     };
-    let mut out = format!("# hostkeyctl: one host identity for {alias}; every name below checks it as {alias}\n");
-    out.push_str(&format!("Host {}\n    HostKeyAlias {alias}\n", names.join(" ")));
+    let mut names: Vec<&str> = hosts.iter().map(String::as_str).collect();
+    names.extend(nodes);
+    let mut out = format!(
+        "# hostkeyctl: one host identity for {alias}; every name below checks it as {alias}\n\
+         # and learns the next keys during a rotation (docs/clients.md)\n"
+    );
+    out.push_str(&format!(
+        "Host {}\n    HostKeyAlias {alias}\n    UpdateHostKeys yes\n",
+        names.join(" ")
+    ));
     if port != 22 {
         out.push_str(&format!("    Port {port}\n"));
     }
@@ -268,14 +295,18 @@ mod tests {
     fn ssh_config_aliases_every_name_to_the_first_and_refuses_patterns() {
         let text = super::ssh_config_text(&["login.test".into()], &["n1".into(), "10.0.0.5".into()], 2222).unwrap();
         assert_eq!(
-            text.lines().skip(1).collect::<Vec<_>>(),
+            text.lines().skip(2).collect::<Vec<_>>(),
             [
                 "Host login.test n1 10.0.0.5",
                 "    HostKeyAlias login.test",
+                "    UpdateHostKeys yes",
                 "    Port 2222"
             ]
         );
-        for bad in ["*", "!n1", "a#b", "\"q\""] {
+        let subnet = super::ssh_config_text(&["login.test".into()], &["10.1.*".into(), "hp-login-?".into()], 22).unwrap();
+        assert!(subnet.contains("Host login.test 10.1.* hp-login-?\n"), "{subnet}");
+        assert!(super::ssh_config_text(&["login*".into()], &[], 22).is_err(), "a pattern as the alias");
+        for bad in ["*", "*.*", "!n1", "a#b", "\"q\""] {
             assert!(
                 super::ssh_config_text(&["login.test".into()], &[bad.into()], 22).is_err(),
                 "{bad}"

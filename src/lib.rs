@@ -30,7 +30,8 @@
 //!   (expected set, scan, verdicts), [`certificate::signing`] (sign),
 //!   [`install`] (plan, apply/roll back, verify, check), [`status`]
 //!   (versions, phase, convergence), [`known_hosts`] (what clients trust:
-//!   known_hosts lines, SSHFP, `@cert-authority`, the ssh_config block),
+//!   known_hosts lines, SSHFP, `@cert-authority`, the ssh_config block, and
+//!   what Paramiko, Dropbear, AsyncSSH and PuTTY need),
 //!   [`revocation`] (the keys a rotation retired: `@revoked` lines, a KRL);
 //! - [`shell`], [`fsutil`], [`process`], [`escape`]: quoting for node
 //!   shells, crash-safe writes, no core dumps, making outside text safe to

@@ -10,6 +10,7 @@ use crate::fingerprint::Fingerprint;
 use crate::hostport::HostPort;
 use crate::ids::{Program, SecretId, StageLabel, VersionId};
 use crate::keyset::{DEFAULT_RSA_BITS, KeyAlgorithm};
+use crate::known_hosts::clients::Client;
 
 /// `hostkeyctl keygen`.
 #[derive(Debug, Args)]
@@ -383,15 +384,15 @@ pub struct KnownHostsArgs {
     #[arg(long = "ca-secret-id", value_name = "ID", requires = "cert_authority")]
     pub ca_secret_ids: Vec<SecretId>,
     /// Host names the lines are for: the load balancer's DNS name, aliases
-    /// (not with --krl: a KRL names keys, not hosts).
-    #[arg(
-        long = "host",
-        value_name = "NAME[,NAME...]",
-        value_delimiter = ',',
-        required_unless_present = "krl",
-        conflicts_with = "krl"
-    )]
+    /// (not with --krl: a KRL names keys, not hosts; --client plink needs
+    /// none).
+    #[arg(long = "host", value_name = "NAME[,NAME...]", value_delimiter = ',', conflicts_with = "krl")]
     pub hosts: Vec<String>,
+    /// The SSH client the output is for: each keeps keys its own way, and
+    /// some must fetch theirs again when a rotation is promoted
+    /// (docs/clients.md).
+    #[arg(long, value_enum, default_value_t = Client::Openssh, value_name = "CLIENT")]
+    pub client: Client,
     /// Use this stage (default AWSCURRENT; AWSPENDING during a rotation).
     #[arg(long, value_name = "STAGE", conflicts_with = "version_id")]
     pub stage: Option<StageLabel>,
@@ -427,10 +428,12 @@ pub struct KnownHostsArgs {
     pub krl: Option<std::path::PathBuf>,
     /// Print ssh_config `Host` blocks instead: the --host names and the
     /// --node names all check the host key (and certificate principal) as
-    /// the first --host name, with `HostKeyAlias`.
+    /// the first --host name, with `HostKeyAlias`, and learn an announced
+    /// set (`UpdateHostKeys yes`).
     #[arg(long, conflicts_with_all = ["sshfp", "hash"])]
     pub ssh_config: bool,
-    /// Node names for --ssh-config (repeat or separate with commas).
+    /// Node names for --ssh-config (repeat or separate with commas): names,
+    /// addresses or patterns with `*` and `?` (`10.1.*`, `ip-10-1-*`).
     #[arg(long = "node", value_name = "NAME", value_delimiter = ',', requires = "ssh_config")]
     pub nodes: Vec<String>,
     #[command(flatten)]

@@ -87,9 +87,9 @@ pub enum Command {
     Rotate(RotateArgs),
     #[cfg(feature = "admin")]
     /// Print known_hosts lines (or SSHFP records) for the key set, for
-    /// clients and DNS.
+    /// each SSH client and DNS.
     #[command(
-        after_help = "Examples:\n  hostkeyctl known-hosts --secret-id hostkeys/my-cluster --host login.my-cluster.internal\n  hostkeyctl known-hosts --secret-id hostkeys/my-cluster --host login.my-cluster.internal --sshfp"
+        after_help = "Examples:\n  hostkeyctl known-hosts --secret-id hostkeys/my-cluster --host login.my-cluster.internal\n  hostkeyctl known-hosts --secret-id hostkeys/my-cluster --host login.my-cluster.internal --sshfp\n  hostkeyctl known-hosts --host login.internal --ssh-config --node '10.1.*'\n  hostkeyctl known-hosts --secret-id hostkeys/c --host login.internal --client paramiko\n  plink $(hostkeyctl known-hosts --secret-id hostkeys/c --client plink) login.internal"
     )]
     KnownHosts(KnownHostsArgs),
     #[cfg(feature = "admin")]

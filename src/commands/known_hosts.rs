@@ -6,23 +6,47 @@ use crate::cli::{GlobalArgs, KnownHostsArgs};
 use crate::commands::store_failure;
 use crate::exit::{Failure, Status};
 use crate::ids::SecretId;
+use crate::known_hosts::clients::{self, Client};
 use crate::known_hosts::{self, CaSources, Format, Hosts, TrustError};
 use crate::store::{SecretStore, SecretsManagerStore, VersionSelector};
+use ssh_key::PublicKey;
 
 /// Runs `known-hosts`.
 pub async fn run(args: &KnownHostsArgs, global: &GlobalArgs) -> Result<Status, Failure> {
+    let usage = |e: String| Failure::usage(anyhow::anyhow!(e));
+    let options = clients::Options {
+        hash: args.hash,
+        sshfp: args.sshfp,
+        revoked: args.revoked,
+        krl: args.krl.is_some(),
+        ssh_config: args.ssh_config,
+        cert_authority: args.cert_authority,
+    };
+    if let Some(why) = args.client.refuses(&options) {
+        return Err(usage(format!("{why}; nothing was read or printed")));
+    }
     if let Some(path) = &args.krl {
         let Some(secret_id) = &args.secret_id else {
-            return Err(Failure::usage(anyhow::anyhow!("--krl needs --secret-id")));
+            return Err(usage("--krl needs --secret-id".to_owned()));
         };
         let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
         let store = SecretsManagerStore::new(&config);
         return write_krl(&store, secret_id, path, global.quiet).await;
     }
-    let hosts = Hosts::parse(&args.hosts, args.port).map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
-    if args.ssh_config {
-        let text = known_hosts::ssh_config_text(hosts.names(), &args.nodes, hosts.port())
-            .map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
+    // plink's arguments name keys, not hosts.
+    let hosts = match (args.client, args.hosts.is_empty()) {
+        (Client::Plink, true) => None,
+        (Client::Plink, false) => {
+            return Err(usage(
+                "--client plink prints -hostkey arguments, which name keys, not hosts; leave out --host".to_owned(),
+            ));
+        }
+        _ => Some(Hosts::parse(&args.hosts, args.port).map_err(|e| usage(e.to_string()))?),
+    };
+    if args.ssh_config
+        && let Some(hosts) = &hosts
+    {
+        let text = known_hosts::ssh_config_text(hosts.names(), &args.nodes, hosts.port()).map_err(usage)?;
         print!("{text}");
         return Ok(Status::Success);
     }
@@ -30,43 +54,111 @@ pub async fn run(args: &KnownHostsArgs, global: &GlobalArgs) -> Result<Status, F
         args.placement
             .key_set_prefix
             .check_ca(ca_id)
-            .map_err(|e| Failure::usage(anyhow::anyhow!("{e}; nothing was read or printed")))?;
+            .map_err(|e| usage(format!("{e}; nothing was read or printed")))?;
     }
     let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
     let store = SecretsManagerStore::new(&config);
     let pin = (args.version_id.is_some() || args.stage.is_some())
         .then(|| VersionSelector::from_options(args.version_id.as_ref(), args.stage.as_ref()));
-    if args.cert_authority {
+    if args.cert_authority
+        && let Some(hosts) = &hosts
+    {
         let sources = CaSources {
             secret: args.secret_id.as_ref().map(|s| (s, pin)),
             ca_secret_ids: &args.ca_secret_ids,
         };
-        let lines = known_hosts::cert_authorities(&store, &sources, &hosts.patterns().join(","))
+        let cas = known_hosts::cert_authorities(&store, &sources)
             .await
             .map_err(|e| match e {
                 TrustError::Store(e) => store_failure(e),
-                e @ TrustError::NoCertificates { .. } => Failure::usage(anyhow::anyhow!(e)),
+                e @ TrustError::NoCertificates { .. } => usage(e.to_string()),
             })?;
-        print!("{}", lines.concat());
+        match args.client {
+            Client::Putty => print!("{}", known_hosts::putty::registry_host_cas(&cas, hosts.names())),
+            _ => print!(
+                "{}",
+                known_hosts::cert_authority_lines(&cas, &hosts.patterns().join(",")).concat()
+            ),
+        }
         return Ok(Status::Success);
     }
     let Some(secret_id) = &args.secret_id else {
-        return Err(Failure::usage(anyhow::anyhow!(
-            "--secret-id is required without --cert-authority"
-        )));
+        return Err(usage("--secret-id is required without --cert-authority".to_owned()));
     };
-    if args.revoked {
-        return revoked(&store, secret_id, &hosts, global.quiet).await;
+    if args.revoked
+        && let Some(hosts) = &hosts
+    {
+        return revoked(&store, secret_id, hosts, global.quiet).await;
     }
-    let selector = pin.unwrap_or_else(|| VersionSelector::from_options(None, None));
-    let version = store.get(secret_id, &selector).await.map_err(store_failure)?;
+    let served = served_sets(&store, secret_id, pin, args.client).await?;
     let format = match (args.sshfp, args.hash) {
         (true, _) => Format::Sshfp,
         (false, true) => Format::Hashed,
         (false, false) => Format::Plain,
     };
-    print!("{}", known_hosts::lines(&version.document.keys, &hosts, format));
+    print!("{}", clients::render(args.client, &served.keys, hosts.as_ref(), format));
+    if !global.quiet
+        && let Some(note) = served.note
+    {
+        eprintln!("known-hosts: {note}");
+    }
     Ok(Status::Success)
+}
+
+/// The keys a client's output lists, and what its user should know of the
+/// rotation in flight, if one is.
+struct Served {
+    keys: Vec<PublicKey>,
+    note: Option<String>,
+}
+
+/// The pinned version's keys, or AWSCURRENT's and, for a client that takes
+/// every set the nodes serve, the announced set's after them.
+async fn served_sets(
+    store: &SecretsManagerStore,
+    secret_id: &SecretId,
+    pin: Option<VersionSelector>,
+    client: Client,
+) -> Result<Served, Failure> {
+    let pinned = pin.is_some();
+    let selector = pin.unwrap_or_else(|| VersionSelector::from_options(None, None));
+    let version = store.get(secret_id, &selector).await.map_err(store_failure)?;
+    let mut keys: Vec<PublicKey> = version.document.keys.keys().map(|k| k.public_key().clone()).collect();
+    if pinned {
+        return Ok(Served { keys, note: None });
+    }
+    let next = crate::store::announced_next(store, secret_id, &version.version_id)
+        .await
+        .map_err(store_failure)?;
+    let note = next.as_ref().map(|next| {
+        if client.takes_every_served_set() {
+            format!(
+                "a rotation is announced (version {}): its keys follow the current ones, so this output stays right after the promotion",
+                next.version_id
+            )
+        } else if client.fetch_again_at_promotion() {
+            format!(
+                "a rotation is announced (version {}): {} keeps one key per host and type, so this file is right until the promotion; fetch it again once `rotate --finish` reports `rotated` (docs/clients.md)",
+                next.version_id,
+                client.name()
+            )
+        } else {
+            format!(
+                "a rotation is announced (version {}): ssh learns its keys at login with UpdateHostKeys (see --ssh-config), or add `--stage AWSPENDING`'s lines beside these (docs/clients.md)",
+                next.version_id
+            )
+        }
+    });
+    if client.takes_every_served_set()
+        && let Some(next) = next
+    {
+        for key in next.document.keys.keys().map(|k| k.public_key()) {
+            if !keys.contains(key) {
+                keys.push(key.clone());
+            }
+        }
+    }
+    Ok(Served { keys, note })
 }
 
 /// The keys rotations retired whose certificates are still valid, and

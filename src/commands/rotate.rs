@@ -138,6 +138,7 @@ pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -
     let mut report = Report::new(args.secret_id.clone());
     let outcome = rotation.run(request, &mut report).await.map_err(rotation_failure)?;
     report.result = Some(outcome);
+    report.clients = crate::known_hosts::clients::advice(outcome, &args.secret_id);
     match rotation.revocation(outcome).await {
         Ok(advice) => report.revocation = advice,
         Err(e) => report.steps.push(format!(
@@ -183,6 +184,9 @@ fn print_report(report: &Report, output: OutputFormat) -> Result<(), Failure> {
     }
     if let Some(p) = &report.previous_version {
         println!("  AWSPREVIOUS {p}");
+    }
+    if let Some(clients) = &report.clients {
+        println!("clients: {clients} (docs/clients.md)");
     }
     if let Some(advice) = &report.revocation {
         println!(

@@ -51,7 +51,7 @@ pub fn table(report: &StatusReport, width: Option<u16>) -> String {
         Some(v) => {
             _ = writeln!(
                 out,
-                "phase    announced: version {v} is AWSPENDING ({}); nodes serve it as extra host keys; `rotate --finish` promotes it",
+                "phase    announced: version {v} is AWSPENDING ({}); nodes serve it as extra host keys; `rotate --finish` promotes it\nclients  at the promotion, Paramiko, Dropbear and PuTTY's cache users fetch their files again (`known-hosts --client paramiko|dropbear|putty`, docs/clients.md)",
                 crate::rotation::age(report.phase.since.as_deref())
             )
         }

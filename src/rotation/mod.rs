@@ -178,6 +178,10 @@ pub struct Report {
     /// accept, and until when (to distribute as `@revoked` lines or a KRL).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub revocation: Option<crate::revocation::Advice>,
+    /// What clients' users fetch now, when the outcome announced or
+    /// promoted a set (docs/clients.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clients: Option<String>,
 }
 
 impl Report {
@@ -193,6 +197,7 @@ impl Report {
             push: None,
             audit: Vec::new(),
             revocation: None,
+            clients: None,
         }
     }
 }

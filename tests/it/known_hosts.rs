@@ -1,6 +1,7 @@
-//! `hostkeyctl known-hosts` against OpenSSH itself: real ssh through the
-//! load balancer on the bed; `ssh-keygen -F` on plain and hashed lines and
-//! `ssh-keygen -r` SSHFP on a set OpenSSH made, with no bed.
+//! `hostkeyctl known-hosts` against OpenSSH itself: `ssh-keygen -F` on
+//! plain and hashed lines and `ssh-keygen -r` SSHFP on a set OpenSSH made,
+//! with no bed. Real clients through the load balancer, plain and hashed
+//! files among them, are the matrix of [`crate::clients`].
 
 use std::collections::BTreeSet;
 use std::process::Command;
@@ -8,52 +9,7 @@ use std::process::Command;
 use hostkeyctl::keyset::KeySet;
 use hostkeyctl::known_hosts::{self, Format, Hosts, HostsError};
 
-use crate::common::bed::{BedOptions, TestBed};
 use crate::common::support::{require, run_ok};
-
-fn pushed() -> TestBed {
-    TestBed::converged(BedOptions::default()).0
-}
-
-#[test]
-fn real_ssh_trusts_the_lb_with_plain_and_hashed_files() {
-    let bed = pushed();
-    let lb = bed.state.lb.clone().unwrap();
-    for hash in [false, true] {
-        let mut args = vec!["known-hosts", "--secret-id", "hostkeys/hk", "--host", &lb.address];
-        if hash {
-            args.push("--hash");
-        }
-        let run = bed.run(&args);
-        run.ok();
-        assert_eq!(run.stdout.lines().count(), 3, "{}", run.stdout);
-        let file = bed.dir().join(if hash { "known_hosts.hashed" } else { "known_hosts" });
-        std::fs::write(&file, &run.stdout).unwrap();
-        // Round robin: each of the three backends twice.
-        let failures: Vec<String> = (0..6)
-            .map(|_| bed.ssh_lb(&file, &[]))
-            .filter(|o| !o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
-            .collect();
-        assert!(
-            failures.is_empty(),
-            "hash={hash}: {} of 6 failed: {failures:?}",
-            failures.len()
-        );
-        if hash {
-            assert!(
-                !run.stdout.contains(&lb.address),
-                "the host name is visible in a hashed file"
-            );
-            let found = run_ok(
-                Command::new(require("ssh-keygen"))
-                    .args(["-F", &lb.address, "-f"])
-                    .arg(&file),
-            );
-            assert_eq!(found.lines().filter(|l| !l.starts_with('#')).count(), 3, "{found}");
-        }
-    }
-}
 
 /// A key set made by OpenSSH itself (`ssh-keygen`), with its public files.
 fn openssh_set() -> (tempfile::TempDir, KeySet) {

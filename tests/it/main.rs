@@ -25,6 +25,8 @@ mod bootstrap;
 #[cfg(feature = "testbed")]
 mod certificates;
 #[cfg(feature = "testbed")]
+mod clients;
+#[cfg(feature = "testbed")]
 mod iam;
 #[cfg(feature = "testbed")]
 mod install;
