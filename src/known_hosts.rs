@@ -204,10 +204,7 @@ pub struct CaSources<'a> {
 
 /// Every CA that signed the set's certificates (AWSCURRENT and, during a
 /// rotation, AWSPENDING) and every named CA, each once.
-pub async fn cert_authorities(
-    store: &impl SecretStore,
-    sources: &CaSources<'_>,
-) -> Result<Vec<PublicKey>, TrustError> {
+pub async fn cert_authorities(store: &impl SecretStore, sources: &CaSources<'_>) -> Result<Vec<PublicKey>, TrustError> {
     let mut cas: Vec<PublicKey> = Vec::new();
     fn add(cas: &mut Vec<PublicKey>, new: Vec<PublicKey>) {
         for ca in new {
@@ -254,8 +251,9 @@ pub fn ssh_config_text(hosts: &[String], nodes: &[String], port: u16) -> Result<
     let plain = |n: &str, wild: bool| {
         !n.is_empty()
             && n.chars().any(|c| c.is_ascii_alphanumeric())
-            && n.chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':') || (wild && matches!(c, '*' | '?')))
+            && n.chars().all(|c| {
+                c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':') || (wild && matches!(c, '*' | '?'))
+            })
     };
     let nodes: Vec<&str> = nodes.iter().map(|n| n.trim()).filter(|n| !n.is_empty()).collect();
     if let Some(bad) = hosts.iter().find(|n| !plain(n, false)) {
@@ -303,9 +301,13 @@ mod tests {
                 "    Port 2222"
             ]
         );
-        let subnet = super::ssh_config_text(&["login.test".into()], &["10.1.*".into(), "hp-login-?".into()], 22).unwrap();
+        let subnet =
+            super::ssh_config_text(&["login.test".into()], &["10.1.*".into(), "hp-login-?".into()], 22).unwrap();
         assert!(subnet.contains("Host login.test 10.1.* hp-login-?\n"), "{subnet}");
-        assert!(super::ssh_config_text(&["login*".into()], &[], 22).is_err(), "a pattern as the alias");
+        assert!(
+            super::ssh_config_text(&["login*".into()], &[], 22).is_err(),
+            "a pattern as the alias"
+        );
         for bad in ["*", "*.*", "!n1", "a#b", "\"q\""] {
             assert!(
                 super::ssh_config_text(&["login.test".into()], &[bad.into()], 22).is_err(),

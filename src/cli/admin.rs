@@ -386,7 +386,12 @@ pub struct KnownHostsArgs {
     /// Host names the lines are for: the load balancer's DNS name, aliases
     /// (not with --krl: a KRL names keys, not hosts; --client plink needs
     /// none).
-    #[arg(long = "host", value_name = "NAME[,NAME...]", value_delimiter = ',', conflicts_with = "krl")]
+    #[arg(
+        long = "host",
+        value_name = "NAME[,NAME...]",
+        value_delimiter = ',',
+        conflicts_with = "krl"
+    )]
     pub hosts: Vec<String>,
     /// The SSH client the output is for: each keeps keys its own way, and
     /// some must fetch theirs again when a rotation is promoted

@@ -87,7 +87,10 @@ impl Client {
             return Some(format!("{flag} is for OpenSSH; leave out --client {}", self.arg()));
         }
         if options.hash && !matches!(self, Client::Openssh | Client::Asyncssh | Client::Paramiko) {
-            return Some(format!("{} cannot read hashed host names; leave out --hash", self.name()));
+            return Some(format!(
+                "{} cannot read hashed host names; leave out --hash",
+                self.name()
+            ));
         }
         if options.cert_authority && !matches!(self, Client::Openssh | Client::Asyncssh | Client::Putty) {
             return Some(format!(
@@ -205,12 +208,26 @@ mod tests {
 
     #[test]
     fn options_of_another_client_are_refused_with_the_way_out() {
-        let hash = Options { hash: true, ..Options::default() };
+        let hash = Options {
+            hash: true,
+            ..Options::default()
+        };
         assert!(Client::Dropbear.refuses(&hash).unwrap().contains("leave out --hash"));
         assert!(Client::Paramiko.refuses(&hash).is_none());
-        let sshfp = Options { sshfp: true, ..Options::default() };
-        assert!(Client::Putty.refuses(&sshfp).unwrap().contains("--sshfp is for OpenSSH"));
-        let ca = Options { cert_authority: true, ..Options::default() };
+        let sshfp = Options {
+            sshfp: true,
+            ..Options::default()
+        };
+        assert!(
+            Client::Putty
+                .refuses(&sshfp)
+                .unwrap()
+                .contains("--sshfp is for OpenSSH")
+        );
+        let ca = Options {
+            cert_authority: true,
+            ..Options::default()
+        };
         assert!(Client::Paramiko.refuses(&ca).is_some());
         assert!(Client::Putty.refuses(&ca).is_none());
     }

@@ -37,7 +37,10 @@ pub fn cache_entry(key: &PublicKey) -> Option<(&'static str, String)> {
         )),
         KeyData::Ed25519(ed) => {
             let (x, y) = ed25519_affine(&ed.0)?;
-            Some(("ssh-ed25519", format!("0x{},0x{}", x.to_str_radix(16), y.to_str_radix(16))))
+            Some((
+                "ssh-ed25519",
+                format!("0x{},0x{}", x.to_str_radix(16), y.to_str_radix(16)),
+            ))
         }
         _ => None,
     }
@@ -209,10 +212,7 @@ mod tests {
         let reg = registry_host_keys(&[key], &["login.test".into(), "10.0.0.5".into()], 2222);
         let lines: Vec<&str> = reg.split("\r\n").collect();
         assert_eq!(lines[0], "Windows Registry Editor Version 5.00");
-        assert_eq!(
-            lines[3],
-            format!("\"ssh-ed25519@2222:login.test\"=\"{ED25519_CACHE}\"")
-        );
+        assert_eq!(lines[3], format!("\"ssh-ed25519@2222:login.test\"=\"{ED25519_CACHE}\""));
         assert!(lines[4].starts_with("\"ssh-ed25519@2222:10.0.0.5\"="), "{reg}");
     }
 }

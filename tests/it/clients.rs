@@ -129,7 +129,8 @@ impl<'a> Matrix<'a> {
     }
 
     fn home_of(bed: &TestBed, client: Client) -> PathBuf {
-        bed.dir().join(format!("client-{client:?}").replace(['(', ')', '"'], "-"))
+        bed.dir()
+            .join(format!("client-{client:?}").replace(['(', ')', '"'], "-"))
     }
 
     fn home(&self, client: Client) -> PathBuf {
@@ -159,13 +160,8 @@ impl<'a> Matrix<'a> {
                     args.push("--hash");
                 }
                 std::fs::write(home.join("known_hosts"), self.known_hosts(&args)).unwrap();
-                let block = self.known_hosts(&[
-                    "--host",
-                    &self.lb.address,
-                    "--ssh-config",
-                    "--node",
-                    &self.node.address,
-                ]);
+                let block =
+                    self.known_hosts(&["--host", &self.lb.address, "--ssh-config", "--node", &self.node.address]);
                 std::fs::write(home.join("ssh_config"), block).unwrap();
             }
             Client::Paramiko | Client::AsyncSsh | Client::Dropbear => {
@@ -201,7 +197,11 @@ impl<'a> Matrix<'a> {
         match client {
             Client::Paramiko | Client::AsyncSsh => {
                 let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("testbed/clients.py");
-                let name = if client == Client::Paramiko { "paramiko" } else { "asyncssh" };
+                let name = if client == Client::Paramiko {
+                    "paramiko"
+                } else {
+                    "asyncssh"
+                };
                 let out = run_ok(
                     Command::new("python3")
                         .arg(script)
@@ -250,7 +250,9 @@ impl<'a> Matrix<'a> {
             }
             Client::Dropbear => {
                 let mut cmd = Command::new(require("dbclient"));
-                cmd.arg("-i").arg(&self.dropbear_key).args(["-p", &port, &target, "true"]);
+                cmd.arg("-i")
+                    .arg(&self.dropbear_key)
+                    .args(["-p", &port, &target, "true"]);
                 cmd.stdin(std::fs::File::open(&self.answer_no).unwrap());
                 cmd
             }
@@ -376,7 +378,10 @@ fn every_client_logs_in_through_a_rotation_with_what_hostkeyctl_printed_for_it()
     for client in CLIENTS.iter().filter(|c| matches!(c, Client::OpenSsh(_))) {
         let learned = fingerprints_in(&matrix.home(*client).join("known_hosts"));
         for fp in &new_fingerprints {
-            assert!(learned.contains(fp.as_str()), "{client:?} did not learn {fp}:\n{learned}");
+            assert!(
+                learned.contains(fp.as_str()),
+                "{client:?} did not learn {fp}:\n{learned}"
+            );
         }
     }
     // ...and without it, knowing the set under two names, ssh learns
@@ -479,7 +484,10 @@ pub fn assert_asyncssh_and_putty_trust_the_ca(bed: &TestBed, name: &str) {
     let (ok, result) = asyncssh_logins(bed, &file, &to, name, 3);
     assert_eq!(ok, 3, "AsyncSSH with the CA line: {result}");
     let (ok, result) = asyncssh_logins(bed, &file, &to, "other.test", 1);
-    assert_eq!(ok, 0, "AsyncSSH trusted the CA for a name it is not valid for: {result}");
+    assert_eq!(
+        ok, 0,
+        "AsyncSSH trusted the CA for a name it is not valid for: {result}"
+    );
 
     let reg = ca_lines("putty");
     let key = reg
@@ -487,7 +495,10 @@ pub fn assert_asyncssh_and_putty_trust_the_ca(bed: &TestBed, name: &str) {
         .find_map(|l| l.strip_prefix(r"[HKEY_CURRENT_USER\Software\SimonTatham\PuTTY\SshHostCAs\"))
         .and_then(|l| l.strip_suffix(']'))
         .unwrap_or_else(|| panic!("no host CA entry in {reg}"));
-    let values = registry_values(&reg, &format!(r"HKEY_CURRENT_USER\Software\SimonTatham\PuTTY\SshHostCAs\{key}"));
+    let values = registry_values(
+        &reg,
+        &format!(r"HKEY_CURRENT_USER\Software\SimonTatham\PuTTY\SshHostCAs\{key}"),
+    );
     assert_eq!(values.get("Validity").map(String::as_str), Some(name), "{reg}");
     let home = bed.dir().join("client-putty-ca");
     std::fs::create_dir_all(home.join(".putty/sshhostcas")).unwrap();
@@ -524,8 +535,15 @@ pub fn assert_asyncssh_and_putty_trust_the_ca(bed: &TestBed, name: &str) {
     };
     for i in 0..3 {
         let out = plink(name);
-        assert!(out.status.success(), "plink {i}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "plink {i}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let out = plink("other.test");
-    assert!(!out.status.success(), "PuTTY trusted the CA for a name it is not valid for");
+    assert!(
+        !out.status.success(),
+        "PuTTY trusted the CA for a name it is not valid for"
+    );
 }
