@@ -56,6 +56,13 @@ pub async fn run(args: &KnownHostsArgs, global: &GlobalArgs) -> Result<Status, F
             .check_ca(ca_id)
             .map_err(|e| usage(format!("{e}; nothing was read or printed")))?;
     }
+    if args.cert_authority
+        && args.client == Client::Putty
+        && let Some(hosts) = &hosts
+    {
+        known_hosts::putty::check_validity_names(hosts.names())
+            .map_err(|e| usage(format!("{e}; nothing was read or printed")))?;
+    }
     let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
     let store = SecretsManagerStore::new(&config);
     let pin = (args.version_id.is_some() || args.stage.is_some())

@@ -134,6 +134,23 @@ pub fn validity(hosts: &[String]) -> String {
     hosts.join(" || ")
 }
 
+/// Refuses a name PuTTY's validity expression would read as more than a
+/// host name or wildcard (its operators `&&`, `||`, `!` and parentheses,
+/// `port:` terms): a CA must be valid for exactly the names given.
+pub fn check_validity_names(hosts: &[String]) -> Result<(), String> {
+    let plain = |n: &str| {
+        n.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '*' | '?' | ':' | '[' | ']'))
+            && !n.contains("port:")
+    };
+    match hosts.iter().find(|n| !plain(n)) {
+        Some(bad) => Err(format!(
+            "{bad:?} cannot be a name in PuTTY's host CA validity: give host names, addresses or * ? wildcards"
+        )),
+        None => Ok(()),
+    }
+}
+
 /// A Windows registry file that makes PuTTY 0.78 and later trust each CA
 /// for the hosts (Connection > SSH > Host keys > Configure host CAs):
 /// `PublicKey` is the key's base64 blob, `Validity` the hosts, SHA-1 RSA
@@ -204,6 +221,15 @@ mod tests {
         let key = ssh_key::PublicKey::from_openssh(ED25519).unwrap();
         let (kind, value) = cache_entry(&key).unwrap();
         assert_eq!((kind, value.as_str()), ("ssh-ed25519", ED25519_CACHE));
+    }
+
+    #[test]
+    fn validity_takes_names_and_wildcards_only() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(super::check_validity_names(&names(&["login.test", "*.hp.internal", "10.1.2.3"])).is_ok());
+        for bad in ["a||b", "!login", "(x)", "port:22", "a&&b"] {
+            assert!(super::check_validity_names(&names(&[bad])).is_err(), "{bad}");
+        }
     }
 
     #[test]
