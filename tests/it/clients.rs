@@ -92,13 +92,7 @@ impl<'a> Matrix<'a> {
     fn new(bed: &'a TestBed) -> Self {
         let lb = bed.state.lb.clone().unwrap();
         let node = &bed.state.nodes[0];
-        let ppk = bed.dir().join("client.ppk");
-        run_ok(
-            Command::new(require("puttygen"))
-                .arg(&bed.state.client_key)
-                .args(["-O", "private", "-o"])
-                .arg(&ppk),
-        );
+        let ppk = putty_key(bed, "client.ppk");
         let dropbear_key = bed.dir().join("client.dropbear");
         run_ok(
             Command::new(require("dropbearconvert"))
@@ -294,6 +288,19 @@ impl<'a> Matrix<'a> {
     }
 }
 
+/// The bed's client key in PuTTY's format (`puttygen`), as `name` in the
+/// bed's directory.
+fn putty_key(bed: &TestBed, name: &str) -> PathBuf {
+    let ppk = bed.dir().join(name);
+    run_ok(
+        Command::new(require("puttygen"))
+            .arg(&bed.state.client_key)
+            .args(["-O", "private", "-o"])
+            .arg(&ppk),
+    );
+    ppk
+}
+
 /// The `"name"="value"` pairs of one key of a Windows registry file.
 fn registry_values(reg: &str, key: &str) -> BTreeMap<String, String> {
     let header = format!("[{key}]");
@@ -368,9 +375,9 @@ fn every_client_logs_in_through_a_rotation_with_what_hostkeyctl_printed_for_it()
     assert_eq!(found.lines().filter(|l| !l.starts_with('#')).count(), 3, "{found}");
 
     rotate(&bed, "--overlap", "overlap_started", "--client asyncssh|plink`");
-    let new = stages(&bed)["AWSPENDING"].as_str().unwrap().to_owned();
+    let new = crate::rotate::stages(&bed)["AWSPENDING"].as_str().unwrap().to_owned();
     assert_ne!(new, old);
-    let new_fingerprints = set_fingerprints(&bed, &new);
+    let new_fingerprints: Vec<String> = crate::rotate::set_of(&bed, &new).into_iter().flatten().collect();
 
     let failures = matrix.run_phase(Phase::Overlap);
     assert!(failures.is_empty(), "during the overlap: {failures:#?}");
@@ -405,35 +412,6 @@ fn every_client_logs_in_through_a_rotation_with_what_hostkeyctl_printed_for_it()
     let out = bed.ssh_with(None, &matrix.lb.address, &two_names, &["UpdateHostKeys=yes"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("REMOTE HOST IDENTIFICATION HAS CHANGED"));
-}
-
-/// The stages, from `status`.
-fn stages(bed: &TestBed) -> Value {
-    let status = bed
-        .run(&["status", "--output", "json", "--secret-id", "hostkeys/hk"])
-        .json();
-    let mut by_stage = serde_json::Map::new();
-    for v in status["versions"].as_array().unwrap() {
-        for s in v["stages"].as_array().unwrap() {
-            by_stage.insert(s.as_str().unwrap().to_owned(), v["version_id"].clone());
-        }
-    }
-    Value::Object(by_stage)
-}
-
-/// The fingerprints of a version's keys, from `status`.
-fn set_fingerprints(bed: &TestBed, version: &str) -> Vec<String> {
-    let status = bed
-        .run(&["status", "--output", "json", "--secret-id", "hostkeys/hk"])
-        .json();
-    let v = status["versions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|v| v["version_id"] == version)
-        .unwrap()
-        .clone();
-    crate::common::bed::set_fingerprints(&v).into_iter().flatten().collect()
 }
 
 /// `testbed/clients.py asyncssh`'s logins: how many of `count` succeeded.
@@ -508,13 +486,7 @@ pub fn assert_asyncssh_and_putty_trust_the_ca(bed: &TestBed, name: &str) {
         format!("PublicKey={}\nValidity={}\n", values["PublicKey"], values["Validity"]),
     )
     .unwrap();
-    let ppk = bed.dir().join("client-ca.ppk");
-    run_ok(
-        Command::new(require("puttygen"))
-            .arg(&bed.state.client_key)
-            .args(["-O", "private", "-o"])
-            .arg(&ppk),
-    );
+    let ppk = putty_key(bed, "client-ca.ppk");
     let plink = |logical: &str| {
         std::fs::write(
             home.join(".putty/sessions/cluster"),

@@ -29,7 +29,8 @@ fn rotate(bed: &TestBed, extra: &[&str]) -> (i32, Value, String) {
     (run.code, json, run.stderr)
 }
 
-fn stages(bed: &TestBed) -> Value {
+/// The stages, from `status`: stage -> version id.
+pub(crate) fn stages(bed: &TestBed) -> Value {
     let run = bed.run(&["status", "--output", "json", "--secret-id", "hostkeys/hk"]);
     run.ok();
     let status = run.json();
@@ -42,7 +43,8 @@ fn stages(bed: &TestBed) -> Value {
     Value::Object(by_stage)
 }
 
-fn set_of(bed: &TestBed, version: &str) -> Vec<Option<String>> {
+/// The fingerprints of a version's keys, from `status`.
+pub(crate) fn set_of(bed: &TestBed, version: &str) -> Vec<Option<String>> {
     let status = bed
         .run(&["status", "--output", "json", "--secret-id", "hostkeys/hk"])
         .json();
