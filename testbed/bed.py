@@ -185,6 +185,20 @@ def log(msg: str) -> None:
     print(f"[bed] {msg}", file=sys.stderr, flush=True)
 
 
+def without_root_bashrc(argv: list[str]) -> list[str]:
+    """``argv`` in a private mount namespace where root's ``~/.bashrc`` is
+    empty. sshd runs every command through the user's shell, and Debian's
+    bash sources ``~/.bashrc`` for commands sshd runs; this machine's root
+    has pyenv's set-up there, about 0.12 s of CPU per login (measured with
+    perf: three quarters of a login's CPU), which a login node would not
+    pay. The file stays as it is for everything else."""
+    bashrc = Path.home() / ".bashrc"
+    if not bashrc.is_file():
+        return argv
+    mask = f'mount --bind /dev/null {shlex.quote(str(bashrc))} && exec "$@"'
+    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", mask, "sshd-node", *argv]
+
+
 def _die_with_parent() -> None:
     """preexec_fn: SIGTERM this child when the supervisor's main thread dies."""
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
@@ -642,6 +656,8 @@ class Bed:
         release = self.release_of(i)
         if release:
             argv = self.release_sshd(root, argv, release)
+        else:
+            argv = without_root_bashrc(argv)
         return Node(
             name=name,
             address=address,
