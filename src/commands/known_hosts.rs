@@ -5,11 +5,10 @@ use crate::aws;
 use crate::cli::{GlobalArgs, KnownHostsArgs};
 use crate::commands::store_failure;
 use crate::exit::{Failure, Status};
-use crate::ids::SecretId;
+use crate::ids::{SecretId, VersionId};
 use crate::known_hosts::clients::{self, Client};
 use crate::known_hosts::{self, CaSources, Format, Hosts, TrustError};
-use crate::store::{SecretStore, SecretsManagerStore, VersionSelector};
-use ssh_key::PublicKey;
+use crate::store::{SecretsManagerStore, VersionSelector};
 
 /// Runs `known-hosts`.
 pub async fn run(args: &KnownHostsArgs, global: &GlobalArgs) -> Result<Status, Failure> {
@@ -97,7 +96,9 @@ pub async fn run(args: &KnownHostsArgs, global: &GlobalArgs) -> Result<Status, F
     {
         return revoked(&store, secret_id, hosts, global.quiet).await;
     }
-    let served = served_sets(&store, secret_id, pin, args.client).await?;
+    let served = clients::served(&store, secret_id, pin, args.client)
+        .await
+        .map_err(store_failure)?;
     let format = match (args.sshfp, args.hash) {
         (true, _) => Format::Sshfp,
         (false, true) => Format::Hashed,
@@ -105,67 +106,29 @@ pub async fn run(args: &KnownHostsArgs, global: &GlobalArgs) -> Result<Status, F
     };
     print!("{}", clients::render(args.client, &served.keys, hosts.as_ref(), format));
     if !global.quiet
-        && let Some(note) = served.note
+        && let Some(announced) = &served.announced
     {
-        eprintln!("known-hosts: {note}");
+        eprintln!("known-hosts: {}", rotation_note(args.client, announced));
     }
     Ok(Status::Success)
 }
 
-/// The keys a client's output lists, and what its user should know of the
-/// rotation in flight, if one is.
-struct Served {
-    keys: Vec<PublicKey>,
-    note: Option<String>,
-}
-
-/// The pinned version's keys, or AWSCURRENT's and, for a client that takes
-/// every set the nodes serve, the announced set's after them.
-async fn served_sets(
-    store: &SecretsManagerStore,
-    secret_id: &SecretId,
-    pin: Option<VersionSelector>,
-    client: Client,
-) -> Result<Served, Failure> {
-    let pinned = pin.is_some();
-    let selector = pin.unwrap_or_else(|| VersionSelector::from_options(None, None));
-    let version = store.get(secret_id, &selector).await.map_err(store_failure)?;
-    let mut keys: Vec<PublicKey> = version.document.keys.keys().map(|k| k.public_key().clone()).collect();
-    if pinned {
-        return Ok(Served { keys, note: None });
+/// What the user of `client` should know of the rotation in flight.
+fn rotation_note(client: Client, announced: &VersionId) -> String {
+    if client.takes_every_served_set() {
+        format!(
+            "a rotation is announced (version {announced}): its keys follow the current ones, so this output stays right after the promotion"
+        )
+    } else if client.fetch_again_at_promotion() {
+        format!(
+            "a rotation is announced (version {announced}): {} keeps one key per host and type, so this file is right until the promotion; fetch it again once `rotate --finish` reports `rotated` (docs/clients.md)",
+            client.name()
+        )
+    } else {
+        format!(
+            "a rotation is announced (version {announced}): ssh learns its keys at login with UpdateHostKeys (see --ssh-config), or add `--stage AWSPENDING`'s lines beside these (docs/clients.md)"
+        )
     }
-    let next = crate::store::announced_next(store, secret_id, &version.version_id)
-        .await
-        .map_err(store_failure)?;
-    let note = next.as_ref().map(|next| {
-        if client.takes_every_served_set() {
-            format!(
-                "a rotation is announced (version {}): its keys follow the current ones, so this output stays right after the promotion",
-                next.version_id
-            )
-        } else if client.fetch_again_at_promotion() {
-            format!(
-                "a rotation is announced (version {}): {} keeps one key per host and type, so this file is right until the promotion; fetch it again once `rotate --finish` reports `rotated` (docs/clients.md)",
-                next.version_id,
-                client.name()
-            )
-        } else {
-            format!(
-                "a rotation is announced (version {}): ssh learns its keys at login with UpdateHostKeys (see --ssh-config), or add `--stage AWSPENDING`'s lines beside these (docs/clients.md)",
-                next.version_id
-            )
-        }
-    });
-    if client.takes_every_served_set()
-        && let Some(next) = next
-    {
-        for key in next.document.keys.keys().map(|k| k.public_key()) {
-            if !keys.contains(key) {
-                keys.push(key.clone());
-            }
-        }
-    }
-    Ok(Served { keys, note })
 }
 
 /// The keys rotations retired whose certificates are still valid, and

@@ -13,8 +13,9 @@
 use ssh_key::PublicKey;
 
 use super::{Format, Hosts, putty};
-use crate::ids::SecretId;
+use crate::ids::{SecretId, VersionId};
 use crate::rotation::Outcome;
+use crate::store::{SecretStore, StoreError, VersionSelector};
 
 /// The client `known-hosts` writes for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -129,6 +130,49 @@ pub fn advice(outcome: Outcome, secret: &SecretId) -> Option<String> {
         )),
         _ => None,
     }
+}
+
+/// The keys a client's output lists, and the announced set's version when
+/// a rotation is in flight (and no version was pinned).
+#[derive(Debug)]
+pub struct Served {
+    /// AWSCURRENT's keys (or the pinned version's), then, for a client
+    /// that takes every served set, the announced set's.
+    pub keys: Vec<PublicKey>,
+    pub announced: Option<VersionId>,
+}
+
+/// What `known-hosts --client` lists: the pinned version's keys, or
+/// AWSCURRENT's and, for a client that takes every set the nodes serve,
+/// the announced set's after them (each key once). Reads the stages as
+/// the nodes do ([`crate::store::announced_next`]).
+pub async fn served(
+    store: &impl SecretStore,
+    secret: &SecretId,
+    pin: Option<VersionSelector>,
+    client: Client,
+) -> Result<Served, StoreError> {
+    let pinned = pin.is_some();
+    let selector = pin.unwrap_or_else(|| VersionSelector::from_options(None, None));
+    let version = store.get(secret, &selector).await?;
+    let mut keys: Vec<PublicKey> = version.document.keys.keys().map(|k| k.public_key().clone()).collect();
+    if pinned {
+        return Ok(Served { keys, announced: None });
+    }
+    let next = crate::store::announced_next(store, secret, &version.version_id).await?;
+    if client.takes_every_served_set()
+        && let Some(next) = &next
+    {
+        for key in next.document.keys.keys().map(|k| k.public_key()) {
+            if !keys.contains(key) {
+                keys.push(key.clone());
+            }
+        }
+    }
+    Ok(Served {
+        keys,
+        announced: next.map(|n| n.version_id),
+    })
 }
 
 /// The options of `known-hosts` that only some clients take.

@@ -15,7 +15,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
-use crate::common::bed::{BedOptions, TARGETS, TestBed};
+use crate::common::bed::{BedOptions, TestBed};
 use crate::common::support::{require, run_ok};
 
 /// Logins per endpoint, phase and client. The matrix keeps both cores
@@ -327,20 +327,8 @@ fn fingerprints_in(file: &Path) -> String {
 /// `rotate` with `extra`, which must end in `expected` and tell which
 /// clients fetch what now (`clients`, as docs/clients.md says).
 fn rotate(bed: &TestBed, extra: &str, expected: &str, fetch_now: &str) {
-    let mut args = vec![
-        "rotate",
-        "--output",
-        "json",
-        "--secret-id",
-        "hostkeys/hk",
-        "--max-concurrency",
-        "100%",
-        extra,
-    ];
-    args.extend(TARGETS);
-    let run = bed.run(&args);
-    run.ok();
-    let report = run.json();
+    let (code, report, stderr) = crate::rotate::rotate(bed, &[extra]);
+    assert_eq!(code, 0, "{stderr}\n{report}");
     assert_eq!(report["result"], expected, "{report}");
     let clients = report["clients"].as_str().unwrap_or_default();
     assert!(clients.contains(fetch_now), "{report}");

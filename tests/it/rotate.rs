@@ -8,7 +8,9 @@ use serde_json::{Value, json};
 use crate::common::bed::{BedOptions, TARGETS, TestBed, keyscan, served, set_fingerprints};
 use crate::common::support::require;
 
-fn rotate(bed: &TestBed, extra: &[&str]) -> (i32, Value, String) {
+/// `rotate --output json` of the bed's login nodes with `extra`: exit
+/// code, report, stderr.
+pub(crate) fn rotate(bed: &TestBed, extra: &[&str]) -> (i32, Value, String) {
     let mut args = vec![
         "rotate",
         "--output",

@@ -5,6 +5,7 @@
 //! parts.
 
 mod audit;
+mod clients;
 mod doubles;
 mod install;
 mod push;
