@@ -243,4 +243,11 @@ pub struct InstallArgs {
     /// certify the set's own keys, as after adopting this node's keys).
     #[arg(long, env = "HOSTKEYCTL_EXISTING_CERTIFICATES", value_enum, default_value_t = crate::install::ExistingCertificates::Refuse, value_name = "CHOICE")]
     pub existing_certificates: crate::install::ExistingCertificates,
+    /// Also write a Prometheus textfile here (node_exporter's textfile
+    /// collector: a `.prom` file in its directory): the result, whether the
+    /// keys converged, when, and each certificate's expiry. Written
+    /// atomically, mode 0644; a failure to write it is a warning, never the
+    /// install's result.
+    #[arg(long, env = "HOSTKEYCTL_METRICS_FILE", value_name = "PATH")]
+    pub metrics_file: Option<PathBuf>,
 }

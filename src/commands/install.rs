@@ -139,9 +139,30 @@ pub async fn run(args: &InstallArgs, global: &GlobalArgs) -> Result<Status, Fail
     // Paced as the audit is: a timer's installs and an audit from this
     // host owe the node's sshd together (scan::pacing).
     let prober = Paced::new(SshProber, std::sync::Arc::new(Ledger::for_this_user()));
-    let report = execute(args, store.as_ref(), &sshd, &prober).await?;
+    let outcome = execute(args, store.as_ref(), &sshd, &prober).await;
+    if let Some(path) = &args.metrics_file {
+        write_metrics(path, outcome.as_ref().ok());
+    }
+    let report = outcome?;
     emit(&report, global.quiet);
     Ok(exit_status(&report))
+}
+
+/// `--metrics-file`: the report's textfile, or `refused` for a run that
+/// could not start (bad options, no AWS configuration), so the series
+/// never go stale silently. A failure to write is a warning: the host keys
+/// come first.
+fn write_metrics(path: &std::path::Path, report: Option<&InstallReport>) {
+    let refused = InstallReport::default();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    if let Err(e) = install::metrics::write(path, report.unwrap_or(&refused), now) {
+        eprintln!(
+            "warning: cannot write the metrics file {}: {e}; the install's result stands",
+            path.display()
+        );
+    }
 }
 
 fn verify_address(args: &InstallArgs, sshd: &impl SshdControl) -> Result<crate::hostport::HostPort, Failure> {

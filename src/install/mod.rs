@@ -21,6 +21,7 @@ mod apply;
 mod certs;
 pub mod check;
 pub mod files;
+pub mod metrics;
 mod plan;
 pub mod reload_marker;
 pub mod report;

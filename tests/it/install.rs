@@ -71,6 +71,7 @@ fn a_fresh_node_converges_and_a_second_run_changes_nothing() {
     // Node 1 has the keys but not the HostKeyAlgorithms pin yet: fine; what
     // it serves for the managed types matches.
     other_check.ok();
+    assert_metrics_follow_the_check(&bed, node);
 }
 
 #[test]
@@ -515,4 +516,82 @@ fn reload_is_found_from_sshds_pid_file_without_a_command() {
     assert_eq!(run.json()["reloaded"], true);
     assert_eq!(sighups(node), 1, "sshd was not sent SIGHUP through its PidFile");
     assert_eq!(served(node), set_fingerprints(&init));
+}
+
+/// The samples of a Prometheus textfile as Prometheus's own client library
+/// parses them (`prometheus_client.parser`): (name, labels, value).
+fn prometheus_samples(file: &std::path::Path) -> Vec<(String, serde_json::Value, f64)> {
+    let script = "import json, sys\n\
+from prometheus_client.parser import text_string_to_metric_families as parse\n\
+text = open(sys.argv[1]).read()\n\
+print(json.dumps([[s.name, s.labels, s.value] for f in parse(text) for s in f.samples]))";
+    let out = crate::common::support::run_ok(std::process::Command::new("python3").args(["-c", script]).arg(file));
+    let samples: Vec<(String, serde_json::Value, f64)> = serde_json::from_str(&out).unwrap();
+    samples
+}
+
+/// Issue 29: `install --check --metrics-file` writes node_exporter's
+/// textfile: it parses as Prometheus's text format, names the result, and
+/// says whether the keys converged; a drift flips both, and so does a run
+/// that could not start.
+fn assert_metrics_follow_the_check(bed: &TestBed, node: &Node) {
+    let dir = bed.dir().join("textfile_collector");
+    std::fs::create_dir_all(&dir).unwrap();
+    let prom = dir.join("hostkeyctl.prom");
+    let path = prom.display().to_string();
+    let value = |samples: &[(String, serde_json::Value, f64)], name: &str, label: Option<(&str, &str)>| {
+        samples
+            .iter()
+            .find(|(n, labels, _)| n == name && label.is_none_or(|(k, v)| labels[k] == v))
+            .map(|(_, _, v)| *v)
+            .unwrap_or_else(|| panic!("no {name} {label:?} in {samples:?}"))
+    };
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    bed.install_on(
+        node,
+        &["--secret-id", "hostkeys/hk", "--check", "--metrics-file", &path],
+    )
+    .ok();
+    let samples = prometheus_samples(&prom);
+    assert_eq!(
+        value(&samples, "hostkeyctl_install_result", Some(("result", "match"))),
+        1.0
+    );
+    assert_eq!(
+        value(&samples, "hostkeyctl_install_result", Some(("result", "drift"))),
+        0.0
+    );
+    assert_eq!(value(&samples, "hostkeyctl_host_keys_converged", None), 1.0);
+    assert!(value(&samples, "hostkeyctl_last_run_timestamp_seconds", None) >= before.floor());
+    use std::os::unix::fs::PermissionsExt as _;
+    assert_eq!(std::fs::metadata(&prom).unwrap().permissions().mode() & 0o777, 0o644);
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(leftovers.len(), 1, "{leftovers:?}");
+
+    let wrong = "SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+    let drift = bed.install_on(node, &["--check", "--expect", wrong, "--metrics-file", &path]);
+    drift.code(1);
+    let samples = prometheus_samples(&prom);
+    assert_eq!(
+        value(&samples, "hostkeyctl_install_result", Some(("result", "drift"))),
+        1.0
+    );
+    assert_eq!(value(&samples, "hostkeyctl_host_keys_converged", None), 0.0);
+
+    // A run that cannot start (neither --secret-id nor --expect) is
+    // `refused`, so the series never go stale without a word.
+    bed.install_on(node, &["--check", "--metrics-file", &path]).code(2);
+    let samples = prometheus_samples(&prom);
+    assert_eq!(
+        value(&samples, "hostkeyctl_install_result", Some(("result", "refused"))),
+        1.0
+    );
+    assert_eq!(value(&samples, "hostkeyctl_host_keys_converged", None), 0.0);
 }
