@@ -26,7 +26,9 @@
 //!   the flows need a seam;
 //! - the flows, each a library module over those traits that the commands
 //!   only call: [`rollout`] (push: waves, canary, the document),
-//!   [`rotation`] (create, set, test, finish, abort as steps), [`audit`]
+//!   [`rotation`] (create, set, test, finish, abort as steps),
+//!   [`association`] (a State Manager association that converges push
+//!   fleets and new instances), [`audit`]
 //!   (expected set, scan, verdicts), [`certificate::signing`] (sign),
 //!   [`install`] (plan, apply/roll back, verify, check), [`status`]
 //!   (versions, phase, convergence), [`known_hosts`] (what clients trust:
@@ -43,6 +45,8 @@
 //!   doubles of the outside systems, and [`testing::Hooked`], the one store
 //!   wrapper that faults, watches or races any call.
 
+#[cfg(feature = "admin")]
+pub mod association;
 #[cfg(feature = "admin")]
 pub mod audit;
 pub mod aws;

@@ -63,6 +63,10 @@ pub struct StatusReport {
     pub converged: Option<Converged>,
     /// Newest first, as the store lists them.
     pub versions: Vec<VersionRow>,
+    /// The State Manager association that keeps the nodes converged
+    /// (`association deploy`), when there is one; `status` adds it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub association: Option<crate::association::Association>,
 }
 
 /// Why `status` could not report.
@@ -149,6 +153,7 @@ impl<S: SecretStore, F: Fleet, P: Prober> Status<'_, S, F, P> {
             phase,
             converged,
             versions,
+            association: None,
         })
     }
 

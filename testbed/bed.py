@@ -410,6 +410,7 @@ class Bed:
         }
         self.emulator.control_hooks["/_bed/nodes/stop"] = lambda r: self.on_main("stop", r)
         self.emulator.control_hooks["/_bed/nodes/start"] = lambda r: self.on_main("start", r)
+        self.emulator.control_hooks["/_bed/nodes/launch"] = lambda r: self.on_main("launch", r)
 
     def create_roles(self) -> None:
         """One IAM user per shipped policy (``iam/<role>.json``, with the
@@ -452,14 +453,19 @@ class Bed:
         self.emulator.base_env.update(self.node_credentials)
 
     def ec2(self) -> Any:
+        """EC2 as the bed's own account (``bed-root``: once IAM is enforced,
+        a held node's launch must be signed)."""
         import boto3
 
+        from emulator.iam import BED_ROOT
+
+        root = self.state.get("credentials", {}).get(BED_ROOT, {})
         return boto3.client(
             "ec2",
             endpoint_url=self.endpoint,
             region_name=REGION,
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
+            aws_access_key_id=root.get("access_key_id", "testing"),
+            aws_secret_access_key=root.get("secret_access_key", "testing"),
         )
 
     def register_instances(self, net: int) -> None:
@@ -485,8 +491,9 @@ class Bed:
                 kwargs["PrivateIpAddress"] = ip
             return [i["InstanceId"] for i in ec2.run_instances(**kwargs)["Instances"]]
 
-        for node in self.nodes:
-            node.instance_id = run(node.address, {"Name": node.name, "Role": "login", "Cluster": cluster})[0]
+        self.run_instance = run
+        for node in self.launched():
+            node.instance_id = run(node.address, self.login_tags(node))[0]
         noise = []
         for i in range(2):
             iid = run(
@@ -508,6 +515,27 @@ class Bed:
         self.state["virtual"] = virtual
         if self.args.virtual_shared and virtual:
             self.share_first_node(virtual)
+
+    def login_tags(self, node: Node) -> dict[str, str]:
+        return {"Name": node.name, "Role": "login", "Cluster": self.args.cluster}
+
+    def launched(self) -> list[Node]:
+        """The login nodes but the last ``--held``, which boot (their sshd
+        runs) but are launched in EC2 only by ``POST /_bed/nodes/launch``."""
+        return self.nodes[: len(self.nodes) - self.args.held]
+
+    def launch(self, node: Node) -> dict[str, Any]:
+        """A held node comes online: its instance runs with the login tags,
+        its SSM agent registers, and State Manager applies the associations
+        that target it (emulator/associations.py)."""
+        if node.instance_id:
+            raise ValueError(f"{node.name} is already launched ({node.instance_id})")
+        node.instance_id = self.run_instance(node.address, self.login_tags(node))[0]
+        self.emulator.nodes[node.instance_id] = self._node_env(node)
+        self.emulator.instance_online(node.instance_id, REGION)
+        self.state["nodes"] = [n.as_json() for n in self.nodes]
+        (self.dir / "bed.json").write_text(json.dumps(self.state, indent=2))
+        return {"launched": node.name, "instance_id": node.instance_id}
 
     def share_first_node(self, virtual: list[str]) -> None:
         """``--virtual-shared``: every virtual instance is the first node
@@ -559,8 +587,8 @@ class Bed:
         cluster = self.args.cluster
         state: dict[str, Any] = {}
         for kind, targets in (
-            ("ip", [{"Id": n.address, "Port": 22} for n in self.nodes]),
-            ("instance", [{"Id": n.instance_id, "Port": 22} for n in self.nodes]),
+            ("ip", [{"Id": n.address, "Port": 22} for n in self.launched()]),
+            ("instance", [{"Id": n.instance_id, "Port": 22} for n in self.launched()]),
         ):
             suffix = "" if kind == "ip" else "-i"
             tg = elb.create_target_group(
@@ -584,7 +612,7 @@ class Bed:
 
         sm = boto3.client("sagemaker", **kwargs)
         groups = []
-        for name, count in (("login-group", len(self.nodes)), ("worker-group", self.args.hyperpod_workers)):
+        for name, count in (("login-group", len(self.launched())), ("worker-group", self.args.hyperpod_workers)):
             if count:
                 groups.append(
                     {
@@ -960,7 +988,7 @@ class Bed:
     def start_lb(self, net: int) -> None:
         address = f"127.{net}.0.10"
         check = f"check inter {self.args.lb_check_interval} fall 2 rise 1"
-        servers = "".join(f"    server {n.name} {n.address}:22 {check}\n" for n in self.nodes)
+        servers = "".join(f"    server {n.name} {n.address}:22 {check}\n" for n in self.launched())
         config = self.dir / "haproxy.cfg"
         config.write_text(
             "global\n"
@@ -1010,6 +1038,8 @@ class Bed:
             self.start_node(node)
             wait_banner(node.address, 22, time.time() + 10)
             return {"started": node.name, "pid": node.pid}
+        if op == "launch":
+            return self.launch(node)
         raise ValueError(op)
 
     # --------------------------------------------------------------- run
@@ -1038,7 +1068,7 @@ class Bed:
         deadline = time.time() + 20
         for node in self.nodes:
             wait_banner(node.address, 22, deadline)
-        for node in self.nodes:
+        for node in self.launched():
             self.emulator.nodes[node.instance_id] = self._node_env(node)
             if self.args.no_ssm:
                 self.emulator.unmanaged.add(node.instance_id)
@@ -1143,6 +1173,12 @@ def main() -> int:
     up.add_argument("--nodes", type=int, default=3, help="number of sshd login nodes")
     up.add_argument(
         "--virtual", type=int, default=0, help="extra running instances with no sshd (Role=login, Cluster=virtual)"
+    )
+    up.add_argument(
+        "--held",
+        type=int,
+        default=0,
+        help="the last N login nodes boot but are launched in EC2 (and reached by SSM) only by POST /_bed/nodes/launch",
     )
     up.add_argument("--cluster", default="hp", help="Cluster tag and node name prefix")
     up.add_argument("--net", type=int, default=None, help="network index K (default: first free)")

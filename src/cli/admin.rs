@@ -352,12 +352,13 @@ pub enum SsmDocumentCommand {
         /// How the nodes call hostkeyctl (name on PATH or absolute path).
         #[arg(long, default_value = "hostkeyctl", value_name = "PATH")]
         node_command: Program,
-        /// Which document: install (push, rotate) or check (audit --via-ssm).
+        /// Which document: install (push, rotate), check (audit --via-ssm) or
+        /// converge (association deploy).
         #[arg(long, value_enum, default_value = "install", value_name = "KIND")]
         kind: crate::ssm_document::Kind,
     },
-    /// Create both documents, or add a new version and make it the default
-    /// where the content changed.
+    /// Create the three documents, or add a new version and make it the
+    /// default where the content changed.
     Deploy {
         /// The install document's name.
         #[arg(long, default_value = crate::ssm_document::DEFAULT_NAME, value_name = "NAME")]
@@ -365,10 +366,95 @@ pub enum SsmDocumentCommand {
         /// The check document's name.
         #[arg(long, default_value = crate::ssm_document::CHECK_NAME, value_name = "NAME")]
         check_name: String,
+        /// The converge document's name (`association deploy`).
+        #[arg(long, default_value = crate::ssm_document::CONVERGE_NAME, value_name = "NAME")]
+        converge_name: String,
         /// How the nodes call hostkeyctl (name on PATH or absolute path).
         #[arg(long, default_value = "hostkeyctl", value_name = "PATH")]
         node_command: Program,
     },
+}
+
+/// `hostkeyctl association`.
+#[derive(Debug, Subcommand)]
+pub enum AssociationCommand {
+    /// Create the association of hostkeyctl's converge document on the
+    /// targets, or bring the one of that name to these settings. State
+    /// Manager runs it at once, on its schedule, and on every instance that
+    /// comes online with the target tags.
+    Deploy(AssociationDeployArgs),
+    /// Show the association: targets, schedule, last run, and whether it
+    /// still runs hostkeyctl's document.
+    Show(AssociationShowArgs),
+    /// Delete the association. What it installed stays on the nodes.
+    Delete(AssociationNameArgs),
+}
+
+/// Which association.
+#[derive(Debug, Args)]
+pub struct AssociationNameArgs {
+    /// The secret whose key sets the association installs (name or ARN).
+    #[arg(long, value_name = "ID")]
+    pub secret_id: SecretId,
+    /// The association's name (default: hostkeyctl- and the secret's name).
+    #[arg(long, value_name = "NAME", value_parser = parse_association_name)]
+    pub name: Option<String>,
+}
+
+/// The converge document an association runs.
+#[derive(Debug, Args)]
+pub struct ConvergeDocumentArgs {
+    /// The converge document (`ssm-document deploy`), trusted by its
+    /// SHA-256: the association runs the version that holds this binary's
+    /// content. Another name is a custom document, run with a warning.
+    #[arg(long, default_value = crate::ssm_document::CONVERGE_NAME, value_name = "NAME")]
+    pub document: String,
+    /// How the nodes call hostkeyctl (name on PATH or absolute path).
+    #[arg(long, default_value = "hostkeyctl", value_name = "PATH")]
+    pub node_command: Program,
+}
+
+/// `hostkeyctl association deploy`.
+#[derive(Debug, Args)]
+pub struct AssociationDeployArgs {
+    #[command(flatten)]
+    pub association: AssociationNameArgs,
+    /// Where it runs: tag:KEY=VALUE (repeat: every tag must match; how AWS
+    /// documents associations for Auto Scaling groups) or instance ids.
+    #[arg(long = "target", value_name = "SPEC", required = true)]
+    pub targets: Vec<TargetSpec>,
+    /// How often it runs besides when an instance comes online: rate(N
+    /// minutes|hours|days), at least 30 minutes, or cron(...).
+    #[arg(long, default_value = crate::association::DEFAULT_SCHEDULE, value_name = "EXPR")]
+    pub schedule: String,
+    /// SSM MaxConcurrency of each run (number or percentage).
+    #[arg(long, default_value = "10%", value_name = "N|P%")]
+    pub max_concurrency: String,
+    /// SSM MaxErrors of each run: failures after which the run starts no
+    /// more targets (number or percentage).
+    #[arg(long, default_value = "10%", value_name = "N|P%")]
+    pub max_errors: String,
+    #[command(flatten)]
+    pub document: ConvergeDocumentArgs,
+}
+
+/// `hostkeyctl association show`.
+#[derive(Debug, Args)]
+pub struct AssociationShowArgs {
+    #[command(flatten)]
+    pub association: AssociationNameArgs,
+    #[command(flatten)]
+    pub document: ConvergeDocumentArgs,
+}
+
+/// An association name as State Manager takes it.
+fn parse_association_name(s: &str) -> Result<String, String> {
+    let ok = (3..=128).contains(&s.len()) && s.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
+    if ok {
+        Ok(s.to_owned())
+    } else {
+        Err("3 to 128 letters, digits, '_', '-' or '.' (State Manager's rule for association names)".to_owned())
+    }
 }
 
 /// `hostkeyctl known-hosts`.

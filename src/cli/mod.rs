@@ -128,6 +128,15 @@ pub enum Command {
     )]
     SsmDocument(SsmDocumentCommand),
     #[cfg(feature = "admin")]
+    /// A State Manager association that keeps the targets converged to what
+    /// the secret's stages say, and converges every new instance as it
+    /// comes online: deploy, show or delete it.
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  hostkeyctl association deploy --secret-id hostkeys/my-cluster --target tag:Role=login\n  hostkeyctl association deploy --secret-id hostkeys/my-cluster --target tag:Role=login --schedule 'rate(1 hour)'\n  hostkeyctl association show --secret-id hostkeys/my-cluster"
+    )]
+    Association(AssociationCommand),
+    #[cfg(feature = "admin")]
     /// Print a shell completion script (for packages and dotfiles).
     #[command(
         after_help = "Examples:\n  hostkeyctl completions bash > /usr/share/bash-completion/completions/hostkeyctl\n  hostkeyctl completions zsh > /usr/share/zsh/vendor-completions/_hostkeyctl"

@@ -2,6 +2,8 @@
 //! runs it, and prints its result.
 
 #[cfg(feature = "admin")]
+pub mod association;
+#[cfg(feature = "admin")]
 pub mod audit;
 #[cfg(feature = "admin")]
 pub mod ca;
@@ -73,6 +75,8 @@ pub async fn run(cli: Cli) -> Result<Status, Failure> {
         Command::Sign(args) => sign::run(&args, &cli.global, output).await,
         #[cfg(feature = "admin")]
         Command::SsmDocument(command) => ssm_document::run(&command, &cli.global, output).await,
+        #[cfg(feature = "admin")]
+        Command::Association(command) => association::run(&command, &cli.global, output).await,
         #[cfg(feature = "admin")]
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();

@@ -16,6 +16,7 @@ pub async fn run(command: &SsmDocumentCommand, global: &GlobalArgs, output: Outp
         SsmDocumentCommand::Deploy {
             name,
             check_name,
+            converge_name,
             node_command,
         } => {
             let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
@@ -26,6 +27,10 @@ pub async fn run(command: &SsmDocumentCommand, global: &GlobalArgs, output: Outp
             let (check_version, check_done) = ssm_document::deploy(&client, check_name, Kind::Check, node_command)
                 .await
                 .map_err(Failure::aws)?;
+            let (converge_version, converge_done) =
+                ssm_document::deploy(&client, converge_name, Kind::Converge, node_command)
+                    .await
+                    .map_err(Failure::aws)?;
             match output {
                 OutputFormat::Json => output::print_json(&serde_json::json!({
                     "document": name,
@@ -35,6 +40,11 @@ pub async fn run(command: &SsmDocumentCommand, global: &GlobalArgs, output: Outp
                         "document": check_name,
                         "default_version": check_version,
                         "result": check_done,
+                    },
+                    "converge": {
+                        "document": converge_name,
+                        "default_version": converge_version,
+                        "result": converge_done,
                     },
                 }))
                 .map_err(Failure::usage)?,
@@ -46,6 +56,10 @@ pub async fn run(command: &SsmDocumentCommand, global: &GlobalArgs, output: Outp
                     println!(
                         "document {}: {check_done}; default version {check_version}. audit --via-ssm uses it from now on",
                         crate::escape::escape(check_name)
+                    );
+                    println!(
+                        "document {}: {converge_done}; default version {converge_version}. association deploy uses it from now on",
+                        crate::escape::escape(converge_name)
                     );
                 }
             }

@@ -23,18 +23,37 @@ pub async fn run(args: &StatusArgs, global: &GlobalArgs, output: OutputFormat) -
         prober: std::sync::Arc::new(Paced::new(SshProber, std::sync::Arc::new(Ledger::for_this_user()))),
         policy: ScanPolicy::default(),
     };
-    let report = flow
+    let mut report = flow
         .run(&args.secret_id, &args.targets, args.port)
         .await
         .map_err(|e| match e {
             StatusError::Store(e) => store_failure(e),
             StatusError::Discovery(e) => discovery_failure(e),
         })?;
+    report.association = association_of(&config, &args.secret_id).await;
     match output {
         OutputFormat::Json => output::print_json(&report).map_err(Failure::usage)?,
         _ => print!("{}", table(&report, output::columns())),
     }
     Ok(Status::Success)
+}
+
+/// The association that keeps the secret's nodes converged, if any. Not
+/// being able to read it (a role without `ssm:ListAssociations`) is a
+/// warning: the versions and stages are what status is for.
+async fn association_of(
+    config: &aws_config::SdkConfig,
+    secret: &crate::ids::SecretId,
+) -> Option<crate::association::Association> {
+    use crate::association::Associations as _;
+    let name = crate::association::default_name(secret);
+    match crate::association::SsmAssociations::new(config).named(&name).await {
+        Ok(mut all) => all.pop(),
+        Err(e) => {
+            tracing::warn!("cannot read the association {name}: {e}");
+            None
+        }
+    }
 }
 
 /// The report as a human reads it, fitted to `width` columns.
@@ -67,6 +86,21 @@ pub fn table(report: &StatusReport, width: Option<u16>) -> String {
                     .unwrap_or_default()
             )
         }
+    }
+    if let Some(a) = &report.association {
+        _ = writeln!(
+            out,
+            "assoc    {} ({}), {}, last run {} ({})",
+            crate::escape::escape(&a.spec.name),
+            crate::escape::escape(&a.id),
+            crate::escape::escape(&a.spec.schedule),
+            a.last_execution
+                .as_deref()
+                .map_or_else(|| "never".to_owned(), crate::escape::escape),
+            a.status
+                .as_deref()
+                .map_or_else(|| "no status yet".to_owned(), crate::escape::escape)
+        );
     }
     if let Some(c) = &report.converged {
         _ = writeln!(

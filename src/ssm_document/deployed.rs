@@ -187,7 +187,11 @@ pub async fn resolve(
             hash_type: crate::escape::escape(&deployed.hash_type),
             expected: sha256_hex(&ours),
             node_command: node_command.to_string(),
-            kind_flag: if kind == Kind::Check { " --kind check" } else { "" },
+            kind_flag: match kind {
+                Kind::Install => "",
+                Kind::Check => " --kind check",
+                Kind::Converge => " --kind converge",
+            },
             option: if kind == Kind::Check {
                 "--check-document"
             } else {

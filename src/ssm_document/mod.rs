@@ -1,6 +1,7 @@
 //! hostkeyctl's own SSM Command documents: one can only run
-//! `hostkeyctl install` with typed parameters, the other only the read-only
-//! `hostkeyctl install --check`.
+//! `hostkeyctl install` of a pinned version with typed parameters, one only
+//! the read-only `hostkeyctl install --check`, and one (a State Manager
+//! association's) only `hostkeyctl install` of what the stages say.
 //!
 //! `AWS-RunShellScript` runs any shell line as root, so a role that may send
 //! it has root on every node it targets. These documents run one program
@@ -34,6 +35,8 @@ use crate::store::StoredVersion;
 pub const DEFAULT_NAME: &str = "hostkeyctl-Install";
 /// The check document's default name (`audit --via-ssm`).
 pub const CHECK_NAME: &str = "hostkeyctl-Check";
+/// The converge document's default name (`association deploy`).
+pub const CONVERGE_NAME: &str = "hostkeyctl-Converge";
 /// The shell document push falls back to (explicitly, or when hostkeyctl's
 /// own is not deployed).
 pub const RUN_SHELL_SCRIPT: &str = "AWS-RunShellScript";
@@ -50,6 +53,9 @@ pub enum Kind {
     /// `hostkeyctl install --check --expect ...`, which changes nothing
     /// (`audit --via-ssm`).
     Check,
+    /// `hostkeyctl install --secret-id ...` of what the stages say, as the
+    /// nodes' timers run it (a State Manager association).
+    Converge,
 }
 
 impl Kind {
@@ -58,6 +64,7 @@ impl Kind {
         match self {
             Kind::Install => DEFAULT_NAME,
             Kind::Check => CHECK_NAME,
+            Kind::Converge => CONVERGE_NAME,
         }
     }
 }
@@ -86,7 +93,59 @@ pub fn content(kind: Kind, node_command: &Program) -> String {
     match kind {
         Kind::Install => install_content(node_command),
         Kind::Check => check_content(node_command),
+        Kind::Converge => converge_content(node_command),
     }
+}
+
+/// The converge document: `install` of what the secret's stages say
+/// (AWSCURRENT, and an announced AWSPENDING as extra keys), as a pull
+/// fleet's timer runs it, so an association that runs it between a
+/// rotation's steps installs what that rotation pushes.
+fn converge_content(node_command: &Program) -> String {
+    let p = patterns();
+    let doc = json!({
+        "schemaVersion": "2.2",
+        "description": "hostkeyctl: converge this node's SSH host keys to what the secret's stages say (hostkeyctl install without a version: AWSCURRENT, and an announced AWSPENDING as extra keys), verify them and roll back on failure. For a State Manager association. Runs nothing else.",
+        "parameters": {
+            "SecretId": {
+                "type": "String",
+                "description": "The secret holding the key sets (its ARN: a secret deleted and created again under the name is another secret).",
+                "allowedPattern": p["SecretId"],
+            },
+            "Region": {
+                "type": "String",
+                "description": "The region the secret is read in; empty for the node's own.",
+                "default": "",
+                "allowedPattern": p["Region"],
+            },
+        },
+        "mainSteps": [{
+            "action": "aws:runShellScript",
+            "name": "converge",
+            "inputs": {
+                "timeoutSeconds": "600",
+                "runCommand": [
+                    "set -eu",
+                    "set -- install --quiet --secret-id='{{ SecretId }}'",
+                    "region='{{ Region }}'",
+                    "if [ -n \"$region\" ]; then set -- \"$@\" --region=\"$region\"; fi",
+                    format!("exec {} \"$@\"", crate::shell::quote(node_command.as_str()).unwrap_or_default()),
+                ],
+            },
+        }],
+    });
+    let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+/// The converge document's parameters for `secret` (its ARN).
+pub fn converge_parameters(secret_arn: &str, region: Option<&Region>) -> BTreeMap<String, Vec<String>> {
+    let mut out = BTreeMap::from([("SecretId".to_owned(), vec![secret_arn.to_owned()])]);
+    if let Some(region) = region {
+        out.insert("Region".to_owned(), vec![region.to_string()]);
+    }
+    out
 }
 
 /// The check document: `install --check` against the given fingerprints,
@@ -270,6 +329,26 @@ mod tests {
             lines[1],
             "exec hostkeyctl install --check --quiet --expect='{{ Expect }}'"
         );
+    }
+
+    #[test]
+    fn the_converge_document_installs_what_the_stages_say_and_nothing_else() {
+        let program = Program::parse("hostkeyctl").unwrap();
+        let text = content(Kind::Converge, &program);
+        let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let params: Vec<&String> = doc["parameters"].as_object().unwrap().keys().collect();
+        assert_eq!(params, ["Region", "SecretId"]);
+        let lines: Vec<&str> = doc["mainSteps"][0]["inputs"]["runCommand"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l.as_str().unwrap())
+            .collect();
+        assert_eq!(lines.last().copied(), Some("exec hostkeyctl \"$@\""));
+        assert!(lines[1].starts_with("set -- install --quiet --secret-id="), "{lines:?}");
+        // No version: the node reads the stages, as its timer does.
+        assert!(!text.contains("version-id") && !text.contains("--expect"), "{text}");
+        assert_ne!(text, content(Kind::Install, &program));
     }
 
     #[test]

@@ -20,13 +20,14 @@ from moto.core import DEFAULT_ACCOUNT_ID as ACCOUNT
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
 from . import patches
+from .associations import ASSOCIATION_ACTIONS, StateManager
 from .errors import ApiError
 from .iam import Enforcer, Principal, Refused
 from .secretsmanager import check_stage_move, sync_current
 from .ssm import JSON_SERVICES, OWN_SSM_ACTIONS, Command, Faults, NodeEnv, SsmCommandPlane
 
 
-class Emulator(SsmCommandPlane):
+class Emulator(SsmCommandPlane, StateManager):
     """A WSGI application: moto plus the additions described above."""
 
     def __init__(self, region: str, bin_dir: str | None = None):
@@ -54,6 +55,7 @@ class Emulator(SsmCommandPlane):
         # instances share.
         self.virtual_shared: tuple[str, dict[str, str]] | None = None
         self.closing = False
+        self._init_state_manager()
 
     # ----------------------------------------------------------------- WSGI
 
@@ -106,7 +108,7 @@ class Emulator(SsmCommandPlane):
                 check_stage_move(json.loads(body or b"{}"), region or self.region)
             if service == "secretsmanager" and action == "PutSecretValue":
                 sync_current(json.loads(body or b"{}"), region or self.region)
-            if service == "ssm" and action in OWN_SSM_ACTIONS:
+            if service == "ssm" and (action in OWN_SSM_ACTIONS or action in ASSOCIATION_ACTIONS):
                 request = json.loads(body or b"{}")
                 if action == "SendCommand":
                     result = self._ssm_SendCommand(request, region or self.region, principal)
@@ -257,6 +259,14 @@ class Emulator(SsmCommandPlane):
                     }
                     for c in (self.commands[cid] for cid in self.command_order)
                 ]
+        if path == "/_bed/associations":
+            return self.associations_json()
+        if path == "/_bed/associations/run" and method == "POST":
+            self.run_associations(self.region, (request or {}).get("association_id"))
+            return {}
+        if path == "/_bed/associations/settle" and method == "POST":
+            self.settle_associations()
+            return self.associations_json()
         hook = self.control_hooks.get(path)
         if hook is not None and method == "POST":
             return hook(request)

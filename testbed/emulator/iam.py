@@ -18,6 +18,10 @@ SSM document actions      ``arn:aws:ssm:REGION:ACCOUNT:document/NAME``
                           (``REGION::document/`` for AWS-owned documents)
 ``ssm:SendCommand``       the document, and each instance it reaches, with the
                           instance's tags as ``ssm:resourceTag/KEY``
+``ssm:*Association``      ``arn:aws:ssm:REGION:ACCOUNT:association/ID`` (a new
+                          one's id for Create), and the document for Create
+                          and Update (tag targets name no instance; the bed
+                          does not check instance targets' instances)
 SageMaker cluster calls   the cluster's ARN
 everything else           ``*`` (EC2 and ELB describes have no resource-level
                           permissions)
@@ -227,6 +231,11 @@ class Enforcer:
                 return [self.document_arn(str(request.get("Name", "")), region)]
             if action == "SendCommand":
                 return [self.document_arn(str(request.get("DocumentName", "")), region)]
+            if action in ("CreateAssociation", "UpdateAssociation", "DescribeAssociation", "DeleteAssociation"):
+                association = f"arn:aws:ssm:{region}:{self.account}:association/{request.get('AssociationId', 'new')}"
+                if action in ("CreateAssociation", "UpdateAssociation") and request.get("Name"):
+                    return [association, self.document_arn(str(request["Name"]), region)]
+                return [association]
         if service == "sagemaker" and action in SAGEMAKER_CLUSTER_ACTIONS:
             return [self.cluster_arn(str(request.get("ClusterName", "")), region)]
         return ["*"]

@@ -19,6 +19,8 @@ mod policies;
 #[cfg(feature = "testbed")]
 mod admin;
 #[cfg(feature = "testbed")]
+mod association;
+#[cfg(feature = "testbed")]
 mod audit;
 #[cfg(feature = "testbed")]
 mod bootstrap;

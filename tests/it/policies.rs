@@ -149,7 +149,9 @@ fn the_policies_scope_every_grant() {
     let documents = [
         "arn:aws:ssm:*:111122223333:document/hostkeyctl-Install",
         "arn:aws:ssm:*:111122223333:document/hostkeyctl-Check",
+        "arn:aws:ssm:*:111122223333:document/hostkeyctl-Converge",
     ];
+    let associations = "arn:aws:ssm:*:111122223333:association/*";
     for role in ROLES {
         for st in statements(role) {
             assert_eq!(st["Effect"], "Allow", "{role}: {st}");
@@ -188,6 +190,22 @@ fn the_policies_scope_every_grant() {
                                 json!({"StringEquals": {"ssm:resourceTag/Role": "login"}}),
                                 "{role}: {st}"
                             );
+                        } else if r == associations {
+                            // State Manager's: only associations, of the converge
+                            // document where one is made (the emulator checks it).
+                            assert!(acts.iter().all(|a| a.ends_with("Association")), "{role}: {st}");
+                            if acts
+                                .iter()
+                                .any(|a| a.starts_with("ssm:Create") || a.starts_with("ssm:Update"))
+                            {
+                                assert_eq!(
+                                    resources,
+                                    [documents[2], associations],
+                                    "{role}: an association of another document: {st}"
+                                );
+                            }
+                        } else if r == "*" {
+                            assert_eq!(acts, ["ssm:ListAssociations"], "{role}: {st}");
                         } else {
                             assert!(
                                 documents.contains(&r.as_str()),

@@ -261,7 +261,7 @@ fn an_overlapping_rotation_lets_update_host_keys_clients_learn_the_new_keys() {
 }
 
 /// The fingerprints of a node's next-set key files (ed25519, ecdsa, rsa).
-fn next_keys(node: &crate::common::bed::Node) -> Vec<Option<String>> {
+pub(crate) fn next_keys(node: &crate::common::bed::Node) -> Vec<Option<String>> {
     ["ed25519", "ecdsa", "rsa"]
         .iter()
         .map(|t| {

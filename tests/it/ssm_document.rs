@@ -46,13 +46,18 @@ async fn print_is_byte_stable_and_deploy_adds_versions_only_when_it_changes() {
         json!({
             "document": "hostkeyctl-Install", "default_version": "1", "result": "created",
             "check": {"document": "hostkeyctl-Check", "default_version": "1", "result": "created"},
+            "converge": {"document": "hostkeyctl-Converge", "default_version": "1", "result": "created"},
         })
     );
     assert_eq!(deploy(&[])["result"], "unchanged");
     // SSM's hash of the default version is the SHA-256 of what print shows:
     // what push, rotate and audit --via-ssm compare.
     let ssm = aws_sdk_ssm::Client::new(&bed.sdk_config(1).await);
-    for (name, kind) in [("hostkeyctl-Install", "install"), ("hostkeyctl-Check", "check")] {
+    for (name, kind) in [
+        ("hostkeyctl-Install", "install"),
+        ("hostkeyctl-Check", "check"),
+        ("hostkeyctl-Converge", "converge"),
+    ] {
         let described = ssm.describe_document().name(name).send().await.unwrap();
         let printed = bed.run(&["ssm-document", "print", "--kind", kind]).stdout;
         assert_eq!(
@@ -342,7 +347,7 @@ fn the_cloudformation_template_matches_its_sources() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = tempfile::tempdir().unwrap();
     let mut paths = Vec::new();
-    for kind in ["install", "check"] {
+    for kind in ["install", "check", "converge"] {
         let print = crate::common::support::hostkeyctl()
             .args(["ssm-document", "print", "--kind", kind])
             .output()
@@ -366,6 +371,6 @@ fn the_cloudformation_template_matches_its_sources() {
     assert_eq!(
         String::from_utf8(generated.stdout).unwrap(),
         committed,
-        "cloudformation/hostkeyctl.json is stale: regenerate it with `python3 scripts/cloudformation.py <(hostkeyctl ssm-document print) <(hostkeyctl ssm-document print --kind check) > cloudformation/hostkeyctl.json`"
+        "cloudformation/hostkeyctl.json is stale: regenerate it with `python3 scripts/cloudformation.py <(hostkeyctl ssm-document print) <(hostkeyctl ssm-document print --kind check) <(hostkeyctl ssm-document print --kind converge) > cloudformation/hostkeyctl.json`"
     );
 }

@@ -37,6 +37,10 @@ pub struct BedOptions {
     pub hyperpod_workers: usize,
     /// SSM cannot reach the nodes (a pull-only fleet).
     pub no_ssm: bool,
+    /// The last N login nodes boot, but are launched in EC2 (and reached
+    /// by SSM) only by [`TestBed::launch_node`]: an Auto Scaling group's
+    /// new instance.
+    pub held: usize,
     /// Deploy hostkeyctl's SSM documents first (`ssm-document deploy`, as
     /// the admin), as the CloudFormation stack does in an account: the
     /// admin role may send no other document.
@@ -74,6 +78,7 @@ impl Default for BedOptions {
             profiles: Vec::new(),
             hyperpod_workers: 0,
             no_ssm: false,
+            held: 0,
             documents: true,
             release: None,
             lb_check_interval: "1s",
@@ -240,6 +245,7 @@ impl TestBed {
         if options.no_ssm {
             cmd.arg("--no-ssm");
         }
+        cmd.arg("--held").arg(options.held.to_string());
         if let Some(release) = options.release {
             cmd.arg("--release").arg(release);
         }
@@ -425,6 +431,25 @@ impl TestBed {
     /// Every command sent so far, with its parameters.
     pub fn commands(&self) -> Vec<Value> {
         serde_json::from_value(self.control("GET", "/_bed/commands", &Value::Null)).unwrap()
+    }
+
+    /// Launches a held node (`BedOptions::held`): its instance id. State
+    /// Manager applies the associations that target it, in the background.
+    pub fn launch_node(&self, name: &str) -> String {
+        let answer = self.control("POST", "/_bed/nodes/launch", &serde_json::json!({ "name": name }));
+        answer["instance_id"].as_str().unwrap().to_owned()
+    }
+
+    /// Fires every association's schedule now, and waits for the runs.
+    pub fn run_associations(&self) -> Vec<Value> {
+        self.control("POST", "/_bed/associations/run", &Value::Null);
+        self.settle_associations()
+    }
+
+    /// Waits until no association run is in progress: every association,
+    /// with each instance's last status and every run's invocations.
+    pub fn settle_associations(&self) -> Vec<Value> {
+        serde_json::from_value(self.control("POST", "/_bed/associations/settle", &Value::Null)).unwrap()
     }
 
     /// Stops a node's sshd.

@@ -1,0 +1,185 @@
+//! `hostkeyctl association deploy|show|delete`: parses, runs the
+//! [`crate::association`] flows, prints, and maps the outcome to an exit
+//! code.
+
+use crate::association::{
+    self, Association, AssociationError, DeployRequest, Deployed, DocumentCheck, SsmAssociations,
+};
+use crate::aws;
+use crate::cli::{AssociationCommand, AssociationDeployArgs, AssociationNameArgs, AssociationShowArgs, GlobalArgs};
+use crate::commands::common::config_region;
+use crate::dispatch::SsmDispatcher;
+use crate::escape::escape;
+use crate::exit::{Failure, Status};
+use crate::output::{self, OutputFormat};
+use crate::store::SecretsManagerStore;
+
+/// Runs `association`.
+pub async fn run(command: &AssociationCommand, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
+    let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
+    let associations = SsmAssociations::new(&config);
+    let documents = SsmDispatcher::new(&config);
+    match command {
+        AssociationCommand::Deploy(args) => {
+            let store = SecretsManagerStore::new(&config);
+            let region = config_region(&config)?;
+            run_deploy(args, &store, &documents, &associations, region.as_ref(), output).await
+        }
+        AssociationCommand::Show(args) => run_show(args, &documents, &associations, output).await,
+        AssociationCommand::Delete(args) => run_delete(args, &associations, output).await,
+    }
+}
+
+async fn run_deploy(
+    args: &AssociationDeployArgs,
+    store: &SecretsManagerStore,
+    documents: &SsmDispatcher,
+    associations: &SsmAssociations,
+    region: Option<&crate::ids::Region>,
+    output: OutputFormat,
+) -> Result<Status, Failure> {
+    let name = name_of(&args.association);
+    let request = DeployRequest {
+        secret: &args.association.secret_id,
+        region,
+        name: &name,
+        targets: &args.targets,
+        schedule: &args.schedule,
+        document: &args.document.document,
+        node_command: &args.document.node_command,
+        max_concurrency: &args.max_concurrency,
+        max_errors: &args.max_errors,
+    };
+    let outcome = association::deploy(store, documents, associations, &request)
+        .await
+        .map_err(failure)?;
+    if output == OutputFormat::Json {
+        output::print_json(&outcome).map_err(Failure::usage)?;
+    } else {
+        let done = match &outcome.deployed {
+            Deployed::Created => "created; State Manager runs it on its targets now".to_owned(),
+            Deployed::Updated { changed } => {
+                format!("updated ({}); State Manager runs it again now", changed.join(", "))
+            }
+            Deployed::Unchanged => "unchanged".to_owned(),
+        };
+        println!(
+            "association {} ({}): {done}",
+            escape(&name),
+            escape(&outcome.association.id)
+        );
+        print_association(&outcome.association);
+        println!("  runs:      {}", outcome.document);
+    }
+    Ok(Status::Success)
+}
+
+async fn run_show(
+    args: &AssociationShowArgs,
+    documents: &SsmDispatcher,
+    associations: &SsmAssociations,
+    output: OutputFormat,
+) -> Result<Status, Failure> {
+    let name = name_of(&args.association);
+    let shown = association::show(
+        documents,
+        associations,
+        &name,
+        &args.document.document,
+        &args.document.node_command,
+    )
+    .await
+    .map_err(failure)?;
+    let Some(shown) = shown else {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "no association is named {}: create it with `hostkeyctl association deploy --secret-id {} --target tag:KEY=VALUE`",
+            escape(&name),
+            args.association.secret_id
+        )));
+    };
+    if output == OutputFormat::Json {
+        output::print_json(&shown).map_err(Failure::usage)?;
+    } else {
+        println!("association {} ({})", escape(&name), escape(&shown.association.id));
+        print_association(&shown.association);
+        match &shown.document {
+            DocumentCheck::Ours => println!(
+                "  runs:      {} version {}, hostkeyctl's own (by SHA-256)",
+                escape(&shown.association.spec.document),
+                escape(&shown.association.spec.document_version)
+            ),
+            DocumentCheck::Other { reason } => println!(
+                "  runs:      NOT hostkeyctl's converge document: {reason}. `hostkeyctl association deploy` puts it right"
+            ),
+        }
+    }
+    // An association that runs something else is drift to act on.
+    Ok(match shown.document {
+        DocumentCheck::Ours => Status::Success,
+        DocumentCheck::Other { .. } => Status::Drift,
+    })
+}
+
+async fn run_delete(
+    args: &AssociationNameArgs,
+    associations: &SsmAssociations,
+    output: OutputFormat,
+) -> Result<Status, Failure> {
+    let name = name_of(args);
+    let deleted = association::delete(associations, &name).await.map_err(failure)?;
+    if output == OutputFormat::Json {
+        output::print_json(&serde_json::json!({
+            "association": name,
+            "result": if deleted.is_some() { "deleted" } else { "absent" },
+            "association_id": deleted,
+        }))
+        .map_err(Failure::usage)?;
+    } else {
+        match deleted {
+            Some(id) => println!(
+                "association {} ({}): deleted. The nodes keep what it installed; push, or their timers, converge them from now on",
+                escape(&name),
+                escape(&id)
+            ),
+            None => println!("association {}: there is none; nothing to delete", escape(&name)),
+        }
+    }
+    Ok(Status::Success)
+}
+
+fn name_of(args: &AssociationNameArgs) -> String {
+    args.name
+        .clone()
+        .unwrap_or_else(|| association::default_name(&args.secret_id))
+}
+
+fn print_association(a: &Association) {
+    let targets: Vec<String> = a.spec.targets.iter().map(ToString::to_string).collect();
+    println!("  targets:   {}", targets.join(" and "));
+    println!("  schedule:  {}", escape(&a.spec.schedule));
+    println!(
+        "  last run:  {} ({})",
+        a.last_execution.as_deref().map_or_else(|| "never".to_owned(), escape),
+        a.status.as_deref().map_or_else(|| "no status yet".to_owned(), escape)
+    );
+    if !a.instances_by_status.is_empty() {
+        let counts: Vec<String> = a
+            .instances_by_status
+            .iter()
+            .map(|(status, n)| format!("{n} {}", escape(status)))
+            .collect();
+        println!("  instances: {}", counts.join(", "));
+    }
+}
+
+fn failure(e: AssociationError) -> Failure {
+    match e {
+        AssociationError::Aws(a) => Failure::aws(a),
+        AssociationError::Store(s) => crate::commands::store_failure(s),
+        AssociationError::Document(d) => match *d {
+            crate::ssm_document::ResolveError::Aws(a) => Failure::aws(a),
+            other => Failure::usage(other),
+        },
+        other => Failure::usage(other),
+    }
+}

