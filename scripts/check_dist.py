@@ -7,7 +7,7 @@ Checks, each failing with what is wrong:
     (objdump -T), the figure printed;
   - the node builds are at most 10 MB, have `install` as their only command
     and refuse the admin commands; `cargo tree` of the node build has no
-    EC2, SSM, ELB or SageMaker SDK, no tables and no progress bars;
+    EC2, ELB or SageMaker SDK (the SSM SDK only for PutComplianceItems), no tables and no progress bars;
   - the aarch64 node build runs `--version` under qemu-user;
   - the .deb (dpkg-deb -c) and the .rpm (rpm -qlp) hold the binary, the
     units (byte for byte the repository's), the completions and a man page
@@ -30,7 +30,6 @@ NODE_MAX_BYTES = 10 * 1000 * 1000
 ELF_MACHINE = {"x86_64": 62, "aarch64": 183}
 NOT_IN_NODE = [
     "aws-sdk-ec2",
-    "aws-sdk-ssm",
     "aws-sdk-elasticloadbalancingv2",
     "aws-sdk-sagemaker",
     "comfy-table",

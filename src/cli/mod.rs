@@ -259,4 +259,11 @@ pub struct InstallArgs {
     /// install's result.
     #[arg(long, env = "HOSTKEYCTL_METRICS_FILE", value_name = "PATH")]
     pub metrics_file: Option<PathBuf>,
+    /// Report one SSM Compliance item per key type (`Custom:HostKeys`,
+    /// PutComplianceItems) for this instance. On whenever the SSM agent runs
+    /// install (it sets AWS_SSM_INSTANCE_ID); a timer turns it on with this
+    /// (the instance id then comes from IMDS). A failure to report is a
+    /// warning, never the install's result.
+    #[arg(long, env = "HOSTKEYCTL_REPORT_COMPLIANCE")]
+    pub report_compliance: bool,
 }

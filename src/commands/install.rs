@@ -130,12 +130,16 @@ pub async fn execute(
 /// Runs `install`.
 pub async fn run(args: &InstallArgs, global: &GlobalArgs) -> Result<Status, Failure> {
     let sshd = sshd_of(args);
-    let store = if args.secret_id.is_some() {
-        let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
-        Some(SecretsManagerStore::new(&config))
+    let compliance = args.report_compliance || std::env::var_os("AWS_SSM_INSTANCE_ID").is_some_and(|v| !v.is_empty());
+    let config = if args.secret_id.is_some() || compliance {
+        Some(aws::load_config(&global.aws).await.map_err(Failure::aws_config)?)
     } else {
         None
     };
+    let store = config
+        .as_ref()
+        .filter(|_| args.secret_id.is_some())
+        .map(SecretsManagerStore::new);
     // Paced as the audit is: a timer's installs and an audit from this
     // host owe the node's sshd together (scan::pacing).
     let prober = Paced::new(SshProber, std::sync::Arc::new(Ledger::for_this_user()));
@@ -144,8 +148,25 @@ pub async fn run(args: &InstallArgs, global: &GlobalArgs) -> Result<Status, Fail
         write_metrics(path, outcome.as_ref().ok());
     }
     let report = outcome?;
+    if let Some(config) = config.as_ref().filter(|_| compliance) {
+        report_compliance(config, &report).await;
+    }
     emit(&report, global.quiet);
     Ok(exit_status(&report))
+}
+
+/// SSM Compliance (`Custom:HostKeys`) for this instance, from the report.
+/// A failure is a warning: the host keys come first.
+async fn report_compliance(config: &aws_config::SdkConfig, report: &InstallReport) {
+    let outcome = match install::compliance::instance_id().await {
+        Ok(id) => install::compliance::put(config, &id, &install::compliance::items(report))
+            .await
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = outcome {
+        eprintln!("warning: cannot report SSM compliance: {e}; the install's result stands");
+    }
 }
 
 /// `--metrics-file`: the report's textfile, or `refused` for a run that

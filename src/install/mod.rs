@@ -20,6 +20,7 @@
 mod apply;
 mod certs;
 pub mod check;
+pub mod compliance;
 pub mod files;
 pub mod metrics;
 mod plan;

@@ -21,6 +21,12 @@ When an association runs, as AWS documents it:
 
 ``POST /_bed/associations/settle`` waits until no run is in progress; ``GET
 /_bed/associations`` lists them with each instance's last run.
+
+Compliance (moto has none): ``PutComplianceItems`` stores a resource's items
+of one compliance type (``COMPLETE`` replaces them all, as AWS documents:
+"This call overwrites existing compliance information on the resource");
+``ListComplianceItems`` lists them by resource id, resource type and
+``ComplianceType``/``Status`` filters, paginated.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ from .errors import ApiError
 from .ssm import Command, Invocation
 
 ASSOCIATION_ACTIONS = {
+    "PutComplianceItems",
+    "ListComplianceItems",
     "CreateAssociation",
     "DescribeAssociation",
     "ListAssociations",
@@ -115,6 +123,81 @@ class StateManager:
     def _init_state_manager(self) -> None:
         self.associations: dict[str, Association] = {}
         self.association_threads: list[threading.Thread] = []
+        # (resource id, compliance type) -> the items last put.
+        self.compliance: dict[tuple[str, str], list[dict[str, Any]]] = {}
+
+    # ------------------------------------------------------- compliance
+
+    def _ssm_PutComplianceItems(self, request: dict[str, Any], region: str) -> dict[str, Any]:
+        resource = request.get("ResourceId", "")
+        resource_type = request.get("ResourceType", "")
+        kind = request.get("ComplianceType", "")
+        if resource_type != "ManagedInstance":
+            raise ApiError("ValidationException", "ManagedInstance is the only supported resource type.")
+        if not re.fullmatch(r"Custom:[A-Za-z0-9_\-]{1,93}", kind):
+            raise ApiError("ValidationException", f"ComplianceType {kind!r}: a custom type is Custom:NAME")
+        summary = request.get("ExecutionSummary") or {}
+        if "ExecutionTime" not in summary:
+            raise ApiError("ValidationException", "ExecutionSummary.ExecutionTime is required.")
+        items = request.get("Items") or []
+        if len(items) > 10000:
+            raise ApiError("ValidationException", "at most 10000 items")
+        stored = []
+        for item in items:
+            status = item.get("Status")
+            if status not in ("COMPLIANT", "NON_COMPLIANT"):
+                raise ApiError("ValidationException", f"Status {status!r} is not COMPLIANT or NON_COMPLIANT")
+            severity = item.get("Severity")
+            if severity not in ("CRITICAL", "HIGH", "MEDIUM", "LOW", "INFORMATIONAL", "UNSPECIFIED"):
+                raise ApiError("ValidationException", f"Severity {severity!r} is not valid")
+            for key, value in (item.get("Details") or {}).items():
+                if not 1 <= len(key) <= 64 or len(value) > 4096:
+                    raise ApiError("ValidationException", f"Details {key!r}: key 1 to 64, value at most 4096")
+            stored.append(
+                {
+                    "ComplianceType": kind,
+                    "ResourceType": resource_type,
+                    "ResourceId": resource,
+                    "Id": item.get("Id", ""),
+                    "Title": item.get("Title", ""),
+                    "Status": status,
+                    "Severity": severity,
+                    "ExecutionSummary": summary,
+                    "Details": item.get("Details") or {},
+                }
+            )
+        with self.lock:
+            if request.get("UploadType", "COMPLETE") == "COMPLETE":
+                self.compliance[(resource, kind)] = stored
+            else:
+                kept = {i["Id"]: i for i in self.compliance.get((resource, kind), [])}
+                kept.update({i["Id"]: i for i in stored})
+                self.compliance[(resource, kind)] = list(kept.values())
+        return {}
+
+    def _ssm_ListComplianceItems(self, request: dict[str, Any], region: str) -> dict[str, Any]:
+        ids = request.get("ResourceIds") or []
+        types = request.get("ResourceTypes") or []
+        with self.lock:
+            rows = [i for items in self.compliance.values() for i in items]
+        if ids:
+            rows = [i for i in rows if i["ResourceId"] in ids]
+        if types:
+            rows = [i for i in rows if i["ResourceType"] in types]
+        for f in request.get("Filters") or []:
+            key, values = f.get("Key"), f.get("Values") or []
+            if f.get("Type", "EQUAL") != "EQUAL":
+                raise ApiError("ValidationException", "the bed filters compliance items with EQUAL only")
+            field_name = {"ComplianceType": "ComplianceType", "Status": "Status", "Severity": "Severity"}.get(key)
+            if field_name is None:
+                raise ApiError("ValidationException", f"the bed does not filter compliance items by {key!r}")
+            rows = [i for i in rows if i[field_name] in values]
+        max_results = int(request.get("MaxResults") or 10)
+        start = int(request.get("NextToken") or 0)
+        result: dict[str, Any] = {"ComplianceItems": rows[start : start + max_results]}
+        if start + max_results < len(rows):
+            result["NextToken"] = str(start + max_results)
+        return result
 
     # ------------------------------------------------------------- API
 

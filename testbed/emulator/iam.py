@@ -18,6 +18,7 @@ SSM document actions      ``arn:aws:ssm:REGION:ACCOUNT:document/NAME``
                           (``REGION::document/`` for AWS-owned documents)
 ``ssm:SendCommand``       the document, and each instance it reaches, with the
                           instance's tags as ``ssm:resourceTag/KEY``
+``ssm:PutComplianceItems`` the instance of its ``ResourceId``
 ``ssm:*Association``      ``arn:aws:ssm:REGION:ACCOUNT:association/ID`` (a new
                           one's id for Create), and the document for Create
                           and Update (tag targets name no instance; the bed
@@ -231,6 +232,8 @@ class Enforcer:
                 return [self.document_arn(str(request.get("Name", "")), region)]
             if action == "SendCommand":
                 return [self.document_arn(str(request.get("DocumentName", "")), region)]
+            if action == "PutComplianceItems":
+                return [f"arn:aws:ec2:{region}:{self.account}:instance/{request.get('ResourceId', '')}"]
             if action in ("CreateAssociation", "UpdateAssociation", "DescribeAssociation", "DeleteAssociation"):
                 association = f"arn:aws:ssm:{region}:{self.account}:association/{request.get('AssociationId', 'new')}"
                 if action in ("CreateAssociation", "UpdateAssociation") and request.get("Name"):

@@ -3,9 +3,13 @@
 //! comes online, with no push; and the association, run between every
 //! pair of a rotation's steps, never moves a node off the stages.
 
+use std::collections::BTreeMap;
+use std::process::Command;
+
 use serde_json::Value;
 
 use crate::common::bed::{BedOptions, Node, TARGETS, TestBed, served};
+use crate::common::support::require;
 use crate::rotate::{next_keys, rotate, set_of, stages};
 
 const SECRET: &str = "hostkeys/hk";
@@ -106,6 +110,7 @@ fn an_association_converges_a_new_instance_and_never_moves_a_node_off_the_stages
     assert_eq!(served(&new), set, "the new instance serves the set");
     let nodes = [first, second, &new];
     assert_on_the_stages(&bed, &nodes, "after the launch");
+    assert_compliance_follows_the_nodes(&bed, &nodes);
 
     rotate_with_the_association_between_every_step(&bed, &nodes);
     let stages = stages(&bed);
@@ -208,4 +213,103 @@ fn assert_shown_and_in_status(bed: &TestBed) {
         "{}",
         status("table").stdout
     );
+}
+
+/// `ListComplianceItems` of `instance` (as the bed): `Custom:HostKeys`
+/// status by item id, and the items' details.
+fn compliance(bed: &TestBed, instance: &str) -> (BTreeMap<String, String>, Vec<BTreeMap<String, String>>) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let ssm = aws_sdk_ssm::Client::new(&bed.sdk_config(1).await);
+        let filter = aws_sdk_ssm::types::ComplianceStringFilter::builder()
+            .key("ComplianceType")
+            .values("Custom:HostKeys")
+            .r#type(aws_sdk_ssm::types::ComplianceQueryOperatorType::Equal)
+            .build();
+        let items: Vec<_> = ssm
+            .list_compliance_items()
+            .resource_ids(instance)
+            .resource_types("ManagedInstance")
+            .filters(filter)
+            .into_paginator()
+            .items()
+            .send()
+            .collect::<Result<Vec<_>, _>>()
+            .await
+            .unwrap();
+        let statuses = items
+            .iter()
+            .map(|i| (i.id().unwrap().to_owned(), i.status().unwrap().as_str().to_owned()))
+            .collect();
+        let details = items
+            .iter()
+            .map(|i| {
+                i.details()
+                    .unwrap()
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            })
+            .collect();
+        (statuses, details)
+    })
+}
+
+/// Each node's SSM Compliance (`Custom:HostKeys`), reported by install
+/// under SSM: COMPLIANT for every key type once converged; NON_COMPLIANT
+/// for exactly the key type changed by hand on one node, as the check
+/// document (`audit --via-ssm`) finds it; COMPLIANT again once the
+/// association's next run put it right. Fingerprints only in the details.
+fn assert_compliance_follows_the_nodes(bed: &TestBed, nodes: &[&Node]) {
+    let all_compliant: BTreeMap<String, String> = ["ecdsa-sha2-nistp256", "ssh-ed25519", "ssh-rsa"]
+        .iter()
+        .map(|t| ((*t).to_owned(), "COMPLIANT".to_owned()))
+        .collect();
+    for node in nodes {
+        let (statuses, details) = compliance(bed, &node.instance_id);
+        assert_eq!(statuses, all_compliant, "{}", node.name);
+        for d in &details {
+            assert_eq!(d["ExpectedFingerprint"], d["Served"], "{d:?}");
+            assert!(d.values().all(|v| !v.contains("PRIVATE KEY")), "{d:?}");
+        }
+    }
+    // Someone regenerates the second node's ed25519 key by hand.
+    let changed = nodes[1];
+    let key = changed.ssh_dir.join("ssh_host_ed25519_key");
+    std::fs::remove_file(&key).unwrap();
+    std::fs::remove_file(changed.ssh_dir.join("ssh_host_ed25519_key.pub")).unwrap();
+    crate::common::support::run_ok(
+        Command::new(require("ssh-keygen"))
+            .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+            .arg(&key),
+    );
+    let mut audit = vec!["audit", "--output", "json", "--secret-id", SECRET, "--via-ssm"];
+    audit.extend(TARGETS);
+    assert_eq!(bed.run(&audit).code, 1, "the audit finds the drift");
+    let (statuses, details) = compliance(bed, &changed.instance_id);
+    // The check reports every type it checks, the ones that must not be
+    // served included: only the changed one is NON_COMPLIANT.
+    let compliant_but = |statuses: &BTreeMap<String, String>, but: Option<&str>| {
+        assert!(all_compliant.keys().all(|t| statuses.contains_key(t)), "{statuses:?}");
+        for (key_type, status) in statuses {
+            let expected = if Some(key_type.as_str()) == but {
+                "NON_COMPLIANT"
+            } else {
+                "COMPLIANT"
+            };
+            assert_eq!(status, expected, "{key_type}: {statuses:?}");
+        }
+    };
+    compliant_but(&statuses, Some("ssh-ed25519"));
+    let ed25519 = details
+        .iter()
+        .find(|d| d.get("OnDiskFingerprint") != d.get("ExpectedFingerprint"));
+    assert!(ed25519.is_some(), "the details show the key on disk: {details:?}");
+    for other in [nodes[0], nodes[2]] {
+        compliant_but(&compliance(bed, &other.instance_id).0, None);
+    }
+    // The association's next run puts the key back, and says so.
+    let runs = bed.run_associations();
+    assert_eq!(runs[0]["Instances"][&changed.instance_id], "Success", "{runs:?}");
+    assert_eq!(compliance(bed, &changed.instance_id).0, all_compliant);
 }

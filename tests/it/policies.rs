@@ -181,7 +181,12 @@ fn the_policies_scope_every_grant() {
                         .any(|a| a != "ssm:ListCommandInvocations" && a != "ssm:CancelCommand") =>
                 {
                     for r in &resources {
-                        if r.contains(":instance/") {
+                        if r.contains(":instance/") && acts == ["ssm:PutComplianceItems"] {
+                            // A node reports its own host keys' compliance: the node
+                            // role alone, on instances, never anything else.
+                            assert_eq!(role, "node", "{st}");
+                            assert_eq!(resources, ["arn:aws:ec2:*:111122223333:instance/*"], "{st}");
+                        } else if r.contains(":instance/") {
                             // Only the login nodes: the emulator evaluates this condition,
                             // and here its shape is held.
                             assert_eq!(acts, ["ssm:SendCommand"], "{role}: {st}");
