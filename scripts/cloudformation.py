@@ -9,7 +9,9 @@ ssm-document print` writes (install, `--kind check`, `--kind converge`).
 
 With AssociationSecretArn set, the stack also creates the State Manager
 association of the converge document on the AssociationTargetTag* targets,
-as `hostkeyctl association deploy` does (docs/operations.md).
+as `hostkeyctl association deploy` does; with AlarmNamespace set, two
+CloudWatch alarms on `audit --cloudwatch NAMESPACE`'s metrics: a node not OK,
+and an audit that stopped reporting (docs/operations.md).
 
 The policies' example account (111122223333) becomes the stack's account
 and their `hostkeys/` secret prefix the SecretNamePrefix parameter.
@@ -60,6 +62,23 @@ def document(name: str, path: str) -> dict:
     }
 
 
+def alarm(description: str, properties: dict) -> dict:
+    """An alarm on the audit's metrics in AlarmNamespace, notifying
+    AlarmTopicArn when given."""
+    actions = {"Fn::If": ["HasAlarmTopic", [{"Ref": "AlarmTopicArn"}], {"Ref": "AWS::NoValue"}]}
+    return {
+        "Type": "AWS::CloudWatch::Alarm",
+        "Condition": "CreateAlarms",
+        "Properties": {
+            "AlarmDescription": description,
+            "Namespace": {"Ref": "AlarmNamespace"},
+            "AlarmActions": actions,
+            "OKActions": actions,
+            **properties,
+        },
+    }
+
+
 def main() -> int:
     if len(sys.argv) != 4:
         print(__doc__, file=sys.stderr)
@@ -68,6 +87,32 @@ def main() -> int:
         "InstallDocument": document("hostkeyctl-Install", sys.argv[1]),
         "CheckDocument": document("hostkeyctl-Check", sys.argv[2]),
         "ConvergeDocument": document("hostkeyctl-Converge", sys.argv[3]),
+        "NodesNotOkAlarm": alarm(
+            "A scheduled hostkeyctl audit found at least one login node not serving the canonical host keys "
+            "(mismatch, missing, unmanaged, unreachable or penalized): docs/operations.md, 'NodesNotOk'.",
+            {
+                "MetricName": "NodesNotOk",
+                "Statistic": "Maximum",
+                "Period": {"Ref": "AuditPeriodSeconds"},
+                "EvaluationPeriods": 1,
+                "Threshold": 1,
+                "ComparisonOperator": "GreaterThanOrEqualToThreshold",
+                "TreatMissingData": "notBreaching",
+            },
+        ),
+        "AuditStoppedAlarm": alarm(
+            "No hostkeyctl audit reported for two audit periods: the scheduled audit stopped running or cannot "
+            "publish (missing data is breaching): docs/operations.md, 'AuditStopped'.",
+            {
+                "MetricName": "NodesNotOk",
+                "Statistic": "SampleCount",
+                "Period": {"Ref": "AuditPeriodSeconds"},
+                "EvaluationPeriods": 2,
+                "Threshold": 1,
+                "ComparisonOperator": "LessThanThreshold",
+                "TreatMissingData": "breaching",
+            },
+        ),
         "ConvergeAssociation": {
             "Type": "AWS::SSM::Association",
             "Condition": "CreateAssociation",
@@ -157,13 +202,39 @@ def main() -> int:
                 "AllowedPattern": "^[A-Za-z0-9 _.:/=+@-]{1,256}$",
                 "Description": "The tag's value.",
             },
+            "AlarmNamespace": {
+                "Type": "String",
+                "Default": "",
+                "AllowedPattern": "^$|^hostkeyctl[A-Za-z0-9._/#:-]{0,245}$",
+                "Description": (
+                    "The namespace a scheduled `hostkeyctl audit --cloudwatch NAMESPACE` publishes to (it starts "
+                    "with hostkeyctl, as the auditor policy allows): when set, the stack creates an alarm on a node "
+                    "not OK and one on an audit that stopped reporting. Empty: no alarms."
+                ),
+            },
+            "AlarmTopicArn": {
+                "Type": "String",
+                "Default": "",
+                "AllowedPattern": "^$|^arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}$",
+                "Description": "An SNS topic the alarms notify (alarm and OK); empty for none.",
+            },
+            "AuditPeriodSeconds": {
+                "Type": "Number",
+                "Default": 900,
+                "AllowedValues": [300, 600, 900, 1800, 3600],
+                "Description": "How often the scheduled audit runs (docs/audit.md): each alarm period.",
+            },
             "AssociationSchedule": {
                 "Type": "String",
                 "Default": "rate(30 minutes)",
                 "Description": "How often the association runs besides when an instance comes online.",
             },
         },
-        "Conditions": {"CreateAssociation": {"Fn::Not": [{"Fn::Equals": [{"Ref": "AssociationSecretArn"}, ""]}]}},
+        "Conditions": {
+            "CreateAssociation": {"Fn::Not": [{"Fn::Equals": [{"Ref": "AssociationSecretArn"}, ""]}]},
+            "CreateAlarms": {"Fn::Not": [{"Fn::Equals": [{"Ref": "AlarmNamespace"}, ""]}]},
+            "HasAlarmTopic": {"Fn::Not": [{"Fn::Equals": [{"Ref": "AlarmTopicArn"}, ""]}]},
+        },
         "Resources": resources,
         "Outputs": outputs,
     }

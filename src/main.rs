@@ -4,7 +4,9 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use hostkeyctl::cli::Cli;
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
 
 fn main() -> ExitCode {
     // Before anything else, and so before any private key is in memory.
@@ -31,20 +33,27 @@ fn main() -> ExitCode {
         (false, 2) => "info,hostkeyctl=debug",
         _ => "debug,hostkeyctl=trace",
     };
-    let mut filter = EnvFilter::try_from_env("HOSTKEYCTL_LOG").unwrap_or_else(|_| EnvFilter::new(directives));
-    // Defence in depth: the SDK's response-body log line stays off at
-    // every level, whatever HOSTKEYCTL_LOG says.
-    if let Ok(off) = "aws_smithy_runtime::client::orchestrator::http=off".parse() {
-        filter = filter.add_directive(off);
-    }
+    // Targets, not EnvFilter: the same `target=level` directives without
+    // the regex engine EnvFilter carries into the node build (its size
+    // limit, docs/design-notes.md).
+    let filter = std::env::var("HOSTKEYCTL_LOG")
+        .ok()
+        .and_then(|v| v.parse::<Targets>().ok())
+        .unwrap_or_else(|| directives.parse().unwrap_or_default())
+        // Defence in depth: the SDK's response-body log line stays off at
+        // every level, whatever HOSTKEYCTL_LOG says.
+        .with_target("aws_smithy_runtime::client::orchestrator::http", LevelFilter::OFF);
     // Colour only on a terminal: a journal, an SSM command's output or a
     // log file gets the words, not escape sequences.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none();
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi)
-        .with_writer(std::io::stderr)
-        .with_target(false)
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_ansi(ansi)
+                .with_writer(std::io::stderr)
+                .with_target(false),
+        )
+        .with(filter)
         .init();
 
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {

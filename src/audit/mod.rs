@@ -13,6 +13,7 @@
 
 pub mod expected;
 pub mod judge;
+pub mod metrics;
 pub mod report;
 pub mod scanner;
 

@@ -207,6 +207,28 @@ pub struct AuditArgs {
     /// (docs/certificates.md): below 2, a renewal was missed.
     #[arg(long, default_value_t = 2, value_name = "N", requires = "ca_fingerprints")]
     pub warn_days: u64,
+    /// Also write the audit's metrics (nodes and samples by verdict,
+    /// certificate days left, duration) as a Prometheus textfile, for
+    /// node_exporter's textfile collector on this host. Atomic, mode 0644.
+    #[arg(long, value_name = "PATH")]
+    pub metrics_file: Option<PathBuf>,
+    /// Also publish them to CloudWatch under this namespace
+    /// (PutMetricData; `NodesNotOk` is what the template's alarm watches).
+    /// One namespace per fleet, e.g. hostkeyctl/my-cluster.
+    #[arg(long, value_name = "NAMESPACE", value_parser = parse_namespace)]
+    pub cloudwatch: Option<String>,
+}
+
+/// A CloudWatch namespace as PutMetricData takes it.
+fn parse_namespace(s: &str) -> Result<String, String> {
+    let ok = (1..=255).contains(&s.len())
+        && !s.starts_with("AWS/")
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || ".-_/#:".contains(c));
+    if ok {
+        Ok(s.to_owned())
+    } else {
+        Err("1 to 255 letters, digits and . - _ / # :, not starting with AWS/ (CloudWatch's rule)".to_owned())
+    }
 }
 
 fn parse_scan_algorithm(s: &str) -> Result<crate::scan::ScanAlgorithm, String> {

@@ -19,7 +19,7 @@ from urllib.parse import parse_qs
 from moto.core import DEFAULT_ACCOUNT_ID as ACCOUNT
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
-from . import patches
+from . import cbor, patches
 from .associations import ASSOCIATION_ACTIONS, StateManager
 from .errors import ApiError
 from .iam import Enforcer, Principal, Refused
@@ -66,15 +66,20 @@ class Emulator(SsmCommandPlane, StateManager):
         if path.startswith("/_bed/"):
             return self._control(path, environ.get("REQUEST_METHOD", "GET"), body, start_response)
         service, region, action = self._identify(environ, body)
+        cbor_operation = cbor.operation(environ)
         principal: Principal | None = None
         if self.iam.enabled and not path.startswith("/moto-api/"):
             try:
                 principal = self.iam.authenticate(environ, body, service, action)
-                self.iam.authorize(principal, service, action, body, region or self.region)
+                # CloudWatch signs as "monitoring"; its IAM actions are cloudwatch:*.
+                iam_service = "cloudwatch" if service == "monitoring" else service
+                self.iam.authorize(principal, iam_service, action, body, region or self.region)
             except Refused as e:
                 with self.lock:
                     key = f"{service}:{action}"
                     self.counts[key] = self.counts.get(key, 0) + 1
+                if cbor_operation:
+                    return cbor.respond(start_response, f"{e.status} Error", {"__type": e.code, "message": e.message})
                 return self._error(start_response, service, ApiError(e.code, e.message, e.status))
         with self.lock:
             key = f"{service}:{action}"
@@ -116,7 +121,13 @@ class Emulator(SsmCommandPlane, StateManager):
                     result = getattr(self, f"_ssm_{action}")(request, region or self.region)
                 return self._json(start_response, 200, result)
         except ApiError as e:
+            if cbor_operation:
+                return cbor.respond(start_response, f"{e.status} Error", {"__type": e.code, "message": e.message})
             return self._error(start_response, service, e)
+        if cbor_operation:
+            request = cbor.decode(environ, body)
+            target = f"GraniteServiceVersion20100801.{cbor_operation}"
+            return cbor.call_moto(self.moto, environ, start_response, target, request)
         environ["wsgi.input"] = io.BytesIO(body)
         environ["CONTENT_LENGTH"] = str(len(body))
         if interrupt is not None:
@@ -138,7 +149,10 @@ class Emulator(SsmCommandPlane, StateManager):
             if len(scope) >= 4:
                 region, service = scope[2], scope[3]
         target = environ.get("HTTP_X_AMZ_TARGET", "")
-        if target:
+        operation = cbor.operation(environ)
+        if operation:
+            action = operation
+        elif target:
             action = target.rsplit(".", 1)[-1]
         else:
             form = parse_qs(body.decode("utf-8", "replace"))

@@ -518,18 +518,6 @@ fn reload_is_found_from_sshds_pid_file_without_a_command() {
     assert_eq!(served(node), set_fingerprints(&init));
 }
 
-/// The samples of a Prometheus textfile as Prometheus's own client library
-/// parses them (`prometheus_client.parser`): (name, labels, value).
-fn prometheus_samples(file: &std::path::Path) -> Vec<(String, serde_json::Value, f64)> {
-    let script = "import json, sys\n\
-from prometheus_client.parser import text_string_to_metric_families as parse\n\
-text = open(sys.argv[1]).read()\n\
-print(json.dumps([[s.name, s.labels, s.value] for f in parse(text) for s in f.samples]))";
-    let out = crate::common::support::run_ok(std::process::Command::new("python3").args(["-c", script]).arg(file));
-    let samples: Vec<(String, serde_json::Value, f64)> = serde_json::from_str(&out).unwrap();
-    samples
-}
-
 /// Issue 29: `install --check --metrics-file` writes node_exporter's
 /// textfile: it parses as Prometheus's text format, names the result, and
 /// says whether the keys converged; a drift flips both, and so does a run
@@ -555,7 +543,7 @@ fn assert_metrics_follow_the_check(bed: &TestBed, node: &Node) {
         &["--secret-id", "hostkeys/hk", "--check", "--metrics-file", &path],
     )
     .ok();
-    let samples = prometheus_samples(&prom);
+    let samples = crate::common::support::prometheus_samples(&prom);
     assert_eq!(
         value(&samples, "hostkeyctl_install_result", Some(("result", "match"))),
         1.0
@@ -578,7 +566,7 @@ fn assert_metrics_follow_the_check(bed: &TestBed, node: &Node) {
     let wrong = "SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
     let drift = bed.install_on(node, &["--check", "--expect", wrong, "--metrics-file", &path]);
     drift.code(1);
-    let samples = prometheus_samples(&prom);
+    let samples = crate::common::support::prometheus_samples(&prom);
     assert_eq!(
         value(&samples, "hostkeyctl_install_result", Some(("result", "drift"))),
         1.0
@@ -588,7 +576,7 @@ fn assert_metrics_follow_the_check(bed: &TestBed, node: &Node) {
     // A run that cannot start (neither --secret-id nor --expect) is
     // `refused`, so the series never go stale without a word.
     bed.install_on(node, &["--check", "--metrics-file", &path]).code(2);
-    let samples = prometheus_samples(&prom);
+    let samples = crate::common::support::prometheus_samples(&prom);
     assert_eq!(
         value(&samples, "hostkeyctl_install_result", Some(("result", "refused"))),
         1.0

@@ -12,7 +12,8 @@ use serde_json::{Value, json};
 use crate::common::roles::Role;
 
 const ROLES: [&str; 5] = ["admin", "rotation", "node", "auditor", "signer"];
-const AWS_SERVICES: [&str; 6] = [
+const AWS_SERVICES: [&str; 7] = [
+    "cloudwatch",
     "secretsmanager",
     "ssm",
     "ec2",
@@ -232,6 +233,21 @@ fn the_policies_scope_every_grant() {
                     ["arn:aws:sagemaker:*:111122223333:cluster/*"],
                     "{role}: {st}"
                 ),
+                // The audit's metrics: PutMetricData has no resource, so
+                // the namespace condition is the scope (parliament checks
+                // the key; the emulator does not evaluate it).
+                "cloudwatch" => {
+                    assert_eq!(
+                        (role, acts.as_slice()),
+                        ("auditor", ["cloudwatch:PutMetricData".to_owned()].as_slice()),
+                        "{st}"
+                    );
+                    assert_eq!(
+                        st["Condition"],
+                        json!({"StringLike": {"cloudwatch:namespace": "hostkeyctl*"}}),
+                        "{st}"
+                    );
+                }
                 other => panic!("{role}: an unexpected service {other}"),
             }
         }
@@ -257,7 +273,15 @@ fn the_policies_scope_every_grant() {
         ]
         .into()
     );
-    assert_eq!(actions("node"), ["secretsmanager:GetSecretValue".to_owned()].into());
+    // A node reads the key sets and reports its own compliance; nothing else.
+    assert_eq!(
+        actions("node"),
+        [
+            "secretsmanager:GetSecretValue".to_owned(),
+            "ssm:PutComplianceItems".to_owned()
+        ]
+        .into()
+    );
     for write in [
         "secretsmanager:GetSecretValue",
         "secretsmanager:PutSecretValue",

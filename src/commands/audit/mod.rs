@@ -91,8 +91,10 @@ fn cert_policy(args: &AuditArgs) -> Option<crate::certificate::CertPolicy> {
 
 /// Runs `audit`.
 pub async fn run(args: &AuditArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
-    let needs_aws =
-        args.secret_id.is_some() || !args.targets.is_empty() || matches!(args.lb, Some(LbSpec::LoadBalancer(_)));
+    let needs_aws = args.secret_id.is_some()
+        || !args.targets.is_empty()
+        || matches!(args.lb, Some(LbSpec::LoadBalancer(_)))
+        || args.cloudwatch.is_some();
     let config = if needs_aws {
         Some(aws::load_config(&global.aws).await.map_err(Failure::aws_config)?)
     } else {
@@ -130,12 +132,79 @@ pub async fn run(args: &AuditArgs, global: &GlobalArgs, output: OutputFormat) ->
             algorithms: args.key_types.clone(),
         },
     };
+    let started = std::time::Instant::now();
     let mut report: AuditReport = audit.run(&request).await.map_err(audit_failure)?;
     let status = exit_status(report.conclusion);
     report.exit_code = status.code();
+    publish_metrics(args, config.as_ref(), &report, started.elapsed()).await;
     match output {
         OutputFormat::Json => output::print_json(&report).map_err(Failure::usage)?,
         _ => print!("{}", print::table(&report, output::columns())),
     }
     Ok(status)
+}
+
+/// `--metrics-file` and `--cloudwatch`. A failure to write or publish is a
+/// warning: the audit's report and exit code stand, and the template's
+/// alarm on missing data catches metrics that stop coming.
+async fn publish_metrics(
+    args: &AuditArgs,
+    config: Option<&aws_config::SdkConfig>,
+    report: &AuditReport,
+    elapsed: Duration,
+) {
+    if args.metrics_file.is_none() && args.cloudwatch.is_none() {
+        return;
+    }
+    let now = time::OffsetDateTime::now_utc();
+    let m = crate::audit::metrics::of(report, elapsed, now);
+    if let Some(path) = &args.metrics_file {
+        let unix = u64::try_from(now.unix_timestamp()).unwrap_or_default();
+        if let Err(e) = crate::audit::metrics::write(path, &m, unix) {
+            eprintln!(
+                "warning: cannot write the metrics file {}: {e}; the audit's result stands",
+                path.display()
+            );
+        }
+    }
+    if let (Some(namespace), Some(config)) = (&args.cloudwatch, config)
+        && let Err(e) = put_metric_data(config, namespace, &crate::audit::metrics::datums(&m)).await
+    {
+        eprintln!("warning: cannot publish the audit's metrics to CloudWatch: {e}; the audit's result stands");
+    }
+}
+
+/// `PutMetricData` of `datums` under `namespace`.
+async fn put_metric_data(
+    config: &aws_config::SdkConfig,
+    namespace: &str,
+    datums: &[crate::audit::metrics::Datum],
+) -> Result<(), crate::aws::AwsError> {
+    use aws_sdk_cloudwatch::types::{Dimension, MetricDatum, StandardUnit};
+
+    let call = crate::aws::Call::new("cloudwatch:PutMetricData", format!("namespace {namespace}"));
+    let now = aws_sdk_cloudwatch::primitives::DateTime::from(std::time::SystemTime::now());
+    let data: Vec<MetricDatum> = datums
+        .iter()
+        .map(|d| {
+            MetricDatum::builder()
+                .metric_name(d.name)
+                .set_dimensions(
+                    d.verdict
+                        .map(|v| vec![Dimension::builder().name("Verdict").value(v).build()]),
+                )
+                .value(d.value)
+                .unit(StandardUnit::from(d.unit))
+                .timestamp(now)
+                .build()
+        })
+        .collect();
+    aws_sdk_cloudwatch::Client::new(config)
+        .put_metric_data()
+        .namespace(namespace)
+        .set_metric_data(Some(data))
+        .send()
+        .await
+        .map_err(|e| crate::aws::AwsError::from_sdk(e, &call))?;
+    Ok(())
 }

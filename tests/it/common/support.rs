@@ -97,3 +97,15 @@ pub fn banner(host: &str, port: u16) -> String {
     std::io::BufReader::new(stream).read_line(&mut line).unwrap();
     line.trim_end().to_owned()
 }
+
+/// The samples of a Prometheus textfile as Prometheus's own client library
+/// parses them (`prometheus_client.parser`): (name, labels, value).
+pub fn prometheus_samples(file: &std::path::Path) -> Vec<(String, serde_json::Value, f64)> {
+    let script = "import json, sys\n\
+from prometheus_client.parser import text_string_to_metric_families as parse\n\
+text = open(sys.argv[1]).read()\n\
+print(json.dumps([[s.name, s.labels, s.value] for f in parse(text) for s in f.samples]))";
+    let out = run_ok(std::process::Command::new("python3").args(["-c", script]).arg(file));
+    let samples: Vec<(String, serde_json::Value, f64)> = serde_json::from_str(&out).unwrap();
+    samples
+}

@@ -1,0 +1,311 @@
+//! The audit's metrics (`audit --metrics-file PATH`, `--cloudwatch
+//! NAMESPACE`): nodes by verdict, the load balancer's samples by verdict,
+//! the fewest days left on a served certificate, how long the audit took,
+//! and when it ran. Counts and durations only: never a fingerprint, an
+//! instance id or an address, which would make a series (or a CloudWatch
+//! dimension) per node and per key.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use super::judge::Verdict;
+use super::report::{AuditReport, Conclusion};
+
+/// Every verdict a node or a sample can have, in the order the metrics
+/// list them (each one always present, 0 when none: an alarm on a series
+/// that appears only when something is wrong never fires).
+pub const VERDICTS: [Verdict; 6] = [
+    Verdict::Ok,
+    Verdict::Mismatch,
+    Verdict::Unmanaged,
+    Verdict::Missing,
+    Verdict::Unreachable,
+    Verdict::Penalized,
+];
+
+/// A verdict's name in the metrics.
+pub fn name(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Ok => "ok",
+        Verdict::Mismatch => "mismatch",
+        Verdict::Unmanaged => "unmanaged",
+        Verdict::Missing => "missing",
+        Verdict::Unreachable => "unreachable",
+        Verdict::Penalized => "penalized",
+    }
+}
+
+/// How bad a verdict is, to pick a node's worst.
+fn rank(v: Verdict) -> u8 {
+    match v {
+        Verdict::Ok => 0,
+        Verdict::Penalized => 1,
+        Verdict::Unreachable => 2,
+        Verdict::Missing => 3,
+        Verdict::Unmanaged => 4,
+        Verdict::Mismatch => 5,
+    }
+}
+
+/// What one audit measured.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct AuditMetrics {
+    /// Nodes by their worst key verdict.
+    pub nodes: BTreeMap<&'static str, usize>,
+    /// Nodes whose worst verdict is not `ok`: what the alarm watches.
+    pub nodes_not_ok: usize,
+    /// The load balancer's samples by verdict (all key types), when it
+    /// was audited.
+    pub lb_samples: Option<BTreeMap<&'static str, usize>>,
+    /// The fewest days left on any certificate a node served (negative:
+    /// expired), when certificates were checked.
+    pub certificate_days_left: Option<f64>,
+    /// How long the audit took.
+    pub duration_seconds: f64,
+    /// What it came to.
+    pub conclusion: Conclusion,
+}
+
+/// The metrics of `report`, which took `duration`, judged at `now`.
+pub fn of(report: &AuditReport, duration: Duration, now: OffsetDateTime) -> AuditMetrics {
+    let mut nodes: BTreeMap<&'static str, usize> = VERDICTS.iter().map(|v| (name(*v), 0)).collect();
+    let mut nodes_not_ok = 0;
+    for node in &report.nodes {
+        let worst = node
+            .findings
+            .iter()
+            .map(|f| f.status)
+            .max_by_key(|v| rank(*v))
+            .unwrap_or(Verdict::Unreachable);
+        *nodes.entry(name(worst)).or_default() += 1;
+        if worst != Verdict::Ok {
+            nodes_not_ok += 1;
+        }
+    }
+    let lb_samples = report.lb.as_ref().map(|lb| {
+        let mut samples: BTreeMap<&'static str, usize> = VERDICTS.iter().map(|v| (name(*v), 0)).collect();
+        for t in &lb.types {
+            for seen in &t.seen {
+                let verdict = if seen.expected {
+                    Verdict::Ok
+                } else if t.status == Verdict::Unmanaged {
+                    Verdict::Unmanaged
+                } else {
+                    Verdict::Mismatch
+                };
+                *samples.entry(name(verdict)).or_default() += seen.count;
+            }
+            let failed: usize = t.failed.values().sum();
+            let verdict = if t.status == Verdict::Penalized {
+                Verdict::Penalized
+            } else {
+                Verdict::Unreachable
+            };
+            *samples.entry(name(verdict)).or_default() += failed;
+        }
+        samples
+    });
+    let certificate_days_left = report
+        .nodes
+        .iter()
+        .flat_map(|n| n.findings.iter())
+        .filter_map(|f| f.certificate.as_ref()?.valid_before.as_deref())
+        .filter_map(|end| OffsetDateTime::parse(end, &Rfc3339).ok())
+        .map(|end| (end - now).as_seconds_f64() / 86_400.0)
+        .reduce(f64::min);
+    AuditMetrics {
+        nodes,
+        nodes_not_ok,
+        lb_samples,
+        certificate_days_left,
+        duration_seconds: duration.as_secs_f64(),
+        conclusion: report.conclusion,
+    }
+}
+
+/// The Prometheus textfile of `m`, for node_exporter's textfile collector
+/// on the host that runs the audit; `now` in Unix seconds.
+pub fn textfile(m: &AuditMetrics, now: u64) -> String {
+    let mut out = String::new();
+    let gauge = |out: &mut String, name: &str, help: &str| {
+        _ = writeln!(out, "# HELP {name} {help}");
+        _ = writeln!(out, "# TYPE {name} gauge");
+    };
+    gauge(
+        &mut out,
+        "hostkeyctl_audit_nodes",
+        "Nodes audited, by their worst key verdict (ok, mismatch, unmanaged, missing, unreachable, penalized).",
+    );
+    for (verdict, n) in &m.nodes {
+        _ = writeln!(out, "hostkeyctl_audit_nodes{{verdict=\"{verdict}\"}} {n}");
+    }
+    gauge(
+        &mut out,
+        "hostkeyctl_audit_nodes_not_ok",
+        "Nodes whose worst verdict is not ok: alert when at least 1.",
+    );
+    _ = writeln!(out, "hostkeyctl_audit_nodes_not_ok {}", m.nodes_not_ok);
+    if let Some(samples) = &m.lb_samples {
+        gauge(
+            &mut out,
+            "hostkeyctl_audit_lb_samples",
+            "Handshakes through the load balancer, by verdict (every key type).",
+        );
+        for (verdict, n) in samples {
+            _ = writeln!(out, "hostkeyctl_audit_lb_samples{{verdict=\"{verdict}\"}} {n}");
+        }
+    }
+    if let Some(days) = m.certificate_days_left {
+        gauge(
+            &mut out,
+            "hostkeyctl_audit_certificate_days_left",
+            "The fewest days of validity left on a host certificate a node served (negative: expired).",
+        );
+        _ = writeln!(out, "hostkeyctl_audit_certificate_days_left {days:.3}");
+    }
+    gauge(
+        &mut out,
+        "hostkeyctl_audit_consistent",
+        "1 when the audit found every node and sample serving the expected set, 0 for drift or incomplete.",
+    );
+    _ = writeln!(
+        out,
+        "hostkeyctl_audit_consistent {}",
+        u8::from(m.conclusion == Conclusion::Consistent)
+    );
+    gauge(
+        &mut out,
+        "hostkeyctl_audit_duration_seconds",
+        "How long the audit took.",
+    );
+    _ = writeln!(out, "hostkeyctl_audit_duration_seconds {:.3}", m.duration_seconds);
+    gauge(
+        &mut out,
+        "hostkeyctl_audit_last_run_timestamp_seconds",
+        "When the audit ended (Unix time): alert when it is older than two audit periods.",
+    );
+    _ = writeln!(out, "hostkeyctl_audit_last_run_timestamp_seconds {now}");
+    out
+}
+
+/// Writes the textfile atomically, mode 0644.
+pub fn write(path: &std::path::Path, m: &AuditMetrics, now: u64) -> std::io::Result<()> {
+    let options = crate::fsutil::WriteOptions {
+        mode: 0o644,
+        owner: None,
+        overwrite: true,
+    };
+    crate::fsutil::write_atomic(path, textfile(m, now).as_bytes(), &options)
+}
+
+/// One CloudWatch datum: name, the `Verdict` dimension's value (if any),
+/// value and unit name.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Datum {
+    /// Metric name.
+    pub name: &'static str,
+    /// The `Verdict` dimension, for the breakdowns.
+    pub verdict: Option<&'static str>,
+    /// The value.
+    pub value: f64,
+    /// `Count` or `Seconds`.
+    pub unit: &'static str,
+}
+
+/// The CloudWatch metrics of `m`. Dimensions are verdict names only.
+pub fn datums(m: &AuditMetrics) -> Vec<Datum> {
+    let count = |name, verdict, value: usize| Datum {
+        name,
+        verdict,
+        #[allow(clippy::cast_precision_loss)]
+        value: value as f64,
+        unit: "Count",
+    };
+    let mut out = vec![count("NodesNotOk", None, m.nodes_not_ok)];
+    out.extend(m.nodes.iter().map(|(v, n)| count("Nodes", Some(*v), *n)));
+    if let Some(samples) = &m.lb_samples {
+        out.extend(samples.iter().map(|(v, n)| count("LbSamples", Some(*v), *n)));
+    }
+    if let Some(days) = m.certificate_days_left {
+        out.push(Datum {
+            name: "CertificateDaysLeft",
+            verdict: None,
+            value: days,
+            unit: "None",
+        });
+    }
+    out.push(Datum {
+        name: "AuditDuration",
+        verdict: None,
+        value: m.duration_seconds,
+        unit: "Seconds",
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{AuditMetrics, Conclusion, datums, textfile};
+
+    fn metrics() -> AuditMetrics {
+        AuditMetrics {
+            nodes: [
+                ("ok", 2),
+                ("mismatch", 1),
+                ("unmanaged", 0),
+                ("missing", 0),
+                ("unreachable", 0),
+                ("penalized", 0),
+            ]
+            .into_iter()
+            .collect(),
+            nodes_not_ok: 1,
+            lb_samples: Some([("ok", 40), ("mismatch", 20)].into_iter().collect()),
+            certificate_days_left: Some(6.5),
+            duration_seconds: 1.25,
+            conclusion: Conclusion::Drift,
+        }
+    }
+
+    #[test]
+    fn the_textfile_has_every_verdict_and_no_identity() {
+        let text = textfile(&metrics(), 1_790_000_000);
+        assert!(
+            text.contains("\nhostkeyctl_audit_nodes{verdict=\"mismatch\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\nhostkeyctl_audit_nodes{verdict=\"unmanaged\"} 0\n"),
+            "{text}"
+        );
+        assert!(text.contains("\nhostkeyctl_audit_nodes_not_ok 1\n"), "{text}");
+        assert!(
+            text.contains("\nhostkeyctl_audit_lb_samples{verdict=\"ok\"} 40\n"),
+            "{text}"
+        );
+        assert!(text.contains("\nhostkeyctl_audit_consistent 0\n"), "{text}");
+        assert!(
+            text.contains("\nhostkeyctl_audit_certificate_days_left 6.500\n"),
+            "{text}"
+        );
+        assert!(!text.contains("SHA256:") && !text.contains("i-"), "{text}");
+    }
+
+    #[test]
+    fn cloudwatch_dimensions_are_verdicts_only() {
+        let all = datums(&metrics());
+        assert_eq!(all[0].name, "NodesNotOk");
+        assert_eq!(all[0].value, 1.0);
+        let dims: Vec<&str> = all.iter().filter_map(|d| d.verdict).collect();
+        assert!(
+            dims.iter()
+                .all(|d| super::VERDICTS.iter().any(|v| super::name(*v) == *d)),
+            "{dims:?}"
+        );
+        assert!(all.iter().any(|d| d.name == "AuditDuration" && d.unit == "Seconds"));
+    }
+}
