@@ -249,4 +249,45 @@ say "clients get those lines beside the @cert-authority line, or the KRL as Revo
 TWENTY_OPTS=(-o HostKeyAlias=login.demo.internal -o "RevokedHostKeys=$WORK/revoked.krl")
 twenty
 
+bold "12. Kept converged and watched: a State Manager association, SSM Compliance, the audit's metrics"
+run admin "$HOSTKEYCTL" association deploy --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
+  --output table
+say "(State Manager runs it now, on its schedule, and on every instance that comes online with the tags;"
+say " it installs what the stages say, as a rotation does, so it never fights one: docs/operations.md)"
+# The bed's State Manager: wait for runs, fire the schedule (testbed/emulator/associations.py).
+bed_control() { python3 -c "import sys, urllib.request as u; u.urlopen(u.Request(sys.argv[1], data=b'{}', method='POST')).read()" "$AWS_ENDPOINT_URL/_bed/associations/$1"; }
+bed_control settle
+NODE2_SSH_DIR=$(state 's["nodes"][1]["ssh_dir"]')
+NODE2_ID=$(state 's["nodes"][1]["instance_id"]')
+compliance() {
+  python3 - "$AWS_ENDPOINT_URL" "$(state "s['credentials']['bed-root']['access_key_id']")" \
+    "$(state "s['credentials']['bed-root']['secret_access_key']")" "$NODE2_ID" <<'PY'
+import sys, boto3
+ssm = boto3.client("ssm", endpoint_url=sys.argv[1], region_name="us-east-1",
+                   aws_access_key_id=sys.argv[2], aws_secret_access_key=sys.argv[3])
+items = ssm.list_compliance_items(ResourceIds=[sys.argv[4]], ResourceTypes=["ManagedInstance"],
+                                  Filters=[{"Key": "ComplianceType", "Values": ["Custom:HostKeys"]}])["ComplianceItems"]
+for i in items:
+    if i["Id"] in ("ssh-ed25519", "ecdsa-sha2-nistp256", "ssh-rsa"):
+        print(f"   | {sys.argv[4]} Custom:HostKeys {i['Id']:<20} {i['Status']}")
+PY
+}
+say "someone regenerates node 2's ed25519 key by hand:"
+rm -f "$NODE2_SSH_DIR/ssh_host_ed25519_key" "$NODE2_SSH_DIR/ssh_host_ed25519_key.pub"
+ssh-keygen -q -t ed25519 -N '' -f "$NODE2_SSH_DIR/ssh_host_ed25519_key"
+run auditor "$HOSTKEYCTL" audit --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
+  --lb lb:hp-login --samples 9 --via-ssm --metrics-file "$WORK/audit.prom" --cloudwatch hostkeyctl/demo \
+  --output table >/dev/null || say "(exit $?: the audit found the drift)"
+grep -E '^hostkeyctl_audit_nodes(_not_ok)?[{ ]' "$WORK/audit.prom" | sed 's/^/   | /'
+say "the node reported it to SSM Compliance (its on-disk check ran under SSM):"
+compliance
+say "the association's schedule fires; it puts the key back, and the node reports it:"
+bed_control run
+bed_control settle
+compliance
+run auditor "$HOSTKEYCTL" audit --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
+  --metrics-file "$WORK/audit.prom" --cloudwatch hostkeyctl/demo --output table >/dev/null
+grep -E '^hostkeyctl_audit_nodes_not_ok ' "$WORK/audit.prom" | sed 's/^/   | /'
+say "(NodesNotOk, in CloudWatch too, is what the template's alarm watches: docs/operations.md)"
+
 bold "Done: one host identity behind the load balancer, rotated without a warning"

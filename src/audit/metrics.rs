@@ -130,11 +130,8 @@ pub fn of(report: &AuditReport, duration: Duration, now: OffsetDateTime) -> Audi
 /// The Prometheus textfile of `m`, for node_exporter's textfile collector
 /// on the host that runs the audit; `now` in Unix seconds.
 pub fn textfile(m: &AuditMetrics, now: u64) -> String {
+    use crate::install::metrics::gauge;
     let mut out = String::new();
-    let gauge = |out: &mut String, name: &str, help: &str| {
-        _ = writeln!(out, "# HELP {name} {help}");
-        _ = writeln!(out, "# TYPE {name} gauge");
-    };
     gauge(
         &mut out,
         "hostkeyctl_audit_nodes",
@@ -194,12 +191,7 @@ pub fn textfile(m: &AuditMetrics, now: u64) -> String {
 
 /// Writes the textfile atomically, mode 0644.
 pub fn write(path: &std::path::Path, m: &AuditMetrics, now: u64) -> std::io::Result<()> {
-    let options = crate::fsutil::WriteOptions {
-        mode: 0o644,
-        owner: None,
-        overwrite: true,
-    };
-    crate::fsutil::write_atomic(path, textfile(m, now).as_bytes(), &options)
+    crate::install::metrics::write_textfile(path, &textfile(m, now))
 }
 
 /// One CloudWatch datum: name, the `Verdict` dimension's value (if any),

@@ -44,13 +44,15 @@ pub fn converged(result: InstallResult) -> bool {
     )
 }
 
+/// A gauge's `# HELP` and `# TYPE` lines.
+pub fn gauge(out: &mut String, name: &str, help: &str) {
+    _ = writeln!(out, "# HELP {name} {help}");
+    _ = writeln!(out, "# TYPE {name} gauge");
+}
+
 /// The textfile for `report`, ended at `now` (Unix seconds).
 pub fn render(report: &InstallReport, now: u64) -> String {
     let mut out = String::new();
-    let gauge = |out: &mut String, name: &str, help: &str| {
-        _ = writeln!(out, "# HELP {name} {help}");
-        _ = writeln!(out, "# TYPE {name} gauge");
-    };
     gauge(
         &mut out,
         "hostkeyctl_install_result",
@@ -106,12 +108,18 @@ fn escape_label(value: &str) -> String {
 /// Writes the textfile for `report` to `path`, atomically, mode 0644 (the
 /// collector runs as its own user).
 pub fn write(path: &Path, report: &InstallReport, now: u64) -> std::io::Result<()> {
+    write_textfile(path, &render(report, now))
+}
+
+/// Writes a textfile atomically, mode 0644 (the collector reads only
+/// `*.prom` files, so the temporary one beside it is never scraped).
+pub fn write_textfile(path: &Path, text: &str) -> std::io::Result<()> {
     let options = crate::fsutil::WriteOptions {
         mode: 0o644,
         owner: None,
         overwrite: true,
     };
-    crate::fsutil::write_atomic(path, render(report, now).as_bytes(), &options)
+    crate::fsutil::write_atomic(path, text.as_bytes(), &options)
 }
 
 #[cfg(test)]

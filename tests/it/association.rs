@@ -4,12 +4,10 @@
 //! pair of a rotation's steps, never moves a node off the stages.
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use serde_json::Value;
 
 use crate::common::bed::{BedOptions, Node, TARGETS, TestBed, served};
-use crate::common::support::require;
 use crate::rotate::{next_keys, rotate, set_of, stages};
 
 const SECRET: &str = "hostkeys/hk";
@@ -275,14 +273,7 @@ fn assert_compliance_follows_the_nodes(bed: &TestBed, nodes: &[&Node]) {
     }
     // Someone regenerates the second node's ed25519 key by hand.
     let changed = nodes[1];
-    let key = changed.ssh_dir.join("ssh_host_ed25519_key");
-    std::fs::remove_file(&key).unwrap();
-    std::fs::remove_file(changed.ssh_dir.join("ssh_host_ed25519_key.pub")).unwrap();
-    crate::common::support::run_ok(
-        Command::new(require("ssh-keygen"))
-            .args(["-q", "-t", "ed25519", "-N", "", "-f"])
-            .arg(&key),
-    );
+    crate::common::bed::change_ed25519_key_by_hand(changed);
     let mut audit = vec!["audit", "--output", "json", "--secret-id", SECRET, "--via-ssm"];
     audit.extend(TARGETS);
     assert_eq!(bed.run(&audit).code, 1, "the audit finds the drift");

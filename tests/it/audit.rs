@@ -255,17 +255,7 @@ fn via_ssm_sees_keys_written_but_not_served() {
     // Someone regenerated node 2's ed25519 key on disk without reloading
     // sshd (started with -r): clients still see the right key.
     let n = &bed.state.nodes[1];
-    let key = n.ssh_dir.join("ssh_host_ed25519_key");
-    std::fs::remove_file(&key).unwrap();
-    std::fs::remove_file(n.ssh_dir.join("ssh_host_ed25519_key.pub")).unwrap();
-    assert!(
-        Command::new(require("ssh-keygen"))
-            .args(["-q", "-t", "ed25519", "-N", "", "-f"])
-            .arg(&key)
-            .status()
-            .unwrap()
-            .success()
-    );
+    crate::common::bed::change_ed25519_key_by_hand(n);
 
     let mut args = vec!["--secret-id", "hostkeys/hk"];
     args.extend(TARGETS);
@@ -618,15 +608,7 @@ async fn audit_metrics_reach_a_textfile_and_cloudwatch() {
 
     // Someone regenerates node 2's ed25519 key by hand (sshd re-executes
     // for each connection, so it serves the new key at once).
-    let n = &bed.state.nodes[1];
-    let key = n.ssh_dir.join("ssh_host_ed25519_key");
-    std::fs::remove_file(&key).unwrap();
-    std::fs::remove_file(n.ssh_dir.join("ssh_host_ed25519_key.pub")).unwrap();
-    crate::common::support::run_ok(
-        Command::new(require("ssh-keygen"))
-            .args(["-q", "-t", "ed25519", "-N", "", "-f"])
-            .arg(&key),
-    );
+    crate::common::bed::change_ed25519_key_by_hand(&bed.state.nodes[1]);
     let run = bed.run(&args);
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert_eq!(value("hostkeyctl_audit_nodes", Some(("verdict", "mismatch"))), 1.0);

@@ -765,6 +765,20 @@ impl TestBed {
     }
 }
 
+/// Someone regenerates `node`'s ed25519 host key by hand, on disk (an sshd
+/// that re-executes serves it from its next connection; one started with
+/// `-r` only after a reload).
+pub fn change_ed25519_key_by_hand(node: &Node) {
+    let key = node.ssh_dir.join("ssh_host_ed25519_key");
+    std::fs::remove_file(&key).unwrap();
+    std::fs::remove_file(node.ssh_dir.join("ssh_host_ed25519_key.pub")).unwrap();
+    crate::common::support::run_ok(
+        std::process::Command::new(crate::common::support::require("ssh-keygen"))
+            .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+            .arg(&key),
+    );
+}
+
 /// The fingerprints a node serves for the three managed types, by ssh-keyscan.
 pub fn served(node: &Node) -> Vec<Option<String>> {
     ["ed25519", "ecdsa", "rsa"]
