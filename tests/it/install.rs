@@ -583,3 +583,37 @@ fn assert_metrics_follow_the_check(bed: &TestBed, node: &Node) {
     );
     assert_eq!(value(&samples, "hostkeyctl_host_keys_converged", None), 0.0);
 }
+
+/// Regression (review of issue 29): under SSM (`AWS_SSM_INSTANCE_ID`),
+/// `install --check --expect` loaded the AWS configuration for the
+/// compliance report and, with no region, refused the check itself (exit
+/// 2). A check by fingerprints needs no AWS: it runs, and the report it
+/// could not send is a warning.
+#[test]
+fn a_check_by_fingerprints_under_ssm_needs_no_aws_configuration() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = crate::common::support::hostkeyctl()
+        .args([
+            "install",
+            "--check",
+            "--expect",
+            "SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+        ])
+        .arg("--ssh-dir")
+        .arg(dir.path())
+        .args(["--verify-address", "127.0.0.1:9", "--verify-timeout", "1"])
+        .env("AWS_SSM_INSTANCE_ID", "i-0123456789abcdef0")
+        .env_remove("AWS_REGION")
+        .env_remove("AWS_DEFAULT_REGION")
+        .env("AWS_CONFIG_FILE", dir.path().join("no-config"))
+        .env("AWS_SHARED_CREDENTIALS_FILE", dir.path().join("no-credentials"))
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("HOSTKEYCTL_STATE_DIR", dir.path().join("state"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(2), "the check was refused: {stderr}");
+    assert!(stderr.contains("warning: cannot report SSM compliance"), "{stderr}");
+    let report = hostkeyctl::install::InstallReport::from_output(&String::from_utf8_lossy(&out.stdout)).unwrap();
+    assert!(!report.checks.is_empty(), "the check ran: {report:?}");
+}
