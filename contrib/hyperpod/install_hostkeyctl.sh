@@ -46,6 +46,16 @@
 #   HOSTKEYCTL_BINARY_S3_URI  s3://bucket/prefix holding hostkeyctl-ARCH, when
 #                             it is not beside this script (the node role then
 #                             needs s3:GetObject there: docs/iam.md)
+#   HOSTKEYCTL_METRICS_DIR    node_exporter's textfile collector directory:
+#                             install (here and at every timer run) writes
+#                             hostkeyctl.prom there (docs/operations.md says
+#                             how to point HyperPod's node_exporter at it);
+#                             default /var/lib/node_exporter/textfile_collector,
+#                             "none": no metrics file
+#   HOSTKEYCTL_REPORT_COMPLIANCE  "true": report SSM Compliance items for this
+#                             node's EC2 instance id (docs/operations.md; off by
+#                             default: a HyperPod node is managed by SSM under
+#                             the cluster's id, not its instance id)
 #   HOSTKEYCTL_RESOURCE_CONFIG, HOSTKEYCTL_PROVISIONING_PARAMETERS
 #                             the configs, where no argument (and for the
 #                             first, no SAGEMAKER_RESOURCE_CONFIG_PATH) says
@@ -74,7 +84,7 @@ fail() {
 
 ignored=()
 for name in HOSTKEYCTL_SECRET_ID HOSTKEYCTL_REGION HOSTKEYCTL_SHA256_X86_64 HOSTKEYCTL_SHA256_AARCH64 \
-  HOSTKEYCTL_BINARY_S3_URI HOSTKEYCTL_FIND_RETRY_SECONDS HOSTKEYCTL_RETRY_SECONDS HOSTKEYCTL_SELF_IP \
+  HOSTKEYCTL_BINARY_S3_URI HOSTKEYCTL_METRICS_DIR HOSTKEYCTL_REPORT_COMPLIANCE HOSTKEYCTL_FIND_RETRY_SECONDS HOSTKEYCTL_RETRY_SECONDS HOSTKEYCTL_SELF_IP \
   HOSTKEYCTL_ROOT HOSTKEYCTL_RESOURCE_CONFIG HOSTKEYCTL_PROVISIONING_PARAMETERS; do
   if [ -n "${!name+set}" ]; then
     ignored+=("$name")
@@ -244,6 +254,25 @@ else
 fi
 
 [ -n "${HOSTKEYCTL_SECRET_ID:-}" ] || fail "HOSTKEYCTL_SECRET_ID is not set (in hostkeyctl.env beside this script)"
+# The metrics file: in node_exporter's textfile directory, made here (root's,
+# 0755: node_exporter reads it as any user). The unit may write the default
+# directory; another one gets a drop-in that lets it.
+default_metrics_dir=/var/lib/node_exporter/textfile_collector
+metrics_dir=${HOSTKEYCTL_METRICS_DIR-$default_metrics_dir}
+metrics_file=""
+case "$metrics_dir" in
+  none | "") ;;
+  /*)
+    case "$metrics_dir" in *[[:space:]]* | *[\"\'\\\$]*) fail "HOSTKEYCTL_METRICS_DIR '$metrics_dir' has a blank, a quote, a backslash or a dollar sign: the unit's ReadWritePaths cannot name it" ;; esac
+    metrics_file=$metrics_dir/hostkeyctl.prom
+    ;;
+  *) fail "HOSTKEYCTL_METRICS_DIR '$metrics_dir' is not an absolute path (or \"none\" for no metrics file)" ;;
+esac
+case "${HOSTKEYCTL_REPORT_COMPLIANCE:-false}" in
+  true) report_compliance=true ;;
+  false) report_compliance="" ;;
+  *) fail "HOSTKEYCTL_REPORT_COMPLIANCE is '$HOSTKEYCTL_REPORT_COMPLIANCE': set it to true or false" ;;
+esac
 arch=$(uname -m)
 case "$arch" in x86_64 | aarch64) ;; *) fail "no hostkeyctl build for $arch" ;; esac
 name="hostkeyctl-$arch"
@@ -291,6 +320,8 @@ put() { # put MODE SOURCE DEST
   echo "# Written by the hostkeyctl lifecycle step; read by hostkeyctl-install.service."
   echo "HOSTKEYCTL_SECRET_ID=$HOSTKEYCTL_SECRET_ID"
   if [ -n "$region" ]; then echo "AWS_REGION=$region"; fi
+  if [ -n "$metrics_file" ]; then echo "HOSTKEYCTL_METRICS_FILE=$metrics_file"; fi
+  if [ -n "$report_compliance" ]; then echo "HOSTKEYCTL_REPORT_COMPLIANCE=true"; fi
 } >"$scratch/settings"
 put 0644 "$scratch/settings" "$ROOT/etc/default/hostkeyctl"
 units=$HERE
@@ -299,11 +330,29 @@ for unit in hostkeyctl-install.service hostkeyctl-install.timer; do
   [ -f "$units/$unit" ] || fail "$unit is missing beside this script"
   put 0644 "$units/$unit" "$ROOT/etc/systemd/system/$unit"
 done
+dropin="$ROOT/etc/systemd/system/hostkeyctl-install.service.d/20-metrics.conf"
+if [ -n "$metrics_file" ]; then
+  if [ ! -d "$ROOT$metrics_dir" ]; then
+    mkdir -p -m 0755 "$ROOT$metrics_dir"
+    log "made $metrics_dir (node_exporter's textfile directory)"
+  fi
+  if [ "$metrics_dir" != "$default_metrics_dir" ]; then
+    printf '%s\n' "# Written by the hostkeyctl lifecycle step: the metrics file's directory." \
+      "[Service]" "ReadWritePaths=$metrics_dir" >"$scratch/dropin"
+    put 0644 "$scratch/dropin" "$dropin"
+  fi
+fi
+if { [ -z "$metrics_file" ] || [ "$metrics_dir" = "$default_metrics_dir" ]; } && [ -f "$dropin" ]; then
+  rm -f "$dropin"
+  log "removed $dropin"
+fi
 
 # The keys now, before the node takes traffic. The node role's credentials
 # can take a moment at first boot: retry what may pass later.
 args=(install --secret-id "$HOSTKEYCTL_SECRET_ID")
 if [ -n "$region" ]; then args+=(--region "$region"); fi
+if [ -n "$metrics_file" ]; then args+=(--metrics-file "$ROOT$metrics_file"); fi
+if [ -n "$report_compliance" ]; then args+=(--report-compliance); fi
 rc=0
 for attempt in 1 2 3 4 5; do
   rc=0

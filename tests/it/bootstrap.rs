@@ -233,6 +233,7 @@ fn the_lifecycle_step_installs_on_login_nodes_only_and_is_idempotent() {
             .calls()
             .contains("systemctl enable --now hostkeyctl-install.timer")
     );
+    assert_metrics_in_node_exporters_directory(&lifecycle, &settings);
 
     // Again: nothing changes.
     let (code, log) = lifecycle.run(&bed, &node, LOGIN_IP, &[], &[]);
@@ -301,7 +302,76 @@ fn the_lifecycle_step_installs_on_login_nodes_only_and_is_idempotent() {
         "a bad checksum still wrote files: {log}"
     );
     assert!(fresh.calls().is_empty(), "{log}");
+    metrics_settings_are_checked_and_followed(&bed, &node);
     assert_lapsed_certificates_never_stop_the_step(&bed, &node);
+}
+
+/// Issue 29: the timer writes its textfile where node_exporter's textfile
+/// collector reads (the unit's optional ReadWritePaths names that
+/// directory), and the step's own install already wrote it. Another
+/// directory gets a drop-in that lets the unit write there; "none" turns
+/// the metrics off and takes the drop-in back; a relative path is refused
+/// before anything is written.
+fn assert_metrics_in_node_exporters_directory(lifecycle: &Lifecycle, settings: &str) {
+    let default = "/var/lib/node_exporter/textfile_collector";
+    assert!(
+        settings.contains(&format!("HOSTKEYCTL_METRICS_FILE={default}/hostkeyctl.prom")),
+        "{settings}"
+    );
+    assert!(!settings.contains("HOSTKEYCTL_REPORT_COMPLIANCE"), "{settings}");
+    let unit = std::fs::read_to_string(lifecycle.root().join("etc/systemd/system/hostkeyctl-install.service")).unwrap();
+    assert!(
+        unit.lines()
+            .any(|l| l.starts_with("ReadWritePaths=") && l.contains(&format!(" -{default}"))),
+        "the unit may not write {default}"
+    );
+    let prom = lifecycle.root().join(&default[1..]).join("hostkeyctl.prom");
+    let samples = crate::common::support::prometheus_samples(&prom);
+    assert!(
+        samples
+            .iter()
+            .any(|(name, _, value)| name == "hostkeyctl_host_keys_converged" && *value == 1.0),
+        "{samples:?}"
+    );
+    let dropin = lifecycle
+        .root()
+        .join("etc/systemd/system/hostkeyctl-install.service.d/20-metrics.conf");
+    assert!(!dropin.exists(), "a drop-in for the default directory");
+}
+
+/// The metrics settings of the step, on a login node of their own.
+fn metrics_settings_are_checked_and_followed(bed: &TestBed, node: &Node) {
+    let mut elsewhere = Lifecycle::new();
+    elsewhere.set("HOSTKEYCTL_METRICS_DIR", Some("/srv/metrics"));
+    elsewhere.set("HOSTKEYCTL_REPORT_COMPLIANCE", Some("maybe"));
+    let (code, log) = elsewhere.run(bed, node, LOGIN_IP, &[], &[]);
+    assert_eq!(code, 1, "{log}");
+    assert!(log.contains("HOSTKEYCTL_REPORT_COMPLIANCE is 'maybe'"), "{log}");
+    assert!(!elsewhere.root().join("etc").exists(), "{log}");
+    elsewhere.set("HOSTKEYCTL_REPORT_COMPLIANCE", None);
+    let (code, log) = elsewhere.run(bed, node, LOGIN_IP, &[], &[]);
+    assert_eq!(code, 0, "{log}");
+    assert!(
+        elsewhere
+            .timer_settings()
+            .contains("HOSTKEYCTL_METRICS_FILE=/srv/metrics/hostkeyctl.prom"),
+        "{log}"
+    );
+    assert!(elsewhere.root().join("srv/metrics/hostkeyctl.prom").is_file(), "{log}");
+    let dropin = elsewhere
+        .root()
+        .join("etc/systemd/system/hostkeyctl-install.service.d/20-metrics.conf");
+    let text = std::fs::read_to_string(&dropin).unwrap();
+    assert!(text.contains("[Service]\nReadWritePaths=/srv/metrics\n"), "{text}");
+    elsewhere.set("HOSTKEYCTL_METRICS_DIR", Some("none"));
+    let (code, log) = elsewhere.run(bed, node, LOGIN_IP, &[], &[]);
+    assert_eq!(code, 0, "{log}");
+    assert!(!elsewhere.timer_settings().contains("HOSTKEYCTL_METRICS_FILE"), "{log}");
+    assert!(!dropin.exists(), "{log}");
+    elsewhere.set("HOSTKEYCTL_METRICS_DIR", Some("metrics"));
+    let (code, log) = elsewhere.run(bed, node, LOGIN_IP, &[], &[]);
+    assert_eq!(code, 1, "{log}");
+    assert!(log.contains("is not an absolute path"), "{log}");
 }
 
 /// A set whose ed25519 certificate expired (issue 27): the step exited 1

@@ -51,11 +51,30 @@ fn unit_sandbox() -> Sandbox {
     }
 }
 
+/// node_exporter's textfile directory, where HyperPod's lifecycle step and
+/// the cloud-init example point the metrics file (issue 29).
+const TEXTFILE_DIR: &str = "/var/lib/node_exporter/textfile_collector";
+
 /// `hostkeyctl install ARGS` on the node inside `sandbox`. The node's state
 /// directory stands for /var/lib/hostkeyctl (StateDirectory=). The bed's
 /// stand-in systemctl keeps systemd's own state in /run/standin-systemd,
 /// which stays writable: a real systemctl writes nothing, it asks PID 1.
 fn install_in(bed: &TestBed, node: &Node, sandbox: &Sandbox, args: &[&str]) -> Run {
+    install_with_textfile_dir(bed, node, sandbox, None, args)
+}
+
+/// As [`install_in`], on a node that has node_exporter's textfile
+/// directory: `textfile`, a directory of the test, stands at
+/// [`TEXTFILE_DIR`] (over an empty /var/lib), read-only unless the unit's
+/// `ReadWritePaths` names it. A path there with systemd's "-" prefix that
+/// does not exist is skipped, as systemd skips it.
+fn install_with_textfile_dir(
+    bed: &TestBed,
+    node: &Node,
+    sandbox: &Sandbox,
+    textfile: Option<&Path>,
+    args: &[&str],
+) -> Run {
     let mut cmd = in_node(bed, node, &require("bwrap"));
     cmd.args([
         "--ro-bind",
@@ -68,13 +87,36 @@ fn install_in(bed: &TestBed, node: &Node, sandbox: &Sandbox, args: &[&str]) -> R
         "--tmpfs",
         "/tmp",
     ]);
+    if textfile.is_some() {
+        cmd.args(["--tmpfs", "/var/lib"]);
+    }
     let state = PathBuf::from(&node.env["HOSTKEYCTL_STATE_DIR"]);
     std::fs::create_dir_all(&state).unwrap();
-    let mut writable: Vec<PathBuf> = sandbox.read_write.clone();
-    writable.push(state);
-    writable.push(PathBuf::from("/run/standin-systemd"));
-    for path in &writable {
-        cmd.arg("--bind").arg(path).arg(path);
+    let mut writable: Vec<(PathBuf, PathBuf)> = vec![];
+    let mut textfile_writable = false;
+    for entry in &sandbox.read_write {
+        let text = entry.to_str().unwrap();
+        let (optional, path) = match text.strip_prefix('-') {
+            Some(path) => (true, PathBuf::from(path)),
+            None => (false, entry.clone()),
+        };
+        if let (Some(dir), true) = (textfile, path == Path::new(TEXTFILE_DIR)) {
+            writable.push((dir.to_owned(), path));
+            textfile_writable = true;
+        } else if !optional || path.exists() {
+            writable.push((path.clone(), path));
+        }
+    }
+    writable.push((state.clone(), state));
+    writable.push((
+        PathBuf::from("/run/standin-systemd"),
+        PathBuf::from("/run/standin-systemd"),
+    ));
+    if let (Some(dir), false) = (textfile, textfile_writable) {
+        cmd.arg("--ro-bind").arg(dir).arg(TEXTFILE_DIR);
+    }
+    for (source, path) in &writable {
+        cmd.arg("--bind").arg(source).arg(path);
     }
     // The node's /run is its own (the profile's run/): systemd makes the
     // runtime directory there before the unit starts.
@@ -161,11 +203,54 @@ fn converges_in_the_units_sandbox(profile: &'static str) {
     assert_eq!(again.json()["result"], "unchanged", "{profile}");
     let check = install_in(&bed, &node, &sandbox, &["--secret-id", "hostkeys/hk", "--check"]);
     assert_eq!(check.code, 0, "{profile}: {}", check.stderr);
+    metrics_reach_node_exporter_in_the_sandbox(&bed, &node, &sandbox);
     if profile == "al2" {
         use std::os::unix::fs::MetadataExt;
         let key = std::fs::metadata(node.ssh_dir.join("ssh_host_ed25519_key")).unwrap();
         assert_eq!(key.gid(), 993, "the new key file kept the distribution's group");
     }
+}
+
+/// Issue 29: the unit lets install write its metrics file in node_exporter's
+/// textfile directory, and only there; without that path in
+/// `ReadWritePaths` the file is not written and the check still passes,
+/// with a warning.
+fn metrics_reach_node_exporter_in_the_sandbox(bed: &TestBed, node: &Node, sandbox: &Sandbox) {
+    let file = format!("{TEXTFILE_DIR}/hostkeyctl.prom");
+    let args = ["--secret-id", "hostkeys/hk", "--check", "--metrics-file", &file];
+    let dir = tempfile::tempdir_in(bed.dir()).unwrap();
+    let check = install_with_textfile_dir(bed, node, sandbox, Some(dir.path()), &args);
+    assert_eq!(check.code, 0, "{}", check.stderr);
+    let samples = crate::common::support::prometheus_samples(&dir.path().join("hostkeyctl.prom"));
+    assert!(
+        samples
+            .iter()
+            .any(|(name, _, value)| name == "hostkeyctl_host_keys_converged" && *value == 1.0),
+        "{samples:?}"
+    );
+
+    let elsewhere = tempfile::tempdir_in(bed.dir()).unwrap();
+    let without = Sandbox {
+        read_write: sandbox
+            .read_write
+            .iter()
+            .filter(|p| !p.to_string_lossy().ends_with(TEXTFILE_DIR))
+            .cloned()
+            .collect(),
+        ..unit_sandbox()
+    };
+    assert_ne!(
+        without.read_write, sandbox.read_write,
+        "the unit names no textfile directory"
+    );
+    let check = install_with_textfile_dir(bed, node, &without, Some(elsewhere.path()), &args);
+    assert_eq!(
+        check.code, 0,
+        "a metrics file that cannot be written failed the check: {}",
+        check.stderr
+    );
+    assert!(check.stderr.contains("hostkeyctl.prom"), "no warning: {}", check.stderr);
+    assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
 }
 
 #[test]
