@@ -239,6 +239,50 @@ pub fn datums(m: &AuditMetrics) -> Vec<Datum> {
     out
 }
 
+/// The datums in CloudWatch's embedded metric format (EMF), for an audit
+/// that runs in Lambda: one JSON document per line on stdout, which
+/// CloudWatch Logs turns into the same metrics `PutMetricData` would
+/// publish, with no call and no `cloudwatch:PutMetricData` permission. A
+/// document holds one value per dimension, so there is one per verdict
+/// (`Nodes`, `LbSamples`) and one with no dimension (`NodesNotOk`,
+/// `CertificateDaysLeft`, `AuditDuration`). `timestamp_ms`: Unix
+/// milliseconds.
+pub fn emf(namespace: &str, datums: &[Datum], timestamp_ms: u64) -> Vec<String> {
+    let mut groups: BTreeMap<Option<&'static str>, Vec<&Datum>> = BTreeMap::new();
+    for d in datums {
+        groups.entry(d.verdict).or_default().push(d);
+    }
+    groups
+        .into_iter()
+        .map(|(verdict, data)| {
+            let dimensions: &[&str] = if verdict.is_some() { &["Verdict"] } else { &[] };
+            let metrics: Vec<serde_json::Value> = data
+                .iter()
+                .map(|d| serde_json::json!({ "Name": d.name, "Unit": d.unit }))
+                .collect();
+            let mut doc = serde_json::Map::new();
+            doc.insert(
+                "_aws".to_owned(),
+                serde_json::json!({
+                    "Timestamp": timestamp_ms,
+                    "CloudWatchMetrics": [{
+                        "Namespace": namespace,
+                        "Dimensions": [dimensions],
+                        "Metrics": metrics,
+                    }],
+                }),
+            );
+            if let Some(v) = verdict {
+                doc.insert("Verdict".to_owned(), v.into());
+            }
+            for d in data {
+                doc.insert(d.name.to_owned(), d.value.into());
+            }
+            serde_json::Value::Object(doc).to_string()
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::{AuditMetrics, Conclusion, datums, textfile};
@@ -299,5 +343,43 @@ mod tests {
             "{dims:?}"
         );
         assert!(all.iter().any(|d| d.name == "AuditDuration" && d.unit == "Seconds"));
+    }
+
+    /// What the EMF specification asks of each document: `_aws` with a
+    /// millisecond `Timestamp` and one directive whose dimension sets and
+    /// metric names are members of the document itself, at most one value
+    /// per dimension per document, and nothing that names a node.
+    #[test]
+    fn emf_documents_follow_the_specification() {
+        let all = datums(&metrics());
+        let lines = super::emf("hostkeyctl/test", &all, 1_790_000_000_123);
+        let mut seen = 0;
+        for line in &lines {
+            assert!(!line.contains('\n'), "one document per line: {line}");
+            let doc: serde_json::Value = serde_json::from_str(line).unwrap();
+            assert_eq!(doc["_aws"]["Timestamp"], 1_790_000_000_123_u64);
+            let directives = doc["_aws"]["CloudWatchMetrics"].as_array().unwrap();
+            assert_eq!(directives.len(), 1, "{line}");
+            assert_eq!(directives[0]["Namespace"], "hostkeyctl/test");
+            for set in directives[0]["Dimensions"].as_array().unwrap() {
+                for key in set.as_array().unwrap() {
+                    assert_eq!(key, "Verdict", "{line}");
+                    assert!(doc[key.as_str().unwrap()].is_string(), "{line}");
+                }
+            }
+            for metric in directives[0]["Metrics"].as_array().unwrap() {
+                let name = metric["Name"].as_str().unwrap();
+                assert!(doc[name].is_number(), "{name} has no value: {line}");
+                seen += 1;
+            }
+            assert!(!line.contains("SHA256:") && !line.contains("i-"), "{line}");
+        }
+        assert_eq!(seen, all.len(), "every datum once: {lines:?}");
+        let not_ok: Vec<&String> = lines.iter().filter(|l| l.contains("\"NodesNotOk\":1")).collect();
+        assert_eq!(not_ok.len(), 1, "{lines:?}");
+        assert!(
+            !not_ok[0].contains("\"Verdict\""),
+            "the alarm's metric has no dimension"
+        );
     }
 }

@@ -214,7 +214,9 @@ pub struct AuditArgs {
     pub metrics_file: Option<PathBuf>,
     /// Also publish them to CloudWatch under this namespace
     /// (PutMetricData; `NodesNotOk` is what the template's alarm watches).
-    /// One namespace per fleet, e.g. hostkeyctl/my-cluster.
+    /// One namespace per fleet, e.g. hostkeyctl/my-cluster. In Lambda
+    /// (AWS_LAMBDA_FUNCTION_NAME set): the embedded metric format on
+    /// stdout instead, one document per line.
     #[arg(long, value_name = "NAMESPACE", value_parser = parse_namespace)]
     pub cloudwatch: Option<String>,
 }

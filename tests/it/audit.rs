@@ -617,4 +617,38 @@ async fn audit_metrics_reach_a_textfile_and_cloudwatch() {
     assert_eq!(value("hostkeyctl_audit_consistent", None), 0.0);
     let values = nodes_not_ok(&bed, namespace).await;
     assert!(values.contains(&1.0), "the alarm's metric saw the drift: {values:?}");
+
+    // In Lambda: the same metrics in the embedded metric format on stdout,
+    // one document per line, and no PutMetricData.
+    let in_lambda = "hostkeyctl/lambda";
+    let lambda_args: Vec<&str> = args
+        .iter()
+        .map(|a| if *a == namespace { in_lambda } else { *a })
+        .collect();
+    let run = bed.run_env(
+        &lambda_args,
+        &[("AWS_LAMBDA_FUNCTION_NAME".to_owned(), "hostkeyctl-audit".to_owned())],
+    );
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let documents: Vec<serde_json::Value> = run
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|d| d.get("_aws").is_some())
+        .collect();
+    let not_ok: Vec<&serde_json::Value> = documents.iter().filter(|d| d.get("NodesNotOk").is_some()).collect();
+    assert_eq!(not_ok.len(), 1, "{}", run.stdout);
+    assert_eq!(not_ok[0]["NodesNotOk"], 1.0);
+    assert_eq!(not_ok[0]["_aws"]["CloudWatchMetrics"][0]["Namespace"], in_lambda);
+    assert!(
+        documents
+            .iter()
+            .any(|d| d["Verdict"] == "mismatch" && d["Nodes"] == 1.0),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        cloudwatch_metrics(&bed, in_lambda).await.is_empty(),
+        "PutMetricData in Lambda"
+    );
 }

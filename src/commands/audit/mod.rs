@@ -167,8 +167,19 @@ async fn publish_metrics(
             );
         }
     }
-    if let (Some(namespace), Some(config)) = (&args.cloudwatch, config)
-        && let Err(e) = put_metric_data(config, namespace, &crate::audit::metrics::datums(&m)).await
+    let Some(namespace) = &args.cloudwatch else {
+        return;
+    };
+    let datums = crate::audit::metrics::datums(&m);
+    // In Lambda, the embedded metric format on stdout: CloudWatch Logs
+    // makes the metrics, with no call and no permission for one.
+    if std::env::var_os("AWS_LAMBDA_FUNCTION_NAME").is_some() {
+        let ms = u64::try_from(now.unix_timestamp_nanos() / 1_000_000).unwrap_or_default();
+        for line in crate::audit::metrics::emf(namespace, &datums, ms) {
+            println!("{line}");
+        }
+    } else if let Some(config) = config
+        && let Err(e) = put_metric_data(config, namespace, &datums).await
     {
         eprintln!("warning: cannot publish the audit's metrics to CloudWatch: {e}; the audit's result stands");
     }
