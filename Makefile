@@ -6,7 +6,7 @@
 
 CARGO ?= cargo
 
-.PHONY: demo test check deps deps-dist lint style lint-aws lint-units deny build dist dist-check bench clean-bed
+.PHONY: demo test check deps deps-dist lint style lint-aws lint-units deny deny-tool build dist dist-check bench clean-bed
 
 deps:
 	./scripts/install-deps.sh
@@ -37,9 +37,11 @@ lint-units:
 # cargo-deny is installed on first use, once. Its own release profile
 # (fat LTO, one codegen unit) is for the binaries it ships; a check of
 # our Cargo.lock runs as fast without, and builds in a fraction of the time.
-deny:
+deny-tool:
 	command -v cargo-deny >/dev/null 2>&1 || CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
 	  $(CARGO) install --locked --quiet cargo-deny@0.20.2
+
+deny: deny-tool
 	$(CARGO) deny check licenses bans sources
 
 # Unit tests, the in-memory flows and the CLI's transcripts: no root, sshd,
@@ -54,9 +56,11 @@ check: lint
 # and clippy runs in that build: the same lints as make lint, without a
 # check build of every dependency of its own.
 # Each stage is timed (scripts/stage.sh); the figures close the output.
+# cargo-deny compiles (about 3 minutes) while make deps downloads: the
+# two share the deps stage.
 test:
 	rm -f target/stage-times
-	./scripts/stage.sh deps $(MAKE) deps
+	./scripts/stage.sh deps $(MAKE) -j2 --output-sync=target deps deny-tool
 	./scripts/stage.sh dist $(MAKE) dist
 	./scripts/stage.sh style $(MAKE) style
 	./scripts/stage.sh lint-other $(MAKE) lint-aws lint-units deny

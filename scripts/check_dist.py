@@ -185,8 +185,24 @@ def packages(admin):
     )
     arch = run(["dpkg-deb", "-f", str(deb), "Architecture"]).stdout.strip()
     check(arch == "amd64", f"{deb.name} is for amd64 (says {arch})")
+    depends = run(["dpkg-deb", "-f", str(deb), "Depends"]).stdout.strip()
+    check(depends == "libc6 (>= 2.17)", f"{deb.name} depends on libc6 (>= 2.17) (says {depends!r})")
+    requires = run(["rpm", "-qp", "--requires", str(rpm)]).stdout.splitlines()
+    check("glibc >= 2.17" in requires, f"{rpm.name} requires glibc >= 2.17 (says {requires})")
+    binary = [
+        line for line in run(["rpm", "-qlvp", str(rpm)]).stdout.splitlines() if line.endswith(" /usr/bin/hostkeyctl")
+    ]
+    check(
+        len(binary) == 1 and binary[0].split()[0] == "-rwxr-xr-x" and binary[0].split()[2:4] == ["root", "root"],
+        f"{rpm.name}'s /usr/bin/hostkeyctl is root's, mode 0755 ({binary})",
+    )
     with tempfile.TemporaryDirectory() as tmp:
         run(["dpkg-deb", "-x", str(deb), tmp])
+        run(["dpkg-deb", "-e", str(deb), f"{tmp}/DEBIAN"])
+        sums = subprocess.run(
+            ["md5sum", "--check", "--quiet", "DEBIAN/md5sums"], cwd=tmp, capture_output=True, text=True
+        )
+        check(sums.returncode == 0, f"{deb.name}'s md5sums match its files {sums.stdout.strip()}")
         for inside, source in UNITS.items():
             same = (Path(tmp) / inside).read_bytes() == (ROOT / source).read_bytes()
             check(same, f"{deb.name}'s {inside} is {source} byte for byte")

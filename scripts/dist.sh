@@ -7,7 +7,8 @@
 #   hostkeyctl-VERSION-1.x86_64.rpm         the admin build, the systemd
 #                                            units, completions, man pages
 #   SHA256SUMS                              of all of the above
-# Cross-built with cargo-zigbuild (scripts/install-dist-deps.sh installs it).
+# Cross-built with cargo-zigbuild (scripts/install-dist-deps.sh installs it);
+# packaged with dpkg-deb and rpmbuild (scripts/package.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -44,8 +45,7 @@ install -m 0755 "$admin" "$stage/hostkeyctl"
 gzip -9n "$stage"/man/*.1
 
 echo "dist: packages"
-cargo deb --no-build --no-strip --quiet --output "$out/hostkeyctl_${version}-1_amd64.deb"
-cargo generate-rpm --target-dir "$target_dir" --arch x86_64 --output "$out/hostkeyctl-${version}-1.x86_64.rpm"
+./scripts/package.sh "$version" "$stage" "$out"
 
 (cd "$out" && sha256sum -- * >SHA256SUMS)
 echo "dist: done"
