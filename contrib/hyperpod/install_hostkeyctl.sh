@@ -263,7 +263,7 @@ metrics_file=""
 case "$metrics_dir" in
   none | "") ;;
   /*)
-    case "$metrics_dir" in *[[:space:]]* | *[\"\'\\\$]*) fail "HOSTKEYCTL_METRICS_DIR '$metrics_dir' has a blank, a quote, a backslash or a dollar sign: the unit's ReadWritePaths cannot name it" ;; esac
+    case "$metrics_dir" in *[[:space:]]* | *[\"\'\\\$%]*) fail "HOSTKEYCTL_METRICS_DIR '$metrics_dir' has a blank, a quote, a backslash, a dollar or a percent sign: the unit's ReadWritePaths cannot name it" ;; esac
     metrics_file=$metrics_dir/hostkeyctl.prom
     ;;
   *) fail "HOSTKEYCTL_METRICS_DIR '$metrics_dir' is not an absolute path (or \"none\" for no metrics file)" ;;
@@ -338,7 +338,7 @@ if [ -n "$metrics_file" ]; then
   fi
   if [ "$metrics_dir" != "$default_metrics_dir" ]; then
     printf '%s\n' "# Written by the hostkeyctl lifecycle step: the metrics file's directory." \
-      "[Service]" "ReadWritePaths=$metrics_dir" >"$scratch/dropin"
+      "[Service]" "ReadWritePaths=-$metrics_dir" >"$scratch/dropin"
     put 0644 "$scratch/dropin" "$dropin"
   fi
 fi

@@ -362,7 +362,7 @@ fn metrics_settings_are_checked_and_followed(bed: &TestBed, node: &Node) {
         .root()
         .join("etc/systemd/system/hostkeyctl-install.service.d/20-metrics.conf");
     let text = std::fs::read_to_string(&dropin).unwrap();
-    assert!(text.contains("[Service]\nReadWritePaths=/srv/metrics\n"), "{text}");
+    assert!(text.contains("[Service]\nReadWritePaths=-/srv/metrics\n"), "{text}");
     elsewhere.set("HOSTKEYCTL_METRICS_DIR", Some("none"));
     let (code, log) = elsewhere.run(bed, node, LOGIN_IP, &[], &[]);
     assert_eq!(code, 0, "{log}");
@@ -372,6 +372,11 @@ fn metrics_settings_are_checked_and_followed(bed: &TestBed, node: &Node) {
     let (code, log) = elsewhere.run(bed, node, LOGIN_IP, &[], &[]);
     assert_eq!(code, 1, "{log}");
     assert!(log.contains("is not an absolute path"), "{log}");
+    // systemd would read "%h" as a specifier: never written into the unit.
+    elsewhere.set("HOSTKEYCTL_METRICS_DIR", Some("/srv/%h"));
+    let (code, log) = elsewhere.run(bed, node, LOGIN_IP, &[], &[]);
+    assert_eq!(code, 1, "{log}");
+    assert!(log.contains("ReadWritePaths cannot name it"), "{log}");
 }
 
 /// A set whose ed25519 certificate expired (issue 27): the step exited 1
