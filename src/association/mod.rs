@@ -31,12 +31,12 @@ use crate::store::{SecretStore, StoreError, desired_state};
 /// State Manager missed, is put right within half an hour.
 pub const DEFAULT_SCHEDULE: &str = "rate(30 minutes)";
 
-/// The association's name for a secret: `hostkeyctl-` and the secret's
-/// name with every character State Manager refuses (`^[a-zA-Z0-9_\-.]{3,128}$`)
-/// as `-`. One association per secret.
-pub fn default_name(secret: &SecretId) -> String {
-    let name = secret.as_str().rsplit(":secret:").next().unwrap_or_default();
-    let clean: String = name
+/// The association's name for a secret named `secret_name` (as Secrets
+/// Manager names it: [`name_for`]): `hostkeyctl-` and that name with every
+/// character State Manager refuses (`^[a-zA-Z0-9_\-.]{3,128}$`) as `-`.
+/// One association per secret.
+pub fn default_name(secret_name: &str) -> String {
+    let clean: String = secret_name
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || "_-.".contains(c) {
@@ -49,6 +49,14 @@ pub fn default_name(secret: &SecretId) -> String {
     let mut out = format!("hostkeyctl-{clean}");
     out.truncate(128);
     out
+}
+
+/// The association's default name for `secret`, given by name or by ARN:
+/// from the name Secrets Manager answers (`DescribeSecret`), since an
+/// ARN's random suffix cannot be told from a name's own `-xxxxxx`, and
+/// the two must find one association.
+pub async fn name_for(store: &impl SecretStore, secret: &SecretId) -> Result<String, StoreError> {
+    Ok(default_name(&store.describe(secret).await?.name))
 }
 
 /// One of an association's targets, as SSM takes it.
@@ -478,16 +486,12 @@ pub async fn delete(associations: &impl Associations, name: &str) -> Result<Opti
 mod tests {
     use super::{AssociationError, Target, check_schedule, default_name, targets};
     use crate::discovery::TargetSpec;
-    use crate::ids::SecretId;
 
     #[test]
     fn a_name_state_manager_takes_from_any_secret_name() {
-        let id: SecretId = "hostkeys/my-cluster".parse().unwrap();
-        assert_eq!(default_name(&id), "hostkeyctl-hostkeys-my-cluster");
-        let arn: SecretId = "arn:aws:secretsmanager:us-east-1:123456789012:secret:hostkeys/hp+x@y-AbCdEf"
-            .parse()
-            .unwrap();
-        assert_eq!(default_name(&arn), "hostkeyctl-hostkeys-hp-x-y-AbCdEf");
+        assert_eq!(default_name("hostkeys/my-cluster"), "hostkeyctl-hostkeys-my-cluster");
+        assert_eq!(default_name("hostkeys/hp+x@y"), "hostkeyctl-hostkeys-hp-x-y");
+        assert_eq!(default_name(&"a".repeat(200)).len(), 128);
     }
 
     #[test]

@@ -19,30 +19,48 @@ pub async fn run(command: &AssociationCommand, global: &GlobalArgs, output: Outp
     let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
     let associations = SsmAssociations::new(&config);
     let documents = SsmDispatcher::new(&config);
+    let store = SecretsManagerStore::new(&config);
     match command {
         AssociationCommand::Deploy(args) => {
-            let store = SecretsManagerStore::new(&config);
             let region = config_region(&config)?;
-            run_deploy(args, &store, &documents, &associations, region.as_ref(), output).await
+            let name = name_of(&args.association, &store).await?;
+            run_deploy(args, &name, &store, &documents, &associations, region.as_ref(), output).await
         }
-        AssociationCommand::Show(args) => run_show(args, &documents, &associations, output).await,
-        AssociationCommand::Delete(args) => run_delete(args, &associations, output).await,
+        AssociationCommand::Show(args) => {
+            let name = name_of(&args.association, &store).await?;
+            run_show(args, &name, &documents, &associations, output).await
+        }
+        AssociationCommand::Delete(args) => {
+            let name = name_of(args, &store).await?;
+            run_delete(&name, &associations, output).await
+        }
+    }
+}
+
+/// `--name`, or the default from the secret's name as Secrets Manager
+/// answers it, whether the secret is given by name or by ARN.
+async fn name_of(args: &AssociationNameArgs, store: &SecretsManagerStore) -> Result<String, Failure> {
+    match &args.name {
+        Some(name) => Ok(name.clone()),
+        None => association::name_for(store, &args.secret_id)
+            .await
+            .map_err(crate::commands::store_failure),
     }
 }
 
 async fn run_deploy(
     args: &AssociationDeployArgs,
+    name: &str,
     store: &SecretsManagerStore,
     documents: &SsmDispatcher,
     associations: &SsmAssociations,
     region: Option<&crate::ids::Region>,
     output: OutputFormat,
 ) -> Result<Status, Failure> {
-    let name = name_of(&args.association);
     let request = DeployRequest {
         secret: &args.association.secret_id,
         region,
-        name: &name,
+        name,
         targets: &args.targets,
         schedule: &args.schedule,
         document: &args.document.document,
@@ -65,7 +83,7 @@ async fn run_deploy(
         };
         println!(
             "association {} ({}): {done}",
-            escape(&name),
+            escape(name),
             escape(&outcome.association.id)
         );
         print_association(&outcome.association);
@@ -76,15 +94,15 @@ async fn run_deploy(
 
 async fn run_show(
     args: &AssociationShowArgs,
+    name: &str,
     documents: &SsmDispatcher,
     associations: &SsmAssociations,
     output: OutputFormat,
 ) -> Result<Status, Failure> {
-    let name = name_of(&args.association);
     let shown = association::show(
         documents,
         associations,
-        &name,
+        name,
         &args.document.document,
         &args.document.node_command,
     )
@@ -93,14 +111,14 @@ async fn run_show(
     let Some(shown) = shown else {
         return Err(Failure::usage(anyhow::anyhow!(
             "no association is named {}: create it with `hostkeyctl association deploy --secret-id {} --target tag:KEY=VALUE`",
-            escape(&name),
+            escape(name),
             args.association.secret_id
         )));
     };
     if output == OutputFormat::Json {
         output::print_json(&shown).map_err(Failure::usage)?;
     } else {
-        println!("association {} ({})", escape(&name), escape(&shown.association.id));
+        println!("association {} ({})", escape(name), escape(&shown.association.id));
         print_association(&shown.association);
         match &shown.document {
             DocumentCheck::Ours => println!(
@@ -120,13 +138,8 @@ async fn run_show(
     })
 }
 
-async fn run_delete(
-    args: &AssociationNameArgs,
-    associations: &SsmAssociations,
-    output: OutputFormat,
-) -> Result<Status, Failure> {
-    let name = name_of(args);
-    let deleted = association::delete(associations, &name).await.map_err(failure)?;
+async fn run_delete(name: &str, associations: &SsmAssociations, output: OutputFormat) -> Result<Status, Failure> {
+    let deleted = association::delete(associations, name).await.map_err(failure)?;
     if output == OutputFormat::Json {
         output::print_json(&serde_json::json!({
             "association": name,
@@ -138,19 +151,13 @@ async fn run_delete(
         match deleted {
             Some(id) => println!(
                 "association {} ({}): deleted. The nodes keep what it installed; push, or their timers, converge them from now on",
-                escape(&name),
+                escape(name),
                 escape(&id)
             ),
-            None => println!("association {}: there is none; nothing to delete", escape(&name)),
+            None => println!("association {}: there is none; nothing to delete", escape(name)),
         }
     }
     Ok(Status::Success)
-}
-
-fn name_of(args: &AssociationNameArgs) -> String {
-    args.name
-        .clone()
-        .unwrap_or_else(|| association::default_name(&args.secret_id))
 }
 
 fn print_association(a: &Association) {

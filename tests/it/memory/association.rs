@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use hostkeyctl::association::{
     Association, AssociationError, AssociationSpec, Associations, DeployRequest, Deployed, DocumentCheck, delete,
-    deploy, show,
+    deploy, name_for, show,
 };
 use hostkeyctl::aws::AwsError;
 use hostkeyctl::discovery::TargetSpec;
@@ -320,5 +320,25 @@ async fn show_tells_when_it_no_longer_runs_our_document_and_delete_is_idempotent
             .await
             .unwrap()
             .is_none()
+    );
+}
+
+/// The default name comes from the secret's name as Secrets Manager
+/// answers it: the secret given by name and by ARN (whose random suffix
+/// cannot be told from a name's own `-xxxxxx`) finds one association.
+/// Regression: `status --secret-id ARN` listed none for an association
+/// deployed with the name.
+#[tokio::test]
+async fn the_secret_by_name_and_by_arn_names_one_association() {
+    let (store, _, _) = world(2).await;
+    let arn = current(&store).await.arn;
+    assert_ne!(arn, secret());
+    let by_name = name_for(&store, &secret()).await.unwrap();
+    assert_eq!(by_name, "hostkeyctl-hk");
+    assert_eq!(name_for(&store, &arn).await.unwrap(), by_name);
+    let missing = SecretId::parse("hostkeys/none").unwrap();
+    assert!(
+        name_for(&store, &missing).await.is_err(),
+        "a name for a secret that is not there"
     );
 }
