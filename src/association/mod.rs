@@ -54,9 +54,20 @@ pub fn default_name(secret_name: &str) -> String {
 /// The association's default name for `secret`, given by name or by ARN:
 /// from the name Secrets Manager answers (`DescribeSecret`), since an
 /// ARN's random suffix cannot be told from a name's own `-xxxxxx`, and
-/// the two must find one association.
-pub async fn name_for(store: &impl SecretStore, secret: &SecretId) -> Result<String, StoreError> {
-    Ok(default_name(&store.describe(secret).await?.name))
+/// the two must find one association. A secret deleted since is still
+/// named by a plain name (its association can be shown and deleted); by
+/// ARN it is [`AssociationError::NameUnknown`].
+pub async fn name_for(store: &impl SecretStore, secret: &SecretId) -> Result<String, AssociationError> {
+    match store.describe(secret).await {
+        Ok(info) => Ok(default_name(&info.name)),
+        Err(StoreError::Aws(AwsError::NotFound { .. })) if secret.name_part() == secret.as_str() => {
+            Ok(default_name(secret.as_str()))
+        }
+        Err(StoreError::Aws(AwsError::NotFound { .. })) => Err(AssociationError::NameUnknown {
+            secret: secret.to_string(),
+        }),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// One of an association's targets, as SSM takes it.
@@ -167,7 +178,7 @@ pub trait Associations: Sync {
 pub enum AssociationError {
     /// A target an association cannot follow.
     #[error(
-        "{0} cannot be an association's target: State Manager follows tags (tag:KEY=VALUE, how AWS documents it for Auto Scaling groups) or instance ids. Tag the load balancer's or cluster's login nodes and target the tag; HyperPod nodes converge with the lifecycle step's timer (docs/hyperpod.md)"
+        "{0} cannot be an association's target: State Manager follows tags (tag:KEY=VALUE, how AWS documents it for Auto Scaling groups) or instance ids. Tag the load balancer's or cluster's login nodes and target the tag; HyperPod nodes converge with the lifecycle step's timer (docs/bootstrap.md)"
     )]
     Source(String),
     /// Instance ids mixed with tags.
@@ -201,6 +212,15 @@ pub enum AssociationError {
         count: usize,
         /// Their ids.
         ids: String,
+    },
+    /// The secret, given by ARN, is not there, so the name its
+    /// association was given is not known.
+    #[error(
+        "secret {secret} is not there, so the name of its association is not known: pass the secret's name as --secret-id, or the association's own with --name (`aws ssm list-associations` lists them; hostkeyctl's start with hostkeyctl-)"
+    )]
+    NameUnknown {
+        /// The ARN given.
+        secret: String,
     },
     /// The document could not be trusted or read.
     #[error(transparent)]

@@ -42,9 +42,7 @@ pub async fn run(command: &AssociationCommand, global: &GlobalArgs, output: Outp
 async fn name_of(args: &AssociationNameArgs, store: &SecretsManagerStore) -> Result<String, Failure> {
     match &args.name {
         Some(name) => Ok(name.clone()),
-        None => association::name_for(store, &args.secret_id)
-            .await
-            .map_err(crate::commands::store_failure),
+        None => association::name_for(store, &args.secret_id).await.map_err(failure),
     }
 }
 

@@ -336,9 +336,14 @@ async fn the_secret_by_name_and_by_arn_names_one_association() {
     let by_name = name_for(&store, &secret()).await.unwrap();
     assert_eq!(by_name, "hostkeyctl-hk");
     assert_eq!(name_for(&store, &arn).await.unwrap(), by_name);
-    let missing = SecretId::parse("hostkeys/none").unwrap();
-    assert!(
-        name_for(&store, &missing).await.is_err(),
-        "a name for a secret that is not there"
-    );
+    // A secret deleted since: by name, its association is still named
+    // (to show or delete it); by ARN, the name is not known, and the
+    // error says what to pass instead.
+    let gone = SecretId::parse("hostkeys/gone").unwrap();
+    assert_eq!(name_for(&store, &gone).await.unwrap(), "hostkeyctl-hostkeys-gone");
+    let gone_arn =
+        SecretId::parse("arn:aws:secretsmanager:us-east-1:123456789012:secret:hostkeys/gone-AbCdEf").unwrap();
+    let err = name_for(&store, &gone_arn).await.unwrap_err();
+    assert!(matches!(err, AssociationError::NameUnknown { .. }), "{err}");
+    assert!(err.to_string().contains("--name"), "{err}");
 }
