@@ -22,11 +22,18 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(hostkeyctl::exit::Status::Usage.code());
     }
-    let cli = Cli::parse();
+    // The scheduled rotation's Lambda function is this binary, named
+    // `bootstrap` (src/lambda.rs).
+    #[cfg(feature = "lambda")]
+    let lambda = hostkeyctl::lambda::invoked_as_bootstrap();
+    #[cfg(not(feature = "lambda"))]
+    let lambda = false;
+    let cli = (!lambda).then(Cli::parse);
+    let (quiet, verbose) = cli.as_ref().map_or((false, 1), |c| (c.global.quiet, c.global.verbose));
     // Our own crate logs at the chosen level. The AWS SDK's own warnings
     // (IMDS probes, retries) are noise to a user until they ask with -v: the
     // error hostkeyctl prints says what went wrong and what to do.
-    let directives = match (cli.global.quiet, cli.global.verbose) {
+    let directives = match (quiet, verbose) {
         (true, _) => "off,hostkeyctl=error",
         (false, 0) => "off,hostkeyctl=warn",
         (false, 1) => "warn,hostkeyctl=info",
@@ -62,6 +69,13 @@ fn main() -> ExitCode {
             eprintln!("error: cannot start the async runtime: {e}");
             return ExitCode::from(hostkeyctl::exit::Status::Usage.code());
         }
+    };
+    #[cfg(feature = "lambda")]
+    if lambda {
+        return hostkeyctl::lambda::main(&runtime);
+    }
+    let Some(cli) = cli else {
+        unreachable!("parsed unless run as the Lambda function")
     };
     match runtime.block_on(hostkeyctl::commands::run(cli)) {
         Ok(status) => ExitCode::from(status.code()),

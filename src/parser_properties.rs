@@ -81,6 +81,7 @@ proptest! {
             kms_key_id: None,
             tags,
             versions: vec![],
+            rotation: Default::default(),
         };
         if let Ok(Some((_, fps))) = info.tagged_fingerprints() {
             for (_, fp) in fps {

@@ -63,8 +63,47 @@ async fn rotation_ca(
     Ok(Some(ca.key))
 }
 
-/// Runs `rotate`.
-pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
+/// What a rotation reaches: the store, SSM, the nodes and the CA, set up
+/// from `rotate`'s options (shared with the scheduled rotation's Lambda
+/// function, which takes the same options).
+pub struct Prepared {
+    /// Secrets Manager.
+    pub store: SecretsManagerStore,
+    /// SSM Run Command.
+    pub dispatcher: SsmDispatcher,
+    /// How to push.
+    pub push: crate::rollout::PushOptions,
+    /// The login nodes (none are looked up for a pull fleet's schedule).
+    pub instances: Vec<Instance>,
+    /// The CA of `--ca-secret-id`.
+    pub ca: Option<crate::keyset::HostKey>,
+}
+
+impl Prepared {
+    /// The rotation over what was set up.
+    pub fn rotation<'a>(
+        &'a self,
+        args: &'a RotateArgs,
+        say: &'a (dyn Fn(&str) + Sync),
+    ) -> Rotation<'a, SecretsManagerStore, SsmDispatcher, Paced<SshProber>> {
+        Rotation {
+            store: &self.store,
+            dispatcher: &self.dispatcher,
+            prober: Arc::new(Paced::new(SshProber, Arc::new(Ledger::for_this_user()))),
+            secret: &args.secret_id,
+            instances: &self.instances,
+            push: &self.push,
+            port: args.port,
+            progress: &|_, _| {},
+            say,
+            ca: self.ca.as_ref(),
+        }
+    }
+}
+
+/// Sets up what a rotation reaches. `discover_pull`: look the nodes of a
+/// pull fleet up too (the CLI audits them; the schedule's steps do not).
+pub async fn prepare(args: &RotateArgs, global: &GlobalArgs, discover_pull: bool) -> Result<Prepared, Failure> {
     if let Some(ca_id) = &args.ca_secret_id {
         args.placement
             .key_set_prefix
@@ -91,7 +130,9 @@ pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -
     let push = push_options(&args.rollout, &config, document)?;
     let store = SecretsManagerStore::new(&config);
     let fleet = AwsFleet::new(&config).with_port(args.port);
-    let instances = if args.pull {
+    let instances = if args.pull && !discover_pull {
+        Vec::new()
+    } else if args.pull {
         // Audited by handshake only: any node with an address will do,
         // HyperPod nodes included.
         fleet
@@ -109,24 +150,25 @@ pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -
         fleet.discover(&args.targets).await.map_err(discovery_failure)?
     };
     let ca = rotation_ca(args, &store).await?;
+    Ok(Prepared {
+        store,
+        dispatcher,
+        push,
+        instances,
+        ca,
+    })
+}
+
+/// Runs `rotate`.
+pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
+    let prepared = prepare(args, global, true).await?;
     let quiet = global.quiet;
     let say = move |message: &str| {
         if !quiet {
             eprintln!("rotate: {message}");
         }
     };
-    let rotation = Rotation {
-        store: &store,
-        dispatcher: &dispatcher,
-        prober: Arc::new(Paced::new(SshProber, Arc::new(Ledger::for_this_user()))),
-        secret: &args.secret_id,
-        instances: &instances,
-        push: &push,
-        port: args.port,
-        progress: &|_, _| {},
-        say: &say,
-        ca: ca.as_ref(),
-    };
+    let rotation = prepared.rotation(args, &say);
     let request = Request {
         resume: args.resume,
         abort: args.abort,

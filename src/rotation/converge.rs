@@ -53,7 +53,10 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
                 current.version_id,
                 self.instances.len()
             ));
-            let pushed = self.set(current, None).await?;
+            // With the set announced for the schedule, if there is one: the
+            // desired state, as the nodes' timers compute it.
+            let next = crate::store::announced_next(self.store, self.secret, &current.version_id).await?;
+            let pushed = self.set(current, next.as_ref()).await?;
             let ok = pushed.all_ok();
             report.push = Some(pushed);
             if !ok {

@@ -8,7 +8,9 @@ use crate::ids::VersionId;
 use crate::keyset::{DEFAULT_RSA_BITS, KeyAlgorithm, KeySet};
 use crate::scan::Prober;
 use crate::store::claim::{ClaimError, Moved, store_and_move};
-use crate::store::{STAGE_CURRENT, STAGE_PENDING, SecretStore, StoreError, stage};
+use crate::store::{
+    STAGE_CURRENT, STAGE_NEXT, STAGE_PENDING, SecretStore, StoreError, VersionSelector, same_keys, stage,
+};
 
 impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
     /// Step create: a new set like the current one, stored as AWSPENDING.
@@ -23,22 +25,25 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
         planned_from: &VersionId,
         current_doc: &SecretDocument,
     ) -> Result<VersionId, RotationError> {
-        let current = &current_doc.keys;
-        let signer = self.signer_like(planned_from, current_doc)?;
-        let rsa_bits = current
-            .get(KeyAlgorithm::Rsa)
-            .and_then(|k| k.rsa_bits())
-            .unwrap_or(DEFAULT_RSA_BITS);
-        let keys = KeySet::generate(&current.algorithms(), rsa_bits)?;
+        // A set announced for the schedule (HOSTKEYCTL_NEXT) is the one
+        // clients have been learning: a manual rotation promotes it too.
+        let announced = self.announced(planned_from).await?;
         let token = VersionId::random();
-        let mut document = SecretDocument::new(keys);
-        if let Some(signer) = &signer {
-            document.certificates = signer
-                .sign(&document.keys, &token)
-                .map_err(|e| RotationError::Refused(format!("{e}; nothing was stored")))?;
-        }
+        let document = self.new_document(planned_from, current_doc, announced.as_ref(), &token)?;
+        self.claim_pending(planned_from, &document, &token).await
+    }
+
+    /// Stores `document` as version `token` and claims AWSPENDING for it
+    /// (see [`Rotation::create`]). A version `token` stored by an earlier
+    /// try (a scheduled step retried under its token) is claimed as it is.
+    pub(super) async fn claim_pending(
+        &self,
+        planned_from: &VersionId,
+        document: &SecretDocument,
+        token: &VersionId,
+    ) -> Result<VersionId, RotationError> {
         // Moved from nobody: refused while another version holds it.
-        let claimed = store_and_move(self.store, self.secret, &document, &token, &stage(STAGE_PENDING), None).await;
+        let claimed = store_and_move(self.store, self.secret, document, token, &stage(STAGE_PENDING), None).await;
         let id = match claimed {
             // Every failed call interrupts a rotation, so that a crash test
             // at each call sees it; the next run removes the claim.
@@ -47,6 +52,20 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
                 ..
             }) => return Err(e.into()),
             Ok(Moved { version, .. }) => version,
+            Err(ClaimError::Put(StoreError::TokenConflict { .. })) => {
+                // Stored by an earlier try whose claim may be gone: the
+                // version is there, claim AWSPENDING for it as it is.
+                self.store
+                    .move_stage(self.secret, &stage(STAGE_PENDING), Some(token), None)
+                    .await?;
+                if let Ok(claim) = crate::store::claim::claim_label(token) {
+                    match self.store.move_stage(self.secret, &claim, None, Some(token)).await {
+                        Ok(()) | Err(StoreError::LabelHeld { .. }) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                token.clone()
+            }
             Err(ClaimError::Put(e)) => return Err(e.into()),
             Err(ClaimError::Move {
                 source: StoreError::LabelHeld { holder, .. },
@@ -84,6 +103,62 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
             )));
         }
         Ok(id)
+    }
+
+    /// The set announced for the next scheduled rotation (HOSTKEYCTL_NEXT),
+    /// when it holds other keys than `current`.
+    pub(super) async fn announced(&self, current: &VersionId) -> Result<Option<SecretDocument>, RotationError> {
+        let next = match self
+            .store
+            .get(self.secret, &VersionSelector::Stage(stage(STAGE_NEXT)))
+            .await
+        {
+            Ok(v) => v,
+            Err(StoreError::Aws(crate::aws::AwsError::NotFound { .. })) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        if next.version_id == *current {
+            return Ok(None);
+        }
+        let current = self
+            .store
+            .get(self.secret, &VersionSelector::VersionId(current.clone()))
+            .await?;
+        Ok((!same_keys(&current.document.keys, &next.document.keys)).then_some(next.document))
+    }
+
+    /// The document of a new version `token`: the keys of `source` (an
+    /// announced set) or a new set of the current set's algorithms and RSA
+    /// size, signed like the current set when it carries certificates.
+    pub(super) fn new_document(
+        &self,
+        planned_from: &VersionId,
+        current_doc: &SecretDocument,
+        source: Option<&SecretDocument>,
+        token: &VersionId,
+    ) -> Result<SecretDocument, RotationError> {
+        let current = &current_doc.keys;
+        let signer = self.signer_like(planned_from, current_doc)?;
+        let mut document = match source {
+            Some(source) => SecretDocument {
+                created: source.created.clone(),
+                keys: source.keys.clone(),
+                certificates: std::collections::BTreeMap::new(),
+            },
+            None => {
+                let rsa_bits = current
+                    .get(KeyAlgorithm::Rsa)
+                    .and_then(|k| k.rsa_bits())
+                    .unwrap_or(DEFAULT_RSA_BITS);
+                SecretDocument::new(KeySet::generate(&current.algorithms(), rsa_bits)?)
+            }
+        };
+        if let Some(signer) = &signer {
+            document.certificates = signer
+                .sign(&document.keys, token)
+                .map_err(|e| RotationError::Refused(format!("{e}; nothing was stored")))?;
+        }
+        Ok(document)
     }
 
     /// The signer of the new set: certificates like the current set's (same

@@ -22,6 +22,7 @@
 
 mod converge;
 mod create;
+mod scheduled;
 mod start;
 
 use std::sync::Arc;
@@ -40,6 +41,7 @@ use crate::store::{
     STAGE_CURRENT, STAGE_PENDING, STAGE_PREVIOUS, SecretInfo, SecretStore, StoreError, StoredVersion, VersionSelector,
     stage, tag_fingerprints,
 };
+pub use scheduled::{FleetMode, LambdaStep, announce_token, next_label};
 pub use start::{Start, age, plan_start};
 
 /// Why a rotation step could not run at all (as opposed to a step that
@@ -475,6 +477,15 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
         report
             .steps
             .push(format!("finish: AWSCURRENT is {id}, AWSPREVIOUS is {current}"));
+        // On a scheduled secret (or one that had a set announced), the next
+        // set is announced now, as the schedule's finishSecret does.
+        let info = self.store.describe(self.secret).await?;
+        if info.rotation.enabled || info.version_with_stage(crate::store::STAGE_NEXT).is_some() {
+            let next = self.announce_after(pending).await?;
+            report.steps.push(format!(
+                "announce: version {next} is HOSTKEYCTL_NEXT, for the next scheduled rotation"
+            ));
+        }
         report.previous_version = Some(current.clone());
         report.current_version = id.clone();
         report.pending_version = None;

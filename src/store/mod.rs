@@ -31,6 +31,10 @@ pub const STAGE_CURRENT: &str = "AWSCURRENT";
 pub const STAGE_PENDING: &str = "AWSPENDING";
 /// The last good set.
 pub const STAGE_PREVIOUS: &str = "AWSPREVIOUS";
+/// The set announced for the next scheduled rotation (docs/rotation.md,
+/// "Scheduled rotation"): nodes serve it as extra host keys between
+/// rotations, so clients learn it a whole interval before it is promoted.
+pub const STAGE_NEXT: &str = "HOSTKEYCTL_NEXT";
 /// Tag marking a secret as a hostkeyctl key set.
 pub const TAG_FORMAT: &str = "hostkeyctl:format";
 /// Tag naming the version whose fingerprints the `hostkeyctl:fp:*` tags hold.
@@ -119,6 +123,29 @@ pub struct SecretInfo {
     /// Versions that carry at least one stage (newest first when read with
     /// [`SecretStore::describe_versions`]).
     pub versions: Vec<VersionInfo>,
+    /// Secrets Manager's rotation schedule (`DescribeSecret`).
+    pub rotation: RotationSchedule,
+}
+
+/// A secret's rotation schedule as `DescribeSecret` answers it: what
+/// Security Hub's `SecretsManager.1` (`RotationEnabled`) and
+/// `SecretsManager.4` (`LastRotatedDate`) read.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RotationSchedule {
+    /// Rotation is on.
+    pub enabled: bool,
+    /// The rotation function.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lambda_arn: Option<String>,
+    /// `rate(...)` or `cron(...)`, or every N days.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
+    /// The last rotation (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_rotated: Option<String>,
+    /// The next one Secrets Manager plans (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_rotation: Option<String>,
 }
 
 impl SecretInfo {
@@ -384,29 +411,55 @@ pub trait SecretStore: Sync {
 
 /// What every login node must serve, from the stages alone: AWSCURRENT,
 /// and, while a rotation has announced one, the AWSPENDING set as extra
-/// host keys. `install` without a version, `push` and `rotate` all
+/// host keys (or, between scheduled rotations, the HOSTKEYCTL_NEXT set). `install` without a version, `push` and `rotate` all
 /// converge nodes to this one state, so a timer and a push never disagree.
 #[derive(Debug)]
 pub struct DesiredState {
     /// AWSCURRENT.
     pub current: StoredVersion,
-    /// AWSPENDING, when it is another version.
+    /// AWSPENDING or HOSTKEYCTL_NEXT, when it holds other keys.
     pub next: Option<StoredVersion>,
 }
 
-/// The AWSPENDING version, unless it is `current` or there is none. Any
-/// other failure to read it is an error: a node must never drop the next
-/// keys because of a hiccup.
+/// The one extra set nodes serve beside `current`: AWSPENDING (a rotation
+/// in flight), else HOSTKEYCTL_NEXT (announced for the next scheduled
+/// rotation); `None` when neither holds keys other than `current`'s. A
+/// scheduled rotation stages the announced keys as AWSPENDING, so the two
+/// hold the same keys while its steps run and nodes never serve three
+/// sets. Any other failure to read them is an error: a node must never
+/// drop the next keys because of a hiccup.
 pub async fn announced_next(
     store: &impl SecretStore,
     secret: &SecretId,
     current: &VersionId,
 ) -> Result<Option<StoredVersion>, StoreError> {
-    match store.get(secret, &VersionSelector::Stage(stage(STAGE_PENDING))).await {
-        Ok(v) if v.version_id != *current => Ok(Some(v)),
-        Ok(_) | Err(StoreError::Aws(AwsError::NotFound { .. })) => Ok(None),
-        Err(e) => Err(e),
+    let mut current_keys = None;
+    for label in [STAGE_PENDING, STAGE_NEXT] {
+        let version = match store.get(secret, &VersionSelector::Stage(stage(label))).await {
+            Ok(v) if v.version_id != *current => v,
+            Ok(_) | Err(StoreError::Aws(AwsError::NotFound { .. })) => continue,
+            Err(e) => return Err(e),
+        };
+        // HOSTKEYCTL_NEXT stays on the announced version while a scheduled
+        // rotation promotes a copy of it: the same keys are no extra set.
+        if current_keys.is_none() {
+            current_keys = Some(store.get(secret, &VersionSelector::VersionId(current.clone())).await?);
+        }
+        if current_keys
+            .as_ref()
+            .is_some_and(|c| same_keys(&c.document.keys, &version.document.keys))
+        {
+            continue;
+        }
+        return Ok(Some(version));
     }
+    Ok(None)
+}
+
+/// Whether two sets hold the same public keys.
+pub fn same_keys(a: &KeySet, b: &KeySet) -> bool {
+    let fps = |k: &KeySet| k.keys().map(|k| k.fingerprint().to_string()).collect::<Vec<_>>();
+    fps(a) == fps(b)
 }
 
 /// The desired state of the fleet (see [`DesiredState`]). Needs only
@@ -486,11 +539,11 @@ pub fn fingerprint_tags(version_id: &VersionId, keys: &KeySet) -> Vec<(String, S
 
 #[cfg(test)]
 mod tests {
-    use super::{STAGE_CURRENT, STAGE_PENDING, STAGE_PREVIOUS, stage};
+    use super::{STAGE_CURRENT, STAGE_NEXT, STAGE_PENDING, STAGE_PREVIOUS, stage};
 
     #[test]
     fn own_stage_names_are_valid_labels() {
-        for label in [STAGE_CURRENT, STAGE_PENDING, STAGE_PREVIOUS] {
+        for label in [STAGE_CURRENT, STAGE_PENDING, STAGE_PREVIOUS, STAGE_NEXT] {
             assert_eq!(stage(label).as_str(), label);
         }
     }

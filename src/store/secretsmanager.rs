@@ -5,8 +5,8 @@ use aws_sdk_secretsmanager::types::Tag;
 use zeroize::Zeroizing;
 
 use super::{
-    CaCreateRequest, CreateRequest, SecretInfo, SecretStore, StoreError, StoredVersion, TAG_FORMAT, VersionInfo,
-    VersionSelector, ca_tags, fingerprint_tags, parse_meta, stored_version,
+    CaCreateRequest, CreateRequest, RotationSchedule, SecretInfo, SecretStore, StoreError, StoredVersion, TAG_FORMAT,
+    VersionInfo, VersionSelector, ca_tags, fingerprint_tags, parse_meta, stored_version,
 };
 use crate::aws::{AwsError, Call};
 use crate::document::CaDocument;
@@ -138,6 +138,17 @@ impl SecretStore for SecretsManagerStore {
                 })
                 .collect(),
             versions,
+            rotation: RotationSchedule {
+                enabled: out.rotation_enabled().unwrap_or(false),
+                lambda_arn: out.rotation_lambda_arn().map(str::to_owned),
+                schedule: out.rotation_rules().and_then(|r| {
+                    r.schedule_expression()
+                        .map(str::to_owned)
+                        .or_else(|| r.automatically_after_days().map(|d| format!("every {d} days")))
+                }),
+                last_rotated: time_string(out.last_rotated_date()),
+                next_rotation: time_string(out.next_rotation_date()),
+            },
         })
     }
 

@@ -27,6 +27,7 @@ struct Secret {
     kms_key_id: Option<String>,
     tags: Vec<(String, String)>,
     versions: Vec<Version>,
+    rotation: crate::store::RotationSchedule,
 }
 
 /// Secrets Manager in memory: one region, one account.
@@ -111,6 +112,14 @@ impl MemoryStore {
             .expect("put_raw: a new secret name");
     }
 
+    /// Sets what DescribeSecret answers about the rotation schedule.
+    pub fn set_rotation(&self, id: &SecretId, rotation: crate::store::RotationSchedule) {
+        let mut secrets = self.secrets.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(s) = secrets.iter_mut().find(|s| s.arn == *id || s.name == id.as_str()) {
+            s.rotation = rotation;
+        }
+    }
+
     /// How many versions the secret has, labelled or not.
     pub fn version_count(&self, id: &SecretId) -> usize {
         self.stages(id).len()
@@ -160,6 +169,7 @@ impl MemoryStore {
             description: description.to_owned(),
             kms_key_id: kms_key_id.map(str::to_owned),
             tags: tags(&version_id),
+            rotation: Default::default(),
             versions: vec![Version {
                 id: version_id.clone(),
                 text,
@@ -257,6 +267,7 @@ impl SecretStore for MemoryStore {
                 description: Some(s.description.clone()),
                 kms_key_id: s.kms_key_id.clone(),
                 tags: s.tags.clone(),
+                rotation: s.rotation.clone(),
                 versions: versions
                     .into_iter()
                     .map(|v| VersionInfo {

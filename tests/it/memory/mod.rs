@@ -12,6 +12,7 @@ mod install;
 mod push;
 mod revocation;
 mod rotation;
+mod scheduled;
 mod sign;
 mod status;
 

@@ -1,0 +1,193 @@
+//! The scheduled rotation's Lambda function (feature `lambda`): the admin
+//! binary, run as `bootstrap` by the `provided.al2023` runtime, answers
+//! Secrets Manager's four rotation steps with [`crate::rotation`]'s
+//! scheduled steps (docs/rotation.md, "Scheduled rotation").
+//!
+//! The function takes `rotate`'s options from `HOSTKEYCTL_ROTATE_ARGS`
+//! (a JSON array of strings, or words separated by spaces), less
+//! `--secret-id`, which each event names: `--target` for the nodes, `--pull`
+//! for a fleet whose timers follow the stages, `--document`,
+//! `--ca-secret-id`, `--port`. They are checked when the function starts,
+//! so a wrong setting fails every invocation with the same clear message.
+
+use std::process::ExitCode;
+
+use aws_lambda_events::event::secretsmanager::SecretsManagerSecretRotationEvent;
+use clap::Parser as _;
+use lambda_runtime::{LambdaEvent, service_fn};
+
+use crate::cli::{Cli, Command};
+use crate::commands::rotate::{prepare, rotation_failure};
+use crate::exit::Status;
+use crate::ids::VersionId;
+use crate::rotation::{FleetMode, LambdaStep};
+
+/// The variable holding `rotate`'s options.
+pub const ARGS_VAR: &str = "HOSTKEYCTL_ROTATE_ARGS";
+
+/// What the Lambda runtime sets, checked before lambda_runtime reads it
+/// (it panics on a missing one).
+const RUNTIME_VARS: [&str; 4] = [
+    "AWS_LAMBDA_RUNTIME_API",
+    "AWS_LAMBDA_FUNCTION_NAME",
+    "AWS_LAMBDA_FUNCTION_MEMORY_SIZE",
+    "AWS_LAMBDA_FUNCTION_VERSION",
+];
+
+/// Whether this process is a Lambda function's `bootstrap`: started under
+/// that name, with no arguments.
+pub fn invoked_as_bootstrap() -> bool {
+    let mut args = std::env::args_os();
+    let name = args.next();
+    let is_bootstrap = name
+        .as_deref()
+        .and_then(|n| std::path::Path::new(n).file_name())
+        .is_some_and(|n| n == "bootstrap");
+    is_bootstrap && args.next().is_none()
+}
+
+/// `rotate`'s options from [`ARGS_VAR`]: a JSON array of strings, or
+/// words separated by white space.
+pub fn options_from(text: &str) -> Result<Vec<String>, String> {
+    let text = text.trim();
+    if text.starts_with('[') {
+        serde_json::from_str(text).map_err(|e| {
+            format!("{ARGS_VAR} is not a JSON array of strings ({e}); for example [\"--target\", \"tag:Role=login\"]")
+        })
+    } else {
+        Ok(text.split_whitespace().map(str::to_owned).collect())
+    }
+}
+
+/// `hostkeyctl rotate --secret-id SECRET OPTIONS...`, parsed.
+pub fn parse(secret: &str, options: &[String]) -> Result<Cli, String> {
+    if options
+        .iter()
+        .any(|o| o == "--secret-id" || o.starts_with("--secret-id="))
+    {
+        return Err(format!(
+            "{ARGS_VAR} names --secret-id; each rotation event names the secret, leave it out"
+        ));
+    }
+    let argv = ["hostkeyctl", "rotate", "--secret-id", secret]
+        .into_iter()
+        .map(str::to_owned)
+        .chain(options.iter().cloned());
+    let cli = Cli::try_parse_from(argv).map_err(|e| format!("{ARGS_VAR}: {}", e.render().to_string().trim()))?;
+    let Command::Rotate(args) = &cli.command else {
+        unreachable!("parsed as rotate")
+    };
+    for (set, name) in [
+        (args.resume, "--resume"),
+        (args.abort, "--abort"),
+        (args.overlap, "--overlap"),
+        (args.finish, "--finish"),
+        (args.stop_after.is_some(), "--stop-after"),
+        (args.wait > 0, "--wait"),
+    ] {
+        if set {
+            return Err(format!(
+                "{ARGS_VAR} sets {name}, which a scheduled rotation does not take: Secrets Manager drives the steps"
+            ));
+        }
+    }
+    Ok(cli)
+}
+
+/// Runs the function until the runtime stops it.
+pub fn main(runtime: &tokio::runtime::Runtime) -> ExitCode {
+    let usage = |message: String| {
+        eprintln!("error: {}", crate::escape::escape_lines(&message));
+        ExitCode::from(Status::Usage.code())
+    };
+    if let Some(missing) = RUNTIME_VARS.iter().find(|v| std::env::var_os(v).is_none()) {
+        return usage(format!(
+            "{missing} is not set: `bootstrap` is the rotation function for the Lambda runtime; run `hostkeyctl` for the command line"
+        ));
+    }
+    let options = match options_from(&std::env::var(ARGS_VAR).unwrap_or_default()).and_then(|o| {
+        // Checked now, with a stand-in secret, so that a wrong setting is
+        // reported when the function starts.
+        parse("arn:aws:secretsmanager:us-east-1:000000000000:secret:check", &o).map(|_| o)
+    }) {
+        Ok(options) => options,
+        Err(message) => return usage(message),
+    };
+    let options = &options;
+    let handler = service_fn(
+        move |event: LambdaEvent<SecretsManagerSecretRotationEvent>| async move {
+            handle(options, event.payload).await.map_err(|message| {
+                eprintln!("error: {}", crate::escape::escape_lines(&message));
+                lambda_runtime::Error::from(message)
+            })
+        },
+    );
+    match runtime.block_on(lambda_runtime::run(handler)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => usage(format!("the Lambda runtime stopped: {e}")),
+    }
+}
+
+/// One rotation step.
+async fn handle(options: &[String], event: SecretsManagerSecretRotationEvent) -> Result<serde_json::Value, String> {
+    let step = LambdaStep::parse(&event.step).ok_or_else(|| {
+        format!(
+            "unknown rotation step {:?}: expected createSecret, setSecret, testSecret or finishSecret",
+            crate::escape::escape(&event.step)
+        )
+    })?;
+    let token = VersionId::parse(&event.client_request_token).map_err(|e| format!("ClientRequestToken: {e}"))?;
+    let cli = parse(&event.secret_id, options)?;
+    let Command::Rotate(args) = &cli.command else {
+        unreachable!("parsed as rotate")
+    };
+    let mode = if args.pull { FleetMode::Pull } else { FleetMode::Push };
+    eprintln!("{step} of {} to version {token} ({mode:?} fleet)", args.secret_id);
+    let prepared = prepare(args, &cli.global, false)
+        .await
+        .map_err(|f| format!("{:#}", f.error))?;
+    let say = |line: &str| eprintln!("{line}");
+    let rotation = prepared.rotation(args, &say);
+    let done = rotation
+        .scheduled_step(step, &token, mode)
+        .await
+        .map_err(|e| format!("{:#}", rotation_failure(e).error))?;
+    eprintln!("{done}");
+    Ok(serde_json::json!({
+        "step": step,
+        "secret": args.secret_id.to_string(),
+        "version": token.to_string(),
+        "fleet": mode,
+        "result": done,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{options_from, parse};
+
+    #[test]
+    fn options_come_as_json_or_words_and_are_checked() {
+        assert_eq!(
+            options_from(r#"["--target", "tag:Name=login node"]"#).unwrap(),
+            ["--target", "tag:Name=login node"]
+        );
+        assert_eq!(
+            options_from(" --target  tag:Role=login --pull ").unwrap(),
+            ["--target", "tag:Role=login", "--pull"]
+        );
+        assert!(options_from("[1]").unwrap_err().contains("JSON array of strings"));
+        let words = |s: &str| options_from(s).unwrap();
+        assert!(parse("hk", &words("--target tag:Role=login --pull")).is_ok());
+        for (bad, says) in [
+            ("--target tag:Role=login --secret-id other", "leave it out"),
+            ("--target tag:Role=login --finish", "--finish"),
+            ("--target tag:Role=login --pull --wait 60", "--wait"),
+            ("--pull", "--target"),
+            ("--target tag:Role=login --no-such-option", "--no-such-option"),
+        ] {
+            let e = parse("hk", &words(bad)).unwrap_err();
+            assert!(e.contains(says) && e.contains("HOSTKEYCTL_ROTATE_ARGS"), "{bad}: {e}");
+        }
+    }
+}

@@ -1,0 +1,321 @@
+//! Scheduled rotation in memory: Secrets Manager's four steps, as the
+//! rotation function runs them, three rotations in a row (push and pull),
+//! interrupted at every store call, and a failed step that the next
+//! scheduled rotation gets past.
+
+use std::sync::Arc;
+
+use super::{assert_desired, current, options, secret, timer, watch, world};
+use hostkeyctl::ids::VersionId;
+use hostkeyctl::keyset::KeySet;
+use hostkeyctl::rotation::{FleetMode, LambdaStep, Rotation, RotationError};
+use hostkeyctl::store::{STAGE_CURRENT, STAGE_NEXT, STAGE_PENDING, SecretStore, VersionSelector};
+use hostkeyctl::testing::{Action, Fault, Hooked, MemDispatcher, MemFleet, MemoryStore, fault_at};
+
+const STEPS: [LambdaStep; 4] = [
+    LambdaStep::CreateSecret,
+    LambdaStep::SetSecret,
+    LambdaStep::TestSecret,
+    LambdaStep::FinishSecret,
+];
+
+/// One step, as the rotation function runs it.
+async fn step(
+    store: &impl SecretStore,
+    fleet: &Arc<MemFleet>,
+    dispatcher_store: &impl SecretStore,
+    step: LambdaStep,
+    token: &VersionId,
+    mode: FleetMode,
+) -> Result<String, RotationError> {
+    let instances = fleet.instances();
+    let push = options(1);
+    let dispatcher = MemDispatcher::new(fleet, dispatcher_store);
+    let rotation = Rotation {
+        store,
+        dispatcher: &dispatcher,
+        prober: fleet.clone(),
+        secret: &secret(),
+        instances: &instances,
+        push: &push,
+        port: 22,
+        progress: &|_, _| {},
+        say: &|_| {},
+        ca: None,
+    };
+    rotation.scheduled_step(step, token, mode).await
+}
+
+/// What `schedule enable` does first: announce a set.
+async fn announce(store: &MemoryStore, fleet: &Arc<MemFleet>) -> VersionId {
+    let instances = fleet.instances();
+    let push = options(1);
+    let dispatcher = MemDispatcher::new(fleet, store);
+    let rotation = Rotation {
+        store,
+        dispatcher: &dispatcher,
+        prober: fleet.clone(),
+        secret: &secret(),
+        instances: &instances,
+        push: &push,
+        port: 22,
+        progress: &|_, _| {},
+        say: &|_| {},
+        ca: None,
+    };
+    rotation.announce_after(&current(store).await).await.unwrap()
+}
+
+async fn keys(store: &MemoryStore, label: &str) -> KeySet {
+    let v = store.holder(&secret(), label).unwrap();
+    store
+        .get(&secret(), &VersionSelector::VersionId(v))
+        .await
+        .unwrap()
+        .document
+        .keys
+}
+
+/// A rotation's four steps, in order, with the nodes' timers after each
+/// on a pull fleet.
+async fn rotation(
+    store: &MemoryStore,
+    fleet: &Arc<MemFleet>,
+    token: &VersionId,
+    mode: FleetMode,
+) -> Result<(), RotationError> {
+    let watched = Hooked::new(store, watch(store, fleet.as_ref(), |_| Action::Pass));
+    for s in STEPS {
+        step(&watched, fleet, store, s, token, mode).await?;
+        if mode == FleetMode::Pull {
+            assert_eq!(timer(fleet, store).await, vec![Some(0); fleet.nodes.len()], "{s}");
+        }
+        // On a push fleet, setSecret is what installs a set nobody
+        // announced (the first rotation).
+        if mode == FleetMode::Pull || s != LambdaStep::CreateSecret {
+            assert_desired(store, fleet, &format!("after {s}")).await;
+        }
+    }
+    Ok(())
+}
+
+/// Each rotation promotes exactly the set every node offered for the
+/// interval before it (what clients with UpdateHostKeys learned), and
+/// announces another: nodes serve AWSCURRENT plus one set, always.
+#[tokio::test(flavor = "multi_thread")]
+async fn three_scheduled_rotations_promote_what_the_nodes_offered_for_an_interval() {
+    for mode in [FleetMode::Push, FleetMode::Pull] {
+        let (store, fleet, _) = world(3).await;
+        announce(&store, &fleet).await;
+        assert_eq!(timer(&fleet, &store).await, [Some(0); 3]);
+        assert_desired(&store, &fleet, "announced").await;
+        for n in 1..=3 {
+            let what = format!("{mode:?} rotation {n}");
+            let offered = keys(&store, STAGE_NEXT).await;
+            assert!(fleet.all_offer(&offered), "{what}: the announced set is not offered");
+            let before = store.holder(&secret(), STAGE_CURRENT).unwrap();
+            let token = VersionId::random();
+            rotation(&store, &fleet, &token, mode).await.unwrap();
+            assert_eq!(store.holder(&secret(), STAGE_CURRENT), Some(token.clone()), "{what}");
+            assert_eq!(
+                keys(&store, STAGE_CURRENT).await,
+                offered,
+                "{what}: promoted another set"
+            );
+            assert_eq!(store.holder(&secret(), STAGE_PENDING), None, "{what}");
+            assert_ne!(keys(&store, STAGE_NEXT).await, offered, "{what}: nothing new announced");
+            assert_eq!(
+                store.holder(&secret(), hostkeyctl::store::STAGE_PREVIOUS),
+                Some(before),
+                "{what}"
+            );
+            // Every step again under the same token changes nothing.
+            let stages = store.stages(&secret());
+            for s in STEPS {
+                step(&store, &fleet, &store, s, &token, mode).await.unwrap();
+            }
+            assert_eq!(store.stages(&secret()), stages, "{what}: a retried step moved a stage");
+            assert!(store.version_count(&secret()) <= 2 + 3 * n, "{what}: versions piled up");
+        }
+    }
+}
+
+/// The first scheduled rotation of a secret nobody announced a set for
+/// promotes a new set (the one rotation clients are warned about).
+#[tokio::test(flavor = "multi_thread")]
+async fn with_nothing_announced_the_first_rotation_promotes_a_new_set() {
+    let (store, fleet, original) = world(2).await;
+    let token = VersionId::random();
+    rotation(&store, &fleet, &token, FleetMode::Push).await.unwrap();
+    assert_eq!(store.holder(&secret(), STAGE_CURRENT), Some(token));
+    assert!(store.holder(&secret(), STAGE_NEXT).is_some());
+    assert_ne!(store.holder(&secret(), STAGE_CURRENT), Some(original));
+}
+
+/// A crash or refusal at every store call of a rotation: AWSCURRENT never
+/// moves before every node offers the set (`watch`), the nodes' timers
+/// keep every node on the stages, and retrying the steps under the same
+/// token (or, after a failed step gave it up, the next scheduled rotation)
+/// promotes the announced set.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_scheduled_rotation_interrupted_at_every_store_call_completes() {
+    let calls = {
+        let (store, fleet, _) = world(2).await;
+        announce(&store, &fleet).await;
+        let counting = Hooked::counting(&store);
+        let token = VersionId::random();
+        for s in STEPS {
+            step(&counting, &fleet, &store, s, &token, FleetMode::Push)
+                .await
+                .unwrap();
+        }
+        counting.log().len()
+    };
+    assert!(calls >= 12, "{calls}");
+    for at in 1..=calls {
+        for fault in [Fault::Fail, Fault::CrashAfter] {
+            let what = format!("{fault:?} at store call {at}");
+            let (store, fleet, _) = world(2).await;
+            announce(&store, &fleet).await;
+            assert_eq!(timer(&fleet, &store).await, [Some(0); 2]);
+            let announced = keys(&store, STAGE_NEXT).await;
+            let token = VersionId::random();
+            let faulty = Hooked::new(
+                &store,
+                watch(&store, fleet.as_ref(), move |call| fault_at(call, at, None, fault)),
+            );
+            let mut failed = None;
+            for s in STEPS {
+                if let Err(e) = step(&faulty, &fleet, &store, s, &token, FleetMode::Push).await {
+                    failed = Some((s, e));
+                    break;
+                }
+            }
+            assert!(faulty.fired(), "{what}: the fault never fired");
+            let Some((failed_step, _)) = failed else {
+                panic!("{what}: the steps went on after the fault")
+            };
+            // The nodes' timers put every node where the stages say.
+            assert_eq!(timer(&fleet, &store).await, [Some(0); 2], "{what}");
+            assert_desired(&store, &fleet, &what).await;
+            // Secrets Manager retries the failed step, then the rest.
+            let retried = async {
+                let start = STEPS.iter().position(|s| *s == failed_step).unwrap();
+                for s in &STEPS[start..] {
+                    step(&store, &fleet, &store, *s, &token, FleetMode::Push).await?;
+                }
+                Ok::<_, RotationError>(())
+            }
+            .await;
+            if let Err(e) = retried {
+                // Given up (AWSPENDING taken off): the next scheduled
+                // rotation is not refused and completes.
+                assert_eq!(store.holder(&secret(), STAGE_PENDING), None, "{what}: {e}");
+                rotation(&store, &fleet, &VersionId::random(), FleetMode::Push)
+                    .await
+                    .unwrap_or_else(|e| panic!("{what}: the next rotation failed: {e}"));
+            }
+            assert_eq!(keys(&store, STAGE_CURRENT).await, announced, "{what}");
+            assert_eq!(store.holder(&secret(), STAGE_PENDING), None, "{what}");
+            assert_ne!(keys(&store, STAGE_NEXT).await, announced, "{what}");
+            assert_desired(&store, &fleet, &format!("{what}, completed")).await;
+        }
+    }
+}
+
+/// A step that fails for a node (its install fails) gives the rotation up
+/// without moving AWSCURRENT; the next scheduled rotation completes.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_set_step_leaves_the_next_rotation_free_to_complete() {
+    let (store, fleet, original) = world(2).await;
+    announce(&store, &fleet).await;
+    assert_eq!(timer(&fleet, &store).await, [Some(0); 2]);
+    let announced = keys(&store, STAGE_NEXT).await;
+    let token = VersionId::random();
+    step(
+        &store,
+        &fleet,
+        &store,
+        LambdaStep::CreateSecret,
+        &token,
+        FleetMode::Push,
+    )
+    .await
+    .unwrap();
+    fleet.nodes[1].faults.lock().unwrap().dispatch_fails = Some("agent down".to_owned());
+    let e = step(&store, &fleet, &store, LambdaStep::SetSecret, &token, FleetMode::Push)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("setSecret failed") && e.contains("AWSPENDING was taken off"),
+        "{e}"
+    );
+    assert_eq!(store.holder(&secret(), STAGE_CURRENT), Some(original.clone()));
+    assert_eq!(store.holder(&secret(), STAGE_PENDING), None);
+    // Secrets Manager's retry of a later step is refused, saying why.
+    let e = step(
+        &store,
+        &fleet,
+        &store,
+        LambdaStep::FinishSecret,
+        &token,
+        FleetMode::Push,
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("is not AWSPENDING"), "{e}");
+    assert_eq!(store.holder(&secret(), STAGE_CURRENT), Some(original));
+    // The nodes still serve the announced set; the next rotation promotes it.
+    assert_desired(&store, &fleet, "given up").await;
+    fleet.nodes[1].faults.lock().unwrap().dispatch_fails = None;
+    rotation(&store, &fleet, &VersionId::random(), FleetMode::Push)
+        .await
+        .unwrap();
+    assert_eq!(keys(&store, STAGE_CURRENT).await, announced);
+}
+
+/// A manual rotation in flight (AWSPENDING on its set) makes createSecret
+/// refuse, naming it and what to run; nothing is stored.
+#[tokio::test(flavor = "multi_thread")]
+async fn create_secret_refuses_while_a_manual_rotation_is_in_flight() {
+    let (store, fleet, _) = world(2).await;
+    let overlap = hostkeyctl::rotation::Request {
+        overlap: true,
+        ..Default::default()
+    };
+    super::rotate(&store, &fleet, &store, overlap).await.unwrap();
+    let versions = store.version_count(&secret());
+    let e = step(
+        &store,
+        &fleet,
+        &store,
+        LambdaStep::CreateSecret,
+        &VersionId::random(),
+        FleetMode::Pull,
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("another rotation is in flight") && e.contains("--abort"),
+        "{e}"
+    );
+    assert_eq!(store.version_count(&secret()), versions);
+}
+
+/// A manual `rotate` promotes the announced set too, and announces the
+/// next on a secret with a schedule: the schedule and `rotate` are one
+/// protocol.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_manual_rotation_promotes_the_announced_set_and_announces_the_next() {
+    let (store, fleet, _) = world(2).await;
+    announce(&store, &fleet).await;
+    let announced = keys(&store, STAGE_NEXT).await;
+    let outcome = super::rotate(&store, &fleet, &store, Default::default()).await.unwrap();
+    assert_eq!(outcome, hostkeyctl::rotation::Outcome::Rotated);
+    assert_eq!(keys(&store, STAGE_CURRENT).await, announced);
+    assert_ne!(keys(&store, STAGE_NEXT).await, announced);
+    assert_desired(&store, &fleet, "rotated by hand").await;
+}
