@@ -9,6 +9,11 @@ Checks, each failing with what is wrong:
     and refuse the admin commands; `cargo tree` of the node build has no
     EC2, ELB or SageMaker SDK (the SSM SDK only for PutComplianceItems), no tables and no progress bars;
   - the aarch64 node build runs `--version` under qemu-user;
+  - each Lambda zip holds `bootstrap` alone (0755), an ELF for its
+    architecture needing at most the glibc of provided.al2023 (2.34; the
+    build targets 2.17), within Lambda's sizes (50 MB zipped, 250 MB
+    unzipped); the x86_64 one is the admin build, byte for byte; run as
+    `bootstrap` outside Lambda it refuses with exit 2, saying why;
   - the .deb (dpkg-deb -c) and the .rpm (rpm -qlp) hold the binary, the
     units (byte for byte the repository's), the completions and a man page
     for every subcommand.
@@ -210,6 +215,51 @@ def packages(admin):
         check(same, f"{deb.name}'s usr/bin/hostkeyctl is {admin.name}")
 
 
+LAMBDA_ARCH = {"x86_64": "x86_64", "arm64": "aarch64"}
+LAMBDA_MAX_ZIPPED = 50 * 1000 * 1000
+LAMBDA_MAX_UNZIPPED = 250 * 1000 * 1000
+AL2023_GLIBC = (2, 34)
+
+
+def lambda_zip(name, admin):
+    import zipfile
+
+    path = DIST / f"hostkeyctl-lambda-{name}.zip"
+    arch = LAMBDA_ARCH[name]
+    with zipfile.ZipFile(path) as z:
+        infos = z.infolist()
+        check([i.filename for i in infos] == ["bootstrap"], f"{path.name} holds bootstrap alone")
+        mode = (infos[0].external_attr >> 16) & 0o777
+        check(mode == 0o755, f"{path.name}: bootstrap is mode {oct(mode)} (0755)")
+        data = z.read("bootstrap")
+    zipped, unzipped = path.stat().st_size, len(data)
+    check(
+        zipped <= LAMBDA_MAX_ZIPPED and unzipped <= LAMBDA_MAX_UNZIPPED,
+        f"{path.name} is {zipped / 1e6:.2f} MB zipped, {unzipped / 1e6:.2f} MB unzipped (Lambda: 50, 250)",
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        bootstrap = Path(tmp) / "bootstrap"
+        bootstrap.write_bytes(data)
+        bootstrap.chmod(0o755)
+        machine = int.from_bytes(data[18:20], "little")
+        check(data[:4] == b"\x7fELF" and machine == ELF_MACHINE[arch], f"{path.name}: bootstrap is an ELF for {arch}")
+        needed = glibc_needed(bootstrap)
+        shown = ".".join(map(str, needed)) if needed else "none"
+        check(
+            needed is not None and needed <= AL2023_GLIBC,
+            f"{path.name}: bootstrap needs GLIBC_{shown} (provided.al2023 has 2.34)",
+        )
+        if arch == "x86_64":
+            check(data == admin.read_bytes(), f"{path.name}: bootstrap is {admin.name}")
+        prefix = QEMU if arch == "aarch64" else []
+        outside = run([*prefix, str(bootstrap)], env={"PATH": "/usr/bin:/bin"})
+        check(
+            outside.returncode == 2 and "AWS_LAMBDA_RUNTIME_API is not set" in outside.stderr,
+            f"{path.name}: bootstrap outside Lambda exits 2 saying why "
+            f"({outside.returncode}: {outside.stderr.strip()[:80]})",
+        )
+
+
 def main():
     if not (DIST / "SHA256SUMS").is_file():
         sys.exit("check_dist: dist/SHA256SUMS is missing: run `make dist` first")
@@ -218,6 +268,8 @@ def main():
         node(arch)
     admin = DIST / "hostkeyctl-admin-x86_64"
     binary(admin, "x86_64")
+    for name in LAMBDA_ARCH:
+        lambda_zip(name, admin)
     node_tree()
     packages(admin)
     if failures:

@@ -11,7 +11,11 @@ With AssociationSecretArn set, the stack also creates the State Manager
 association of the converge document on the AssociationTargetTag* targets,
 as `hostkeyctl association deploy` does; with AlarmNamespace set, two
 CloudWatch alarms on `audit --cloudwatch NAMESPACE`'s metrics: a node not OK,
-and an audit that stopped reporting (docs/operations.md).
+and an audit that stopped reporting (docs/operations.md); with
+RotationSecretArn set, Secrets Manager's rotation schedule on that secret:
+the function (the `bootstrap` zip from RotationCodeBucket/RotationCodeKey),
+its role, the permission for secretsmanager.amazonaws.com, and the
+RotationSchedule (docs/rotation.md, "Scheduled rotation").
 
 The policies' example account (111122223333) becomes the stack's account
 and their `hostkeys/` secret prefix the SecretNamePrefix parameter.
@@ -32,6 +36,7 @@ ROLES = {
         "audit: public fingerprints only, never a private key; audit --via-ssm runs only the read-only check document"
     ),
     "signer": "sign: host certificates with the CA (the only role that reads it, besides rotate)",
+    "rotation-lambda": "the scheduled rotation's Lambda function (what rotate does, from inside Lambda)",
 }
 
 
@@ -75,6 +80,149 @@ def alarm(description: str, properties: dict) -> dict:
             "AlarmActions": actions,
             "OKActions": actions,
             **properties,
+        },
+    }
+
+
+ROTATION_PARAMETERS = {
+    "RotationSecretArn": {
+        "Type": "String",
+        "Default": "",
+        "AllowedPattern": "^$|^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[A-Za-z0-9/_+=.@-]+$",
+        "Description": (
+            "The key set secret to rotate on a schedule (docs/rotation.md, 'Scheduled rotation'). Empty: no "
+            "rotation function or schedule."
+        ),
+    },
+    "RotationCodeBucket": {
+        "Type": "String",
+        "Default": "hostkeyctl-lambda-code",
+        "AllowedPattern": "^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$",
+        "Description": (
+            "The S3 bucket (in the stack's region) holding the function's zip, hostkeyctl-lambda-ARCH.zip from "
+            "make dist; used only with RotationSecretArn."
+        ),
+    },
+    "RotationCodeKey": {
+        "Type": "String",
+        "Default": "hostkeyctl-lambda-arm64.zip",
+        "Description": "The zip's key in that bucket.",
+    },
+    "RotationArchitecture": {
+        "Type": "String",
+        "Default": "arm64",
+        "AllowedValues": ["arm64", "x86_64"],
+        "Description": "The zip's architecture.",
+    },
+    "RotationScheduleExpression": {
+        "Type": "String",
+        "Default": "rate(30 days)",
+        "AllowedPattern": "^(rate|cron)\\(.+\\)$",
+        "Description": (
+            "How often a rotation promotes the announced set: clients that log in at least once in this "
+            "period never see a warning. At most every 4 hours."
+        ),
+    },
+    "RotationArgs": {
+        "Type": "String",
+        "Default": '["--pull", "--target", "tag:Role=login"]',
+        "Description": (
+            "`hostkeyctl rotate`'s options for the function, as a JSON array (HOSTKEYCTL_ROTATE_ARGS): --pull for "
+            "a fleet whose nodes' timers follow the stages (HyperPod), or --target ... without it for a fleet "
+            "SSM reaches (the function then needs RotationSubnetIds to reach the nodes' sshd)."
+        ),
+    },
+    "RotationSubnetIds": {
+        "Type": "CommaDelimitedList",
+        "Default": "",
+        "Description": "Subnets for the function, when it pushes and audits (a push fleet). Empty: no VPC.",
+    },
+    "RotationSecurityGroupIds": {
+        "Type": "CommaDelimitedList",
+        "Default": "",
+        "Description": "Security groups for the function in the VPC: outbound SSH to the login nodes.",
+    },
+}
+
+
+def rotation_resources() -> dict:
+    """The scheduled rotation: role, function, invoke permission, schedule."""
+    managed = "arn:${AWS::Partition}:iam::aws:policy/service-role/"
+    return {
+        "RotationFunctionRole": {
+            "Type": "AWS::IAM::Role",
+            "Condition": "CreateRotation",
+            "Properties": {
+                "Description": "hostkeyctl's scheduled rotation function (iam/rotation-lambda.json)",
+                "AssumeRolePolicyDocument": {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Principal": {"Service": "lambda.amazonaws.com"},
+                            "Action": "sts:AssumeRole",
+                        }
+                    ],
+                },
+                "ManagedPolicyArns": [
+                    {"Ref": "RotationLambdaPolicy"},
+                    {"Fn::Sub": managed + "AWSLambdaBasicExecutionRole"},
+                    {
+                        "Fn::If": [
+                            "RotationInVpc",
+                            {"Fn::Sub": managed + "AWSLambdaVPCAccessExecutionRole"},
+                            {"Ref": "AWS::NoValue"},
+                        ]
+                    },
+                ],
+            },
+        },
+        "RotationFunction": {
+            "Type": "AWS::Lambda::Function",
+            "Condition": "CreateRotation",
+            "Properties": {
+                "FunctionName": {"Fn::Sub": "hostkeyctl-rotation-${AWS::StackName}"},
+                "Description": "hostkeyctl: Secrets Manager's rotation steps for an SSH host key set",
+                "Runtime": "provided.al2023",
+                "Handler": "bootstrap",
+                "Architectures": [{"Ref": "RotationArchitecture"}],
+                "Code": {"S3Bucket": {"Ref": "RotationCodeBucket"}, "S3Key": {"Ref": "RotationCodeKey"}},
+                "Role": {"Fn::GetAtt": ["RotationFunctionRole", "Arn"]},
+                "Timeout": 900,
+                "MemorySize": 256,
+                "Environment": {"Variables": {"HOSTKEYCTL_ROTATE_ARGS": {"Ref": "RotationArgs"}}},
+                "VpcConfig": {
+                    "Fn::If": [
+                        "RotationInVpc",
+                        {
+                            "SubnetIds": {"Ref": "RotationSubnetIds"},
+                            "SecurityGroupIds": {"Ref": "RotationSecurityGroupIds"},
+                        },
+                        {"Ref": "AWS::NoValue"},
+                    ]
+                },
+            },
+        },
+        "RotationPermission": {
+            "Type": "AWS::Lambda::Permission",
+            "Condition": "CreateRotation",
+            "Properties": {
+                "Action": "lambda:InvokeFunction",
+                "FunctionName": {"Ref": "RotationFunction"},
+                "Principal": "secretsmanager.amazonaws.com",
+                "SourceArn": {"Ref": "RotationSecretArn"},
+            },
+        },
+        "RotationSchedule": {
+            "Type": "AWS::SecretsManager::RotationSchedule",
+            "Condition": "CreateRotation",
+            "DependsOn": "RotationPermission",
+            "Properties": {
+                "SecretId": {"Ref": "RotationSecretArn"},
+                "RotationLambdaARN": {"Fn::GetAtt": ["RotationFunction", "Arn"]},
+                "RotationRules": {"ScheduleExpression": {"Ref": "RotationScheduleExpression"}},
+                "RotateImmediatelyOnUpdate": False,
+            },
         },
     }
 
@@ -134,7 +282,12 @@ def main() -> int:
             },
         },
     }
+    resources.update(rotation_resources())
     outputs = {
+        "RotationFunctionArn": {
+            "Condition": "CreateRotation",
+            "Value": {"Fn::GetAtt": ["RotationFunction", "Arn"]},
+        },
         "InstallDocumentName": {"Value": {"Ref": "InstallDocument"}},
         "CheckDocumentName": {"Value": {"Ref": "CheckDocument"}},
         "ConvergeDocumentName": {"Value": {"Ref": "ConvergeDocument"}},
@@ -145,7 +298,7 @@ def main() -> int:
     }
     for role, purpose in ROLES.items():
         policy = json.loads((ROOT / "iam" / f"{role}.json").read_text())
-        name = f"{role.capitalize()}Policy"
+        name = "".join(part.capitalize() for part in role.split("-")) + "Policy"
         resources[name] = {
             "Type": "AWS::IAM::ManagedPolicy",
             "Properties": {
@@ -159,10 +312,9 @@ def main() -> int:
         "Description": (
             "hostkeyctl: its SSM documents (hostkeyctl install of a pushed version, the read-only "
             "hostkeyctl install --check, and hostkeyctl install of what the stages say for a State Manager "
-            "association), optionally that association, and least-privilege managed policies for the admin, "
-            "rotation, node, "
-            "auditor and signer roles. Generated by scripts/cloudformation.py from iam/*.json and "
-            "`hostkeyctl ssm-document print`; do not edit by hand."
+            "association), optionally that association, alarms and a scheduled rotation, and least-privilege managed "
+            "policies for the admin, rotation, node, auditor, signer and rotation function roles. Generated by "
+            "scripts/cloudformation.py from iam/*.json and `hostkeyctl ssm-document print`; do not edit by hand."
         ),
         "Parameters": {
             "SecretNamePrefix": {
@@ -224,6 +376,7 @@ def main() -> int:
                 "AllowedValues": [300, 600, 900, 1800, 3600],
                 "Description": "How often the scheduled audit runs (docs/audit.md): each alarm period.",
             },
+            **ROTATION_PARAMETERS,
             "AssociationSchedule": {
                 "Type": "String",
                 "Default": "rate(30 minutes)",
@@ -234,6 +387,13 @@ def main() -> int:
             "CreateAssociation": {"Fn::Not": [{"Fn::Equals": [{"Ref": "AssociationSecretArn"}, ""]}]},
             "CreateAlarms": {"Fn::Not": [{"Fn::Equals": [{"Ref": "AlarmNamespace"}, ""]}]},
             "HasAlarmTopic": {"Fn::Not": [{"Fn::Equals": [{"Ref": "AlarmTopicArn"}, ""]}]},
+            "CreateRotation": {"Fn::Not": [{"Fn::Equals": [{"Ref": "RotationSecretArn"}, ""]}]},
+            "RotationInVpc": {
+                "Fn::And": [
+                    {"Condition": "CreateRotation"},
+                    {"Fn::Not": [{"Fn::Equals": [{"Fn::Join": ["", {"Ref": "RotationSubnetIds"}]}, ""]}]},
+                ]
+            },
         },
         "Resources": resources,
         "Outputs": outputs,

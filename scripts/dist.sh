@@ -3,6 +3,10 @@
 #   hostkeyctl-x86_64, hostkeyctl-aarch64   the node build (install only),
 #                                            for glibc 2.17 and later
 #   hostkeyctl-admin-x86_64                 the admin build (every command)
+#   hostkeyctl-lambda-x86_64.zip,
+#   hostkeyctl-lambda-arm64.zip             the scheduled rotation's Lambda
+#                                            function: the admin build as
+#                                            `bootstrap` (provided.al2023)
 #   hostkeyctl_VERSION-1_amd64.deb,
 #   hostkeyctl-VERSION-1.x86_64.rpm         the admin build, the systemd
 #                                            units, completions, man pages
@@ -31,10 +35,17 @@ for arch in x86_64 aarch64; do
   install -m 0755 "$target_dir/$arch-unknown-linux-gnu/dist-node/hostkeyctl" "$out/hostkeyctl-$arch"
 done
 
-echo "dist: admin build (x86_64; glibc $glibc)"
-cargo zigbuild --locked --quiet --profile dist --target "x86_64-unknown-linux-gnu.$glibc" --target-dir "$target_dir"
+echo "dist: admin build (x86_64, aarch64 for the Lambda function; glibc $glibc)"
+cargo zigbuild --locked --quiet --profile dist --target "x86_64-unknown-linux-gnu.$glibc" \
+  --target "aarch64-unknown-linux-gnu.$glibc" --target-dir "$target_dir"
 admin=$out/hostkeyctl-admin-x86_64
 install -m 0755 "$target_dir/x86_64-unknown-linux-gnu/dist/hostkeyctl" "$admin"
+
+echo "dist: Lambda function zips (bootstrap)"
+for pair in x86_64:x86_64 aarch64:arm64; do
+  python3 scripts/lambda_zip.py "$target_dir/${pair%%:*}-unknown-linux-gnu/dist/hostkeyctl" \
+    "$out/hostkeyctl-lambda-${pair##*:}.zip"
+done
 
 echo "dist: completions and man pages"
 install -m 0755 "$admin" "$stage/hostkeyctl"

@@ -59,6 +59,11 @@ pub struct StatusReport {
     /// The AWSPENDING version, when it is not also AWSCURRENT.
     pub rotation_in_flight: Option<VersionId>,
     pub phase: Phase,
+    /// The set announced for the next scheduled rotation
+    /// (HOSTKEYCTL_NEXT), when it holds other keys than AWSCURRENT.
+    pub announced: Option<VersionId>,
+    /// Secrets Manager's rotation schedule.
+    pub schedule: crate::store::RotationSchedule,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub converged: Option<Converged>,
     /// Newest first, as the store lists them.
@@ -98,6 +103,7 @@ impl<S: SecretStore, F: Fleet, P: Prober> Status<'_, S, F, P> {
         // (`sign` during an overlap) stores the announced set again as a
         // new version, which must not restart the overlap's clock.
         let mut made: Vec<(VersionId, String)> = Vec::new();
+        let mut next_keys: Option<(VersionId, KeySet)> = None;
         for v in &info.versions {
             let stored = self
                 .store
@@ -111,6 +117,9 @@ impl<S: SecretStore, F: Fleet, P: Prober> Status<'_, S, F, P> {
                 certificates: cert_rows(&stored.document.certificates),
             });
             made.push((v.version_id.clone(), stored.document.created.clone()));
+            if v.stages.iter().any(|s| s == crate::store::STAGE_NEXT) {
+                next_keys = Some((v.version_id.clone(), stored.document.keys.clone()));
+            }
             if v.stages.iter().any(|s| s == STAGE_CURRENT) {
                 current_keys = Some(stored.document.keys);
             }
@@ -145,7 +154,13 @@ impl<S: SecretStore, F: Fleet, P: Prober> Status<'_, S, F, P> {
             (Some(keys), false) => Some(self.converged(targets, port, keys).await?),
             _ => None,
         };
+        let announced = match (&next_keys, &current_keys) {
+            (Some((id, next)), Some(current)) if !crate::store::same_keys(next, current) => Some(id.clone()),
+            _ => None,
+        };
         Ok(StatusReport {
+            announced,
+            schedule: info.rotation.clone(),
             arn: info.arn.clone(),
             name: info.name.clone(),
             kms_key_id: info.kms_key_id.clone(),

@@ -389,7 +389,7 @@ class Bed:
 
         from emulator import Emulator
 
-        self.emulator = Emulator(REGION)
+        self.emulator = Emulator(REGION, log_dir=str(self.dir))
         self.server = make_server("127.0.0.1", 0, self.emulator, threaded=True)
         self.endpoint = f"http://127.0.0.1:{self.server.server_port}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()

@@ -137,6 +137,15 @@ pub enum Command {
     )]
     Association(AssociationCommand),
     #[cfg(feature = "admin")]
+    /// Secrets Manager's rotation schedule on the key set: each scheduled
+    /// rotation promotes the set the nodes offered for a whole interval
+    /// and announces the next (docs/rotation.md, "Scheduled rotation").
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  hostkeyctl schedule enable --secret-id hostkeys/my-cluster --function arn:aws:lambda:eu-west-1:111122223333:function:hostkeyctl-rotation\n  hostkeyctl schedule enable --secret-id hostkeys/my-cluster --every 'rate(90 days)'\n  hostkeyctl schedule show --secret-id hostkeys/my-cluster\n  hostkeyctl schedule rotate --secret-id hostkeys/my-cluster\n  hostkeyctl schedule disable --secret-id hostkeys/my-cluster"
+    )]
+    Schedule(ScheduleCommand),
+    #[cfg(feature = "admin")]
     /// Print a shell completion script (for packages and dotfiles).
     #[command(
         after_help = "Examples:\n  hostkeyctl completions bash > /usr/share/bash-completion/completions/hostkeyctl\n  hostkeyctl completions zsh > /usr/share/zsh/vendor-completions/_hostkeyctl"

@@ -21,6 +21,8 @@ pub mod push;
 #[cfg(feature = "admin")]
 pub mod rotate;
 #[cfg(feature = "admin")]
+pub mod schedule;
+#[cfg(feature = "admin")]
 pub mod sign;
 #[cfg(feature = "admin")]
 pub mod ssm_document;
@@ -77,6 +79,8 @@ pub async fn run(cli: Cli) -> Result<Status, Failure> {
         Command::SsmDocument(command) => ssm_document::run(&command, &cli.global, output).await,
         #[cfg(feature = "admin")]
         Command::Association(command) => association::run(&command, &cli.global, output).await,
+        #[cfg(feature = "admin")]
+        Command::Schedule(command) => schedule::run(&command, &cli.global, output).await,
         #[cfg(feature = "admin")]
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();

@@ -53,22 +53,22 @@ async fn association_of(config: &aws_config::SdkConfig, secret_name: &str) -> Op
     }
 }
 
-/// The report as a human reads it, fitted to `width` columns.
-pub fn table(report: &StatusReport, width: Option<u16>) -> String {
+/// Where the rotation is.
+fn phase_line(out: &mut String, report: &StatusReport) {
     use std::fmt::Write as _;
-    let mut out = String::new();
-    _ = writeln!(out, "secret   {}", report.arn);
-    _ = writeln!(
-        out,
-        "kms key  {}",
-        report.kms_key_id.as_deref().unwrap_or("aws/secretsmanager (default)")
-    );
     match &report.rotation_in_flight {
         Some(v) => {
             _ = writeln!(
                 out,
                 "phase    announced: version {v} is AWSPENDING ({}); nodes serve it as extra host keys; `rotate --finish` promotes it\nclients  at the promotion, Paramiko, Dropbear and PuTTY's cache users fetch their files again (`known-hosts --client paramiko|dropbear|putty`, docs/clients.md)",
                 crate::rotation::age(report.phase.since.as_deref())
+            )
+        }
+        None if report.announced.is_some() => {
+            _ = writeln!(
+                out,
+                "phase    scheduled: nodes serve AWSCURRENT and offer version {} (HOSTKEYCTL_NEXT) as extra host keys; the next scheduled rotation promotes it",
+                report.announced.as_ref().map(ToString::to_string).unwrap_or_default()
             )
         }
         None => {
@@ -84,6 +84,36 @@ pub fn table(report: &StatusReport, width: Option<u16>) -> String {
             )
         }
     }
+}
+
+/// The rotation schedule's line, when the secret has one.
+fn schedule_line(out: &mut String, r: &crate::store::RotationSchedule) {
+    use std::fmt::Write as _;
+    if r.enabled || r.lambda_arn.is_some() {
+        let or_none = |v: &Option<String>| v.as_deref().map_or_else(|| "-".to_owned(), crate::escape::escape);
+        _ = writeln!(
+            out,
+            "schedule {} {}, last rotated {}, next {}",
+            if r.enabled { "on," } else { "off," },
+            or_none(&r.schedule),
+            or_none(&r.last_rotated),
+            or_none(&r.next_rotation)
+        );
+    }
+}
+
+/// The report as a human reads it, fitted to `width` columns.
+pub fn table(report: &StatusReport, width: Option<u16>) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    _ = writeln!(out, "secret   {}", report.arn);
+    _ = writeln!(
+        out,
+        "kms key  {}",
+        report.kms_key_id.as_deref().unwrap_or("aws/secretsmanager (default)")
+    );
+    phase_line(&mut out, report);
+    schedule_line(&mut out, &report.schedule);
     if let Some(a) = &report.association {
         _ = writeln!(
             out,

@@ -128,6 +128,21 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
                 )));
             }
             (None, LambdaStep::CreateSecret) => None,
+            (None, LambdaStep::TestSecret)
+                if !self
+                    .store
+                    .all_versions(self.secret)
+                    .await?
+                    .iter()
+                    .any(|v| v.version_id == *token) =>
+            {
+                // RotateSecret with RotateImmediately false: Secrets Manager
+                // runs testSecret alone to check the configuration.
+                return Ok(format!(
+                    "testSecret: no version {token}: a check of the configuration (no rotation runs); the function reads the secret, AWSCURRENT is {}",
+                    stages.current
+                ));
+            }
             (_, _) => {
                 return Err(RotationError::Refused(format!(
                     "{step}: version {token} is not AWSPENDING; its createSecret did not run or its rotation was given up (AWSCURRENT stays {}). The next scheduled rotation starts over",
@@ -141,6 +156,16 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
                     return Ok(format!("createSecret: version {token} is AWSPENDING already"));
                 }
                 let announced = self.announced(&stages.current).await?;
+                if announced.is_none() && self.interrupted_announcement(&current_set).await? {
+                    // The last finish moved AWSCURRENT and stopped before it
+                    // announced: promoting a set nobody learned would warn
+                    // every client. Announce now; the next rotation
+                    // promotes it.
+                    let next = self.announce_after(&current_set).await?;
+                    return Err(RotationError::Refused(format!(
+                        "createSecret: the last rotation's finishSecret stopped before it announced a set, so nothing clients learned is there to promote; version {next} is announced now and the next scheduled rotation promotes it. Nothing was staged"
+                    )));
+                }
                 let from = if announced.is_some() {
                     "the announced set"
                 } else {
@@ -162,7 +187,9 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
                     .store
                     .get(self.secret, &VersionSelector::VersionId(token.clone()))
                     .await?;
-                self.finish(&stages.current, &pending).await?;
+                if let Err(e) = self.finish(&stages.current, &pending).await {
+                    return Err(self.give_up(step, token, &stages, e).await);
+                }
                 let announced = self.announce_after(&pending).await?;
                 self.finish_converge(&pending, mode, announced).await
             }
@@ -241,15 +268,43 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
         ))
     }
 
-    /// A failed set or test step takes AWSPENDING off `token` (the
+    /// Whether a set was announced once (HOSTKEYCTL_NEXT is on a version)
+    /// but holds the current keys: a finish that moved AWSCURRENT to it and
+    /// stopped before announcing the next.
+    async fn interrupted_announcement(&self, current: &StoredVersion) -> Result<bool, RotationError> {
+        let info = self.store.describe(self.secret).await?;
+        let Some(holder) = info.version_with_stage(STAGE_NEXT) else {
+            return Ok(false);
+        };
+        if holder.version_id == current.version_id {
+            return Ok(true);
+        }
+        let next = self
+            .store
+            .get(self.secret, &VersionSelector::VersionId(holder.version_id.clone()))
+            .await?;
+        Ok(same_keys(&next.document.keys, &current.document.keys))
+    }
+
+    /// A failed set, test or finish step takes AWSPENDING off `token` (the
     /// announcement stays on its own version), so that the next scheduled
-    /// rotation is not refused; AWSCURRENT never moved.
+    /// rotation is not refused. AWSCURRENT moves only in finish, and only
+    /// as its first write: when that failed, it never moved.
     async fn give_up(&self, step: LambdaStep, token: &VersionId, stages: &Stages, e: RotationError) -> RotationError {
         let undone = self
             .store
             .move_stage(self.secret, &stage(STAGE_PENDING), None, Some(token))
             .await;
+        let moved = match self.store.describe(self.secret).await {
+            Ok(info) => info
+                .version_with_stage(STAGE_CURRENT)
+                .is_some_and(|v| v.version_id == *token),
+            Err(_) => false,
+        };
         let state = match undone {
+            Ok(()) | Err(StoreError::LabelHeld { .. }) if moved => format!(
+                "AWSCURRENT is {token} already and AWSPENDING is off it; the next rotation announces a set and the one after promotes it"
+            ),
             Ok(()) | Err(StoreError::LabelHeld { .. }) => format!(
                 "AWSPENDING was taken off {token}; AWSCURRENT stays {}, the announced set stays announced, and the next scheduled rotation starts over",
                 stages.current

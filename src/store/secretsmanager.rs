@@ -144,7 +144,7 @@ impl SecretStore for SecretsManagerStore {
                 schedule: out.rotation_rules().and_then(|r| {
                     r.schedule_expression()
                         .map(str::to_owned)
-                        .or_else(|| r.automatically_after_days().map(|d| format!("every {d} days")))
+                        .or_else(|| r.automatically_after_days().map(|d| format!("rate({d} days)")))
                 }),
                 last_rotated: time_string(out.last_rotated_date()),
                 next_rotation: time_string(out.next_rotation_date()),
@@ -335,6 +335,52 @@ impl SecretStore for SecretsManagerStore {
             .tag_resource()
             .secret_id(secret.as_str())
             .set_tags(Some(to_tags(tags)))
+            .send()
+            .await
+            .map_err(|e| AwsError::from_sdk(e, &call))?;
+        Ok(())
+    }
+}
+
+/// The rotation schedule's calls (`hostkeyctl schedule`): not part of
+/// [`SecretStore`], which the rotation steps and the nodes use.
+impl SecretsManagerStore {
+    /// RotateSecret. With `settings` (function ARN, schedule, window): sets
+    /// them and, unless `now`, starts no rotation (Secrets Manager runs the
+    /// function's testSecret step to check the configuration). Without:
+    /// starts a rotation now with the settings the secret has.
+    pub async fn rotate_secret(
+        &self,
+        secret: &SecretId,
+        settings: Option<(Option<&str>, &str, Option<&str>)>,
+        now: bool,
+    ) -> Result<(), StoreError> {
+        let call = Call::new("secretsmanager:RotateSecret", format!("secret {secret}"));
+        let mut request = self
+            .client
+            .rotate_secret()
+            .secret_id(secret.as_str())
+            .rotate_immediately(now);
+        if let Some((function, schedule, window)) = settings {
+            let rules = aws_sdk_secretsmanager::types::RotationRulesType::builder();
+            let rules = match schedule.parse::<i64>() {
+                Ok(days) => rules.automatically_after_days(days),
+                Err(_) => rules.schedule_expression(schedule),
+            };
+            request = request
+                .rotation_rules(rules.set_duration(window.map(str::to_owned)).build())
+                .set_rotation_lambda_arn(function.map(str::to_owned));
+        }
+        request.send().await.map_err(|e| AwsError::from_sdk(e, &call))?;
+        Ok(())
+    }
+
+    /// CancelRotateSecret: turns the schedule off.
+    pub async fn cancel_rotation(&self, secret: &SecretId) -> Result<(), StoreError> {
+        let call = Call::new("secretsmanager:CancelRotateSecret", format!("secret {secret}"));
+        self.client
+            .cancel_rotate_secret()
+            .secret_id(secret.as_str())
             .send()
             .await
             .map_err(|e| AwsError::from_sdk(e, &call))?;

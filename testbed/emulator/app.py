@@ -23,14 +23,15 @@ from . import cbor, patches
 from .associations import ASSOCIATION_ACTIONS, StateManager
 from .errors import ApiError
 from .iam import Enforcer, Principal, Refused
+from .rotation import RotationPlane, patch_describe
 from .secretsmanager import check_stage_move, sync_current
 from .ssm import JSON_SERVICES, OWN_SSM_ACTIONS, Command, Faults, NodeEnv, SsmCommandPlane
 
 
-class Emulator(SsmCommandPlane, StateManager):
+class Emulator(SsmCommandPlane, StateManager, RotationPlane):
     """A WSGI application: moto plus the additions described above."""
 
-    def __init__(self, region: str, bin_dir: str | None = None):
+    def __init__(self, region: str, bin_dir: str | None = None, log_dir: str | None = None):
         patches.apply()
         self.region = region
         self.bin_dir = bin_dir
@@ -56,6 +57,8 @@ class Emulator(SsmCommandPlane, StateManager):
         self.virtual_shared: tuple[str, dict[str, str]] | None = None
         self.closing = False
         self._init_state_manager()
+        patch_describe()
+        self._init_rotation(log_dir or os.environ.get("TMPDIR", "/tmp"))
 
     # ----------------------------------------------------------------- WSGI
 
@@ -113,6 +116,8 @@ class Emulator(SsmCommandPlane, StateManager):
                 check_stage_move(json.loads(body or b"{}"), region or self.region)
             if service == "secretsmanager" and action == "PutSecretValue":
                 sync_current(json.loads(body or b"{}"), region or self.region)
+            if service == "secretsmanager" and action == "RotateSecret":
+                return self._json(start_response, 200, self.rotate_secret(json.loads(body or b"{}")))
             if service == "ssm" and (action in OWN_SSM_ACTIONS or action in ASSOCIATION_ACTIONS):
                 request = json.loads(body or b"{}")
                 if action == "SendCommand":
@@ -287,7 +292,8 @@ class Emulator(SsmCommandPlane, StateManager):
         raise KeyError(f"no control endpoint {method} {path}")
 
     def close(self) -> None:
-        """Stops dispatching and kills commands still running."""
+        """Stops dispatching and kills commands and functions still running."""
+        self.close_functions()
         with self.lock:
             self.closing = True
             for c in self.commands.values():

@@ -52,7 +52,7 @@ from moto.iam.access_control import IAMPolicy, IAMRequest, PermissionResult
 # CloudFormation template substitutes the stack's.
 EXAMPLE_ACCOUNT = "111122223333"
 # The roles of iam/<role>.json.
-ROLES = ("admin", "rotation", "node", "auditor", "signer")
+ROLES = ("admin", "rotation", "node", "auditor", "signer", "rotation-lambda")
 # The bed's own calls (setting up load balancers, reading what a test
 # checks, tampering on purpose): allowed everything, never a role under test.
 BED_ROOT = "bed-root"

@@ -43,6 +43,8 @@ mod releases;
 #[cfg(feature = "testbed")]
 mod rotate;
 #[cfg(feature = "testbed")]
+mod scheduled;
+#[cfg(feature = "testbed")]
 mod ssm_document;
 #[cfg(feature = "testbed")]
 mod store;

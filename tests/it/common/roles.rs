@@ -17,6 +17,8 @@ pub enum Role {
     Auditor,
     /// `iam/signer.json`.
     Signer,
+    /// `iam/rotation-lambda.json`: the scheduled rotation's function.
+    RotationLambda,
     /// The bed itself (never a role under test).
     BedRoot,
 }
@@ -30,19 +32,22 @@ impl Role {
             Role::Node => "node",
             Role::Auditor => "auditor",
             Role::Signer => "signer",
+            Role::RotationLambda => "rotation-lambda",
             Role::BedRoot => "bed-root",
         }
     }
 
     /// The role docs/iam.md names for a hostkeyctl command line: `rotate`
-    /// the rotation role, `audit` the auditor, `sign` and `known-hosts
+    /// and `schedule` the rotation role, the rotation function its own, `audit` the auditor, `sign` and `known-hosts
     /// --ca-secret-id` the signer, `install` a node, the rest the admin.
     pub fn for_command(args: &[&str]) -> Role {
         let Some(command) = args.iter().find(|a| !a.starts_with('-')) else {
             return Role::Admin;
         };
         match *command {
-            "rotate" => Role::Rotation,
+            "rotate" | "schedule" => Role::Rotation,
+            // The Lambda function's own name for the binary.
+            "bootstrap" => Role::RotationLambda,
             "audit" => Role::Auditor,
             "install" => Role::Node,
             "sign" => Role::Signer,

@@ -319,3 +319,85 @@ async fn a_manual_rotation_promotes_the_announced_set_and_announces_the_next() {
     assert_ne!(keys(&store, STAGE_NEXT).await, announced);
     assert_desired(&store, &fleet, "rotated by hand").await;
 }
+
+/// A finish that moved AWSCURRENT and died before announcing, never
+/// retried: the next rotation's createSecret announces and refuses, rather
+/// than promote a set no client learned; the one after promotes it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_finish_that_never_announced_is_announced_by_the_next_rotation_not_skipped() {
+    let (store, fleet, _) = world(2).await;
+    announce(&store, &fleet).await;
+    assert_eq!(timer(&fleet, &store).await, [Some(0); 2]);
+    let token = VersionId::random();
+    for s in &STEPS[..3] {
+        step(&store, &fleet, &store, *s, &token, FleetMode::Pull).await.unwrap();
+    }
+    // The announcement is the finish's only PutSecretValue: refused.
+    let refusing = Hooked::new(&store, |call| {
+        if call.op == hostkeyctl::testing::Op::PutVersion {
+            Action::Fault(Fault::Fail)
+        } else {
+            Action::Pass
+        }
+    });
+    assert!(
+        step(
+            &refusing,
+            &fleet,
+            &store,
+            LambdaStep::FinishSecret,
+            &token,
+            FleetMode::Pull
+        )
+        .await
+        .is_err()
+    );
+    assert_eq!(store.holder(&secret(), STAGE_CURRENT), Some(token.clone()));
+    let promoted = keys(&store, STAGE_CURRENT).await;
+    let versions = store.version_count(&secret());
+    let e = step(
+        &store,
+        &fleet,
+        &store,
+        LambdaStep::CreateSecret,
+        &VersionId::random(),
+        FleetMode::Pull,
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("is announced now") && e.contains("Nothing was staged"),
+        "{e}"
+    );
+    assert_eq!(store.holder(&secret(), STAGE_PENDING), None);
+    assert_eq!(store.version_count(&secret()), versions + 1, "the announcement alone");
+    let announced = keys(&store, STAGE_NEXT).await;
+    assert_ne!(announced, promoted);
+    assert_eq!(timer(&fleet, &store).await, [Some(0); 2]);
+    rotation(&store, &fleet, &VersionId::random(), FleetMode::Pull)
+        .await
+        .unwrap();
+    assert_eq!(keys(&store, STAGE_CURRENT).await, announced);
+}
+
+/// RotateSecret with RotateImmediately false: Secrets Manager runs
+/// testSecret alone, with a token no version has; it is a check of the
+/// configuration that changes nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn test_secret_with_an_unknown_token_checks_the_configuration() {
+    let (store, fleet, _) = world(2).await;
+    let stages = store.stages(&secret());
+    let done = step(
+        &store,
+        &fleet,
+        &store,
+        LambdaStep::TestSecret,
+        &VersionId::random(),
+        FleetMode::Push,
+    )
+    .await
+    .unwrap();
+    assert!(done.contains("a check of the configuration"), "{done}");
+    assert_eq!(store.stages(&secret()), stages);
+}

@@ -1,0 +1,391 @@
+"""Secrets Manager's scheduled rotation, as the bed models it.
+
+``RotateSecret`` is handled here, not by moto (moto 5.2 adds an empty
+AWSPENDING version itself and invokes Lambda through Docker):
+
+* with ``RotationLambdaARN`` / ``RotationRules`` it stores the schedule
+  (``DescribeSecret`` then shows ``RotationEnabled``, ``RotationLambdaARN``,
+  ``RotationRules`` with ``ScheduleExpression``, ``NextRotationDate``);
+* it is refused while AWSPENDING is on a version other than AWSCURRENT, as
+  the API reference says ("any later invocation of RotateSecret assumes
+  that a previous rotation request is still in progress and returns an
+  error");
+* ``RotateImmediately`` (default true) runs the four steps, one after
+  another, each with the same ``ClientRequestToken``; false runs
+  ``testSecret`` alone with a token no version has (AWS: "Secrets Manager
+  tests the rotation configuration by running the testSecret step"; which
+  token it passes is not documented);
+* the steps run in the background, as RotateSecret is asynchronous; a
+  failed step ends the rotation (AWS retries a failed step a number of
+  times it does not document; the bed does not retry), and a rotation that
+  completes sets ``LastRotatedDate`` and the next date;
+* a test-driven clock (``/_bed/clock``) starts every rotation that falls
+  due when it is advanced.
+
+Each function is a real ``bootstrap`` (the shipped binary) run behind a
+stand-in for the Lambda runtime API: ``GET
+/2018-06-01/runtime/invocation/next`` hands it the event with the
+``Lambda-Runtime-*`` headers, ``POST .../response`` and ``.../error`` end
+the invocation, ``POST /2018-06-01/runtime/init/error`` reports a start
+that failed. One process stays warm per function, as Lambda keeps one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from moto.core import DEFAULT_ACCOUNT_ID as ACCOUNT
+
+from .errors import ApiError
+
+STEPS = ("createSecret", "setSecret", "testSecret", "finishSecret")
+# Lambda's own limit on one invocation; a rotation step has at most this.
+STEP_TIMEOUT = 900.0
+RUNTIME = "/2018-06-01/runtime"
+
+
+def rate_seconds(expression: str | None, days: int | None) -> float | None:
+    """The period of ``rate(N days|hours)`` or ``AutomaticallyAfterDays``;
+    ``None`` for ``cron()``, which the bed does not model."""
+    if days:
+        return days * 86400.0
+    if not expression or not expression.startswith("rate("):
+        return None
+    n, unit = expression[5:-1].split()
+    return int(n) * (86400.0 if unit.startswith("day") else 3600.0)
+
+
+class Function:
+    """A rotation function: its ``bootstrap``, environment, and the runtime
+    API stand-in it polls."""
+
+    def __init__(self, arn: str, bootstrap: str, env: dict[str, str], log: str):
+        self.arn = arn
+        self.bootstrap = bootstrap
+        self.env = env
+        self.log = log
+        self.events: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
+        self.results: dict[str, tuple[bool, Any]] = {}
+        self.done = threading.Condition()
+        self.init_error: str | None = None
+        self.process: subprocess.Popen | None = None
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        function = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *_args: Any) -> None:
+                pass
+
+            def _reply(self, status: int, body: bytes = b"{}", headers: dict[str, str] | None = None) -> None:
+                self.send_response(status)
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                if self.path != f"{RUNTIME}/invocation/next":
+                    self._reply(404)
+                    return
+                request_id, event = function.events.get()
+                deadline = int((time.time() + STEP_TIMEOUT) * 1000)
+                self._reply(
+                    200,
+                    json.dumps(event).encode(),
+                    {
+                        "Content-Type": "application/json",
+                        "Lambda-Runtime-Aws-Request-Id": request_id,
+                        "Lambda-Runtime-Deadline-Ms": str(deadline),
+                        "Lambda-Runtime-Invoked-Function-Arn": function.arn,
+                        "Lambda-Runtime-Trace-Id": f"Root=1-{uuid.uuid4().hex[:8]}-{uuid.uuid4().hex[:24]}",
+                    },
+                )
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                parts = self.path.split("/")
+                if self.path == f"{RUNTIME}/init/error":
+                    with function.done:
+                        function.init_error = body.decode("utf-8", "replace")
+                        function.done.notify_all()
+                    self._reply(202)
+                    return
+                if len(parts) == 6 and parts[3] == "invocation" and parts[5] in ("response", "error"):
+                    payload: Any = body.decode("utf-8", "replace")
+                    try:
+                        payload = json.loads(payload)
+                    except ValueError:
+                        pass
+                    with function.done:
+                        function.results[parts[4]] = (parts[5] == "response", payload)
+                        function.done.notify_all()
+                    self._reply(202)
+                    return
+                self._reply(404)
+
+        return Handler
+
+    def _start(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            return
+        self.init_error = None
+        port = self.server.server_address[1]
+        name = self.arn.rsplit(":", 1)[-1]
+        env = {
+            **self.env,
+            "AWS_LAMBDA_RUNTIME_API": f"127.0.0.1:{port}",
+            "AWS_LAMBDA_FUNCTION_NAME": name,
+            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "256",
+            "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+            "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{name}",
+            "AWS_LAMBDA_LOG_STREAM_NAME": "bed",
+            "_HANDLER": "bootstrap",
+            "LAMBDA_TASK_ROOT": os.path.dirname(self.bootstrap),
+        }
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen(
+                [self.bootstrap], env=env, stdout=log, stderr=log, cwd=os.path.dirname(self.bootstrap)
+            )
+
+    def invoke(self, event: dict[str, Any], timeout: float) -> tuple[bool, Any]:
+        """One invocation: (succeeded, the response or the error)."""
+        self._start()
+        request_id = str(uuid.uuid4())
+        self.events.put((request_id, event))
+        deadline = time.monotonic() + timeout
+        with self.done:
+            while request_id not in self.results:
+                if self.init_error is not None:
+                    return False, {"errorType": "Runtime.InitError", "errorMessage": self.init_error}
+                if self.process is not None and self.process.poll() is not None:
+                    return False, {"errorType": "Runtime.ExitError", "errorMessage": f"exit {self.process.returncode}"}
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.stop()
+                    return False, {"errorType": "Sandbox.Timedout", "errorMessage": f"timed out after {timeout} s"}
+                self.done.wait(min(left, 0.2))
+            return self.results.pop(request_id)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
+        # An event the killed process never took would go to the next one.
+        while not self.events.empty():
+            self.events.get_nowait()
+
+    def close(self) -> None:
+        self.stop()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class RotationPlane:
+    """Mixed into the emulator: RotateSecret, the functions, the clock."""
+
+    region: str
+    lock: threading.Lock
+    control_hooks: dict[str, Callable[[dict[str, Any]], Any]]
+
+    def _init_rotation(self, log_dir: str) -> None:
+        self.functions: dict[str, Function] = {}
+        self.rotations: list[dict[str, Any]] = []
+        self.rotation_cv = threading.Condition()
+        self.clock_offset = 0.0
+        self.function_log_dir = log_dir
+        self.step_timeout = STEP_TIMEOUT
+        self.control_hooks["/_bed/lambda/register"] = self._register
+        self.control_hooks["/_bed/rotations"] = lambda _r: self.rotations_json()
+        self.control_hooks["/_bed/rotations/wait"] = self._wait
+        self.control_hooks["/_bed/clock"] = self._advance
+
+    def now(self) -> float:
+        """The bed's clock: real time plus what tests advanced it by."""
+        return time.time() + self.clock_offset
+
+    def _register(self, request: dict[str, Any]) -> dict[str, Any]:
+        arn = request["arn"]
+        with self.lock:
+            old = self.functions.pop(arn, None)
+        if old is not None:
+            old.close()
+        log = os.path.join(self.function_log_dir, f"lambda-{arn.rsplit(':', 1)[-1]}.log")
+        function = Function(arn, request["bootstrap"], request.get("env", {}), log)
+        with self.lock:
+            self.functions[arn] = function
+            if request.get("step_timeout"):
+                self.step_timeout = float(request["step_timeout"])
+        return {"arn": arn, "log": log}
+
+    def rotations_json(self) -> list[dict[str, Any]]:
+        with self.rotation_cv:
+            return [dict(r, steps=list(r["steps"])) for r in self.rotations]
+
+    def _wait(self, request: dict[str, Any]) -> list[dict[str, Any]]:
+        """Waits until at least ``count`` rotations ended (or ``timeout``)."""
+        count, timeout = int(request["count"]), float(request.get("timeout", 600))
+        deadline = time.monotonic() + timeout
+        with self.rotation_cv:
+            while sum(r["status"] != "running" for r in self.rotations) < count:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ValueError(f"fewer than {count} rotations ended within {timeout} s: {self.rotations}")
+                self.rotation_cv.wait(left)
+        return self.rotations_json()
+
+    def _advance(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Advances the clock by ``days``/``hours`` and starts every rotation
+        that fell due (one per secret, as Secrets Manager rotates once)."""
+        self.clock_offset += float(request.get("days", 0)) * 86400 + float(request.get("hours", 0)) * 3600
+        started = []
+        for secret in list(self._backend().secrets.values()):
+            due = getattr(secret, "next_rotation_date", None)
+            if secret.rotation_enabled and due is not None and due <= self.now():
+                try:
+                    started.append(self._start_rotation(secret, None, immediately=True))
+                except ApiError as e:
+                    started.append({"secret": secret.name, "refused": e.message})
+        return {"now": self.now(), "started": started}
+
+    def _backend(self) -> Any:
+        from moto.secretsmanager.models import secretsmanager_backends
+
+        return secretsmanager_backends[ACCOUNT][self.region]
+
+    def rotate_secret(self, request: dict[str, Any]) -> dict[str, Any]:
+        """RotateSecret (module docstring)."""
+        backend = self._backend()
+        secret_id = request.get("SecretId", "")
+        if not backend._is_valid_identifier(secret_id):
+            raise ApiError("ResourceNotFoundException", "Secrets Manager can't find the specified secret.", 400)
+        secret = backend.secrets[secret_id]
+        arn = request.get("RotationLambdaARN")
+        rules = request.get("RotationRules") or {}
+        if arn is not None:
+            with self.lock:
+                known = arn in self.functions
+            if not known:
+                raise ApiError(
+                    "InvalidRequestException",
+                    f"Secrets Manager cannot invoke the specified Lambda function {arn}. Ensure that the "
+                    "function policy grants access to the principal secretsmanager.amazonaws.com.",
+                    400,
+                )
+            secret.rotation_lambda_arn = arn
+        if not secret.rotation_lambda_arn:
+            raise ApiError(
+                "InvalidRequestException",
+                "No Lambda rotation function ARN is associated with this secret.",
+                400,
+            )
+        if rules:
+            expression = rules.get("ScheduleExpression")
+            days = rules.get("AutomaticallyAfterDays")
+            if expression and expression.startswith("cron("):
+                raise ApiError("InvalidParameterException", "the bed models rate() schedules, not cron()", 400)
+            secret.schedule_expression = expression
+            secret.auto_rotate_after_days = days or 0
+            secret.rotation_window = rules.get("Duration")
+            secret.rotation_requested = True
+            secret.rotation_enabled = True
+            period = rate_seconds(expression, days)
+            secret.next_rotation_date = int(self.now() + period) if period else None
+        token = request.get("ClientRequestToken")
+        started = self._start_rotation(secret, token, immediately=request.get("RotateImmediately", True))
+        return {"ARN": secret.arn, "Name": secret.name, "VersionId": started["token"]}
+
+    def _start_rotation(self, secret: Any, token: str | None, immediately: bool) -> dict[str, Any]:
+        for version_id, version in secret.versions.items():
+            stages = version.get("version_stages", [])
+            if "AWSPENDING" in stages and "AWSCURRENT" not in stages:
+                raise ApiError(
+                    "InvalidRequestException",
+                    f"A previous rotation isn't complete. That rotation will be reattempted. "
+                    f"(AWSPENDING is on version {version_id}, not AWSCURRENT.)",
+                    400,
+                )
+        with self.lock:
+            function = self.functions[secret.rotation_lambda_arn]
+            timeout = self.step_timeout
+        record = {
+            "secret": secret.name,
+            "token": token or str(uuid.uuid4()),
+            "steps": [],
+            "status": "running",
+            "immediately": immediately,
+        }
+        with self.rotation_cv:
+            self.rotations.append(record)
+        threading.Thread(target=self._run, args=(secret, function, record, timeout), daemon=True).start()
+        return {"secret": secret.name, "token": record["token"]}
+
+    def _run(self, secret: Any, function: Function, record: dict[str, Any], timeout: float) -> None:
+        steps = STEPS if record["immediately"] else ("testSecret",)
+        ok = True
+        for step in steps:
+            event = {
+                "Step": step,
+                "SecretId": secret.arn,
+                "ClientRequestToken": record["token"],
+                "RotationToken": str(uuid.uuid4()),
+            }
+            ok, result = function.invoke(event, timeout)
+            with self.rotation_cv:
+                record["steps"].append({"step": step, "ok": ok, "result": result})
+            if not ok:
+                break
+        with self.rotation_cv:
+            if ok and record["immediately"]:
+                secret.last_rotation_date = int(self.now())
+                period = rate_seconds(getattr(secret, "schedule_expression", None), secret.auto_rotate_after_days)
+                secret.next_rotation_date = int(self.now() + period) if period and secret.rotation_enabled else None
+            record["status"] = "succeeded" if ok else "failed"
+            self.rotation_cv.notify_all()
+
+    def close_functions(self) -> None:
+        with self.lock:
+            functions = list(self.functions.values())
+        for f in functions:
+            f.close()
+
+
+def patch_describe() -> None:
+    """DescribeSecret shows ``ScheduleExpression`` and ``Duration`` (moto
+    5.2 shows ``AutomaticallyAfterDays`` alone), and no next date once the
+    schedule is off."""
+    from moto.secretsmanager.models import FakeSecret
+
+    real = FakeSecret.to_dict
+
+    def to_dict(self: Any) -> dict[str, Any]:
+        out = real(self)
+        if self.rotation_requested:
+            rules: dict[str, Any] = {}
+            if getattr(self, "schedule_expression", None):
+                rules["ScheduleExpression"] = self.schedule_expression
+            elif self.auto_rotate_after_days:
+                rules["AutomaticallyAfterDays"] = self.auto_rotate_after_days
+            if getattr(self, "rotation_window", None):
+                rules["Duration"] = self.rotation_window
+            out["RotationRules"] = rules
+            if not self.rotation_enabled:
+                out["NextRotationDate"] = None
+        return {k: v for k, v in out.items() if v is not None}
+
+    FakeSecret.to_dict = to_dict  # type: ignore[method-assign]
