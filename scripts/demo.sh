@@ -15,7 +15,11 @@
 #   9. the same install on other distributions' sshd set-ups (Ubuntu 24.04
 #      socket activation, Amazon Linux 2023), with nothing but its defaults;
 #  10. host certificates: a CA in its own secret signs the set, clients hold
-#      one @cert-authority line, 20 connections, and the audit judges them.
+#      one @cert-authority line, 20 connections, and the audit judges them;
+#  11-12. revocation, a State Manager association, Compliance and metrics;
+#  13. scheduled rotation: Secrets Manager's schedule runs the Lambda
+#      function (this binary as `bootstrap`), which promotes the set the
+#      nodes offered for an interval: a plain-key user, 20 connections.
 # Every command signs as the IAM role docs/iam.md names for it, and the
 # bed's AWS emulator enforces that role's policy (iam/*.json).
 #
@@ -289,5 +293,49 @@ run auditor "$HOSTKEYCTL" audit --secret-id hostkeys/demo --target tag:Role=logi
   --metrics-file "$WORK/audit.prom" --cloudwatch hostkeyctl/demo --output table >/dev/null
 grep -E '^hostkeyctl_audit_nodes_not_ok ' "$WORK/audit.prom" | sed 's/^/   | /'
 say "(NodesNotOk, in CloudWatch too, is what the template's alarm watches: docs/operations.md)"
+
+bold "13. Scheduled rotation: Secrets Manager's schedule and a Lambda function, one interval of overlap"
+KH="$WORK/known_hosts.plain"
+run admin "$HOSTKEYCTL" known-hosts --secret-id hostkeys/demo --host "$LB" -q >"$KH"
+say "a user with plain keys (no CA): $(grep -vc '^#' "$KH") lines for $LB"
+mkdir -p "$WORK/lambda"
+cp "$HOSTKEYCTL" "$WORK/lambda/bootstrap"
+FUNCTION=arn:aws:lambda:us-east-1:123456789012:function:hostkeyctl-rotation
+# The bed's Lambda: this binary named bootstrap behind a stand-in for the
+# runtime API, signing as iam/rotation-lambda.json (testbed/emulator/rotation.py).
+python3 - "$AWS_ENDPOINT_URL" "$WORK/lambda/bootstrap" "$FUNCTION" \
+  "$(state "s['credentials']['rotation-lambda']['access_key_id']")" \
+  "$(state "s['credentials']['rotation-lambda']['secret_access_key']")" <<'PY'
+import json, os, sys, urllib.request as u
+endpoint, bootstrap, arn, key, secret = sys.argv[1:]
+args = ["--target", "tag:Role=login", "--target", "tag:Cluster=hp", "--max-concurrency", "100%",
+        "--ca-secret-id", "hostkeyctl-ca/demo"]
+env = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret,
+       "AWS_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/dev/null",
+       "AWS_SHARED_CREDENTIALS_FILE": "/dev/null", "HOME": os.path.dirname(bootstrap),
+       "HOSTKEYCTL_ROTATE_ARGS": json.dumps(args)}
+body = json.dumps({"arn": arn, "bootstrap": bootstrap, "env": env}).encode()
+u.urlopen(u.Request(endpoint + "/_bed/lambda/register", data=body, method="POST")).read()
+PY
+run rotation "$HOSTKEYCTL" schedule enable --secret-id hostkeys/demo --function "$FUNCTION" --every 'rate(30 days)' \
+  --ca-secret-id hostkeyctl-ca/demo --output table | sed 's/^/   | /'
+run admin "$HOSTKEYCTL" push --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
+  --max-concurrency 100% -q >/dev/null
+say "the nodes offer the announced set beside the current one; the user logs in once in the interval:"
+ssh_lb "$KH" yes -o UpdateHostKeys=yes >/dev/null
+say "known_hosts now holds $(grep -vc '^#' "$KH") lines: the current keys and the announced ones"
+# The bed's clock: 30 days on, the schedule fires; wait for the rotation.
+rotation_bed() { python3 -c "import json, sys, urllib.request as u; print(u.urlopen(u.Request(sys.argv[1], data=sys.argv[2].encode(), method='POST')).read().decode())" "$AWS_ENDPOINT_URL/_bed/$1" "$2"; }
+rotation_bed clock '{"days": 30}' >/dev/null
+rotation_bed rotations/wait '{"count": 2, "timeout": 300}' | python3 -c '
+import json, sys
+r = json.load(sys.stdin)[-1]
+for s in r["steps"]:
+    print(f"   | {s[\"step\"]:<13} " + (s["result"]["result"] if s["ok"] else "FAILED " + json.dumps(s["result"]))[:110])
+sys.exit(0 if r["status"] == "succeeded" else 1)'
+run rotation "$HOSTKEYCTL" schedule show --secret-id hostkeys/demo --output table | sed 's/^/   | /'
+say "(RotationEnabled and LastRotatedDate: what Security Hub's SecretsManager.1 and .4 read)"
+TWENTY_OPTS=()
+twenty
 
 bold "Done: one host identity behind the load balancer, rotated without a warning"

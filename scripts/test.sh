@@ -5,7 +5,10 @@
 #   x86_64   the whole suite (install, node profiles, lifecycle step, push,
 #            rotation: every node-side run is the node build);
 #   aarch64  under qemu-user with the arm64 libc of libc6-arm64-cross:
-#            converge, --check drift and a rollback.
+#            converge, --check drift and a rollback, and a pull fleet's
+#            scheduled rotations run by the arm64 Lambda zip's bootstrap.
+# The scheduled rotation tests run the shipped Lambda zips' bootstrap
+# (HOSTKEYCTL_LAMBDA_BOOTSTRAP), x86_64 natively, arm64 under qemu-user.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,6 +25,20 @@ cat >"$work/aarch64/hostkeyctl" <<WRAPPER
 exec qemu-aarch64 -L /usr/aarch64-linux-gnu "$dist/hostkeyctl-aarch64" "\$@"
 WRAPPER
 chmod 0755 "$work/aarch64/hostkeyctl"
+for arch in x86_64 arm64; do
+  [ -f "$dist/hostkeyctl-lambda-$arch.zip" ] || { echo "test: $dist/hostkeyctl-lambda-$arch.zip is missing: run make dist" >&2; exit 2; }
+  python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' \
+    "$dist/hostkeyctl-lambda-$arch.zip" "$work/lambda-$arch"
+  chmod 0755 "$work/lambda-$arch/bootstrap"
+done
+# Named bootstrap, as the Lambda runtime runs it: qemu passes the arm64
+# binary's own path (…/bootstrap) as its argv[0].
+mkdir -p "$work/lambda-arm64-qemu"
+cat >"$work/lambda-arm64-qemu/bootstrap" <<WRAPPER
+#!/bin/sh
+exec qemu-aarch64 -L /usr/aarch64-linux-gnu "$work/lambda-arm64/bootstrap" "\$@"
+WRAPPER
+chmod 0755 "$work/lambda-arm64-qemu/bootstrap"
 
 # The tests build in the admin build's tree and profile (make dist's
 # `--profile dist`, target x86_64 glibc 2.17, target/dist): the SDK clients
@@ -45,6 +62,7 @@ starts=$work/bed-starts
 # (sshd and HAProxy starting, a schedule's ticks: the two-minute timer and
 # audit run of issue 25), so a third keeps the cores busy.
 HOSTKEYCTL_BED_STARTS=$starts HOSTKEYCTL_NODE_BIN_DIR=$work/x86_64 \
+  HOSTKEYCTL_LAMBDA_BOOTSTRAP=$work/lambda-x86_64/bootstrap \
   ./scripts/stage.sh test-run "${tests[@]}" --all-targets -- --test-threads 3
 # The bed's share (issue 30: at most half): the tests that started one, of
 # the integration tests.
@@ -54,8 +72,10 @@ echo "test: $started of $total integration tests started a bed"
 echo "test: disk: $(du -sh target/dist | cut -f1) in target/dist"
 
 echo "test: the aarch64 node build under qemu-user"
-HOSTKEYCTL_NODE_BIN_DIR=$work/aarch64 ./scripts/stage.sh test-arm \
+HOSTKEYCTL_NODE_BIN_DIR=$work/aarch64 HOSTKEYCTL_LAMBDA_BOOTSTRAP=$work/lambda-arm64-qemu/bootstrap \
+  ./scripts/stage.sh test-arm \
   "${tests[@]}" --test it -- --exact \
   install::a_fresh_node_converges_and_a_second_run_changes_nothing \
   install::check_reports_drift_on_a_node_with_other_keys \
-  install::a_failing_reload_restores_the_files_byte_for_byte
+  install::a_failing_reload_restores_the_files_byte_for_byte \
+  scheduled::a_pull_fleet_goes_through_three_scheduled_rotations_and_a_failed_one

@@ -9,7 +9,12 @@ use clap::{Args, Parser, Subcommand};
 mod admin;
 
 #[cfg(feature = "admin")]
+mod schedule;
+
+#[cfg(feature = "admin")]
 pub use admin::*;
+#[cfg(feature = "admin")]
+pub use schedule::*;
 
 use crate::aws::AwsArgs;
 use crate::exit::EXIT_CODES_HELP;

@@ -16,14 +16,22 @@ fn function_arn(bed: &TestBed) -> String {
     )
 }
 
-/// The rotation function as CloudFormation would make it: this crate's
-/// binary named `bootstrap`, `rotate`'s options in HOSTKEYCTL_ROTATE_ARGS,
+/// The rotation function as CloudFormation would make it: the zip's
+/// `bootstrap` (HOSTKEYCTL_LAMBDA_BOOTSTRAP) or this crate's binary so named, `rotate`'s options in HOSTKEYCTL_ROTATE_ARGS,
 /// signing as iam/rotation-lambda.json.
 fn deploy_function(bed: &TestBed, pull: bool) -> String {
     let dir = bed.dir().join("lambda-task");
     std::fs::create_dir_all(&dir).unwrap();
-    let bootstrap = dir.join("bootstrap");
-    std::fs::copy(assert_cmd::cargo::cargo_bin("hostkeyctl"), &bootstrap).unwrap();
+    // The shipped zip's bootstrap under make test (scripts/test.sh), else
+    // this build's binary under that name.
+    let bootstrap = match std::env::var_os("HOSTKEYCTL_LAMBDA_BOOTSTRAP") {
+        Some(shipped) => std::path::PathBuf::from(shipped),
+        None => {
+            let copy = dir.join("bootstrap");
+            std::fs::copy(assert_cmd::cargo::cargo_bin("hostkeyctl"), &copy).unwrap();
+            copy
+        }
+    };
     let mut options = vec!["--max-concurrency", "100%"];
     options.extend(TARGETS);
     if pull {

@@ -143,6 +143,52 @@ pub async fn rotate_reporting(
     rotate_inner(store, fleet, dispatcher_store, request, ca, true).await
 }
 
+/// What a rotation over the doubles borrows: the fleet's instances, the
+/// push options and the SSM double.
+pub struct Parts<'a, S: SecretStore> {
+    instances: Vec<hostkeyctl::discovery::Instance>,
+    push: hostkeyctl::rollout::PushOptions,
+    dispatcher: MemDispatcher<'a, S>,
+}
+
+impl<'a, S: SecretStore> Parts<'a, S> {
+    /// The parts for `fleet`, its SSM double reading `dispatcher_store`.
+    pub fn new(fleet: &'a Arc<MemFleet>, dispatcher_store: &'a S) -> Self {
+        Parts {
+            instances: fleet.instances(),
+            push: options(1),
+            dispatcher: MemDispatcher::new(fleet, dispatcher_store),
+        }
+    }
+
+    /// A rotation of the test secret over `store`.
+    pub fn rotation<'b, St: SecretStore>(
+        &'b self,
+        store: &'b St,
+        fleet: &Arc<MemFleet>,
+        ca: Option<&'b hostkeyctl::keyset::HostKey>,
+    ) -> Rotation<'b, St, MemDispatcher<'a, S>, MemFleet> {
+        Rotation {
+            store,
+            dispatcher: &self.dispatcher,
+            prober: fleet.clone(),
+            secret: secret_ref(),
+            instances: &self.instances,
+            push: &self.push,
+            port: 22,
+            progress: &|_, _| {},
+            say: &|_| {},
+            ca,
+        }
+    }
+}
+
+/// The test secret's id, for as long as a rotation borrows it.
+fn secret_ref() -> &'static SecretId {
+    static SECRET: std::sync::OnceLock<SecretId> = std::sync::OnceLock::new();
+    SECRET.get_or_init(secret)
+}
+
 async fn rotate_inner(
     store: &impl SecretStore,
     fleet: &Arc<MemFleet>,
@@ -151,21 +197,8 @@ async fn rotate_inner(
     ca: Option<&hostkeyctl::keyset::HostKey>,
     revocation: bool,
 ) -> (Result<Outcome, RotationError>, Report) {
-    let instances = fleet.instances();
-    let push = options(1);
-    let dispatcher = MemDispatcher::new(fleet, dispatcher_store);
-    let rotation = Rotation {
-        store,
-        dispatcher: &dispatcher,
-        prober: fleet.clone(),
-        secret: &secret(),
-        instances: &instances,
-        push: &push,
-        port: 22,
-        progress: &|_, _| {},
-        say: &|_| {},
-        ca,
-    };
+    let parts = Parts::new(fleet, dispatcher_store);
+    let rotation = parts.rotation(store, fleet, ca);
     let mut report = Report::new(secret());
     let outcome = rotation.run(request, &mut report).await;
     if let (true, Ok(done)) = (revocation, &outcome) {

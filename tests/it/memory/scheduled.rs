@@ -5,12 +5,12 @@
 
 use std::sync::Arc;
 
-use super::{assert_desired, current, options, secret, timer, watch, world};
+use super::{Parts, assert_desired, current, secret, timer, watch, world};
 use hostkeyctl::ids::VersionId;
 use hostkeyctl::keyset::KeySet;
-use hostkeyctl::rotation::{FleetMode, LambdaStep, Rotation, RotationError};
+use hostkeyctl::rotation::{FleetMode, LambdaStep, RotationError};
 use hostkeyctl::store::{STAGE_CURRENT, STAGE_NEXT, STAGE_PENDING, SecretStore, VersionSelector};
-use hostkeyctl::testing::{Action, Fault, Hooked, MemDispatcher, MemFleet, MemoryStore, fault_at};
+use hostkeyctl::testing::{Action, Fault, Hooked, MemFleet, MemoryStore, fault_at};
 
 const STEPS: [LambdaStep; 4] = [
     LambdaStep::CreateSecret,
@@ -28,41 +28,26 @@ async fn step(
     token: &VersionId,
     mode: FleetMode,
 ) -> Result<String, RotationError> {
-    let instances = fleet.instances();
-    let push = options(1);
-    let dispatcher = MemDispatcher::new(fleet, dispatcher_store);
-    let rotation = Rotation {
-        store,
-        dispatcher: &dispatcher,
-        prober: fleet.clone(),
-        secret: &secret(),
-        instances: &instances,
-        push: &push,
-        port: 22,
-        progress: &|_, _| {},
-        say: &|_| {},
-        ca: None,
-    };
+    let parts = Parts::new(fleet, dispatcher_store);
+    let rotation = parts.rotation(store, fleet, None);
     rotation.scheduled_step(step, token, mode).await
+}
+
+/// A step that must fail: its error, as the function's log shows it.
+async fn refused(
+    store: &MemoryStore,
+    fleet: &Arc<MemFleet>,
+    s: LambdaStep,
+    token: &VersionId,
+    mode: FleetMode,
+) -> String {
+    step(store, fleet, store, s, token, mode).await.unwrap_err().to_string()
 }
 
 /// What `schedule enable` does first: announce a set.
 async fn announce(store: &MemoryStore, fleet: &Arc<MemFleet>) -> VersionId {
-    let instances = fleet.instances();
-    let push = options(1);
-    let dispatcher = MemDispatcher::new(fleet, store);
-    let rotation = Rotation {
-        store,
-        dispatcher: &dispatcher,
-        prober: fleet.clone(),
-        secret: &secret(),
-        instances: &instances,
-        push: &push,
-        port: 22,
-        progress: &|_, _| {},
-        say: &|_| {},
-        ca: None,
-    };
+    let parts = Parts::new(fleet, store);
+    let rotation = parts.rotation(store, fleet, None);
     rotation.announce_after(&current(store).await).await.unwrap()
 }
 
@@ -243,10 +228,7 @@ async fn a_failed_set_step_leaves_the_next_rotation_free_to_complete() {
     .await
     .unwrap();
     fleet.nodes[1].faults.lock().unwrap().dispatch_fails = Some("agent down".to_owned());
-    let e = step(&store, &fleet, &store, LambdaStep::SetSecret, &token, FleetMode::Push)
-        .await
-        .unwrap_err()
-        .to_string();
+    let e = refused(&store, &fleet, LambdaStep::SetSecret, &token, FleetMode::Push).await;
     assert!(
         e.contains("setSecret failed") && e.contains("AWSPENDING was taken off"),
         "{e}"
@@ -254,17 +236,7 @@ async fn a_failed_set_step_leaves_the_next_rotation_free_to_complete() {
     assert_eq!(store.holder(&secret(), STAGE_CURRENT), Some(original.clone()));
     assert_eq!(store.holder(&secret(), STAGE_PENDING), None);
     // Secrets Manager's retry of a later step is refused, saying why.
-    let e = step(
-        &store,
-        &fleet,
-        &store,
-        LambdaStep::FinishSecret,
-        &token,
-        FleetMode::Push,
-    )
-    .await
-    .unwrap_err()
-    .to_string();
+    let e = refused(&store, &fleet, LambdaStep::FinishSecret, &token, FleetMode::Push).await;
     assert!(e.contains("is not AWSPENDING"), "{e}");
     assert_eq!(store.holder(&secret(), STAGE_CURRENT), Some(original));
     // The nodes still serve the announced set; the next rotation promotes it.
@@ -287,17 +259,14 @@ async fn create_secret_refuses_while_a_manual_rotation_is_in_flight() {
     };
     super::rotate(&store, &fleet, &store, overlap).await.unwrap();
     let versions = store.version_count(&secret());
-    let e = step(
+    let e = refused(
         &store,
         &fleet,
-        &store,
         LambdaStep::CreateSecret,
         &VersionId::random(),
         FleetMode::Pull,
     )
-    .await
-    .unwrap_err()
-    .to_string();
+    .await;
     assert!(
         e.contains("another rotation is in flight") && e.contains("--abort"),
         "{e}"
@@ -355,17 +324,14 @@ async fn a_finish_that_never_announced_is_announced_by_the_next_rotation_not_ski
     assert_eq!(store.holder(&secret(), STAGE_CURRENT), Some(token.clone()));
     let promoted = keys(&store, STAGE_CURRENT).await;
     let versions = store.version_count(&secret());
-    let e = step(
+    let e = refused(
         &store,
         &fleet,
-        &store,
         LambdaStep::CreateSecret,
         &VersionId::random(),
         FleetMode::Pull,
     )
-    .await
-    .unwrap_err()
-    .to_string();
+    .await;
     assert!(
         e.contains("is announced now") && e.contains("Nothing was staged"),
         "{e}"
