@@ -331,7 +331,8 @@ rotation_bed rotations/wait '{"count": 2, "timeout": 300}' | python3 -c '
 import json, sys
 r = json.load(sys.stdin)[-1]
 for s in r["steps"]:
-    print(f"   | {s[\"step\"]:<13} " + (s["result"]["result"] if s["ok"] else "FAILED " + json.dumps(s["result"]))[:110])
+    said = s["result"]["result"] if s["ok"] else "FAILED " + json.dumps(s["result"])
+    print("   | " + s["step"].ljust(13) + " " + said[:110])
 sys.exit(0 if r["status"] == "succeeded" else 1)'
 run rotation "$HOSTKEYCTL" schedule show --secret-id hostkeys/demo --output table | sed 's/^/   | /'
 say "(RotationEnabled and LastRotatedDate: what Security Hub's SecretsManager.1 and .4 read)"
