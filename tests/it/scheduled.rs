@@ -240,6 +240,39 @@ fn three_rotations(pull: bool) {
         .json();
     assert_eq!(status["schedule"]["enabled"], true, "{status}");
     assert_eq!(status["schedule"]["last_rotated"], last_rotated, "{status}");
+    if pull {
+        on_demand_then_off(&bed, ended);
+    }
+}
+
+/// `schedule rotate` starts a rotation now (RotateSecret without
+/// settings); `schedule disable` turns the schedule off (CancelRotateSecret)
+/// and the announced set stays announced. Both as the rotation role.
+fn on_demand_then_off(bed: &TestBed, ended: usize) {
+    let before = schedule(bed);
+    bed.run(&["schedule", "rotate", "--secret-id", "hostkeys/hk", "--output", "json"])
+        .ok();
+    let all = bed.control(
+        "POST",
+        "/_bed/rotations/wait",
+        &json!({"count": ended + 1, "timeout": 300}),
+    );
+    assert_eq!(all[ended]["status"], "succeeded", "{all}");
+    assert_eq!(stages(bed)["AWSCURRENT"], all[ended]["token"]);
+    assert_ne!(schedule(bed)["announced_version"], before["announced_version"]);
+    let run = bed.run(&["schedule", "disable", "--secret-id", "hostkeys/hk", "--output", "json"]);
+    run.ok();
+    let off = run.json();
+    assert_eq!(off["rotation"]["enabled"], false, "{off}");
+    assert!(off["rotation"].get("next_rotation").is_none(), "{off}");
+    assert!(off["announced_version"].is_string(), "{off}");
+    // Turned off, the clock starts nothing.
+    let started = bed.control("POST", "/_bed/clock", &json!({"days": 60}));
+    assert_eq!(started["started"], json!([]), "{started}");
+    assert!(
+        bed.iam_usage()["denied"].get("hostkeyctl-rotation").is_none(),
+        "the rotation role was refused"
+    );
 }
 
 #[test]
