@@ -34,6 +34,23 @@ const RUNTIME_VARS: [&str; 4] = [
     "AWS_LAMBDA_FUNCTION_VERSION",
 ];
 
+/// What is wrong with the runtime's variables, which lambda_runtime reads
+/// with `expect` (a panic): one missing, or a memory size that is no number.
+pub fn runtime_env_problem(get: impl Fn(&str) -> Option<String>) -> Option<String> {
+    if let Some(missing) = RUNTIME_VARS.iter().find(|v| get(v).is_none()) {
+        return Some(format!(
+            "{missing} is not set: `bootstrap` is the rotation function for the Lambda runtime; run `hostkeyctl` for the command line"
+        ));
+    }
+    let memory = get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE").unwrap_or_default();
+    memory.parse::<i32>().is_err().then(|| {
+        format!(
+            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE is {:?}, not a number of MB; the Lambda runtime sets it",
+            crate::escape::escape(&memory)
+        )
+    })
+}
+
 /// Whether this process is a Lambda function's `bootstrap`: started under
 /// that name, with no arguments.
 pub fn invoked_as_bootstrap() -> bool {
@@ -100,10 +117,8 @@ pub fn main(runtime: &tokio::runtime::Runtime) -> ExitCode {
         eprintln!("error: {}", crate::escape::escape_lines(&message));
         ExitCode::from(Status::Usage.code())
     };
-    if let Some(missing) = RUNTIME_VARS.iter().find(|v| std::env::var_os(v).is_none()) {
-        return usage(format!(
-            "{missing} is not set: `bootstrap` is the rotation function for the Lambda runtime; run `hostkeyctl` for the command line"
-        ));
+    if let Some(problem) = runtime_env_problem(|v| std::env::var(v).ok()) {
+        return usage(problem);
     }
     let options = match options_from(&std::env::var(ARGS_VAR).unwrap_or_default()).and_then(|o| {
         // Checked now, with a stand-in secret, so that a wrong setting is
@@ -164,7 +179,30 @@ async fn handle(options: &[String], event: SecretsManagerSecretRotationEvent) ->
 
 #[cfg(test)]
 mod tests {
-    use super::{options_from, parse};
+    use super::{RUNTIME_VARS, options_from, parse, runtime_env_problem};
+
+    #[test]
+    fn the_runtime_variables_are_checked_before_lambda_runtime_panics_on_them() {
+        let all = |memory: &'static str| {
+            move |v: &str| {
+                Some(
+                    if v == "AWS_LAMBDA_FUNCTION_MEMORY_SIZE" {
+                        memory
+                    } else {
+                        "x"
+                    }
+                    .to_owned(),
+                )
+            }
+        };
+        assert_eq!(runtime_env_problem(all("256")), None);
+        let e = runtime_env_problem(all("lots")).unwrap();
+        assert!(e.contains("not a number"), "{e}");
+        for missing in RUNTIME_VARS {
+            let e = runtime_env_problem(|v: &str| (v != missing).then(|| "256".to_owned())).unwrap();
+            assert!(e.starts_with(missing) && e.contains("is not set"), "{e}");
+        }
+    }
 
     #[test]
     fn options_come_as_json_or_words_and_are_checked() {
