@@ -19,16 +19,17 @@ from urllib.parse import parse_qs
 from moto.core import DEFAULT_ACCOUNT_ID as ACCOUNT
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
-from . import cbor, patches
+from . import cbor, lambda_api, patches
 from .associations import ASSOCIATION_ACTIONS, StateManager
 from .errors import ApiError
 from .iam import Enforcer, Principal, Refused
+from .lambda_api import LambdaApi
 from .rotation import RotationPlane, patch_describe
-from .secretsmanager import check_stage_move, sync_current
+from .secretsmanager import check_put, check_stage_move, sync_current
 from .ssm import JSON_SERVICES, OWN_SSM_ACTIONS, Command, Faults, NodeEnv, SsmCommandPlane
 
 
-class Emulator(SsmCommandPlane, StateManager, RotationPlane):
+class Emulator(SsmCommandPlane, StateManager, RotationPlane, LambdaApi):
     """A WSGI application: moto plus the additions described above."""
 
     def __init__(self, region: str, bin_dir: str | None = None, log_dir: str | None = None):
@@ -76,7 +77,7 @@ class Emulator(SsmCommandPlane, StateManager, RotationPlane):
                 principal = self.iam.authenticate(environ, body, service, action)
                 # CloudWatch signs as "monitoring"; its IAM actions are cloudwatch:*.
                 iam_service = "cloudwatch" if service == "monitoring" else service
-                self.iam.authorize(principal, iam_service, action, body, region or self.region)
+                self.iam.authorize(principal, iam_service, action, body, region or self.region, path)
             except Refused as e:
                 with self.lock:
                     key = f"{service}:{action}"
@@ -115,9 +116,14 @@ class Emulator(SsmCommandPlane, StateManager, RotationPlane):
             if service == "secretsmanager" and action == "UpdateSecretVersionStage":
                 check_stage_move(json.loads(body or b"{}"), region or self.region)
             if service == "secretsmanager" and action == "PutSecretValue":
+                check_put(json.loads(body or b"{}"), region or self.region)
                 sync_current(json.loads(body or b"{}"), region or self.region)
             if service == "secretsmanager" and action == "RotateSecret":
                 return self._json(start_response, 200, self.rotate_secret(json.loads(body or b"{}")))
+            if service == "lambda":
+                method = environ.get("REQUEST_METHOD", "GET")
+                result = self.lambda_call(method, path, body, region or self.region, ACCOUNT)
+                return self._json(start_response, 200, result)
             if service == "ssm" and (action in OWN_SSM_ACTIONS or action in ASSOCIATION_ACTIONS):
                 request = json.loads(body or b"{}")
                 if action == "SendCommand":
@@ -155,7 +161,9 @@ class Emulator(SsmCommandPlane, StateManager, RotationPlane):
                 region, service = scope[2], scope[3]
         target = environ.get("HTTP_X_AMZ_TARGET", "")
         operation = cbor.operation(environ)
-        if operation:
+        if service == "lambda":
+            action = lambda_api.action(environ.get("REQUEST_METHOD", "GET"), environ.get("PATH_INFO", ""))
+        elif operation:
             action = operation
         elif target:
             action = target.rsplit(".", 1)[-1]
@@ -193,7 +201,7 @@ class Emulator(SsmCommandPlane, StateManager, RotationPlane):
         return [data]
 
     def _error(self, start_response: Callable, service: str, e: ApiError) -> list[bytes]:
-        if service in JSON_SERVICES or service == "unknown":
+        if service in JSON_SERVICES or service in ("unknown", "lambda"):
             return self._json(start_response, e.status, {"__type": e.code, "message": e.message})
         if service == "ec2":
             xml = (

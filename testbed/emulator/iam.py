@@ -24,6 +24,7 @@ SSM document actions      ``arn:aws:ssm:REGION:ACCOUNT:document/NAME``
                           and Update (tag targets name no instance; the bed
                           does not check instance targets' instances)
 SageMaker cluster calls   the cluster's ARN
+Lambda configuration      the function's ARN (from the request's path)
 everything else           ``*`` (EC2 and ELB describes have no resource-level
                           permissions)
 ========================  ====================================================
@@ -47,6 +48,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from moto.iam.access_control import IAMPolicy, IAMRequest, PermissionResult
+
+from . import lambda_api
 
 # The account the shipped policies name; the bed substitutes its own, as the
 # CloudFormation template substitutes the stack's.
@@ -219,9 +222,12 @@ class Enforcer:
                 raise Refused("AccessDenied", message, 403)
             raise Refused("AccessDeniedException", message, 400)
 
-    def resources(self, service: str, action: str, request: dict[str, Any], region: str) -> list[str]:
+    def resources(self, service: str, action: str, request: dict[str, Any], region: str, path: str = "") -> list[str]:
         """The resources a request names (module doc), before SendCommand's
         instances, which only the agent's target resolution knows."""
+        if service == "lambda":
+            name = lambda_api.function_name(path)
+            return [name if name.startswith("arn:") else f"arn:aws:lambda:{region}:{self.account}:function:{name}"]
         if service == "secretsmanager":
             if action == "CreateSecret":
                 return [self.new_secret_arn(str(request.get("Name", "")), region)]
@@ -244,7 +250,7 @@ class Enforcer:
         return ["*"]
 
     def authorize(
-        self, principal: Principal | None, service: str, action: str, body: bytes, region: str
+        self, principal: Principal | None, service: str, action: str, body: bytes, region: str, path: str = ""
     ) -> dict[str, Any]:
         """Checks what `resources` names; returns the parsed JSON request."""
         try:
@@ -253,7 +259,7 @@ class Enforcer:
             request = {}
         if principal is None:
             return request
-        for resource in self.resources(service, action, request, region):
+        for resource in self.resources(service, action, request, region, path):
             self.require(principal, service, action, resource)
         if service == "secretsmanager" and action == "CreateSecret" and request.get("Tags"):
             # "To add tags to a secret when you create it, you must also have

@@ -1,33 +1,56 @@
 """Secrets Manager's scheduled rotation, as the bed models it.
 
-``RotateSecret`` is handled here, not by moto (moto 5.2 adds an empty
-AWSPENDING version itself and invokes Lambda through Docker):
+``RotateSecret`` is handled here, not by moto (moto 5.2 invokes Lambda
+through Docker). Each behaviour names its source:
 
 * with ``RotationLambdaARN`` / ``RotationRules`` it stores the schedule
   (``DescribeSecret`` then shows ``RotationEnabled``, ``RotationLambdaARN``,
-  ``RotationRules`` with ``ScheduleExpression``, ``NextRotationDate``);
-* it is refused while AWSPENDING is on a version other than AWSCURRENT, as
-  the API reference says ("any later invocation of RotateSecret assumes
-  that a previous rotation request is still in progress and returns an
-  error");
+  ``RotationRules`` with ``ScheduleExpression``, ``NextRotationDate``)
+  (RotateSecret and DescribeSecret API reference);
+* it is refused while AWSPENDING is on a version other than AWSCURRENT
+  (RotateSecret API reference: "any later invocation of RotateSecret
+  assumes that a previous rotation request is still in progress and
+  returns an error");
+* **before any step, Secrets Manager stages the token as AWSPENDING on an
+  empty version** (DescribeSecret API reference: "During rotation, Secrets
+  Manager creates an AWSPENDING version ID before creating the new secret
+  version"; RotateSecret: a failed rotation can leave "AWSPENDING attached
+  to an empty secret version"; moto 5.2.1's own ``rotate_secret`` does
+  exactly this, and AWS's rotation function templates,
+  ``aws-samples/aws-secrets-manager-rotation-lambdas``
+  ``SecretsManagerRotationTemplate/lambda_function.py``, refuse every step
+  whose token is not AWSPENDING and read the empty version as
+  ResourceNotFoundException in createSecret). Reading that version gives
+  ResourceNotFoundException (moto's ``SecretHasNoValueException``), and
+  ``PutSecretValue`` with the token stores the value on it;
 * ``RotateImmediately`` (default true) runs the four steps, one after
-  another, each with the same ``ClientRequestToken``; false runs
-  ``testSecret`` alone with a token no version has (AWS: "Secrets Manager
-  tests the rotation configuration by running the testSecret step"; which
-  token it passes is not documented);
-* the steps run in the background, as RotateSecret is asynchronous; a
-  failed step ends the rotation (AWS retries a failed step a number of
-  times it does not document; the bed does not retry), and a rotation that
-  completes sets ``LastRotatedDate`` and the next date;
-* a test-driven clock (``/_bed/clock``) starts every rotation that falls
-  due when it is advanced.
+  another, each with the same ``ClientRequestToken``; false stages the
+  token as AWSPENDING on a copy of the current value (moto 5.2.1), runs
+  ``testSecret`` alone, then takes AWSPENDING off again (RotateSecret API
+  reference: "Secrets Manager tests the rotation configuration by running
+  the testSecret step ... The test creates an AWSPENDING version of the
+  secret and then removes it");
+* the steps run in the background, as RotateSecret is asynchronous (API
+  reference: "starts the asynchronous process"); a failed step ends the
+  rotation and leaves AWSPENDING where the function left it (AWS retries a
+  failed rotation a number of times it does not document; the bed does not
+  retry), and a rotation that completes sets ``LastRotatedDate`` and the
+  next date;
+* a test-driven clock (``/_bed/clock``) ages every date the emulator keeps
+  (versions' ``CreatedDate``, the last and next rotation) by the time it is
+  advanced, so that the real clock of the function and of hostkeyctl sees
+  the time pass; it then starts every rotation that fell due.
 
 Each function is a real ``bootstrap`` (the shipped binary) run behind a
 stand-in for the Lambda runtime API: ``GET
 /2018-06-01/runtime/invocation/next`` hands it the event with the
 ``Lambda-Runtime-*`` headers, ``POST .../response`` and ``.../error`` end
 the invocation, ``POST /2018-06-01/runtime/init/error`` reports a start
-that failed. One process stays warm per function, as Lambda keeps one.
+that failed. One process stays warm per function, as Lambda keeps one, and
+a new configuration starts a new one. The Lambda API's
+``GetFunctionConfiguration`` and ``UpdateFunctionConfiguration`` (its
+``Environment`` and ``RevisionId``, Lambda API reference) answer for the
+registered functions.
 """
 
 from __future__ import annotations
@@ -68,10 +91,14 @@ class Function:
     """A rotation function: its ``bootstrap``, environment, and the runtime
     API stand-in it polls."""
 
-    def __init__(self, arn: str, bootstrap: str, env: dict[str, str], log: str):
+    def __init__(self, arn: str, bootstrap: str, variables: dict[str, str], runtime_env: dict[str, str], log: str):
         self.arn = arn
         self.bootstrap = bootstrap
-        self.env = env
+        # The function's configuration (Environment.Variables), and what
+        # Lambda itself gives the process (the role's credentials, HOME).
+        self.variables = variables
+        self.runtime_env = runtime_env
+        self.revision = str(uuid.uuid4())
         self.log = log
         self.events: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
         self.results: dict[str, tuple[bool, Any]] = {}
@@ -147,7 +174,8 @@ class Function:
         port = self.server.server_address[1]
         name = self.arn.rsplit(":", 1)[-1]
         env = {
-            **self.env,
+            **self.runtime_env,
+            **self.variables,
             "AWS_LAMBDA_RUNTIME_API": f"127.0.0.1:{port}",
             "AWS_LAMBDA_FUNCTION_NAME": name,
             "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "256",
@@ -181,6 +209,27 @@ class Function:
                 self.done.wait(min(left, 0.2))
             return self.results.pop(request_id)
 
+    def configuration(self) -> dict[str, Any]:
+        """GetFunctionConfiguration's answer (the fields hostkeyctl reads)."""
+        name = self.arn.rsplit(":", 1)[-1]
+        return {
+            "FunctionName": name,
+            "FunctionArn": self.arn,
+            "Runtime": "provided.al2023",
+            "Handler": "bootstrap",
+            "Timeout": int(STEP_TIMEOUT),
+            "Environment": {"Variables": dict(self.variables)},
+            "RevisionId": self.revision,
+            "State": "Active",
+            "LastUpdateStatus": "Successful",
+        }
+
+    def update(self, variables: dict[str, str]) -> None:
+        """A new configuration: Lambda starts new processes with it."""
+        self.variables = dict(variables)
+        self.revision = str(uuid.uuid4())
+        self.stop()
+
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
@@ -207,17 +256,20 @@ class RotationPlane:
         self.functions: dict[str, Function] = {}
         self.rotations: list[dict[str, Any]] = []
         self.rotation_cv = threading.Condition()
-        self.clock_offset = 0.0
         self.function_log_dir = log_dir
         self.step_timeout = STEP_TIMEOUT
         self.control_hooks["/_bed/lambda/register"] = self._register
         self.control_hooks["/_bed/rotations"] = lambda _r: self.rotations_json()
         self.control_hooks["/_bed/rotations/wait"] = self._wait
         self.control_hooks["/_bed/clock"] = self._advance
+        self.control_hooks["/_bed/lambda/invoke"] = self._invoke
+        self.control_hooks["/_bed/rotate-secret"] = self.rotate_secret
+        self.control_hooks["/_bed/secret-versions"] = self._versions
 
-    def now(self) -> float:
-        """The bed's clock: real time plus what tests advanced it by."""
-        return time.time() + self.clock_offset
+    @staticmethod
+    def now() -> float:
+        """The clock: real time (advancing it ages the emulator's dates)."""
+        return time.time()
 
     def _register(self, request: dict[str, Any]) -> dict[str, Any]:
         arn = request["arn"]
@@ -226,7 +278,7 @@ class RotationPlane:
         if old is not None:
             old.close()
         log = os.path.join(self.function_log_dir, f"lambda-{arn.rsplit(':', 1)[-1]}.log")
-        function = Function(arn, request["bootstrap"], request.get("env", {}), log)
+        function = Function(arn, request["bootstrap"], request.get("variables", {}), request.get("env", {}), log)
         with self.lock:
             self.functions[arn] = function
             if request.get("step_timeout"):
@@ -249,12 +301,46 @@ class RotationPlane:
                 self.rotation_cv.wait(left)
         return self.rotations_json()
 
+    def _versions(self, request: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every version of a secret, deprecated ones included: id, stages,
+        whether it holds a value (what a test needs to forge an event)."""
+        secret = self._backend().secrets[request["secret"]]
+        return [
+            {
+                "id": version_id,
+                "stages": list(v.get("version_stages", [])),
+                "value": "secret_string" in v or "secret_binary" in v,
+            }
+            for version_id, v in secret.versions.items()
+        ]
+
+    def _invoke(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Invokes a function with any event, as anyone with
+        ``lambda:InvokeFunction`` can (the function, not Secrets Manager,
+        must check whose secret and which token it is given)."""
+        with self.lock:
+            function = self.functions[request["arn"]]
+            timeout = self.step_timeout
+        ok, result = function.invoke(request["event"], timeout)
+        return {"ok": ok, "result": result}
+
     def _advance(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Advances the clock by ``days``/``hours`` and starts every rotation
-        that fell due (one per secret, as Secrets Manager rotates once)."""
-        self.clock_offset += float(request.get("days", 0)) * 86400 + float(request.get("hours", 0)) * 3600
+        """Ages every date by ``days``/``hours`` (as if that much time
+        passed) and starts every rotation that fell due (one per secret, as
+        Secrets Manager rotates once)."""
+        delta = float(request.get("days", 0)) * 86400 + float(request.get("hours", 0)) * 3600
+        secrets = list(self._backend().secrets.values())
+        with self.rotation_cv:
+            for secret in secrets:
+                for version in secret.versions.values():
+                    if isinstance(version.get("createdate"), (int, float)):
+                        version["createdate"] = int(version["createdate"] - delta)
+                for attr in ("last_rotation_date", "next_rotation_date", "created_date"):
+                    value = getattr(secret, attr, None)
+                    if isinstance(value, (int, float)):
+                        setattr(secret, attr, int(value - delta))
         started = []
-        for secret in list(self._backend().secrets.values()):
+        for secret in secrets:
             due = getattr(secret, "next_rotation_date", None)
             if secret.rotation_enabled and due is not None and due <= self.now():
                 try:
@@ -323,9 +409,11 @@ class RotationPlane:
         with self.lock:
             function = self.functions[secret.rotation_lambda_arn]
             timeout = self.step_timeout
+        token = token or str(uuid.uuid4())
+        self._stage_pending(secret, token, immediately)
         record = {
             "secret": secret.name,
-            "token": token or str(uuid.uuid4()),
+            "token": token,
             "steps": [],
             "status": "running",
             "immediately": immediately,
@@ -334,6 +422,29 @@ class RotationPlane:
             self.rotations.append(record)
         threading.Thread(target=self._run, args=(secret, function, record, timeout), daemon=True).start()
         return {"secret": secret.name, "token": record["token"]}
+
+    def _stage_pending(self, secret: Any, token: str, immediately: bool) -> None:
+        """Secrets Manager's own step before the function's: the token as
+        AWSPENDING on an empty version (module docstring), as moto 5.2.1's
+        ``rotate_secret`` writes it; for the configuration test, on a copy
+        of the current value."""
+        if token in secret.versions:
+            raise ApiError(
+                "InvalidRequestException",
+                f"You can't use ClientRequestToken {token} because that value is already in use for a version "
+                f"of secret {secret.arn}.",
+                400,
+            )
+        version: dict[str, Any] = {"createdate": int(self.now()), "version_id": token, "version_stages": ["AWSPENDING"]}
+        if not immediately:
+            current = next(
+                (v for v in secret.versions.values() if "AWSCURRENT" in v.get("version_stages", [])),
+                None,
+            )
+            if current is not None and "secret_string" in current:
+                version["secret_string"] = current["secret_string"]
+        secret.remove_version_stages_from_old_versions(["AWSPENDING"])
+        secret.versions[token] = version
 
     def _run(self, secret: Any, function: Function, record: dict[str, Any], timeout: float) -> None:
         steps = STEPS if record["immediately"] else ("testSecret",)
@@ -351,6 +462,12 @@ class RotationPlane:
             if not ok:
                 break
         with self.rotation_cv:
+            if not record["immediately"]:
+                # The configuration test's AWSPENDING comes off again.
+                version = secret.versions.get(record["token"], {})
+                stages = version.get("version_stages", [])
+                if "AWSPENDING" in stages:
+                    stages.remove("AWSPENDING")
             if ok and record["immediately"]:
                 secret.last_rotation_date = int(self.now())
                 period = rate_seconds(getattr(secret, "schedule_expression", None), secret.auto_rotate_after_days)

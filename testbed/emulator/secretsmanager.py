@@ -51,3 +51,33 @@ def check_stage_move(request: dict[str, Any], region: str) -> None:
                 f"attached to version {version_id}, so you must explicitly reference that version in "
                 "RemoveFromVersionId.",
             )
+
+
+def check_put(request: dict[str, Any], region: str) -> None:
+    """PutSecretValue with the token of a version that holds a value is a
+    no-op for the same value and refused for another (PutSecretValue API
+    reference: "If a version with this value already exists and that
+    version's SecretString and SecretBinary values are different from
+    those in the request, then the request fails because you can't modify
+    a secret version"). moto 5.2 overwrites any AWSPENDING version; only
+    the empty one Secrets Manager stages before a rotation (rotation.py)
+    takes a value."""
+    from moto.secretsmanager.models import secretsmanager_backends
+
+    token = request.get("ClientRequestToken")
+    backend = secretsmanager_backends[ACCOUNT][region]
+    secret_id = request.get("SecretId", "")
+    if not token or not backend._is_valid_identifier(secret_id):
+        return
+    secret = backend.secrets[secret_id]
+    version = secret.versions.get(token)
+    if version is None or ("secret_string" not in version and "secret_binary" not in version):
+        return
+    if version.get("secret_string") != request.get("SecretString") or version.get("secret_binary") != request.get(
+        "SecretBinary"
+    ):
+        raise ApiError(
+            "ResourceExistsException",
+            f"You can't use ClientRequestToken {token} because that value is already in use for a version of "
+            f"secret {secret.arn}.",
+        )
