@@ -4,10 +4,10 @@
 //! any key with a valid certificate from that CA. A rotation (finish, the
 //! abort of a promotion, a CA rotation) retires a set, but its
 //! certificates stay valid until they expire: a leaked key of that set
-//! would still be accepted. So every key of a retired version (every
-//! version but AWSCURRENT and AWSPENDING, deprecated ones included) whose
-//! certificate is still valid, and that no staged set still holds, is
-//! revoked: as `@revoked` known_hosts lines, or as an OpenSSH KRL for the
+//! would still be accepted. So every key of a retired version (deprecated
+//! ones included) whose certificate is still valid, and that no set a node
+//! may serve holds ([`crate::store::Servable`]: AWSCURRENT, AWSPENDING, the
+//! announced HOSTKEYCTL_NEXT), is revoked: as `@revoked` known_hosts lines, or as an OpenSSH KRL for the
 //! client's `RevokedHostKeys` (PROTOCOL.krl, explicit key section).
 
 use std::collections::BTreeMap;
@@ -18,7 +18,7 @@ use ssh_key::PublicKey;
 use crate::fingerprint::Fingerprint;
 use crate::ids::{SecretId, VersionId};
 use crate::keyset::KeyAlgorithm;
-use crate::store::{STAGE_CURRENT, STAGE_PENDING, SecretStore, StoreError, VersionSelector};
+use crate::store::{SecretStore, StoreError, VersionSelector};
 
 /// A key a rotation retired whose certificate is still valid.
 #[derive(Clone, Debug, Serialize)]
@@ -42,20 +42,15 @@ pub struct Retired {
 /// any other AWS failure is an error, never a shorter list.
 pub async fn retired(store: &impl SecretStore, secret: &SecretId, now: u64) -> Result<Vec<Retired>, StoreError> {
     let versions = store.all_versions(secret).await?;
-    let staged = |label: &str| {
-        versions
-            .iter()
-            .filter(|v| v.stages.iter().any(|s| s == label))
-            .map(|v| v.version_id.clone())
-            .collect::<Vec<_>>()
-    };
-    let mut live = staged(STAGE_CURRENT);
-    live.extend(staged(STAGE_PENDING));
-    let mut kept: Vec<Fingerprint> = Vec::new();
-    for id in &live {
-        let v = store.get(secret, &VersionSelector::VersionId(id.clone())).await?;
-        kept.extend(v.document.keys.keys().map(|k| k.fingerprint().clone()));
-    }
+    // Never a key any node may serve: AWSCURRENT, AWSPENDING and the
+    // announced set (the one function install uses too), compared by key,
+    // so an unlabelled copy of a served set is never revoked either.
+    let servable = crate::store::servable(store, secret).await?;
+    let live: Vec<VersionId> = servable.sets().map(|v| v.version_id.clone()).collect();
+    let kept: Vec<Fingerprint> = servable
+        .sets()
+        .flat_map(|v| v.document.keys.keys().map(|k| k.fingerprint().clone()))
+        .collect();
     let mut out: BTreeMap<Fingerprint, Retired> = BTreeMap::new();
     for info in versions.iter().filter(|v| !live.contains(&v.version_id)) {
         let version = match store

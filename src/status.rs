@@ -13,7 +13,7 @@ use crate::discovery::{DiscoveryError, Fleet, TargetSpec};
 use crate::ids::{SecretId, VersionId};
 use crate::keyset::{KeyRow, KeySet, key_rows};
 use crate::scan::Prober;
-use crate::store::{STAGE_CURRENT, STAGE_PENDING, STAGE_PREVIOUS, SecretStore, StoreError, VersionSelector};
+use crate::store::{STAGE_CURRENT, STAGE_PENDING, STAGE_PREVIOUS, SecretStore, StoreError};
 
 /// One version of the secret: its stages and its keys' public facts.
 #[derive(Debug, Serialize)]
@@ -105,10 +105,19 @@ impl<S: SecretStore, F: Fleet, P: Prober> Status<'_, S, F, P> {
         let mut made: Vec<(VersionId, String)> = Vec::new();
         let mut next_keys: Option<(VersionId, KeySet)> = None;
         for v in &info.versions {
-            let stored = self
-                .store
-                .get(secret, &VersionSelector::VersionId(v.version_id.clone()))
-                .await?;
+            // The empty version Secrets Manager stages as AWSPENDING before
+            // a scheduled rotation's createSecret (in progress, or a failed
+            // one's) has no keys to show.
+            let Some(stored) = crate::store::value_of(self.store, secret, &v.version_id).await? else {
+                versions.push(VersionRow {
+                    version_id: v.version_id.clone(),
+                    stages: v.stages.clone(),
+                    created: v.created.clone(),
+                    keys: Vec::new(),
+                    certificates: Vec::new(),
+                });
+                continue;
+            };
             versions.push(VersionRow {
                 version_id: v.version_id.clone(),
                 stages: v.stages.clone(),

@@ -249,8 +249,10 @@ pub async fn sign_key_set(store: &impl SecretStore, req: &SigningRequest<'_>) ->
     let current = store
         .get(req.secret, &VersionSelector::Stage(stage(STAGE_CURRENT)))
         .await?;
+    // An empty AWSPENDING (Secrets Manager's staging before a scheduled
+    // rotation's createSecret) has nothing to sign yet.
     let pending = match &pending_id {
-        Some(id) => Some(store.get(req.secret, &VersionSelector::VersionId(id.clone())).await?),
+        Some(id) => crate::store::value_of(store, req.secret, id).await?,
         None => None,
     };
     if let Some(days) = req.renew_before_days {

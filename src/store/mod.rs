@@ -11,7 +11,10 @@
 //! to read private keys (docs/iam.md).
 
 pub mod claim;
+mod desired;
 pub mod secretsmanager;
+
+pub use desired::{DesiredState, Servable, announced_next, desired_state, servable, servable_with, value_of};
 
 pub use secretsmanager::SecretsManagerStore;
 
@@ -409,65 +412,10 @@ pub trait SecretStore: Sync {
     fn get_ca(&self, name: &SecretId) -> impl Future<Output = Result<CaDocument, StoreError>> + Send;
 }
 
-/// What every login node must serve, from the stages alone: AWSCURRENT,
-/// and, while a rotation has announced one, the AWSPENDING set as extra
-/// host keys (or, between scheduled rotations, the HOSTKEYCTL_NEXT set). `install` without a version, `push` and `rotate` all
-/// converge nodes to this one state, so a timer and a push never disagree.
-#[derive(Debug)]
-pub struct DesiredState {
-    /// AWSCURRENT.
-    pub current: StoredVersion,
-    /// AWSPENDING or HOSTKEYCTL_NEXT, when it holds other keys.
-    pub next: Option<StoredVersion>,
-}
-
-/// The one extra set nodes serve beside `current`: AWSPENDING (a rotation
-/// in flight), else HOSTKEYCTL_NEXT (announced for the next scheduled
-/// rotation); `None` when neither holds keys other than `current`'s. A
-/// scheduled rotation stages the announced keys as AWSPENDING, so the two
-/// hold the same keys while its steps run and nodes never serve three
-/// sets. Any other failure to read them is an error: a node must never
-/// drop the next keys because of a hiccup.
-pub async fn announced_next(
-    store: &impl SecretStore,
-    secret: &SecretId,
-    current: &VersionId,
-) -> Result<Option<StoredVersion>, StoreError> {
-    let mut current_keys = None;
-    for label in [STAGE_PENDING, STAGE_NEXT] {
-        let version = match store.get(secret, &VersionSelector::Stage(stage(label))).await {
-            Ok(v) if v.version_id != *current => v,
-            Ok(_) | Err(StoreError::Aws(AwsError::NotFound { .. })) => continue,
-            Err(e) => return Err(e),
-        };
-        // HOSTKEYCTL_NEXT stays on the announced version while a scheduled
-        // rotation promotes a copy of it: the same keys are no extra set.
-        if current_keys.is_none() {
-            current_keys = Some(store.get(secret, &VersionSelector::VersionId(current.clone())).await?);
-        }
-        if current_keys
-            .as_ref()
-            .is_some_and(|c| same_keys(&c.document.keys, &version.document.keys))
-        {
-            continue;
-        }
-        return Ok(Some(version));
-    }
-    Ok(None)
-}
-
 /// Whether two sets hold the same public keys.
 pub fn same_keys(a: &KeySet, b: &KeySet) -> bool {
     let fps = |k: &KeySet| k.keys().map(|k| k.fingerprint().to_string()).collect::<Vec<_>>();
     fps(a) == fps(b)
-}
-
-/// The desired state of the fleet (see [`DesiredState`]). Needs only
-/// `secretsmanager:GetSecretValue` on the secret, as the node role has.
-pub async fn desired_state(store: &impl SecretStore, secret: &SecretId) -> Result<DesiredState, StoreError> {
-    let current = store.get(secret, &VersionSelector::Stage(stage(STAGE_CURRENT))).await?;
-    let next = announced_next(store, secret, &current.version_id).await?;
-    Ok(DesiredState { current, next })
 }
 
 /// Records the fingerprints of the set at `version_id` in the secret's tags.

@@ -210,8 +210,10 @@ impl SecretStore for SecretsManagerStore {
         token: &VersionId,
         stages: &[StageLabel],
     ) -> Result<VersionId, StoreError> {
-        // Secrets Manager refuses a reused token with other content; the
-        // emulator overwrites silently. Check first so both behave alike.
+        // Secrets Manager refuses a reused token with other content (which
+        // the call below answers too): the same content is a no-op, read
+        // first to say so. The empty version Secrets Manager stages before
+        // a rotation's createSecret reads as not found, and takes the value.
         match self.get(secret, &VersionSelector::VersionId(token.clone())).await {
             Ok(existing)
                 if existing.document.keys == document.keys
@@ -243,7 +245,14 @@ impl SecretStore for SecretsManagerStore {
             .set_version_stages(Some(stages.iter().map(|s| s.to_string()).collect()))
             .send()
             .await
-            .map_err(|e| AwsError::from_sdk(e, &call))?;
+            .map_err(|e| match AwsError::from_sdk(e, &call) {
+                // Another value stored under the token meanwhile.
+                AwsError::Service { code, .. } if code == "ResourceExistsException" => StoreError::TokenConflict {
+                    secret: secret.to_string(),
+                    version_id: token.clone(),
+                },
+                other => other.into(),
+            })?;
         match out.version_id() {
             Some(v) => parse_meta(secret, "a version id", Some(v), VersionId::parse),
             None => Ok(token.clone()),

@@ -9,13 +9,15 @@ use crate::aws::AwsError;
 use crate::document::{CaDocument, SecretDocument};
 use crate::ids::{SecretId, StageLabel, VersionId};
 use crate::store::{
-    CaCreateRequest, CreateRequest, STAGE_CURRENT, STAGE_PREVIOUS, SecretInfo, SecretStore, StoreError, StoredVersion,
-    TAG_FORMAT, VersionInfo, VersionSelector, ca_tags, fingerprint_tags, stored_version,
+    CaCreateRequest, CreateRequest, STAGE_CURRENT, STAGE_PENDING, STAGE_PREVIOUS, SecretInfo, SecretStore, StoreError,
+    StoredVersion, TAG_FORMAT, VersionInfo, VersionSelector, ca_tags, fingerprint_tags, stored_version,
 };
 
 struct Version {
     id: VersionId,
-    text: Zeroizing<String>,
+    /// `None`: the empty version Secrets Manager stages as AWSPENDING
+    /// before a scheduled rotation's createSecret stores the value.
+    text: Option<Zeroizing<String>>,
     stages: Vec<String>,
     created: i64,
 }
@@ -57,6 +59,57 @@ impl MemoryStore {
         1_800_000_000 + *clock
     }
 
+    /// The store's clock (Unix seconds): each call that creates a version
+    /// moves it one second on.
+    pub fn now(&self) -> i64 {
+        1_800_000_000 + *self.clock.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Moves the clock `seconds` on (time passes between calls).
+    pub fn advance(&self, seconds: i64) {
+        *self.clock.lock().unwrap_or_else(std::sync::PoisonError::into_inner) += seconds.max(0);
+    }
+
+    /// Secrets Manager's own step before it calls a rotation function's
+    /// createSecret: the token as AWSPENDING on an empty version (with
+    /// `copy_current`, on a copy of AWSCURRENT's value, as for
+    /// `RotateImmediately` false's configuration test). Refused, as
+    /// RotateSecret is, while AWSPENDING is on another version than
+    /// AWSCURRENT, or when the token is a version already.
+    pub fn stage_rotation(&self, id: &SecretId, token: &VersionId, copy_current: bool) -> Result<(), StoreError> {
+        let created = self.tick();
+        self.with("secretsmanager:RotateSecret", id, |s| {
+            let in_flight = s
+                .versions
+                .iter()
+                .any(|v| v.stages.iter().any(|l| l == STAGE_PENDING) && !v.stages.iter().any(|l| l == STAGE_CURRENT));
+            if in_flight || s.versions.iter().any(|v| v.id == *token) {
+                return Err(StoreError::Aws(AwsError::Service {
+                    action: "secretsmanager:RotateSecret",
+                    resource: format!("secret {id}"),
+                    code: "InvalidRequestException".to_owned(),
+                    message: "A previous rotation isn't complete, or the token is a version already.".to_owned(),
+                }));
+            }
+            let text = if copy_current {
+                s.versions
+                    .iter()
+                    .find(|v| v.stages.iter().any(|l| l == STAGE_CURRENT))
+                    .and_then(|v| v.text.clone())
+            } else {
+                None
+            };
+            take_label(s, STAGE_PENDING);
+            s.versions.push(Version {
+                id: token.clone(),
+                text,
+                stages: vec![STAGE_PENDING.to_owned()],
+                created,
+            });
+            Ok(())
+        })
+    }
+
     fn with<T>(
         &self,
         action: &'static str,
@@ -78,7 +131,8 @@ impl MemoryStore {
             Ok(s.versions
                 .iter()
                 .find(|v| v.id == *version)
-                .and_then(|v| SecretDocument::parse(&v.text).ok())
+                .and_then(|v| v.text.as_ref())
+                .and_then(|text| SecretDocument::parse(text).ok())
                 .map(|d| d.keys))
         })
         .ok()
@@ -172,7 +226,7 @@ impl MemoryStore {
             rotation: Default::default(),
             versions: vec![Version {
                 id: version_id.clone(),
-                text,
+                text: Some(text),
                 stages: vec![STAGE_CURRENT.to_owned()],
                 created,
             }],
@@ -210,7 +264,7 @@ impl SecretStore for MemoryStore {
             s.versions
                 .iter()
                 .find(|v| v.stages.iter().any(|l| l == STAGE_CURRENT))
-                .map(|v| v.text.clone())
+                .and_then(|v| v.text.clone())
                 .ok_or_else(|| not_found("secretsmanager:GetSecretValue", name, "the AWSCURRENT version"))
         })?;
         CaDocument::parse(&text).map_err(|source| StoreError::NotCa {
@@ -229,12 +283,19 @@ impl SecretStore for MemoryStore {
                     VersionSelector::VersionId(x) => v.id == *x,
                 })
                 .ok_or_else(|| not_found("secretsmanager:GetSecretValue", id, &format!("the {selector}")))?;
+            let text = v.text.clone().ok_or_else(|| {
+                not_found(
+                    "secretsmanager:GetSecretValue",
+                    id,
+                    &format!("the specified secret value for {selector}"),
+                )
+            })?;
             Ok((
                 s.arn.to_string(),
                 s.name.clone(),
                 v.id.to_string(),
                 v.stages.clone(),
-                v.text.clone(),
+                text,
             ))
         })?;
         stored_version(
@@ -309,17 +370,21 @@ impl SecretStore for MemoryStore {
         })?;
         let created = self.tick();
         self.with("secretsmanager:PutSecretValue", id, |s| {
+            let mut placeholder = false;
             if let Some(existing) = s.versions.iter().find(|v| v.id == *token) {
                 // Secrets Manager: the same token with the same value is a
-                // no-op; with another value it is refused.
-                return if *existing.text == *text {
-                    Ok(token.clone())
-                } else {
-                    Err(StoreError::TokenConflict {
-                        secret: id.to_string(),
-                        version_id: token.clone(),
-                    })
-                };
+                // no-op; with another value it is refused; the empty
+                // version a rotation staged takes the value.
+                match &existing.text {
+                    Some(t) if **t == *text => return Ok(token.clone()),
+                    Some(_) => {
+                        return Err(StoreError::TokenConflict {
+                            secret: id.to_string(),
+                            version_id: token.clone(),
+                        });
+                    }
+                    None => placeholder = true,
+                }
             }
             let labels: Vec<String> = if stages.is_empty() {
                 vec![STAGE_CURRENT.to_owned()]
@@ -339,9 +404,12 @@ impl SecretStore for MemoryStore {
             for label in &labels {
                 take_label(s, label);
             }
+            if placeholder {
+                s.versions.retain(|v| v.id != *token);
+            }
             s.versions.push(Version {
                 id: token.clone(),
-                text,
+                text: Some(text),
                 stages: labels,
                 created,
             });

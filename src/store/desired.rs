@@ -1,0 +1,133 @@
+//! What the nodes serve, from the stages alone: the desired state
+//! (AWSCURRENT and at most one extra set) and every set a node may serve,
+//! the one place install and revocation both read it.
+
+use super::{
+    STAGE_CURRENT, STAGE_NEXT, STAGE_PENDING, SecretStore, StoreError, StoredVersion, VersionSelector, same_keys, stage,
+};
+use crate::aws::AwsError;
+use crate::ids::{SecretId, VersionId};
+
+/// What every login node must serve, from the stages alone: AWSCURRENT,
+/// and, while a rotation has announced one, the AWSPENDING set as extra
+/// host keys (or, between scheduled rotations, the HOSTKEYCTL_NEXT set).
+/// `install` without a version, `push` and `rotate` all converge nodes to
+/// this one state, so a timer and a push never disagree.
+#[derive(Debug)]
+pub struct DesiredState {
+    /// AWSCURRENT.
+    pub current: StoredVersion,
+    /// AWSPENDING or HOSTKEYCTL_NEXT, when it holds other keys.
+    pub next: Option<StoredVersion>,
+}
+
+/// Every set a login node may serve, read from the stages: the one place
+/// that decides it, for what nodes install ([`Servable::extra`]) and for
+/// what is never revoked ([`Servable::sets`]). AWSCURRENT, and each set
+/// that may be extra host keys: AWSPENDING (a rotation in flight; the
+/// empty version Secrets Manager stages before a scheduled rotation's
+/// createSecret holds nothing yet) and HOSTKEYCTL_NEXT (announced for the
+/// next scheduled rotation).
+#[derive(Debug)]
+pub struct Servable {
+    /// AWSCURRENT (or the version a pinned install was given).
+    pub current: StoredVersion,
+    /// AWSPENDING, when it is another version with a value.
+    pub pending: Option<StoredVersion>,
+    /// HOSTKEYCTL_NEXT, when it is another version.
+    pub next: Option<StoredVersion>,
+}
+
+impl Servable {
+    /// The one extra set nodes serve beside AWSCURRENT: AWSPENDING when it
+    /// holds other keys, else HOSTKEYCTL_NEXT when it does. A scheduled
+    /// rotation stages the announced keys as AWSPENDING, so the two hold
+    /// the same keys while its steps run and nodes never serve three sets.
+    pub fn extra(&self) -> Option<&StoredVersion> {
+        let other = |v: &&StoredVersion| !same_keys(&v.document.keys, &self.current.document.keys);
+        self.pending
+            .as_ref()
+            .filter(other)
+            .or_else(|| self.next.as_ref().filter(other))
+    }
+
+    /// AWSCURRENT and [`Servable::extra`], owned.
+    pub fn split(self) -> (StoredVersion, Option<StoredVersion>) {
+        let current = &self.current.document.keys;
+        let other = |v: &StoredVersion| !same_keys(&v.document.keys, current);
+        let extra = match self.pending {
+            Some(p) if other(&p) => Some(p),
+            _ => self.next.filter(other),
+        };
+        (self.current, extra)
+    }
+
+    /// Every set a node may serve now or at any moment of a rotation in
+    /// flight: none of their keys is ever revoked.
+    pub fn sets(&self) -> impl Iterator<Item = &StoredVersion> {
+        std::iter::once(&self.current)
+            .chain(self.pending.as_ref())
+            .chain(self.next.as_ref())
+    }
+}
+
+/// [`Servable`] beside `current` (AWSCURRENT, or a pinned version). Any
+/// failure to read a stage other than its absence (or an empty AWSPENDING)
+/// is an error: a node must never drop the next keys because of a hiccup.
+pub async fn servable_with(
+    store: &impl SecretStore,
+    secret: &SecretId,
+    current: StoredVersion,
+) -> Result<Servable, StoreError> {
+    let mut read = Vec::new();
+    for label in [STAGE_PENDING, STAGE_NEXT] {
+        read.push(match store.get(secret, &VersionSelector::Stage(stage(label))).await {
+            Ok(v) if v.version_id != current.version_id => Some(v),
+            Ok(_) | Err(StoreError::Aws(AwsError::NotFound { .. })) => None,
+            Err(e) => return Err(e),
+        });
+    }
+    let next = read.pop().flatten();
+    let pending = read.pop().flatten();
+    Ok(Servable { current, pending, next })
+}
+
+/// [`Servable`] of the secret's stages.
+pub async fn servable(store: &impl SecretStore, secret: &SecretId) -> Result<Servable, StoreError> {
+    let current = store.get(secret, &VersionSelector::Stage(stage(STAGE_CURRENT))).await?;
+    servable_with(store, secret, current).await
+}
+
+/// The one extra set nodes serve beside version `current`
+/// ([`Servable::extra`]).
+pub async fn announced_next(
+    store: &impl SecretStore,
+    secret: &SecretId,
+    current: &VersionId,
+) -> Result<Option<StoredVersion>, StoreError> {
+    let current = store.get(secret, &VersionSelector::VersionId(current.clone())).await?;
+    Ok(servable_with(store, secret, current).await?.split().1)
+}
+
+/// A version's value, or `None` when the version holds none: the empty
+/// version Secrets Manager stages as AWSPENDING before a scheduled
+/// rotation's createSecret stores the new set in it (or a version that is
+/// gone).
+pub async fn value_of(
+    store: &impl SecretStore,
+    secret: &SecretId,
+    version: &VersionId,
+) -> Result<Option<StoredVersion>, StoreError> {
+    match store.get(secret, &VersionSelector::VersionId(version.clone())).await {
+        Ok(v) => Ok(Some(v)),
+        Err(StoreError::Aws(AwsError::NotFound { .. })) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The desired state of the fleet (see [`DesiredState`]). Needs only
+/// `secretsmanager:GetSecretValue` on the secret, as the node role has.
+pub async fn desired_state(store: &impl SecretStore, secret: &SecretId) -> Result<DesiredState, StoreError> {
+    let (current, next) = servable(store, secret).await?.split();
+    Ok(DesiredState { current, next })
+}
