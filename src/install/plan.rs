@@ -236,6 +236,7 @@ fn desired_files(inputs: FileInputs<'_>) -> Result<Vec<Desired>, InstallError> {
         certificates: certificates.served,
         host_keys: listed,
         host_certificates: certificates.lines.clone(),
+        version_addendum: next.map(crate::keyset::KeySet::next_marker),
     };
     let settings = sshd_config::settings(&wanted);
     let mut managed_files = Vec::new();

@@ -167,6 +167,8 @@ pub struct Effective {
     pub pid_file: Option<String>,
     /// `hostcertificate` paths.
     pub host_certificates: Vec<String>,
+    /// `versionaddendum` (`none` when unset).
+    pub version_addendum: Option<String>,
 }
 
 impl Effective {
@@ -184,6 +186,7 @@ impl Effective {
                 "listenaddress" => e.listen.push(value.to_owned()),
                 "pidfile" => e.pid_file = Some(value.to_owned()),
                 "hostcertificate" => e.host_certificates.push(value.to_owned()),
+                "versionaddendum" => e.version_addendum = Some(value.to_owned()),
                 _ => {}
             }
         }

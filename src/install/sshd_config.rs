@@ -73,6 +73,10 @@ pub struct Settings {
     pub host_keys: Vec<String>,
     /// `HostCertificate` files hostkeyctl installed.
     pub host_certificates: Vec<String>,
+    /// `VersionAddendum`: while the node serves a next set, the word that
+    /// names it in sshd's banner ([`crate::keyset::KeySet::next_marker`]),
+    /// so a scan sees that sshd loaded it.
+    pub version_addendum: Option<String>,
 }
 
 /// Decides where the setting goes, from the main config's text.
@@ -123,6 +127,9 @@ pub fn settings(s: &Settings) -> String {
     }
     for path in &s.host_certificates {
         out.push_str(&format!("HostCertificate {path}\n"));
+    }
+    if let Some(addendum) = &s.version_addendum {
+        out.push_str(&format!("VersionAddendum {addendum}\n"));
     }
     out
 }
@@ -421,6 +428,7 @@ mod tests {
             certificates: true,
             host_keys: vec!["/k".to_owned()],
             host_certificates: vec!["/k-cert.pub".to_owned()],
+            version_addendum: Some("hostkeyctl-next-0123456789ab".to_owned()),
         };
         let once = inline_content("Port 22\n", &all);
         assert_eq!(

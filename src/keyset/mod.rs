@@ -381,7 +381,29 @@ impl KeySet {
     pub fn retain(&mut self, algorithms: &[KeyAlgorithm]) {
         self.keys.retain(|a, _| algorithms.contains(a));
     }
+
+    /// The word a node's sshd adds to its version banner while it serves
+    /// this set as extra host keys ([`NEXT_MARKER_PREFIX`] and the first 12
+    /// hex digits of a SHA-256 over the set's fingerprints). Extra keys are
+    /// invisible to a handshake before authentication (sshd signs with the
+    /// first key of each type), so the banner is how a scan tells that a
+    /// node's sshd loaded them (docs/rotation.md, "How the extra keys are
+    /// served").
+    pub fn next_marker(&self) -> String {
+        use sha2::Digest;
+        let mut hash = sha2::Sha256::new();
+        for key in self.keys() {
+            hash.update(key.fingerprint().as_str().as_bytes());
+            hash.update(b"\n");
+        }
+        let digest = hex::encode(hash.finalize());
+        format!("{NEXT_MARKER_PREFIX}{}", &digest[..12])
+    }
 }
+
+/// The start of the banner word that names the extra set a node serves
+/// ([`KeySet::next_marker`]).
+pub const NEXT_MARKER_PREFIX: &str = "hostkeyctl-next-";
 
 /// A key's public facts, for reports.
 #[derive(Debug, serde::Serialize)]

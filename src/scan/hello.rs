@@ -50,6 +50,15 @@ impl Hello {
         Some((major, minor))
     }
 
+    /// The extra host key set the server's sshd loaded, as the word
+    /// install adds to its banner ([`crate::keyset::KeySet::next_marker`]);
+    /// `None` when it shows none.
+    pub fn next_marker(&self) -> Option<&str> {
+        self.banner
+            .split_whitespace()
+            .find(|w| w.starts_with(crate::keyset::NEXT_MARKER_PREFIX))
+    }
+
     /// Whether the server may penalize unauthenticated connections:
     /// OpenSSH 9.8 and later, where PerSourcePenalties is on by default.
     pub fn may_penalize(&self) -> bool {

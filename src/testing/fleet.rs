@@ -58,8 +58,10 @@ pub struct MemNode {
     reloads: Mutex<usize>,
     /// Connections made to it (handshakes that reached it).
     connections: Mutex<usize>,
-    /// The version banner its sshd sends.
+    /// The version banner its sshd sends (before any `VersionAddendum`).
     pub banner: Mutex<String>,
+    /// The `VersionAddendum` sshd loaded at its last reload.
+    addendum: Mutex<Option<String>>,
     /// PerSourcePenalties as OpenSSH 9.8 and later apply them by default,
     /// when set: per source ("direct", or "lb" through the load balancer).
     pub penalties: Mutex<Option<BTreeMap<&'static str, super::penalty::Penalty>>>,
@@ -253,6 +255,7 @@ impl MemNode {
                 "listenaddress" => e.listen.push(rest.to_owned()),
                 "pidfile" if e.pid_file.is_none() => e.pid_file = Some(rest.to_owned()),
                 "hostcertificate" => e.host_certificates.push(rest.to_owned()),
+                "versionaddendum" if e.version_addendum.is_none() => e.version_addendum = Some(rest.to_owned()),
                 _ => {}
             }
         }
@@ -311,6 +314,11 @@ impl SshdControl for MemNode {
         };
         *lock(&self.served) = Some(loaded);
         *lock(&self.certificates) = certificates;
+        *lock(&self.addendum) = self
+            .effective()
+            .ok()
+            .and_then(|e| e.version_addendum)
+            .filter(|a| a != "none");
         Ok("reload (double)".to_owned())
     }
 }
@@ -373,6 +381,7 @@ impl MemFleet {
                 reloads: Mutex::new(0),
                 connections: Mutex::new(0),
                 banner: Mutex::new(MEM_BANNER.to_owned()),
+                addendum: Mutex::new(None),
                 penalties: Mutex::new(None),
                 refused: Mutex::new(0),
             };
@@ -552,8 +561,12 @@ impl Prober for MemFleet {
             .map(|n| format!("{n}-cert-v01@openssh.com"))
             .collect();
         offered.extend(keys.keys().flat_map(|a| offered_names(*a)).map(|n| (*n).to_owned()));
+        let banner = match lock(&node.addendum).as_deref() {
+            Some(addendum) => format!("{} {addendum}", lock(&node.banner)),
+            None => lock(&node.banner).clone(),
+        };
         let hello = crate::scan::Hello {
-            banner: lock(&node.banner).clone(),
+            banner,
             host_key_algorithms: offered,
         };
         let stray = lock(&node.faults)
