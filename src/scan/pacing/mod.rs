@@ -27,6 +27,9 @@ use std::time::{Duration, SystemTime};
 
 use super::{Answer, Prober, ScanAlgorithm};
 
+mod budget;
+pub use budget::Budget;
+
 /// Connections a server may be owed at once (its `min` is 15 s of 1 s each).
 pub const BURST: f64 = 10.0;
 /// Connections a server forgives per second.
@@ -36,79 +39,6 @@ pub const RATE: f64 = 1.0;
 pub const DIR_ENV: &str = "HOSTKEYCTL_PACING_DIR";
 /// The ledger's directory for root.
 pub const ROOT_DIR: &str = "/run/hostkeyctl/pacing";
-
-/// What one endpoint is owed, and how fast it forgives. Times are seconds
-/// since the Unix epoch: a clock every process on the host shares.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Budget {
-    owed: f64,
-    at: f64,
-    backends: usize,
-}
-
-impl Budget {
-    /// A budget for an endpoint that spreads connections over `backends`
-    /// servers (1 for a node), owed `owed` connections at `now`.
-    pub fn new(backends: usize, owed: usize, now: f64) -> Self {
-        Budget {
-            owed: owed as f64,
-            at: now,
-            backends: backends.max(1),
-        }
-    }
-
-    fn burst(&self) -> f64 {
-        BURST * self.backends as f64
-    }
-
-    /// Connections per second once the burst is spent.
-    pub fn rate(&self) -> f64 {
-        RATE * self.backends as f64
-    }
-
-    fn settle(&mut self, now: f64) {
-        // A clock set back forgives nothing, rather than owing more.
-        let forgiven = (now - self.at).max(0.0) * self.rate();
-        self.owed = (self.owed - forgiven).max(0.0);
-        self.at = self.at.max(now);
-    }
-
-    /// Books one connection at `now` and says how long to wait before
-    /// making it.
-    pub fn reserve(&mut self, now: f64) -> Duration {
-        self.settle(now);
-        let wait = ((self.owed + 1.0 - self.burst()) / self.rate()).max(0.0);
-        self.owed += 1.0;
-        Duration::from_secs_f64(wait)
-    }
-
-    /// Takes back a booked connection that was never made.
-    fn refund(&mut self) {
-        self.owed = (self.owed - 1.0).max(0.0);
-    }
-
-    /// How long `connections` more would take from `now`, beyond what the
-    /// burst allows at once.
-    pub fn time_for(&self, connections: usize, now: f64) -> Duration {
-        let mut probe = self.clone();
-        probe.settle(now);
-        let over = (probe.owed + connections as f64 - probe.burst()).max(0.0);
-        Duration::from_secs_f64(over / probe.rate())
-    }
-
-    /// The file's line: `owed at backends`.
-    fn to_line(&self) -> String {
-        format!("{:.6} {:.6} {}\n", self.owed, self.at, self.backends)
-    }
-
-    fn from_line(line: &str) -> Option<Self> {
-        let mut fields = line.split_whitespace();
-        let owed: f64 = fields.next()?.parse().ok()?;
-        let at: f64 = fields.next()?.parse().ok()?;
-        let backends: usize = fields.next()?.parse().ok()?;
-        (owed.is_finite() && owed >= 0.0 && at.is_finite() && backends >= 1).then_some(Budget { owed, at, backends })
-    }
-}
 
 /// Seconds since the Unix epoch, now.
 pub fn unix_now() -> f64 {
@@ -444,40 +374,6 @@ impl<P: Prober> Prober for Paced<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_burst_then_one_a_second_and_k_times_both_through_k_backends() {
-        let t0 = 1_000.0;
-        let mut node = Budget::new(1, 1, t0);
-        let waits: Vec<f64> = (0..12).map(|_| node.reserve(t0).as_secs_f64()).collect();
-        // Owed 1 already: 9 more at once, then one a second.
-        assert_eq!(&waits[..9], &[0.0; 9]);
-        assert_eq!(&waits[9..], &[1.0, 2.0, 3.0]);
-        // Owed 13 then; 5 s later 8: two more at once, then a wait again.
-        let later = t0 + 5.0;
-        assert_eq!(node.reserve(later), Duration::ZERO);
-        assert_eq!(node.reserve(later), Duration::ZERO);
-        assert_eq!(node.reserve(later), Duration::from_secs(1));
-        // A clock set back forgives nothing and owes nothing more.
-        let owed = node.owed;
-        node.settle(t0);
-        assert_eq!(node.owed, owed);
-        let mut lb = Budget::new(3, 0, t0);
-        assert_eq!(lb.time_for(60, t0), Duration::from_secs(10));
-        let waits: Vec<Duration> = (0..60).map(|_| lb.reserve(t0)).collect();
-        assert_eq!(waits[29], Duration::ZERO);
-        assert_eq!(waits[59], Duration::from_secs(10));
-        assert_eq!(lb.rate(), 3.0);
-    }
-
-    #[test]
-    fn a_budget_survives_its_file_line_and_a_damaged_line_is_none() {
-        let b = Budget::new(3, 7, 1_764_600_000.25);
-        assert_eq!(Budget::from_line(&b.to_line()), Some(b));
-        for bad in ["", "1 2", "x 2 3", "-1 2 3", "1 2 0", "NaN 2 1", "1 inf 1"] {
-            assert_eq!(Budget::from_line(bad), None, "{bad:?}");
-        }
-    }
 
     #[test]
     fn file_names_are_one_per_host_and_stay_in_the_directory() {
