@@ -14,8 +14,10 @@
 //! [`delete`] removes it. Each is a flow over [`Associations`] (SSM, or an
 //! in-memory double), the store and the documents SSM holds.
 
+mod name;
 mod ssm;
 
+pub use name::{default_name, name_for};
 pub use ssm::SsmAssociations;
 
 use std::collections::BTreeMap;
@@ -30,45 +32,6 @@ use crate::store::{SecretStore, StoreError, desired_state};
 /// The schedule when none is given: a node that drifted, or that
 /// State Manager missed, is put right within half an hour.
 pub const DEFAULT_SCHEDULE: &str = "rate(30 minutes)";
-
-/// The association's name for a secret named `secret_name` (as Secrets
-/// Manager names it: [`name_for`]): `hostkeyctl-` and that name with every
-/// character State Manager refuses (`^[a-zA-Z0-9_\-.]{3,128}$`) as `-`.
-/// One association per secret.
-pub fn default_name(secret_name: &str) -> String {
-    let clean: String = secret_name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "_-.".contains(c) {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    let mut out = format!("hostkeyctl-{clean}");
-    out.truncate(128);
-    out
-}
-
-/// The association's default name for `secret`, given by name or by ARN:
-/// from the name Secrets Manager answers (`DescribeSecret`), since an
-/// ARN's random suffix cannot be told from a name's own `-xxxxxx`, and
-/// the two must find one association. A secret deleted since is still
-/// named by a plain name (its association can be shown and deleted); by
-/// ARN it is [`AssociationError::NameUnknown`].
-pub async fn name_for(store: &impl SecretStore, secret: &SecretId) -> Result<String, AssociationError> {
-    match store.describe(secret).await {
-        Ok(info) => Ok(default_name(&info.name)),
-        Err(StoreError::Aws(AwsError::NotFound { .. })) if secret.name_part() == secret.as_str() => {
-            Ok(default_name(secret.as_str()))
-        }
-        Err(StoreError::Aws(AwsError::NotFound { .. })) => Err(AssociationError::NameUnknown {
-            secret: secret.to_string(),
-        }),
-        Err(e) => Err(e.into()),
-    }
-}
 
 /// One of an association's targets, as SSM takes it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
@@ -216,7 +179,7 @@ pub enum AssociationError {
     /// The secret, given by ARN, is not there, so the name its
     /// association was given is not known.
     #[error(
-        "secret {secret} is not there, so the name of its association is not known: pass the secret's name as --secret-id, or the association's own with --name (`aws ssm list-associations` lists them; hostkeyctl's start with hostkeyctl-)"
+        "secret {secret} is not there, so the name of its association (made from the secret's ARN) is not known: pass the association's own with --name (`aws ssm list-associations` lists them; hostkeyctl's start with hostkeyctl-)"
     )]
     NameUnknown {
         /// The ARN given.
@@ -225,6 +188,18 @@ pub enum AssociationError {
     /// The document could not be trusted or read.
     #[error(transparent)]
     Document(Box<ResolveError>),
+    /// The association of that name converges another secret.
+    #[error(
+        "association {name} converges {theirs}, not {ours}: nothing was changed. Name this secret's association with --name, or delete that one first (`hostkeyctl association delete --name {name}`)"
+    )]
+    OtherSecret {
+        /// The association's name.
+        name: String,
+        /// The secret it converges.
+        theirs: String,
+        /// The secret asked for.
+        ours: String,
+    },
     /// The secret could not be read.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -388,6 +363,14 @@ pub async fn deploy(
     let (deployed, association) = match one(associations, req.name).await? {
         None => (Deployed::Created, associations.create(&spec).await?),
         Some(existing) => {
+            let secret_of = |s: &AssociationSpec| s.parameters.get("SecretId").cloned().unwrap_or_default();
+            if secret_of(&existing.spec) != secret_of(&spec) {
+                return Err(AssociationError::OtherSecret {
+                    name: crate::escape::escape(req.name),
+                    theirs: crate::escape::escape(&secret_of(&existing.spec).join(",")),
+                    ours: desired.current.arn.to_string(),
+                });
+            }
             let changed = existing.spec.differences(&spec);
             if changed.is_empty() {
                 (Deployed::Unchanged, existing)
@@ -504,15 +487,8 @@ pub async fn delete(associations: &impl Associations, name: &str) -> Result<Opti
 
 #[cfg(test)]
 mod tests {
-    use super::{AssociationError, Target, check_schedule, default_name, targets};
+    use super::{AssociationError, Target, check_schedule, targets};
     use crate::discovery::TargetSpec;
-
-    #[test]
-    fn a_name_state_manager_takes_from_any_secret_name() {
-        assert_eq!(default_name("hostkeys/my-cluster"), "hostkeyctl-hostkeys-my-cluster");
-        assert_eq!(default_name("hostkeys/hp+x@y"), "hostkeyctl-hostkeys-hp-x-y");
-        assert_eq!(default_name(&"a".repeat(200)).len(), 128);
-    }
 
     #[test]
     fn only_tags_or_instance_ids_are_targets() {
