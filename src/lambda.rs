@@ -3,12 +3,16 @@
 //! Secrets Manager's four rotation steps with [`crate::rotation`]'s
 //! scheduled steps (docs/rotation.md, "Scheduled rotation").
 //!
-//! The function takes `rotate`'s options from `HOSTKEYCTL_ROTATE_ARGS`
-//! (a JSON array of strings, or words separated by spaces), less
-//! `--secret-id`, which each event names: `--target` for the nodes, `--pull`
-//! for a fleet whose timers follow the stages, `--document`,
-//! `--ca-secret-id`, `--port`. They are checked when the function starts,
-//! so a wrong setting fails every invocation with the same clear message.
+//! The function rotates one secret, the ARN in `HOSTKEYCTL_SECRET_ARN`
+//! (`schedule enable` or the CloudFormation template sets it): an event
+//! for any other secret is refused before any call, naming both. It takes
+//! `rotate`'s options from `HOSTKEYCTL_ROTATE_ARGS` (a JSON array of
+//! strings, or words separated by spaces), less `--secret-id`: `--target`
+//! for the nodes, `--pull` for a fleet whose timers follow the stages
+//! (with `--trust-timers` when the function has no path to them),
+//! `--min-overlap`, `--document`, `--ca-secret-id`, `--port`. Both are
+//! checked when the function starts, so a wrong setting fails every
+//! invocation with the same clear message.
 
 use std::process::ExitCode;
 
@@ -19,11 +23,27 @@ use lambda_runtime::{LambdaEvent, service_fn};
 use crate::cli::{Cli, Command};
 use crate::commands::rotate::{prepare, rotation_failure};
 use crate::exit::Status;
-use crate::ids::VersionId;
+use crate::ids::{SecretId, VersionId};
+pub use crate::rotation::function::options_from;
+use crate::rotation::function::{ARGS_VAR, SECRET_VAR};
 use crate::rotation::{FleetMode, LambdaStep};
 
-/// The variable holding `rotate`'s options.
-pub const ARGS_VAR: &str = "HOSTKEYCTL_ROTATE_ARGS";
+/// The secret of [`SECRET_VAR`]: set, and an ARN (events name the ARN).
+pub fn configured_secret(value: Option<&str>) -> Result<SecretId, String> {
+    let Some(value) = value.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Err(format!(
+            "{SECRET_VAR} is not set: the function rotates one secret, named by its ARN there (`hostkeyctl schedule enable --function ARN` or the CloudFormation template sets it)"
+        ));
+    };
+    let secret = SecretId::parse(value).map_err(|e| format!("{SECRET_VAR}: {e}"))?;
+    if !secret.as_str().starts_with("arn:") {
+        return Err(format!(
+            "{SECRET_VAR} is {:?}, not an ARN: Secrets Manager's events name the secret's ARN (`hostkeyctl status --secret-id NAME` shows it)",
+            crate::escape::escape(value)
+        ));
+    }
+    Ok(secret)
+}
 
 /// What the Lambda runtime sets, checked before lambda_runtime reads it
 /// (it panics on a missing one).
@@ -63,19 +83,6 @@ pub fn invoked_as_bootstrap() -> bool {
     is_bootstrap && args.next().is_none()
 }
 
-/// `rotate`'s options from [`ARGS_VAR`]: a JSON array of strings, or
-/// words separated by white space.
-pub fn options_from(text: &str) -> Result<Vec<String>, String> {
-    let text = text.trim();
-    if text.starts_with('[') {
-        serde_json::from_str(text).map_err(|e| {
-            format!("{ARGS_VAR} is not a JSON array of strings ({e}); for example [\"--target\", \"tag:Role=login\"]")
-        })
-    } else {
-        Ok(text.split_whitespace().map(str::to_owned).collect())
-    }
-}
-
 /// `hostkeyctl rotate --secret-id SECRET OPTIONS...`, parsed.
 pub fn parse(secret: &str, options: &[String]) -> Result<Cli, String> {
     if options
@@ -101,6 +108,7 @@ pub fn parse(secret: &str, options: &[String]) -> Result<Cli, String> {
         (args.finish, "--finish"),
         (args.stop_after.is_some(), "--stop-after"),
         (args.wait > 0, "--wait"),
+        (args.rollback, "--rollback"),
     ] {
         if set {
             return Err(format!(
@@ -120,18 +128,22 @@ pub fn main(runtime: &tokio::runtime::Runtime) -> ExitCode {
     if let Some(problem) = runtime_env_problem(|v| std::env::var(v).ok()) {
         return usage(problem);
     }
+    let secret = match configured_secret(std::env::var(SECRET_VAR).ok().as_deref()) {
+        Ok(secret) => secret,
+        Err(message) => return usage(message),
+    };
     let options = match options_from(&std::env::var(ARGS_VAR).unwrap_or_default()).and_then(|o| {
-        // Checked now, with a stand-in secret, so that a wrong setting is
-        // reported when the function starts.
-        parse("arn:aws:secretsmanager:us-east-1:000000000000:secret:check", &o).map(|_| o)
+        // Checked now, so that a wrong setting is reported when the
+        // function starts.
+        parse(secret.as_str(), &o).map(|_| o)
     }) {
         Ok(options) => options,
         Err(message) => return usage(message),
     };
-    let options = &options;
+    let (options, secret) = (&options, &secret);
     let handler = service_fn(
         move |event: LambdaEvent<SecretsManagerSecretRotationEvent>| async move {
-            handle(options, event.payload).await.map_err(|message| {
+            handle(secret, options, event.payload).await.map_err(|message| {
                 eprintln!("error: {}", crate::escape::escape_lines(&message));
                 lambda_runtime::Error::from(message)
             })
@@ -144,7 +156,13 @@ pub fn main(runtime: &tokio::runtime::Runtime) -> ExitCode {
 }
 
 /// One rotation step.
-async fn handle(options: &[String], event: SecretsManagerSecretRotationEvent) -> Result<serde_json::Value, String> {
+async fn handle(
+    secret: &SecretId,
+    options: &[String],
+    event: SecretsManagerSecretRotationEvent,
+) -> Result<serde_json::Value, String> {
+    // Whose secret first: nothing is read or sent for another's.
+    crate::rotation::check_event_secret(secret, &event.secret_id).map_err(|e| e.to_string())?;
     let step = LambdaStep::parse(&event.step).ok_or_else(|| {
         format!(
             "unknown rotation step {:?}: expected createSecret, setSecret, testSecret or finishSecret",
@@ -152,13 +170,15 @@ async fn handle(options: &[String], event: SecretsManagerSecretRotationEvent) ->
         )
     })?;
     let token = VersionId::parse(&event.client_request_token).map_err(|e| format!("ClientRequestToken: {e}"))?;
-    let cli = parse(&event.secret_id, options)?;
+    let cli = parse(secret.as_str(), options)?;
     let Command::Rotate(args) = &cli.command else {
         unreachable!("parsed as rotate")
     };
     let mode = if args.pull { FleetMode::Pull } else { FleetMode::Push };
     eprintln!("{step} of {} to version {token} ({mode:?} fleet)", args.secret_id);
-    let prepared = prepare(args, &cli.global, false)
+    // A pull fleet's nodes are looked up too: the promotion gate asks each
+    // whether it serves the announced set.
+    let prepared = prepare(args, &cli.global, true)
         .await
         .map_err(|f| format!("{:#}", f.error))?;
     let say = |line: &str| eprintln!("{line}");
@@ -179,7 +199,30 @@ async fn handle(options: &[String], event: SecretsManagerSecretRotationEvent) ->
 
 #[cfg(test)]
 mod tests {
-    use super::{RUNTIME_VARS, options_from, parse, runtime_env_problem};
+    use super::{RUNTIME_VARS, configured_secret, options_from, parse, runtime_env_problem};
+
+    #[test]
+    fn the_function_is_configured_with_one_secret_by_its_arn() {
+        let arn = "arn:aws:secretsmanager:us-east-1:111122223333:secret:hostkeys/a-AbCdEf";
+        assert_eq!(configured_secret(Some(arn)).unwrap().as_str(), arn);
+        for (bad, says) in [
+            (None, "is not set"),
+            (Some("  "), "is not set"),
+            (Some("hostkeys/a"), "not an ARN"),
+        ] {
+            let e = configured_secret(bad).unwrap_err();
+            assert!(e.contains("HOSTKEYCTL_SECRET_ARN") && e.contains(says), "{bad:?}: {e}");
+        }
+        let other = "arn:aws:secretsmanager:us-east-1:111122223333:secret:hostkeys/b-XyZabc";
+        let e = crate::rotation::check_event_secret(&configured_secret(Some(arn)).unwrap(), other)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(arn) && e.contains(other) && e.contains("before any call"),
+            "{e}"
+        );
+        assert!(crate::rotation::check_event_secret(&configured_secret(Some(arn)).unwrap(), arn).is_ok());
+    }
 
     #[test]
     fn the_runtime_variables_are_checked_before_lambda_runtime_panics_on_them() {

@@ -139,6 +139,30 @@ impl<P: Prober> Scanner<P> {
         }
     }
 
+    /// One handshake with each endpoint for `algorithm`, concurrently within
+    /// limits: what each served and said before the key exchange (its
+    /// banner), in `endpoints`' order. What the promotion gate reads
+    /// (`rotation::gate`).
+    pub async fn greet_nodes(self: &Arc<Self>, endpoints: &[Endpoint], algorithm: ScanAlgorithm) -> Vec<Answer> {
+        let tasks: Vec<_> = endpoints
+            .iter()
+            .map(|endpoint| {
+                let me = self.clone();
+                let endpoint = endpoint.clone();
+                tokio::spawn(async move { me.ask(&endpoint, algorithm, false).await })
+            })
+            .collect();
+        let mut out = Vec::new();
+        for t in tasks {
+            out.push(t.await.unwrap_or_else(|e| Answer {
+                served: Err(ScanError::Other(format!("scan task failed: {e}"))),
+                hello: None,
+                connected: false,
+            }));
+        }
+        out
+    }
+
     /// Probes every endpoint for every key type, concurrently within limits.
     pub async fn scan_nodes(self: &Arc<Self>, endpoints: &[Endpoint]) -> Vec<BTreeMap<ScanAlgorithm, Probe>> {
         self.scan_nodes_served(endpoints, false)

@@ -241,60 +241,6 @@ fn parse_scan_algorithm(s: &str) -> Result<crate::scan::ScanAlgorithm, String> {
         .ok_or_else(|| format!("unknown key type {s:?}: use ssh-ed25519, ecdsa-sha2-nistp256, ecdsa-sha2-nistp384, ecdsa-sha2-nistp521 or ssh-rsa"))
 }
 
-/// `hostkeyctl rotate`.
-#[derive(Debug, Args)]
-pub struct RotateArgs {
-    /// The secret (name or ARN).
-    #[arg(long, value_name = "ID")]
-    pub secret_id: SecretId,
-    /// The login nodes: tag:KEY=VALUE or i-... (repeatable; all must
-    /// match), or lb:NAME_OR_ARN / tg:ARN (and hyperpod:CLUSTER[/GROUP]
-    /// with --pull).
-    #[arg(long = "target", value_name = "SPEC", required = true)]
-    pub targets: Vec<TargetSpec>,
-    /// Continue the rotation in flight (AWSPENDING) from where it stopped.
-    #[arg(long, conflicts_with = "abort")]
-    pub resume: bool,
-    /// Drop the rotation in flight: remove AWSPENDING, then bring the
-    /// targets back to AWSCURRENT alone.
-    #[arg(long)]
-    pub abort: bool,
-    /// A pull fleet (nodes SSM cannot reach, such as HyperPod): send
-    /// nothing; move the stages and let the nodes' timers install
-    /// (docs/rotation.md). --overlap announces, --finish promotes.
-    #[arg(long, conflicts_with = "stop_after")]
-    pub pull: bool,
-    /// With --pull: after a stage move, how long to wait for every node to
-    /// serve it, auditing by handshake (cover the timers' period).
-    #[arg(long, default_value_t = 0, value_name = "SECS", requires = "pull")]
-    pub wait: u64,
-    /// Stop after this step (resume later with --resume).
-    #[arg(long, value_enum, value_name = "STEP")]
-    pub stop_after: Option<crate::rotation::Step>,
-    /// Phase one of an overlapping rotation: nodes keep serving the current
-    /// keys and also offer the new ones, which OpenSSH clients with
-    /// UpdateHostKeys learn after logging in. Finish later with --finish.
-    #[arg(long, conflicts_with_all = ["abort", "finish"])]
-    pub overlap: bool,
-    /// Phase two: promote the new set (AWSCURRENT), then bring every node
-    /// to it and audit.
-    #[arg(long, conflicts_with_all = ["abort", "resume"])]
-    pub finish: bool,
-    /// How the install command goes out through SSM Run Command.
-    #[command(flatten)]
-    pub rollout: RolloutArgs,
-    /// sshd port of the nodes, for the audit step.
-    #[arg(long, default_value_t = 22, value_name = "PORT")]
-    pub port: u16,
-    /// The CA secret (`hostkeyctl ca init`): signs the new set like the
-    /// current one (same principals and validity, next serial). Required
-    /// when the current set carries certificates.
-    #[arg(long, value_name = "ID")]
-    pub ca_secret_id: Option<SecretId>,
-    #[command(flatten)]
-    pub placement: KeySetPrefixArg,
-}
-
 /// Where the key sets live, so that no CA is ever placed or read where the
 /// login nodes' role can read it.
 #[derive(Debug, Args)]

@@ -9,10 +9,14 @@ use clap::{Args, Parser, Subcommand};
 mod admin;
 
 #[cfg(feature = "admin")]
+mod rotate;
+#[cfg(feature = "admin")]
 mod schedule;
 
 #[cfg(feature = "admin")]
 pub use admin::*;
+#[cfg(feature = "admin")]
+pub use rotate::*;
 #[cfg(feature = "admin")]
 pub use schedule::*;
 

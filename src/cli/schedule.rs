@@ -53,4 +53,12 @@ pub struct ScheduleEnableArgs {
     /// host certificates.
     #[arg(long, value_name = "ID")]
     pub ca_secret_id: Option<SecretId>,
+    /// A pull fleet the function has no network path to: it trusts the
+    /// nodes' timers rather than holding each promotion back until it sees
+    /// every node serve the announced set (adds --trust-timers to the
+    /// function's HOSTKEYCTL_ROTATE_ARGS).
+    #[arg(long)]
+    pub trust_timers: bool,
+    #[command(flatten)]
+    pub placement: crate::cli::admin::KeySetPrefixArg,
 }

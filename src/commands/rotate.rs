@@ -44,6 +44,9 @@ pub fn rotation_failure(e: RotationError) -> Failure {
         RotationError::Rollout(r) => rollout_failure(r),
         RotationError::Generate(g) => Failure::usage(anyhow::Error::new(g).context("generating the new key set")),
         RotationError::Refused(m) => Failure::usage(anyhow::anyhow!(m)),
+        // Held back (too early, or nodes not serving the set): nothing
+        // moved; a later run completes it.
+        RotationError::Held(h) => Failure::with_status(Status::Incomplete, anyhow::Error::new(h)),
         RotationError::Interrupted { source, state } => {
             let failure = store_failure(*source);
             Failure::with_status(failure.status, failure.error.context(state))
@@ -97,6 +100,11 @@ impl Prepared {
             progress: &|_, _| {},
             say,
             ca: self.ca.as_ref(),
+            gate: crate::rotation::Gate {
+                min_overlap: args.min_overlap,
+                trust_timers: args.trust_timers,
+                now: crate::rotation::gate::unix_now(),
+            },
         }
     }
 }
@@ -174,6 +182,7 @@ pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -
         abort: args.abort,
         overlap: args.overlap,
         finish: args.finish,
+        rollback: args.rollback,
         stop_after: args.stop_after,
         pull: args.pull.then(|| std::time::Duration::from_secs(args.wait)),
     };

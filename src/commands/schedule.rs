@@ -124,13 +124,31 @@ async fn enable(
     store: &SecretsManagerStore,
     config: &aws_config::SdkConfig,
 ) -> Result<String, Failure> {
+    if let Some(ca_id) = &args.ca_secret_id {
+        args.placement
+            .key_set_prefix
+            .check_ca(ca_id)
+            .map_err(|e| Failure::usage(anyhow::anyhow!("{e}; nothing was read or changed")))?;
+    }
     let info = store.describe(&args.secret_id).await.map_err(store_failure)?;
-    if args.function.is_none() && info.rotation.lambda_arn.is_none() {
+    let Some(function) = args.function.clone().or_else(|| info.rotation.lambda_arn.clone()) else {
         return Err(Failure::usage(anyhow::anyhow!(
             "secret {} has no rotation function yet; pass --function with the rotation function's ARN (the CloudFormation stack's RotationFunctionArn output). Nothing was changed",
             args.secret_id
         )));
-    }
+    };
+    // The function rotates this secret alone, before anything else moves.
+    let pinned = crate::rotation::function::pin(
+        &crate::rotation::function::LambdaFunctions::new(config),
+        &function,
+        &info.arn,
+        args.trust_timers,
+    )
+    .await
+    .map_err(|e| match e {
+        crate::rotation::function::PinError::Aws(a) => Failure::aws(a),
+        other => Failure::usage(anyhow::Error::new(other)),
+    })?;
     let ca = match &args.ca_secret_id {
         Some(id) => Some(store.get_ca(id).await.map_err(store_failure)?.key),
         None => None,
@@ -163,6 +181,7 @@ async fn enable(
         progress: &|_, _| {},
         say: &|_| {},
         ca: ca.as_ref(),
+        gate: crate::rotation::Gate::now(),
     };
     let announced = rotation.announce_after(&current).await.map_err(rotation_failure)?;
     let kept = info.rotation.enabled && args.function.is_none() && args.every.is_none() && args.window.is_none();
@@ -182,7 +201,7 @@ async fn enable(
             .map_err(store_failure)?;
     }
     Ok(format!(
-        "schedule {} ({every}); version {announced} is announced: the nodes offer it from their next install (timer or push), and the next scheduled rotation promotes it",
+        "{pinned}; schedule {} ({every}); version {announced} is announced: the nodes offer it from their next install (timer or push), and a scheduled rotation promotes it once it has been announced for the minimum overlap",
         if kept { "kept" } else { "set" }
     ))
 }

@@ -30,7 +30,7 @@ pub async fn run(args: &StatusArgs, global: &GlobalArgs, output: OutputFormat) -
             StatusError::Store(e) => store_failure(e),
             StatusError::Discovery(e) => discovery_failure(e),
         })?;
-    report.association = association_of(&config, &report.name).await;
+    report.association = association_of(&config, &report.name, &report.arn).await;
     match output {
         OutputFormat::Json => output::print_json(&report).map_err(Failure::usage)?,
         _ => print!("{}", table(&report, output::columns())),
@@ -41,9 +41,13 @@ pub async fn run(args: &StatusArgs, global: &GlobalArgs, output: OutputFormat) -
 /// The association that keeps the secret's nodes converged, if any. Not
 /// being able to read it (a role without `ssm:ListAssociations`) is a
 /// warning: the versions and stages are what status is for.
-async fn association_of(config: &aws_config::SdkConfig, secret_name: &str) -> Option<crate::association::Association> {
+async fn association_of(
+    config: &aws_config::SdkConfig,
+    secret_name: &str,
+    arn: &crate::ids::SecretId,
+) -> Option<crate::association::Association> {
     use crate::association::Associations as _;
-    let name = crate::association::default_name(secret_name);
+    let name = crate::association::default_name(secret_name, arn);
     match crate::association::SsmAssociations::new(config).named(&name).await {
         Ok(mut all) => all.pop(),
         Err(e) => {

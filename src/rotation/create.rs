@@ -9,7 +9,7 @@ use crate::keyset::{DEFAULT_RSA_BITS, KeyAlgorithm, KeySet};
 use crate::scan::Prober;
 use crate::store::claim::{ClaimError, Moved, store_and_move};
 use crate::store::{
-    STAGE_CURRENT, STAGE_NEXT, STAGE_PENDING, SecretStore, StoreError, VersionSelector, same_keys, stage,
+    STAGE_CURRENT, STAGE_NEXT, STAGE_PENDING, SecretStore, StoreError, StoredVersion, VersionSelector, same_keys, stage,
 };
 
 impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
@@ -29,8 +29,49 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
         // clients have been learning: a manual rotation promotes it too.
         let announced = self.announced(planned_from).await?;
         let token = VersionId::random();
-        let document = self.new_document(planned_from, current_doc, announced.as_ref(), &token)?;
+        let document = self.new_document(
+            planned_from,
+            current_doc,
+            announced.as_ref().map(|a| &a.document),
+            &token,
+        )?;
         self.claim_pending(planned_from, &document, &token).await
+    }
+
+    /// Step create with the keys of `source` (a rollback's previous set),
+    /// signed like the current set.
+    pub(super) async fn create_from(
+        &self,
+        planned_from: &VersionId,
+        current_doc: &SecretDocument,
+        source: &SecretDocument,
+    ) -> Result<VersionId, RotationError> {
+        let token = VersionId::random();
+        let document = self.new_document(planned_from, current_doc, Some(source), &token)?;
+        self.claim_pending(planned_from, &document, &token).await
+    }
+
+    /// Before a run that creates a set and promotes it at once: refused
+    /// unless what it would promote was announced for the minimum overlap
+    /// (the announced set, when one is), or the minimum overlap is zero.
+    pub(super) async fn check_immediate(&self, current: &StoredVersion) -> Result<(), RotationError> {
+        if let Some(announced) = self.announced(&current.version_id).await? {
+            return self
+                .announced_long_enough(
+                    announced.version_id.as_ref(),
+                    &announced.document.keys,
+                    &current.document.keys,
+                )
+                .await;
+        }
+        let min = self.min_overlap().await?;
+        if min.is_zero() {
+            return Ok(());
+        }
+        Err(RotationError::Refused(format!(
+            "`rotate` without --overlap promotes the new set in the same run, so no client would have time to learn it, and clients are given {} (--min-overlap). Announce it with `hostkeyctl rotate --overlap` and promote it with `hostkeyctl rotate --finish` after that; or pass --min-overlap 0 to rotate now: every client that does not learn the new keys while this run installs them sees a host key warning. Nothing was changed",
+            super::gate::human(min)
+        )))
     }
 
     /// Stores `document` as version `token` and claims AWSPENDING for it
@@ -106,8 +147,10 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
     }
 
     /// The set announced for the next scheduled rotation (HOSTKEYCTL_NEXT),
-    /// when it holds other keys than `current`.
-    pub(super) async fn announced(&self, current: &VersionId) -> Result<Option<SecretDocument>, RotationError> {
+    /// when it holds other keys than `current` and was announced after the
+    /// current keys appeared ([`Rotation::announced_since`]: a label moved
+    /// by hand onto an older set is no announcement).
+    pub(super) async fn announced(&self, current: &VersionId) -> Result<Option<StoredVersion>, RotationError> {
         let next = match self
             .store
             .get(self.secret, &VersionSelector::Stage(stage(STAGE_NEXT)))
@@ -124,7 +167,14 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
             .store
             .get(self.secret, &VersionSelector::VersionId(current.clone()))
             .await?;
-        Ok((!same_keys(&current.document.keys, &next.document.keys)).then_some(next.document))
+        if same_keys(&current.document.keys, &next.document.keys) {
+            return Ok(None);
+        }
+        let dated = self
+            .announced_since(&next.document.keys, &current.document.keys)
+            .await?
+            .is_some();
+        Ok(dated.then_some(next))
     }
 
     /// The document of a new version `token`: the keys of `source` (an

@@ -22,6 +22,10 @@
 
 mod converge;
 mod create;
+pub mod function;
+pub mod gate;
+mod promote;
+mod rollback;
 mod scheduled;
 mod start;
 
@@ -41,7 +45,8 @@ use crate::store::{
     STAGE_CURRENT, STAGE_PENDING, STAGE_PREVIOUS, SecretInfo, SecretStore, StoreError, StoredVersion, VersionSelector,
     stage, tag_fingerprints,
 };
-pub use scheduled::{FleetMode, LambdaStep, announce_token, next_label};
+pub use gate::{Gate, Held, MinOverlap};
+pub use scheduled::{FleetMode, LambdaStep, announce_token, check_event_secret, next_label};
 pub use start::{Start, age, plan_start};
 
 /// Why a rotation step could not run at all (as opposed to a step that
@@ -60,6 +65,10 @@ pub enum RotationError {
     /// The stages do not allow this step; says why and what to do.
     #[error("{0}")]
     Refused(String),
+    /// The promotion gate held the promotion back: not announced long
+    /// enough, or not seen served by every node. Nothing moved.
+    #[error(transparent)]
+    Held(#[from] Held),
     /// A store call failed part-way through a step: what the secret holds
     /// now, and what puts it right.
     #[error("{source}\n  {state}")]
@@ -227,6 +236,10 @@ pub struct Request {
     pub overlap: bool,
     /// Phase two (implies resume).
     pub finish: bool,
+    /// Bring the previous set (AWSPREVIOUS) back through an overlap:
+    /// announced by the first run, promoted by a run after the minimum
+    /// overlap.
+    pub rollback: bool,
     /// Stop after this step.
     pub stop_after: Option<Step>,
     /// A pull fleet: never push; after a stage move, wait up to this long
@@ -257,6 +270,9 @@ pub struct Rotation<'a, S, D, P> {
     /// The CA (`--ca-secret-id`): signs the new set like the current one.
     /// Required when the current set carries certificates.
     pub ca: Option<&'a crate::keyset::HostKey>,
+    /// What a promotion must pass ([`gate`]): the minimum overlap, whether
+    /// unreachable nodes of a pull fleet are trusted, and the time.
+    pub gate: Gate,
 }
 
 impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
@@ -319,6 +335,9 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
         version: &StoredVersion,
         next: Option<&StoredVersion>,
     ) -> Result<PushOutcome, RotationError> {
+        // A next set with the current keys (a copy) is no extra set: a key
+        // listed twice makes OpenSSH clients drop the host key update.
+        let next = next.filter(|n| !crate::store::same_keys(&n.document.keys, &version.document.keys));
         Ok(rollout::push_version(self.dispatcher, version, next, self.instances, self.push, self.progress).await?)
     }
 
@@ -345,6 +364,13 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
     /// next run.
     pub async fn finish(&self, current: &VersionId, pending: &StoredVersion) -> Result<(), RotationError> {
         let id = &pending.version_id;
+        // The promotion gate: the one place every move of AWSCURRENT to
+        // other keys passes.
+        let current_set = self
+            .store
+            .get(self.secret, &VersionSelector::VersionId(current.clone()))
+            .await?;
+        self.may_promote(&current_set, pending).await?;
         self.store
             .move_stage(self.secret, &stage(STAGE_CURRENT), Some(id), Some(current))
             .await
@@ -405,6 +431,9 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
             // nodes still have to serve them.
             return self.converge(&current_set, request, report).await;
         }
+        if request.rollback {
+            return self.rollback(&stages, &current_set, request, report).await;
+        }
         if request.pull.is_some() && !request.overlap && !request.finish && !request.resume {
             return Err(RotationError::Refused(
                 "a pull rotation takes two runs: `rotate --pull --overlap` announces the new set, and after the overlap period `rotate --pull --finish` promotes it".to_owned(),
@@ -415,12 +444,13 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
         // Refused below: the announced set's age is when it was made, which
         // a renewal (`sign` during an overlap, a new version) keeps. Read
         // only on this path; a run that continues reads the set anyway.
-        if let (Some((id, created)), false) = (&mut stages.pending, resume) {
-            let set = self
-                .store
-                .get(self.secret, &VersionSelector::VersionId(id.clone()))
-                .await?;
-            if !set.document.created.is_empty() {
+        if let Some((id, created)) = &mut stages.pending {
+            let Some(set) = crate::store::value_of(self.store, self.secret, id).await? else {
+                return Err(RotationError::Refused(format!(
+                    "AWSPENDING is on version {id}, which holds no value: Secrets Manager's staging of a scheduled rotation, in progress or failed before its createSecret stored a set. Wait for it (`hostkeyctl schedule show`), or drop it with `hostkeyctl rotate --abort`"
+                )));
+            };
+            if !resume && !set.document.created.is_empty() {
                 *created = Some(set.document.created);
             }
         }
@@ -431,6 +461,11 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
                 id
             }
             Start::Create => {
+                if !request.overlap && request.pull.is_none() && request.stop_after.is_none() {
+                    // Promoted in this very run: refused before anything is
+                    // stored when clients would have no time to learn it.
+                    self.check_immediate(&current_set).await?;
+                }
                 let id = self.create(&stages.current, &current_set.document).await?;
                 (self.say)(&format!("create: new key set stored as version {id} (AWSPENDING)"));
                 id
@@ -455,116 +490,5 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
             return self.overlap(&current_set, &pending, report).await;
         }
         self.promote(&current_set, &pending, request, report).await
-    }
-
-    /// set and test (unless a pull fleet, whose timers did that), finish,
-    /// and converge to `pending` as the new AWSCURRENT.
-    async fn promote(
-        &self,
-        current_set: &StoredVersion,
-        pending: &StoredVersion,
-        request: Request,
-        report: &mut Report,
-    ) -> Result<Outcome, RotationError> {
-        let current = &current_set.version_id;
-        let id = &pending.version_id;
-        if request.pull.is_none()
-            && let Some(stopped) = self.offer(current_set, pending, request, report).await?
-        {
-            return Ok(stopped);
-        }
-        self.finish(current, pending).await?;
-        report
-            .steps
-            .push(format!("finish: AWSCURRENT is {id}, AWSPREVIOUS is {current}"));
-        // On a scheduled secret (or one that had a set announced), the next
-        // set is announced now, as the schedule's finishSecret does.
-        let info = self.store.describe(self.secret).await?;
-        if info.rotation.enabled || info.version_with_stage(crate::store::STAGE_NEXT).is_some() {
-            let next = self.announce_after(pending).await?;
-            report.steps.push(format!(
-                "announce: version {next} is HOSTKEYCTL_NEXT, for the next scheduled rotation"
-            ));
-        }
-        report.previous_version = Some(current.clone());
-        report.current_version = id.clone();
-        report.pending_version = None;
-        match self.converge(pending, request, report).await? {
-            Outcome::Completed => Ok(Outcome::Rotated),
-            Outcome::PushFailed => Ok(Outcome::NotConverged),
-            other => Ok(other),
-        }
-    }
-
-    /// Steps set and test: every node installs the desired state (the
-    /// current set, the new one as extra keys), proving it loads the new
-    /// set, and still serves the current set and nothing else. `Some` when
-    /// a node failed or `--stop-after` stopped here.
-    async fn offer(
-        &self,
-        current_set: &StoredVersion,
-        pending: &StoredVersion,
-        request: Request,
-        report: &mut Report,
-    ) -> Result<Option<Outcome>, RotationError> {
-        let current = &current_set.version_id;
-        (self.say)(&format!(
-            "set: {} node(s) keep serving {current} and load {} as extra keys",
-            self.instances.len(),
-            pending.version_id
-        ));
-        let pushed = self.set(current_set, Some(pending)).await?;
-        let ok = pushed.all_ok();
-        report.push = Some(pushed);
-        if !ok {
-            report.steps.push(format!(
-                "set: some nodes failed; AWSCURRENT stays {current}. Fix them and run --resume, or --abort"
-            ));
-            return Ok(Some(Outcome::PushFailed));
-        }
-        report
-            .steps
-            .push("set: every node installed the new set beside the current one".to_owned());
-        if request.stop_after == Some(Step::Set) {
-            return Ok(Some(Outcome::StoppedAfterSet));
-        }
-        (self.say)("test: auditing every node against the current set");
-        if let Some(findings) = self.test(&current_set.document.keys).await {
-            report.steps.push(format!(
-                "test: a node does not serve the current set first; AWSCURRENT stays {current}"
-            ));
-            return Ok(Some(audit_failed(findings, report)));
-        }
-        report
-            .steps
-            .push("test: every node serves the current set and nothing else".to_owned());
-        if request.stop_after == Some(Step::Test) {
-            return Ok(Some(Outcome::StoppedAfterTest));
-        }
-        Ok(None)
-    }
-
-    /// Phase one of an overlapping rotation: every node keeps serving the
-    /// current set and also offers the pending one; nothing is promoted.
-    async fn overlap(
-        &self,
-        current_set: &StoredVersion,
-        pending: &StoredVersion,
-        report: &mut Report,
-    ) -> Result<Outcome, RotationError> {
-        let request = Request::default();
-        if let Some(stopped) = self.offer(current_set, pending, request, report).await? {
-            if stopped == Outcome::PushFailed {
-                report
-                    .steps
-                    .push("overlap: fix the failed nodes and run --overlap --resume, or --abort".to_owned());
-            }
-            return Ok(stopped);
-        }
-        report.steps.push(format!(
-            "overlap: every node serves {} and offers {}; clients with UpdateHostKeys learn the new keys when they log in. Run `rotate --finish` when ready",
-            current_set.version_id, pending.version_id
-        ));
-        Ok(Outcome::OverlapStarted)
     }
 }

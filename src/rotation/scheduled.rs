@@ -1,6 +1,7 @@
 //! Scheduled rotation: Secrets Manager's rotation schedule calls one
 //! Lambda once per step (`createSecret`, `setSecret`, `testSecret`,
-//! `finishSecret`) with the new version's id as `ClientRequestToken`
+//! `finishSecret`) with the new version's id as `ClientRequestToken`,
+//! after staging that token as AWSPENDING on an empty version itself
 //! (docs/rotation.md, "Scheduled rotation").
 //!
 //! A host key needs days of overlap before it is promoted, and the steps
@@ -8,30 +9,36 @@
 //! interval earlier (HOSTKEYCTL_NEXT, which every node serves as extra
 //! host keys) and announces the next one:
 //!
-//! - create: the announced keys are stored as version `token`, claimed as
-//!   AWSPENDING (a new set on the first rotation, with nothing announced);
+//! - create: the token's empty version takes the announced keys, once they
+//!   have been announced for the minimum overlap; with nothing announced
+//!   (a first rotation), a copy of the current set, so no client sees a
+//!   change;
 //! - set: a push fleet installs the desired state (AWSCURRENT plus the
 //!   announced keys, which the nodes serve already); a pull fleet's timers
 //!   follow the stages, so nothing is sent;
 //! - test: the new version is a key set like the current one; on a push
 //!   fleet every node still serves AWSCURRENT and nothing else;
-//! - finish: AWSCURRENT moves to `token` as `rotate` finishes, a new set is
-//!   announced, and a push fleet converges to the new desired state.
+//! - finish: AWSCURRENT moves to `token` through the promotion gate
+//!   ([`super::gate`]: announced long enough, seen served by every node),
+//!   a new set is announced, and a push fleet converges to the new desired
+//!   state.
 //!
 //! The announced keys are AWSPENDING's while the steps run, so nodes serve
 //! AWSCURRENT plus one set at every moment. Each step is idempotent under
-//! its token. A set or test step that fails takes AWSPENDING back off
-//! (the announcement stays): Secrets Manager refuses every later rotation
-//! while AWSPENDING is on a version that is not AWSCURRENT, and the next
-//! scheduled rotation must complete. These are the same steps `rotate`
-//! runs (create, set, test, finish): a manual rotation promotes an
-//! announced set too and, on a secret with a schedule, announces the next.
+//! its token. A step that fails takes AWSPENDING back off its version (the
+//! announcement stays): Secrets Manager refuses every later rotation while
+//! AWSPENDING is on a version that is not AWSCURRENT, and the next
+//! scheduled rotation must run. An event whose token is not AWSPENDING, or
+//! whose version holds other keys, changes nothing. These are the same
+//! steps `rotate` runs (create, set, test, finish): a manual rotation
+//! promotes an announced set too and, on a secret with a schedule,
+//! announces the next.
 
 use serde::Serialize;
 
 use super::{Rotation, RotationError, Stages};
 use crate::dispatch::Dispatcher;
-use crate::ids::{StageLabel, VersionId};
+use crate::ids::{SecretId, StageLabel, VersionId};
 use crate::scan::Prober;
 use crate::store::{
     STAGE_CURRENT, STAGE_NEXT, STAGE_PENDING, SecretStore, StoreError, StoredVersion, VersionSelector, same_keys, stage,
@@ -99,10 +106,30 @@ pub fn announce_token(token: &VersionId) -> VersionId {
         .unwrap_or_else(|_| unreachable!("a hyphenated UUID is a version id"))
 }
 
+/// The function's events are a stranger's requests: anyone with
+/// `lambda:InvokeFunction` can send one. An event for another secret than
+/// the one the function was configured with (`configured`, an ARN) is
+/// refused before any call, naming both.
+pub fn check_event_secret(configured: &SecretId, event: &str) -> Result<(), RotationError> {
+    if event == configured.as_str() {
+        return Ok(());
+    }
+    Err(RotationError::Refused(format!(
+        "this function rotates {configured} alone, and the event names {}: refused before any call. One function per fleet: give the other secret its own function (docs/rotation.md)",
+        crate::escape::escape(event)
+    )))
+}
+
 impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
     /// Runs one step of a scheduled rotation to version `token`; what it
     /// did, for the function's log. Idempotent: a step run again under the
     /// same token (a retry after a crash anywhere) ends in the same stages.
+    ///
+    /// Secrets Manager stages the token as AWSPENDING on an empty version
+    /// before it calls createSecret (docs/rotation.md): a token that is not
+    /// AWSPENDING is no rotation Secrets Manager started, and a token whose
+    /// version holds keys this rotation would not stage is another's. Both
+    /// are refused with nothing changed.
     pub async fn scheduled_step(
         &self,
         step: LambdaStep,
@@ -120,61 +147,47 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
             let announced = self.announce_after(&current_set).await?;
             return self.finish_converge(&current_set, mode, announced).await;
         }
-        let pending = match (&stages.pending, step) {
-            (Some((id, _)), _) if id == token => Some(id.clone()),
-            (Some((id, _)), LambdaStep::CreateSecret) => {
+        if stages.pending.as_ref().is_none_or(|(id, _)| id != token) {
+            return self.not_pending(step, token, &stages).await;
+        }
+        let value = crate::store::value_of(self.store, self.secret, token).await?;
+        let current_keys = &current_set.document.keys;
+        let next = match self.store.get(self.secret, &VersionSelector::Stage(next_label())).await {
+            Ok(n) => Some(n),
+            Err(StoreError::Aws(crate::aws::AwsError::NotFound { .. })) => None,
+            Err(e) => return Err(e.into()),
+        };
+        let ours = |v: &StoredVersion| {
+            same_keys(&v.document.keys, current_keys)
+                || next
+                    .as_ref()
+                    .is_some_and(|n| same_keys(&v.document.keys, &n.document.keys))
+        };
+        match (&value, step) {
+            (Some(v), _) if !ours(v) => {
                 return Err(RotationError::Refused(format!(
-                    "createSecret: version {id} is AWSPENDING (another rotation is in flight), not {token}; finish it with `hostkeyctl rotate --resume` or drop it with `hostkeyctl rotate --abort`, and the next scheduled rotation proceeds"
+                    "{step}: version {token} is AWSPENDING but holds other keys than a scheduled rotation stages (neither AWSCURRENT's nor the announced set's): a manual rotation's, or a forged event. Nothing was changed; follow it with `hostkeyctl status`"
                 )));
             }
-            (None, LambdaStep::CreateSecret) => None,
-            (None, LambdaStep::TestSecret)
-                if !self
-                    .store
-                    .all_versions(self.secret)
-                    .await?
-                    .iter()
-                    .any(|v| v.version_id == *token) =>
-            {
-                // RotateSecret with RotateImmediately false: Secrets Manager
-                // runs testSecret alone to check the configuration.
+            (None, LambdaStep::TestSecret) => {
                 return Ok(format!(
-                    "testSecret: no version {token}: a check of the configuration (no rotation runs); the function reads the secret, AWSCURRENT is {}",
-                    stages.current
+                    "testSecret: version {token} holds no value yet: a check of the configuration (createSecret has not run); nothing to test, nothing changed"
                 ));
             }
-            (_, _) => {
-                return Err(RotationError::Refused(format!(
-                    "{step}: version {token} is not AWSPENDING; its createSecret did not run or its rotation was given up (AWSCURRENT stays {}). The next scheduled rotation starts over",
-                    stages.current
-                )));
+            (None, LambdaStep::SetSecret | LambdaStep::FinishSecret) => {
+                let e = RotationError::Refused(format!("version {token} holds no value: its createSecret did not run"));
+                return Err(self.give_up(step, token, &stages, e).await);
             }
-        };
+            _ => {}
+        }
         match step {
-            LambdaStep::CreateSecret => {
-                if pending.is_some() {
-                    return Ok(format!("createSecret: version {token} is AWSPENDING already"));
-                }
-                let announced = self.announced(&stages.current).await?;
-                if announced.is_none() && self.interrupted_announcement(&current_set).await? {
-                    // The last finish moved AWSCURRENT and stopped before it
-                    // announced: promoting a set nobody learned would warn
-                    // every client. Announce now; the next rotation
-                    // promotes it.
-                    let next = self.announce_after(&current_set).await?;
-                    return Err(RotationError::Refused(format!(
-                        "createSecret: the last rotation's finishSecret stopped before it announced a set, so nothing clients learned is there to promote; version {next} is announced now and the next scheduled rotation promotes it. Nothing was staged"
-                    )));
-                }
-                let from = if announced.is_some() {
-                    "the announced set"
-                } else {
-                    "a new set (none was announced)"
-                };
-                let document = self.new_document(&stages.current, &current_set.document, announced.as_ref(), token)?;
-                self.claim_pending(&stages.current, &document, token).await?;
-                Ok(format!("createSecret: version {token} is AWSPENDING, holding {from}"))
-            }
+            LambdaStep::CreateSecret => match self
+                .create_scheduled(&stages, &current_set, token, value.as_ref())
+                .await
+            {
+                Ok(done) => Ok(done),
+                Err(e) => Err(self.give_up(step, token, &stages, e).await),
+            },
             LambdaStep::SetSecret | LambdaStep::TestSecret => {
                 let result = self.offer_scheduled(step, &stages, &current_set, token, mode).await;
                 match result {
@@ -183,10 +196,9 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
                 }
             }
             LambdaStep::FinishSecret => {
-                let pending = self
-                    .store
-                    .get(self.secret, &VersionSelector::VersionId(token.clone()))
-                    .await?;
+                let Some(pending) = value else {
+                    unreachable!("a token with no value is refused above")
+                };
                 if let Err(e) = self.finish(&stages.current, &pending).await {
                     return Err(self.give_up(step, token, &stages, e).await);
                 }
@@ -194,6 +206,80 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
                 self.finish_converge(&pending, mode, announced).await
             }
         }
+    }
+
+    /// A step whose token is not AWSPENDING: refused, saying what the
+    /// token is; nothing changes. RotateSecret with RotateImmediately false
+    /// may run testSecret with a token no version has: that check of the
+    /// configuration passes.
+    async fn not_pending(&self, step: LambdaStep, token: &VersionId, stages: &Stages) -> Result<String, RotationError> {
+        let versions = self.store.all_versions(self.secret).await?;
+        let known = versions.iter().find(|v| v.version_id == *token);
+        if known.is_none() && step == LambdaStep::TestSecret {
+            return Ok(format!(
+                "testSecret: no version {token}: a check of the configuration (no rotation runs); the function reads the secret, AWSCURRENT is {}",
+                stages.current
+            ));
+        }
+        let what = match known {
+            None => "no version of this secret".to_owned(),
+            Some(v) if v.stages.is_empty() => "a retired (deprecated) version".to_owned(),
+            Some(v) => format!("the version labelled {}", v.stages.join(", ")),
+        };
+        let in_flight = match &stages.pending {
+            Some((id, _)) => format!(
+                " Version {id} is AWSPENDING: another rotation is in flight; finish it with `hostkeyctl rotate --finish` or drop it with `hostkeyctl rotate --abort`, and the next scheduled rotation proceeds."
+            ),
+            None => String::new(),
+        };
+        Err(RotationError::Refused(format!(
+            "{step}: version {token} is not AWSPENDING (it is {what}): Secrets Manager stages a rotation's token as AWSPENDING before it calls the function, so this event is no rotation it started, or its rotation was given up. Nothing was changed; AWSCURRENT stays {}.{in_flight}",
+            stages.current
+        )))
+    }
+
+    /// createSecret: the token's empty version takes the set this rotation
+    /// promotes: the announced set (HOSTKEYCTL_NEXT), once it has been
+    /// announced for the minimum overlap, or a copy of the current set when
+    /// nothing was announced (no client sees a change; finish announces
+    /// the next). A value already there (a retry) must be that set.
+    async fn create_scheduled(
+        &self,
+        stages: &Stages,
+        current_set: &StoredVersion,
+        token: &VersionId,
+        value: Option<&StoredVersion>,
+    ) -> Result<String, RotationError> {
+        let announced = self.announced(&stages.current).await?;
+        let keys = announced
+            .as_ref()
+            .map_or(&current_set.document.keys, |a| &a.document.keys);
+        if let Some(existing) = value {
+            if same_keys(&existing.document.keys, keys) {
+                return Ok(format!("createSecret: version {token} is AWSPENDING already"));
+            }
+            return Err(RotationError::Refused(format!(
+                "createSecret: version {token} holds other keys than this rotation stages; nothing was changed"
+            )));
+        }
+        let (document, from) = match &announced {
+            Some(a) => {
+                self.announced_long_enough(a.version_id.as_ref(), &a.document.keys, &current_set.document.keys)
+                    .await?;
+                (
+                    self.new_document(&stages.current, &current_set.document, Some(&a.document), token)?,
+                    format!("the set announced as version {}", a.version_id),
+                )
+            }
+            None => (
+                current_set.document.clone(),
+                "a copy of the current set (nothing was announced: no client sees a change, and finishSecret announces the next set)".to_owned(),
+            ),
+        };
+        self.store
+            .put_version(self.secret, &document, token, &[stage(STAGE_PENDING)])
+            .await?;
+        Ok(format!("createSecret: version {token} is AWSPENDING, holding {from}"))
     }
 
     /// setSecret and testSecret.
@@ -268,24 +354,6 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
         ))
     }
 
-    /// Whether a set was announced once (HOSTKEYCTL_NEXT is on a version)
-    /// but holds the current keys: a finish that moved AWSCURRENT to it and
-    /// stopped before announcing the next.
-    async fn interrupted_announcement(&self, current: &StoredVersion) -> Result<bool, RotationError> {
-        let info = self.store.describe(self.secret).await?;
-        let Some(holder) = info.version_with_stage(STAGE_NEXT) else {
-            return Ok(false);
-        };
-        if holder.version_id == current.version_id {
-            return Ok(true);
-        }
-        let next = self
-            .store
-            .get(self.secret, &VersionSelector::VersionId(holder.version_id.clone()))
-            .await?;
-        Ok(same_keys(&next.document.keys, &current.document.keys))
-    }
-
     /// A failed set, test or finish step takes AWSPENDING off `token` (the
     /// announcement stays on its own version), so that the next scheduled
     /// rotation is not refused. AWSCURRENT moves only in finish, and only
@@ -357,7 +425,15 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
                 .store
                 .get(self.secret, &VersionSelector::VersionId(holder.clone()))
                 .await?;
-            if *holder != promoted.version_id && !same_keys(&next.document.keys, &promoted.document.keys) {
+            // Kept when it holds other keys and was announced after the
+            // promoted keys appeared (never a label moved onto an old set).
+            if *holder != promoted.version_id
+                && !same_keys(&next.document.keys, &promoted.document.keys)
+                && self
+                    .announced_since(&next.document.keys, &promoted.document.keys)
+                    .await?
+                    .is_some()
+            {
                 return Ok(holder.clone());
             }
         }

@@ -99,6 +99,7 @@ pub struct Hooked<'a, S> {
     dead: AtomicBool,
     fired: AtomicBool,
     log: Mutex<Vec<Op>>,
+    secrets: Mutex<std::collections::BTreeSet<String>>,
 }
 
 /// The decision of [`Hooked::fault_at`]: `fault` at call `at` (1-based) of
@@ -122,6 +123,7 @@ impl<'a, S: SecretStore> Hooked<'a, S> {
             dead: AtomicBool::new(false),
             fired: AtomicBool::new(false),
             log: Mutex::new(Vec::new()),
+            secrets: Mutex::new(std::collections::BTreeSet::new()),
         }
     }
 
@@ -140,6 +142,11 @@ impl<'a, S: SecretStore> Hooked<'a, S> {
         lock(&self.log).clone()
     }
 
+    /// Every secret a call named (read or written), as given.
+    pub fn secrets(&self) -> std::collections::BTreeSet<String> {
+        lock(&self.secrets).clone()
+    }
+
     /// Whether a fault was injected.
     pub fn fired(&self) -> bool {
         self.fired.load(Ordering::SeqCst)
@@ -148,6 +155,7 @@ impl<'a, S: SecretStore> Hooked<'a, S> {
     /// Before a call: `Err` to refuse it, else what to do after it.
     async fn before(
         &self,
+        secret: &SecretId,
         op: Op,
         label: Option<&StageLabel>,
         to: Option<&VersionId>,
@@ -157,6 +165,7 @@ impl<'a, S: SecretStore> Hooked<'a, S> {
             return Err(injected(op, "the process is dead"));
         }
         lock(&self.log).push(op);
+        lock(&self.secrets).insert(secret.to_string());
         let nth = {
             let mut counts = lock(&self.counts);
             let n = counts.entry(op).or_default();
@@ -217,31 +226,31 @@ fn injected(op: Op, detail: &str) -> StoreError {
 
 impl<S: SecretStore> SecretStore for Hooked<'_, S> {
     async fn create(&self, req: &CreateRequest<'_>) -> Result<(SecretId, VersionId), StoreError> {
-        let crash = self.before(Op::Create, None, None, &[]).await?;
+        let crash = self.before(req.name, Op::Create, None, None, &[]).await?;
         let r = self.inner.create(req).await;
         self.after(Op::Create, crash, r).await
     }
 
     async fn get(&self, secret: &SecretId, selector: &VersionSelector) -> Result<StoredVersion, StoreError> {
-        let crash = self.before(Op::Get, None, None, &[]).await?;
+        let crash = self.before(secret, Op::Get, None, None, &[]).await?;
         let r = self.inner.get(secret, selector).await;
         self.after(Op::Get, crash, r).await
     }
 
     async fn describe(&self, secret: &SecretId) -> Result<SecretInfo, StoreError> {
-        let crash = self.before(Op::Describe, None, None, &[]).await?;
+        let crash = self.before(secret, Op::Describe, None, None, &[]).await?;
         let r = self.inner.describe(secret).await;
         self.after(Op::Describe, crash, r).await
     }
 
     async fn describe_versions(&self, secret: &SecretId) -> Result<SecretInfo, StoreError> {
-        let crash = self.before(Op::DescribeVersions, None, None, &[]).await?;
+        let crash = self.before(secret, Op::DescribeVersions, None, None, &[]).await?;
         let r = self.inner.describe_versions(secret).await;
         self.after(Op::DescribeVersions, crash, r).await
     }
 
     async fn all_versions(&self, secret: &SecretId) -> Result<Vec<crate::store::VersionInfo>, StoreError> {
-        let crash = self.before(Op::AllVersions, None, None, &[]).await?;
+        let crash = self.before(secret, Op::AllVersions, None, None, &[]).await?;
         let r = self.inner.all_versions(secret).await;
         self.after(Op::AllVersions, crash, r).await
     }
@@ -253,7 +262,7 @@ impl<S: SecretStore> SecretStore for Hooked<'_, S> {
         token: &VersionId,
         stages: &[StageLabel],
     ) -> Result<VersionId, StoreError> {
-        let crash = self.before(Op::PutVersion, None, Some(token), stages).await?;
+        let crash = self.before(secret, Op::PutVersion, None, Some(token), stages).await?;
         let r = self.inner.put_version(secret, document, token, stages).await;
         self.after(Op::PutVersion, crash, r).await
     }
@@ -265,25 +274,25 @@ impl<S: SecretStore> SecretStore for Hooked<'_, S> {
         to: Option<&VersionId>,
         from: Option<&VersionId>,
     ) -> Result<(), StoreError> {
-        let crash = self.before(Op::MoveStage, Some(label), to, &[]).await?;
+        let crash = self.before(secret, Op::MoveStage, Some(label), to, &[]).await?;
         let r = self.inner.move_stage(secret, label, to, from).await;
         self.after(Op::MoveStage, crash, r).await
     }
 
     async fn tag(&self, secret: &SecretId, tags: &[(String, String)]) -> Result<(), StoreError> {
-        let crash = self.before(Op::Tag, None, None, &[]).await?;
+        let crash = self.before(secret, Op::Tag, None, None, &[]).await?;
         let r = self.inner.tag(secret, tags).await;
         self.after(Op::Tag, crash, r).await
     }
 
     async fn create_ca(&self, req: &CaCreateRequest<'_>) -> Result<SecretId, StoreError> {
-        let crash = self.before(Op::CreateCa, None, None, &[]).await?;
+        let crash = self.before(req.name, Op::CreateCa, None, None, &[]).await?;
         let r = self.inner.create_ca(req).await;
         self.after(Op::CreateCa, crash, r).await
     }
 
     async fn get_ca(&self, name: &SecretId) -> Result<CaDocument, StoreError> {
-        let crash = self.before(Op::GetCa, None, None, &[]).await?;
+        let crash = self.before(name, Op::GetCa, None, None, &[]).await?;
         let r = self.inner.get_ca(name).await;
         self.after(Op::GetCa, crash, r).await
     }
