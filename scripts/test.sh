@@ -78,4 +78,4 @@ HOSTKEYCTL_NODE_BIN_DIR=$work/aarch64 HOSTKEYCTL_LAMBDA_BOOTSTRAP=$work/lambda-a
   install::a_fresh_node_converges_and_a_second_run_changes_nothing \
   install::check_reports_drift_on_a_node_with_other_keys \
   install::a_failing_reload_restores_the_files_byte_for_byte \
-  scheduled::a_pull_fleet_goes_through_three_scheduled_rotations_and_a_failed_one
+  scheduled::a_pull_fleet_goes_through_three_scheduled_rotations_a_stopped_timer_and_a_failed_one

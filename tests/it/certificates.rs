@@ -304,7 +304,7 @@ fn certificates_are_served_trusted_through_the_lb_and_survive_a_rotation() {
         "{status}"
     );
     // Without the CA, rotate refuses to drop the certificates.
-    let mut unsigned = vec!["rotate", "--secret-id", "hostkeys/hk"];
+    let mut unsigned = vec!["rotate", "--secret-id", "hostkeys/hk", "--min-overlap", "0"];
     unsigned.extend(TARGETS);
     let refused = bed.run(&unsigned);
     refused.code(2);
@@ -323,6 +323,8 @@ fn rotate_signed(bed: &TestBed) {
         "hostkeyctl-ca/ca",
         "--max-concurrency",
         "100%",
+        "--min-overlap",
+        "0",
     ];
     rotate.extend(TARGETS);
     let rotated = bed.run(&rotate);

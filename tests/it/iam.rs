@@ -67,7 +67,15 @@ fn admin_does_its_commands(bed: &TestBed) {
     denied(
         &bed.run_as(
             Role::Admin,
-            &with_targets(&["rotate", "--secret-id", "hostkeys/hk", "--max-concurrency", "100%"]),
+            &with_targets(&[
+                "rotate",
+                "--secret-id",
+                "hostkeys/hk",
+                "--max-concurrency",
+                "100%",
+                "--min-overlap",
+                "0",
+            ]),
         ),
         "secretsmanager:PutSecretValue",
         "the admin storing a version",
@@ -171,6 +179,8 @@ fn rotation_and_node_do_their_commands(bed: &TestBed) {
         "hostkeyctl-ca/ca",
         "--max-concurrency",
         "100%",
+        "--min-overlap",
+        "0",
         "--output",
         "json",
     ]));

@@ -22,6 +22,15 @@ pub(crate) fn rotate(bed: &TestBed, extra: &[&str]) -> (i32, Value, String) {
     ];
     args.extend(TARGETS);
     args.extend_from_slice(extra);
+    // Promotions at once unless the test says otherwise: what these tests
+    // exercise is the protocol; the overlap test and docs/rotation.md's
+    // minimum overlap are tested with --min-overlap left out.
+    if !extra
+        .iter()
+        .any(|a| a.starts_with("--min-overlap") || *a == "--overlap")
+    {
+        args.extend(["--min-overlap", "0"]);
+    }
     let run = bed.run(&args);
     let json = if run.stdout.trim().is_empty() {
         Value::Null
@@ -92,6 +101,54 @@ fn a_full_rotation_moves_every_node_and_the_lb_to_the_new_set() {
     let run = bed.run(&audit);
     run.ok();
     assert!(run.json()["expected_source"].as_str().unwrap().contains(&new));
+    roll_back(&bed, &old, &new, &audit);
+}
+
+/// `rotate --rollback` after that promotion: the previous keys come back
+/// through an overlap. A client that knows only the promoted keys logs in
+/// once during it (UpdateHostKeys), then 20 times strictly after the
+/// rollback's promotion; the auditor role's audit passes with the tags the
+/// promotion refreshed.
+fn roll_back(bed: &TestBed, old: &str, new: &str, audit: &[&str]) {
+    let lb = bed.state.lb.clone().unwrap();
+    let known_hosts = bed.dir().join("known_hosts-rollback");
+    let lines = bed.run(&["known-hosts", "--secret-id", "hostkeys/hk", "--host", &lb.address]);
+    lines.ok();
+    std::fs::write(&known_hosts, &lines.stdout).unwrap();
+    let rollback = ["--rollback", "--min-overlap", "auto"];
+    let (code, report, stderr) = rotate(bed, &rollback);
+    assert_eq!(code, 0, "{stderr}\n{report}");
+    assert_eq!(report["result"], "overlap_started", "{report}");
+    let pending = stages(bed)["AWSPENDING"].as_str().unwrap().to_owned();
+    assert_eq!(
+        set_of(bed, &pending),
+        set_of(bed, old),
+        "the rollback does not announce the previous keys"
+    );
+    let login = bed.ssh_lb(&known_hosts, &["UpdateHostKeys=yes"]);
+    assert!(login.status.success(), "{}", String::from_utf8_lossy(&login.stderr));
+    // Held back until the overlap passed: nothing moves (exit 3).
+    let (code, _, stderr) = rotate(bed, &rollback);
+    assert_eq!(code, 3, "{stderr}");
+    assert_eq!(stages(bed)["AWSCURRENT"], new, "promoted before the overlap");
+    bed.control("POST", "/_bed/clock", &json!({"hours": 25}));
+    let (code, report, stderr) = rotate(bed, &rollback);
+    assert_eq!(code, 0, "{stderr}\n{report}");
+    assert_eq!(report["result"], "rotated", "{report}");
+    assert_eq!(
+        set_of(bed, stages(bed)["AWSCURRENT"].as_str().unwrap()),
+        set_of(bed, old)
+    );
+    let failures: Vec<String> = (0..20)
+        .map(|_| bed.ssh_lb(&known_hosts, &["UpdateHostKeys=no"]))
+        .filter(|o| !o.status.success() || String::from_utf8_lossy(&o.stderr).contains("WARNING"))
+        .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
+        .collect();
+    assert!(failures.is_empty(), "after the rollback: {failures:?}");
+    let run = bed.run(audit);
+    run.ok();
+    let current = stages(bed)["AWSCURRENT"].as_str().unwrap().to_owned();
+    assert!(run.json()["expected_source"].as_str().unwrap().contains(&current));
 }
 
 #[test]
@@ -230,7 +287,18 @@ fn an_overlapping_rotation_lets_update_host_keys_clients_learn_the_new_keys() {
         }
     }
 
-    let (code, report, stderr) = rotate(&bed, &["--finish"]);
+    // The minimum overlap (24 h without a schedule): refused until then,
+    // with nothing moved (exit 3), and promoted once a day passed.
+    let before = stages(&bed);
+    let (code, _, stderr) = rotate(&bed, &["--finish", "--min-overlap", "auto"]);
+    assert_eq!(code, 3, "{stderr}");
+    assert!(
+        stderr.contains("clients are given 1d 0h") && stderr.contains("--min-overlap 0"),
+        "{stderr}"
+    );
+    assert_eq!(stages(&bed), before, "a stage moved");
+    bed.control("POST", "/_bed/clock", &json!({"hours": 25}));
+    let (code, report, stderr) = rotate(&bed, &["--finish", "--min-overlap", "auto"]);
     assert_eq!(code, 0, "{stderr}\n{report}");
     assert_eq!(report["result"], "rotated");
     for n in &bed.state.nodes {
@@ -361,6 +429,8 @@ fn a_pull_only_fleet_is_rotated_end_to_end() {
         "hostkeys/hk",
         "--pull",
         "--finish",
+        "--min-overlap",
+        "0",
         "--wait",
         "120",
     ]
@@ -424,7 +494,7 @@ fn assert_serial_served(bed: &TestBed, serial: u64) {
 
 /// `ca init` and `sign` for `login.test`; the known_hosts of a client that
 /// trusts only the CA.
-fn signed_with_a_ca(bed: &TestBed) -> std::path::PathBuf {
+pub(crate) fn signed_with_a_ca(bed: &TestBed) -> std::path::PathBuf {
     bed.run(&["ca", "init", "--secret-id", "hostkeyctl-ca/ca"]).ok();
     sign(bed);
     let line = bed.run(&[

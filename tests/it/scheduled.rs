@@ -1,11 +1,13 @@
-//! Scheduled rotation on the bed (issue 28): Secrets Manager's schedule,
-//! the emulator's RotateSecret driving the real `bootstrap` through a
+//! Scheduled rotation on the bed: Secrets Manager's schedule, the
+//! emulator's RotateSecret (its own staging of the token as AWSPENDING on
+//! an empty version included) driving the real `bootstrap` through a
 //! stand-in for the Lambda runtime API, the function's role enforced, real
-//! sshd and a real `ssh` with `UpdateHostKeys`.
+//! sshd, a real `ssh` with `UpdateHostKeys`, and real `ssh-keygen -Q`.
 
 use serde_json::{Value, json};
 
 use crate::common::bed::{BedOptions, Role, TARGETS, TestBed, served};
+use crate::common::support::require;
 use crate::rotate::{set_of, stages};
 
 /// The function's ARN on the bed (the emulator's account).
@@ -16,14 +18,14 @@ fn function_arn(bed: &TestBed) -> String {
     )
 }
 
-/// The rotation function as CloudFormation would make it: the zip's
-/// `bootstrap` (HOSTKEYCTL_LAMBDA_BOOTSTRAP) or this crate's binary so named, `rotate`'s options in HOSTKEYCTL_ROTATE_ARGS,
-/// signing as iam/rotation-lambda.json.
-fn deploy_function(bed: &TestBed, pull: bool) -> String {
+/// The rotation function: the zip's `bootstrap` (HOSTKEYCTL_LAMBDA_BOOTSTRAP)
+/// or this crate's binary so named, `rotate`'s options in
+/// HOSTKEYCTL_ROTATE_ARGS, signing as iam/rotation-lambda.json. With
+/// `secret`, pinned to it as the CloudFormation template pins it; else
+/// `schedule enable` pins it.
+fn deploy_function(bed: &TestBed, pull: bool, extra: &[&str], secret: Option<&str>) -> String {
     let dir = bed.dir().join("lambda-task");
     std::fs::create_dir_all(&dir).unwrap();
-    // The shipped zip's bootstrap under make test (scripts/test.sh), else
-    // this build's binary under that name.
     let bootstrap = match std::env::var_os("HOSTKEYCTL_LAMBDA_BOOTSTRAP") {
         Some(shipped) => std::path::PathBuf::from(shipped),
         None => {
@@ -37,22 +39,25 @@ fn deploy_function(bed: &TestBed, pull: bool) -> String {
     if pull {
         options.push("--pull");
     }
+    options.extend_from_slice(extra);
+    // What Lambda gives the process (the role's credentials), apart from
+    // the function's configuration.
     let mut env: serde_json::Map<String, Value> = bed
         .aws_env(Role::RotationLambda)
         .into_iter()
         .map(|(k, v)| (k.to_owned(), Value::String(v)))
         .collect();
-    env.insert(
-        "HOSTKEYCTL_ROTATE_ARGS".to_owned(),
-        json!(serde_json::to_string(&options).unwrap()),
-    );
     env.insert("HOME".to_owned(), json!(dir.display().to_string()));
     env.insert("PATH".to_owned(), json!("/usr/bin:/bin"));
+    let mut variables = json!({"HOSTKEYCTL_ROTATE_ARGS": serde_json::to_string(&options).unwrap()});
+    if let Some(secret) = secret {
+        variables["HOSTKEYCTL_SECRET_ARN"] = json!(secret);
+    }
     let arn = function_arn(bed);
     bed.control(
         "POST",
         "/_bed/lambda/register",
-        &json!({"arn": arn, "bootstrap": bootstrap, "env": env, "step_timeout": 300}),
+        &json!({"arn": arn, "bootstrap": bootstrap, "variables": variables, "env": env, "step_timeout": 300}),
     );
     arn
 }
@@ -64,28 +69,44 @@ fn schedule(bed: &TestBed) -> Value {
     run.json()
 }
 
+/// The secret's ARN.
+fn arn_of(bed: &TestBed, name: &str) -> String {
+    let status = bed.run(&["status", "--output", "json", "--secret-id", name]).json();
+    status["arn"].as_str().unwrap().to_owned()
+}
+
+/// Waits for the `n`-th rotation to end and returns its record.
+fn ended(bed: &TestBed, n: usize) -> Value {
+    let all = bed.control("POST", "/_bed/rotations/wait", &json!({"count": n, "timeout": 300}));
+    all.as_array().unwrap()[n - 1].clone()
+}
+
 /// Advances the bed's clock by an interval and waits for the rotation it
 /// starts: the `n`-th to end. Returns its record.
 fn next_interval(bed: &TestBed, n: usize) -> Value {
     let started = bed.control("POST", "/_bed/clock", &json!({"days": 30}));
     assert_eq!(started["started"].as_array().unwrap().len(), 1, "{started}");
-    let ended = bed.control("POST", "/_bed/rotations/wait", &json!({"count": n, "timeout": 300}));
-    ended.as_array().unwrap()[n - 1].clone()
+    ended(bed, n)
 }
 
-/// The nodes' timers: the plain install (docs/bootstrap.md).
-fn timer(bed: &TestBed) {
-    for node in &bed.state.nodes {
+/// The nodes' timers: the plain install (docs/bootstrap.md), on every
+/// node but the ones `stopped` names.
+fn timer_except(bed: &TestBed, stopped: &[usize]) {
+    for (i, node) in bed.state.nodes.iter().enumerate().filter(|(i, _)| !stopped.contains(i)) {
         let run = bed.install_on(node, &["--secret-id", "hostkeys/hk"]);
-        assert_eq!(run.code, 0, "timer install on {}: {}", node.name, run.stderr);
+        assert_eq!(run.code, 0, "timer install on {} ({i}): {}", node.name, run.stderr);
     }
+}
+
+fn timer(bed: &TestBed) {
+    timer_except(bed, &[]);
 }
 
 /// `count` logins through the balancer, learning with UpdateHostKeys;
 /// the ones that failed or warned.
-fn logins(bed: &TestBed, known_hosts: &std::path::Path, count: usize) -> Vec<String> {
+fn logins(bed: &TestBed, known_hosts: &std::path::Path, count: usize, options: &[&str]) -> Vec<String> {
     (0..count)
-        .map(|_| bed.ssh_lb(known_hosts, &["UpdateHostKeys=yes"]))
+        .map(|_| bed.ssh_lb(known_hosts, options))
         .filter(|o| !o.status.success() || String::from_utf8_lossy(&o.stderr).contains("WARNING"))
         .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
         .collect()
@@ -98,11 +119,11 @@ fn every_node_serves_current(bed: &TestBed, what: &str) {
     }
 }
 
-/// Deploys the function and turns the schedule on: a set is announced,
-/// Secrets Manager checks the configuration (testSecret alone), and the
-/// nodes offer the announced set. Returns its version.
-fn enable(bed: &TestBed, pull: bool) -> String {
-    let arn = deploy_function(bed, pull);
+/// Turns the schedule on: `schedule enable` pins the function to the
+/// secret (when the stack did not), announces a set unless one is, and
+/// Secrets Manager checks the configuration (testSecret alone). The nodes
+/// then offer the announced set. Returns its version.
+fn enable(bed: &TestBed, arn: &str, pull: bool, checks_before: usize) -> String {
     let run = bed.run(&[
         "schedule",
         "enable",
@@ -111,20 +132,23 @@ fn enable(bed: &TestBed, pull: bool) -> String {
         "--secret-id",
         "hostkeys/hk",
         "--function",
-        &arn,
+        arn,
         "--every",
         "rate(30 days)",
     ]);
     run.ok();
     let enabled = run.json();
+    assert!(enabled["done"].as_str().unwrap().contains("function "), "{enabled}");
     let announced = enabled["announced_version"].as_str().unwrap().to_owned();
     assert_eq!(enabled["rotation"]["enabled"], true, "{enabled}");
     assert_eq!(enabled["rotation"]["schedule"], "rate(30 days)", "{enabled}");
-    // RotateImmediately false: the configuration check (testSecret alone)
+    // RotateImmediately false: the configuration check (testSecret alone,
+    // on the AWSPENDING copy Secrets Manager stages and takes off again)
     // passed and nothing moved.
-    let check = bed.control("POST", "/_bed/rotations/wait", &json!({"count": 1, "timeout": 120}));
-    assert_eq!(check[0]["status"], "succeeded", "{check}");
-    assert_eq!(check[0]["steps"].as_array().unwrap().len(), 1, "{check}");
+    let check = ended(bed, checks_before + 1);
+    assert_eq!(check["status"], "succeeded", "{check}");
+    assert_eq!(check["steps"].as_array().unwrap().len(), 1, "{check}");
+    assert!(stages(bed).get("AWSPENDING").is_none(), "the check left AWSPENDING");
     if pull {
         timer(bed);
     } else {
@@ -132,21 +156,20 @@ fn enable(bed: &TestBed, pull: bool) -> String {
         push.extend(TARGETS);
         bed.run(&push).ok();
     }
-
     announced
 }
 
 /// A step fails (finishSecret's move of AWSCURRENT is refused): AWSCURRENT
 /// does not move, AWSPENDING comes off, the nodes stay on the stages, and
 /// clients see nothing.
-fn failed_rotation(bed: &TestBed, known_hosts: &std::path::Path, ended: usize, before: &Value) {
-    // The third call and hostkeyctl's four retries of it (five attempts:
-    // --max-attempts).
-    let refused: Vec<Value> = (3..=7)
+fn failed_rotation(bed: &TestBed, known_hosts: &std::path::Path, n: usize, before: &Value) {
+    // finishSecret's first UpdateSecretVersionStage and hostkeyctl's four
+    // retries of it (five attempts: --max-attempts).
+    let refused: Vec<Value> = (1..=5)
         .map(|n| json!({"action": "UpdateSecretVersionStage", "n": n}))
         .collect();
     bed.set_faults(json!({ "fail_at": refused }));
-    let failed = next_interval(bed, ended);
+    let failed = next_interval(bed, n);
     bed.control("POST", "/_bed/faults/reset", &json!({}));
     assert_eq!(failed["status"], "failed", "{failed}");
     let steps = failed["steps"].as_array().unwrap();
@@ -156,13 +179,140 @@ fn failed_rotation(bed: &TestBed, known_hosts: &std::path::Path, ended: usize, b
     assert!(after.get("AWSPENDING").is_none(), "{after}");
     timer(bed);
     every_node_serves_current(bed, "after the failed rotation");
-    assert!(logins(bed, known_hosts, 20).is_empty(), "after the failure");
+    assert!(
+        logins(bed, known_hosts, 20, &["UpdateHostKeys=yes"]).is_empty(),
+        "after the failure"
+    );
+}
+
+/// One node's timer stopped since the last announcement: finishSecret
+/// refuses, naming it, and AWSCURRENT does not move.
+fn stopped_timer(bed: &TestBed, n: usize, before: &Value) {
+    let failed = next_interval(bed, n);
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let last = failed["steps"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["step"], "finishSecret", "{failed}");
+    let said = last["result"].to_string();
+    let stopped = &bed.state.nodes[2];
+    assert!(
+        said.contains(&stopped.name) && said.contains("1 of 3 node(s)"),
+        "{said}"
+    );
+    assert_eq!(stages(bed)["AWSCURRENT"], before["AWSCURRENT"], "AWSCURRENT moved");
+    timer(bed);
+}
+
+/// The KRL `known-hosts --krl` writes now, and `ssh-keygen -Q` of every
+/// key of AWSCURRENT, AWSPENDING and the announced set against it: none
+/// is revoked. Returns the KRL.
+fn krl_spares_what_the_nodes_may_serve(bed: &TestBed, what: &str) -> std::path::PathBuf {
+    let krl = bed.dir().join("revoked.krl");
+    bed.run(&[
+        "known-hosts",
+        "--secret-id",
+        "hostkeys/hk",
+        "--krl",
+        &krl.display().to_string(),
+    ])
+    .ok();
+    let status = bed
+        .run(&["status", "--output", "json", "--secret-id", "hostkeys/hk"])
+        .json();
+    for v in status["versions"].as_array().unwrap() {
+        let labels = v["stages"].to_string();
+        if !["AWSCURRENT", "AWSPENDING", "HOSTKEYCTL_NEXT"]
+            .iter()
+            .any(|l| labels.contains(l))
+        {
+            continue;
+        }
+        for key in v["keys"].as_array().unwrap() {
+            let file = bed.dir().join("key-to-query.pub");
+            std::fs::write(&file, format!("{}\n", key["public_key"].as_str().unwrap())).unwrap();
+            let out = std::process::Command::new(require("ssh-keygen"))
+                .arg("-Q")
+                .arg("-f")
+                .arg(&krl)
+                .arg(&file)
+                .output()
+                .unwrap();
+            let said = String::from_utf8_lossy(&out.stdout);
+            assert!(!said.contains("REVOKED"), "{what}: {labels} {said}");
+        }
+    }
+    krl
+}
+
+/// Events no rotation Secrets Manager started, sent straight to the
+/// function: a finishSecret with the AWSPREVIOUS version's token, with a
+/// retired one, with a random one, and one naming another fleet's secret.
+/// Each is refused saying why; no stage moves and nothing is installed.
+fn forged_events(bed: &TestBed, arn: &str) {
+    bed.run(&["init", "--secret-id", "hostkeys/other", "--algorithms", "ed25519"])
+        .ok();
+    let (ours, theirs) = (arn_of(bed, "hostkeys/hk"), arn_of(bed, "hostkeys/other"));
+    let before = (
+        stages(bed),
+        bed.control("GET", "/_bed/commands", &json!({}))
+            .as_array()
+            .unwrap()
+            .len(),
+    );
+    let served_before: Vec<_> = bed.state.nodes.iter().map(served).collect();
+    let versions = bed.control("POST", "/_bed/secret-versions", &json!({"secret": "hostkeys/hk"}));
+    let retired = versions
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["stages"].as_array().unwrap().is_empty() && v["value"] == true)
+        .map(|v| v["id"].as_str().unwrap().to_owned());
+    let previous = before.0["AWSPREVIOUS"].as_str().unwrap().to_owned();
+    let mut events = vec![
+        (ours.clone(), previous, "is not AWSPENDING"),
+        (ours.clone(), uuid_like(), "is not AWSPENDING"),
+        (theirs.clone(), uuid_like(), "before any call"),
+    ];
+    events.push((ours.clone(), retired.expect("a retired version"), "is not AWSPENDING"));
+    for (secret, token, says) in events {
+        let event = json!({"Step": "finishSecret", "SecretId": secret, "ClientRequestToken": token, "RotationToken": uuid_like()});
+        let answer = bed.control("POST", "/_bed/lambda/invoke", &json!({"arn": arn, "event": event}));
+        assert_eq!(answer["ok"], false, "{answer}");
+        assert!(
+            answer["result"].to_string().contains(says),
+            "{secret} {token}: {answer}"
+        );
+    }
+    let after = (
+        stages(bed),
+        bed.control("GET", "/_bed/commands", &json!({}))
+            .as_array()
+            .unwrap()
+            .len(),
+    );
+    assert_eq!(after, before, "a forged event moved a stage or sent a command");
+    let served_after: Vec<_> = bed.state.nodes.iter().map(served).collect();
+    assert_eq!(served_after, served_before, "a forged event changed what a node serves");
+}
+
+fn uuid_like() -> String {
+    let n: u128 = rand::random();
+    let hex = format!("{n:032x}");
+    format!(
+        "{}-{}-4{}-8{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[13..16],
+        &hex[17..20],
+        &hex[20..]
+    )
 }
 
 /// A fleet goes through three scheduled rotations (and, on the pull fleet,
-/// a failed one between): a client that logs in once an interval never
-/// sees a warning, DescribeSecret shows what Security Hub reads, and the
-/// function's role is never refused.
+/// one held back by a node whose timer stopped, and a failed one): a
+/// client that logs in once an interval never sees a warning, a client
+/// that trusts the CA and holds each KRL logs in every time (push fleet,
+/// with certificates), DescribeSecret shows what Security Hub reads, the
+/// function's role is never refused, and forged events change nothing.
 fn three_rotations(pull: bool) {
     let bed = TestBed::start(BedOptions {
         no_ssm: pull,
@@ -170,33 +320,49 @@ fn three_rotations(pull: bool) {
     });
     bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
     timer(&bed);
+    let lb = bed.state.lb.clone().unwrap();
+    let mut extra = vec![];
+    let ca_only = (!pull).then(|| crate::rotate::signed_with_a_ca(&bed));
+    if !pull {
+        extra.extend(["--ca-secret-id", "hostkeyctl-ca/ca"]);
+        timer(&bed);
+    }
     // The client's known_hosts holds AWSCURRENT alone: every later key it
     // learns through UpdateHostKeys.
-    let lb = bed.state.lb.clone().unwrap();
     let known_hosts = bed.dir().join("known_hosts");
     let lines = bed.run(&["known-hosts", "--secret-id", "hostkeys/hk", "--host", &lb.address]);
     lines.ok();
     std::fs::write(&known_hosts, &lines.stdout).unwrap();
 
-    let announced = enable(&bed, pull);
-    let mut ended = 1;
+    let (arn, mut n) = if pull {
+        (deploy_function(&bed, pull, &extra, None), 0)
+    } else {
+        (stack_first_rotation(&bed, &extra, &known_hosts), 1)
+    };
+    let announced = enable(&bed, &arn, pull, n);
+    n += 1;
     let mut last_rotated = Value::Null;
-    for n in 1..=3 {
-        let what = format!("rotation {n}");
+    for round in 1..=3 {
+        let what = format!("rotation {round}");
         // Once an interval, the client logs in and learns the announced set.
-        assert!(logins(&bed, &known_hosts, 1).is_empty(), "{what}: before");
+        assert!(
+            logins(&bed, &known_hosts, 1, &["UpdateHostKeys=yes"]).is_empty(),
+            "{what}: before"
+        );
         let before = stages(&bed);
         let next = schedule(&bed)["announced_version"].as_str().unwrap().to_owned();
         let next_set = set_of(&bed, &next);
-        if n == 1 {
+        if round == 1 {
             assert_eq!(next, announced);
         }
-        if pull && n == 2 {
-            ended += 1;
-            failed_rotation(&bed, &known_hosts, ended, &before);
+        if pull && round == 2 {
+            n += 1;
+            stopped_timer(&bed, n, &before);
+            n += 1;
+            failed_rotation(&bed, &known_hosts, n, &before);
         }
-        ended += 1;
-        let record = next_interval(&bed, ended);
+        n += 1;
+        let record = next_interval(&bed, n);
         assert_eq!(record["status"], "succeeded", "{what}: {record}");
         assert_eq!(
             record["steps"]
@@ -212,22 +378,23 @@ fn three_rotations(pull: bool) {
         assert_eq!(after["AWSCURRENT"], record["token"], "{what}: {after}");
         assert_eq!(after["AWSPREVIOUS"], before["AWSCURRENT"], "{what}");
         assert_eq!(set_of(&bed, after["AWSCURRENT"].as_str().unwrap()), next_set, "{what}");
-        if pull {
-            timer(&bed);
+        if pull && round == 1 {
+            // Node 3's timer stops now: it keeps serving the set before,
+            // and never learns the one announced next.
+            timer_except(&bed, &[2]);
+            let current = set_of(&bed, after["AWSCURRENT"].as_str().unwrap());
+            for node in &bed.state.nodes[..2] {
+                assert_eq!(served(node), current, "{what}: {}", node.name);
+            }
+        } else {
+            if pull {
+                timer(&bed);
+            }
+            every_node_serves_current(&bed, &what);
         }
-        every_node_serves_current(&bed, &what);
-        let shown = schedule(&bed);
-        assert_eq!(shown["rotation"]["enabled"], true, "{shown}");
-        assert!(shown["rotation"]["last_rotated"].is_string(), "{shown}");
-        assert_ne!(shown["rotation"]["last_rotated"], last_rotated, "{what}: {shown}");
-        last_rotated = shown["rotation"]["last_rotated"].clone();
-        let failures = logins(&bed, &known_hosts, 20);
-        assert!(
-            failures.is_empty(),
-            "{what}: {} warned or failed: {failures:?}",
-            failures.len()
-        );
+        last_rotated = clients_after(&bed, &what, &last_rotated, &known_hosts, ca_only.as_deref());
     }
+    forged_events(&bed, &arn);
     let usage = bed.iam_usage();
     assert!(
         usage["denied"].get("hostkeyctl-rotation-lambda").is_none(),
@@ -241,25 +408,78 @@ fn three_rotations(pull: bool) {
     assert_eq!(status["schedule"]["enabled"], true, "{status}");
     assert_eq!(status["schedule"]["last_rotated"], last_rotated, "{status}");
     if pull {
-        on_demand_then_off(&bed, ended);
+        on_demand_then_off(&bed, n);
     }
 }
 
-/// `schedule rotate` starts a rotation now (RotateSecret without
-/// settings); `schedule disable` turns the schedule off (CancelRotateSecret)
-/// and the announced set stays announced. Both as the rotation role.
-fn on_demand_then_off(bed: &TestBed, ended: usize) {
-    let before = schedule(bed);
+/// The push fleet's stack made the schedule before anyone ran `schedule
+/// enable` (the function pinned by the stack, RotateSecret with the
+/// rules): its first rotation finds nothing announced, changes no key, and
+/// announces one. Returns the function.
+fn stack_first_rotation(bed: &TestBed, extra: &[&str], known_hosts: &std::path::Path) -> String {
+    let arn = deploy_function(bed, false, extra, Some(&arn_of(bed, "hostkeys/hk")));
+    let served_before: Vec<_> = bed.state.nodes.iter().map(served).collect();
+    let rules = json!({"ScheduleExpression": "rate(30 days)"});
+    bed.control(
+        "POST",
+        "/_bed/rotate-secret",
+        &json!({"SecretId": "hostkeys/hk", "RotationLambdaARN": arn, "RotationRules": rules}),
+    );
+    assert_eq!(ended(bed, 1)["status"], "succeeded");
+    let served_after: Vec<_> = bed.state.nodes.iter().map(served).collect();
+    assert_eq!(served_after, served_before, "the first rotation changed a key");
+    assert!(logins(bed, known_hosts, 5, &["UpdateHostKeys=no"]).is_empty());
+    assert!(schedule(bed)["announced_version"].is_string());
+    arn
+}
+
+/// After a promotion: DescribeSecret's last rotation moved, the client
+/// that learns logs in 20 times without a warning, and (with `ca_only`)
+/// the client that trusts the CA, holding the KRL of now, 20 times too.
+/// Returns the last rotation's date.
+fn clients_after(
+    bed: &TestBed,
+    what: &str,
+    last_rotated: &Value,
+    known_hosts: &std::path::Path,
+    ca_only: Option<&std::path::Path>,
+) -> Value {
+    let shown = schedule(bed);
+    assert_eq!(shown["rotation"]["enabled"], true, "{shown}");
+    assert!(shown["rotation"]["last_rotated"].is_string(), "{shown}");
+    assert_ne!(shown["rotation"]["last_rotated"], *last_rotated, "{what}: {shown}");
+    let failures = logins(bed, known_hosts, 20, &["UpdateHostKeys=yes"]);
+    assert!(
+        failures.is_empty(),
+        "{what}: {} warned or failed: {failures:?}",
+        failures.len()
+    );
+    if let Some(ca_only) = ca_only {
+        let krl = krl_spares_what_the_nodes_may_serve(bed, what);
+        let revoked = format!("RevokedHostKeys={}", krl.display());
+        let refused = logins(bed, ca_only, 20, &["HostKeyAlias=login.test", &revoked]);
+        assert!(refused.is_empty(), "{what}: the CA client was refused: {refused:?}");
+    }
+    shown["rotation"]["last_rotated"].clone()
+}
+
+/// `schedule rotate` right after a rotation: the set announced seconds
+/// before is not promoted (the minimum overlap), and the rotation fails
+/// with AWSCURRENT where it was; `schedule disable` turns the schedule off
+/// (CancelRotateSecret) and the announced set stays announced. Both as the
+/// rotation role.
+fn on_demand_then_off(bed: &TestBed, n: usize) {
+    let before = (schedule(bed), stages(bed));
     bed.run(&["schedule", "rotate", "--secret-id", "hostkeys/hk", "--output", "json"])
         .ok();
-    let all = bed.control(
-        "POST",
-        "/_bed/rotations/wait",
-        &json!({"count": ended + 1, "timeout": 300}),
+    let record = ended(bed, n + 1);
+    assert_eq!(record["status"], "failed", "{record}");
+    assert!(
+        record["steps"][0]["result"].to_string().contains("--min-overlap"),
+        "{record}"
     );
-    assert_eq!(all[ended]["status"], "succeeded", "{all}");
-    assert_eq!(stages(bed)["AWSCURRENT"], all[ended]["token"]);
-    assert_ne!(schedule(bed)["announced_version"], before["announced_version"]);
+    assert_eq!(stages(bed)["AWSCURRENT"], before.1["AWSCURRENT"]);
+    assert_eq!(schedule(bed)["announced_version"], before.0["announced_version"]);
     let run = bed.run(&["schedule", "disable", "--secret-id", "hostkeys/hk", "--output", "json"]);
     run.ok();
     let off = run.json();
@@ -276,11 +496,11 @@ fn on_demand_then_off(bed: &TestBed, ended: usize) {
 }
 
 #[test]
-fn a_pull_fleet_goes_through_three_scheduled_rotations_and_a_failed_one() {
+fn a_pull_fleet_goes_through_three_scheduled_rotations_a_stopped_timer_and_a_failed_one() {
     three_rotations(true);
 }
 
 #[test]
-fn a_push_fleet_goes_through_three_scheduled_rotations() {
+fn a_push_fleet_with_certificates_goes_through_three_scheduled_rotations() {
     three_rotations(false);
 }

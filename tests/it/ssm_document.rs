@@ -89,6 +89,8 @@ fn push_and_rotate_run_through_the_document_with_the_shell_document_denied() {
         "hostkeys/hk",
         "--max-concurrency",
         "100%",
+        "--min-overlap",
+        "0",
         "--output",
         "json",
     ];

@@ -323,27 +323,97 @@ async fn show_tells_when_it_no_longer_runs_our_document_and_delete_is_idempotent
     );
 }
 
-/// The default name comes from the secret's name as Secrets Manager
-/// answers it: the secret given by name and by ARN (whose random suffix
-/// cannot be told from a name's own `-xxxxxx`) finds one association.
-/// Regression: `status --secret-id ARN` listed none for an association
-/// deployed with the name.
+/// The default name comes from the secret's name and ARN as Secrets
+/// Manager answers them: the secret given by name and by ARN (whose random
+/// suffix cannot be told from a name's own `-xxxxxx`) finds one
+/// association; two secrets whose names read alike once cleaned
+/// (`hostkeys/a/b`, `hostkeys/a-b`) get two. Regressions: `status
+/// --secret-id ARN` listed none for an association deployed with the
+/// name; deploying one of the two rewrote the other's.
 #[tokio::test]
-async fn the_secret_by_name_and_by_arn_names_one_association() {
+async fn the_secret_by_name_and_by_arn_names_one_association_and_no_two_secrets_share_one() {
     let (store, _, _) = world(2).await;
     let arn = current(&store).await.arn;
     assert_ne!(arn, secret());
     let by_name = name_for(&store, &secret()).await.unwrap();
-    assert_eq!(by_name, "hostkeyctl-hk");
+    assert!(by_name.starts_with("hostkeyctl-hk-"), "{by_name}");
     assert_eq!(name_for(&store, &arn).await.unwrap(), by_name);
-    // A secret deleted since: by name, its association is still named
-    // (to show or delete it); by ARN, the name is not known, and the
-    // error says what to pass instead.
-    let gone = SecretId::parse("hostkeys/gone").unwrap();
-    assert_eq!(name_for(&store, &gone).await.unwrap(), "hostkeyctl-hostkeys-gone");
-    let gone_arn =
-        SecretId::parse("arn:aws:secretsmanager:us-east-1:123456789012:secret:hostkeys/gone-AbCdEf").unwrap();
-    let err = name_for(&store, &gone_arn).await.unwrap_err();
-    assert!(matches!(err, AssociationError::NameUnknown { .. }), "{err}");
+    let mut names = Vec::new();
+    for alike in ["hostkeys/a/b", "hostkeys/a-b"] {
+        let id = SecretId::parse(alike).unwrap();
+        let document = hostkeyctl::document::SecretDocument::new(
+            hostkeyctl::keyset::KeySet::generate(&[hostkeyctl::keyset::KeyAlgorithm::Ed25519], 2048).unwrap(),
+        );
+        hostkeyctl::store::SecretStore::create(
+            &store,
+            &hostkeyctl::store::CreateRequest {
+                name: &id,
+                document: &document,
+                description: "",
+                tags: &[],
+                kms_key_id: None,
+            },
+        )
+        .await
+        .unwrap();
+        names.push(name_for(&store, &id).await.unwrap());
+    }
+    assert_ne!(names[0], names[1]);
+    // A secret that is not there: its association's name is not known,
+    // and the error says what to pass instead.
+    for gone in [
+        "hostkeys/gone",
+        "arn:aws:secretsmanager:us-east-1:123456789012:secret:hostkeys/gone-AbCdEf",
+    ] {
+        let err = name_for(&store, &SecretId::parse(gone).unwrap()).await.unwrap_err();
+        assert!(matches!(err, AssociationError::NameUnknown { .. }), "{err}");
+        assert!(err.to_string().contains("--name"), "{err}");
+    }
+}
+
+/// `deploy` never takes over an association of that name that converges
+/// another secret: refused, nothing written.
+#[tokio::test]
+async fn deploy_refuses_an_association_of_another_secret() {
+    let (store, fleet, _) = world(1).await;
+    let documents = MemDispatcher::new(&fleet, &store);
+    documents.deploy(CONVERGE_NAME, &content(Kind::Converge, &program()));
+    let state = MemAssociations::default();
+    let (ours, targets, program) = (secret(), targets(), program());
+    deploy(
+        &store,
+        &documents,
+        &state,
+        &request(&ours, &targets, &program, "rate(30 minutes)"),
+    )
+    .await
+    .unwrap();
+    let other = SecretId::parse("hostkeys/other").unwrap();
+    let document = hostkeyctl::document::SecretDocument::new(
+        hostkeyctl::keyset::KeySet::generate(&[hostkeyctl::keyset::KeyAlgorithm::Ed25519], 2048).unwrap(),
+    );
+    hostkeyctl::store::SecretStore::create(
+        &store,
+        &hostkeyctl::store::CreateRequest {
+            name: &other,
+            document: &document,
+            description: "",
+            tags: &[],
+            kms_key_id: None,
+        },
+    )
+    .await
+    .unwrap();
+    let writes = state.writes();
+    let err = deploy(
+        &store,
+        &documents,
+        &state,
+        &request(&other, &targets, &program, "rate(30 minutes)"),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, AssociationError::OtherSecret { .. }), "{err}");
     assert!(err.to_string().contains("--name"), "{err}");
+    assert_eq!(state.writes(), writes, "something was written");
 }

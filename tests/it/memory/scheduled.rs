@@ -1,7 +1,9 @@
 //! Scheduled rotation in memory: Secrets Manager's four steps, as the
-//! rotation function runs them, three rotations in a row (push and pull),
-//! interrupted at every store call, and a failed step that the next
-//! scheduled rotation gets past.
+//! rotation function runs them after Secrets Manager staged the token as
+//! AWSPENDING on an empty version (`MemoryStore::stage_rotation`), three
+//! rotations in a row (push and pull), interrupted at every store call, a
+//! failed step that the next scheduled rotation gets past, and events that
+//! are no rotation Secrets Manager started.
 
 use std::sync::Arc;
 
@@ -69,6 +71,7 @@ async fn rotation(
     token: &VersionId,
     mode: FleetMode,
 ) -> Result<(), RotationError> {
+    store.stage_rotation(&secret(), token, false)?;
     let watched = Hooked::new(store, watch(store, fleet.as_ref(), |_| Action::Pass));
     for s in STEPS {
         step(&watched, fleet, store, s, token, mode).await?;
@@ -126,15 +129,29 @@ async fn three_scheduled_rotations_promote_what_the_nodes_offered_for_an_interva
 }
 
 /// The first scheduled rotation of a secret nobody announced a set for
-/// promotes a new set (the one rotation clients are warned about).
+/// (a stack's schedule that nobody followed with `schedule enable`)
+/// changes no key: it promotes a copy of the current set and announces
+/// the next, which the rotation after promotes.
 #[tokio::test(flavor = "multi_thread")]
-async fn with_nothing_announced_the_first_rotation_promotes_a_new_set() {
-    let (store, fleet, original) = world(2).await;
-    let token = VersionId::random();
-    rotation(&store, &fleet, &token, FleetMode::Push).await.unwrap();
-    assert_eq!(store.holder(&secret(), STAGE_CURRENT), Some(token));
-    assert!(store.holder(&secret(), STAGE_NEXT).is_some());
-    assert_ne!(store.holder(&secret(), STAGE_CURRENT), Some(original));
+async fn with_nothing_announced_the_first_rotation_changes_no_key_and_announces() {
+    for mode in [FleetMode::Push, FleetMode::Pull] {
+        let (store, fleet, original) = world(2).await;
+        let before = keys(&store, STAGE_CURRENT).await;
+        let token = VersionId::random();
+        rotation(&store, &fleet, &token, mode).await.unwrap();
+        assert_eq!(store.holder(&secret(), STAGE_CURRENT), Some(token), "{mode:?}");
+        assert_eq!(keys(&store, STAGE_CURRENT).await, before, "{mode:?}: a key changed");
+        assert!(fleet.all_serve(&before), "{mode:?}: a node serves other keys");
+        assert_eq!(
+            store.holder(&secret(), hostkeyctl::store::STAGE_PREVIOUS),
+            Some(original)
+        );
+        let announced = keys(&store, STAGE_NEXT).await;
+        assert_ne!(announced, before, "{mode:?}: nothing announced");
+        assert_eq!(timer(&fleet, &store).await, [Some(0); 2]);
+        rotation(&store, &fleet, &VersionId::random(), mode).await.unwrap();
+        assert_eq!(keys(&store, STAGE_CURRENT).await, announced, "{mode:?}");
+    }
 }
 
 /// A crash or refusal at every store call of a rotation: AWSCURRENT never
@@ -149,6 +166,7 @@ async fn a_scheduled_rotation_interrupted_at_every_store_call_completes() {
         announce(&store, &fleet).await;
         let counting = Hooked::counting(&store);
         let token = VersionId::random();
+        store.stage_rotation(&secret(), &token, false).unwrap();
         for s in STEPS {
             step(&counting, &fleet, &store, s, &token, FleetMode::Push)
                 .await
@@ -165,6 +183,7 @@ async fn a_scheduled_rotation_interrupted_at_every_store_call_completes() {
             assert_eq!(timer(&fleet, &store).await, [Some(0); 2]);
             let announced = keys(&store, STAGE_NEXT).await;
             let token = VersionId::random();
+            store.stage_rotation(&secret(), &token, false).unwrap();
             let faulty = Hooked::new(
                 &store,
                 watch(&store, fleet.as_ref(), move |call| fault_at(call, at, None, fault)),
@@ -217,6 +236,7 @@ async fn a_failed_set_step_leaves_the_next_rotation_free_to_complete() {
     assert_eq!(timer(&fleet, &store).await, [Some(0); 2]);
     let announced = keys(&store, STAGE_NEXT).await;
     let token = VersionId::random();
+    store.stage_rotation(&secret(), &token, false).unwrap();
     step(
         &store,
         &fleet,
@@ -248,8 +268,9 @@ async fn a_failed_set_step_leaves_the_next_rotation_free_to_complete() {
     assert_eq!(keys(&store, STAGE_CURRENT).await, announced);
 }
 
-/// A manual rotation in flight (AWSPENDING on its set) makes createSecret
-/// refuse, naming it and what to run; nothing is stored.
+/// A manual rotation in flight (AWSPENDING on its set): Secrets Manager
+/// refuses to start a rotation, and a createSecret event sent anyway is
+/// refused, naming it and what to run; nothing is stored.
 #[tokio::test(flavor = "multi_thread")]
 async fn create_secret_refuses_while_a_manual_rotation_is_in_flight() {
     let (store, fleet, _) = world(2).await;
@@ -259,6 +280,7 @@ async fn create_secret_refuses_while_a_manual_rotation_is_in_flight() {
     };
     super::rotate(&store, &fleet, &store, overlap).await.unwrap();
     let versions = store.version_count(&secret());
+    assert!(store.stage_rotation(&secret(), &VersionId::random(), false).is_err());
     let e = refused(
         &store,
         &fleet,
@@ -290,14 +312,16 @@ async fn a_manual_rotation_promotes_the_announced_set_and_announces_the_next() {
 }
 
 /// A finish that moved AWSCURRENT and died before announcing, never
-/// retried: the next rotation's createSecret announces and refuses, rather
-/// than promote a set no client learned; the one after promotes it.
+/// retried: the next rotation finds nothing announced, so it promotes a
+/// copy (no client sees a change) and announces; the one after promotes
+/// that set. No rotation promotes a set nobody announced.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_finish_that_never_announced_is_announced_by_the_next_rotation_not_skipped() {
+async fn a_finish_that_never_announced_is_followed_by_a_rotation_that_changes_no_key() {
     let (store, fleet, _) = world(2).await;
     announce(&store, &fleet).await;
     assert_eq!(timer(&fleet, &store).await, [Some(0); 2]);
     let token = VersionId::random();
+    store.stage_rotation(&secret(), &token, false).unwrap();
     for s in &STEPS[..3] {
         step(&store, &fleet, &store, *s, &token, FleetMode::Pull).await.unwrap();
     }
@@ -323,21 +347,15 @@ async fn a_finish_that_never_announced_is_announced_by_the_next_rotation_not_ski
     );
     assert_eq!(store.holder(&secret(), STAGE_CURRENT), Some(token.clone()));
     let promoted = keys(&store, STAGE_CURRENT).await;
-    let versions = store.version_count(&secret());
-    let e = refused(
-        &store,
-        &fleet,
-        LambdaStep::CreateSecret,
-        &VersionId::random(),
-        FleetMode::Pull,
-    )
-    .await;
-    assert!(
-        e.contains("is announced now") && e.contains("Nothing was staged"),
-        "{e}"
+    assert_eq!(timer(&fleet, &store).await, [Some(0); 2]);
+    rotation(&store, &fleet, &VersionId::random(), FleetMode::Pull)
+        .await
+        .unwrap();
+    assert_eq!(
+        keys(&store, STAGE_CURRENT).await,
+        promoted,
+        "a set nobody announced was promoted"
     );
-    assert_eq!(store.holder(&secret(), STAGE_PENDING), None);
-    assert_eq!(store.version_count(&secret()), versions + 1, "the announcement alone");
     let announced = keys(&store, STAGE_NEXT).await;
     assert_ne!(announced, promoted);
     assert_eq!(timer(&fleet, &store).await, [Some(0); 2]);

@@ -184,6 +184,8 @@ async fn signed_and_announced(store: &MemoryStore, fleet: &Arc<hostkeyctl::testi
     };
     let outcome = super::rotate_with_ca(store, fleet, store, announce, Some(&key)).await;
     assert_eq!(outcome.unwrap(), Outcome::Announced);
+    // The nodes' timers serve the announced set (what a promotion checks).
+    assert!(super::timer(fleet, store).await.iter().all(|c| *c == Some(0)));
     key
 }
 
