@@ -90,7 +90,8 @@ ROTATION_PARAMETERS = {
         "Default": "",
         "AllowedPattern": "^$|^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[A-Za-z0-9/_+=.@-]+$",
         "Description": (
-            "The key set secret to rotate on a schedule (docs/rotation.md, 'Scheduled rotation'). Empty: no "
+            "The key set secret to rotate on a schedule (docs/rotation.md, 'Scheduled rotation'): the function "
+            "rotates this one secret alone (HOSTKEYCTL_SECRET_ARN), and its role reaches no other. Empty: no "
             "rotation function or schedule."
         ),
     },
@@ -129,13 +130,18 @@ ROTATION_PARAMETERS = {
         "Description": (
             "`hostkeyctl rotate`'s options for the function, as a JSON array (HOSTKEYCTL_ROTATE_ARGS): --pull for "
             "a fleet whose nodes' timers follow the stages (HyperPod), or --target ... without it for a fleet "
-            "SSM reaches (the function then needs RotationSubnetIds to reach the nodes' sshd)."
+            "SSM reaches. Before each promotion the function asks every node by handshake whether it serves "
+            "the announced set, so it needs RotationSubnetIds to reach the nodes' sshd; a pull fleet it cannot "
+            "reach takes --trust-timers."
         ),
     },
     "RotationSubnetIds": {
         "Type": "CommaDelimitedList",
         "Default": "",
-        "Description": "Subnets for the function, when it pushes and audits (a push fleet). Empty: no VPC.",
+        "Description": (
+            "Subnets for the function, from which it reaches the nodes' sshd (each promotion asks every node). "
+            "Empty: no VPC (a pull fleet with --trust-timers)."
+        ),
     },
     "RotationSecurityGroupIds": {
         "Type": "CommaDelimitedList",
@@ -145,10 +151,36 @@ ROTATION_PARAMETERS = {
 }
 
 
+def scoped_to_rotated_secret(value):
+    """iam/rotation-lambda.json with its key set statements on the one
+    secret the function rotates (RotationSecretArn), not on every key set:
+    one fleet's function cannot read or move another's."""
+    if value == "arn:aws:secretsmanager:*:111122223333:secret:hostkeys/*":
+        return {"Ref": "RotationSecretArn"}
+    if isinstance(value, list):
+        return [scoped_to_rotated_secret(v) for v in value]
+    if isinstance(value, dict):
+        return {k: scoped_to_rotated_secret(v) for k, v in value.items()}
+    return value
+
+
 def rotation_resources() -> dict:
-    """The scheduled rotation: role, function, invoke permission, schedule."""
+    """The scheduled rotation: role, its policy, function, invoke
+    permission, schedule."""
     managed = "arn:${AWS::Partition}:iam::aws:policy/service-role/"
+    policy = json.loads((ROOT / "iam" / "rotation-lambda.json").read_text())
     return {
+        "RotationFunctionPolicy": {
+            "Type": "AWS::IAM::ManagedPolicy",
+            "Condition": "CreateRotation",
+            "Properties": {
+                "Description": (
+                    "hostkeyctl rotation function: iam/rotation-lambda.json on the one secret it rotates "
+                    "(RotationSecretArn)"
+                ),
+                "PolicyDocument": substitute(scoped_to_rotated_secret(policy)),
+            },
+        },
         "RotationFunctionRole": {
             "Type": "AWS::IAM::Role",
             "Condition": "CreateRotation",
@@ -165,7 +197,7 @@ def rotation_resources() -> dict:
                     ],
                 },
                 "ManagedPolicyArns": [
-                    {"Ref": "RotationLambdaPolicy"},
+                    {"Ref": "RotationFunctionPolicy"},
                     {"Fn::Sub": managed + "AWSLambdaBasicExecutionRole"},
                     {
                         "Fn::If": [
@@ -190,7 +222,12 @@ def rotation_resources() -> dict:
                 "Role": {"Fn::GetAtt": ["RotationFunctionRole", "Arn"]},
                 "Timeout": 900,
                 "MemorySize": 256,
-                "Environment": {"Variables": {"HOSTKEYCTL_ROTATE_ARGS": {"Ref": "RotationArgs"}}},
+                "Environment": {
+                    "Variables": {
+                        "HOSTKEYCTL_SECRET_ARN": {"Ref": "RotationSecretArn"},
+                        "HOSTKEYCTL_ROTATE_ARGS": {"Ref": "RotationArgs"},
+                    }
+                },
                 "VpcConfig": {
                     "Fn::If": [
                         "RotationInVpc",

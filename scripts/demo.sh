@@ -10,7 +10,8 @@
 #   changed document is refused), 5. audits again (clean);
 #   6. users get one known_hosts line per key: 20 real ssh connections, 0 warnings;
 #   7. rotation with overlap (UpdateHostKeys), while a node's timer agrees
-#      with every step, and a PuTTY user's -hostkey arguments; 8. 20 more
+#      with every step, and a PuTTY user's -hostkey arguments; promoted only
+#      after the minimum overlap (the bed's clock moves a day); 8. 20 more
 #      connections with ssh and 20 with plink, 0 warnings;
 #   9. the same install on other distributions' sshd set-ups (Ubuntu 24.04
 #      socket activation, Amazon Linux 2023), with nothing but its defaults;
@@ -191,6 +192,16 @@ run admin "$HOSTKEYCTL" status --secret-id hostkeys/demo --target tag:Role=login
 say "meanwhile node 2's timer runs its plain install; it reads the same state from the stages, so it changes nothing:"
 mapfile -t NODE2_ENV < <(state '"\n".join(f"{k}={v}" for k, v in s["nodes"][1]["env"].items())')
 env "${NODE2_ENV[@]}" "$HOSTKEYCTL" install --secret-id hostkeys/demo 2>&1 >/dev/null | sed 's/^/   | /'
+say "promoting at once is held back: clients are given at least a day (--min-overlap) to learn the keys:"
+if run rotation "$HOSTKEYCTL" rotate --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
+  --finish --max-concurrency 100% -q >/dev/null 2>"$WORK/held.txt"; then
+  echo "demo: the promotion was not held back" >&2
+  exit 1
+fi
+sed 's/^/   | /' "$WORK/held.txt" | cut -c1-160
+say "a day passes (the test bed's clock ages every date the AWS emulator keeps):"
+python3 -c "import sys, urllib.request as u; u.urlopen(u.Request(sys.argv[1], data=b'{\"hours\": 25}', method='POST')).read()" \
+  "$AWS_ENDPOINT_URL/_bed/clock"
 run rotation "$HOSTKEYCTL" rotate --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
   --finish --canary 1 --max-concurrency 100% --output table -q
 run auditor "$HOSTKEYCTL" audit --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
@@ -244,7 +255,8 @@ run auditor "$HOSTKEYCTL" audit --secret-id hostkeys/demo --target tag:Role=logi
 
 bold "11. A rotation retires the signed set; revocation retires it for CA-trusting clients too"
 say "(the retired keys' certificates stay valid until they expire: a leaked one would be accepted until then)"
-run rotation "$HOSTKEYCTL" rotate --secret-id hostkeys/demo --ca-secret-id hostkeyctl-ca/demo \
+say "(an immediate rotation, --min-overlap 0: every client that does not learn the keys during it is warned once)"
+run rotation "$HOSTKEYCTL" rotate --secret-id hostkeys/demo --ca-secret-id hostkeyctl-ca/demo --min-overlap 0 \
   --target tag:Role=login --target tag:Cluster=hp --max-concurrency 100% --output table -q | grep -A3 '^revoke:' | sed 's/^/   | /'
 run admin "$HOSTKEYCTL" known-hosts --secret-id hostkeys/demo --host login.demo.internal --revoked -q \
   | sed 's/^/   | /; s/\(AAAA.\{20\}\)[^ ]*/\1.../'
@@ -312,9 +324,9 @@ args = ["--target", "tag:Role=login", "--target", "tag:Cluster=hp", "--max-concu
         "--ca-secret-id", "hostkeyctl-ca/demo"]
 env = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret,
        "AWS_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/dev/null",
-       "AWS_SHARED_CREDENTIALS_FILE": "/dev/null", "HOME": os.path.dirname(bootstrap),
-       "HOSTKEYCTL_ROTATE_ARGS": json.dumps(args)}
-body = json.dumps({"arn": arn, "bootstrap": bootstrap, "env": env}).encode()
+       "AWS_SHARED_CREDENTIALS_FILE": "/dev/null", "HOME": os.path.dirname(bootstrap)}
+variables = {"HOSTKEYCTL_ROTATE_ARGS": json.dumps(args)}
+body = json.dumps({"arn": arn, "bootstrap": bootstrap, "env": env, "variables": variables}).encode()
 u.urlopen(u.Request(endpoint + "/_bed/lambda/register", data=body, method="POST")).read()
 PY
 run rotation "$HOSTKEYCTL" schedule enable --secret-id hostkeys/demo --function "$FUNCTION" --every 'rate(30 days)' \
