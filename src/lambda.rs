@@ -143,10 +143,12 @@ pub fn main(runtime: &tokio::runtime::Runtime) -> ExitCode {
     let (options, secret) = (&options, &secret);
     let handler = service_fn(
         move |event: LambdaEvent<SecretsManagerSecretRotationEvent>| async move {
-            handle(secret, options, event.payload).await.map_err(|message| {
-                eprintln!("error: {}", crate::escape::escape_lines(&message));
-                lambda_runtime::Error::from(message)
-            })
+            handle(secret, options, event.payload, event.context.deadline)
+                .await
+                .map_err(|message| {
+                    eprintln!("error: {}", crate::escape::escape_lines(&message));
+                    lambda_runtime::Error::from(message)
+                })
         },
     );
     match runtime.block_on(lambda_runtime::run(handler)) {
@@ -160,6 +162,7 @@ async fn handle(
     secret: &SecretId,
     options: &[String],
     event: SecretsManagerSecretRotationEvent,
+    deadline_ms: u64,
 ) -> Result<serde_json::Value, String> {
     // Whose secret first: nothing is read or sent for another's.
     crate::rotation::check_event_secret(secret, &event.secret_id).map_err(|e| e.to_string())?;
@@ -176,17 +179,36 @@ async fn handle(
     };
     let mode = if args.pull { FleetMode::Pull } else { FleetMode::Push };
     eprintln!("{step} of {} to version {token} ({mode:?} fleet)", args.secret_id);
-    // A pull fleet's nodes are looked up too: the promotion gate asks each
-    // whether it serves the announced set.
-    let prepared = prepare(args, &cli.global, true)
-        .await
-        .map_err(|f| format!("{:#}", f.error))?;
-    let say = |line: &str| eprintln!("{line}");
-    let rotation = prepared.rotation(args, &say);
-    let done = rotation
-        .scheduled_step(step, &token, mode)
-        .await
-        .map_err(|e| format!("{:#}", rotation_failure(e).error))?;
+    // Stop a minute before Lambda's deadline, so that a step that cannot
+    // finish gives Secrets Manager's staging back rather than be killed
+    // leaving it (every later rotation would be refused).
+    let now_ms = u64::try_from(time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000).unwrap_or(0);
+    let budget =
+        std::time::Duration::from_millis(deadline_ms.saturating_sub(now_ms).saturating_sub(60_000).max(30_000));
+    let step_run = async {
+        // A pull fleet's nodes are looked up too: the promotion gate asks
+        // each whether it serves the announced set.
+        let prepared = prepare(args, &cli.global, true)
+            .await
+            .map_err(|f| (format!("{:#}", f.error), true))?;
+        let say = |line: &str| eprintln!("{line}");
+        let rotation = prepared.rotation(args, &say);
+        rotation
+            .scheduled_step(step, &token, mode)
+            .await
+            .map_err(|e| (format!("{:#}", rotation_failure(e).error), false))
+    };
+    let done = match tokio::time::timeout(budget, step_run).await {
+        Ok(Ok(done)) => done,
+        Ok(Err((message, release))) => return Err(released(&cli.global, secret, &token, message, release).await),
+        Err(_) => {
+            let message = format!(
+                "{step} did not finish within the function's time ({} s)",
+                budget.as_secs()
+            );
+            return Err(released(&cli.global, secret, &token, message, true).await);
+        }
+    };
     eprintln!("{done}");
     Ok(serde_json::json!({
         "step": step,
@@ -195,6 +217,34 @@ async fn handle(
         "fleet": mode,
         "result": done,
     }))
+}
+
+/// `message`, after giving Secrets Manager's staging of `token` back when
+/// the step could not say what it left (`release`): the next scheduled
+/// rotation is then not refused.
+async fn released(
+    global: &crate::cli::GlobalArgs,
+    secret: &SecretId,
+    token: &VersionId,
+    message: String,
+    release: bool,
+) -> String {
+    if !release {
+        return message;
+    }
+    let outcome = match crate::aws::load_config(&global.aws).await {
+        Ok(config) => crate::rotation::release_staging(&crate::store::SecretsManagerStore::new(&config), secret, token)
+            .await
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    match outcome {
+        Ok(true) => format!("{message}\n  AWSPENDING was taken off {token}: the next scheduled rotation starts over"),
+        Ok(false) => message,
+        Err(e) => format!(
+            "{message}\n  taking AWSPENDING off {token} failed too ({e}): until `hostkeyctl rotate --abort` does, Secrets Manager refuses the next rotation"
+        ),
+    }
 }
 
 #[cfg(test)]

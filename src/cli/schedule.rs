@@ -39,9 +39,9 @@ pub struct ScheduleEnableArgs {
     /// RotationFunctionArn output). Needed the first time; kept after.
     #[arg(long, value_name = "ARN")]
     pub function: Option<String>,
-    /// How often: `rate(N days)`, `rate(N hours)` (at least 4 hours),
-    /// `cron(...)`, or a number of days. Clients that log in at least once
-    /// in that period never see a warning. Default: the secret's schedule
+    /// How often: `rate(N days)`, `rate(N hours)` (at least two days: every
+    /// promotion waits a day), `cron(...)`, or a number of days. Clients
+    /// that log in at least once in that period never see a warning. Default: the secret's schedule
     /// (one CloudFormation set, say), else `rate(30 days)`.
     #[arg(long, value_name = "SCHEDULE", value_parser = crate::commands::schedule::parse_schedule)]
     pub every: Option<String>,

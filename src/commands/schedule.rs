@@ -23,16 +23,19 @@ pub const DEFAULT_EVERY: &str = "rate(30 days)";
 
 /// Secrets Manager's shortest schedule.
 const MIN_HOURS: u64 = 4;
+/// hostkeyctl's shortest: every promotion waits a day
+/// ([`crate::rotation::gate::SHORTEST_SCHEDULE`]).
+const SHORTEST_HOURS: u64 = crate::rotation::gate::SHORTEST_SCHEDULE.as_secs() / 3600;
 
-/// `--every`: `rate(N days|hours)` of at least four hours, `cron(...)`, or
-/// a number of days (1 to 1000).
+/// `--every`: `rate(N days|hours)` of at least two days, `cron(...)`, or
+/// a number of days (2 to 1000).
 pub fn parse_schedule(text: &str) -> Result<String, String> {
     let text = text.trim();
     if let Ok(days) = text.parse::<u64>() {
-        return if (1..=1000).contains(&days) {
+        return if (2..=1000).contains(&days) {
             Ok(days.to_string())
         } else {
-            Err("a number of days is 1 to 1000".to_owned())
+            Err("a number of days is 2 to 1000 (every promotion waits at least a day)".to_owned())
         };
     }
     if text.starts_with("cron(") && text.ends_with(')') {
@@ -53,6 +56,11 @@ pub fn parse_schedule(text: &str) -> Result<String, String> {
     if hours < MIN_HOURS {
         return Err(format!(
             "rate({inner}) is more often than Secrets Manager rotates (at most every {MIN_HOURS} hours)"
+        ));
+    }
+    if hours < SHORTEST_HOURS {
+        return Err(format!(
+            "rate({inner}) leaves clients less than a day to learn each announced set once Secrets Manager's window moves a rotation (every promotion waits at least 24 h, --min-overlap): choose rate(2 days) or longer; a week or a month is usual"
         ));
     }
     Ok(text.to_owned())
@@ -274,8 +282,8 @@ mod tests {
     fn schedules_are_checked_as_secrets_manager_does() {
         for ok in [
             "rate(30 days)",
-            "rate(1 day)",
-            "rate(4 hours)",
+            "rate(2 days)",
+            "rate(48 hours)",
             "cron(0 4 ? * SUN *)",
             "90",
         ] {
@@ -283,9 +291,12 @@ mod tests {
         }
         for (bad, says) in [
             ("rate(3 hours)", "at most every 4 hours"),
+            ("rate(1 day)", "rate(2 days) or longer"),
+            ("rate(47 hours)", "rate(2 days) or longer"),
             ("rate(x days)", "whole number"),
             ("rate(2 weeks)", "days or hours"),
-            ("0", "1 to 1000"),
+            ("0", "2 to 1000"),
+            ("1", "2 to 1000"),
             ("monthly", "expected rate"),
         ] {
             let e = parse_schedule(bad).unwrap_err();

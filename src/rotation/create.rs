@@ -47,7 +47,9 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
         source: &SecretDocument,
     ) -> Result<VersionId, RotationError> {
         let token = VersionId::random();
-        let document = self.new_document(planned_from, current_doc, Some(source), &token)?;
+        let mut document = self.new_document(planned_from, current_doc, Some(source), &token)?;
+        // Announced now: its old `created` is when it was first made.
+        document.created = super::gate::rfc3339(self.gate.now);
         self.claim_pending(planned_from, &document, &token).await
     }
 
@@ -57,11 +59,7 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
     pub(super) async fn check_immediate(&self, current: &StoredVersion) -> Result<(), RotationError> {
         if let Some(announced) = self.announced(&current.version_id).await? {
             return self
-                .announced_long_enough(
-                    announced.version_id.as_ref(),
-                    &announced.document.keys,
-                    &current.document.keys,
-                )
+                .announced_long_enough(announced.version_id.as_ref(), &announced.document.keys)
                 .await;
         }
         let min = self.min_overlap().await?;
@@ -147,9 +145,7 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
     }
 
     /// The set announced for the next scheduled rotation (HOSTKEYCTL_NEXT),
-    /// when it holds other keys than `current` and was announced after the
-    /// current keys appeared ([`Rotation::announced_since`]: a label moved
-    /// by hand onto an older set is no announcement).
+    /// when it holds other keys than `current`.
     pub(super) async fn announced(&self, current: &VersionId) -> Result<Option<StoredVersion>, RotationError> {
         let next = match self
             .store
@@ -167,19 +163,14 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
             .store
             .get(self.secret, &VersionSelector::VersionId(current.clone()))
             .await?;
-        if same_keys(&current.document.keys, &next.document.keys) {
-            return Ok(None);
-        }
-        let dated = self
-            .announced_since(&next.document.keys, &current.document.keys)
-            .await?
-            .is_some();
-        Ok(dated.then_some(next))
+        Ok((!same_keys(&current.document.keys, &next.document.keys)).then_some(next))
     }
 
     /// The document of a new version `token`: the keys of `source` (an
-    /// announced set) or a new set of the current set's algorithms and RSA
-    /// size, signed like the current set when it carries certificates.
+    /// announced set, whose `created`, the announcement's date, it keeps)
+    /// or a new set of the current set's algorithms and RSA size (made at
+    /// the gate's now: the announcement starts), signed like the current set
+    /// when it carries certificates.
     pub(super) fn new_document(
         &self,
         planned_from: &VersionId,
@@ -200,7 +191,9 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
                     .get(KeyAlgorithm::Rsa)
                     .and_then(|k| k.rsa_bits())
                     .unwrap_or(DEFAULT_RSA_BITS);
-                SecretDocument::new(KeySet::generate(&current.algorithms(), rsa_bits)?)
+                let mut fresh = SecretDocument::new(KeySet::generate(&current.algorithms(), rsa_bits)?);
+                fresh.created = super::gate::rfc3339(self.gate.now);
+                fresh
             }
         };
         if let Some(signer) = &signer {

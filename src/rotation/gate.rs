@@ -30,16 +30,28 @@ use crate::audit::{Endpoint, ScanPolicy};
 use crate::dispatch::Dispatcher;
 use crate::keyset::{KeySet, fingerprint_of};
 use crate::scan::{Prober, ScanAlgorithm};
-use crate::store::{SecretStore, StoreError, StoredVersion, VersionSelector, same_keys};
+use crate::store::{
+    STAGE_NEXT, STAGE_PENDING, SecretStore, StoreError, StoredVersion, VersionSelector, same_keys, stage,
+};
 
 /// The least overlap, whatever the schedule.
 pub const FLOOR: Duration = Duration::from_secs(24 * 3600);
 
+/// The least margin a schedule's interval leaves: Secrets Manager starts
+/// each rotation anywhere in its window (a whole UTC day at most), so two
+/// rotations of `rate(N days)` can be a day closer than N days.
+pub const WINDOW_SLACK: Duration = Duration::from_secs(25 * 3600);
+
+/// The shortest schedule that leaves clients the [`FLOOR`] of overlap
+/// whatever the window: two days.
+pub const SHORTEST_SCHEDULE: Duration = Duration::from_secs(48 * 3600);
+
 /// How long a set must have been announced before it is promoted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MinOverlap {
-    /// The schedule's interval less a tenth, at least [`FLOOR`]; [`FLOOR`]
-    /// when the secret has no `rate()` schedule.
+    /// The schedule's interval less a tenth (at least [`WINDOW_SLACK`]
+    /// less), never under [`FLOOR`]; [`FLOOR`] when the secret has no
+    /// `rate()` schedule.
     #[default]
     Auto,
     /// Exactly this long (`--min-overlap`; zero promotes at once).
@@ -52,7 +64,9 @@ impl MinOverlap {
     pub fn resolve(self, schedule: Option<&str>) -> Duration {
         match self {
             MinOverlap::Exactly(d) => d,
-            MinOverlap::Auto => schedule.and_then(interval).map_or(FLOOR, |i| (i - i / 10).max(FLOOR)),
+            MinOverlap::Auto => schedule
+                .and_then(interval)
+                .map_or(FLOOR, |i| i.saturating_sub((i / 10).max(WINDOW_SLACK)).max(FLOOR)),
         }
     }
 }
@@ -220,40 +234,26 @@ pub fn human(d: Duration) -> String {
 }
 
 impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
-    /// When the keys `keys` were announced: the oldest version holding them
-    /// created after the first version holding `current` keys. `None` when
-    /// none was (never announced, or only before the current keys).
-    pub async fn announced_since(&self, keys: &KeySet, current: &KeySet) -> Result<Option<i64>, RotationError> {
-        let mut current_since: Option<i64> = None;
-        let mut holders: Vec<i64> = Vec::new();
-        for info in self.store.all_versions(self.secret).await? {
-            let Some(created) = info.created.as_deref().and_then(parse_time) else {
-                continue;
-            };
-            let version = match self
-                .store
-                .get(self.secret, &VersionSelector::VersionId(info.version_id.clone()))
-                .await
-            {
+    /// When the keys `keys` were announced: the `created` time of the
+    /// announcement's document, the AWSPENDING or HOSTKEYCTL_NEXT version
+    /// holding them (the older when both do). A renewal (`sign`) and the
+    /// scheduled rotation's copy keep it; `None` when neither holds them.
+    pub async fn announced_since(&self, keys: &KeySet) -> Result<Option<i64>, RotationError> {
+        let mut since: Option<i64> = None;
+        for label in [STAGE_PENDING, STAGE_NEXT] {
+            let holder = match self.store.get(self.secret, &VersionSelector::Stage(stage(label))).await {
                 Ok(v) => v,
-                // Empty (a rotation's staging), deleted meanwhile, or not a
-                // key set: it holds no keys to compare.
-                Err(
-                    StoreError::Aws(crate::aws::AwsError::NotFound { .. })
-                    | StoreError::NotHostkeyctl { .. }
-                    | StoreError::Binary { .. },
-                ) => continue,
+                // None, or Secrets Manager's empty staging of a rotation.
+                Err(StoreError::Aws(crate::aws::AwsError::NotFound { .. })) => continue,
                 Err(e) => return Err(e.into()),
             };
-            if same_keys(&version.document.keys, current) {
-                current_since = Some(current_since.map_or(created, |c| c.min(created)));
-            }
-            if same_keys(&version.document.keys, keys) {
-                holders.push(created);
+            if same_keys(&holder.document.keys, keys)
+                && let Some(t) = parse_time(&holder.document.created)
+            {
+                since = Some(since.map_or(t, |s| s.min(t)));
             }
         }
-        let after = current_since.unwrap_or(i64::MIN);
-        Ok(holders.into_iter().filter(|c| *c > after).min())
+        Ok(since)
     }
 
     /// The minimum overlap for this secret.
@@ -267,22 +267,14 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
 
     /// Whether `keys` (the announced set's) have been announced for the
     /// minimum overlap: the refusal when not.
-    pub async fn announced_long_enough(
-        &self,
-        version: &str,
-        keys: &KeySet,
-        current: &KeySet,
-    ) -> Result<(), RotationError> {
+    pub async fn announced_long_enough(&self, version: &str, keys: &KeySet) -> Result<(), RotationError> {
         let min = self.min_overlap().await?;
         if min.is_zero() {
             return Ok(());
         }
-        let since = self
-            .announced_since(keys, current)
-            .await?
-            .ok_or_else(|| Held::NeverAnnounced {
-                version: version.to_owned(),
-            })?;
+        let since = self.announced_since(keys).await?.ok_or_else(|| Held::NeverAnnounced {
+            version: version.to_owned(),
+        })?;
         let age = self.gate.now.saturating_sub(since).max(0);
         let min_secs = i64::try_from(min.as_secs()).unwrap_or(i64::MAX);
         if age < min_secs {
@@ -306,7 +298,7 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
             return Ok(());
         }
         let version = pending.version_id.to_string();
-        self.announced_long_enough(&version, next, now_keys).await?;
+        self.announced_long_enough(&version, next).await?;
         self.seen_serving(&version, now_keys, next).await
     }
 
@@ -345,11 +337,12 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
                 Some("no address to reach it".to_owned())
             } else {
                 let answer = answers.next();
+                // Trusted only when no connection was made at all: a node
+                // that answered, however, is judged by what it answered.
+                let reached = answer.as_ref().is_some_and(|a| a.connected || a.hello.is_some());
                 match answer.as_ref().map(|a| (&a.served, a.hello.as_ref())) {
                     None => Some("not asked".to_owned()),
-                    Some((Err(err), _))
-                        if self.gate.trust_timers && !matches!(err, crate::scan::ScanError::Penalized(_)) =>
-                    {
+                    Some((Err(err), _)) if self.gate.trust_timers && !reached => {
                         (self.say)(&format!(
                             "{}: not reached ({err}); trusting its timer (--trust-timers)",
                             e.name
@@ -409,6 +402,12 @@ mod tests {
         assert_eq!(interval("cron(0 4 ? * SUN *)"), None);
         assert_eq!(interval("rate(x days)"), None);
         assert_eq!(MinOverlap::Auto.resolve(Some("rate(30 days)")), 27 * day);
+        // A week: a rotation may come a day early within its window.
+        assert_eq!(
+            MinOverlap::Auto.resolve(Some("rate(7 days)")),
+            Duration::from_secs(143 * 3600)
+        );
+        assert_eq!(MinOverlap::Auto.resolve(Some("rate(2 days)")), FLOOR);
         assert_eq!(MinOverlap::Auto.resolve(Some("rate(4 hours)")), FLOOR);
         assert_eq!(MinOverlap::Auto.resolve(Some("cron(0 4 * * ? *)")), FLOOR);
         assert_eq!(MinOverlap::Auto.resolve(None), FLOOR);

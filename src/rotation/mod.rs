@@ -46,7 +46,7 @@ use crate::store::{
     stage, tag_fingerprints,
 };
 pub use gate::{Gate, Held, MinOverlap};
-pub use scheduled::{FleetMode, LambdaStep, announce_token, check_event_secret, next_label};
+pub use scheduled::{FleetMode, LambdaStep, announce_token, check_event_secret, next_label, release_staging};
 pub use start::{Start, age, plan_start};
 
 /// Why a rotation step could not run at all (as opposed to a step that

@@ -52,6 +52,20 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
                 pending
             }
             None => {
+                // Nodes serve one extra set: during the rollback's overlap
+                // it is the previous set, so a set announced for the
+                // schedule is not served and is no announcement any more.
+                if let Some(next) = self.announced(&stages.current).await?
+                    && !same_keys(&next.document.keys, &previous_set.document.keys)
+                {
+                    self.store
+                        .move_stage(self.secret, &super::next_label(), None, Some(&next.version_id))
+                        .await?;
+                    report.steps.push(format!(
+                        "rollback: the set announced for the schedule (version {}) is withdrawn; the next scheduled rotation announces anew",
+                        next.version_id
+                    ));
+                }
                 let id = self
                     .create_from(&stages.current, &current_set.document, &previous_set.document)
                     .await?;

@@ -106,6 +106,43 @@ pub fn announce_token(token: &VersionId) -> VersionId {
         .unwrap_or_else(|_| unreachable!("a hyphenated UUID is a version id"))
 }
 
+/// Gives Secrets Manager's staging of `token` back (AWSPENDING off its
+/// version) after a step failed before it could say what it left: the
+/// function could not start its work (its nodes not found), or ran out of
+/// time. Only an empty version, or one holding the current or announced
+/// keys, is touched: never a manual rotation's. Whether it was taken off.
+pub async fn release_staging(
+    store: &impl SecretStore,
+    secret: &SecretId,
+    token: &VersionId,
+) -> Result<bool, StoreError> {
+    let info = store.describe(secret).await?;
+    let Some(version) = info.versions.iter().find(|v| v.version_id == *token) else {
+        return Ok(false);
+    };
+    let labelled = |l: &str| version.stages.iter().any(|s| s == l);
+    if !labelled(STAGE_PENDING) || labelled(STAGE_CURRENT) {
+        return Ok(false);
+    }
+    if let Some(value) = crate::store::value_of(store, secret, token).await? {
+        let servable = crate::store::servable(store, secret).await?;
+        let keys = &value.document.keys;
+        let ours = same_keys(keys, &servable.current.document.keys)
+            || servable
+                .next
+                .as_ref()
+                .is_some_and(|n| same_keys(keys, &n.document.keys));
+        if !ours {
+            return Ok(false);
+        }
+    }
+    match store.move_stage(secret, &stage(STAGE_PENDING), None, Some(token)).await {
+        Ok(()) => Ok(true),
+        Err(StoreError::LabelHeld { .. }) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// The function's events are a stranger's requests: anyone with
 /// `lambda:InvokeFunction` can send one. An event for another secret than
 /// the one the function was configured with (`configured`, an ARN) is
@@ -174,9 +211,12 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
                     "testSecret: version {token} holds no value yet: a check of the configuration (createSecret has not run); nothing to test, nothing changed"
                 ));
             }
+            // Not given up: an event sent before Secrets Manager's own
+            // createSecret would otherwise end a rotation in flight.
             (None, LambdaStep::SetSecret | LambdaStep::FinishSecret) => {
-                let e = RotationError::Refused(format!("version {token} holds no value: its createSecret did not run"));
-                return Err(self.give_up(step, token, &stages, e).await);
+                return Err(RotationError::Refused(format!(
+                    "{step}: version {token} is Secrets Manager's empty staging: its createSecret has not stored a set. Nothing was changed; if that rotation failed, `hostkeyctl rotate --abort` drops the staging"
+                )));
             }
             _ => {}
         }
@@ -264,7 +304,7 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
         }
         let (document, from) = match &announced {
             Some(a) => {
-                self.announced_long_enough(a.version_id.as_ref(), &a.document.keys, &current_set.document.keys)
+                self.announced_long_enough(a.version_id.as_ref(), &a.document.keys)
                     .await?;
                 (
                     self.new_document(&stages.current, &current_set.document, Some(&a.document), token)?,
@@ -425,15 +465,7 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
                 .store
                 .get(self.secret, &VersionSelector::VersionId(holder.clone()))
                 .await?;
-            // Kept when it holds other keys and was announced after the
-            // promoted keys appeared (never a label moved onto an old set).
-            if *holder != promoted.version_id
-                && !same_keys(&next.document.keys, &promoted.document.keys)
-                && self
-                    .announced_since(&next.document.keys, &promoted.document.keys)
-                    .await?
-                    .is_some()
-            {
+            if *holder != promoted.version_id && !same_keys(&next.document.keys, &promoted.document.keys) {
                 return Ok(holder.clone());
             }
         }

@@ -159,7 +159,10 @@ class Enforcer:
         headers = headers_of(environ)
         if "Credential=" not in headers.get("Authorization", ""):
             raise self._unrecognized(service)
-        path = environ.get("PATH_INFO", "/")
+        # The path as sent, not as decoded: a Lambda function's ARN in the
+        # path is signed percent-encoded (PATH_INFO has it decoded).
+        path = (environ.get("RAW_URI") or environ.get("REQUEST_URI") or "").split("?", 1)[0]
+        path = path or environ.get("PATH_INFO", "/")
         if environ.get("QUERY_STRING"):
             path += "?" + environ["QUERY_STRING"]
         try:

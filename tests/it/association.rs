@@ -215,7 +215,7 @@ fn assert_shown_and_in_status(bed: &TestBed) {
     };
     assert_eq!(status("json").json()["association"]["spec"]["schedule"], "rate(1 hour)");
     assert!(
-        status("table").stdout.contains("assoc    hostkeyctl-hostkeys-hk ("),
+        status("table").stdout.contains("assoc    hostkeyctl-hostkeys-hk-"),
         "{}",
         status("table").stdout
     );

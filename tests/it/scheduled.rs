@@ -204,7 +204,8 @@ fn stopped_timer(bed: &TestBed, n: usize, before: &Value) {
 
 /// The KRL `known-hosts --krl` writes now, and `ssh-keygen -Q` of every
 /// key of AWSCURRENT, AWSPENDING and the announced set against it: none
-/// is revoked. Returns the KRL.
+/// is revoked, nor in the `@revoked` lines of `known-hosts --revoked`.
+/// Returns the KRL.
 fn krl_spares_what_the_nodes_may_serve(bed: &TestBed, what: &str) -> std::path::PathBuf {
     let krl = bed.dir().join("revoked.krl");
     bed.run(&[
@@ -215,6 +216,15 @@ fn krl_spares_what_the_nodes_may_serve(bed: &TestBed, what: &str) -> std::path::
         &krl.display().to_string(),
     ])
     .ok();
+    let revoked = bed.run(&[
+        "known-hosts",
+        "--secret-id",
+        "hostkeys/hk",
+        "--host",
+        "login.test",
+        "--revoked",
+    ]);
+    revoked.ok();
     let status = bed
         .run(&["status", "--output", "json", "--secret-id", "hostkeys/hk"])
         .json();
@@ -227,6 +237,8 @@ fn krl_spares_what_the_nodes_may_serve(bed: &TestBed, what: &str) -> std::path::
             continue;
         }
         for key in v["keys"].as_array().unwrap() {
+            let blob = key["public_key"].as_str().unwrap().split_whitespace().nth(1).unwrap();
+            assert!(!revoked.stdout.contains(blob), "{what}: {labels} in @revoked lines");
             let file = bed.dir().join("key-to-query.pub");
             std::fs::write(&file, format!("{}\n", key["public_key"].as_str().unwrap())).unwrap();
             let out = std::process::Command::new(require("ssh-keygen"))

@@ -166,7 +166,7 @@ impl<'a, S: SecretStore> Parts<'a, S> {
             gate: hostkeyctl::rotation::Gate {
                 min_overlap: hostkeyctl::rotation::MinOverlap::Exactly(Duration::ZERO),
                 trust_timers: false,
-                now: 0,
+                now: hostkeyctl::rotation::gate::unix_now(),
             },
         }
     }

@@ -392,32 +392,32 @@ async fn event(world: &World, rng: &mut Xoshiro256PlusPlus, log: &mut Vec<String
     let push = options(0);
     let rotation = world.rotation(&hooked, &dispatcher, &push);
     let pull = Some(Duration::ZERO);
-    let kind = rng.random_range(0..12);
+    let kind = rng.random_range(0..14);
     let what = match kind {
-        0 | 1 => {
+        0..=2 => {
             world.timers().await;
             "timers".to_owned()
         }
-        2 => {
+        3 => {
             let i = rng.random_range(0..NODES);
             let mut nodes = world.nodes.lock();
             nodes[i].timer = !nodes[i].timer;
             format!("node {i}'s timer {}", if nodes[i].timer { "on" } else { "off" })
         }
-        3 => {
+        4 | 5 => {
             let hours = [1, 12, 25, 24 * 30][rng.random_range(0..4)];
             world.store.advance(hours * 3600);
             format!("{hours} h pass")
         }
-        4 => format!(
+        6 => format!(
             "announce: {:?}",
             rotation
                 .announce_after(&super::current(&world.store).await)
                 .await
                 .map(|_| ())
         ),
-        5..=7 => scheduled_event(world, &rotation, rng).await,
-        8 if rng.random_bool(0.25) => {
+        7..=9 => scheduled_event(world, &rotation, rng).await,
+        10 if rng.random_bool(0.25) => {
             // An event for another fleet's secret, handled as the function
             // handles one: whose secret first, then the step on the
             // secret the event names (one it may act on).
@@ -435,7 +435,7 @@ async fn event(world: &World, rng: &mut Xoshiro256PlusPlus, log: &mut Vec<String
                 }
             }
         }
-        8 => {
+        10 => {
             let token = forged_token(world, rng);
             let s = STEPS[rng.random_range(0..4)];
             let outcome = rotation.scheduled_step(s, &token, FleetMode::Pull).await;

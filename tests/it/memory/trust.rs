@@ -63,8 +63,10 @@ async fn keys_of(store: &MemoryStore, label: &str) -> KeySet {
     store.keys_of(&secret(), &v).unwrap()
 }
 
+/// `schedule enable`'s announcement, at the store's clock.
 async fn announce(store: &MemoryStore, fleet: &Arc<MemFleet>) -> VersionId {
-    let parts = Parts::new(fleet, store);
+    let mut parts = Parts::new(fleet, store);
+    parts.gate.now = store.now();
     parts
         .rotation(store, fleet, None)
         .announce_after(&current(store).await)
