@@ -35,7 +35,7 @@ started and the rest end Cancelled.
 
 from __future__ import annotations
 
-from moto.core import DEFAULT_ACCOUNT_ID as ACCOUNT
+from moto.core.models import DEFAULT_ACCOUNT_ID as ACCOUNT
 
 from .app import Emulator
 from .ssm import Faults, NodeEnv

@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from . import aws, fleet, keys, lb, nodes, profiles
 from .aws import REGION
@@ -26,14 +26,17 @@ from .nodes import SSHD, Node
 from .state import BedState
 
 if TYPE_CHECKING:
+    # Types only: the emulator (and moto) load once the botocore loader is
+    # shared (aws.start_emulator).
     from werkzeug.serving import BaseWSGIServer
 
     from emulator import Emulator, NodeEnv
+    from emulator.wire import JsonObject
 
-# A control API request (raw JSON), and where its answer goes: (ok, the
-# answer or the error's text).
-Reply = queue.Queue[tuple[bool, object]]
-Request = tuple[str, dict[str, Any], Reply]
+    # Where a node operation's answer goes: (ok, the answer or the error's text).
+    Reply = queue.Queue[tuple[bool, object]]
+    # A node operation of the control API: (op, its request, where to answer).
+    Operation = tuple[str, JsonObject, Reply]
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,7 @@ class Bed:
         # (loopback), one ledger, apart from the host's and other beds'.
         self.pacing_dir = str(self.dir / "pacing")
         self.children: dict[str, subprocess.Popen[bytes]] = {}
-        self.main_queue: queue.Queue[Request] = queue.Queue()
+        self.main_queue: queue.Queue[Operation] = queue.Queue()
         self.stop_event = threading.Event()
         self.state: BedState = {}
         self.nodes: list[Node] = []
@@ -127,7 +130,7 @@ class Bed:
 
     # ---------------------------------------------------- main-thread work
 
-    def on_main(self, op: str, request: dict[str, Any]) -> object:
+    def on_main(self, op: str, request: JsonObject) -> object:
         """Runs node operations on the main thread (they spawn processes)."""
         reply: Reply = queue.Queue()
         self.main_queue.put((op, request, reply))
@@ -136,7 +139,7 @@ class Bed:
             raise ValueError(value)
         return value
 
-    def handle(self, op: str, request: dict[str, Any]) -> dict[str, object]:
+    def handle(self, op: str, request: JsonObject) -> dict[str, object]:
         node = next((n for n in self.nodes if n.name == request.get("name")), None)
         if node is None:
             raise ValueError(f"no node named {request.get('name')!r}")
