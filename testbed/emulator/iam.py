@@ -87,7 +87,7 @@ class Refused(Exception):
         self.status = status
 
 
-class TagContext(dict):  # type: ignore[type-arg]
+class TagContext(dict[str, str]):
     """Condition values for moto's evaluator: every ``*ResourceTag/KEY`` key
     is present, with the tag's value or a value no policy names (moto aligns
     condition values by position, so a key must never be missing)."""
