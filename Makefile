@@ -17,12 +17,14 @@ build:
 lint: style
 	$(CARGO) clippy --locked --all-targets --features testing,testbed -- -D warnings
 
-# Formatting (rustfmt) and the Python checks (ruff): what lint runs besides
-# clippy. make test runs clippy inside its test build (scripts/test.sh).
+# Formatting (rustfmt) and the Python checks (ruff; mypy --strict on the
+# bed, mypy.ini): what lint runs besides clippy. make test runs clippy
+# inside its test build (scripts/test.sh).
 style:
 	$(CARGO) fmt --check
 	python3 -m ruff check testbed scripts
 	python3 -m ruff format --check testbed scripts
+	python3 -m mypy
 
 # The IAM policies (parliament) and the CloudFormation template (cfn-lint);
 # the template's drift from iam/ and the SSM document is a test.

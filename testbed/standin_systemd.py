@@ -37,22 +37,31 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TypedDict
 
 STATE = Path("/run/standin-systemd")
+
+
+class Unit(TypedDict, total=False):
+    """A unit's state file: a service's MainPID, whether a socket listens."""
+
+    MainPID: int
+    active: bool
 
 
 def unit_name(name: str) -> str:
     return name if "." in name else f"{name}.service"
 
 
-def read_unit(unit: str) -> dict:
+def read_unit(unit: str) -> Unit:
     try:
-        return json.loads((STATE / f"{unit}.json").read_text())
+        state: Unit = json.loads((STATE / f"{unit}.json").read_text())
+        return state
     except (FileNotFoundError, ValueError):
         return {}
 
 
-def write_unit(unit: str, data: dict) -> None:
+def write_unit(unit: str, data: Unit) -> None:
     STATE.mkdir(parents=True, exist_ok=True)
     tmp = STATE / f".{unit}.json.tmp"
     tmp.write_text(json.dumps(data))
@@ -168,8 +177,10 @@ class Activator:
         self.log = opts.get("--log", ["/dev/null"])[0]
         self.listen = opts["--listen"]
         self.lock = threading.Lock()
-        self.proc: subprocess.Popen | None = None
-        self.requests: queue.Queue = queue.Queue()
+        self.proc: subprocess.Popen[bytes] | None = None
+        # Requests to start the service: where the starter answers (None,
+        # or why it could not).
+        self.requests: queue.Queue[queue.Queue[OSError | None]] = queue.Queue()
 
     def starter(self) -> None:
         """Starts the service on request. One long-lived thread forks it:
@@ -190,7 +201,7 @@ class Activator:
         with self.lock:
             if self.proc is not None and self.proc.poll() is None:
                 return
-            reply: queue.Queue = queue.Queue()
+            reply: queue.Queue[OSError | None] = queue.Queue()
             self.requests.put(reply)
             error = reply.get()
             if error is not None:

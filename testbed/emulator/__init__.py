@@ -17,7 +17,7 @@ behind a WSGI layer that adds what the tests need and moto lacks:
   (eventual consistency);
 * counters of API calls by ``service:Action``;
 * Elastic Load Balancing v2 and SageMaker HyperPod as the bed sets them up
-  (see ``Bed.register_lb_and_cluster``): target health that tests can set
+  (see ``parts.fleet.register_lb_and_cluster``): target health that tests can set
   (moto reports every registered target healthy), HyperPod nodes with EC2-like
   instance ids and the bed's addresses as ``PrivatePrimaryIp`` and
   ``PrivateDnsHostname`` (moto names them ``GROUP-N`` with no address), and
@@ -35,7 +35,7 @@ started and the rest end Cancelled.
 
 from __future__ import annotations
 
-from moto.core import DEFAULT_ACCOUNT_ID as ACCOUNT
+from moto.core.models import DEFAULT_ACCOUNT_ID as ACCOUNT
 
 from .app import Emulator
 from .ssm import Faults, NodeEnv

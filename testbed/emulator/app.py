@@ -12,25 +12,30 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
-from moto.core import DEFAULT_ACCOUNT_ID as ACCOUNT
+from moto.core.models import DEFAULT_ACCOUNT_ID as ACCOUNT
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
 from . import cbor, lambda_api, patches
 from .associations import ASSOCIATION_ACTIONS, StateManager
-from .errors import ApiError
+from .errors import JSON_SERVICES, ApiError, denied, throttled
 from .iam import Enforcer, Principal, Refused
 from .lambda_api import LambdaApi
 from .rotation import RotationPlane, patch_describe
 from .secretsmanager import check_put, check_stage_move, sync_current
-from .ssm import JSON_SERVICES, OWN_SSM_ACTIONS, Command, Faults, NodeEnv, SsmCommandPlane
+from .ssm import OWN_SSM_ACTIONS, Command, Faults, NodeEnv
+from .wire import JsonObject
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
 
-class Emulator(SsmCommandPlane, StateManager, RotationPlane, LambdaApi):
-    """A WSGI application: moto plus the additions described above."""
+class Emulator(StateManager, RotationPlane, LambdaApi):
+    """A WSGI application: moto plus the additions described above (the
+    SSM command plane, ``ssm.SsmCommandPlane``, is State Manager's base)."""
 
     def __init__(self, region: str, bin_dir: str | None = None, log_dir: str | None = None):
         patches.apply()
@@ -50,8 +55,8 @@ class Emulator(SsmCommandPlane, StateManager, RotationPlane, LambdaApi):
         self.counts: dict[str, int] = {}
         self.fault_counts: dict[str, int] = {}
         self.lock = threading.Lock()
-        self.processes: set[subprocess.Popen] = set()
-        self.control_hooks: dict[str, Callable[[dict[str, Any]], Any]] = {}
+        self.processes: set[subprocess.Popen[bytes]] = set()
+        self.control_hooks: dict[str, Callable[[JsonObject], object]] = {}
         self.base_env: dict[str, str] = {}
         # bed.py --virtual-shared: (workdir, env) of the node virtual
         # instances share.
@@ -63,7 +68,7 @@ class Emulator(SsmCommandPlane, StateManager, RotationPlane, LambdaApi):
 
     # ----------------------------------------------------------------- WSGI
 
-    def __call__(self, environ: dict[str, Any], start_response: Callable) -> list[bytes]:
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
         length = int(environ.get("CONTENT_LENGTH") or 0)
         body = environ["wsgi.input"].read(length) if length else b""
@@ -98,7 +103,7 @@ class Emulator(SsmCommandPlane, StateManager, RotationPlane, LambdaApi):
                 ),
                 None,
             )
-            throttled = (
+            is_throttled = (
                 faults.throttle_fraction > 0
                 and (not faults.throttle_actions or action in faults.throttle_actions or key in faults.throttle_actions)
                 and self.rng.random() < faults.throttle_fraction
@@ -106,11 +111,11 @@ class Emulator(SsmCommandPlane, StateManager, RotationPlane, LambdaApi):
         if faults.latency_ms:
             time.sleep(faults.latency_ms / 1000)
         try:
-            denied = faults.deny_actions.get(action, faults.deny_actions.get(key))
-            if denied is not None:
-                raise self._denied(service, action, denied)
-            if throttled:
-                raise self._throttled(service)
+            denial = faults.deny_actions.get(action, faults.deny_actions.get(key))
+            if denial is not None:
+                raise denied(service, action, denial)
+            if is_throttled:
+                raise throttled(service)
             if interrupt is not None and not interrupt.get("after"):
                 raise ApiError("InternalFailure", f"injected failure of {action} call {interrupt['n']}", 500)
             if service == "secretsmanager" and action == "UpdateSecretVersionStage":
@@ -149,10 +154,11 @@ class Emulator(SsmCommandPlane, StateManager, RotationPlane, LambdaApi):
                 service,
                 ApiError("InternalFailure", f"injected: {action} call {interrupt['n']} took effect, answer lost", 500),
             )
-        return self.moto(environ, start_response)
+        answer: Iterable[bytes] = self.moto(environ, start_response)  # moto's WSGI app returns Any
+        return answer
 
     @staticmethod
-    def _identify(environ: dict[str, Any], body: bytes) -> tuple[str, str, str]:
+    def _identify(environ: WSGIEnvironment, body: bytes) -> tuple[str, str, str]:
         auth = environ.get("HTTP_AUTHORIZATION", "")
         service, region = "unknown", ""
         if "Credential=" in auth:
@@ -172,23 +178,8 @@ class Emulator(SsmCommandPlane, StateManager, RotationPlane, LambdaApi):
             action = form.get("Action", ["unknown"])[0]
         return service, region, action
 
-    def _denied(self, service: str, action: str, message: str) -> ApiError:
-        text = message or (
-            f"User: arn:aws:sts::{ACCOUNT}:assumed-role/test/test is not authorized to perform: "
-            f"{service}:{action} because no identity-based policy allows the {service}:{action} action"
-        )
-        if service in JSON_SERVICES:
-            return ApiError("AccessDeniedException", text, 400)
-        return ApiError("UnauthorizedOperation", text, 403)
-
     @staticmethod
-    def _throttled(service: str) -> ApiError:
-        if service in JSON_SERVICES:
-            return ApiError("ThrottlingException", "Rate exceeded", 400)
-        return ApiError("RequestLimitExceeded", "Request limit exceeded.", 503)
-
-    @staticmethod
-    def _json(start_response: Callable, status: int, payload: Any) -> list[bytes]:
+    def _json(start_response: StartResponse, status: int, payload: object) -> list[bytes]:
         data = json.dumps(payload).encode()
         start_response(
             f"{status} {'OK' if status == 200 else 'Error'}",
@@ -200,7 +191,7 @@ class Emulator(SsmCommandPlane, StateManager, RotationPlane, LambdaApi):
         )
         return [data]
 
-    def _error(self, start_response: Callable, service: str, e: ApiError) -> list[bytes]:
+    def _error(self, start_response: StartResponse, service: str, e: ApiError) -> list[bytes]:
         if service in JSON_SERVICES or service in ("unknown", "lambda"):
             return self._json(start_response, e.status, {"__type": e.code, "message": e.message})
         if service == "ec2":
@@ -220,7 +211,7 @@ class Emulator(SsmCommandPlane, StateManager, RotationPlane, LambdaApi):
 
     # --------------------------------------------------------- control API
 
-    def _control(self, path: str, method: str, body: bytes, start_response: Callable) -> list[bytes]:
+    def _control(self, path: str, method: str, body: bytes, start_response: StartResponse) -> list[bytes]:
         try:
             request = json.loads(body) if body else {}
             result = self._control_dispatch(path, method, request)
@@ -228,7 +219,7 @@ class Emulator(SsmCommandPlane, StateManager, RotationPlane, LambdaApi):
         except (ValueError, KeyError, TypeError) as e:
             return self._json(start_response, 400, {"error": str(e)})
 
-    def _control_dispatch(self, path: str, method: str, request: dict[str, Any]) -> Any:
+    def _control_dispatch(self, path: str, method: str, request: JsonObject) -> object:
         if path == "/_bed/health":
             return {"ok": True}
         if path == "/_bed/counts":

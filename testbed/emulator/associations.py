@@ -36,10 +36,11 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from .errors import ApiError
-from .ssm import Command, Invocation
+from .ssm import Command, Invocation, SsmCommandPlane
+from .wire import Answer, JsonObject
 
 ASSOCIATION_ACTIONS = {
     "PutComplianceItems",
@@ -54,6 +55,21 @@ NAME = re.compile(r"[a-zA-Z0-9_\-.]{3,128}")
 RATE = re.compile(r"rate\((\d+) (minute|minutes|hour|hours|day|days)\)")
 
 
+class Settings(TypedDict):
+    """What a Create or Update request sets (``StateManager._checked``)."""
+
+    association_name: str
+    document: str
+    document_version: str
+    parameters: dict[str, list[str]]
+    targets: list[JsonObject]
+    schedule: str
+    max_concurrency: str
+    max_errors: str
+    compliance_severity: str
+    sync_compliance: str
+
+
 @dataclass
 class Association:
     association_id: str
@@ -61,7 +77,7 @@ class Association:
     document: str
     document_version: str
     parameters: dict[str, list[str]]
-    targets: list[dict[str, Any]]
+    targets: list[JsonObject]
     schedule: str
     max_concurrency: str
     max_errors: str
@@ -76,7 +92,7 @@ class Association:
     instances: dict[str, str] = field(default_factory=dict)
     runs: list[Command] = field(default_factory=list)
 
-    def overview(self) -> dict[str, Any]:
+    def overview(self) -> Answer:
         counts: dict[str, int] = {}
         for status in self.instances.values():
             counts[status] = counts.get(status, 0) + 1
@@ -90,8 +106,8 @@ class Association:
             status = "Failed"
         return {"Status": status, "DetailedStatus": status, "AssociationStatusAggregatedCount": counts}
 
-    def description(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def description(self) -> Answer:
+        out: Answer = {
             "Name": self.document,
             "AssociationVersion": str(self.version),
             "Date": self.created,
@@ -116,19 +132,19 @@ class Association:
         return out
 
 
-class StateManager:
-    """State Manager's associations over the Emulator's command plane
-    (``_render_document``, ``_resolve_targets``, ``_execute``, ``lock``)."""
+class StateManager(SsmCommandPlane):
+    """State Manager's associations over the command plane
+    (``_render_document``, ``_resolve_targets``, ``_dispatch``, ``lock``)."""
 
     def _init_state_manager(self) -> None:
         self.associations: dict[str, Association] = {}
         self.association_threads: list[threading.Thread] = []
         # (resource id, compliance type) -> the items last put.
-        self.compliance: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self.compliance: dict[tuple[str, str], list[JsonObject]] = {}
 
     # ------------------------------------------------------- compliance
 
-    def _ssm_PutComplianceItems(self, request: dict[str, Any], region: str) -> dict[str, Any]:
+    def _ssm_PutComplianceItems(self, request: JsonObject, region: str) -> Answer:
         resource = request.get("ResourceId", "")
         resource_type = request.get("ResourceType", "")
         kind = request.get("ComplianceType", "")
@@ -142,7 +158,7 @@ class StateManager:
         items = request.get("Items") or []
         if len(items) > 10000:
             raise ApiError("ValidationException", "at most 10000 items")
-        stored = []
+        stored: list[JsonObject] = []
         for item in items:
             status = item.get("Status")
             if status not in ("COMPLIANT", "NON_COMPLIANT"):
@@ -175,7 +191,7 @@ class StateManager:
                 self.compliance[(resource, kind)] = list(kept.values())
         return {}
 
-    def _ssm_ListComplianceItems(self, request: dict[str, Any], region: str) -> dict[str, Any]:
+    def _ssm_ListComplianceItems(self, request: JsonObject, region: str) -> Answer:
         ids = request.get("ResourceIds") or []
         types = request.get("ResourceTypes") or []
         with self.lock:
@@ -194,14 +210,14 @@ class StateManager:
             rows = [i for i in rows if i[field_name] in values]
         max_results = int(request.get("MaxResults") or 10)
         start = int(request.get("NextToken") or 0)
-        result: dict[str, Any] = {"ComplianceItems": rows[start : start + max_results]}
+        result: Answer = {"ComplianceItems": rows[start : start + max_results]}
         if start + max_results < len(rows):
             result["NextToken"] = str(start + max_results)
         return result
 
     # ------------------------------------------------------------- API
 
-    def _checked(self, request: dict[str, Any], region: str, current: Association | None) -> dict[str, Any]:
+    def _checked(self, request: JsonObject, region: str, current: Association | None) -> Settings:
         """The association's settings from a Create or Update request, checked
         as SSM checks them."""
         name = request.get("AssociationName", current.association_name if current else "")
@@ -246,14 +262,14 @@ class StateManager:
             "sync_compliance": request.get("SyncCompliance", current.sync_compliance if current else "AUTO"),
         }
 
-    def _find_association(self, request: dict[str, Any]) -> Association:
+    def _find_association(self, request: JsonObject) -> Association:
         with self.lock:
             found = self.associations.get(request.get("AssociationId", ""))
         if found is None:
             raise ApiError("AssociationDoesNotExist", "The specified association does not exist.")
         return found
 
-    def _ssm_CreateAssociation(self, request: dict[str, Any], region: str) -> dict[str, Any]:
+    def _ssm_CreateAssociation(self, request: JsonObject, region: str) -> Answer:
         settings = self._checked(request, region, None)
         association = Association(association_id=str(uuid.uuid4()), **settings)
         with self.lock:
@@ -261,7 +277,7 @@ class StateManager:
         self._apply(association, region, None)
         return {"AssociationDescription": association.description()}
 
-    def _ssm_UpdateAssociation(self, request: dict[str, Any], region: str) -> dict[str, Any]:
+    def _ssm_UpdateAssociation(self, request: JsonObject, region: str) -> Answer:
         association = self._find_association(request)
         settings = self._checked(request, region, association)
         with self.lock:
@@ -272,18 +288,18 @@ class StateManager:
         self._apply(association, region, None)
         return {"AssociationDescription": association.description()}
 
-    def _ssm_DescribeAssociation(self, request: dict[str, Any], region: str) -> dict[str, Any]:
+    def _ssm_DescribeAssociation(self, request: JsonObject, region: str) -> Answer:
         association = self._find_association(request)
         with self.lock:
             return {"AssociationDescription": association.description()}
 
-    def _ssm_DeleteAssociation(self, request: dict[str, Any], region: str) -> dict[str, Any]:
+    def _ssm_DeleteAssociation(self, request: JsonObject, region: str) -> Answer:
         association = self._find_association(request)
         with self.lock:
             self.associations.pop(association.association_id, None)
         return {}
 
-    def _ssm_ListAssociations(self, request: dict[str, Any], region: str) -> dict[str, Any]:
+    def _ssm_ListAssociations(self, request: JsonObject, region: str) -> Answer:
         filters = request.get("AssociationFilterList") or []
         with self.lock:
             rows = list(self.associations.values())
@@ -315,7 +331,7 @@ class StateManager:
                 }
                 for a in page
             ]
-        result: dict[str, Any] = {"Associations": summaries}
+        result: Answer = {"Associations": summaries}
         if start + max_results < len(rows):
             result["NextToken"] = str(start + max_results)
         return result
@@ -402,7 +418,7 @@ class StateManager:
             if time.time() >= deadline:
                 raise ValueError("association runs still in progress after the timeout")
 
-    def associations_json(self) -> list[dict[str, Any]]:
+    def associations_json(self) -> list[Answer]:
         with self.lock:
             return [
                 {

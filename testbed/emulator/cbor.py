@@ -14,17 +14,22 @@ import datetime as dt
 import gzip
 import io
 import json
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cbor2
+
+from .wire import JsonObject
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIEnvironment
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 
 PREFIX = "/service/"
 # Fields of CloudWatch's answers that are timestamps (tag 1 in CBOR).
 TIMESTAMP_FIELDS = {"Timestamps", "Timestamp", "StateUpdatedTimestamp", "AlarmConfigurationUpdatedTimestamp"}
 
 
-def operation(environ: dict[str, Any]) -> str | None:
+def operation(environ: WSGIEnvironment) -> str | None:
     """The operation of an RPC v2 CBOR request, or None for another protocol."""
     path = environ.get("PATH_INFO", "")
     if environ.get("HTTP_SMITHY_PROTOCOL") != "rpc-v2-cbor" or not path.startswith(PREFIX):
@@ -33,7 +38,7 @@ def operation(environ: dict[str, Any]) -> str | None:
     return parts[2] if len(parts) == 3 and parts[1] == "operation" else None
 
 
-def _to_json(value: Any) -> Any:
+def _to_json(value: Any) -> Any:  # raw CBOR in (cbor2 has no types), raw JSON out
     if isinstance(value, dt.datetime):
         return value.timestamp()
     if isinstance(value, dict):
@@ -45,7 +50,7 @@ def _to_json(value: Any) -> Any:
     return value
 
 
-def _to_cbor(value: Any, key: str = "") -> Any:
+def _to_cbor(value: object, key: str = "") -> object:
     if key in TIMESTAMP_FIELDS:
         if isinstance(value, list):
             return [cbor2.CBORTag(1, float(v)) for v in value]
@@ -58,7 +63,7 @@ def _to_cbor(value: Any, key: str = "") -> Any:
     return value
 
 
-def decode(environ: dict[str, Any], body: bytes) -> dict[str, Any]:
+def decode(environ: WSGIEnvironment, body: bytes) -> JsonObject:
     """The request's parameters, as JSON would carry them."""
     if environ.get("HTTP_CONTENT_ENCODING", "") == "gzip":
         body = gzip.decompress(body)
@@ -66,7 +71,11 @@ def decode(environ: dict[str, Any], body: bytes) -> dict[str, Any]:
 
 
 def call_moto(
-    moto: Callable, environ: dict[str, Any], start_response: Callable, target: str, request: dict[str, Any]
+    moto: DomainDispatcherApplication,
+    environ: WSGIEnvironment,
+    start_response: StartResponse,
+    target: str,
+    request: JsonObject,
 ) -> list[bytes]:
     """Runs the request through moto's JSON protocol; answers in CBOR."""
     data = json.dumps(request).encode()
@@ -82,9 +91,9 @@ def call_moto(
         }
     )
     inner.pop("HTTP_CONTENT_ENCODING", None)
-    captured: dict[str, Any] = {}
+    captured: dict[str, str] = {}
 
-    def capture(status: str, headers: list[tuple[str, str]], *_: Any) -> None:
+    def capture(status: str, headers: list[tuple[str, str]], *_: object) -> None:
         captured["status"] = status
 
     raw = b"".join(moto(inner, capture))
@@ -92,7 +101,7 @@ def call_moto(
     return respond(start_response, captured.get("status", "500 Error"), answer)
 
 
-def respond(start_response: Callable, status: str, answer: dict[str, Any]) -> list[bytes]:
+def respond(start_response: StartResponse, status: str, answer: JsonObject) -> list[bytes]:
     """A CBOR answer (errors carry ``__type`` and ``message``, as JSON's do)."""
     if not status.startswith("200") and "message" not in answer and "Message" in answer:
         answer["message"] = answer.pop("Message")

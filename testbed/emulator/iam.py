@@ -45,11 +45,15 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from moto.iam.access_control import IAMPolicy, IAMRequest, PermissionResult
 
 from . import lambda_api
+from .wire import JsonObject
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import WSGIEnvironment
 
 # The account the shipped policies name; the bed substitutes its own, as the
 # CloudFormation template substitutes the stack's.
@@ -83,7 +87,7 @@ class Refused(Exception):
         self.status = status
 
 
-class TagContext(dict):  # type: ignore[type-arg]
+class TagContext(dict[str, str]):
     """Condition values for moto's evaluator: every ``*ResourceTag/KEY`` key
     is present, with the tag's value or a value no policy names (moto aligns
     condition values by position, so a key must never be missing)."""
@@ -110,7 +114,7 @@ class Principal:
 
     name: str
     arn: str
-    policies: list[Any]
+    policies: list[dict[str, str]] | list[str]
 
 
 @dataclass
@@ -125,7 +129,7 @@ class Usage:
         actions = book.setdefault(principal, {})
         actions[action] = actions.get(action, 0) + 1
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, dict[str, dict[str, int]]]:
         return {"allowed": self.allowed, "denied": self.denied}
 
 
@@ -135,7 +139,7 @@ def policy_for_bed(text: str, account: str) -> str:
     return text.replace(EXAMPLE_ACCOUNT, account)
 
 
-def headers_of(environ: dict[str, Any]) -> dict[str, str]:
+def headers_of(environ: WSGIEnvironment) -> dict[str, str]:
     """The request's headers as moto's signature check reads them."""
     headers = {key[5:].replace("_", "-").title(): value for key, value in environ.items() if key.startswith("HTTP_")}
     for key, name in (("CONTENT_TYPE", "Content-Type"), ("CONTENT_LENGTH", "Content-Length")):
@@ -155,7 +159,7 @@ class Enforcer:
 
     # ---------------------------------------------------------- identity
 
-    def authenticate(self, environ: dict[str, Any], body: bytes, service: str, action: str) -> Principal:
+    def authenticate(self, environ: WSGIEnvironment, body: bytes, service: str, action: str) -> Principal:
         headers = headers_of(environ)
         if "Credential=" not in headers.get("Authorization", ""):
             raise self._unrecognized(service)
@@ -225,7 +229,7 @@ class Enforcer:
                 raise Refused("AccessDenied", message, 403)
             raise Refused("AccessDeniedException", message, 400)
 
-    def resources(self, service: str, action: str, request: dict[str, Any], region: str, path: str = "") -> list[str]:
+    def resources(self, service: str, action: str, request: JsonObject, region: str, path: str = "") -> list[str]:
         """The resources a request names (module doc), before SendCommand's
         instances, which only the agent's target resolution knows."""
         if service == "lambda":
@@ -254,7 +258,7 @@ class Enforcer:
 
     def authorize(
         self, principal: Principal | None, service: str, action: str, body: bytes, region: str, path: str = ""
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         """Checks what `resources` names; returns the parsed JSON request."""
         try:
             request = json.loads(body) if body and service in ("secretsmanager", "ssm", "sagemaker") else {}

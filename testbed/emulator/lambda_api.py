@@ -16,10 +16,15 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+import threading
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from .errors import ApiError
+from .wire import Answer
+
+if TYPE_CHECKING:
+    from .rotation import Function
 
 PATH = re.compile(r"^/2015-03-31/functions/(?P<name>[^/]+)/configuration/?$")
 
@@ -40,8 +45,8 @@ def function_name(path: str) -> str:
 class LambdaApi:
     """Mixed into the emulator beside ``RotationPlane``."""
 
-    functions: dict[str, Any]
-    lock: Any
+    functions: dict[str, Function]
+    lock: threading.Lock
 
     def function_arn(self, name: str, region: str, account: str) -> str:
         """The ARN a request's function name means."""
@@ -49,7 +54,7 @@ class LambdaApi:
             return name
         return f"arn:aws:lambda:{region}:{account}:function:{name}"
 
-    def lambda_call(self, method: str, path: str, body: bytes, region: str, account: str) -> dict[str, Any]:
+    def lambda_call(self, method: str, path: str, body: bytes, region: str, account: str) -> Answer:
         """Answers one Lambda API request (module docstring)."""
         arn = self.function_arn(function_name(path), region, account)
         with self.lock:

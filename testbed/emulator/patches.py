@@ -13,7 +13,16 @@ explicitly (``apply()``, once) rather than at import:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+from .wire import JsonObject
+
+if TYPE_CHECKING:
+    from moto.ec2.models import EC2Backend
+    from moto.ec2.models.tags import TagBackend
+    from moto.elbv2.models import FakeHealthStatus, FakeTargetGroup
+    from moto.packages.boto.ec2.instance import Reservation
+    from moto.sagemaker.models import ClusterNode
 
 # (target group ARN, target id) -> (state, reason, description), set through
 # the control API; read by the patched FakeTargetGroup.health_for.
@@ -40,7 +49,7 @@ def _patch_moto() -> None:
 
     real_health_for = FakeTargetGroup.health_for
 
-    def health_for(self: Any, target: dict[str, Any], ec2_backend: Any) -> Any:
+    def health_for(self: FakeTargetGroup, target: JsonObject, ec2_backend: EC2Backend) -> FakeHealthStatus:
         override = TARGET_HEALTH.get((self.arn, target["Id"]))
         if override is None:
             return real_health_for(self, target, ec2_backend)
@@ -50,14 +59,14 @@ def _patch_moto() -> None:
 
     FakeTargetGroup.health_for = health_for  # type: ignore[method-assign]
 
-    def node_arn(self: Any) -> str:
+    def node_arn(self: ClusterNode) -> str:
         cluster = f"arn:aws:sagemaker:{self.region_name}:{self.account_id}:cluster/{self.cluster_name}"
         return f"{cluster}/node/{self.instance_id}"
 
     ClusterNode.arn = property(node_arn)  # type: ignore[attr-defined]
     real_describe = ClusterNode.describe
 
-    def describe(self: Any) -> dict[str, Any]:
+    def describe(self: ClusterNode) -> dict[str, object]:
         out = real_describe(self)
         for attr, key in (("bed_ip", "PrivatePrimaryIp"), ("bed_dns", "PrivateDnsHostname")):
             if getattr(self, attr, None):
@@ -77,7 +86,7 @@ def _patch_moto() -> None:
 
     real_describe_instances = InstanceResponse.describe_instances
 
-    def describe_instances(self: Any) -> Any:
+    def describe_instances(self: InstanceResponse) -> ActionResult:
         if "MaxResults" not in self.data or "InstanceId.1" in self.data:
             return real_describe_instances(self)
         self.error_on_dryrun()
@@ -86,7 +95,7 @@ def _patch_moto() -> None:
         token = self._get_param("NextToken")
         start = int(token) if token else 0
         end = start + int(self._get_param("MaxResults"))
-        page: list[Any] = []
+        page: list[Reservation] = []
         for reservation, instance in pairs[start:end]:
             if not page or page[-1].id != reservation.id:
                 page.append(copy.copy(reservation))
@@ -105,12 +114,13 @@ def _patch_moto() -> None:
     from moto.ec2.models.core import TaggedEC2Resource
     from moto.ec2.utils import EC2_PREFIX_TO_RESOURCE, get_prefix
 
-    def get_tags(self: Any) -> list[dict[str, str]]:
+    def get_tags(self: TaggedEC2Resource) -> list[dict[str, str]]:
         rid = getattr(self, "id", None)
         if not rid:
             return []
         kind = EC2_PREFIX_TO_RESOURCE.get(get_prefix(rid), "")
-        own = list(self.ec2_backend.tags.get(rid, {}).items())
+        # Every tagged resource has its backend (moto declares it on each).
+        own = list(self.ec2_backend.tags.get(rid, {}).items())  # type: ignore[attr-defined]
         return [{"resource_id": rid, "key": k, "value": v, "resource_type": kind} for k, v in own]
 
     TaggedEC2Resource.get_tags = get_tags  # type: ignore[method-assign]
@@ -121,7 +131,7 @@ def _patch_moto() -> None:
 
     real_describe_tags = TagBackend.describe_tags
 
-    def describe_tags(self: Any, filters: Any = None) -> Any:
+    def describe_tags(self: TagBackend, filters: dict[str, list[str]] | None = None) -> list[dict[str, str]]:
         TAG_SCANS[0] += 1
         return real_describe_tags(self, filters)
 

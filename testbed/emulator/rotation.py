@@ -64,16 +64,39 @@ import time
 import uuid
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
-from moto.core import DEFAULT_ACCOUNT_ID as ACCOUNT
+from moto.core.models import DEFAULT_ACCOUNT_ID as ACCOUNT
 
 from .errors import ApiError
+from .wire import Answer, JsonObject
+
+if TYPE_CHECKING:
+    from moto.secretsmanager.models import FakeSecret, SecretsManagerBackend
 
 STEPS = ("createSecret", "setSecret", "testSecret", "finishSecret")
 # Lambda's own limit on one invocation; a rotation step has at most this.
 STEP_TIMEOUT = 900.0
 RUNTIME = "/2018-06-01/runtime"
+
+
+class Step(TypedDict):
+    """One step a rotation ran: the function's answer (raw JSON, or its
+    text when it is none) or its error."""
+
+    step: str
+    ok: bool
+    result: object
+
+
+class Rotation(TypedDict):
+    """A rotation Secrets Manager started (``GET /_bed/rotations``)."""
+
+    secret: str
+    token: str
+    steps: list[Step]
+    status: str
+    immediately: bool
 
 
 def rate_seconds(expression: str | None, days: int | None) -> float | None:
@@ -100,11 +123,11 @@ class Function:
         self.runtime_env = runtime_env
         self.revision = str(uuid.uuid4())
         self.log = log
-        self.events: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
-        self.results: dict[str, tuple[bool, Any]] = {}
+        self.events: queue.Queue[tuple[str, JsonObject]] = queue.Queue()
+        self.results: dict[str, tuple[bool, object]] = {}
         self.done = threading.Condition()
         self.init_error: str | None = None
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen[bytes] | None = None
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
@@ -113,7 +136,7 @@ class Function:
         function = self
 
         class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *_args: Any) -> None:
+            def log_message(self, *_args: object) -> None:
                 pass
 
             def _reply(self, status: int, body: bytes = b"{}", headers: dict[str, str] | None = None) -> None:
@@ -153,9 +176,10 @@ class Function:
                     self._reply(202)
                     return
                 if len(parts) == 6 and parts[3] == "invocation" and parts[5] in ("response", "error"):
-                    payload: Any = body.decode("utf-8", "replace")
+                    text = body.decode("utf-8", "replace")
+                    payload: object = text
                     try:
-                        payload = json.loads(payload)
+                        payload = json.loads(text)
                     except ValueError:
                         pass
                     with function.done:
@@ -190,7 +214,7 @@ class Function:
                 [self.bootstrap], env=env, stdout=log, stderr=log, cwd=os.path.dirname(self.bootstrap)
             )
 
-    def invoke(self, event: dict[str, Any], timeout: float) -> tuple[bool, Any]:
+    def invoke(self, event: JsonObject, timeout: float) -> tuple[bool, object]:
         """One invocation: (succeeded, the response or the error)."""
         self._start()
         request_id = str(uuid.uuid4())
@@ -209,7 +233,7 @@ class Function:
                 self.done.wait(min(left, 0.2))
             return self.results.pop(request_id)
 
-    def configuration(self) -> dict[str, Any]:
+    def configuration(self) -> Answer:
         """GetFunctionConfiguration's answer (the fields hostkeyctl reads)."""
         name = self.arn.rsplit(":", 1)[-1]
         return {
@@ -250,11 +274,11 @@ class RotationPlane:
 
     region: str
     lock: threading.Lock
-    control_hooks: dict[str, Callable[[dict[str, Any]], Any]]
+    control_hooks: dict[str, Callable[[JsonObject], object]]
 
     def _init_rotation(self, log_dir: str) -> None:
         self.functions: dict[str, Function] = {}
-        self.rotations: list[dict[str, Any]] = []
+        self.rotations: list[Rotation] = []
         self.rotation_cv = threading.Condition()
         self.function_log_dir = log_dir
         self.step_timeout = STEP_TIMEOUT
@@ -271,7 +295,7 @@ class RotationPlane:
         """The clock: real time (advancing it ages the emulator's dates)."""
         return time.time()
 
-    def _register(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _register(self, request: JsonObject) -> Answer:
         arn = request["arn"]
         with self.lock:
             old = self.functions.pop(arn, None)
@@ -285,11 +309,11 @@ class RotationPlane:
                 self.step_timeout = float(request["step_timeout"])
         return {"arn": arn, "log": log}
 
-    def rotations_json(self) -> list[dict[str, Any]]:
+    def rotations_json(self) -> list[Rotation]:
         with self.rotation_cv:
-            return [dict(r, steps=list(r["steps"])) for r in self.rotations]
+            return [{**r, "steps": list(r["steps"])} for r in self.rotations]
 
-    def _wait(self, request: dict[str, Any]) -> list[dict[str, Any]]:
+    def _wait(self, request: JsonObject) -> list[Rotation]:
         """Waits until at least ``count`` rotations ended (or ``timeout``)."""
         count, timeout = int(request["count"]), float(request.get("timeout", 600))
         deadline = time.monotonic() + timeout
@@ -301,7 +325,7 @@ class RotationPlane:
                 self.rotation_cv.wait(left)
         return self.rotations_json()
 
-    def _versions(self, request: dict[str, Any]) -> list[dict[str, Any]]:
+    def _versions(self, request: JsonObject) -> list[Answer]:
         """Every version of a secret, deprecated ones included: id, stages,
         whether it holds a value (what a test needs to forge an event)."""
         secret = self._backend().secrets[request["secret"]]
@@ -314,7 +338,7 @@ class RotationPlane:
             for version_id, v in secret.versions.items()
         ]
 
-    def _invoke(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _invoke(self, request: JsonObject) -> Answer:
         """Invokes a function with any event, as anyone with
         ``lambda:InvokeFunction`` can (the function, not Secrets Manager,
         must check whose secret and which token it is given)."""
@@ -324,12 +348,12 @@ class RotationPlane:
         ok, result = function.invoke(request["event"], timeout)
         return {"ok": ok, "result": result}
 
-    def _advance(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _advance(self, request: JsonObject) -> Answer:
         """Ages every date by ``days``/``hours`` (as if that much time
         passed) and starts every rotation that fell due (one per secret, as
         Secrets Manager rotates once)."""
         delta = float(request.get("days", 0)) * 86400 + float(request.get("hours", 0)) * 3600
-        secrets = list(self._backend().secrets.values())
+        secrets = self._primaries()
         with self.rotation_cv:
             for secret in secrets:
                 for version in secret.versions.values():
@@ -339,7 +363,7 @@ class RotationPlane:
                     value = getattr(secret, attr, None)
                     if isinstance(value, (int, float)):
                         setattr(secret, attr, int(value - delta))
-        started = []
+        started: list[dict[str, str]] = []
         for secret in secrets:
             due = getattr(secret, "next_rotation_date", None)
             if secret.rotation_enabled and due is not None and due <= self.now():
@@ -349,18 +373,33 @@ class RotationPlane:
                     started.append({"secret": secret.name, "refused": e.message})
         return {"now": self.now(), "started": started}
 
-    def _backend(self) -> Any:
+    def _backend(self) -> SecretsManagerBackend:
         from moto.secretsmanager.models import secretsmanager_backends
 
         return secretsmanager_backends[ACCOUNT][self.region]
 
-    def rotate_secret(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _primaries(self) -> list[FakeSecret]:
+        """Every secret of the region but replicas (the bed makes none): a
+        replica shares its primary's versions and rotates with it."""
+        from moto.secretsmanager.models import FakeSecret
+
+        return [s for s in self._backend().secrets.values() if isinstance(s, FakeSecret)]
+
+    def rotate_secret(self, request: JsonObject) -> Answer:
         """RotateSecret (module docstring)."""
         backend = self._backend()
         secret_id = request.get("SecretId", "")
         if not backend._is_valid_identifier(secret_id):
             raise ApiError("ResourceNotFoundException", "Secrets Manager can't find the specified secret.", 400)
+        from moto.secretsmanager.models import FakeSecret
+
         secret = backend.secrets[secret_id]
+        if not isinstance(secret, FakeSecret):  # a replica (the bed makes none), refused as moto refuses it
+            raise ApiError(
+                "InvalidParameterException",
+                "Operation not permitted on a replica secret. Call must be made in primary secret's region.",
+                400,
+            )
         arn = request.get("RotationLambdaARN")
         rules = request.get("RotationRules") or {}
         if arn is not None:
@@ -385,9 +424,11 @@ class RotationPlane:
             days = rules.get("AutomaticallyAfterDays")
             if expression and expression.startswith("cron("):
                 raise ApiError("InvalidParameterException", "the bed models rate() schedules, not cron()", 400)
-            secret.schedule_expression = expression
+            # The bed's own attributes (moto 5.2 keeps neither), which
+            # patch_describe reports.
+            secret.schedule_expression = expression  # type: ignore[attr-defined]
             secret.auto_rotate_after_days = days or 0
-            secret.rotation_window = rules.get("Duration")
+            secret.rotation_window = rules.get("Duration")  # type: ignore[attr-defined]
             secret.rotation_requested = True
             secret.rotation_enabled = True
             period = rate_seconds(expression, days)
@@ -396,7 +437,7 @@ class RotationPlane:
         started = self._start_rotation(secret, token, immediately=request.get("RotateImmediately", True))
         return {"ARN": secret.arn, "Name": secret.name, "VersionId": started["token"]}
 
-    def _start_rotation(self, secret: Any, token: str | None, immediately: bool) -> dict[str, Any]:
+    def _start_rotation(self, secret: FakeSecret, token: str | None, immediately: bool) -> dict[str, str]:
         for version_id, version in secret.versions.items():
             stages = version.get("version_stages", [])
             if "AWSPENDING" in stages and "AWSCURRENT" not in stages:
@@ -411,7 +452,7 @@ class RotationPlane:
             timeout = self.step_timeout
         token = token or str(uuid.uuid4())
         self._stage_pending(secret, token, immediately)
-        record = {
+        record: Rotation = {
             "secret": secret.name,
             "token": token,
             "steps": [],
@@ -423,7 +464,7 @@ class RotationPlane:
         threading.Thread(target=self._run, args=(secret, function, record, timeout), daemon=True).start()
         return {"secret": secret.name, "token": record["token"]}
 
-    def _stage_pending(self, secret: Any, token: str, immediately: bool) -> None:
+    def _stage_pending(self, secret: FakeSecret, token: str, immediately: bool) -> None:
         """Secrets Manager's own step before the function's: the token as
         AWSPENDING on an empty version (module docstring), as moto 5.2.1's
         ``rotate_secret`` writes it; for the configuration test, on a copy
@@ -435,7 +476,11 @@ class RotationPlane:
                 f"of secret {secret.arn}.",
                 400,
             )
-        version: dict[str, Any] = {"createdate": int(self.now()), "version_id": token, "version_stages": ["AWSPENDING"]}
+        version: dict[str, object] = {
+            "createdate": int(self.now()),
+            "version_id": token,
+            "version_stages": ["AWSPENDING"],
+        }
         if not immediately:
             current = next(
                 (v for v in secret.versions.values() if "AWSCURRENT" in v.get("version_stages", [])),
@@ -446,7 +491,7 @@ class RotationPlane:
         secret.remove_version_stages_from_old_versions(["AWSPENDING"])
         secret.versions[token] = version
 
-    def _run(self, secret: Any, function: Function, record: dict[str, Any], timeout: float) -> None:
+    def _run(self, secret: FakeSecret, function: Function, record: Rotation, timeout: float) -> None:
         steps = STEPS if record["immediately"] else ("testSecret",)
         ok = True
         for step in steps:
@@ -490,16 +535,18 @@ def patch_describe() -> None:
 
     real = FakeSecret.to_dict
 
-    def to_dict(self: Any) -> dict[str, Any]:
+    def to_dict(self: FakeSecret) -> dict[str, object]:
         out = real(self)
         if self.rotation_requested:
-            rules: dict[str, Any] = {}
-            if getattr(self, "schedule_expression", None):
-                rules["ScheduleExpression"] = self.schedule_expression
+            rules: dict[str, object] = {}
+            expression = getattr(self, "schedule_expression", None)
+            window = getattr(self, "rotation_window", None)
+            if expression:
+                rules["ScheduleExpression"] = expression
             elif self.auto_rotate_after_days:
                 rules["AutomaticallyAfterDays"] = self.auto_rotate_after_days
-            if getattr(self, "rotation_window", None):
-                rules["Duration"] = self.rotation_window
+            if window:
+                rules["Duration"] = window
             out["RotationRules"] = rules
             if not self.rotation_enabled:
                 out["NextRotationDate"] = None

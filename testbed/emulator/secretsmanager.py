@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from moto.core import DEFAULT_ACCOUNT_ID as ACCOUNT
+from moto.core.models import DEFAULT_ACCOUNT_ID as ACCOUNT
 
 from .errors import ApiError
+from .wire import JsonObject
 
 
-def sync_current(request: dict[str, Any], region: str) -> None:
+def sync_current(request: JsonObject, region: str) -> None:
     """PutSecretValue with AWSCURRENT moves the label from the version
     that holds it (which becomes AWSPREVIOUS). moto 5.2 moves it from its
     own `default_version_id`, which UpdateSecretVersionStage never
     updates: after a rotation two versions held AWSCURRENT and stage
     reads returned the old one. Point it at the real holder first."""
-    from moto.secretsmanager.models import secretsmanager_backends
+    from moto.secretsmanager.models import FakeSecret, secretsmanager_backends
 
     if "AWSCURRENT" not in (request.get("VersionStages") or []):
         return
@@ -24,12 +23,14 @@ def sync_current(request: dict[str, Any], region: str) -> None:
     if secret_id not in backend.secrets:
         return
     secret = backend.secrets[secret_id]
+    if not isinstance(secret, FakeSecret):  # a replica (the bed makes none): moto refuses the put
+        return
     for version_id, version in secret.versions.items():
         if "AWSCURRENT" in version.get("version_stages", []):
             secret.default_version_id = version_id
 
 
-def check_stage_move(request: dict[str, Any], region: str) -> None:
+def check_stage_move(request: JsonObject, region: str) -> None:
     """Secrets Manager refuses to move a staging label that another
     version holds unless RemoveFromVersionId names that version; moto 5.2
     enforces this for AWSCURRENT only. hostkeyctl relies on the refusal
@@ -53,7 +54,7 @@ def check_stage_move(request: dict[str, Any], region: str) -> None:
             )
 
 
-def check_put(request: dict[str, Any], region: str) -> None:
+def check_put(request: JsonObject, region: str) -> None:
     """PutSecretValue with the token of a version that holds a value is a
     no-op for the same value and refused for another (PutSecretValue API
     reference: "If a version with this value already exists and that

@@ -19,20 +19,20 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
 
-from moto.core import DEFAULT_ACCOUNT_ID as ACCOUNT
+from moto.core.models import DEFAULT_ACCOUNT_ID as ACCOUNT
 from moto.ec2.models import ec2_backends
+from moto.ec2.models.instances import Instance
 
-from .errors import ApiError
-from .iam import Principal, Refused
+from .errors import ApiError, denied
+from .iam import Enforcer, Principal, Refused
+from .wire import Answer, JsonObject
 
 STDOUT_LIMIT = 24_000
 STDERR_LIMIT = 8_000
 PLUGIN_OUTPUT_LIMIT = 2_500
 MAX_INSTANCE_IDS = 50
 PLUGIN_NAME = "aws:runShellScript"
-JSON_SERVICES = {"ssm", "secretsmanager", "sagemaker"}
 OWN_SSM_ACTIONS = {"SendCommand", "ListCommandInvocations", "GetCommandInvocation", "ListCommands", "CancelCommand"}
 FINAL = {"Success", "Failed", "TimedOut", "Cancelled"}
 
@@ -63,13 +63,13 @@ class Faults:
     # from when the faults were set) with HTTP 500 InternalFailure, after
     # the call took effect when "after" is true (a client killed before it
     # read the answer), before it otherwise.
-    fail_at: list[dict[str, Any]] = field(default_factory=list)
+    fail_at: list[JsonObject] = field(default_factory=list)
     # SendCommand of these documents is denied (e.g. AWS-RunShellScript:
     # a role that may only send hostkeyctl's own document).
     deny_documents: list[str] = field(default_factory=list)
     seed: int = 1
 
-    def update(self, changes: dict[str, Any]) -> None:
+    def update(self, changes: JsonObject) -> None:
         for key, value in changes.items():
             if not hasattr(self, key):
                 raise ValueError(f"unknown fault {key!r}")
@@ -95,7 +95,7 @@ class Command:
     document: str
     parameters: dict[str, list[str]]
     instance_ids: list[str]
-    targets: list[dict[str, Any]]
+    targets: list[JsonObject]
     comment: str
     max_concurrency: str
     max_errors: str
@@ -141,19 +141,30 @@ def _iso(ts: float | None) -> str:
 
 
 class SsmCommandPlane:
-    """SSM's command plane, over the Emulator's state (``commands``,
-    ``nodes``, ``faults``, ``lock``, ``iam``)."""
+    """SSM's command plane, over the Emulator's state (set by ``Emulator``)."""
+
+    lock: threading.Lock
+    faults: Faults
+    iam: Enforcer
+    commands: dict[str, Command]
+    command_order: list[str]
+    nodes: dict[str, NodeEnv]
+    unmanaged: set[str]
+    base_env: dict[str, str]
+    virtual_shared: tuple[str, dict[str, str]] | None
+    processes: set[subprocess.Popen[bytes]]
+    closing: bool
 
     # ------------------------------------------------------------- targets
 
-    def _running_instances(self, region: str) -> list[Any]:
+    def _running_instances(self, region: str) -> list[Instance]:
         return [i for i in ec2_backends[ACCOUNT][region].all_instances() if i._state.name == "running"]
 
     @staticmethod
-    def _tags(instance: Any) -> dict[str, str]:
+    def _tags(instance: Instance) -> dict[str, str]:
         return {t["key"]: t["value"] for t in instance.get_tags()}
 
-    def _resolve_targets(self, request: dict[str, Any], region: str) -> list[Any]:
+    def _resolve_targets(self, request: JsonObject, region: str) -> list[Instance]:
         ids = request.get("InstanceIds") or []
         targets = request.get("Targets") or []
         if ids and targets:
@@ -172,8 +183,7 @@ class SsmCommandPlane:
             missing = [i for i in ids if i not in by_id]
             if missing:
                 raise ApiError("InvalidInstanceId", f"Instances {missing} not in a valid state for account {ACCOUNT}")
-            seen: list[str] = []
-            return [by_id[i] for i in ids if not (i in seen or seen.append(i))]
+            return [by_id[i] for i in dict.fromkeys(ids)]  # each once, in order
         chosen = running
         for target in targets:
             key, values = target.get("Key", ""), target.get("Values", [])
@@ -190,12 +200,10 @@ class SsmCommandPlane:
 
     # ------------------------------------------------------------- SSM API
 
-    def _ssm_SendCommand(
-        self, request: dict[str, Any], region: str, principal: Principal | None = None
-    ) -> dict[str, Any]:
+    def _ssm_SendCommand(self, request: JsonObject, region: str, principal: Principal | None = None) -> Answer:
         document = request.get("DocumentName", "")
         if document in self.faults.deny_documents:
-            raise self._denied(
+            raise denied(
                 "ssm",
                 "SendCommand",
                 f"User: arn:aws:sts::{ACCOUNT}:assumed-role/test/test is not authorized to perform: ssm:SendCommand "
@@ -256,7 +264,7 @@ class SsmCommandPlane:
         except Exception:  # moto's InvalidDocument, with its own message
             raise ApiError("InvalidDocument", f"Document {name} does not exist in your account.") from None
         content = json.loads(info["Content"])
-        declared: dict[str, Any] = content.get("parameters", {})
+        declared: JsonObject = content.get("parameters", {})
         unknown = sorted(set(parameters) - set(declared))
         if unknown:
             raise ApiError("InvalidParameters", f"Parameters {unknown} are not defined in document {name}.")
@@ -291,7 +299,7 @@ class SsmCommandPlane:
                 lines.append(re.sub(r"\{\{\s*(\w+)\s*\}\}", lambda m: values[m.group(1)], line))
         return lines, timeout
 
-    def _command_json(self, c: Command) -> dict[str, Any]:
+    def _command_json(self, c: Command) -> Answer:
         states = [i.status for i in c.invocations.values()]
         return {
             "CommandId": c.command_id,
@@ -323,7 +331,7 @@ class SsmCommandPlane:
             raise ApiError("InvalidCommandId", f"Command {command_id} not found")
         return c
 
-    def _ssm_ListCommandInvocations(self, request: dict[str, Any], region: str) -> dict[str, Any]:
+    def _ssm_ListCommandInvocations(self, request: JsonObject, region: str) -> Answer:
         max_results = int(request.get("MaxResults") or 50)
         if not 1 <= max_results <= 50:
             raise ApiError("ValidationException", "MaxResults must be between 1 and 50")
@@ -341,14 +349,14 @@ class SsmCommandPlane:
                 rows.append(self._invocation_json(c, inv, details))
         start = int(request.get("NextToken") or 0)
         page = rows[start : start + max_results]
-        result: dict[str, Any] = {"CommandInvocations": page}
+        result: Answer = {"CommandInvocations": page}
         if start + max_results < len(rows):
             result["NextToken"] = str(start + max_results)
         return result
 
     @staticmethod
-    def _invocation_json(c: Command, inv: Invocation, details: bool) -> dict[str, Any]:
-        row: dict[str, Any] = {
+    def _invocation_json(c: Command, inv: Invocation, details: bool) -> Answer:
+        row: Answer = {
             "CommandId": c.command_id,
             "InstanceId": inv.instance_id,
             "InstanceName": inv.instance_name,
@@ -366,7 +374,7 @@ class SsmCommandPlane:
             output = inv.stdout
             if inv.stderr:
                 output += "\n----------ERROR-------\n" + inv.stderr
-            plugin = {
+            plugin: Answer = {
                 "Name": PLUGIN_NAME,
                 "Status": inv.status,
                 "StatusDetails": inv.details,
@@ -382,7 +390,7 @@ class SsmCommandPlane:
             row["CommandPlugins"] = [plugin]
         return row
 
-    def _ssm_GetCommandInvocation(self, request: dict[str, Any], region: str) -> dict[str, Any]:
+    def _ssm_GetCommandInvocation(self, request: JsonObject, region: str) -> Answer:
         try:
             c = self._find(request.get("CommandId", ""))
         except ApiError:
@@ -410,7 +418,7 @@ class SsmCommandPlane:
             "StandardErrorUrl": "",
         }
 
-    def _ssm_ListCommands(self, request: dict[str, Any], region: str) -> dict[str, Any]:
+    def _ssm_ListCommands(self, request: JsonObject, region: str) -> Answer:
         max_results = int(request.get("MaxResults") or 50)
         with self.lock:
             commands = [self.commands[c] for c in reversed(self.command_order)]
@@ -422,12 +430,12 @@ class SsmCommandPlane:
             and (not request.get("InstanceId") or request["InstanceId"] in c.invocations)
         ]
         start = int(request.get("NextToken") or 0)
-        result: dict[str, Any] = {"Commands": rows[start : start + max_results]}
+        result: Answer = {"Commands": rows[start : start + max_results]}
         if start + max_results < len(rows):
             result["NextToken"] = str(start + max_results)
         return result
 
-    def _ssm_CancelCommand(self, request: dict[str, Any], region: str) -> dict[str, Any]:
+    def _ssm_CancelCommand(self, request: JsonObject, region: str) -> Answer:
         c = self._find(request.get("CommandId", ""))
         with self.lock:
             c.cancelled = True
