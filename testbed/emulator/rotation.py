@@ -37,9 +37,11 @@ through Docker). Each behaviour names its source:
   retry), and a rotation that completes sets ``LastRotatedDate`` and the
   next date;
 * a test-driven clock (``/_bed/clock``) ages every date the emulator keeps
-  (versions' ``CreatedDate``, the last and next rotation) by the time it is
-  advanced, so that the real clock of the function and of hostkeyctl sees
-  the time pass; it then starts every rotation that fell due.
+  (versions' ``CreatedDate``, the last and next rotation, and the
+  ``created`` date inside each hostkeyctl document, which dates an
+  announcement) by the time it is advanced, so that the real clock of the
+  function and of hostkeyctl sees the time pass; it then starts every
+  rotation that fell due.
 
 Each function is a real ``bootstrap`` (the shipped binary) run behind a
 stand-in for the Lambda runtime API: ``GET
@@ -55,6 +57,7 @@ registered functions.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import queue
@@ -97,6 +100,28 @@ class Rotation(TypedDict):
     steps: list[Step]
     status: str
     immediately: bool
+
+
+def aged_document(text: str, delta: float) -> str:
+    """A hostkeyctl document with its ``created`` date ``delta`` seconds
+    earlier (the announcement's date the promotion gate reads); any other
+    value as it is."""
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return text
+    if not isinstance(document, dict) or not str(document.get("format", "")).startswith("hostkeyctl/"):
+        return text
+    created = document.get("created")
+    if not isinstance(created, str):
+        return text
+    try:
+        when = datetime.datetime.fromisoformat(created.replace("Z", "+00:00"))
+    except ValueError:
+        return text
+    aged = when - datetime.timedelta(seconds=delta)
+    document["created"] = aged.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return json.dumps(document)
 
 
 def rate_seconds(expression: str | None, days: int | None) -> float | None:
@@ -359,6 +384,8 @@ class RotationPlane:
                 for version in secret.versions.values():
                     if isinstance(version.get("createdate"), (int, float)):
                         version["createdate"] = int(version["createdate"] - delta)
+                    if isinstance(version.get("secret_string"), str):
+                        version["secret_string"] = aged_document(version["secret_string"], delta)
                 for attr in ("last_rotation_date", "next_rotation_date", "created_date"):
                     value = getattr(secret, attr, None)
                     if isinstance(value, (int, float)):

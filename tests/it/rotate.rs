@@ -115,6 +115,7 @@ fn roll_back(bed: &TestBed, old: &str, new: &str, audit: &[&str]) {
     let lines = bed.run(&["known-hosts", "--secret-id", "hostkeys/hk", "--host", &lb.address]);
     lines.ok();
     std::fs::write(&known_hosts, &lines.stdout).unwrap();
+    let old_set = set_of(bed, old);
     let rollback = ["--rollback", "--min-overlap", "auto"];
     let (code, report, stderr) = rotate(bed, &rollback);
     assert_eq!(code, 0, "{stderr}\n{report}");
@@ -122,7 +123,7 @@ fn roll_back(bed: &TestBed, old: &str, new: &str, audit: &[&str]) {
     let pending = stages(bed)["AWSPENDING"].as_str().unwrap().to_owned();
     assert_eq!(
         set_of(bed, &pending),
-        set_of(bed, old),
+        old_set,
         "the rollback does not announce the previous keys"
     );
     let login = bed.ssh_lb(&known_hosts, &["UpdateHostKeys=yes"]);
@@ -135,10 +136,7 @@ fn roll_back(bed: &TestBed, old: &str, new: &str, audit: &[&str]) {
     let (code, report, stderr) = rotate(bed, &rollback);
     assert_eq!(code, 0, "{stderr}\n{report}");
     assert_eq!(report["result"], "rotated", "{report}");
-    assert_eq!(
-        set_of(bed, stages(bed)["AWSCURRENT"].as_str().unwrap()),
-        set_of(bed, old)
-    );
+    assert_eq!(set_of(bed, stages(bed)["AWSCURRENT"].as_str().unwrap()), old_set);
     let failures: Vec<String> = (0..20)
         .map(|_| bed.ssh_lb(&known_hosts, &["UpdateHostKeys=no"]))
         .filter(|o| !o.status.success() || String::from_utf8_lossy(&o.stderr).contains("WARNING"))
