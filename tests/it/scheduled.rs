@@ -408,6 +408,8 @@ fn three_rotations(pull: bool) {
         "the function's role was refused: {usage}"
     );
     assert!(usage["allowed"]["hostkeyctl-rotation-lambda"].is_object(), "{usage}");
+    // What docs/rotation.md's "What it costs" reports (with --nocapture).
+    eprintln!("the function's calls: {}", usage["allowed"]["hostkeyctl-rotation-lambda"]);
     // Security Hub's reading: SecretsManager.1 and .4.
     let status = bed
         .run(&["status", "--output", "json", "--secret-id", "hostkeys/hk"])
