@@ -44,9 +44,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from parts.host import log  # noqa: E402  (the bed's own modules, on the path above)
+from parts.context import Options  # noqa: E402  (the bed's own modules, on the path above)
+from parts.host import log  # noqa: E402
 from parts.profiles import PROFILES  # noqa: E402
-from parts.supervisor import Bed, Options  # noqa: E402
+from parts.supervisor import Bed  # noqa: E402
 
 
 def cmd_up(args: argparse.Namespace) -> int:

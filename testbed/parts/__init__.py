@@ -13,7 +13,13 @@ module per concern (testbed/README.md lists them):
 * ``profiles``: the profile nodes (a distribution's sshd set-up in
   namespaces of its own);
 * ``lb``: HAProxy in front of the login nodes;
-* ``state``: what ``bed.json`` holds;
+* ``state``: what ``bed.json`` holds, and ``Node``;
+* ``context``: what the parts use of the supervisor: ``Options`` (the
+  command line) and ``BedContext`` (the ``Bed`` as a Protocol), so that no
+  part imports ``supervisor``;
 * ``supervisor``: the ``Bed``: ``up``, the control API's node operations
   on the main thread, and ``down``.
+
+Imports run one way: host, keys, state, context; aws, nodes, lb; fleet,
+profiles; supervisor.
 """

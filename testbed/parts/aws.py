@@ -13,7 +13,7 @@ from .host import HERE
 from .state import AccessKey
 
 if TYPE_CHECKING:
-    from .supervisor import Bed
+    from .context import BedContext
 
 REGION = "us-east-1"
 POLICY_DIR = HERE.parent / "iam"
@@ -47,7 +47,7 @@ def share_botocore_loader() -> None:
     botocore.session.create_loader = create_loader
 
 
-def start_emulator(bed: Bed) -> None:
+def start_emulator(bed: BedContext) -> None:
     """The emulator on 127.0.0.1 at a free port (``bed.endpoint``), with the
     environment its SSM agent gives commands and the control API's node
     operations (run on the supervisor's main thread)."""
@@ -84,7 +84,7 @@ def start_emulator(bed: Bed) -> None:
     bed.emulator.control_hooks["/_bed/nodes/launch"] = lambda r: bed.on_main("launch", r)
 
 
-def create_roles(bed: Bed) -> None:
+def create_roles(bed: BedContext) -> None:
     """One IAM user per shipped policy (``iam/<role>.json``, with the
     bed's account in place of the example one), each with an access key
     of its own, and ``bed-root``, allowed everything, for the bed's own
@@ -125,7 +125,7 @@ def create_roles(bed: Bed) -> None:
     bed.emulator.base_env.update(bed.node_credentials)
 
 
-def ec2(bed: Bed) -> Any:  # a boto3 client (boto3 has no types)
+def ec2(bed: BedContext) -> Any:  # a boto3 client (boto3 has no types)
     """EC2 as the bed's own account (``bed-root``: once IAM is enforced,
     a held node's launch must be signed)."""
     import boto3

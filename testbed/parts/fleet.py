@@ -10,15 +10,12 @@ from __future__ import annotations
 import json
 import shutil
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from . import aws
 from .aws import REGION
-from .nodes import Node
-from .state import Elb, Noise
-
-if TYPE_CHECKING:
-    from .supervisor import Bed
+from .context import BedContext
+from .state import Elb, Node, Noise
 
 
 @dataclass(frozen=True)
@@ -44,11 +41,18 @@ class Launcher:
         return [i["InstanceId"] for i in self.ec2.run_instances(**kwargs)["Instances"]]
 
 
-def login_tags(bed: Bed, node: Node) -> dict[str, str]:
+class FleetBed(BedContext, Protocol):
+    """The bed as this module sees it: the context, and the ``Launcher``
+    that ``register_instances`` sets and ``launch`` uses again."""
+
+    launcher: Launcher
+
+
+def login_tags(bed: BedContext, node: Node) -> dict[str, str]:
     return {"Name": node.name, "Role": "login", "Cluster": bed.args.cluster}
 
 
-def register_instances(bed: Bed, net: int) -> None:
+def register_instances(bed: FleetBed, net: int) -> None:
     """The launched login nodes, the noise and the virtual instances, as
     running (or stopped) EC2 instances."""
     from moto.ec2.models.amis import AMIS
@@ -85,7 +89,7 @@ def register_instances(bed: Bed, net: int) -> None:
         share_first_node(bed, virtual)
 
 
-def launch(bed: Bed, node: Node) -> dict[str, object]:
+def launch(bed: FleetBed, node: Node) -> dict[str, object]:
     """A held node comes online: its instance runs with the login tags,
     its SSM agent registers, and State Manager applies the associations
     that target it (emulator/associations.py)."""
@@ -99,7 +103,7 @@ def launch(bed: Bed, node: Node) -> dict[str, object]:
     return {"launched": node.name, "instance_id": node.instance_id}
 
 
-def share_first_node(bed: Bed, virtual: list[str]) -> None:
+def share_first_node(bed: BedContext, virtual: list[str]) -> None:
     """``--virtual-shared``: every virtual instance is the first node
     under another instance id. Its PrivateIpAddress becomes the node's
     (EC2 refuses a duplicate address, so the emulator's record is set
@@ -126,7 +130,7 @@ def share_first_node(bed: Bed, virtual: list[str]) -> None:
     bed.emulator.virtual_shared = (shared.root, env)
 
 
-def register_lb_and_cluster(bed: Bed, net: int) -> None:
+def register_lb_and_cluster(bed: BedContext, net: int) -> None:
     """What `--target lb:`, `tg:` and `hyperpod:` find: two network load
     balancers with a TCP listener on 22, one forwarding to an IP target
     group of the nodes' addresses, one to an instance target group of
@@ -142,7 +146,7 @@ def register_lb_and_cluster(bed: Bed, net: int) -> None:
     register_hyperpod(bed, net, boto3.client("sagemaker", **kwargs))
 
 
-def register_load_balancers(bed: Bed, net: int, ec2: Any, elb: Any) -> None:
+def register_load_balancers(bed: BedContext, net: int, ec2: Any, elb: Any) -> None:
     """The two network load balancers and their target groups (``ec2`` and
     ``elb``: boto3 clients, which have no types)."""
     from moto.elbv2.models import elbv2_backends
@@ -180,7 +184,7 @@ def register_load_balancers(bed: Bed, net: int, ec2: Any, elb: Any) -> None:
     bed.state["elb"] = state
 
 
-def register_hyperpod(bed: Bed, net: int, sm: Any) -> None:
+def register_hyperpod(bed: BedContext, net: int, sm: Any) -> None:
     """The HyperPod cluster (``sm``: a boto3 client, which has no types):
     its nodes get EC2-like instance ids, and the bed's addresses that
     patches.py's ``describe`` reports."""

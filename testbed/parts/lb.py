@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .nodes import Node
+from .state import Node
 
 if TYPE_CHECKING:
-    from .supervisor import Bed
+    from .context import BedContext
 
 HAPROXY = "/usr/sbin/haproxy"
 
@@ -42,7 +42,7 @@ def haproxy_config(address: str, nodes: list[Node], pidfile: str, check_interval
     )
 
 
-def start_lb(bed: Bed, net: int) -> None:
+def start_lb(bed: BedContext, net: int) -> None:
     """HAProxy under the supervisor (``lb`` in bed.json)."""
     address = f"127.{net}.0.10"
     config = bed.dir / "haproxy.cfg"

@@ -6,52 +6,19 @@ from __future__ import annotations
 
 import os
 import shlex
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .host import without_root_bashrc
 from .keys import KEY_TYPES, node_host_keys
+from .state import Node
 
 if TYPE_CHECKING:
-    from .supervisor import Bed
+    from .context import BedContext
 
 SSHD = "/usr/sbin/sshd"
 # Other OpenSSH releases' root file systems (scripts/build-releases.sh).
 RELEASES = Path(os.environ.get("HOSTKEYCTL_RELEASES", "/var/cache/hostkeyctl-bed/releases"))
-
-
-@dataclass
-class Node:
-    """One sshd node of the bed: a login node (registered in EC2) or a
-    profile node (its own namespaces, not registered). bed.json holds
-    ``as_json()`` of it, which tests/it/common/bed.rs reads."""
-
-    name: str
-    address: str
-    port: int
-    root: str
-    ssh_dir: str
-    sshd_config: str
-    pid_file: str
-    log: str
-    # The environment the SSM agent gives commands on this node.
-    env: dict[str, str]
-    # How the bed starts its sshd (login nodes), and reloads it.
-    argv: list[str] = field(default_factory=list)
-    reload_command: str = ""
-    # The profile (profile nodes).
-    profile: str | None = None
-    instance_id: str = ""
-    pid: int | None = None
-    # The process holding a profile node's namespaces.
-    ns_pid: int | None = None
-    # A release node: commands enter its chroot (the holder's root), where
-    # the bed's directory and the bin dir are at their own paths.
-    chroot: bool = False
-
-    def as_json(self) -> dict[str, object]:
-        return asdict(self)
 
 
 def release_fs(release: str) -> Path:
@@ -62,7 +29,7 @@ def release_fs(release: str) -> Path:
     return fs
 
 
-def prepare_node(bed: Bed, i: int, net: int) -> Node:
+def prepare_node(bed: BedContext, i: int, net: int) -> Node:
     """Login node ``i``: its root, host keys and sshd_config, and how to
     start its sshd."""
     name = f"{bed.args.cluster}-login-{i + 1}"
@@ -160,7 +127,7 @@ def release_sshd(bed_dir: Path, root: Path, argv: list[str], release: str) -> li
     return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", " && ".join(steps)]
 
 
-def start_node(bed: Bed, node: Node) -> None:
+def start_node(bed: BedContext, node: Node) -> None:
     """Starts (or restarts) a login node's sshd under the supervisor."""
     proc = bed.spawn(node.name, node.argv, Path(node.log))
     node.pid = proc.pid

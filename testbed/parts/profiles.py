@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING
 
 from .host import HERE, in_netns, wait_banner
 from .keys import node_host_keys
-from .nodes import RELEASES, SSHD, Node, release_fs
+from .nodes import RELEASES, SSHD, release_fs
+from .state import Node
 
 if TYPE_CHECKING:
-    from .supervisor import Bed
+    from .context import BedContext
 
 PROFILE_DIR = HERE / "profiles"
 
@@ -108,7 +109,7 @@ StrictModes no
 # ------------------------------------------------------------ preparing
 
 
-def prepare_profile(bed: Bed, name: str) -> Node:
+def prepare_profile(bed: BedContext, name: str) -> Node:
     """Profile node ``name``: its /etc (the distribution's ssh files, or a
     release's own), host keys, sshd set-up and /run."""
     if name not in PROFILES:
@@ -228,7 +229,7 @@ def profile_sshd(spec: Profile, name: str, root: Path, etc: Path) -> None:
 # ------------------------------------------------------------- starting
 
 
-def start_profile(bed: Bed, node: Node) -> None:
+def start_profile(bed: BedContext, node: Node) -> None:
     """Starts a profile node: the process holding its namespaces, the
     emulator's port inside them, then its sshd (or ssh.socket's activator)."""
     assert node.profile is not None  # a profile node's
@@ -267,7 +268,7 @@ def start_profile(bed: Bed, node: Node) -> None:
     in_netns(holder.pid, lambda: wait_banner(node.address, node.port, deadline))
 
 
-def start_socket(bed: Bed, node: Node, enter: list[str], unit: str, deadline: float) -> None:
+def start_socket(bed: BedContext, node: Node, enter: list[str], unit: str, deadline: float) -> None:
     """``ssh.socket`` (socket activation): the stand-in activator listens
     on port 22 and starts a private sshd at the first connection."""
     bed.spawn(
@@ -304,7 +305,7 @@ def start_socket(bed: Bed, node: Node, enter: list[str], unit: str, deadline: fl
         time.sleep(0.02)
 
 
-def release_root_script(bed: Bed, node: Node, fs: Path) -> str:
+def release_root_script(bed: BedContext, node: Node, fs: Path) -> str:
     """The namespace holder of a release node: the release's file system
     read-only under a writable overlay (on a tmpfs, gone with the
     namespace), the node's /etc/ssh and /run over the chroot's, /proc,

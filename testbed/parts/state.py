@@ -1,10 +1,12 @@
 """What ``bed.json`` holds (and ``up`` prints on one line): the shapes that
 tests/it/common/bed.rs, scripts/demo.sh and scripts/bench.py read. They are
 plain dicts at run time (``json.dumps`` writes them as they are), in the
-order ``up`` fills them in."""
+order ``up`` fills them in; and ``Node``, the sshd node whose ``as_json()``
+its ``nodes`` and ``profiles`` hold (here, below every part that uses it)."""
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass, field
 from typing import TypedDict
 
 
@@ -66,3 +68,36 @@ class BedState(TypedDict, total=False):
     lb: Lb
     iam: bool
     nodes: list[dict[str, object]]
+
+
+@dataclass
+class Node:
+    """One sshd node of the bed: a login node (registered in EC2) or a
+    profile node (its own namespaces, not registered). bed.json holds
+    ``as_json()`` of it, which tests/it/common/bed.rs reads."""
+
+    name: str
+    address: str
+    port: int
+    root: str
+    ssh_dir: str
+    sshd_config: str
+    pid_file: str
+    log: str
+    # The environment the SSM agent gives commands on this node.
+    env: dict[str, str]
+    # How the bed starts its sshd (login nodes), and reloads it.
+    argv: list[str] = field(default_factory=list)
+    reload_command: str = ""
+    # The profile (profile nodes).
+    profile: str | None = None
+    instance_id: str = ""
+    pid: int | None = None
+    # The process holding a profile node's namespaces.
+    ns_pid: int | None = None
+    # A release node: commands enter its chroot (the holder's root), where
+    # the bed's directory and the bin dir are at their own paths.
+    chroot: bool = False
+
+    def as_json(self) -> dict[str, object]:
+        return asdict(self)

@@ -6,7 +6,6 @@ everything."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import queue
@@ -14,16 +13,16 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from . import aws, fleet, keys, lb, nodes, profiles
 from .aws import REGION
+from .context import Options
 from .host import allocate_net, die_with_parent, log, require, wait_banner
 from .lb import HAPROXY
-from .nodes import SSHD, Node
-from .state import BedState
+from .nodes import SSHD
+from .state import BedState, Node
 
 if TYPE_CHECKING:
     # Types only: the emulator (and moto) load once the botocore loader is
@@ -39,36 +38,10 @@ if TYPE_CHECKING:
     Operation = tuple[str, JsonObject, Reply]
 
 
-@dataclass(frozen=True)
-class Options:
-    """``bed.py up``'s command line (``bed.py --help``)."""
-
-    dir: str
-    nodes: int
-    virtual: int
-    held: int
-    cluster: str
-    net: int | None
-    no_reexec: bool
-    no_ssm: bool
-    virtual_shared: bool
-    hyperpod_workers: int
-    profile: list[str]
-    no_iam: bool
-    bin_dir: str | None
-    release: str | None
-    lb_check_interval: str
-    lb_balance: str
-    watch_stdin: bool
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> Options:
-        return cls(**{f.name: getattr(args, f.name) for f in fields(cls)})
-
-
 class Bed:
     """The bed as it runs; each part's module (``aws``, ``fleet``,
-    ``nodes``, ``profiles``, ``lb``) starts its part on it."""
+    ``nodes``, ``profiles``, ``lb``) starts its part on it, seeing it as a
+    ``context.BedContext`` (``fleet.FleetBed``)."""
 
     # Set as ``up`` reaches them (``down`` checks which with hasattr).
     emulator: Emulator
