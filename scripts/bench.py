@@ -18,45 +18,17 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import re
 import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-# The shipped admin build (`make dist` stages it here as `hostkeyctl`):
-# what users run, optimised as it ships.
-BIN = ROOT / "target" / "dist" / "stage" / "hostkeyctl"
-
-
-def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, subprocess.CompletedProcess]:
-    """Runs argv; returns wall seconds and the result."""
-    start = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, env=env)
-    return time.perf_counter() - start, done
-
-
-def run_rss(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, int, int, bytes, bytes]:
-    """Runs argv with os.wait4 to get its own peak RSS (KiB)."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    out = proc.stdout.read() if proc.stdout else b""
-    err = proc.stderr.read() if proc.stderr else b""
-    _, status, usage = os.wait4(proc.pid, 0)
-    elapsed = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return elapsed, usage.ru_maxrss, proc.returncode, out, err
-
-
-def median_ms(xs: list[float]) -> float:
-    return statistics.median(xs) * 1000
+from bench_common import BIN, CORES, Bed, host_busy, median_ms, proc_cpu, run_cpu, run_rss, timed
 
 
 def bench_keygen(runs: int) -> None:
@@ -96,71 +68,6 @@ def bench_keygen(runs: int) -> None:
             print(f"   {alg:<10} {a:>10.1f}ms {b:>10.1f}ms {a / b:>7.2f}x")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-
-class Bed:
-    def __init__(
-        self, nodes: int, virtual: int = 0, reexec: bool = True, shared: bool = False, extra: list[str] | None = None
-    ):
-        self.dir = Path(tempfile.mkdtemp(prefix="hkbench-bed-"))
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                str(ROOT / "testbed" / "bed.py"),
-                "up",
-                "--dir",
-                str(self.dir),
-                "--nodes",
-                str(nodes),
-                "--virtual",
-                str(virtual),
-                "--bin-dir",
-                str(BIN.parent),
-                "--watch-stdin",
-                "--no-iam",
-            ]
-            + ([] if reexec else ["--no-reexec"])
-            + (["--virtual-shared"] if shared else [])
-            + (extra or []),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=open(self.dir / "bed.log", "wb"),
-        )
-        line = self.proc.stdout.readline() if self.proc.stdout else b""
-        if not line:
-            raise SystemExit("bed did not start: " + (self.dir / "bed.log").read_text())
-        self.state = json.loads(line)
-        # Policy evaluation stays out of the figures: the bed's IAM is off
-        # (--no-iam) and every call signs with the emulator's root key.
-        self.env = dict(os.environ)
-        self.env.update(
-            {
-                "AWS_ENDPOINT_URL": self.state["endpoint"],
-                "AWS_ACCESS_KEY_ID": "testing",
-                "AWS_SECRET_ACCESS_KEY": "testing",
-                "AWS_REGION": "us-east-1",
-                "AWS_EC2_METADATA_DISABLED": "true",
-                # The bed's own connection budget (scan::pacing), not the host's.
-                "HOSTKEYCTL_PACING_DIR": str(self.dir / "pacing"),
-            }
-        )
-
-    def control(self, path: str, body: dict | None = None) -> object:
-        req = urllib.request.Request(
-            self.state["endpoint"] + path,
-            data=json.dumps(body or {}).encode(),
-            method="POST" if body is not None else "GET",
-        )
-        return json.loads(urllib.request.urlopen(req).read())
-
-    def hk(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([str(BIN), *args], env=self.env, capture_output=True)
-
-    def close(self) -> None:
-        if self.proc.stdin:
-            self.proc.stdin.close()
-        self.proc.wait(timeout=30)
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def bench_install(runs: int) -> None:
@@ -360,43 +267,6 @@ def bench_rotate(instances: int) -> None:
         bed.close()
 
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-CORES = os.cpu_count() or 1
-
-
-def proc_cpu(pid: int, reaped: bool) -> float:
-    """CPU seconds of process pid from /proc: its own (utime + stime), or
-    with reaped=True that of the children it has waited for (cutime +
-    cstime; an sshd listener reaps one child per connection)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    # fields[0] is the state (field 3): utime is field 14, cutime field 16.
-    first = 13 if reaped else 11
-    return (int(fields[first]) + int(fields[first + 1])) / CLK_TCK
-
-
-def run_cpu(argv: list[str]) -> tuple[float, float, int, bytes]:
-    """Runs argv; returns wall seconds, its CPU seconds (user + system), its
-    peak RSS in KiB, and its stdout."""
-    start = time.perf_counter()
-    with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err)
-        out = proc.stdout.read() if proc.stdout else b""
-        _, _, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - start
-        if not out:
-            err.seek(0)
-            raise SystemExit(f"bench: {argv[1]} printed nothing: {err.read().decode(errors='replace')[:2000]}")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss, out
-
-
-def host_busy() -> float:
-    """Seconds every CPU of the host spent busy (not idle, not waiting
-    for I/O), from /proc/stat."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    idle = fields[3] + fields[4]
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-
 def bench_audit(nodes: int, repeats: int, samples: int) -> None:
     """The audit against its CPU floor and against ssh-keyscan, direct and
     through the load balancer. The floor is the CPU the handshakes cost
@@ -489,23 +359,32 @@ def bench_audit(nodes: int, repeats: int, samples: int) -> None:
             lambda r: sum(s["count"] for t in r["lb"]["types"] for s in t["seen"]),
         )
 
-        hosts = Path(bed.dir) / "hosts"
-        hosts.write_text("".join(f"{a}\n" for a in addresses for _ in range(repeats)))
-        before = servers()
-        start = time.perf_counter()
-        k = subprocess.run(["ssh-keyscan", "-T", "5", "-t", "rsa,ecdsa,ed25519", "-f", str(hosts)], capture_output=True)
-        theirs_wall = time.perf_counter() - start
-        theirs = sum(1 for line in k.stdout.decode().splitlines() if line and not line.startswith("#"))
-        print(
-            f"   ssh-keyscan, direct: {theirs}/{probes} results in {theirs_wall:.2f} s wall"
-            f" (sshd CPU {servers() - before:.2f} s)"
-        )
-        print(
-            f"   ratio: ssh-keyscan takes {theirs_wall / ours:.1f}x hostkeyctl's wall time (goal >= 10x);"
-            f" results {100 * theirs / probes:.0f}% against hostkeyctl's"
-        )
+        keyscan_baseline(bed, addresses, repeats, probes, ours, servers)
     finally:
         bed.close()
+
+
+def keyscan_baseline(
+    bed: Bed, addresses: list[str], repeats: int, probes: int, ours: float, servers: Callable[[], float]
+) -> None:
+    """bench_audit's baseline: ssh-keyscan on the same nodes, as many
+    probes, against hostkeyctl's direct audit (``ours``: its wall time);
+    ``servers``: the sshd listeners' and HAProxy's CPU so far."""
+    hosts = Path(bed.dir) / "hosts"
+    hosts.write_text("".join(f"{a}\n" for a in addresses for _ in range(repeats)))
+    before = servers()
+    start = time.perf_counter()
+    k = subprocess.run(["ssh-keyscan", "-T", "5", "-t", "rsa,ecdsa,ed25519", "-f", str(hosts)], capture_output=True)
+    theirs_wall = time.perf_counter() - start
+    theirs = sum(1 for line in k.stdout.decode().splitlines() if line and not line.startswith("#"))
+    print(
+        f"   ssh-keyscan, direct: {theirs}/{probes} results in {theirs_wall:.2f} s wall"
+        f" (sshd CPU {servers() - before:.2f} s)"
+    )
+    print(
+        f"   ratio: ssh-keyscan takes {theirs_wall / ours:.1f}x hostkeyctl's wall time (goal >= 10x);"
+        f" results {100 * theirs / probes:.0f}% against hostkeyctl's"
+    )
 
 
 def bench_penalties(nodes: int, samples: int) -> None:
