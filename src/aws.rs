@@ -295,6 +295,26 @@ pub fn classify_code(code: &str, message: String, call: &Call) -> AwsError {
     }
 }
 
+/// The region of an SDK configuration, parsed (it goes on node command
+/// lines).
+pub fn config_region(config: &aws_config::SdkConfig) -> Result<Option<crate::ids::Region>, crate::ids::IdError> {
+    config
+        .region()
+        .map(|r| crate::ids::Region::parse(r.as_ref()))
+        .transpose()
+}
+
+impl crate::exit::ExitStatus for AwsError {
+    /// A missing region is a configuration error (2); every other AWS
+    /// failure is 4.
+    fn status(&self) -> crate::exit::Status {
+        match self {
+            AwsError::NoRegion => crate::exit::Status::Usage,
+            _ => crate::exit::Status::Aws,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{AwsError, Call, classify_code};

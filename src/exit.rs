@@ -94,6 +94,25 @@ impl Failure {
     }
 }
 
+/// An error, or a flow's outcome, that knows the exit status it means:
+/// the command layer maps nothing by hand.
+pub trait ExitStatus {
+    /// The exit status.
+    fn status(&self) -> Status;
+}
+
+impl<E> From<E> for Failure
+where
+    E: ExitStatus + std::error::Error + Send + Sync + 'static,
+{
+    fn from(error: E) -> Self {
+        Failure {
+            status: error.status(),
+            error: error.into(),
+        }
+    }
+}
+
 impl fmt::Debug for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:?} ({:#})", self.status, self.error)
@@ -108,4 +127,6 @@ Exit codes:
   2  usage or configuration error, bad input
   3  incomplete: some targets failed, timed out or were unreachable
   4  AWS error: access denied, not found, throttled, unreachable
-  5  install failed and its rollback failed too: the node needs attention";
+  5  install failed and its rollback failed too: the node needs attention
+  6  install: the keys converged, but a certificate of the set is expired
+     or not yet valid and was left out: renew it (hostkeyctl sign)";

@@ -193,6 +193,16 @@ pub enum TrustError {
     NoCertificates { secret: SecretId, version: VersionId },
 }
 
+impl crate::exit::ExitStatus for TrustError {
+    /// The store's status; no certificates to trust is 2.
+    fn status(&self) -> crate::exit::Status {
+        match self {
+            TrustError::Store(e) => e.status(),
+            TrustError::NoCertificates { .. } => crate::exit::Status::Usage,
+        }
+    }
+}
+
 /// Where [`cert_authorities`] finds the CAs to trust.
 pub struct CaSources<'a> {
     /// The key set whose certificates name their CAs, and the version asked

@@ -68,8 +68,6 @@ pub mod install;
 pub mod keyset;
 #[cfg(feature = "admin")]
 pub mod known_hosts;
-#[cfg(feature = "lambda")]
-pub mod lambda;
 pub mod output;
 #[cfg(test)]
 mod parser_properties;

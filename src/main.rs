@@ -1,8 +1,15 @@
 //! The `hostkeyctl` binary: parse arguments, set up logging, run, exit.
 
+// The Lambda function's handler future (lambda_main.rs) nests deeper than
+// rustc's default layout depth.
+#![recursion_limit = "256"]
+
 use std::process::ExitCode;
 
 use clap::Parser;
+
+#[cfg(feature = "lambda")]
+mod lambda_main;
 use hostkeyctl::cli::Cli;
 use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt as _;
@@ -23,9 +30,9 @@ fn main() -> ExitCode {
         return ExitCode::from(hostkeyctl::exit::Status::Usage.code());
     }
     // The scheduled rotation's Lambda function is this binary, named
-    // `bootstrap` (src/lambda.rs).
+    // `bootstrap` (src/lambda_main.rs).
     #[cfg(feature = "lambda")]
-    let lambda = hostkeyctl::lambda::invoked_as_bootstrap();
+    let lambda = lambda_main::invoked_as_bootstrap();
     #[cfg(not(feature = "lambda"))]
     let lambda = false;
     let cli = (!lambda).then(Cli::parse);
@@ -72,7 +79,7 @@ fn main() -> ExitCode {
     };
     #[cfg(feature = "lambda")]
     if lambda {
-        return hostkeyctl::lambda::main(&runtime);
+        return lambda_main::main(&runtime);
     }
     let Some(cli) = cli else {
         unreachable!("parsed unless run as the Lambda function")

@@ -207,3 +207,13 @@ impl<S: SecretStore, F: Fleet, P: Prober> Status<'_, S, F, P> {
         })
     }
 }
+
+impl crate::exit::ExitStatus for StatusError {
+    /// The cause's status.
+    fn status(&self) -> crate::exit::Status {
+        match self {
+            StatusError::Store(e) => e.status(),
+            StatusError::Discovery(e) => e.status(),
+        }
+    }
+}

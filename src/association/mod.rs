@@ -485,6 +485,18 @@ pub async fn delete(associations: &impl Associations, name: &str) -> Result<Opti
     Ok(Some(association.id))
 }
 
+impl crate::exit::ExitStatus for AssociationError {
+    /// The cause's status; a refusal 2.
+    fn status(&self) -> crate::exit::Status {
+        match self {
+            AssociationError::Aws(a) => a.status(),
+            AssociationError::Store(s) => s.status(),
+            AssociationError::Document(d) => d.status(),
+            _ => crate::exit::Status::Usage,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{AssociationError, Target, check_schedule, targets};

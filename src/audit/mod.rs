@@ -491,3 +491,27 @@ pub async fn check_endpoints<P: Prober>(
         })
         .collect()
 }
+
+impl crate::exit::ExitStatus for AuditError {
+    /// The cause's status; the rest 2.
+    fn status(&self) -> crate::exit::Status {
+        match self {
+            AuditError::Store(s) => s.status(),
+            AuditError::Discovery(d) => d.status(),
+            AuditError::Dispatch(a) => a.status(),
+            AuditError::Document(d) => d.status(),
+            _ => crate::exit::Status::Usage,
+        }
+    }
+}
+
+impl crate::exit::ExitStatus for Conclusion {
+    /// Consistent 0, drift 1, incomplete 3.
+    fn status(&self) -> crate::exit::Status {
+        match self {
+            Conclusion::Consistent => crate::exit::Status::Success,
+            Conclusion::Drift => crate::exit::Status::Drift,
+            Conclusion::Incomplete => crate::exit::Status::Incomplete,
+        }
+    }
+}

@@ -93,7 +93,7 @@ pub enum SigningError {
     /// Signed and current, but the tags naming the current version were
     /// not updated (the keys, so the fingerprints, are the same).
     #[error(
-        "version {version} is AWSCURRENT with the new certificates, but tagging it failed: {source}. The keys are unchanged; audits read the value until the next `hostkeyctl sign` or `rotate` rewrites the tags"
+        "version {version} is AWSCURRENT with the new certificates, but its tags were not updated (the keys are unchanged; audits read the value until the next `hostkeyctl sign` or `rotate` rewrites the tags)"
     )]
     Untagged {
         /// Why.
@@ -102,7 +102,7 @@ pub enum SigningError {
         version: VersionId,
     },
     /// A write failed part-way.
-    #[error("sign made nothing current, and {state}: {source}")]
+    #[error("sign made nothing current, and {state}")]
     Interrupted {
         /// Why.
         source: StoreError,
@@ -328,4 +328,16 @@ pub async fn sign_key_set(store: &impl SecretStore, req: &SigningRequest<'_>) ->
         pending: signed_pending.map(|(id, d)| (id, d.certificates)),
         notes: Vec::new(),
     })
+}
+
+impl crate::exit::ExitStatus for SigningError {
+    /// The store's status (with what the secret holds); a refusal 2.
+    fn status(&self) -> crate::exit::Status {
+        match self {
+            SigningError::Store(s)
+            | SigningError::Interrupted { source: s, .. }
+            | SigningError::Untagged { source: s, .. } => s.status(),
+            _ => crate::exit::Status::Usage,
+        }
+    }
 }

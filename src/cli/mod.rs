@@ -285,3 +285,65 @@ pub struct InstallArgs {
     #[arg(long, env = "HOSTKEYCTL_REPORT_COMPLIANCE")]
     pub report_compliance: bool,
 }
+
+impl InstallArgs {
+    /// The node's sshd as the options name it.
+    pub fn sshd(&self) -> crate::install::sshd::Sshd {
+        crate::install::sshd::Sshd {
+            binary: self.sshd.clone(),
+            config: self
+                .sshd_config
+                .clone()
+                .unwrap_or_else(|| self.ssh_dir.join("sshd_config")),
+        }
+    }
+
+    /// The validated request: `install` (which reads the secret) or
+    /// `install --check`.
+    pub fn request(&self) -> Result<crate::install::run::RunRequest, crate::install::run::RunError> {
+        use crate::install::run::{CheckRequest, RunError, RunRequest};
+        use crate::store::VersionSelector;
+        let selector = VersionSelector::from_options(self.version_id.as_ref(), self.stage.as_ref());
+        if self.check {
+            return Ok(RunRequest::Check(CheckRequest {
+                secret: self.secret_id.clone().map(|s| (s, selector)),
+                expect: self.expect.clone(),
+                ssh_dir: self.ssh_dir.clone(),
+                verify_address: self.verify_address.clone(),
+                state_dir: self.state_dir.clone(),
+                verify_timeout: std::time::Duration::from_secs(self.verify_timeout),
+            }));
+        }
+        let secret_id = self.secret_id.clone().ok_or(RunError::NoSecret)?;
+        let reload = if self.no_reload {
+            crate::install::sshd::ReloadMethod::None
+        } else if let Some(cmd) = &self.reload_command {
+            crate::install::sshd::ReloadMethod::Command(cmd.clone())
+        } else {
+            crate::install::sshd::ReloadMethod::Auto
+        };
+        Ok(RunRequest::Install(Box::new(crate::install::InstallOptions {
+            secret_id,
+            selector,
+            expect: self.expect.clone(),
+            ssh_dir: self.ssh_dir.clone(),
+            reload,
+            verify_address: self.verify_address.clone(),
+            state_dir: self.state_dir.clone(),
+            lock_file: self
+                .lock_file
+                .clone()
+                .unwrap_or_else(|| self.state_dir.join(crate::install::LOCK_FILE_NAME)),
+            keep_backups: self.keep_backups,
+            verify_timeout: std::time::Duration::from_secs(self.verify_timeout),
+            lock_timeout: std::time::Duration::from_secs(self.lock_timeout),
+            next: self.next_version_id.as_ref().map(|v| crate::install::NextVersion {
+                version_id: v.clone(),
+                expect: self.expect_next.clone(),
+            }),
+            from_stages: self.version_id.is_none() && self.stage.is_none() && self.next_version_id.is_none(),
+            require_principals: self.require_principals.clone(),
+            existing_certificates: self.existing_certificates,
+        })))
+    }
+}

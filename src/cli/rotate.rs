@@ -76,3 +76,55 @@ pub struct RotateArgs {
     #[command(flatten)]
     pub placement: KeySetPrefixArg,
 }
+
+impl RotateArgs {
+    /// How installs go out, with the region the nodes read the secret in.
+    pub fn rollout(&self, region: Option<crate::ids::Region>) -> crate::rotation::setup::Rollout {
+        let r = &self.rollout;
+        crate::rotation::setup::Rollout {
+            document: r.document.clone(),
+            node_command: r.node_command.clone(),
+            max_concurrency: r.max_concurrency.clone(),
+            max_errors: r.max_errors.clone(),
+            timeout: std::time::Duration::from_secs(r.timeout),
+            canary: r.canary,
+            region,
+        }
+    }
+
+    /// What the rotation is set up from.
+    pub fn setup_request<'a>(
+        &'a self,
+        rollout: &'a crate::rotation::setup::Rollout,
+    ) -> crate::rotation::setup::SetupRequest<'a> {
+        crate::rotation::setup::SetupRequest {
+            targets: &self.targets,
+            pull: self.pull,
+            rollout,
+            ca_secret_id: self.ca_secret_id.as_ref(),
+            key_set_prefix: &self.placement.key_set_prefix,
+        }
+    }
+
+    /// The promotion gate, now.
+    pub fn gate(&self) -> crate::rotation::Gate {
+        crate::rotation::Gate {
+            min_overlap: self.min_overlap,
+            trust_timers: self.trust_timers,
+            now: crate::rotation::gate::unix_now(),
+        }
+    }
+
+    /// What the run is asked to do.
+    pub fn request(&self) -> crate::rotation::Request {
+        crate::rotation::Request {
+            resume: self.resume,
+            abort: self.abort,
+            overlap: self.overlap,
+            finish: self.finish,
+            rollback: self.rollback,
+            stop_after: self.stop_after,
+            pull: self.pull.then(|| std::time::Duration::from_secs(self.wait)),
+        }
+    }
+}

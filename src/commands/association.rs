@@ -2,9 +2,7 @@
 //! [`crate::association`] flows, prints, and maps the outcome to an exit
 //! code.
 
-use crate::association::{
-    self, Association, AssociationError, DeployRequest, Deployed, DocumentCheck, SsmAssociations,
-};
+use crate::association::{self, Association, DeployRequest, Deployed, DocumentCheck, SsmAssociations};
 use crate::aws;
 use crate::cli::{AssociationCommand, AssociationDeployArgs, AssociationNameArgs, AssociationShowArgs, GlobalArgs};
 use crate::commands::common::config_region;
@@ -16,7 +14,7 @@ use crate::store::SecretsManagerStore;
 
 /// Runs `association`.
 pub async fn run(command: &AssociationCommand, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
-    let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
+    let config = aws::load_config(&global.aws).await?;
     let associations = SsmAssociations::new(&config);
     let documents = SsmDispatcher::new(&config);
     let store = SecretsManagerStore::new(&config);
@@ -42,7 +40,9 @@ pub async fn run(command: &AssociationCommand, global: &GlobalArgs, output: Outp
 async fn name_of(args: &AssociationNameArgs, store: &SecretsManagerStore) -> Result<String, Failure> {
     match &args.name {
         Some(name) => Ok(name.clone()),
-        None => association::name_for(store, &args.secret_id).await.map_err(failure),
+        None => association::name_for(store, &args.secret_id)
+            .await
+            .map_err(Failure::from),
     }
 }
 
@@ -66,9 +66,7 @@ async fn run_deploy(
         max_concurrency: &args.max_concurrency,
         max_errors: &args.max_errors,
     };
-    let outcome = association::deploy(store, documents, associations, &request)
-        .await
-        .map_err(failure)?;
+    let outcome = association::deploy(store, documents, associations, &request).await?;
     if output == OutputFormat::Json {
         output::print_json(&outcome).map_err(Failure::usage)?;
     } else {
@@ -104,8 +102,7 @@ async fn run_show(
         &args.document.document,
         &args.document.node_command,
     )
-    .await
-    .map_err(failure)?;
+    .await?;
     let Some(shown) = shown else {
         return Err(Failure::usage(anyhow::anyhow!(
             "no association is named {}: create it with `hostkeyctl association deploy --secret-id {} --target tag:KEY=VALUE`",
@@ -137,7 +134,7 @@ async fn run_show(
 }
 
 async fn run_delete(name: &str, associations: &SsmAssociations, output: OutputFormat) -> Result<Status, Failure> {
-    let deleted = association::delete(associations, name).await.map_err(failure)?;
+    let deleted = association::delete(associations, name).await?;
     if output == OutputFormat::Json {
         output::print_json(&serde_json::json!({
             "association": name,
@@ -174,17 +171,5 @@ fn print_association(a: &Association) {
             .map(|(status, n)| format!("{n} {}", escape(status)))
             .collect();
         println!("  instances: {}", counts.join(", "));
-    }
-}
-
-fn failure(e: AssociationError) -> Failure {
-    match e {
-        AssociationError::Aws(a) => Failure::aws(a),
-        AssociationError::Store(s) => crate::commands::store_failure(s),
-        AssociationError::Document(d) => match *d {
-            crate::ssm_document::ResolveError::Aws(a) => Failure::aws(a),
-            other => Failure::usage(other),
-        },
-        other => Failure::usage(other),
     }
 }

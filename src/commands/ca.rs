@@ -5,7 +5,6 @@ use serde::Serialize;
 
 use crate::aws;
 use crate::cli::{CaCommand, CaInitArgs, GlobalArgs};
-use crate::commands::store_failure;
 use crate::document::CaDocument;
 use crate::exit::{Failure, Status};
 use crate::keyset::HostKey;
@@ -52,7 +51,7 @@ async fn ca_init(args: &CaInitArgs, global: &GlobalArgs, output: OutputFormat) -
         created: crate::document::SecretDocument::new(crate::keyset::KeySet::default()).created,
         key,
     };
-    let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
+    let config = aws::load_config(&global.aws).await?;
     let store = SecretsManagerStore::new(&config);
     let arn = store
         .create_ca(&CaCreateRequest {
@@ -67,7 +66,7 @@ async fn ca_init(args: &CaInitArgs, global: &GlobalArgs, output: OutputFormat) -
             StoreError::AlreadyExists { name } => Failure::usage(anyhow::anyhow!(
                 "secret {name} already exists and ca init never overwrites a CA; to replace a CA, create a new one under another name (docs/certificates.md, \"Rotating the CA\")"
             )),
-            other => store_failure(other),
+            other => Failure::from(other),
         })?;
     let report = CaReport {
         arn: arn.to_string(),

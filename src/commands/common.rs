@@ -9,33 +9,14 @@ use anyhow::Context;
 use serde::Serialize;
 
 use crate::cli::RolloutArgs;
-use crate::commands::store_failure;
-use crate::discovery::DiscoveryError;
 use crate::dispatch::{self, PollStats};
 use crate::exit::Failure;
 use crate::fingerprint::Fingerprint;
 use crate::ids::{Region, SecretId, VersionId};
 use crate::keyset::{KeyAlgorithm, KeySet, MAX_RSA_BITS, MIN_RSA_BITS};
 use crate::output::{self, OutputFormat};
-use crate::rollout::{self, NodeResult, PushOptions, PushOutcome, RolloutError};
-use crate::ssm_document::{ResolveError, SentDocument};
-
-/// Discovery errors as exit statuses: AWS trouble is 4, no match 2.
-pub fn discovery_failure(e: DiscoveryError) -> Failure {
-    match e {
-        DiscoveryError::Aws(a) => Failure::aws(a),
-        other => Failure::usage(other),
-    }
-}
-
-/// Document refusals as exit statuses: SSM's trouble 4, a document not to
-/// send 2.
-pub fn resolve_failure(e: ResolveError) -> Failure {
-    match e {
-        ResolveError::Aws(a) => Failure::aws(a),
-        other => Failure::usage(other),
-    }
-}
+use crate::rollout::{NodeResult, PushOptions, PushOutcome};
+use crate::ssm_document::SentDocument;
 
 /// Generates a set after checking the options a user gave for it.
 pub fn generate_checked(algorithms: &[KeyAlgorithm], rsa_bits: usize) -> Result<KeySet, Failure> {
@@ -82,11 +63,7 @@ struct PushReport<'a> {
 
 /// The region of an SDK configuration, parsed (it goes on node command lines).
 pub fn config_region(config: &aws_config::SdkConfig) -> Result<Option<Region>, Failure> {
-    config
-        .region()
-        .map(|r| Region::parse(r.as_ref()))
-        .transpose()
-        .map_err(Failure::usage)
+    crate::aws::config_region(config).map_err(Failure::usage)
 }
 
 fn progress_bar(total: usize, quiet: bool) -> Option<indicatif::ProgressBar> {
@@ -127,14 +104,6 @@ pub fn push_options(
     })
 }
 
-/// Rollout failures as exit statuses.
-pub fn rollout_failure(e: RolloutError) -> Failure {
-    match e {
-        RolloutError::Aws(a) => Failure::aws(a),
-        other => Failure::usage(other),
-    }
-}
-
 /// A progress bar of nodes done, on a terminal only.
 pub struct NodeProgress {
     bar: Option<indicatif::ProgressBar>,
@@ -160,18 +129,6 @@ impl NodeProgress {
         if let Some(b) = &self.bar {
             b.finish_and_clear();
         }
-    }
-}
-
-/// Push errors as exit statuses: AWS trouble 4, the rest 2.
-pub fn push_failure(e: rollout::PushError) -> Failure {
-    use rollout::PushError;
-    match e {
-        PushError::Document(d) => resolve_failure(d),
-        PushError::Store(s) => store_failure(s),
-        PushError::Discovery(d) => discovery_failure(d),
-        PushError::Rollout(r) => rollout_failure(r),
-        other => Failure::usage(other),
     }
 }
 

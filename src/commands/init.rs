@@ -5,7 +5,6 @@ use serde::Serialize;
 
 use crate::aws;
 use crate::cli::{GlobalArgs, InitArgs};
-use crate::commands::store_failure;
 use crate::document::SecretDocument;
 use crate::exit::{Failure, Status};
 use crate::ids::{SecretId, VersionId};
@@ -52,7 +51,7 @@ fn plan_keys(args: &InitArgs) -> Result<KeySet, Failure> {
 /// Runs `init`.
 pub async fn run(args: &InitArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
     let keys = plan_keys(args)?;
-    let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
+    let config = aws::load_config(&global.aws).await?;
     let store = SecretsManagerStore::new(&config);
     let document = SecretDocument::new(keys);
     let request = CreateRequest {
@@ -62,7 +61,7 @@ pub async fn run(args: &InitArgs, global: &GlobalArgs, output: OutputFormat) -> 
         tags: &args.tags,
         kms_key_id: args.kms_key_id.as_deref(),
     };
-    let (arn, version_id) = store.create(&request).await.map_err(store_failure)?;
+    let (arn, version_id) = store.create(&request).await?;
     let report = InitReport {
         arn: &arn,
         name: &args.secret_id,

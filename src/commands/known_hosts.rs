@@ -3,11 +3,10 @@
 
 use crate::aws;
 use crate::cli::{GlobalArgs, KnownHostsArgs};
-use crate::commands::store_failure;
 use crate::exit::{Failure, Status};
 use crate::ids::{SecretId, VersionId};
 use crate::known_hosts::clients::{self, Client};
-use crate::known_hosts::{self, CaSources, Format, Hosts, TrustError};
+use crate::known_hosts::{self, CaSources, Format, Hosts};
 use crate::store::{SecretsManagerStore, VersionSelector};
 
 /// Runs `known-hosts`.
@@ -28,7 +27,7 @@ pub async fn run(args: &KnownHostsArgs, global: &GlobalArgs) -> Result<Status, F
         let Some(secret_id) = &args.secret_id else {
             return Err(usage("--krl needs --secret-id".to_owned()));
         };
-        let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
+        let config = aws::load_config(&global.aws).await?;
         let store = SecretsManagerStore::new(&config);
         return write_krl(&store, secret_id, path, global.quiet).await;
     }
@@ -62,7 +61,7 @@ pub async fn run(args: &KnownHostsArgs, global: &GlobalArgs) -> Result<Status, F
         known_hosts::putty::check_validity_names(hosts.names())
             .map_err(|e| usage(format!("{e}; nothing was read or printed")))?;
     }
-    let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
+    let config = aws::load_config(&global.aws).await?;
     let store = SecretsManagerStore::new(&config);
     let pin = (args.version_id.is_some() || args.stage.is_some())
         .then(|| VersionSelector::from_options(args.version_id.as_ref(), args.stage.as_ref()));
@@ -73,12 +72,7 @@ pub async fn run(args: &KnownHostsArgs, global: &GlobalArgs) -> Result<Status, F
             secret: args.secret_id.as_ref().map(|s| (s, pin)),
             ca_secret_ids: &args.ca_secret_ids,
         };
-        let cas = known_hosts::cert_authorities(&store, &sources)
-            .await
-            .map_err(|e| match e {
-                TrustError::Store(e) => store_failure(e),
-                e @ TrustError::NoCertificates { .. } => usage(e.to_string()),
-            })?;
+        let cas = known_hosts::cert_authorities(&store, &sources).await?;
         match args.client {
             Client::Putty => print!("{}", known_hosts::putty::registry_host_cas(&cas, hosts.names())),
             _ => print!(
@@ -96,9 +90,7 @@ pub async fn run(args: &KnownHostsArgs, global: &GlobalArgs) -> Result<Status, F
     {
         return revoked(&store, secret_id, hosts, global.quiet).await;
     }
-    let served = clients::served(&store, secret_id, pin, args.client)
-        .await
-        .map_err(store_failure)?;
+    let served = clients::served(&store, secret_id, pin, args.client).await?;
     let format = match (args.sshfp, args.hash) {
         (true, _) => Format::Sshfp,
         (false, true) => Format::Hashed,
@@ -138,9 +130,7 @@ async fn retired(
     secret_id: &SecretId,
     now: u64,
 ) -> Result<(Vec<crate::revocation::Retired>, String), Failure> {
-    let retired = crate::revocation::retired(store, secret_id, now)
-        .await
-        .map_err(store_failure)?;
+    let retired = crate::revocation::retired(store, secret_id, now).await?;
     let summary = match crate::revocation::until(&retired).map(crate::certificate::rfc3339) {
         None => "no retired key of this secret has a certificate that is still valid: nothing to revoke".to_owned(),
         Some(until) => format!(

@@ -31,15 +31,6 @@ pub mod status;
 
 use crate::cli::{Cli, Command};
 use crate::exit::{Failure, Status};
-use crate::store::StoreError;
-
-/// Store errors as exit statuses: AWS trouble is 4, bad data 2.
-pub fn store_failure(e: StoreError) -> Failure {
-    match e {
-        StoreError::Aws(a) => Failure::aws(a),
-        other => Failure::usage(other),
-    }
-}
 
 #[cfg(feature = "admin")]
 /// Writes the man pages into `out_dir` (created if missing).

@@ -5,17 +5,18 @@
 
 use crate::aws;
 use crate::cli::{GlobalArgs, PushArgs};
-use crate::commands::common::{NodeProgress, print_outcome, push_failure, push_options};
+use crate::commands::common::{NodeProgress, print_outcome, push_options};
 use crate::discovery::AwsFleet;
 use crate::dispatch::SsmDispatcher;
+use crate::exit::ExitStatus as _;
 use crate::exit::{Failure, Status};
 use crate::output::{self, OutputFormat};
-use crate::rollout::{Push, PushOutcome, PushRequest, install_command_line};
+use crate::rollout::{Push, PushRequest, install_command_line};
 use crate::store::{SecretsManagerStore, VersionSelector};
 
 /// Runs `push`.
 pub async fn run(args: &PushArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
-    let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
+    let config = aws::load_config(&global.aws).await?;
     let options = push_options(&args.rollout, &config, None)?;
     let store = SecretsManagerStore::new(&config);
     let fleet = AwsFleet::new(&config).with_port(args.port);
@@ -33,7 +34,7 @@ pub async fn run(args: &PushArgs, global: &GlobalArgs, output: OutputFormat) -> 
         document: &args.rollout.document,
         node_command: &args.rollout.node_command,
     };
-    let plan = push.plan(&request).await.map_err(push_failure)?;
+    let plan = push.plan(&request).await?;
     let (version, next) = (&plan.desired.current, plan.desired.next.as_ref());
     if args.dry_run {
         let command_line = install_command_line(&options.node_command, version, next, options.region.as_ref())
@@ -70,17 +71,7 @@ pub async fn run(args: &PushArgs, global: &GlobalArgs, output: OutputFormat) -> 
     let bar = NodeProgress::new(plan.instances.len(), global.quiet);
     let outcome = push.run(&plan, &options, &|done, total| bar.update(done, total)).await;
     bar.finish();
-    let outcome = outcome.map_err(push_failure)?;
+    let outcome = outcome?;
     print_outcome(&outcome, &version.arn, output)?;
-    Ok(exit_status(&outcome))
-}
-
-/// `push`'s exit status: 0 when every node installed, else 3 (the report
-/// names each node that did not, with its error).
-pub fn exit_status(outcome: &PushOutcome) -> Status {
-    if outcome.all_ok() {
-        Status::Success
-    } else {
-        Status::Incomplete
-    }
+    Ok(outcome.status())
 }

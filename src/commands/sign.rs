@@ -7,7 +7,6 @@ use crate::aws;
 use crate::certificate::signing::{Signed, SigningError, SigningRequest, sign_key_set};
 use crate::certificate::{CertRow, cert_rows};
 use crate::cli::{GlobalArgs, SignArgs};
-use crate::commands::store_failure;
 use crate::exit::{Failure, Status};
 use crate::ids::VersionId;
 use crate::output::{self, OutputFormat};
@@ -28,38 +27,13 @@ struct SignReport {
     notes: Vec<String>,
 }
 
-/// Signing errors as exit statuses: AWS trouble 4 (with what the secret
-/// holds), the rest 2.
-fn signing_failure(e: SigningError) -> Failure {
-    match e {
-        SigningError::Store(s) => store_failure(s),
-        SigningError::Interrupted { source, state } => {
-            let failure = store_failure(source);
-            Failure::with_status(
-                failure.status,
-                failure.error.context(format!("sign made nothing current, and {state}")),
-            )
-        }
-        SigningError::Untagged { source, version } => {
-            let failure = store_failure(source);
-            Failure::with_status(
-                failure.status,
-                failure.error.context(format!(
-                    "version {version} is AWSCURRENT with the new certificates, but its tags were not updated (the keys are unchanged; audits read the value until the next sign or rotate)"
-                )),
-            )
-        }
-        other => Failure::usage(other),
-    }
-}
-
 /// Runs `sign`.
 pub async fn run(args: &SignArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
     // Refused before any AWS configuration is read.
     args.placement
         .key_set_prefix
         .check_ca(&args.ca_secret_id)
-        .map_err(|e| signing_failure(SigningError::CaPlacement(e)))?;
+        .map_err(|e| Failure::from(SigningError::CaPlacement(e)))?;
     if args.validity_days > crate::certificate::WARN_VALIDITY_DAYS && !global.quiet {
         eprintln!(
             "sign: warning: --validity-days {} is more than {}: a key a rotation retires stays accepted for as long by clients that trust the CA, unless they get `hostkeyctl known-hosts --revoked` or --krl; prefer {} days renewed daily (--renew-before)",
@@ -68,7 +42,7 @@ pub async fn run(args: &SignArgs, global: &GlobalArgs, output: OutputFormat) -> 
             crate::certificate::DEFAULT_VALIDITY_DAYS
         );
     }
-    let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
+    let config = aws::load_config(&global.aws).await?;
     let store = SecretsManagerStore::new(&config);
     let request = SigningRequest {
         secret: &args.secret_id,
@@ -86,7 +60,7 @@ pub async fn run(args: &SignArgs, global: &GlobalArgs, output: OutputFormat) -> 
         certificates,
         pending,
         notes,
-    } = sign_key_set(&store, &request).await.map_err(signing_failure)?;
+    } = sign_key_set(&store, &request).await?;
     let (pending_version_id, pending_certificates) = match pending {
         Some((id, certs)) => (Some(id), cert_rows(&certs)),
         None => (None, Vec::new()),

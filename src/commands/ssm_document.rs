@@ -19,7 +19,7 @@ pub async fn run(command: &SsmDocumentCommand, global: &GlobalArgs, output: Outp
             converge_name,
             node_command,
         } => {
-            let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
+            let config = aws::load_config(&global.aws).await?;
             let client = aws_sdk_ssm::Client::new(&config);
             let (version, done) = ssm_document::deploy(&client, name, Kind::Install, node_command)
                 .await

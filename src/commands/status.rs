@@ -4,32 +4,24 @@
 use crate::audit::ScanPolicy;
 use crate::aws;
 use crate::cli::{GlobalArgs, StatusArgs};
-use crate::commands::common::discovery_failure;
-use crate::commands::store_failure;
 use crate::discovery::AwsFleet;
 use crate::exit::{Failure, Status};
 use crate::output::{self, OutputFormat};
 use crate::scan::SshProber;
 use crate::scan::pacing::{Ledger, Paced};
-use crate::status::{self, StatusError, StatusReport};
+use crate::status::{self, StatusReport};
 use crate::store::{STAGE_CURRENT, SecretsManagerStore};
 
 /// Runs `status`.
 pub async fn run(args: &StatusArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
-    let config = aws::load_config(&global.aws).await.map_err(Failure::aws_config)?;
+    let config = aws::load_config(&global.aws).await?;
     let flow = status::Status {
         store: &SecretsManagerStore::new(&config),
         fleet: &AwsFleet::new(&config).with_port(args.port),
         prober: std::sync::Arc::new(Paced::new(SshProber, std::sync::Arc::new(Ledger::for_this_user()))),
         policy: ScanPolicy::default(),
     };
-    let mut report = flow
-        .run(&args.secret_id, &args.targets, args.port)
-        .await
-        .map_err(|e| match e {
-            StatusError::Store(e) => store_failure(e),
-            StatusError::Discovery(e) => discovery_failure(e),
-        })?;
+    let mut report = flow.run(&args.secret_id, &args.targets, args.port).await?;
     report.association = association_of(&config, &report.name, &report.arn).await;
     match output {
         OutputFormat::Json => output::print_json(&report).map_err(Failure::usage)?,

@@ -319,6 +319,16 @@ pub fn describe_specs(specs: &[TargetSpec]) -> String {
     specs.iter().map(ToString::to_string).collect::<Vec<_>>().join(" AND ")
 }
 
+impl crate::exit::ExitStatus for DiscoveryError {
+    /// AWS trouble is 4; no match and bad targets are 2.
+    fn status(&self) -> crate::exit::Status {
+        match self {
+            DiscoveryError::Aws(a) => crate::exit::ExitStatus::status(a),
+            _ => crate::exit::Status::Usage,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::TargetSpec;

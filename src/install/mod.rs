@@ -26,6 +26,7 @@ pub mod metrics;
 mod plan;
 pub mod reload_marker;
 pub mod report;
+pub mod run;
 pub mod sshd;
 pub mod sshd_config;
 pub mod verify;

@@ -14,7 +14,6 @@ use ssh_key::PublicKey;
 
 use super::{Format, Hosts, putty};
 use crate::ids::{SecretId, VersionId};
-use crate::rotation::Outcome;
 use crate::store::{SecretStore, StoreError, VersionSelector};
 
 /// The client `known-hosts` writes for.
@@ -112,23 +111,6 @@ impl Client {
             Client::Plink => "plink",
             Client::Putty => "putty",
         }
-    }
-}
-
-/// What clients' users fetch after a rotation's run ended in `outcome`
-/// (printed by `rotate`, docs/clients.md), if anything.
-pub fn advice(outcome: Outcome, secret: &SecretId) -> Option<String> {
-    match outcome {
-        Outcome::OverlapStarted | Outcome::Announced => Some(format!(
-            "a new set is announced: OpenSSH users learn it at their next login (UpdateHostKeys, with `hostkeyctl known-hosts --host NAME --ssh-config`); AsyncSSH and plink users fetch theirs now (`hostkeyctl known-hosts --secret-id {secret} --client asyncssh|plink`); Paramiko, Dropbear and PuTTY's cache keep one key per host and type: theirs stay right until the promotion, then are fetched again"
-        )),
-        Outcome::Rotated | Outcome::Completed => Some(format!(
-            "the new set is promoted and served: Paramiko, Dropbear and PuTTY's cache keep one key per host and type, so their users fetch their files again now (`hostkeyctl known-hosts --secret-id {secret} --host NAME --client paramiko|dropbear|putty`)"
-        )),
-        Outcome::NotConverged => Some(format!(
-            "the new set is promoted, not yet served everywhere: once every node serves it, Paramiko, Dropbear and PuTTY's cache users fetch their files again (`hostkeyctl known-hosts --secret-id {secret} --host NAME --client paramiko|dropbear|putty`)"
-        )),
-        _ => None,
     }
 }
 

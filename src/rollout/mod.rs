@@ -316,6 +316,27 @@ pub async fn push_version(
     })
 }
 
+impl crate::exit::ExitStatus for RolloutError {
+    /// AWS trouble is 4; the rest 2.
+    fn status(&self) -> crate::exit::Status {
+        match self {
+            RolloutError::Aws(a) => crate::exit::ExitStatus::status(a),
+            _ => crate::exit::Status::Usage,
+        }
+    }
+}
+
+impl crate::exit::ExitStatus for PushOutcome {
+    /// Every node done: 0; some failed: 3.
+    fn status(&self) -> crate::exit::Status {
+        if self.all_ok() {
+            crate::exit::Status::Success
+        } else {
+            crate::exit::Status::Incomplete
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::tail;

@@ -129,3 +129,16 @@ impl<S: SecretStore, F: Fleet, D: Dispatcher> Push<'_, S, F, D> {
         .await?)
     }
 }
+
+impl crate::exit::ExitStatus for PushError {
+    /// The cause's status; a refusal of the arguments is 2.
+    fn status(&self) -> crate::exit::Status {
+        match self {
+            PushError::Document(d) => d.status(),
+            PushError::Store(s) => s.status(),
+            PushError::Discovery(d) => d.status(),
+            PushError::Rollout(r) => r.status(),
+            _ => crate::exit::Status::Usage,
+        }
+    }
+}

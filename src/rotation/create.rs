@@ -5,7 +5,7 @@ use super::{Rotation, RotationError};
 use crate::dispatch::Dispatcher;
 use crate::document::SecretDocument;
 use crate::ids::VersionId;
-use crate::keyset::{DEFAULT_RSA_BITS, KeyAlgorithm, KeySet};
+use crate::keyset::{DEFAULT_RSA_BITS, HostKey, KeyAlgorithm, KeySet};
 use crate::scan::Prober;
 use crate::store::claim::{ClaimError, Moved, store_and_move};
 use crate::store::{
@@ -122,7 +122,7 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
                     unreachable!("Put is handled above")
                 };
                 return Err(RotationError::Interrupted {
-                    source: Box::new(source),
+                    cause: Box::new(source),
                     state: format!("nothing was staged: {state}"),
                 });
             }
@@ -166,11 +166,8 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
         Ok((!same_keys(&current.document.keys, &next.document.keys)).then_some(next))
     }
 
-    /// The document of a new version `token`: the keys of `source` (an
-    /// announced set, whose `created`, the announcement's date, it keeps)
-    /// or a new set of the current set's algorithms and RSA size (made at
-    /// the gate's now: the announcement starts), signed like the current set
-    /// when it carries certificates.
+    /// The document of a new version `token` ([`new_document`]), with this
+    /// rotation's CA and clock.
     pub(super) fn new_document(
         &self,
         planned_from: &VersionId,
@@ -178,56 +175,72 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
         source: Option<&SecretDocument>,
         token: &VersionId,
     ) -> Result<SecretDocument, RotationError> {
-        let current = &current_doc.keys;
-        let signer = self.signer_like(planned_from, current_doc)?;
-        let mut document = match source {
-            Some(source) => SecretDocument {
-                created: source.created.clone(),
-                keys: source.keys.clone(),
-                certificates: std::collections::BTreeMap::new(),
-            },
-            None => {
-                let rsa_bits = current
-                    .get(KeyAlgorithm::Rsa)
-                    .and_then(|k| k.rsa_bits())
-                    .unwrap_or(DEFAULT_RSA_BITS);
-                let mut fresh = SecretDocument::new(KeySet::generate(&current.algorithms(), rsa_bits)?);
-                fresh.created = super::gate::rfc3339(self.gate.now);
-                fresh
-            }
-        };
-        if let Some(signer) = &signer {
-            document.certificates = signer
-                .sign(&document.keys, token)
-                .map_err(|e| RotationError::Refused(format!("{e}; nothing was stored")))?;
-        }
-        Ok(document)
+        new_document(self.ca, self.gate.now, planned_from, current_doc, source, token)
     }
+}
 
-    /// The signer of the new set: certificates like the current set's (same
-    /// names and validity length, the next serial). A signed set without
-    /// the CA is refused before anything is stored: a new set without
-    /// certificates would lock out clients that trust only the CA.
-    fn signer_like(
-        &self,
-        current_id: &VersionId,
-        current: &SecretDocument,
-    ) -> Result<Option<crate::certificate::Signer>, RotationError> {
-        let certificates = &current.certificates;
-        match self.ca {
-            None if certificates.is_empty() => Ok(None),
-            None => Err(RotationError::Refused(format!(
-                "the current set (version {current_id}) carries host certificates, and a new set without them would lock out clients that trust only the CA; pass --ca-secret-id to sign the new set. Nothing was stored"
-            ))),
-            Some(ca) => {
-                crate::certificate::Signer::like(ca.clone(), certificates, crate::certificate::default_signer())
-                    .map(Some)
-                    .ok_or_else(|| {
-                        RotationError::Refused(format!(
-                            "the current set (version {current_id}) has no certificates to take the principals and validity from; sign it first with `hostkeyctl sign`. Nothing was stored"
-                        ))
-                    })
-            }
+/// The document of a new version `token`: the keys of `source` (an
+/// announced set, whose `created`, the announcement's date, it keeps)
+/// or a new set of the current set's algorithms and RSA size (made at
+/// the gate's now: the announcement starts), signed like the current set
+/// when it carries certificates.
+pub(super) fn new_document(
+    ca: Option<&HostKey>,
+    now: i64,
+    planned_from: &VersionId,
+    current_doc: &SecretDocument,
+    source: Option<&SecretDocument>,
+    token: &VersionId,
+) -> Result<SecretDocument, RotationError> {
+    let current = &current_doc.keys;
+    let signer = signer_like(ca, planned_from, current_doc)?;
+    let mut document = match source {
+        Some(source) => SecretDocument {
+            created: source.created.clone(),
+            keys: source.keys.clone(),
+            certificates: std::collections::BTreeMap::new(),
+        },
+        None => {
+            let rsa_bits = current
+                .get(KeyAlgorithm::Rsa)
+                .and_then(|k| k.rsa_bits())
+                .unwrap_or(DEFAULT_RSA_BITS);
+            let mut fresh = SecretDocument::new(KeySet::generate(&current.algorithms(), rsa_bits)?);
+            fresh.created = super::gate::rfc3339(now);
+            fresh
+        }
+    };
+    if let Some(signer) = &signer {
+        document.certificates = signer
+            .sign(&document.keys, token)
+            .map_err(|e| RotationError::Refused(format!("{e}; nothing was stored")))?;
+    }
+    Ok(document)
+}
+
+/// The signer of the new set: certificates like the current set's (same
+/// names and validity length, the next serial). A signed set without
+/// the CA is refused before anything is stored: a new set without
+/// certificates would lock out clients that trust only the CA.
+fn signer_like(
+    ca: Option<&HostKey>,
+    current_id: &VersionId,
+    current: &SecretDocument,
+) -> Result<Option<crate::certificate::Signer>, RotationError> {
+    let certificates = &current.certificates;
+    match ca {
+        None if certificates.is_empty() => Ok(None),
+        None => Err(RotationError::Refused(format!(
+            "the current set (version {current_id}) carries host certificates, and a new set without them would lock out clients that trust only the CA; pass --ca-secret-id to sign the new set. Nothing was stored"
+        ))),
+        Some(ca) => {
+            crate::certificate::Signer::like(ca.clone(), certificates, crate::certificate::default_signer())
+                .map(Some)
+                .ok_or_else(|| {
+                    RotationError::Refused(format!(
+                        "the current set (version {current_id}) has no certificates to take the principals and validity from; sign it first with `hostkeyctl sign`. Nothing was stored"
+                    ))
+                })
         }
     }
 }

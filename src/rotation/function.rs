@@ -193,3 +193,13 @@ impl FunctionConfig for LambdaFunctions {
         Ok(())
     }
 }
+
+impl crate::exit::ExitStatus for PinError {
+    /// The Lambda API's trouble is AWS's status; a refusal 2.
+    fn status(&self) -> crate::exit::Status {
+        match self {
+            PinError::Aws(a) => crate::exit::ExitStatus::status(a),
+            _ => crate::exit::Status::Usage,
+        }
+    }
+}

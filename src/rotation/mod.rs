@@ -26,8 +26,11 @@ pub mod function;
 pub mod gate;
 mod promote;
 mod rollback;
+pub mod schedule;
 mod scheduled;
+pub mod setup;
 mod start;
+mod text;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,7 +49,9 @@ use crate::store::{
     stage, tag_fingerprints,
 };
 pub use gate::{Gate, Held, MinOverlap};
-pub use scheduled::{FleetMode, LambdaStep, announce_token, check_event_secret, next_label, release_staging};
+pub use scheduled::{
+    Announcer, FleetMode, LambdaStep, announce_token, check_event_secret, next_label, release_staging,
+};
 pub use start::{Start, age, plan_start};
 
 /// Why a rotation step could not run at all (as opposed to a step that
@@ -71,10 +76,11 @@ pub enum RotationError {
     Held(#[from] Held),
     /// A store call failed part-way through a step: what the secret holds
     /// now, and what puts it right.
-    #[error("{source}\n  {state}")]
+    #[error("{cause}\n  {state}")]
     Interrupted {
-        /// The store's failure.
-        source: Box<StoreError>,
+        /// The store's failure (shown in the message, not as a source: a
+        /// cause chain would print it twice).
+        cause: Box<StoreError>,
         /// What is left and what to run.
         state: String,
     },
@@ -209,6 +215,52 @@ impl Report {
             audit: Vec::new(),
             revocation: None,
             clients: None,
+        }
+    }
+}
+
+/// What clients' users fetch after a run ended in `outcome` (printed by
+/// `rotate`, docs/clients.md), if anything.
+pub fn client_advice(outcome: Outcome, secret: &SecretId) -> Option<String> {
+    match outcome {
+        Outcome::OverlapStarted | Outcome::Announced => Some(format!(
+            "a new set is announced: OpenSSH users learn it at their next login (UpdateHostKeys, with `hostkeyctl known-hosts --host NAME --ssh-config`); AsyncSSH and plink users fetch theirs now (`hostkeyctl known-hosts --secret-id {secret} --client asyncssh|plink`); Paramiko, Dropbear and PuTTY's cache keep one key per host and type: theirs stay right until the promotion, then are fetched again"
+        )),
+        Outcome::Rotated | Outcome::Completed => Some(format!(
+            "the new set is promoted and served: Paramiko, Dropbear and PuTTY's cache keep one key per host and type, so their users fetch their files again now (`hostkeyctl known-hosts --secret-id {secret} --host NAME --client paramiko|dropbear|putty`)"
+        )),
+        Outcome::NotConverged => Some(format!(
+            "the new set is promoted, not yet served everywhere: once every node serves it, Paramiko, Dropbear and PuTTY's cache users fetch their files again (`hostkeyctl known-hosts --secret-id {secret} --host NAME --client paramiko|dropbear|putty`)"
+        )),
+        _ => None,
+    }
+}
+
+impl setup::Prepared {
+    /// The rotation of `secret` over what was set up.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rotation<'a, S, D, P>(
+        &'a self,
+        store: &'a S,
+        dispatcher: &'a D,
+        prober: Arc<P>,
+        secret: &'a SecretId,
+        port: u16,
+        say: &'a (dyn Fn(&str) + Sync),
+        gate: Gate,
+    ) -> Rotation<'a, S, D, P> {
+        Rotation {
+            store,
+            dispatcher,
+            prober,
+            secret,
+            instances: &self.instances,
+            push: &self.push,
+            port,
+            progress: &|_, _| {},
+            say,
+            ca: self.ca.as_ref(),
+            gate,
         }
     }
 }
@@ -375,13 +427,13 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
             .move_stage(self.secret, &stage(STAGE_CURRENT), Some(id), Some(current))
             .await
             .map_err(|source| RotationError::Interrupted {
-                source: Box::new(source),
+                cause: Box::new(source),
                 state: format!(
                     "AWSCURRENT stays {current} and {id} stays AWSPENDING: run `hostkeyctl rotate --resume` to finish, or --abort"
                 ),
             })?;
         let half_done = |source| RotationError::Interrupted {
-            source: Box::new(source),
+            cause: Box::new(source),
             state: format!(
                 "AWSCURRENT is {id} already (the nodes' timers follow it); `hostkeyctl rotate --resume` completes the finish (AWSPENDING off, fingerprint tags) and converges the nodes"
             ),
@@ -490,5 +542,42 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
             return self.overlap(&current_set, &pending, report).await;
         }
         self.promote(&current_set, &pending, request, report).await
+    }
+}
+
+impl crate::exit::ExitStatus for RotationError {
+    /// The store's or rollout's status; a refusal 2; held back 3 (nothing
+    /// moved, a later run completes it).
+    fn status(&self) -> crate::exit::Status {
+        match self {
+            RotationError::Store(s) => s.status(),
+            RotationError::Rollout(r) => r.status(),
+            RotationError::Interrupted { cause, .. } => cause.status(),
+            RotationError::Held(_) => crate::exit::Status::Incomplete,
+            RotationError::Generate(_) | RotationError::Refused(_) => crate::exit::Status::Usage,
+        }
+    }
+}
+
+impl crate::exit::ExitStatus for Outcome {
+    /// Done or deliberately stopped 0; drift 1; nodes failed or not yet
+    /// converged 3.
+    fn status(&self) -> crate::exit::Status {
+        use crate::exit::Status;
+        match self {
+            Outcome::Rotated
+            | Outcome::StoppedAfterCreate
+            | Outcome::StoppedAfterSet
+            | Outcome::StoppedAfterTest
+            | Outcome::Aborted
+            | Outcome::NothingToAbort
+            | Outcome::OverlapStarted
+            | Outcome::Announced
+            | Outcome::Completed => Status::Success,
+            Outcome::AuditFailed => Status::Drift,
+            Outcome::PushFailed | Outcome::AuditIncomplete | Outcome::AbortPushFailed | Outcome::NotConverged => {
+                Status::Incomplete
+            }
+        }
     }
 }

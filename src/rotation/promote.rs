@@ -8,6 +8,22 @@ use crate::scan::Prober;
 use crate::store::{SecretStore, StoredVersion};
 
 impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
+    /// Runs a rotation as `request` asks and reports it whole: the steps,
+    /// what clients' users fetch now, and the retired keys to revoke.
+    pub async fn rotate(&self, request: Request) -> Result<Report, RotationError> {
+        let mut report = Report::new(self.secret.clone());
+        let outcome = self.run(request, &mut report).await?;
+        report.result = Some(outcome);
+        report.clients = super::client_advice(outcome, self.secret);
+        match self.revocation(outcome).await {
+            Ok(advice) => report.revocation = advice,
+            Err(e) => report.steps.push(format!(
+                "revocation: the retired keys could not be listed ({e}); `hostkeyctl known-hosts --revoked` lists them"
+            )),
+        }
+        Ok(report)
+    }
+
     /// set and test (unless a pull fleet, whose timers did that), finish,
     /// and converge to `pending` as the new AWSCURRENT.
     pub(super) async fn promote(

@@ -39,6 +39,7 @@ use serde::Serialize;
 use super::{Rotation, RotationError, Stages};
 use crate::dispatch::Dispatcher;
 use crate::ids::{SecretId, StageLabel, VersionId};
+use crate::keyset::HostKey;
 use crate::scan::Prober;
 use crate::store::{
     STAGE_CURRENT, STAGE_NEXT, STAGE_PENDING, SecretStore, StoreError, StoredVersion, VersionSelector, same_keys, stage,
@@ -449,6 +450,35 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
         Ok(format!("{done}; {} node(s) serve it", pushed.results.len()))
     }
 
+    /// After `promoted` became AWSCURRENT: a new set announced
+    /// ([`Announcer::announce_after`]), with this rotation's CA and clock.
+    pub async fn announce_after(&self, promoted: &StoredVersion) -> Result<VersionId, RotationError> {
+        Announcer {
+            store: self.store,
+            secret: self.secret,
+            ca: self.ca,
+            now: self.gate.now,
+        }
+        .announce_after(promoted)
+        .await
+    }
+}
+
+/// What announcing a set needs: the store, the secret, the CA that signs
+/// it when the current set carries certificates, and the time (`schedule
+/// enable`'s first announcement has no rotation around it).
+pub struct Announcer<'a, S> {
+    /// The secret store.
+    pub store: &'a S,
+    /// The secret.
+    pub secret: &'a SecretId,
+    /// The CA.
+    pub ca: Option<&'a HostKey>,
+    /// Unix seconds now (the announcement's date).
+    pub now: i64,
+}
+
+impl<S: SecretStore> Announcer<'_, S> {
     /// After `promoted` became AWSCURRENT: a new set announced as
     /// HOSTKEYCTL_NEXT (version [`announce_token`] of `promoted`), unless
     /// one with other keys than AWSCURRENT's is announced already. Returns
@@ -473,7 +503,7 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
             .version_with_stage(STAGE_CURRENT)
             .map(|v| v.version_id.clone())
             .unwrap_or_else(|| promoted.version_id.clone());
-        let document = self.new_document(&current, &promoted.document, None, &token)?;
+        let document = super::create::new_document(self.ca, self.now, &current, &promoted.document, None, &token)?;
         match self
             .store
             .put_version(self.secret, &document, &token, &[next_label()])

@@ -359,3 +359,13 @@ pub async fn settle(
         }
     }
 }
+
+impl crate::exit::ExitStatus for ResolveError {
+    /// SSM's trouble is 4; a document not to send is 2.
+    fn status(&self) -> crate::exit::Status {
+        match self {
+            ResolveError::Aws(a) => crate::exit::ExitStatus::status(a),
+            _ => crate::exit::Status::Usage,
+        }
+    }
+}

@@ -418,6 +418,33 @@ pub fn same_keys(a: &KeySet, b: &KeySet) -> bool {
     fps(a) == fps(b)
 }
 
+/// A schedule to set on a secret (`RotateSecret`'s configuration).
+#[derive(Clone, Copy, Debug)]
+pub struct ScheduleSettings<'a> {
+    /// The rotation function's ARN (none: keep the one set).
+    pub function: Option<&'a str>,
+    /// `rate(...)`, `cron(...)` or a number of days.
+    pub every: &'a str,
+    /// The window each rotation may take (`Duration`).
+    pub window: Option<&'a str>,
+}
+
+/// Secrets Manager's rotation schedule on a secret: Secrets Manager, or a
+/// double (feature `testing`).
+pub trait Schedules: Sync {
+    /// RotateSecret: sets the schedule (`settings`), and rotates at once
+    /// (`now`) or only checks the configuration (testSecret alone).
+    fn rotate_secret(
+        &self,
+        secret: &SecretId,
+        settings: Option<ScheduleSettings<'_>>,
+        now: bool,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// CancelRotateSecret: turns the schedule off.
+    fn cancel_rotation(&self, secret: &SecretId) -> impl Future<Output = Result<(), StoreError>> + Send;
+}
+
 /// Records the fingerprints of the set at `version_id` in the secret's tags.
 pub async fn tag_fingerprints(
     store: &impl SecretStore,
@@ -483,6 +510,16 @@ pub fn fingerprint_tags(version_id: &VersionId, keys: &KeySet) -> Vec<(String, S
         )
     }));
     tags
+}
+
+impl crate::exit::ExitStatus for StoreError {
+    /// AWS trouble is AWS's status; bad data and refusals are 2.
+    fn status(&self) -> crate::exit::Status {
+        match self {
+            StoreError::Aws(a) => a.status(),
+            _ => crate::exit::Status::Usage,
+        }
+    }
 }
 
 #[cfg(test)]

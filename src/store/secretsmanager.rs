@@ -353,15 +353,15 @@ impl SecretStore for SecretsManagerStore {
 
 /// The rotation schedule's calls (`hostkeyctl schedule`): not part of
 /// [`SecretStore`], which the rotation steps and the nodes use.
-impl SecretsManagerStore {
+impl crate::store::Schedules for SecretsManagerStore {
     /// RotateSecret. With `settings` (function ARN, schedule, window): sets
     /// them and, unless `now`, starts no rotation (Secrets Manager runs the
     /// function's testSecret step to check the configuration). Without:
     /// starts a rotation now with the settings the secret has.
-    pub async fn rotate_secret(
+    async fn rotate_secret(
         &self,
         secret: &SecretId,
-        settings: Option<(Option<&str>, &str, Option<&str>)>,
+        settings: Option<crate::store::ScheduleSettings<'_>>,
         now: bool,
     ) -> Result<(), StoreError> {
         let call = Call::new("secretsmanager:RotateSecret", format!("secret {secret}"));
@@ -370,7 +370,12 @@ impl SecretsManagerStore {
             .rotate_secret()
             .secret_id(secret.as_str())
             .rotate_immediately(now);
-        if let Some((function, schedule, window)) = settings {
+        if let Some(crate::store::ScheduleSettings {
+            function,
+            every: schedule,
+            window,
+        }) = settings
+        {
             let rules = aws_sdk_secretsmanager::types::RotationRulesType::builder();
             let rules = match schedule.parse::<i64>() {
                 Ok(days) => rules.automatically_after_days(days),
@@ -385,7 +390,7 @@ impl SecretsManagerStore {
     }
 
     /// CancelRotateSecret: turns the schedule off.
-    pub async fn cancel_rotation(&self, secret: &SecretId) -> Result<(), StoreError> {
+    async fn cancel_rotation(&self, secret: &SecretId) -> Result<(), StoreError> {
         let call = Call::new("secretsmanager:CancelRotateSecret", format!("secret {secret}"));
         self.client
             .cancel_rotate_secret()

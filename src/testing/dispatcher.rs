@@ -11,8 +11,8 @@ use clap::Parser;
 use super::fleet::{MemFleet, MemNode, lock};
 use crate::aws::{AwsError, Call};
 use crate::cli::{Cli, Command};
-use crate::commands::install::{execute, exit_status};
 use crate::dispatch::{CommandSpec, Dispatcher, Invocation, MAX_IDS_PER_COMMAND, PollStats, Progress};
+use crate::exit::ExitStatus as _;
 use crate::hostport::HostPort;
 use crate::store::SecretStore;
 
@@ -61,19 +61,19 @@ impl<'a, S: SecretStore> MemDispatcher<'a, S> {
             Ok(args) => args,
             Err(e) => return (2, String::new(), e),
         };
-        match execute(&args, Some(self.store), node, self.fleet).await {
+        let outcome = match args.request() {
+            Ok(request) => crate::install::run::execute(&request, Some(self.store), node, self.fleet).await,
+            Err(e) => Err(e),
+        };
+        match outcome {
             Ok(report) => {
                 let line = serde_json::to_string(&report).unwrap_or_default();
-                (
-                    i32::from(exit_status(&report).code()),
-                    format!("{line}\n"),
-                    String::new(),
-                )
+                (i32::from(report.status().code()), format!("{line}\n"), String::new())
             }
-            Err(failure) => (
-                i32::from(failure.status.code()),
+            Err(e) => (
+                i32::from(e.status().code()),
                 String::new(),
-                format!("error: {:#}", failure.error),
+                format!("error: {:#}", anyhow::Error::new(e)),
             ),
         }
     }

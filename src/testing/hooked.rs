@@ -39,6 +39,10 @@ pub enum Op {
     CreateCa,
     /// [`SecretStore::get_ca`].
     GetCa,
+    /// [`crate::store::Schedules::rotate_secret`].
+    RotateSecret,
+    /// [`crate::store::Schedules::cancel_rotation`].
+    CancelRotation,
 }
 
 /// What happens to a call that a hook faults.
@@ -295,5 +299,24 @@ impl<S: SecretStore> SecretStore for Hooked<'_, S> {
         let crash = self.before(name, Op::GetCa, None, None, &[]).await?;
         let r = self.inner.get_ca(name).await;
         self.after(Op::GetCa, crash, r).await
+    }
+}
+
+impl<S: SecretStore + crate::store::Schedules> crate::store::Schedules for Hooked<'_, S> {
+    async fn rotate_secret(
+        &self,
+        secret: &SecretId,
+        settings: Option<crate::store::ScheduleSettings<'_>>,
+        now: bool,
+    ) -> Result<(), StoreError> {
+        let crash = self.before(secret, Op::RotateSecret, None, None, &[]).await?;
+        let r = self.inner.rotate_secret(secret, settings, now).await;
+        self.after(Op::RotateSecret, crash, r).await
+    }
+
+    async fn cancel_rotation(&self, secret: &SecretId) -> Result<(), StoreError> {
+        let crash = self.before(secret, Op::CancelRotation, None, None, &[]).await?;
+        let r = self.inner.cancel_rotation(secret).await;
+        self.after(Op::CancelRotation, crash, r).await
     }
 }

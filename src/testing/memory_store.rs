@@ -37,6 +37,7 @@ struct Secret {
 pub struct MemoryStore {
     secrets: Mutex<Vec<Secret>>,
     clock: Mutex<i64>,
+    started: Mutex<usize>,
 }
 
 fn not_found(action: &'static str, secret: &SecretId, what: &str) -> StoreError {
@@ -172,6 +173,11 @@ impl MemoryStore {
         if let Some(s) = secrets.iter_mut().find(|s| s.arn == *id || s.name == id.as_str()) {
             s.rotation = rotation;
         }
+    }
+
+    /// How many rotations `RotateSecret` was asked to start now.
+    pub fn rotations_started(&self) -> usize {
+        *self.started.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// How many versions the secret has, labelled or not.
@@ -480,6 +486,49 @@ impl SecretStore for MemoryStore {
                     None => s.tags.push((k.clone(), v.clone())),
                 }
             }
+            Ok(())
+        })
+    }
+}
+
+impl crate::store::Schedules for MemoryStore {
+    /// What `DescribeSecret` answers changes as RotateSecret sets it; a
+    /// rotation asked for now is counted ([`MemoryStore::rotations_started`]),
+    /// not run.
+    async fn rotate_secret(
+        &self,
+        secret: &SecretId,
+        settings: Option<crate::store::ScheduleSettings<'_>>,
+        now: bool,
+    ) -> Result<(), StoreError> {
+        self.with("secretsmanager:RotateSecret", secret, |s| {
+            if let Some(settings) = settings {
+                if let Some(function) = settings.function {
+                    s.rotation.lambda_arn = Some(function.to_owned());
+                }
+                s.rotation.schedule = Some(settings.every.to_owned());
+                s.rotation.enabled = true;
+            }
+            if s.rotation.lambda_arn.is_none() {
+                return Err(StoreError::Aws(AwsError::Service {
+                    action: "secretsmanager:RotateSecret",
+                    resource: format!("secret {secret}"),
+                    code: "InvalidRequestException".to_owned(),
+                    message: "No Lambda rotation function ARN is associated with this secret.".to_owned(),
+                }));
+            }
+            Ok(())
+        })?;
+        if now {
+            *self.started.lock().unwrap_or_else(std::sync::PoisonError::into_inner) += 1;
+        }
+        Ok(())
+    }
+
+    async fn cancel_rotation(&self, secret: &SecretId) -> Result<(), StoreError> {
+        self.with("secretsmanager:CancelRotateSecret", secret, |s| {
+            s.rotation.enabled = false;
+            s.rotation.next_rotation = None;
             Ok(())
         })
     }

@@ -17,12 +17,14 @@
 
 mod dispatcher;
 mod fleet;
+mod functions;
 mod hooked;
 mod memory_store;
 mod penalty;
 
 pub use dispatcher::{MemDispatcher, install_args};
 pub use fleet::{MEM_BANNER, MEM_LB_ADDRESS, MEM_LB_NAME, MemFleet, MemNode, NodeFaults};
+pub use functions::MemFunctions;
 pub use hooked::{Action, Call, Fault, Hooked, Op, fault_at};
 pub use memory_store::MemoryStore;
 pub use penalty::Penalty;

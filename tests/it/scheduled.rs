@@ -409,7 +409,10 @@ fn three_rotations(pull: bool) {
     );
     assert!(usage["allowed"]["hostkeyctl-rotation-lambda"].is_object(), "{usage}");
     // What docs/rotation.md's "What it costs" reports (with --nocapture).
-    eprintln!("the function's calls: {}", usage["allowed"]["hostkeyctl-rotation-lambda"]);
+    eprintln!(
+        "the function's calls: {}",
+        usage["allowed"]["hostkeyctl-rotation-lambda"]
+    );
     // Security Hub's reading: SecretsManager.1 and .4.
     let status = bed
         .run(&["status", "--output", "json", "--secret-id", "hostkeys/hk"])

@@ -7,40 +7,17 @@ pub mod print;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::audit::{
-    Audit, AuditError, AuditReport, AuditRequest, Conclusion, Expected, ExpectedSource, OnDiskCheck, ScanPolicy,
-};
+use crate::audit::{Audit, AuditReport, AuditRequest, Expected, ExpectedSource, OnDiskCheck, ScanPolicy};
 use crate::aws;
 use crate::cli::{AuditArgs, GlobalArgs};
-use crate::commands::common::{discovery_failure, resolve_failure};
-use crate::commands::store_failure;
 use crate::discovery::{AwsFleet, LbSpec};
 use crate::dispatch::SsmDispatcher;
+use crate::exit::ExitStatus as _;
 use crate::exit::{Failure, Status};
 use crate::output::{self, OutputFormat};
 use crate::scan::SshProber;
 use crate::scan::pacing::{Ledger, Paced};
 use crate::store::{SecretsManagerStore, VersionSelector};
-
-/// The exit status of an audit's conclusion.
-pub fn exit_status(conclusion: Conclusion) -> Status {
-    match conclusion {
-        Conclusion::Consistent => Status::Success,
-        Conclusion::Drift => Status::Drift,
-        Conclusion::Incomplete => Status::Incomplete,
-    }
-}
-
-/// Audit errors as exit statuses: AWS trouble 4, the rest 2.
-fn audit_failure(e: AuditError) -> Failure {
-    match e {
-        AuditError::Store(s) => store_failure(s),
-        AuditError::Discovery(d) => discovery_failure(d),
-        AuditError::Dispatch(a) => Failure::aws(a),
-        AuditError::Document(d) => resolve_failure(*d),
-        other => Failure::usage(other),
-    }
-}
 
 /// Where the expected set comes from, from the options.
 fn expected_source(args: &AuditArgs) -> Result<ExpectedSource, Failure> {
@@ -96,7 +73,7 @@ pub async fn run(args: &AuditArgs, global: &GlobalArgs, output: OutputFormat) ->
         || matches!(args.lb, Some(LbSpec::LoadBalancer(_)))
         || args.cloudwatch.is_some();
     let config = if needs_aws {
-        Some(aws::load_config(&global.aws).await.map_err(Failure::aws_config)?)
+        Some(aws::load_config(&global.aws).await?)
     } else {
         None
     };
@@ -133,8 +110,8 @@ pub async fn run(args: &AuditArgs, global: &GlobalArgs, output: OutputFormat) ->
         },
     };
     let started = std::time::Instant::now();
-    let mut report: AuditReport = audit.run(&request).await.map_err(audit_failure)?;
-    let status = exit_status(report.conclusion);
+    let mut report: AuditReport = audit.run(&request).await?;
+    let status = report.conclusion.status();
     report.exit_code = status.code();
     publish_metrics(args, config.as_ref(), &report, started.elapsed()).await;
     match output {

@@ -7,7 +7,7 @@ use super::options;
 use super::pending_set;
 use super::sign_current;
 use super::world;
-use hostkeyctl::commands::install::exit_status;
+use hostkeyctl::exit::ExitStatus as _;
 use hostkeyctl::exit::Status;
 use hostkeyctl::install::InstallReport;
 use hostkeyctl::install::InstallResult;
@@ -36,7 +36,7 @@ async fn a_failing_reload_rolls_back_and_a_dead_sshd_is_exit_5() {
         })
         .collect();
     assert_eq!(reports[0].result, InstallResult::RolledBack, "{:?}", reports[0].error);
-    assert_eq!(exit_status(&reports[0]), Status::Incomplete);
+    assert_eq!(reports[0].status(), Status::Incomplete);
     assert_eq!(
         dir_contents(&fleet.nodes[0].ssh_dir),
         on_disk,
@@ -44,8 +44,8 @@ async fn a_failing_reload_rolls_back_and_a_dead_sshd_is_exit_5() {
     );
     assert!(fleet.nodes[0].serves(&before.document.keys));
     assert_eq!(reports[1].result, InstallResult::RollbackFailed, "{:?}", reports[1]);
-    assert_eq!(exit_status(&reports[1]), Status::RollbackFailed);
-    assert_eq!(exit_status(&reports[1]).code(), 5);
+    assert_eq!(reports[1].status(), Status::RollbackFailed);
+    assert_eq!(reports[1].status().code(), 5);
     assert!(!outcome.all_ok());
 }
 
@@ -555,7 +555,7 @@ async fn a_refused_check_of_current_files_is_not_a_reason_to_reload() {
     let inv = dispatcher_invocation(&dispatcher, &node.instance.instance_id);
     let report = InstallReport::from_output(&inv.stdout).unwrap();
     assert_eq!(report.result, InstallResult::Incomplete, "{report:?}");
-    assert_eq!(exit_status(&report).code(), 3);
+    assert_eq!(report.status().code(), 3);
     assert!(!report.reloaded && node.reloads() == reloads, "sshd was reloaded");
     assert!(
         report
@@ -638,7 +638,7 @@ async fn installs_queued_behind_the_lock_apply_the_state_they_read_under_it() {
     let install = || async {
         let mut args = hostkeyctl::testing::install_args(node, &line).unwrap();
         args.lock_timeout = 10;
-        hostkeyctl::commands::install::execute(&args, Some(&store), node, fleet.as_ref())
+        hostkeyctl::install::run::execute(&args.request().unwrap(), Some(&store), node, fleet.as_ref())
             .await
             .unwrap()
     };
@@ -803,7 +803,7 @@ async fn a_certificate_out_of_its_time_is_left_out_and_the_keys_still_converge()
             assert_eq!(done[0].response_code, Some(6), "{says} {run}: {:?}", done[0]);
             let report = InstallReport::from_output(&done[0].stdout).unwrap();
             assert_eq!(report.result, InstallResult::InstalledWithoutCertificates, "{report:?}");
-            assert_eq!(exit_status(&report), Status::CertificatesNeedRenewal);
+            assert_eq!(report.status(), Status::CertificatesNeedRenewal);
             assert_eq!(report.certificates_left_out.len(), 1, "{report:?}");
             assert_eq!(report.certificates_left_out[0].algorithm, "ssh-ed25519");
             assert!(report.certificates_left_out[0].reason.contains(says), "{report:?}");

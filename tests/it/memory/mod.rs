@@ -13,6 +13,7 @@ mod model;
 mod push;
 mod revocation;
 mod rotation;
+mod schedule;
 mod scheduled;
 mod sign;
 mod status;

@@ -187,7 +187,7 @@ async fn a_failing_node_is_reported_and_the_others_converge() {
     assert_eq!(outcome.results[1].status, "Failed");
     assert!(fleet.nodes[0].offers(&next.document.keys) && fleet.nodes[2].offers(&next.document.keys));
     assert!(!fleet.nodes[1].offers(&next.document.keys));
-    let status = hostkeyctl::commands::push::exit_status(&outcome);
+    let status = hostkeyctl::exit::ExitStatus::status(&outcome);
     assert_eq!((status, status.code()), (hostkeyctl::exit::Status::Incomplete, 3));
 }
 

@@ -1,6 +1,7 @@
-//! The scheduled rotation's Lambda function (feature `lambda`): the admin
-//! binary, run as `bootstrap` by the `provided.al2023` runtime, answers
-//! Secrets Manager's four rotation steps with [`crate::rotation`]'s
+//! The scheduled rotation's Lambda function (feature `lambda`), an entry
+//! point beside `main`: the admin binary, run as `bootstrap` by the
+//! `provided.al2023` runtime, answers
+//! Secrets Manager's four rotation steps with [`hostkeyctl::rotation`]'s
 //! scheduled steps (docs/rotation.md, "Scheduled rotation").
 //!
 //! The function rotates one secret, the ARN in `HOSTKEYCTL_SECRET_ARN`
@@ -20,13 +21,12 @@ use aws_lambda_events::event::secretsmanager::SecretsManagerSecretRotationEvent;
 use clap::Parser as _;
 use lambda_runtime::{LambdaEvent, service_fn};
 
-use crate::cli::{Cli, Command};
-use crate::commands::rotate::{prepare, rotation_failure};
-use crate::exit::Status;
-use crate::ids::{SecretId, VersionId};
-pub use crate::rotation::function::options_from;
-use crate::rotation::function::{ARGS_VAR, SECRET_VAR};
-use crate::rotation::{FleetMode, LambdaStep};
+use hostkeyctl::cli::{Cli, Command};
+use hostkeyctl::exit::Status;
+use hostkeyctl::ids::{SecretId, VersionId};
+pub use hostkeyctl::rotation::function::options_from;
+use hostkeyctl::rotation::function::{ARGS_VAR, SECRET_VAR};
+use hostkeyctl::rotation::{FleetMode, LambdaStep};
 
 /// The secret of [`SECRET_VAR`]: set, and an ARN (events name the ARN).
 pub fn configured_secret(value: Option<&str>) -> Result<SecretId, String> {
@@ -39,7 +39,7 @@ pub fn configured_secret(value: Option<&str>) -> Result<SecretId, String> {
     if !secret.as_str().starts_with("arn:") {
         return Err(format!(
             "{SECRET_VAR} is {:?}, not an ARN: Secrets Manager's events name the secret's ARN (`hostkeyctl status --secret-id NAME` shows it)",
-            crate::escape::escape(value)
+            hostkeyctl::escape::escape(value)
         ));
     }
     Ok(secret)
@@ -66,7 +66,7 @@ pub fn runtime_env_problem(get: impl Fn(&str) -> Option<String>) -> Option<Strin
     memory.parse::<i32>().is_err().then(|| {
         format!(
             "AWS_LAMBDA_FUNCTION_MEMORY_SIZE is {:?}, not a number of MB; the Lambda runtime sets it",
-            crate::escape::escape(&memory)
+            hostkeyctl::escape::escape(&memory)
         )
     })
 }
@@ -122,7 +122,7 @@ pub fn parse(secret: &str, options: &[String]) -> Result<Cli, String> {
 /// Runs the function until the runtime stops it.
 pub fn main(runtime: &tokio::runtime::Runtime) -> ExitCode {
     let usage = |message: String| {
-        eprintln!("error: {}", crate::escape::escape_lines(&message));
+        eprintln!("error: {}", hostkeyctl::escape::escape_lines(&message));
         ExitCode::from(Status::Usage.code())
     };
     if let Some(problem) = runtime_env_problem(|v| std::env::var(v).ok()) {
@@ -146,7 +146,7 @@ pub fn main(runtime: &tokio::runtime::Runtime) -> ExitCode {
             handle(secret, options, event.payload, event.context.deadline)
                 .await
                 .map_err(|message| {
-                    eprintln!("error: {}", crate::escape::escape_lines(&message));
+                    eprintln!("error: {}", hostkeyctl::escape::escape_lines(&message));
                     lambda_runtime::Error::from(message)
                 })
         },
@@ -165,11 +165,11 @@ async fn handle(
     deadline_ms: u64,
 ) -> Result<serde_json::Value, String> {
     // Whose secret first: nothing is read or sent for another's.
-    crate::rotation::check_event_secret(secret, &event.secret_id).map_err(|e| e.to_string())?;
+    hostkeyctl::rotation::check_event_secret(secret, &event.secret_id).map_err(|e| e.to_string())?;
     let step = LambdaStep::parse(&event.step).ok_or_else(|| {
         format!(
             "unknown rotation step {:?}: expected createSecret, setSecret, testSecret or finishSecret",
-            crate::escape::escape(&event.step)
+            hostkeyctl::escape::escape(&event.step)
         )
     })?;
     let token = VersionId::parse(&event.client_request_token).map_err(|e| format!("ClientRequestToken: {e}"))?;
@@ -188,15 +188,21 @@ async fn handle(
     let step_run = async {
         // A pull fleet's nodes are looked up too: the promotion gate asks
         // each whether it serves the announced set.
-        let prepared = prepare(args, &cli.global, true)
-            .await
-            .map_err(|f| (format!("{:#}", f.error), true))?;
+        let prepared = prepare(args, &cli.global).await.map_err(|e| (format!("{e:#}"), true))?;
         let say = |line: &str| eprintln!("{line}");
-        let rotation = prepared.rotation(args, &say);
+        let rotation = prepared.parts.rotation(
+            &prepared.store,
+            &prepared.dispatcher,
+            prepared.prober.clone(),
+            &args.secret_id,
+            args.port,
+            &say,
+            args.gate(),
+        );
         rotation
             .scheduled_step(step, &token, mode)
             .await
-            .map_err(|e| (format!("{:#}", rotation_failure(e).error), false))
+            .map_err(|e| (format!("{:#}", anyhow::Error::new(e)), false))
     };
     let done = match tokio::time::timeout(budget, step_run).await {
         Ok(Ok(done)) => done,
@@ -219,11 +225,43 @@ async fn handle(
     }))
 }
 
+/// What the function's steps reach.
+struct Reached {
+    store: hostkeyctl::store::SecretsManagerStore,
+    dispatcher: hostkeyctl::dispatch::SsmDispatcher,
+    prober: std::sync::Arc<hostkeyctl::scan::pacing::Paced<hostkeyctl::scan::SshProber>>,
+    parts: hostkeyctl::rotation::setup::Prepared,
+}
+
+/// Sets up what a step reaches, as `rotate` does (the pull fleet's nodes
+/// are looked up too: the promotion gate asks each whether it serves the
+/// announced set).
+async fn prepare(args: &hostkeyctl::cli::RotateArgs, global: &hostkeyctl::cli::GlobalArgs) -> anyhow::Result<Reached> {
+    use hostkeyctl::scan::pacing::{Ledger, Paced};
+    let config = hostkeyctl::aws::load_config(&global.aws).await?;
+    let store = hostkeyctl::store::SecretsManagerStore::new(&config);
+    let dispatcher = hostkeyctl::dispatch::SsmDispatcher::new(&config);
+    let fleet = hostkeyctl::discovery::AwsFleet::new(&config).with_port(args.port);
+    let rollout = args.rollout(hostkeyctl::aws::config_region(&config)?);
+    let parts =
+        hostkeyctl::rotation::setup::prepare(&store, &fleet, &dispatcher, &args.setup_request(&rollout)).await?;
+    let prober = std::sync::Arc::new(Paced::new(
+        hostkeyctl::scan::SshProber,
+        std::sync::Arc::new(Ledger::for_this_user()),
+    ));
+    Ok(Reached {
+        store,
+        dispatcher,
+        prober,
+        parts,
+    })
+}
+
 /// `message`, after giving Secrets Manager's staging of `token` back when
 /// the step could not say what it left (`release`): the next scheduled
 /// rotation is then not refused.
 async fn released(
-    global: &crate::cli::GlobalArgs,
+    global: &hostkeyctl::cli::GlobalArgs,
     secret: &SecretId,
     token: &VersionId,
     message: String,
@@ -232,10 +270,12 @@ async fn released(
     if !release {
         return message;
     }
-    let outcome = match crate::aws::load_config(&global.aws).await {
-        Ok(config) => crate::rotation::release_staging(&crate::store::SecretsManagerStore::new(&config), secret, token)
-            .await
-            .map_err(|e| e.to_string()),
+    let outcome = match hostkeyctl::aws::load_config(&global.aws).await {
+        Ok(config) => {
+            hostkeyctl::rotation::release_staging(&hostkeyctl::store::SecretsManagerStore::new(&config), secret, token)
+                .await
+                .map_err(|e| e.to_string())
+        }
         Err(e) => Err(e.to_string()),
     };
     match outcome {
@@ -264,14 +304,14 @@ mod tests {
             assert!(e.contains("HOSTKEYCTL_SECRET_ARN") && e.contains(says), "{bad:?}: {e}");
         }
         let other = "arn:aws:secretsmanager:us-east-1:111122223333:secret:hostkeys/b-XyZabc";
-        let e = crate::rotation::check_event_secret(&configured_secret(Some(arn)).unwrap(), other)
+        let e = hostkeyctl::rotation::check_event_secret(&configured_secret(Some(arn)).unwrap(), other)
             .unwrap_err()
             .to_string();
         assert!(
             e.contains(arn) && e.contains(other) && e.contains("before any call"),
             "{e}"
         );
-        assert!(crate::rotation::check_event_secret(&configured_secret(Some(arn)).unwrap(), arn).is_ok());
+        assert!(hostkeyctl::rotation::check_event_secret(&configured_secret(Some(arn)).unwrap(), arn).is_ok());
     }
 
     #[test]

@@ -1,0 +1,63 @@
+//! A rotation's report as people read it (`rotate --output table`): the
+//! nodes the test step found wrong, the stages at the end, what clients'
+//! users fetch, and what to revoke.
+
+use super::Report;
+use crate::audit::Verdict;
+use crate::fingerprint::Fingerprint;
+
+impl Report {
+    /// The report as text (the push's table, when there was one, is
+    /// printed before it).
+    pub fn text(&self) -> String {
+        let mut out = Vec::new();
+        for (node, findings) in &self.audit {
+            for f in findings.iter().filter(|f| f.status != Verdict::Ok) {
+                out.push(format!(
+                    "{}: {} {:?} (expected {}, served {})",
+                    crate::escape::escape(node),
+                    f.key_type,
+                    f.status,
+                    f.expected.as_ref().map_or("-", Fingerprint::as_str),
+                    f.served
+                        .as_ref()
+                        .map(Fingerprint::as_str)
+                        .or(f.detail.as_deref())
+                        .unwrap_or("-")
+                ));
+            }
+        }
+        let result = self
+            .result
+            .and_then(|r| serde_json::to_value(r).ok())
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        out.push(format!("rotation of {}: {result}", self.secret));
+        out.push(format!("  AWSCURRENT  {}", self.current_version));
+        if let Some(p) = &self.pending_version {
+            out.push(format!("  AWSPENDING  {p}"));
+        }
+        if let Some(p) = &self.previous_version {
+            out.push(format!("  AWSPREVIOUS {p}"));
+        }
+        if let Some(clients) = &self.clients {
+            out.push(format!("clients: {clients} (docs/clients.md)"));
+        }
+        if let Some(advice) = &self.revocation {
+            out.push(format!(
+                "revoke: {} retired key(s) keep valid certificates until {}; clients that trust the CA accept them until then. Distribute `hostkeyctl known-hosts --secret-id {secret} --host PATTERN --revoked` (@revoked lines for known_hosts) or `hostkeyctl known-hosts --secret-id {secret} --krl FILE` (for RevokedHostKeys) to those clients now",
+                advice.retired.len(),
+                advice.until,
+                secret = self.secret
+            ));
+            for r in &advice.retired {
+                out.push(format!(
+                    "  {} {} (version {})",
+                    r.algorithm, r.fingerprint, r.version_id
+                ));
+            }
+        }
+        out.push(String::new());
+        out.join("\n")
+    }
+}
