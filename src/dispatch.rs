@@ -11,16 +11,12 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use aws_sdk_ssm::Client;
-use aws_sdk_ssm::types::CommandInvocationStatus;
-
-use crate::aws::{AwsError, Call};
-use crate::ssm_document::Deployed;
+use crate::aws::AwsError;
 
 /// SSM's limit on instance ids per `SendCommand`.
 pub const MAX_IDS_PER_COMMAND: usize = 50;
 /// How long a fresh command may stay invisible to reads.
-const VISIBILITY_GRACE: Duration = Duration::from_secs(30);
+pub const VISIBILITY_GRACE: Duration = Duration::from_secs(30);
 
 /// What to run and how.
 #[derive(Clone, Debug)]
@@ -101,6 +97,36 @@ impl std::ops::AddAssign for PollStats {
 
 /// Progress callback: (finished, total).
 pub type Progress<'a> = &'a (dyn Fn(usize, usize) + Sync);
+
+/// What `DescribeDocument` says of a document's default version.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Deployed {
+    /// The version described: the default one.
+    pub version: String,
+    /// Its hash, lowercase hex.
+    pub hash: String,
+    /// `Sha256` or `Sha1` (older documents).
+    pub hash_type: String,
+    /// The latest version's number (versions count up from 1).
+    pub latest: Option<String>,
+}
+
+impl Deployed {
+    /// Whether its content is `text`.
+    pub fn holds(&self, text: &str) -> bool {
+        let computed = match self.hash_type.as_str() {
+            "Sha1" => {
+                use sha1::Digest;
+                hex::encode(sha1::Sha1::digest(text.as_bytes()))
+            }
+            _ => {
+                use sha2::Digest;
+                hex::encode(sha2::Sha256::digest(text.as_bytes()))
+            }
+        };
+        self.hash.eq_ignore_ascii_case(&computed)
+    }
+}
 
 /// Sends a command line to instances and reports each one's outcome: SSM
 /// Run Command ([`SsmDispatcher`]), or an in-process double that runs
@@ -215,143 +241,6 @@ pub async fn poll(
     }
 }
 
-/// SSM Run Command through the AWS SDK.
-#[derive(Clone, Debug)]
-pub struct SsmDispatcher {
-    client: Client,
-    /// First polling interval; grows by half each round up to 5 s.
-    pub first_poll: Duration,
-}
-
-/// Splits a plugin's Output into stdout and stderr at SSM's separator.
-pub fn split_output(output: &str) -> (String, String) {
-    match output.split_once("\n----------ERROR-------\n") {
-        Some((out, err)) => (out.to_owned(), err.to_owned()),
-        None => match output.strip_prefix("----------ERROR-------\n") {
-            Some(err) => (String::new(), err.to_owned()),
-            None => (output.to_owned(), String::new()),
-        },
-    }
-}
-
-impl SsmDispatcher {
-    /// A dispatcher using `config`.
-    pub fn new(config: &aws_config::SdkConfig) -> Self {
-        SsmDispatcher {
-            client: Client::new(config),
-            first_poll: Duration::from_millis(500),
-        }
-    }
-}
-
-impl Dispatcher for SsmDispatcher {
-    async fn document(&self, name: &str) -> Result<Option<Deployed>, AwsError> {
-        crate::ssm_document::describe(&self.client, name).await
-    }
-
-    async fn send(&self, spec: &CommandSpec, instance_ids: &[String]) -> Result<Vec<(String, Vec<String>)>, AwsError> {
-        let call = Call::new("ssm:SendCommand", format!("document {}", spec.document));
-        let mut sent = Vec::new();
-        for batch in instance_ids.chunks(MAX_IDS_PER_COMMAND) {
-            let parameters = spec.parameters.clone().unwrap_or_else(|| {
-                BTreeMap::from([
-                    ("commands".to_owned(), vec![spec.command_line.clone()]),
-                    (
-                        "executionTimeout".to_owned(),
-                        vec![spec.execution_timeout.as_secs().max(1).to_string()],
-                    ),
-                ])
-            });
-            let out = self
-                .client
-                .send_command()
-                .document_name(&spec.document)
-                .set_document_version(spec.document_version.clone())
-                .set_instance_ids(Some(batch.to_vec()))
-                .set_parameters(Some(parameters.into_iter().collect()))
-                .comment(spec.comment.chars().take(100).collect::<String>())
-                .max_concurrency(&spec.max_concurrency)
-                .max_errors(&spec.max_errors)
-                .send()
-                .await
-                .map_err(|e| AwsError::from_sdk(e, &call))?;
-            let id = out
-                .command()
-                .and_then(|c| c.command_id())
-                .ok_or_else(|| AwsError::Service {
-                    action: call.action,
-                    resource: call.resource.clone(),
-                    code: "NoCommandId".to_owned(),
-                    message: "SendCommand answered without a command id".to_owned(),
-                })?
-                .to_owned();
-            tracing::info!("sent command {id} to {} instance(s)", batch.len());
-            sent.push((id, batch.to_vec()));
-        }
-        Ok(sent)
-    }
-
-    async fn wait(
-        &self,
-        commands: &[(String, Vec<String>)],
-        deadline: Instant,
-        progress: Progress<'_>,
-    ) -> Result<(BTreeMap<String, Invocation>, PollStats), AwsError> {
-        let pacing = Pacing {
-            first_poll: self.first_poll,
-            visibility_grace: VISIBILITY_GRACE,
-        };
-        poll(self, commands, deadline, progress, pacing).await
-    }
-
-    async fn cancel(&self, command_id: &str) -> Result<(), AwsError> {
-        let call = Call::new("ssm:CancelCommand", format!("command {command_id}"));
-        self.client
-            .cancel_command()
-            .command_id(command_id)
-            .send()
-            .await
-            .map_err(|e| AwsError::from_sdk(e, &call))?;
-        Ok(())
-    }
-}
-
-impl InvocationSource for SsmDispatcher {
-    async fn list(&self, command_id: &str, calls: &mut usize) -> Result<Vec<Invocation>, AwsError> {
-        let call = Call::new("ssm:ListCommandInvocations", format!("command {command_id}"));
-        let mut pages = self
-            .client
-            .list_command_invocations()
-            .command_id(command_id)
-            .details(true)
-            .max_results(50)
-            .into_paginator()
-            .send();
-        let mut rows = Vec::new();
-        while let Some(page) = pages.next().await {
-            *calls += 1;
-            let page = page.map_err(|e| AwsError::from_sdk(e, &call))?;
-            for inv in page.command_invocations() {
-                let plugin = inv.command_plugins().first();
-                let (stdout, stderr) = split_output(plugin.and_then(|p| p.output()).unwrap_or_default());
-                rows.push(Invocation {
-                    instance_id: inv.instance_id().unwrap_or_default().to_owned(),
-                    command_id: command_id.to_owned(),
-                    status: inv
-                        .status()
-                        .map(CommandInvocationStatus::as_str)
-                        .unwrap_or("Unknown")
-                        .to_owned(),
-                    response_code: plugin.map(|p| p.response_code()).filter(|c| *c != -1),
-                    stdout,
-                    stderr,
-                });
-            }
-        }
-        Ok(rows)
-    }
-}
-
 /// Splits a fleet-wide rate value over batches: percentages apply to each
 /// batch as they are; an absolute number is shared in proportion to the
 /// batch's size (rounded down, at least 1 for concurrency).
@@ -383,14 +272,7 @@ pub fn validate_rate(name: &str, value: &str) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{per_batch, split_output, validate_rate};
-
-    #[test]
-    fn plugin_output_splits_into_stdout_and_stderr() {
-        assert_eq!(split_output("a\n----------ERROR-------\nb"), ("a".into(), "b".into()));
-        assert_eq!(split_output("----------ERROR-------\nb"), ("".into(), "b".into()));
-        assert_eq!(split_output("only out"), ("only out".into(), "".into()));
-    }
+    use super::{per_batch, validate_rate};
 
     #[test]
     fn rates_are_shared_over_batches() {

@@ -227,8 +227,8 @@ async fn handle(
 
 /// What the function's steps reach.
 struct Reached {
-    store: hostkeyctl::store::SecretsManagerStore,
-    dispatcher: hostkeyctl::dispatch::SsmDispatcher,
+    store: hostkeyctl::aws::SecretsManagerStore,
+    dispatcher: hostkeyctl::aws::ssm::SsmDispatcher,
     prober: std::sync::Arc<hostkeyctl::scan::pacing::Paced<hostkeyctl::scan::SshProber>>,
     parts: hostkeyctl::rotation::setup::Prepared,
 }
@@ -239,9 +239,9 @@ struct Reached {
 async fn prepare(args: &hostkeyctl::cli::RotateArgs, global: &hostkeyctl::cli::GlobalArgs) -> anyhow::Result<Reached> {
     use hostkeyctl::scan::pacing::{Ledger, Paced};
     let config = hostkeyctl::aws::load_config(&global.aws).await?;
-    let store = hostkeyctl::store::SecretsManagerStore::new(&config);
-    let dispatcher = hostkeyctl::dispatch::SsmDispatcher::new(&config);
-    let fleet = hostkeyctl::discovery::AwsFleet::new(&config).with_port(args.port);
+    let store = hostkeyctl::aws::SecretsManagerStore::new(&config);
+    let dispatcher = hostkeyctl::aws::ssm::SsmDispatcher::new(&config);
+    let fleet = hostkeyctl::aws::AwsFleet::new(&config).with_port(args.port);
     let rollout = args.rollout(hostkeyctl::aws::config_region(&config)?);
     let parts =
         hostkeyctl::rotation::setup::prepare(&store, &fleet, &dispatcher, &args.setup_request(&rollout)).await?;
@@ -272,7 +272,7 @@ async fn released(
     }
     let outcome = match hostkeyctl::aws::load_config(&global.aws).await {
         Ok(config) => {
-            hostkeyctl::rotation::release_staging(&hostkeyctl::store::SecretsManagerStore::new(&config), secret, token)
+            hostkeyctl::rotation::release_staging(&hostkeyctl::aws::SecretsManagerStore::new(&config), secret, token)
                 .await
                 .map_err(|e| e.to_string())
         }

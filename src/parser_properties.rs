@@ -9,7 +9,7 @@
 use proptest::prelude::*;
 
 use crate::audit::expected_from_known_hosts_text;
-use crate::dispatch::split_output;
+use crate::aws::ssm::split_output;
 use crate::document::SecretDocument;
 use crate::fingerprint::Fingerprint;
 use crate::hostport::HostPort;

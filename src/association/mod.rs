@@ -15,10 +15,8 @@
 //! in-memory double), the store and the documents SSM holds.
 
 mod name;
-mod ssm;
 
 pub use name::{default_name, name_for};
-pub use ssm::SsmAssociations;
 
 use std::collections::BTreeMap;
 

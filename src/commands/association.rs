@@ -2,15 +2,16 @@
 //! [`crate::association`] flows, prints, and maps the outcome to an exit
 //! code.
 
-use crate::association::{self, Association, DeployRequest, Deployed, DocumentCheck, SsmAssociations};
+use crate::association::{self, Association, DeployRequest, Deployed, DocumentCheck};
 use crate::aws;
+use crate::aws::SecretsManagerStore;
+use crate::aws::ssm::SsmAssociations;
+use crate::aws::ssm::SsmDispatcher;
 use crate::cli::{AssociationCommand, AssociationDeployArgs, AssociationNameArgs, AssociationShowArgs, GlobalArgs};
 use crate::commands::common::config_region;
-use crate::dispatch::SsmDispatcher;
 use crate::escape::escape;
 use crate::exit::{Failure, Status};
 use crate::output::{self, OutputFormat};
-use crate::store::SecretsManagerStore;
 
 /// Runs `association`.
 pub async fn run(command: &AssociationCommand, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {

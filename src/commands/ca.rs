@@ -4,12 +4,13 @@
 use serde::Serialize;
 
 use crate::aws;
+use crate::aws::SecretsManagerStore;
 use crate::cli::{CaCommand, CaInitArgs, GlobalArgs};
 use crate::document::CaDocument;
 use crate::exit::{Failure, Status};
 use crate::keyset::HostKey;
 use crate::output::{self, OutputFormat};
-use crate::store::{CaCreateRequest, SecretStore, SecretsManagerStore, StoreError};
+use crate::store::{CaCreateRequest, SecretStore, StoreError};
 
 /// Runs `ca ...`.
 pub async fn run(command: &CaCommand, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {

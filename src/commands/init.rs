@@ -4,6 +4,7 @@ use anyhow::Context;
 use serde::Serialize;
 
 use crate::aws;
+use crate::aws::SecretsManagerStore;
 use crate::cli::{GlobalArgs, InitArgs};
 use crate::document::SecretDocument;
 use crate::exit::{Failure, Status};
@@ -11,7 +12,7 @@ use crate::ids::{SecretId, VersionId};
 use crate::keyset::{KeyAlgorithm, KeySet};
 use crate::keyset::{KeyRow, key_rows};
 use crate::output::{self, OutputFormat};
-use crate::store::{CreateRequest, SecretStore, SecretsManagerStore};
+use crate::store::{CreateRequest, SecretStore};
 
 #[derive(Serialize)]
 struct InitReport<'a> {

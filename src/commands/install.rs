@@ -3,12 +3,12 @@
 //! reads back from SSM) and a human summary on stderr.
 
 use crate::aws;
+use crate::aws::SecretsManagerStore;
 use crate::cli::{GlobalArgs, InstallArgs};
 use crate::exit::{ExitStatus as _, Failure, Status};
 use crate::install::{self, InstallReport};
 use crate::scan::SshProber;
 use crate::scan::pacing::{Ledger, Paced};
-use crate::store::SecretsManagerStore;
 
 /// Runs `install`.
 pub async fn run(args: &InstallArgs, global: &GlobalArgs) -> Result<Status, Failure> {
@@ -60,8 +60,8 @@ pub async fn run(args: &InstallArgs, global: &GlobalArgs) -> Result<Status, Fail
 /// SSM Compliance (`Custom:HostKeys`) for this instance, from the report.
 /// A failure is a warning: the host keys come first.
 async fn report_compliance(config: &aws_config::SdkConfig, report: &InstallReport) {
-    let outcome = match install::compliance::instance_id().await {
-        Ok(id) => install::compliance::put(config, &id, &install::compliance::items(report))
+    let outcome = match crate::aws::ssm::compliance::instance_id().await {
+        Ok(id) => crate::aws::ssm::compliance::put(config, &id, &install::compliance::items(report))
             .await
             .map_err(|e| e.to_string()),
         Err(e) => Err(e),

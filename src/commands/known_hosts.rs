@@ -2,12 +2,13 @@
 //! Parses, reads the set, prints what [`crate::known_hosts`] renders.
 
 use crate::aws;
+use crate::aws::SecretsManagerStore;
 use crate::cli::{GlobalArgs, KnownHostsArgs};
 use crate::exit::{Failure, Status};
 use crate::ids::{SecretId, VersionId};
 use crate::known_hosts::clients::{self, Client};
 use crate::known_hosts::{self, CaSources, Format, Hosts};
-use crate::store::{SecretsManagerStore, VersionSelector};
+use crate::store::VersionSelector;
 
 /// Runs `known-hosts`.
 pub async fn run(args: &KnownHostsArgs, global: &GlobalArgs) -> Result<Status, Failure> {

@@ -4,15 +4,16 @@
 //! code.
 
 use crate::aws;
+use crate::aws::AwsFleet;
+use crate::aws::SecretsManagerStore;
+use crate::aws::ssm::SsmDispatcher;
 use crate::cli::{GlobalArgs, PushArgs};
 use crate::commands::common::{NodeProgress, print_outcome, push_options};
-use crate::discovery::AwsFleet;
-use crate::dispatch::SsmDispatcher;
 use crate::exit::ExitStatus as _;
 use crate::exit::{Failure, Status};
 use crate::output::{self, OutputFormat};
 use crate::rollout::{Push, PushRequest, install_command_line};
-use crate::store::{SecretsManagerStore, VersionSelector};
+use crate::store::VersionSelector;
 
 /// Runs `push`.
 pub async fn run(args: &PushArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {

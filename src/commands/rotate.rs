@@ -4,16 +4,16 @@
 use std::sync::Arc;
 
 use crate::aws;
+use crate::aws::AwsFleet;
+use crate::aws::SecretsManagerStore;
+use crate::aws::ssm::SsmDispatcher;
 use crate::cli::{GlobalArgs, RotateArgs};
 use crate::commands::common::{config_region, print_outcome};
-use crate::discovery::AwsFleet;
-use crate::dispatch::SsmDispatcher;
 use crate::exit::{ExitStatus as _, Failure, Status};
 use crate::output::{self, OutputFormat};
 use crate::rotation::setup;
 use crate::scan::SshProber;
 use crate::scan::pacing::{Ledger, Paced};
-use crate::store::SecretsManagerStore;
 
 /// Runs `rotate`.
 pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {

@@ -2,12 +2,12 @@
 //! rotation schedule on a key set ([`crate::rotation::schedule`]).
 
 use crate::aws;
+use crate::aws::SecretsManagerStore;
+use crate::aws::lambda::LambdaFunctions;
 use crate::cli::{GlobalArgs, ScheduleCommand};
 use crate::exit::{Failure, Status};
 use crate::output::{self, OutputFormat};
-use crate::rotation::function::LambdaFunctions;
 use crate::rotation::schedule::{self, EnableRequest};
-use crate::store::SecretsManagerStore;
 
 /// Runs `schedule`.
 pub async fn run(command: &ScheduleCommand, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {

@@ -4,13 +4,13 @@
 use serde::Serialize;
 
 use crate::aws;
+use crate::aws::SecretsManagerStore;
 use crate::certificate::signing::{Signed, SigningError, SigningRequest, sign_key_set};
 use crate::certificate::{CertRow, cert_rows};
 use crate::cli::{GlobalArgs, SignArgs};
 use crate::exit::{Failure, Status};
 use crate::ids::VersionId;
 use crate::output::{self, OutputFormat};
-use crate::store::SecretsManagerStore;
 
 #[derive(Serialize)]
 struct SignReport {

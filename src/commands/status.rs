@@ -3,14 +3,15 @@
 
 use crate::audit::ScanPolicy;
 use crate::aws;
+use crate::aws::AwsFleet;
+use crate::aws::SecretsManagerStore;
 use crate::cli::{GlobalArgs, StatusArgs};
-use crate::discovery::AwsFleet;
 use crate::exit::{Failure, Status};
 use crate::output::{self, OutputFormat};
 use crate::scan::SshProber;
 use crate::scan::pacing::{Ledger, Paced};
 use crate::status::{self, StatusReport};
-use crate::store::{STAGE_CURRENT, SecretsManagerStore};
+use crate::store::STAGE_CURRENT;
 
 /// Runs `status`.
 pub async fn run(args: &StatusArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
@@ -40,7 +41,7 @@ async fn association_of(
 ) -> Option<crate::association::Association> {
     use crate::association::Associations as _;
     let name = crate::association::default_name(secret_name, arn);
-    match crate::association::SsmAssociations::new(config).named(&name).await {
+    match crate::aws::ssm::SsmAssociations::new(config).named(&name).await {
         Ok(mut all) => all.pop(),
         Err(e) => {
             tracing::warn!("cannot read the association {name}: {e}");

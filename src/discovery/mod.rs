@@ -7,13 +7,6 @@
 //! [`Fleet`] seam, so the flows run against an in-memory fleet too
 //! (feature `testing`).
 
-mod aws;
-pub mod elb;
-#[cfg(feature = "hyperpod")]
-pub mod hyperpod;
-
-pub use aws::{AwsFleet, discover};
-
 use std::fmt;
 use std::future::Future;
 use std::str::FromStr;
@@ -311,7 +304,33 @@ pub trait Fleet: Sync {
     fn load_balancer(
         &self,
         name_or_arn: &str,
-    ) -> impl Future<Output = Result<(elb::Listener, Vec<elb::GroupTarget>), DiscoveryError>> + Send;
+    ) -> impl Future<Output = Result<(Listener, Vec<GroupTarget>), DiscoveryError>> + Send;
+}
+
+/// A load balancer's listener on the SSH port, resolved.
+#[derive(Clone, Debug)]
+pub struct Listener {
+    /// The load balancer's name.
+    pub name: String,
+    /// Its DNS name (what clients connect to).
+    pub dns_name: String,
+    /// The listener's port.
+    pub port: u16,
+    /// Target groups the listener forwards to.
+    pub target_groups: Vec<String>,
+}
+
+/// One registered target of a target group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupTarget {
+    /// An instance id (instance target group) or an IP address (IP target group).
+    pub id: String,
+    /// Whether `id` is an instance id.
+    pub is_instance: bool,
+    /// The port traffic goes to.
+    pub port: Option<u16>,
+    /// Health as the target group reports it.
+    pub health: Health,
 }
 
 /// Describes `specs` as users wrote them, joined with AND.

@@ -21,8 +21,10 @@
 //! owns what SSM holds: reading a document's hash, trusting it, deploying.
 
 mod deployed;
+#[cfg(feature = "admin")]
+pub mod publish;
 
-pub use deployed::{Deployed, ResolveError, SentDocument, Trust, deploy, describe, resolve, settle};
+pub use deployed::{ResolveError, SentDocument, Trust, resolve, settle};
 
 use std::collections::BTreeMap;
 
@@ -289,7 +291,8 @@ pub fn sha256_hex(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{Deployed, Kind, content, patterns, sha256_hex};
+    use super::{Kind, content, patterns, sha256_hex};
+    use crate::dispatch::Deployed;
     use crate::ids::Program;
 
     #[test]

@@ -12,11 +12,8 @@
 
 pub mod claim;
 mod desired;
-pub mod secretsmanager;
 
 pub use desired::{DesiredState, Servable, announced_next, desired_state, servable, servable_with, value_of};
-
-pub use secretsmanager::SecretsManagerStore;
 
 use std::future::Future;
 

@@ -159,9 +159,9 @@ impl<S: SecretStore> Dispatcher for MemDispatcher<'_, S> {
         Ok(())
     }
 
-    async fn document(&self, name: &str) -> Result<Option<crate::ssm_document::Deployed>, AwsError> {
+    async fn document(&self, name: &str) -> Result<Option<crate::dispatch::Deployed>, AwsError> {
         Ok(lock(&self.documents).get(name).and_then(|versions| {
-            versions.last().map(|content| crate::ssm_document::Deployed {
+            versions.last().map(|content| crate::dispatch::Deployed {
                 version: versions.len().to_string(),
                 hash: crate::ssm_document::sha256_hex(content),
                 hash_type: "Sha256".to_owned(),

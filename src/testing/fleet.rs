@@ -452,11 +452,11 @@ impl Fleet for MemFleet {
     async fn load_balancer(
         &self,
         name_or_arn: &str,
-    ) -> Result<(crate::discovery::elb::Listener, Vec<crate::discovery::elb::GroupTarget>), DiscoveryError> {
+    ) -> Result<(crate::discovery::Listener, Vec<crate::discovery::GroupTarget>), DiscoveryError> {
         if name_or_arn != MEM_LB_NAME {
             return Err(DiscoveryError::NoMatch(format!("lb:{name_or_arn}")));
         }
-        let listener = crate::discovery::elb::Listener {
+        let listener = crate::discovery::Listener {
             name: MEM_LB_NAME.to_owned(),
             dns_name: MEM_LB_ADDRESS.to_owned(),
             port: 22,
@@ -465,7 +465,7 @@ impl Fleet for MemFleet {
         let targets = self
             .nodes
             .iter()
-            .map(|n| crate::discovery::elb::GroupTarget {
+            .map(|n| crate::discovery::GroupTarget {
                 id: n.instance.instance_id.clone(),
                 is_instance: true,
                 port: Some(22),

@@ -2,11 +2,12 @@
 //! emulator: the refusals the flows rely on come out as the modelled
 //! variants the in-memory store produces natively, never as AWS's words.
 
+use hostkeyctl::aws::SecretsManagerStore;
 use hostkeyctl::certificate::{Principal, Signer};
 use hostkeyctl::document::SecretDocument;
 use hostkeyctl::ids::{SecretId, StageLabel, VersionId};
 use hostkeyctl::keyset::{HostKey, KeyAlgorithm, KeySet};
-use hostkeyctl::store::{SecretStore, SecretsManagerStore, StoreError, VersionSelector, stage};
+use hostkeyctl::store::{SecretStore, StoreError, VersionSelector, stage};
 
 use crate::common::bed::{BedOptions, TestBed};
 

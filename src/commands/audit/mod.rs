@@ -9,15 +9,17 @@ use std::time::Duration;
 
 use crate::audit::{Audit, AuditReport, AuditRequest, Expected, ExpectedSource, OnDiskCheck, ScanPolicy};
 use crate::aws;
+use crate::aws::AwsFleet;
+use crate::aws::SecretsManagerStore;
+use crate::aws::ssm::SsmDispatcher;
 use crate::cli::{AuditArgs, GlobalArgs};
-use crate::discovery::{AwsFleet, LbSpec};
-use crate::dispatch::SsmDispatcher;
+use crate::discovery::LbSpec;
 use crate::exit::ExitStatus as _;
 use crate::exit::{Failure, Status};
 use crate::output::{self, OutputFormat};
 use crate::scan::SshProber;
 use crate::scan::pacing::{Ledger, Paced};
-use crate::store::{SecretsManagerStore, VersionSelector};
+use crate::store::VersionSelector;
 
 /// Where the expected set comes from, from the options.
 fn expected_source(args: &AuditArgs) -> Result<ExpectedSource, Failure> {
@@ -113,86 +115,23 @@ pub async fn run(args: &AuditArgs, global: &GlobalArgs, output: OutputFormat) ->
     let mut report: AuditReport = audit.run(&request).await?;
     let status = report.conclusion.status();
     report.exit_code = status.code();
-    publish_metrics(args, config.as_ref(), &report, started.elapsed()).await;
+    let sink = config.as_ref().map(crate::aws::cloudwatch::CloudWatch::new);
+    let to = crate::audit::metrics::Destinations {
+        file: args.metrics_file.as_deref(),
+        cloudwatch: args.cloudwatch.as_deref().map(|n| (n, sink.as_ref())),
+        in_lambda: std::env::var_os("AWS_LAMBDA_FUNCTION_NAME").is_some(),
+    };
+    let (lines, warnings) =
+        crate::audit::metrics::publish(&report, started.elapsed(), time::OffsetDateTime::now_utc(), &to).await;
+    for line in lines {
+        println!("{line}");
+    }
+    for warning in warnings {
+        eprintln!("warning: {warning}");
+    }
     match output {
         OutputFormat::Json => output::print_json(&report).map_err(Failure::usage)?,
         _ => print!("{}", print::table(&report, output::columns())),
     }
     Ok(status)
-}
-
-/// `--metrics-file` and `--cloudwatch`. A failure to write or publish is a
-/// warning: the audit's report and exit code stand, and the template's
-/// alarm on missing data catches metrics that stop coming.
-async fn publish_metrics(
-    args: &AuditArgs,
-    config: Option<&aws_config::SdkConfig>,
-    report: &AuditReport,
-    elapsed: Duration,
-) {
-    if args.metrics_file.is_none() && args.cloudwatch.is_none() {
-        return;
-    }
-    let now = time::OffsetDateTime::now_utc();
-    let m = crate::audit::metrics::of(report, elapsed, now);
-    if let Some(path) = &args.metrics_file {
-        let unix = u64::try_from(now.unix_timestamp()).unwrap_or_default();
-        if let Err(e) = crate::audit::metrics::write(path, &m, unix) {
-            eprintln!(
-                "warning: cannot write the metrics file {}: {e}; the audit's result stands",
-                path.display()
-            );
-        }
-    }
-    let Some(namespace) = &args.cloudwatch else {
-        return;
-    };
-    let datums = crate::audit::metrics::datums(&m);
-    // In Lambda, the embedded metric format on stdout: CloudWatch Logs
-    // makes the metrics, with no call and no permission for one.
-    if std::env::var_os("AWS_LAMBDA_FUNCTION_NAME").is_some() {
-        let ms = u64::try_from(now.unix_timestamp_nanos() / 1_000_000).unwrap_or_default();
-        for line in crate::audit::metrics::emf(namespace, &datums, ms) {
-            println!("{line}");
-        }
-    } else if let Some(config) = config
-        && let Err(e) = put_metric_data(config, namespace, &datums).await
-    {
-        eprintln!("warning: cannot publish the audit's metrics to CloudWatch: {e}; the audit's result stands");
-    }
-}
-
-/// `PutMetricData` of `datums` under `namespace`.
-async fn put_metric_data(
-    config: &aws_config::SdkConfig,
-    namespace: &str,
-    datums: &[crate::audit::metrics::Datum],
-) -> Result<(), crate::aws::AwsError> {
-    use aws_sdk_cloudwatch::types::{Dimension, MetricDatum, StandardUnit};
-
-    let call = crate::aws::Call::new("cloudwatch:PutMetricData", format!("namespace {namespace}"));
-    let now = aws_sdk_cloudwatch::primitives::DateTime::from(std::time::SystemTime::now());
-    let data: Vec<MetricDatum> = datums
-        .iter()
-        .map(|d| {
-            MetricDatum::builder()
-                .metric_name(d.name)
-                .set_dimensions(
-                    d.verdict
-                        .map(|v| vec![Dimension::builder().name("Verdict").value(v).build()]),
-                )
-                .value(d.value)
-                .unit(StandardUnit::from(d.unit))
-                .timestamp(now)
-                .build()
-        })
-        .collect();
-    aws_sdk_cloudwatch::Client::new(config)
-        .put_metric_data()
-        .namespace(namespace)
-        .set_metric_data(Some(data))
-        .send()
-        .await
-        .map_err(|e| crate::aws::AwsError::from_sdk(e, &call))?;
-    Ok(())
 }

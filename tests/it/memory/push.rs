@@ -5,10 +5,11 @@ use std::time::{Duration, Instant};
 
 use hostkeyctl::aws::AwsError;
 use hostkeyctl::discovery::TargetSpec;
+use hostkeyctl::dispatch::Deployed;
 use hostkeyctl::dispatch::{CommandSpec, Dispatcher, Invocation, InvocationSource, Pacing, PollStats, Progress, poll};
 use hostkeyctl::ids::Program;
 use hostkeyctl::rollout::{Push, PushError, PushRequest, install_command_line, push_version};
-use hostkeyctl::ssm_document::{DEFAULT_NAME, Deployed, Kind, ResolveError, Trust, content, sha256_hex};
+use hostkeyctl::ssm_document::{DEFAULT_NAME, Kind, ResolveError, Trust, content, sha256_hex};
 use hostkeyctl::store::VersionSelector;
 use hostkeyctl::testing::{MemDispatcher, MemFleet, MemoryStore};
 

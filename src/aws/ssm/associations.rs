@@ -11,7 +11,7 @@ use aws_sdk_ssm::types::{
     AssociationSyncCompliance,
 };
 
-use super::{Association, AssociationSpec, Associations, Target};
+use crate::association::{Association, AssociationSpec, Associations, Target};
 use crate::aws::{AwsError, Call};
 
 /// State Manager through the SDK.

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use aws_sdk_sagemaker::Client;
 use aws_sdk_sagemaker::types::ClusterNodeSummary;
 
-use super::{DiscoveryError, Health, Target};
 use crate::aws::{AwsError, Call};
+use crate::discovery::{DiscoveryError, Health, Target};
 
 /// Node descriptions asked for at once.
 const DESCRIBE_CONCURRENCY: usize = 8;

@@ -4,34 +4,8 @@
 use aws_sdk_elasticloadbalancingv2::Client;
 use aws_sdk_elasticloadbalancingv2::types::TargetTypeEnum;
 
-use super::{DiscoveryError, Health};
 use crate::aws::{AwsError, Call};
-
-/// A load balancer's listener on the SSH port, resolved.
-#[derive(Clone, Debug)]
-pub struct Listener {
-    /// The load balancer's name.
-    pub name: String,
-    /// Its DNS name (what clients connect to).
-    pub dns_name: String,
-    /// The listener's port.
-    pub port: u16,
-    /// Target groups the listener forwards to.
-    pub target_groups: Vec<String>,
-}
-
-/// One registered target of a target group.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GroupTarget {
-    /// An instance id (instance target group) or an IP address (IP target group).
-    pub id: String,
-    /// Whether `id` is an instance id.
-    pub is_instance: bool,
-    /// The port traffic goes to.
-    pub port: Option<u16>,
-    /// Health as the target group reports it.
-    pub health: Health,
-}
+use crate::discovery::{DiscoveryError, GroupTarget, Health, Listener};
 
 fn port_of(port: Option<i32>) -> Option<u16> {
     port.and_then(|p| u16::try_from(p).ok())

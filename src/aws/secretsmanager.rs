@@ -4,14 +4,14 @@ use aws_sdk_secretsmanager::Client;
 use aws_sdk_secretsmanager::types::Tag;
 use zeroize::Zeroizing;
 
-use super::{
-    CaCreateRequest, CreateRequest, RotationSchedule, SecretInfo, SecretStore, StoreError, StoredVersion, TAG_FORMAT,
-    VersionInfo, VersionSelector, ca_tags, fingerprint_tags, parse_meta, stored_version,
-};
 use crate::aws::{AwsError, Call};
 use crate::document::CaDocument;
 use crate::document::SecretDocument;
 use crate::ids::{SecretId, StageLabel, VersionId};
+use crate::store::{
+    CaCreateRequest, CreateRequest, RotationSchedule, SecretInfo, SecretStore, StoreError, StoredVersion, TAG_FORMAT,
+    VersionInfo, VersionSelector, ca_tags, fingerprint_tags, parse_meta, stored_version,
+};
 
 fn to_tags(pairs: &[(String, String)]) -> Vec<Tag> {
     pairs
@@ -327,7 +327,7 @@ impl SecretStore for SecretsManagerStore {
             .client
             .get_secret_value()
             .secret_id(name.as_str())
-            .version_stage(super::STAGE_CURRENT)
+            .version_stage(crate::store::STAGE_CURRENT)
             .send()
             .await
             .map_err(|e| AwsError::from_sdk(e, &call))?;

@@ -1,11 +1,12 @@
 //! The real fleet: EC2 `DescribeInstances` for `tag:` and instance ids,
 //! and the node sources (load balancers, target groups, HyperPod clusters)
-//! resolved through [`super::elb`] and [`super::hyperpod`].
+//! resolved through [`super::elb`] and [`super::sagemaker`].
 
 use aws_sdk_ec2::types::Filter;
 
-use super::{DiscoveryError, Fleet, Instance, Target, TargetSpec, describe_specs, elb};
+use super::elb;
 use crate::aws::{AwsError, Call};
+use crate::discovery::{DiscoveryError, Fleet, Instance, Target, TargetSpec, describe_specs};
 
 /// The real fleet: EC2, Elastic Load Balancing and SageMaker HyperPod.
 #[derive(Clone, Debug)]
@@ -68,7 +69,7 @@ impl AwsFleet {
         cluster: &str,
         group: Option<&str>,
     ) -> Result<Vec<Target>, DiscoveryError> {
-        super::hyperpod::nodes(&self.sagemaker, cluster, group).await
+        super::sagemaker::nodes(&self.sagemaker, cluster, group).await
     }
 
     #[cfg(not(feature = "hyperpod"))]
@@ -84,7 +85,7 @@ impl AwsFleet {
     /// Target-group targets as nodes: instance targets get their address
     /// and Name tag from EC2 (whatever their state: a stopped one is still
     /// reported, flagged by its health).
-    async fn group_targets(&self, targets: Vec<elb::GroupTarget>) -> Result<Vec<Target>, DiscoveryError> {
+    async fn group_targets(&self, targets: Vec<crate::discovery::GroupTarget>) -> Result<Vec<Target>, DiscoveryError> {
         let ids: Vec<String> = targets.iter().filter(|t| t.is_instance).map(|t| t.id.clone()).collect();
         let known = if ids.is_empty() {
             Vec::new()
@@ -183,7 +184,10 @@ fn sources_only(specs: &[TargetSpec]) -> Result<bool, DiscoveryError> {
 }
 
 impl Fleet for AwsFleet {
-    async fn load_balancer(&self, name_or_arn: &str) -> Result<(elb::Listener, Vec<elb::GroupTarget>), DiscoveryError> {
+    async fn load_balancer(
+        &self,
+        name_or_arn: &str,
+    ) -> Result<(crate::discovery::Listener, Vec<crate::discovery::GroupTarget>), DiscoveryError> {
         let listener = elb::listener(&self.elb, name_or_arn, self.port).await?;
         let mut targets = Vec::new();
         for group in &listener.target_groups {
