@@ -64,27 +64,6 @@ impl Failure {
         }
     }
 
-    /// An AWS failure (exit 4).
-    pub fn aws(error: impl Into<anyhow::Error>) -> Self {
-        Failure {
-            status: Status::Aws,
-            error: error.into(),
-        }
-    }
-
-    /// A failure loading the AWS configuration: a missing region is a
-    /// configuration error (exit 2), anything else an AWS error (exit 4).
-    pub fn aws_config(error: crate::aws::AwsError) -> Self {
-        let status = match error {
-            crate::aws::AwsError::NoRegion => Status::Usage,
-            _ => Status::Aws,
-        };
-        Failure {
-            status,
-            error: error.into(),
-        }
-    }
-
     /// A failure with an explicit status.
     pub fn with_status(status: Status, error: impl Into<anyhow::Error>) -> Self {
         Failure {

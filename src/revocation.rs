@@ -106,6 +106,17 @@ pub fn until(retired: &[Retired]) -> Option<u64> {
     retired.iter().map(|r| r.valid_before).max()
 }
 
+/// What a revocation of `retired` is for and until when, for the operator.
+pub fn summary(retired: &[Retired]) -> String {
+    match until(retired).map(crate::certificate::rfc3339) {
+        None => "no retired key of this secret has a certificate that is still valid: nothing to revoke".to_owned(),
+        Some(until) => format!(
+            "{} retired key(s) with certificates valid until {until} at the latest: keep this revocation with the clients that trust the CA until then",
+            retired.len()
+        ),
+    }
+}
+
 /// `@revoked` known_hosts lines for `patterns` (comma-separated), one per
 /// retired key, each saying until when it matters.
 pub fn revoked_lines(retired: &[Retired], patterns: &str) -> String {

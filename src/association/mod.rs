@@ -15,6 +15,7 @@
 //! in-memory double), the store and the documents SSM holds.
 
 mod name;
+mod text;
 
 pub use name::{default_name, name_for};
 

@@ -16,6 +16,7 @@ pub mod judge;
 pub mod metrics;
 pub mod report;
 pub mod scanner;
+mod text;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

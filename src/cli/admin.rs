@@ -10,7 +10,6 @@ use crate::fingerprint::Fingerprint;
 use crate::hostport::HostPort;
 use crate::ids::{Program, SecretId, StageLabel, VersionId};
 use crate::keyset::{DEFAULT_RSA_BITS, KeyAlgorithm};
-use crate::known_hosts::clients::Client;
 
 /// `hostkeyctl keygen`.
 #[derive(Debug, Args)]
@@ -427,80 +426,6 @@ fn parse_association_name(s: &str) -> Result<String, String> {
     }
 }
 
-/// `hostkeyctl known-hosts`.
-#[derive(Debug, Args)]
-pub struct KnownHostsArgs {
-    /// The secret (name or ARN).
-    #[arg(long, value_name = "ID", required_unless_present_any = ["ca_secret_ids", "ssh_config"])]
-    pub secret_id: Option<SecretId>,
-    /// With --cert-authority: also trust this CA (`hostkeyctl ca init`),
-    /// read from its value, so a new CA can be distributed before it signs
-    /// (repeat for several). Never from tags: anyone who may tag the secret
-    /// could otherwise slip in a CA.
-    #[arg(long = "ca-secret-id", value_name = "ID", requires = "cert_authority")]
-    pub ca_secret_ids: Vec<SecretId>,
-    /// Host names the lines are for: the load balancer's DNS name, aliases
-    /// (not with --krl: a KRL names keys, not hosts; --client plink needs
-    /// none).
-    #[arg(
-        long = "host",
-        value_name = "NAME[,NAME...]",
-        value_delimiter = ',',
-        conflicts_with = "krl"
-    )]
-    pub hosts: Vec<String>,
-    /// The SSH client the output is for: each keeps keys its own way, and
-    /// some must fetch theirs again when a rotation is promoted
-    /// (docs/clients.md).
-    #[arg(long, value_enum, default_value_t = Client::Openssh, value_name = "CLIENT")]
-    pub client: Client,
-    /// Use this stage (default AWSCURRENT; AWSPENDING during a rotation).
-    #[arg(long, value_name = "STAGE", conflicts_with = "version_id")]
-    pub stage: Option<StageLabel>,
-    /// Use this version.
-    #[arg(long, value_name = "ID")]
-    pub version_id: Option<VersionId>,
-    /// SSH port, when not 22 (lines then read [host]:port).
-    #[arg(long, default_value_t = 22, value_name = "PORT")]
-    pub port: u16,
-    /// Hash the host names, as `ssh-keygen -H` does.
-    #[arg(long, conflicts_with = "sshfp")]
-    pub hash: bool,
-    /// Print DNS SSHFP records instead, as `ssh-keygen -r` does.
-    #[arg(long)]
-    pub sshfp: bool,
-    /// Print `@cert-authority` lines for the --host patterns instead: one
-    /// per CA that signed the set's certificates.
-    #[arg(long, conflicts_with_all = ["sshfp", "hash", "ssh_config"])]
-    pub cert_authority: bool,
-    /// Print `@revoked` lines for the --host patterns instead: every key a
-    /// rotation retired whose certificate is still valid (clients that
-    /// trust the CA would accept it until then; docs/security.md).
-    #[arg(long, conflicts_with_all = ["sshfp", "hash", "ssh_config", "cert_authority", "stage", "version_id"])]
-    pub revoked: bool,
-    /// Write an OpenSSH KRL of the same keys to FILE instead (clients'
-    /// `RevokedHostKeys`; check it with `ssh-keygen -Q -f FILE KEY`). With
-    /// nothing to revoke it is a valid KRL that revokes nothing.
-    #[arg(
-        long,
-        value_name = "FILE",
-        conflicts_with_all = ["sshfp", "hash", "ssh_config", "cert_authority", "stage", "version_id", "revoked"]
-    )]
-    pub krl: Option<std::path::PathBuf>,
-    /// Print ssh_config `Host` blocks instead: the --host names and the
-    /// --node names all check the host key (and certificate principal) as
-    /// the first --host name, with `HostKeyAlias`, and learn an announced
-    /// set (`UpdateHostKeys yes`).
-    #[arg(long, conflicts_with_all = ["sshfp", "hash"])]
-    pub ssh_config: bool,
-    /// Node names for --ssh-config (repeat or separate with commas): names,
-    /// addresses or patterns with `*` and `?` (`10.1.*`, `ip-10-1-*`).
-    #[arg(long = "node", value_name = "NAME", value_delimiter = ',', requires = "ssh_config")]
-    pub nodes: Vec<String>,
-    #[command(flatten)]
-    pub placement: KeySetPrefixArg,
-}
-
 /// How `push` and `rotate` send `hostkeyctl install` through SSM Run Command.
 #[derive(Debug, Args)]
 pub struct RolloutArgs {
@@ -527,4 +452,29 @@ pub struct RolloutArgs {
     /// How the nodes call hostkeyctl (name on PATH or absolute path).
     #[arg(long, default_value = "hostkeyctl", value_name = "PATH")]
     pub node_command: Program,
+}
+
+impl RolloutArgs {
+    /// The push options these ask for, checked, with the document when one
+    /// is settled (`None`: the flow settles it, or nothing is sent).
+    pub fn push_options(
+        &self,
+        region: Option<crate::ids::Region>,
+        document: Option<crate::ssm_document::SentDocument>,
+    ) -> Result<crate::rollout::PushOptions, String> {
+        crate::dispatch::validate_rate("--max-concurrency", &self.max_concurrency)?;
+        crate::dispatch::validate_rate("--max-errors", &self.max_errors)?;
+        if self.timeout == 0 {
+            return Err("--timeout must be at least 1 second".to_owned());
+        }
+        Ok(crate::rollout::PushOptions {
+            document,
+            node_command: self.node_command.clone(),
+            max_concurrency: self.max_concurrency.clone(),
+            max_errors: self.max_errors.clone(),
+            timeout: std::time::Duration::from_secs(self.timeout),
+            canary: self.canary,
+            region,
+        })
+    }
 }

@@ -9,12 +9,16 @@ use clap::{Args, Parser, Subcommand};
 mod admin;
 
 #[cfg(feature = "admin")]
+mod known_hosts;
+#[cfg(feature = "admin")]
 mod rotate;
 #[cfg(feature = "admin")]
 mod schedule;
 
 #[cfg(feature = "admin")]
 pub use admin::*;
+#[cfg(feature = "admin")]
+pub use known_hosts::*;
 #[cfg(feature = "admin")]
 pub use rotate::*;
 #[cfg(feature = "admin")]

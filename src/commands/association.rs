@@ -1,8 +1,7 @@
 //! `hostkeyctl association deploy|show|delete`: parses, runs the
-//! [`crate::association`] flows, prints, and maps the outcome to an exit
-//! code.
+//! [`crate::association`] flows, prints.
 
-use crate::association::{self, Association, DeployRequest, Deployed, DocumentCheck};
+use crate::association::{self, DeployRequest, DocumentCheck};
 use crate::aws;
 use crate::aws::SecretsManagerStore;
 use crate::aws::ssm::SsmAssociations;
@@ -71,20 +70,7 @@ async fn run_deploy(
     if output == OutputFormat::Json {
         output::print_json(&outcome).map_err(Failure::usage)?;
     } else {
-        let done = match &outcome.deployed {
-            Deployed::Created => "created; State Manager runs it on its targets now".to_owned(),
-            Deployed::Updated { changed } => {
-                format!("updated ({}); State Manager runs it again now", changed.join(", "))
-            }
-            Deployed::Unchanged => "unchanged".to_owned(),
-        };
-        println!(
-            "association {} ({}): {done}",
-            escape(name),
-            escape(&outcome.association.id)
-        );
-        print_association(&outcome.association);
-        println!("  runs:      {}", outcome.document);
+        print!("{}", outcome.text(name));
     }
     Ok(Status::Success)
 }
@@ -114,18 +100,7 @@ async fn run_show(
     if output == OutputFormat::Json {
         output::print_json(&shown).map_err(Failure::usage)?;
     } else {
-        println!("association {} ({})", escape(name), escape(&shown.association.id));
-        print_association(&shown.association);
-        match &shown.document {
-            DocumentCheck::Ours => println!(
-                "  runs:      {} version {}, hostkeyctl's own (by SHA-256)",
-                escape(&shown.association.spec.document),
-                escape(&shown.association.spec.document_version)
-            ),
-            DocumentCheck::Other { reason } => println!(
-                "  runs:      NOT hostkeyctl's converge document: {reason}. `hostkeyctl association deploy` puts it right"
-            ),
-        }
+        print!("{}", shown.text(name));
     }
     // An association that runs something else is drift to act on.
     Ok(match shown.document {
@@ -154,23 +129,4 @@ async fn run_delete(name: &str, associations: &SsmAssociations, output: OutputFo
         }
     }
     Ok(Status::Success)
-}
-
-fn print_association(a: &Association) {
-    let targets: Vec<String> = a.spec.targets.iter().map(ToString::to_string).collect();
-    println!("  targets:   {}", targets.join(" and "));
-    println!("  schedule:  {}", escape(&a.spec.schedule));
-    println!(
-        "  last run:  {} ({})",
-        a.last_execution.as_deref().map_or_else(|| "never".to_owned(), escape),
-        a.status.as_deref().map_or_else(|| "no status yet".to_owned(), escape)
-    );
-    if !a.instances_by_status.is_empty() {
-        let counts: Vec<String> = a
-            .instances_by_status
-            .iter()
-            .map(|(status, n)| format!("{n} {}", escape(status)))
-            .collect();
-        println!("  instances: {}", counts.join(", "));
-    }
 }

@@ -46,7 +46,7 @@ fn plan_keys(args: &InitArgs) -> Result<KeySet, Failure> {
         return Ok(keys);
     }
     let algorithms = args.algorithms.clone().unwrap_or_else(|| KeyAlgorithm::ALL.to_vec());
-    crate::commands::common::generate_checked(&algorithms, args.rsa_bits)
+    Ok(KeySet::generate(&algorithms, args.rsa_bits)?)
 }
 
 /// Runs `init`.

@@ -3,8 +3,8 @@
 use serde::Serialize;
 
 use crate::cli::KeygenArgs;
-use crate::commands::common::generate_checked;
 use crate::exit::{Failure, Status};
+use crate::keyset::KeySet;
 use crate::keyset::WrittenKey;
 use crate::output::{self, OutputFormat};
 
@@ -16,7 +16,7 @@ struct KeygenReport<'a> {
 
 /// Runs `keygen`.
 pub fn run(args: &KeygenArgs, output: OutputFormat) -> Result<Status, Failure> {
-    let set = generate_checked(&args.algorithms, args.rsa_bits)?;
+    let set = KeySet::generate(&args.algorithms, args.rsa_bits)?;
     let written = set
         .write_dir(&args.out_dir, args.force)
         .map_err(|e| Failure::usage(anyhow::Error::new(e)))?;

@@ -8,7 +8,7 @@ use crate::aws::AwsFleet;
 use crate::aws::SecretsManagerStore;
 use crate::aws::ssm::SsmDispatcher;
 use crate::cli::{GlobalArgs, PushArgs};
-use crate::commands::common::{NodeProgress, print_outcome, push_options};
+use crate::commands::common::{NodeProgress, config_region, print_outcome};
 use crate::exit::ExitStatus as _;
 use crate::exit::{Failure, Status};
 use crate::output::{self, OutputFormat};
@@ -18,7 +18,10 @@ use crate::store::VersionSelector;
 /// Runs `push`.
 pub async fn run(args: &PushArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
     let config = aws::load_config(&global.aws).await?;
-    let options = push_options(&args.rollout, &config, None)?;
+    let options = args
+        .rollout
+        .push_options(config_region(&config)?, None)
+        .map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
     let store = SecretsManagerStore::new(&config);
     let fleet = AwsFleet::new(&config).with_port(args.port);
     let dispatcher = SsmDispatcher::new(&config);

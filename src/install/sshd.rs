@@ -444,6 +444,12 @@ mod tests {
         assert!(refused("-5").contains("not a pid"));
         assert!(refused("abc").contains("not a pid"));
         let mut sleeper = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        // Until the child has exec'd, its comm is this test's thread name:
+        // await the exec (a condition, not a sleep).
+        let comm = format!("/proc/{}/comm", sleeper.id());
+        while std::fs::read_to_string(&comm).unwrap_or_default().trim() != "sleep" {
+            std::thread::yield_now();
+        }
         let err = refused(&sleeper.id().to_string());
         assert!(err.contains("is \"sleep\", not sshd"), "{err}");
         assert_eq!(sleeper.try_wait().unwrap(), None, "the unrelated process is untouched");

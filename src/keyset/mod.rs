@@ -153,6 +153,15 @@ pub enum KeyError {
     /// The private half does not produce signatures its own public half accepts.
     #[error("the private key does not match its own public key (a test signature did not verify)")]
     Inconsistent,
+    /// A set of no algorithm was asked for.
+    #[error("--algorithms is empty; name at least one of ed25519, ecdsa, rsa")]
+    NoAlgorithm,
+    /// A new RSA key's size is outside [`MIN_RSA_BITS`]..=[`MAX_RSA_BITS`].
+    #[error("--rsa-bits {bits} is out of range; use {MIN_RSA_BITS} to {MAX_RSA_BITS} (default 3072)")]
+    RsaBits {
+        /// The size asked for.
+        bits: usize,
+    },
     /// Generating a key failed.
     #[error("generating the {algorithm} key failed: {source}")]
     Generate {
@@ -161,6 +170,13 @@ pub enum KeyError {
         /// What went wrong.
         source: ssh_key::Error,
     },
+}
+
+impl crate::exit::ExitStatus for KeyError {
+    /// A key, or the options for new ones, the operator gave: bad input.
+    fn status(&self) -> crate::exit::Status {
+        crate::exit::Status::Usage
+    }
 }
 
 /// One host key: the private key and what is derived from it.
@@ -333,10 +349,14 @@ pub struct KeySet {
 }
 
 impl KeySet {
-    /// Generates a new set with one key per algorithm in `algorithms`.
+    /// Generates a new set with one key per algorithm in `algorithms`
+    /// (named twice, made once).
     pub fn generate(algorithms: &[KeyAlgorithm], rsa_bits: usize) -> Result<Self, KeyError> {
+        if algorithms.is_empty() {
+            return Err(KeyError::NoAlgorithm);
+        }
         if algorithms.contains(&KeyAlgorithm::Rsa) && !(MIN_RSA_BITS..=MAX_RSA_BITS).contains(&rsa_bits) {
-            return Err(KeyError::RsaTooSmall { bits: rsa_bits });
+            return Err(KeyError::RsaBits { bits: rsa_bits });
         }
         let mut set = KeySet::default();
         for &algorithm in algorithms {
@@ -458,8 +478,14 @@ mod tests {
     }
 
     #[test]
-    fn rsa_below_minimum_is_refused() {
+    fn sizes_out_of_range_and_empty_sets_are_refused() {
         let err = KeySet::generate(&[KeyAlgorithm::Rsa], 1024).unwrap_err();
-        assert!(matches!(err, KeyError::RsaTooSmall { bits: 1024 }), "{err}");
+        assert!(matches!(err, KeyError::RsaBits { bits: 1024 }), "{err}");
+        let err = KeySet::generate(&[KeyAlgorithm::Ed25519, KeyAlgorithm::Rsa], 16384).unwrap_err();
+        assert!(err.to_string().contains("--rsa-bits 16384 is out of range"), "{err}");
+        // No RSA key asked for: its size does not matter.
+        assert!(KeySet::generate(&[KeyAlgorithm::Ed25519], 1024).is_ok());
+        let err = KeySet::generate(&[], 3072).unwrap_err();
+        assert!(matches!(err, KeyError::NoAlgorithm), "{err}");
     }
 }

@@ -72,6 +72,24 @@ impl Client {
         matches!(self, Client::Paramiko | Client::Dropbear | Client::Putty)
     }
 
+    /// What the user of `client` should know of the rotation in flight.
+    pub fn rotation_note(self, announced: &VersionId) -> String {
+        if self.takes_every_served_set() {
+            format!(
+                "a rotation is announced (version {announced}): its keys follow the current ones, so this output stays right after the promotion"
+            )
+        } else if self.fetch_again_at_promotion() {
+            format!(
+                "a rotation is announced (version {announced}): {} keeps one key per host and type, so this file is right until the promotion; fetch it again once `rotate --finish` reports `rotated` (docs/clients.md)",
+                self.name()
+            )
+        } else {
+            format!(
+                "a rotation is announced (version {announced}): ssh learns its keys at login with UpdateHostKeys (see --ssh-config), or add `--stage AWSPENDING`'s lines beside these (docs/clients.md)"
+            )
+        }
+    }
+
     /// Why an option of `known-hosts` does not apply to this client, if it
     /// does not.
     pub fn refuses(self, options: &Options) -> Option<String> {

@@ -4,8 +4,10 @@
 //! the install report it printed.
 
 mod push;
+mod text;
 
 pub use push::{Push, PushError, PushPlan, PushRequest};
+pub use text::PushReport;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

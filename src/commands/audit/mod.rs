@@ -2,8 +2,6 @@
 //! runs [`crate::audit::Audit`], prints, and maps its conclusion to an exit
 //! code.
 
-pub mod print;
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -131,7 +129,7 @@ pub async fn run(args: &AuditArgs, global: &GlobalArgs, output: OutputFormat) ->
     }
     match output {
         OutputFormat::Json => output::print_json(&report).map_err(Failure::usage)?,
-        _ => print!("{}", print::table(&report, output::columns())),
+        _ => print!("{}", report.table(output::columns())),
     }
     Ok(status)
 }

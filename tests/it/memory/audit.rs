@@ -346,7 +346,7 @@ async fn the_audit_table_fits_100_columns() {
     let report = run(&store, &fleet, &dispatcher, &request(lb, false)).await.unwrap();
     assert_eq!(report.conclusion, Conclusion::Drift);
     assert!((0..3).all(|n| verdicts(&report, n).iter().all(|v| *v == Verdict::Mismatch)));
-    let text = hostkeyctl::commands::audit::print::table(&report, Some(100));
+    let text = report.table(Some(100));
     assert!(text.contains("MISMATCH") && text.contains("load balancer"), "{text}");
     for line in text.lines() {
         assert!(
@@ -359,7 +359,7 @@ async fn the_audit_table_fits_100_columns() {
     for fp in served.values() {
         assert!(text.contains(&fp.to_string()[..30]), "{fp} not shown:\n{text}");
     }
-    let unfitted = hostkeyctl::commands::audit::print::table(&report, None);
+    let unfitted = report.table(None);
     assert!(
         unfitted.lines().any(|l| l.chars().count() > 100),
         "the report is too narrow to test the fit:\n{unfitted}"

@@ -1,16 +1,16 @@
-//! `status` in memory ([`hostkeyctl::status::Status`] over the doubles):
+//! `status` in memory ([`hostkeyctl::status::Overview`] over the doubles):
 //! one version with its fingerprints, a rotation announced, and with
 //! targets, the nodes that do not serve AWSCURRENT by name.
 
 use hostkeyctl::audit::ScanPolicy;
 use hostkeyctl::discovery::TargetSpec;
-use hostkeyctl::status::{Status, StatusReport};
+use hostkeyctl::status::{Overview, StatusReport};
 use hostkeyctl::testing::{MemFleet, MemoryStore};
 
 use super::{current, pending_set, secret, world};
 
 async fn status(store: &MemoryStore, fleet: &std::sync::Arc<MemFleet>, targets: &[TargetSpec]) -> StatusReport {
-    Status {
+    Overview {
         store,
         fleet: fleet.as_ref(),
         prober: fleet.clone(),
@@ -41,7 +41,7 @@ async fn status_shows_each_version_its_stages_and_the_nodes_not_serving_current(
         (None, "steady")
     );
     assert!(steady.converged.is_none(), "no targets, no scan");
-    let text = hostkeyctl::commands::status::table(&steady, None);
+    let text = steady.table(None);
     assert!(text.contains("AWSCURRENT") && text.contains(&expected[0]), "{text}");
     assert!(text.contains("phase    steady"), "{text}");
 
@@ -51,7 +51,7 @@ async fn status_shows_each_version_its_stages_and_the_nodes_not_serving_current(
     assert_eq!(announced.versions.len(), 2);
     assert_eq!(announced.rotation_in_flight.as_ref(), Some(&next.version_id));
     assert_eq!(announced.phase.state, "announced");
-    let text = hostkeyctl::commands::status::table(&announced, None);
+    let text = announced.table(None);
     assert!(
         text.contains(&format!("version {} is AWSPENDING", next.version_id)),
         "{text}"

@@ -3,6 +3,8 @@
 //! where the rotation protocol stands, and how many nodes serve AWSCURRENT
 //! and nothing else, by handshake with the audit's [`ScanPolicy`].
 
+mod text;
+
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -84,7 +86,7 @@ pub enum StatusError {
 }
 
 /// The flow: reads the store, and with targets, finds them and scans them.
-pub struct Status<'a, S, F, P> {
+pub struct Overview<'a, S, F, P> {
     pub store: &'a S,
     pub fleet: &'a F,
     pub prober: Arc<P>,
@@ -92,7 +94,7 @@ pub struct Status<'a, S, F, P> {
     pub policy: ScanPolicy,
 }
 
-impl<S: SecretStore, F: Fleet, P: Prober> Status<'_, S, F, P> {
+impl<S: SecretStore, F: Fleet, P: Prober> Overview<'_, S, F, P> {
     /// The report on `secret`; with `targets`, scanned at `port` unless a
     /// target says otherwise.
     pub async fn run(&self, secret: &SecretId, targets: &[TargetSpec], port: u16) -> Result<StatusReport, StatusError> {

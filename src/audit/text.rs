@@ -1,7 +1,7 @@
-//! `audit`'s table output: the expected set, a row per node and key type,
+//! The audit as a human reads it (`audit`'s table output): the expected set, a row per node and key type,
 //! the load balancer's samples, the summary.
 
-use crate::audit::{AuditReport, LbReport};
+use super::{AuditReport, LbReport};
 use crate::discovery;
 use crate::escape::escape;
 use crate::output;
@@ -79,10 +79,18 @@ fn cert_name(v: crate::certificate::CertVerdict) -> String {
         .unwrap_or_default()
 }
 
+impl AuditReport {
+    /// The audit as a human reads it, fitted to `width` columns (see
+    /// [`output::columns`]).
+    pub fn table(&self, width: Option<u16>) -> String {
+        table(self, width)
+    }
+}
+
 /// The audit as a human reads it, fitted to `width` columns (see
 /// [`output::columns`]): the expected set, a row per node and key type, the
 /// load balancer's samples, the summary.
-pub fn table(report: &AuditReport, width: Option<u16>) -> String {
+fn table(report: &AuditReport, width: Option<u16>) -> String {
     let mut out = String::new();
     let out = &mut out;
     outln!(
