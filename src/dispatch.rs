@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use crate::aws::AwsError;
+use crate::aws_error::AwsError;
 
 /// SSM's limit on instance ids per `SendCommand`.
 pub const MAX_IDS_PER_COMMAND: usize = 50;

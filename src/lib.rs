@@ -50,6 +50,7 @@ pub mod association;
 #[cfg(feature = "admin")]
 pub mod audit;
 pub mod aws;
+pub mod aws_error;
 pub mod certificate;
 pub mod cli;
 pub mod commands;
@@ -80,6 +81,8 @@ pub mod rollout;
 pub mod rotation;
 pub mod scan;
 pub mod shell;
+#[cfg(feature = "admin")]
+pub mod signing;
 #[cfg(feature = "admin")]
 pub mod ssm_document;
 #[cfg(feature = "admin")]

@@ -68,7 +68,7 @@ pub async fn retired(store: &impl SecretStore, secret: &SecretId, now: u64) -> R
             // Secrets Manager deletes the oldest deprecated versions (past
             // about 100): listed a moment ago, gone now. Its keys cannot be
             // read, so they cannot be revoked: say so.
-            Err(StoreError::Aws(crate::aws::AwsError::NotFound { .. })) => {
+            Err(StoreError::Aws(crate::aws_error::AwsError::NotFound { .. })) => {
                 tracing::warn!(
                     "version {} of {secret} was deleted while it was read; keys of it still within a certificate's validity are not in this revocation",
                     info.version_id

@@ -21,7 +21,7 @@ pub use name::{default_name, name_for};
 
 use std::collections::BTreeMap;
 
-use crate::aws::AwsError;
+use crate::aws_error::AwsError;
 use crate::discovery::TargetSpec;
 use crate::dispatch::Dispatcher;
 use crate::ids::{Program, Region, SecretId};

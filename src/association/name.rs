@@ -2,7 +2,7 @@
 //! secrets.
 
 use super::AssociationError;
-use crate::aws::AwsError;
+use crate::aws_error::AwsError;
 use crate::ids::SecretId;
 use crate::store::{SecretStore, StoreError};
 

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::scanner::ServedProbe;
 use crate::certificate::{CertFinding, CertPolicy, CertVerdict};
 use crate::fingerprint::Fingerprint;
+use crate::scan::{Endpoint, Probe, ServedProbe, Usage};
 use crate::scan::{ScanAlgorithm, ScanError};
 
 /// What the fleet must serve.
@@ -33,17 +33,6 @@ impl Expected {
     pub fn is_empty(&self) -> bool {
         self.by_type.is_empty() && self.untyped.is_empty()
     }
-}
-
-/// An endpoint to scan.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Endpoint {
-    /// What to call it (instance name or id, or the address).
-    pub name: String,
-    /// Host name or address.
-    pub host: String,
-    /// Port.
-    pub port: u16,
 }
 
 /// A finding's verdict.
@@ -105,7 +94,7 @@ pub struct NodeReport {
     /// The connections the audit opened to it (from OpenSSH 9.8, each one
     /// counts against this host in the node's PerSourcePenalties).
     #[serde(flatten)]
-    pub usage: super::scanner::Usage,
+    pub usage: Usage,
 }
 
 /// The finding for a node that has no address to connect to.
@@ -119,9 +108,6 @@ pub fn no_address() -> Vec<Finding> {
         certificate: None,
     }]
 }
-
-/// What a probe returned.
-pub type Probe = Result<Fingerprint, ScanError>;
 
 /// The verdict for a probe that got no key: penalized, or unreachable.
 fn unanswered(e: &ScanError) -> Verdict {
@@ -246,7 +232,7 @@ pub struct LbReport {
     pub alone: bool,
     /// The connections the samples opened.
     #[serde(flatten)]
-    pub usage: super::scanner::Usage,
+    pub usage: Usage,
 }
 
 /// Judges the LB samples of one key type.

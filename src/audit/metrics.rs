@@ -391,7 +391,7 @@ pub trait MetricsSink: Sync {
         &self,
         namespace: &str,
         datums: &[Datum],
-    ) -> impl std::future::Future<Output = Result<(), crate::aws::AwsError>> + Send;
+    ) -> impl std::future::Future<Output = Result<(), crate::aws_error::AwsError>> + Send;
 }
 
 /// Where `publish` sends the audit's metrics.

@@ -15,7 +15,6 @@ pub mod expected;
 pub mod judge;
 pub mod metrics;
 pub mod report;
-pub mod scanner;
 mod text;
 
 use std::collections::BTreeMap;
@@ -24,11 +23,10 @@ use std::time::Duration;
 
 pub use expected::{ExpectedSource, expected_from_known_hosts_text};
 pub use judge::{
-    Endpoint, Expected, Finding, LbReport, LbType, NodeReport, Probe, Seen, Verdict, judge_certificates, judge_lb,
+    Expected, Finding, LbReport, LbType, NodeReport, Seen, Verdict, judge_certificates, judge_lb,
     judge_lb_certificates, judge_node, miss_probability, no_address, with_plain_keys,
 };
 pub use report::{AuditReport, Conclusion, OnDisk};
-pub use scanner::{ScanPolicy, Scanner, ServedProbe, to_probe};
 
 use crate::certificate::CertPolicy;
 use crate::discovery::{self, DiscoveryError, Fleet, LbSpec, TargetSpec};
@@ -38,7 +36,7 @@ use crate::hostport::HostPort;
 use crate::ids::Program;
 use crate::install::InstallReport;
 use crate::keyset::KeySet;
-use crate::scan::{Prober, ScanAlgorithm};
+use crate::scan::{Endpoint, Probe, Prober, ScanAlgorithm, ScanPolicy, Scanner, ServedProbe, to_probe};
 use crate::shell::{CommandLine, QuoteError};
 use crate::ssm_document::{SentDocument, Trust};
 use crate::store::{SecretStore, StoreError};
@@ -55,7 +53,7 @@ pub enum AuditError {
     Discovery(#[from] DiscoveryError),
     /// SSM refused `--via-ssm`'s command or its polling.
     #[error(transparent)]
-    Dispatch(crate::aws::AwsError),
+    Dispatch(crate::aws_error::AwsError),
     /// The command line for `--via-ssm` cannot be built.
     #[error(transparent)]
     Quote(#[from] QuoteError),

@@ -6,7 +6,6 @@
 //! lives in a secret of its own ([`CaDocument`], `hostkeyctl-ca/v1`), which
 //! the key set parser refuses, so a CA can never be installed as host keys.
 
-pub mod signing;
 mod verdict;
 
 pub use verdict::{CertFinding, CertPolicy, CertVerdict, judge};

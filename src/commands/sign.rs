@@ -5,12 +5,12 @@ use serde::Serialize;
 
 use crate::aws;
 use crate::aws::SecretsManagerStore;
-use crate::certificate::signing::{Signed, SigningError, SigningRequest, sign_key_set};
 use crate::certificate::{CertRow, cert_rows};
 use crate::cli::{GlobalArgs, SignArgs};
 use crate::exit::{Failure, Status};
 use crate::ids::VersionId;
 use crate::output::{self, OutputFormat};
+use crate::signing::{Signed, SigningError, SigningRequest, sign_key_set};
 
 #[derive(Serialize)]
 struct SignReport {

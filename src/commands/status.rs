@@ -1,13 +1,13 @@
 //! `hostkeyctl status`: the secret's versions, stages and fingerprints.
 //! Runs [`crate::status::Overview`] and prints its report.
 
-use crate::audit::ScanPolicy;
 use crate::aws;
 use crate::aws::AwsFleet;
 use crate::aws::SecretsManagerStore;
 use crate::cli::{GlobalArgs, StatusArgs};
 use crate::exit::{Failure, Status};
 use crate::output::{self, OutputFormat};
+use crate::scan::ScanPolicy;
 use crate::scan::SshProber;
 use crate::scan::pacing::{Ledger, Paced};
 use crate::status;

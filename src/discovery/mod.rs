@@ -11,7 +11,7 @@ use std::fmt;
 use std::future::Future;
 use std::str::FromStr;
 
-use crate::aws::AwsError;
+use crate::aws_error::AwsError;
 
 /// Whether `s` is a name AWS allows for a load balancer, target group,
 /// HyperPod cluster or instance group: letters, digits and inner hyphens.

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::aws::AwsError;
+use crate::aws_error::AwsError;
 use crate::discovery::Instance;
 use crate::dispatch::{self, CommandSpec, Dispatcher, Invocation, PollStats, Progress};
 use crate::escape::escape;

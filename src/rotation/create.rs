@@ -153,7 +153,7 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
             .await
         {
             Ok(v) => v,
-            Err(StoreError::Aws(crate::aws::AwsError::NotFound { .. })) => return Ok(None),
+            Err(StoreError::Aws(crate::aws_error::AwsError::NotFound { .. })) => return Ok(None),
             Err(e) => return Err(e.into()),
         };
         if next.version_id == *current {

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 
-use crate::aws::AwsError;
+use crate::aws_error::AwsError;
 use crate::ids::SecretId;
 
 /// The variable holding `rotate`'s options.

@@ -25,10 +25,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Rotation, RotationError};
-use crate::audit::scanner::Scanner;
-use crate::audit::{Endpoint, ScanPolicy};
 use crate::dispatch::Dispatcher;
 use crate::keyset::{KeySet, fingerprint_of};
+use crate::scan::{Endpoint, ScanPolicy, Scanner};
 use crate::scan::{Prober, ScanAlgorithm};
 use crate::store::{
     STAGE_NEXT, STAGE_PENDING, SecretStore, StoreError, StoredVersion, VersionSelector, same_keys, stage,
@@ -244,7 +243,7 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
             let holder = match self.store.get(self.secret, &VersionSelector::Stage(stage(label))).await {
                 Ok(v) => v,
                 // None, or Secrets Manager's empty staging of a rotation.
-                Err(StoreError::Aws(crate::aws::AwsError::NotFound { .. })) => continue,
+                Err(StoreError::Aws(crate::aws_error::AwsError::NotFound { .. })) => continue,
                 Err(e) => return Err(e.into()),
             };
             if same_keys(&holder.document.keys, keys)

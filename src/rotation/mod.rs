@@ -37,13 +37,14 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::audit::{self, Endpoint, Finding, ScanPolicy, Verdict};
+use crate::audit::{self, Finding, Verdict};
 use crate::discovery::Instance;
 use crate::dispatch::{Dispatcher, Progress};
 use crate::ids::{SecretId, StageLabel, VersionId};
 use crate::keyset::{KeyError, KeySet};
 use crate::rollout::{self, PushOptions, PushOutcome, RolloutError};
 use crate::scan::Prober;
+use crate::scan::{Endpoint, ScanPolicy};
 use crate::store::{
     STAGE_CURRENT, STAGE_PENDING, STAGE_PREVIOUS, SecretInfo, SecretStore, StoreError, StoredVersion, VersionSelector,
     stage, tag_fingerprints,

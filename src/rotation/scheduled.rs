@@ -192,7 +192,7 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
         let current_keys = &current_set.document.keys;
         let next = match self.store.get(self.secret, &VersionSelector::Stage(next_label())).await {
             Ok(n) => Some(n),
-            Err(StoreError::Aws(crate::aws::AwsError::NotFound { .. })) => None,
+            Err(StoreError::Aws(crate::aws_error::AwsError::NotFound { .. })) => None,
             Err(e) => return Err(e.into()),
         };
         let ours = |v: &StoredVersion| {

@@ -18,8 +18,10 @@ use std::time::Duration;
 pub mod hello;
 pub mod pacing;
 mod record;
+mod scanner;
 
 pub use hello::{Greeting, Hello};
+pub use scanner::{Endpoint, Probe, ScanPolicy, Scanner, ServedProbe, Usage, to_probe};
 
 use russh::client::{self, Handler};
 use russh::keys::PublicKeyOrCertificate;

@@ -2,7 +2,7 @@
 //! to trust it (by that hash, never by its name), and deploying ours.
 
 use super::{Kind, RUN_SHELL_SCRIPT, content, sha256_hex};
-use crate::aws::AwsError;
+use crate::aws_error::AwsError;
 use crate::dispatch::Dispatcher;
 use crate::ids::Program;
 

@@ -4,11 +4,11 @@
 use std::future::Future;
 
 use super::Kind;
-use crate::aws::AwsError;
+use crate::aws_error::AwsError;
 use crate::ids::Program;
 
 /// Where the documents go: SSM's CreateDocument, UpdateDocument and
-/// UpdateDocumentDefaultVersion (`crate::aws::ssm::documents::deploy`).
+/// UpdateDocumentDefaultVersion (`crate::aws::ssm::documents::deploy` in the AWS room).
 pub trait Documents: Sync {
     /// Makes a version with `kind`'s content for `node_command` the default
     /// version of `name`; returns that version and what was done
@@ -120,7 +120,7 @@ mod tests {
     use std::sync::Mutex;
 
     use super::{Documents, Names, publish};
-    use crate::aws::AwsError;
+    use crate::aws_error::AwsError;
     use crate::ids::Program;
     use crate::ssm_document::Kind;
 

@@ -9,12 +9,13 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::audit::{Endpoint, ScanPolicy, Verdict, check_endpoints};
+use crate::audit::{Verdict, check_endpoints};
 use crate::certificate::{CertRow, cert_rows};
 use crate::discovery::{DiscoveryError, Fleet, TargetSpec};
 use crate::ids::{SecretId, VersionId};
 use crate::keyset::{KeyRow, KeySet, key_rows};
 use crate::scan::Prober;
+use crate::scan::{Endpoint, ScanPolicy};
 use crate::store::{STAGE_CURRENT, STAGE_PENDING, STAGE_PREVIOUS, SecretStore, StoreError};
 
 /// One version of the secret: its stages and its keys' public facts.

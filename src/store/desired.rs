@@ -5,7 +5,7 @@
 use super::{
     STAGE_CURRENT, STAGE_NEXT, STAGE_PENDING, SecretStore, StoreError, StoredVersion, VersionSelector, same_keys, stage,
 };
-use crate::aws::AwsError;
+use crate::aws_error::AwsError;
 use crate::ids::{SecretId, VersionId};
 
 /// What every login node must serve, from the stages alone: AWSCURRENT,

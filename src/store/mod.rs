@@ -19,7 +19,7 @@ use std::future::Future;
 
 use zeroize::Zeroizing;
 
-use crate::aws::AwsError;
+use crate::aws_error::AwsError;
 use crate::document::{CaDocument, CaError, DocumentError, SecretDocument};
 use crate::fingerprint::{Fingerprint, FingerprintError};
 use crate::ids::{IdError, SecretId, StageLabel, VersionId};

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::audit::{Audit, AuditReport, AuditRequest, Expected, ExpectedSource, OnDiskCheck, ScanPolicy};
+use crate::audit::{Audit, AuditReport, AuditRequest, Expected, ExpectedSource, OnDiskCheck};
 use crate::aws;
 use crate::aws::AwsFleet;
 use crate::aws::SecretsManagerStore;
@@ -15,6 +15,7 @@ use crate::discovery::LbSpec;
 use crate::exit::ExitStatus as _;
 use crate::exit::{Failure, Status};
 use crate::output::{self, OutputFormat};
+use crate::scan::ScanPolicy;
 use crate::scan::SshProber;
 use crate::scan::pacing::{Ledger, Paced};
 use crate::store::VersionSelector;

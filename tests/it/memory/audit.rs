@@ -7,11 +7,12 @@
 use std::sync::Arc;
 
 use hostkeyctl::audit::{
-    Audit, AuditError, AuditReport, AuditRequest, Conclusion, ExpectedSource, OnDiskCheck, ScanPolicy, Verdict,
+    Audit, AuditError, AuditReport, AuditRequest, Conclusion, ExpectedSource, OnDiskCheck, Verdict,
 };
 use hostkeyctl::discovery::{LbSpec, TargetSpec};
 use hostkeyctl::ids::Program;
 use hostkeyctl::rollout::push_version;
+use hostkeyctl::scan::ScanPolicy;
 use hostkeyctl::scan::pacing::{Ledger, Paced};
 use hostkeyctl::ssm_document::{CHECK_NAME, Kind, content};
 use hostkeyctl::testing::{Hooked, MemDispatcher, MemFleet, MemoryStore, Op};

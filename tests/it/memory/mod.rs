@@ -7,9 +7,11 @@
 mod association;
 mod audit;
 mod clients;
+mod document;
 mod doubles;
 mod install;
 mod model;
+mod policies;
 mod push;
 mod revocation;
 mod rotation;

@@ -6,11 +6,11 @@
 use std::sync::Arc;
 
 use hostkeyctl::certificate::Principal;
-use hostkeyctl::certificate::signing::{SigningError, SigningRequest, sign_key_set};
 use hostkeyctl::document::{CaDocument, KeySetPrefix};
 use hostkeyctl::ids::SecretId;
 use hostkeyctl::keyset::{HostKey, KeyAlgorithm};
 use hostkeyctl::rotation::{Outcome, Request};
+use hostkeyctl::signing::{SigningError, SigningRequest, sign_key_set};
 use hostkeyctl::store::claim::CLAIM_PREFIX;
 use hostkeyctl::store::{CaCreateRequest, STAGE_CURRENT, STAGE_PENDING, SecretStore};
 use hostkeyctl::testing::{Action, Hooked, MemoryStore, Op};

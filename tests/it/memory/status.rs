@@ -2,8 +2,8 @@
 //! one version with its fingerprints, a rotation announced, and with
 //! targets, the nodes that do not serve AWSCURRENT by name.
 
-use hostkeyctl::audit::ScanPolicy;
 use hostkeyctl::discovery::TargetSpec;
+use hostkeyctl::scan::ScanPolicy;
 use hostkeyctl::status::{Overview, StatusReport};
 use hostkeyctl::testing::{MemFleet, MemoryStore};
 

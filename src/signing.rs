@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 
 use ssh_key::Certificate;
 
-use super::{Principal, Signer, ca_fingerprint, default_signer, next_serial};
+use crate::certificate::{Principal, Signer, ca_fingerprint, default_signer, next_serial};
 use crate::document::{KeySetPrefix, SecretDocument};
 use crate::ids::{SecretId, VersionId};
 use crate::keyset::{HostKey, KeyAlgorithm};
@@ -129,7 +129,10 @@ pub fn fresh_enough(current: &SecretDocument, ca: &HostKey, principals: &[Princi
 }
 
 /// A copy of `document` with certificates from `signer`, and its token.
-fn signed_copy(signer: &Signer, document: &SecretDocument) -> Result<(VersionId, SecretDocument), super::SignError> {
+fn signed_copy(
+    signer: &Signer,
+    document: &SecretDocument,
+) -> Result<(VersionId, SecretDocument), crate::certificate::SignError> {
     let token = VersionId::random();
     let mut copy = document.clone();
     copy.certificates = signer.sign(&copy.keys, &token)?;
@@ -137,7 +140,7 @@ fn signed_copy(signer: &Signer, document: &SecretDocument) -> Result<(VersionId,
 }
 
 /// Nothing is stored when signing fails.
-fn not_signed(e: super::SignError) -> SigningError {
+fn not_signed(e: crate::certificate::SignError) -> SigningError {
     SigningError::Sign(e.to_string())
 }
 

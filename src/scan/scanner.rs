@@ -9,11 +9,26 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde::Serialize;
 use tokio::sync::Semaphore;
 
-use super::judge::{Endpoint, Probe};
+use super::{Answer, Prober, ScanAlgorithm, ScanError, Served, scan_held};
+use crate::fingerprint::Fingerprint;
 use crate::keyset::fingerprint_of;
-use crate::scan::{Answer, Prober, ScanAlgorithm, ScanError, Served, scan_held};
+
+/// An endpoint to scan.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Endpoint {
+    /// What to call it (instance name or id, or the address).
+    pub name: String,
+    /// Host name or address.
+    pub host: String,
+    /// Port.
+    pub port: u16,
+}
+
+/// What a probe returned.
+pub type Probe = Result<Fingerprint, ScanError>;
 
 /// How to scan.
 #[derive(Clone, Debug)]

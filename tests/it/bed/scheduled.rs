@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::common::bed::{BedOptions, Role, TARGETS, TestBed, served};
 use crate::common::support::require;
-use crate::rotate::{set_of, stages};
+use crate::bed::rotate::{set_of, stages};
 
 /// The function's ARN on the bed (the emulator's account).
 fn function_arn(bed: &TestBed) -> String {
@@ -334,7 +334,7 @@ fn three_rotations(pull: bool) {
     timer(&bed);
     let lb = bed.state.lb.clone().unwrap();
     let mut extra = vec![];
-    let ca_only = (!pull).then(|| crate::rotate::signed_with_a_ca(&bed));
+    let ca_only = (!pull).then(|| crate::bed::rotate::signed_with_a_ca(&bed));
     if !pull {
         extra.extend(["--ca-secret-id", "hostkeyctl-ca/ca"]);
         timer(&bed);

@@ -344,7 +344,7 @@ fn fingerprints_in(file: &Path) -> String {
 /// `rotate` with `extra`, which must end in `expected` and tell which
 /// clients fetch what now (`clients`, as docs/clients.md says).
 fn rotate(bed: &TestBed, extra: &str, expected: &str, fetch_now: &str) {
-    let (code, report, stderr) = crate::rotate::rotate(bed, &[extra]);
+    let (code, report, stderr) = crate::bed::rotate::rotate(bed, &[extra]);
     assert_eq!(code, 0, "{stderr}\n{report}");
     assert_eq!(report["result"], expected, "{report}");
     let clients = report["clients"].as_str().unwrap_or_default();
@@ -380,9 +380,9 @@ fn every_client_logs_in_through_a_rotation_with_what_hostkeyctl_printed_for_it()
     assert_eq!(found.lines().filter(|l| !l.starts_with('#')).count(), 3, "{found}");
 
     rotate(&bed, "--overlap", "overlap_started", "--client asyncssh|plink`");
-    let new = crate::rotate::stages(&bed)["AWSPENDING"].as_str().unwrap().to_owned();
+    let new = crate::bed::rotate::stages(&bed)["AWSPENDING"].as_str().unwrap().to_owned();
     assert_ne!(new, old);
-    let new_fingerprints: Vec<String> = crate::rotate::set_of(&bed, &new).into_iter().flatten().collect();
+    let new_fingerprints: Vec<String> = crate::bed::rotate::set_of(&bed, &new).into_iter().flatten().collect();
 
     let failures = matrix.run_phase(Phase::Overlap);
     assert!(failures.is_empty(), "during the overlap: {failures:#?}");

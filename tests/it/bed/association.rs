@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::common::bed::{BedOptions, Node, TARGETS, TestBed, served};
-use crate::rotate::{next_keys, rotate, set_of, stages};
+use crate::bed::rotate::{next_keys, rotate, set_of, stages};
 
 const SECRET: &str = "hostkeys/hk";
 

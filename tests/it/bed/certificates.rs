@@ -265,7 +265,7 @@ fn certificates_are_served_trusted_through_the_lb_and_survive_a_rotation() {
     );
     assert_each_release_client_trusts_the_ca(&bed, &ca_only);
     assert_ssh_config_aliases(&bed, &ca_only);
-    crate::clients::assert_asyncssh_and_putty_trust_the_ca(&bed, NAME);
+    crate::bed::clients::assert_asyncssh_and_putty_trust_the_ca(&bed, NAME);
     assert_plain_key_client_sees_nothing(&bed);
     assert_audit_ok(&bed, &ca_fp);
     let leak = leak(&bed.state.nodes[0], bed.dir());

@@ -58,31 +58,6 @@ fn completions_and_man_pages_cover_every_subcommand() {
     }
 }
 
-/// STYLE.md's limit (issue 30): no source file over 600 lines. A file
-/// that grows past it is split by subject, as scan/ and testing/ were.
-#[test]
-fn no_source_file_is_over_600_lines() {
-    fn walk(dir: &std::path::Path, out: &mut Vec<(usize, String)>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                walk(&path, out);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                let lines = std::fs::read_to_string(&path).unwrap().lines().count();
-                out.push((lines, path.display().to_string()));
-            }
-        }
-    }
-    let mut files = Vec::new();
-    walk(
-        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
-        &mut files,
-    );
-    assert!(files.len() > 50, "{files:?}");
-    let over: Vec<&(usize, String)> = files.iter().filter(|(n, _)| *n > 600).collect();
-    assert!(over.is_empty(), "over 600 lines: {over:?}");
-}
-
 /// A connection budget directory others can write is not used (anyone
 /// could make every audit wait): the run says so and paces by itself.
 /// Regression: warnings went to a pipe (a journal, SSM's output) in

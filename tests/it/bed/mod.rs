@@ -1,0 +1,22 @@
+//! The bed tier: the real `hostkeyctl` against real sshd nodes (OpenSSH
+//! 8.4, 9.2, 10.0 profiles), HAProxy and the AWS emulator with IAM enforced
+//! (feature `testbed`; `make deps` installs the parts). The bed itself is
+//! `testbed/bed.py`; [`crate::common::bed`] drives it.
+
+mod admin;
+mod association;
+mod audit;
+mod bootstrap;
+mod certificates;
+mod clients;
+mod iam;
+mod install;
+mod profiles;
+mod releases;
+mod rotate;
+mod scheduled;
+mod ssm_document;
+mod store;
+mod targets;
+mod testbed;
+mod unit_sandbox;

@@ -1,0 +1,116 @@
+//! The house's rules (docs/design-notes.md, "The house"), checked by
+//! `scripts/check_house.py` over this tree: no file in src/, tests/,
+//! testbed/ or scripts/ over 600 lines, no function over 100, no import
+//! cycle between files or rooms of src/, no library room importing the
+//! command line, no command importing another. And the checker itself is
+//! shown to catch each breach on a tree made for it, so a checker that
+//! checks nothing cannot pass.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn check(root: &Path) -> (bool, String) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/check_house.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .arg("--root")
+        .arg(root)
+        .output()
+        .expect("python3 runs scripts/check_house.py");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[test]
+fn the_tree_keeps_the_house_rules() {
+    let (ok, text) = check(Path::new(env!("CARGO_MANIFEST_DIR")));
+    assert!(ok, "{text}");
+    // The floors it printed hold the rooms in their order.
+    let floor_of = |room: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().skip(2).any(|r| r == room))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|n| n.trim_end_matches(':').parse::<u32>().ok())
+            .unwrap_or_else(|| panic!("no floor for {room}: {text}"))
+    };
+    assert!(floor_of("commands") > floor_of("rotation"), "{text}");
+    assert!(floor_of("aws") > floor_of("store"), "{text}");
+    assert!(floor_of("store") > floor_of("aws_error"), "{text}");
+}
+
+/// A small tree for the checker, with files given as (path, text).
+fn tree(files: &[(&str, String)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (path, text) in files {
+        let path: PathBuf = dir.path().join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    dir
+}
+
+fn lib() -> (&'static str, String) {
+    (
+        "src/lib.rs",
+        "pub mod cli;\npub mod commands;\npub mod low;\npub mod high;\n".to_owned(),
+    )
+}
+
+#[test]
+fn a_tree_within_the_rules_passes() {
+    let dir = tree(&[
+        lib(),
+        ("src/low.rs", "pub struct Low;\n".to_owned()),
+        ("src/high/mod.rs", "mod part;\nuse crate::low::Low;\n".to_owned()),
+        ("src/high/part.rs", "use super::super::low::Low;\n".to_owned()),
+        ("src/commands/mod.rs", "pub mod a;\n".to_owned()),
+        ("src/commands/a.rs", "use crate::high::part;\nuse crate::commands::common;\n".to_owned()),
+        ("src/commands/common.rs", String::new()),
+        ("src/cli.rs", String::new()),
+    ]);
+    let (ok, text) = check(dir.path());
+    assert!(ok, "{text}");
+}
+
+#[test]
+fn each_breach_is_caught_and_named() {
+    let long_fn = format!("fn long() {{\n{}}}\n", "    let _ = 1;\n".repeat(99));
+    let long_py = format!("def long():\n{}", "    x = 1\n".repeat(100));
+    let dir = tree(&[
+        lib(),
+        // Two rooms importing each other, through a `super` path and a
+        // path in the code.
+        ("src/low.rs", "pub fn f() { crate::high::g() }\n".to_owned()),
+        ("src/high/mod.rs", "mod part;\npub fn g() {}\n".to_owned()),
+        ("src/high/part.rs", "use super::super::low;\n".to_owned()),
+        // The library reaching into the command line.
+        ("src/high/args.rs", "use crate::cli::Args;\n".to_owned()),
+        // A command importing another.
+        ("src/commands/mod.rs", "pub mod a;\npub mod b;\n".to_owned()),
+        ("src/commands/a.rs", "use crate::commands::b::run;\n".to_owned()),
+        ("src/commands/b.rs", String::new()),
+        ("src/cli.rs", String::new()),
+        // Sizes, in Rust, Python and the tests.
+        ("src/long.rs", long_fn),
+        ("scripts/long.py", long_py),
+        ("tests/it/big.rs", "// a line\n".repeat(601)),
+    ]);
+    let (ok, text) = check(dir.path());
+    assert!(!ok, "{text}");
+    for breach in [
+        "rooms import each other (high, low)",
+        "src/high/args.rs imports src/cli.rs: the library does not reach into the command line",
+        "src/commands/a.rs imports src/commands/b.rs: no command imports another",
+        "src/long.rs:1: long is 101 lines",
+        "scripts/long.py:1: long is 101 lines",
+        "tests/it/big.rs: 601 lines",
+    ] {
+        assert!(text.contains(breach), "missing {breach:?} in:\n{text}");
+    }
+    // A 100-line function is within the limit.
+    assert!(!text.contains("is 100 lines"), "{text}");
+}

@@ -1,0 +1,7 @@
+//! The tools tier: the built binary and OpenSSH's tools, no root, no
+//! network (feature `tools`).
+
+mod cli;
+mod house;
+mod keygen;
+mod known_hosts;
