@@ -56,30 +56,7 @@ pub(super) fn plan_certificates(
     certificates: &Certificates,
     foreign: &[Foreign],
 ) -> Result<CertPlan, InstallError> {
-    let now = crate::certificate::now_unix();
-    // A certificate whose only fault is its time (expired, not valid yet)
-    // is left out, never a reason to keep the node's own keys: plain-key
-    // clients need the canonical keys, and the report says to renew
-    // (issue 27). Every other fault refuses the set, and so does any fault
-    // under --require-principal, which asks for certificates strictly.
-    let mut usable = Certificates::new();
-    let mut left_out = Vec::new();
-    for (a, cert) in certificates {
-        let Some(key) = keys.get(*a) else { continue };
-        match crate::certificate::check_for_install(cert, key, now, &options.require_principals) {
-            Ok(()) => {
-                usable.insert(*a, cert.clone());
-            }
-            Err(
-                problem @ (crate::certificate::CertProblem::Expired { .. }
-                | crate::certificate::CertProblem::NotYetValid { .. }),
-            ) if options.require_principals.is_empty() => left_out.push(LeftOut {
-                algorithm: a.key_type().to_owned(),
-                reason: problem.to_string(),
-            }),
-            Err(problem) => return Err(problem.into()),
-        }
-    }
+    let (usable, left_out) = usable(options, keys, certificates)?;
     if certificates.is_empty() && !options.require_principals.is_empty() {
         let names: Vec<String> = options.require_principals.iter().map(ToString::to_string).collect();
         return Err(InstallError::NoCertificates(names.join(",")));
@@ -165,6 +142,40 @@ pub(super) fn plan_certificates(
     }
     plan.served |= !certificates.is_empty();
     Ok(plan)
+}
+
+/// The set's certificates that may be served, and those left out for
+/// their time alone.
+fn usable(
+    options: &InstallOptions,
+    keys: &KeySet,
+    certificates: &Certificates,
+) -> Result<(Certificates, Vec<LeftOut>), InstallError> {
+    let now = crate::certificate::now_unix();
+    // A certificate whose only fault is its time (expired, not valid yet)
+    // is left out, never a reason to keep the node's own keys: plain-key
+    // clients need the canonical keys, and the report says to renew
+    // (issue 27). Every other fault refuses the set, and so does any fault
+    // under --require-principal, which asks for certificates strictly.
+    let mut usable = Certificates::new();
+    let mut left_out = Vec::new();
+    for (a, cert) in certificates {
+        let Some(key) = keys.get(*a) else { continue };
+        match crate::certificate::check_for_install(cert, key, now, &options.require_principals) {
+            Ok(()) => {
+                usable.insert(*a, cert.clone());
+            }
+            Err(
+                problem @ (crate::certificate::CertProblem::Expired { .. }
+                | crate::certificate::CertProblem::NotYetValid { .. }),
+            ) if options.require_principals.is_empty() => left_out.push(LeftOut {
+                algorithm: a.key_type().to_owned(),
+                reason: problem.to_string(),
+            }),
+            Err(problem) => return Err(problem.into()),
+        }
+    }
+    Ok((usable, left_out))
 }
 
 /// Whether two certificates name the same principals, in any order.

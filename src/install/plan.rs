@@ -207,30 +207,9 @@ fn desired_files(inputs: FileInputs<'_>) -> Result<Vec<Desired>, InstallError> {
                 listed.extend(next_paths);
             }
         }
-        None => {
-            for a in KeyAlgorithm::ALL {
-                for path in [next_private_path(ssh_dir, a), next_public_path(ssh_dir, a)] {
-                    out.push(Desired {
-                        path,
-                        content: None,
-                        mode: 0,
-                        owner: None,
-                    });
-                }
-            }
-        }
+        None => out.extend(no_next_files(ssh_dir)),
     }
-    for (path, cert) in &certificates.files {
-        let current = files::read_current(path).map_err(io_err("cannot read", path))?;
-        out.push(Desired {
-            path: path.clone(),
-            content: Some(Zeroizing::new(
-                format!("{}\n", crate::certificate::certificate_line(cert)).into_bytes(),
-            )),
-            mode: 0o644,
-            owner: current.map(|c| (c.uid, c.gid)),
-        });
-    }
+    out.extend(certificate_files(certificates)?);
     let wanted = sshd_config::Settings {
         algorithms: keys.algorithms(),
         certificates: certificates.served,
@@ -265,6 +244,37 @@ fn desired_files(inputs: FileInputs<'_>) -> Result<Vec<Desired>, InstallError> {
             content: Some(Zeroizing::new(content.into_bytes())),
             mode,
             owner,
+        });
+    }
+    Ok(out)
+}
+
+/// Without an overlap, no next-set file stays.
+fn no_next_files(ssh_dir: &Path) -> Vec<Desired> {
+    KeyAlgorithm::ALL
+        .into_iter()
+        .flat_map(|a| [next_private_path(ssh_dir, a), next_public_path(ssh_dir, a)])
+        .map(|path| Desired {
+            path,
+            content: None,
+            mode: 0,
+            owner: None,
+        })
+        .collect()
+}
+
+/// The certificate files, public (0644), owned as the file there is.
+fn certificate_files(certificates: &CertPlan) -> Result<Vec<Desired>, InstallError> {
+    let mut out = Vec::new();
+    for (path, cert) in &certificates.files {
+        let current = files::read_current(path).map_err(io_err("cannot read", path))?;
+        out.push(Desired {
+            path: path.clone(),
+            content: Some(Zeroizing::new(
+                format!("{}\n", crate::certificate::certificate_line(cert)).into_bytes(),
+            )),
+            mode: 0o644,
+            owner: current.map(|c| (c.uid, c.gid)),
         });
     }
     Ok(out)
@@ -383,6 +393,34 @@ async fn fetch_sets(
     Ok((keys, certificates, next_keys))
 }
 
+/// sshd's own HostKey files, in its order, without the next set's.
+fn own_host_keys(sshd: &impl SshdControl, ssh_dir: &Path) -> Result<Vec<String>, InstallError> {
+    let mut seen = Vec::new();
+    for path in sshd.effective()?.host_keys {
+        let ours = KeyAlgorithm::ALL
+            .iter()
+            .any(|a| Path::new(&path) == next_private_path(ssh_dir, *a));
+        if !ours && !seen.contains(&path) {
+            seen.push(path);
+        }
+    }
+    Ok(seen)
+}
+
+/// The main config without our blocks, and every drop-in but ours.
+fn config_texts(ssh_dir: &Path, main_text: &str) -> Vec<String> {
+    let mut texts = vec![sshd_config::strip_blocks(main_text)];
+    if let Ok(entries) = std::fs::read_dir(ssh_dir.join("sshd_config.d")) {
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".conf") && name != sshd_config::DROP_IN_NAME {
+                texts.push(std::fs::read_to_string(entry.path()).unwrap_or_default());
+            }
+        }
+    }
+    texts
+}
+
 /// The plan phase: what the files must be, under the lock.
 pub(super) async fn prepare(
     options: &InstallOptions,
@@ -422,28 +460,11 @@ pub(super) async fn prepare(
     // During an overlap, list sshd's own host keys explicitly, first, so
     // they stay the ones served; the next set's keys follow.
     let host_keys = if next_keys.is_some() {
-        let mut seen = Vec::new();
-        for path in sshd.effective()?.host_keys {
-            let ours = KeyAlgorithm::ALL
-                .iter()
-                .any(|a| Path::new(&path) == next_private_path(&options.ssh_dir, *a));
-            if !ours && !seen.contains(&path) {
-                seen.push(path);
-            }
-        }
-        seen
+        own_host_keys(sshd, &options.ssh_dir)?
     } else {
         Vec::new()
     };
-    let mut texts = vec![sshd_config::strip_blocks(&main_text)];
-    if let Ok(entries) = std::fs::read_dir(options.ssh_dir.join("sshd_config.d")) {
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if name.ends_with(".conf") && name != sshd_config::DROP_IN_NAME {
-                texts.push(std::fs::read_to_string(entry.path()).unwrap_or_default());
-            }
-        }
-    }
+    let texts = config_texts(&options.ssh_dir, &main_text);
     let explicit = sshd_config::has_host_key_lines(&texts);
     // Certificates sshd already serves that are not ours: the admin
     // chooses to refuse, replace or keep them (docs/certificates.md).

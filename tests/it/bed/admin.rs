@@ -32,16 +32,14 @@ async fn init_records_public_fingerprints_in_tags_and_refuses_to_overwrite() {
             "{fp} not in {tags:?}"
         );
     }
-    let again = bed.run(&["init", "--secret-id", "hostkeys/hk"]);
+    let again = bed.cli("init").secret().run();
     again.code(2);
     assert!(
         again.stderr.contains("already exists") && again.stderr.contains("never overwrites"),
         "{}",
         again.stderr
     );
-    let status = bed
-        .run(&["status", "--output", "json", "--secret-id", "hostkeys/hk"])
-        .json();
+    let status = bed.cli("status").json().secret().run().json();
     assert_eq!(
         status["versions"].as_array().unwrap().len(),
         1,
@@ -156,19 +154,24 @@ async fn bad_input_gets_clear_errors_and_documented_exit_codes() {
         .await
         .unwrap();
     bed.init_generated("hostkeys/hk");
-    let push =
-        |secret: &str, target: &str| bed.run(&["push", "--output", "json", "--secret-id", secret, "--target", target]);
+    let push = |secret: &str, target: &str| {
+        bed.cli("push")
+            .json()
+            .secret_id(secret)
+            .args(&["--target", target])
+            .run()
+    };
     let cases: Vec<(crate::common::bed::Run, i32, &str)> = vec![
-        (bed.run(&["status", "--secret-id", "hostkeys/nope"]), 4, "was not found"),
+        (bed.cli("status").secret_id("hostkeys/nope").run(), 4, "was not found"),
         (push("hostkeys/nope", "tag:Role=login"), 4, "was not found"),
         // Outside the key sets' prefix the admin role may read nothing.
         (
-            bed.run(&["status", "--secret-id", "nope"]),
+            bed.cli("status").secret_id("nope").run(),
             4,
             "grant secretsmanager:DescribeSecret",
         ),
         (
-            bed.run(&["status", "--secret-id", "hostkeys/db-password"]),
+            bed.cli("status").secret_id("hostkeys/db-password").run(),
             2,
             "is not a hostkeyctl key set",
         ),
@@ -184,15 +187,10 @@ async fn bad_input_gets_clear_errors_and_documented_exit_codes() {
             "not running or do not exist",
         ),
         (
-            bed.run(&[
-                "push",
-                "--secret-id",
-                "hostkeys/hk",
-                "--target",
-                "tag:Role=login",
-                "--max-errors",
-                "lots",
-            ]),
+            bed.cli("push")
+                .secret()
+                .args(&["--target", "tag:Role=login", "--max-errors", "lots"])
+                .run(),
             2,
             "--max-errors",
         ),
@@ -212,7 +210,7 @@ async fn bad_input_gets_clear_errors_and_documented_exit_codes() {
     );
     bed.set_faults(json!({ "deny_actions": {}, "throttle_fraction": 1.0, "throttle_actions": ["DescribeSecret"] }));
     bed.control("POST", "/_bed/counts/reset", &json!({}));
-    let throttled = bed.run(&["status", "--secret-id", "hostkeys/hk", "--max-attempts", "2"]);
+    let throttled = bed.cli("status").secret().args(&["--max-attempts", "2"]).run();
     throttled.code(4);
     assert!(throttled.stderr.contains("throttled"), "{}", throttled.stderr);
     assert_eq!(

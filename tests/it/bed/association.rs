@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::common::bed::{BedOptions, Node, TARGETS, TestBed, served};
 use crate::bed::rotate::{next_keys, rotate, set_of, stages};
+use crate::common::bed::{BedOptions, Node, TARGETS, TestBed, served};
 
 const SECRET: &str = "hostkeys/hk";
 
@@ -121,14 +121,14 @@ fn an_association_converges_a_new_instance_and_never_moves_a_node_off_the_stages
     assert_shown_and_in_status(&bed);
     // By ARN: the same association (regression: its name came from the id
     // as given, so status by ARN listed none).
-    let by_arn = bed.run(&["association", "show", "--secret-id", &arn, "--output", "json"]);
+    let by_arn = bed.cli("association show").secret_id(&arn).json().run();
     by_arn.ok();
     let name = by_arn.json()["association"]["spec"]["name"]
         .as_str()
         .unwrap()
         .to_owned();
     assert!(name.starts_with("hostkeyctl-hostkeys-hk-"), "{name}");
-    let status = bed.run(&["status", "--output", "json", "--secret-id", &arn]);
+    let status = bed.cli("status").json().secret_id(&arn).run();
     status.ok();
     assert_eq!(status.json()["association"]["spec"]["schedule"], "rate(1 hour)");
 
@@ -139,7 +139,7 @@ fn an_association_converges_a_new_instance_and_never_moves_a_node_off_the_stages
     absent.ok();
     assert_eq!(absent.json()["result"], "absent");
     assert!(bed.settle_associations().is_empty());
-    let status = bed.run(&["status", "--output", "json", "--secret-id", SECRET]);
+    let status = bed.cli("status").json().secret_id(SECRET).run();
     assert!(status.json().get("association").is_none(), "{}", status.stdout);
     // What it installed stays.
     assert_on_the_stages(&bed, &nodes, "after the delete");
@@ -207,13 +207,17 @@ fn assert_shown_and_in_status(bed: &TestBed) {
     assert_eq!(shown["association"]["status"], "Success");
     assert_eq!(shown["association"]["instances_by_status"]["Success"], 3);
     assert!(shown["association"]["last_execution"].is_string(), "{shown}");
-    let text = bed.run(&["association", "show", "--secret-id", SECRET, "--output", "table"]);
+    let text = bed
+        .cli("association show")
+        .secret_id(SECRET)
+        .args(&["--output", "table"])
+        .run();
     text.ok();
     assert!(text.stdout.contains("hostkeyctl's own (by SHA-256)"), "{}", text.stdout);
 
     // status lists it, with its schedule and last run.
     let status = |format: &str| {
-        let run = bed.run(&["status", "--output", format, "--secret-id", SECRET]);
+        let run = bed.cli("status").secret_id(SECRET).args(&["--output", format]).run();
         run.ok();
         run
     };

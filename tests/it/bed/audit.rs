@@ -78,9 +78,12 @@ fn mismatches_before_push_and_one_key_per_type_after() {
         "{report}"
     );
 
-    let mut push = vec!["push", "--secret-id", "hostkeys/hk", "--max-concurrency", "100%"];
-    push.extend(TARGETS);
-    bed.run(&push).ok();
+    bed.cli("push")
+        .secret()
+        .targets()
+        .args(&["--max-concurrency", "100%"])
+        .run()
+        .ok();
     let (code, report) = audit(&bed, &args);
     assert_eq!(code, 0, "{report}");
     for t in MANAGED {
@@ -294,9 +297,7 @@ async fn a_hostile_fingerprint_tag_never_reaches_a_nodes_shell() {
         .await
         .unwrap();
 
-    let mut args = vec!["audit", "--output", "json", "--secret-id", "hostkeys/hk", "--via-ssm"];
-    args.extend(TARGETS);
-    let run = bed.run(&args);
+    let run = bed.cli("audit").json().secret().targets().args(&["--via-ssm"]).run();
     run.code(2);
     assert!(
         run.stderr.contains("tag hostkeyctl:fp:ssh-ed25519") && run.stderr.contains("is not a SHA256 fingerprint"),
@@ -389,17 +390,12 @@ fn an_lb_audit_of_openssh_10_nodes_is_paced_and_locks_nobody_out() {
         ..BedOptions::default()
     });
     bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
-    let run = bed.run(&[
-        "audit",
-        "--output",
-        "json",
-        "--secret-id",
-        "hostkeys/hk",
-        "--lb",
-        "lb:hp-login",
-        "--samples",
-        "30",
-    ]);
+    let run = bed
+        .cli("audit")
+        .json()
+        .secret()
+        .args(&["--lb", "lb:hp-login", "--samples", "30"])
+        .run();
     assert_eq!(run.code, 1, "the nodes' keys differ: {}\n{}", run.stderr, run.stdout);
     let report = run.json();
     assert_eq!(report["lb"]["backends"], 3, "{report}");
@@ -475,32 +471,19 @@ fn a_balancer_that_pins_clients_cannot_make_an_audit_ok() {
         .expect("the balancer reaches a node")
         .clone();
     bed.init_from_node("hostkeys/hk", &pinned);
-    let alone = bed.run(&[
-        "audit",
-        "--output",
-        "json",
-        "--secret-id",
-        "hostkeys/hk",
-        "--lb",
-        &format!("{}:{}", lb.address, lb.port),
-        "--samples",
-        "12",
-    ]);
+    let alone = bed
+        .cli("audit")
+        .json()
+        .secret()
+        .args(&["--lb", &format!("{}:{}", lb.address, lb.port), "--samples", "12"])
+        .run();
     let report = alone.json();
     assert_eq!(alone.code, 3, "{}\n{report}", alone.stderr);
     assert_eq!(report["conclusion"], "incomplete", "{report}");
     assert_eq!(report["lb"]["distinct"], 1, "{report}");
     assert_eq!(report["lb"]["alone"], true, "{report}");
     assert!(alone.stderr.contains("--lb lb:NAME"), "{}", alone.stderr);
-    let named = bed.run(&[
-        "audit",
-        "--output",
-        "json",
-        "--secret-id",
-        "hostkeys/hk",
-        "--lb",
-        "lb:hp-login",
-    ]);
+    let named = bed.cli("audit").json().secret().args(&["--lb", "lb:hp-login"]).run();
     let report = named.json();
     assert_eq!(named.code, 1, "{}\n{report}", named.stderr);
     assert_eq!(report["nodes"].as_array().unwrap().len(), 3, "{report}");

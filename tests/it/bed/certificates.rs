@@ -73,7 +73,7 @@ fn connects(bed: &TestBed, known_hosts: &Path, alias: &str, times: usize) -> usi
 }
 
 fn ca_init(bed: &TestBed, name: &str) -> Value {
-    let run = bed.run(&["ca", "init", "--output", "json", "--secret-id", name]);
+    let run = bed.cli("ca init").json().secret_id(name).run();
     ok(&run, "ca init");
     run.json()
 }
@@ -139,7 +139,7 @@ fn assert_audit_ok(bed: &TestBed, ca_fp: &str) {
 /// warning at all.
 fn assert_plain_key_client_sees_nothing(bed: &TestBed) {
     let lb = bed.state.lb.clone().unwrap();
-    let plain = bed.run(&["known-hosts", "--secret-id", "hostkeys/hk", "--host", &lb.address]);
+    let plain = bed.cli("known-hosts").secret().args(&["--host", &lb.address]).run();
     ok(&plain, "known-hosts");
     let plain_file = bed.dir().join("known_hosts.plain");
     std::fs::write(&plain_file, &plain.stdout).unwrap();
@@ -155,16 +155,11 @@ fn assert_plain_key_client_sees_nothing(bed: &TestBed) {
 /// checked as the principal through HostKeyAlias.
 fn assert_ssh_config_aliases(bed: &TestBed, ca_only: &Path) {
     let lb = bed.state.lb.clone().unwrap();
-    let config = bed.run(&[
-        "known-hosts",
-        "--secret-id",
-        "hostkeys/hk",
-        "--host",
-        NAME,
-        "--ssh-config",
-        "--node",
-        &lb.address,
-    ]);
+    let config = bed
+        .cli("known-hosts")
+        .secret()
+        .args(&["--host", NAME, "--ssh-config", "--node", &lb.address])
+        .run();
     ok(&config, "known-hosts --ssh-config");
     let file = bed.dir().join("ssh_config");
     std::fs::write(&file, &config.stdout).unwrap();
@@ -215,7 +210,7 @@ fn certificates_are_served_trusted_through_the_lb_and_survive_a_rotation() {
     bed.init_generated("hostkeys/hk");
     let ca = ca_init(&bed, "hostkeyctl-ca/ca");
     let ca_fp = ca["fingerprint"].as_str().unwrap().to_owned();
-    let again = bed.run(&["ca", "init", "--secret-id", "hostkeyctl-ca/ca"]);
+    let again = bed.cli("ca init").secret_id("hostkeyctl-ca/ca").run();
     again.code(2);
     assert!(again.stderr.contains("never overwrites a CA"), "{}", again.stderr);
     assert_eq!(sign(&bed, &[])["certificates"].as_array().unwrap().len(), 3);
@@ -226,23 +221,16 @@ fn certificates_are_served_trusted_through_the_lb_and_survive_a_rotation() {
     assert_nodes_serve_certificates(&bed, &ca_fp);
 
     // Clients that hold only the CA line (from the CA secret's tags).
-    let ca_line = bed.run(&[
-        "known-hosts",
-        "--ca-secret-id",
-        "hostkeyctl-ca/ca",
-        "--host",
-        "*",
-        "--cert-authority",
-    ]);
+    let ca_line = bed
+        .cli("known-hosts")
+        .args(&["--ca-secret-id", "hostkeyctl-ca/ca", "--host", "*", "--cert-authority"])
+        .run();
     ok(&ca_line, "known-hosts --cert-authority");
-    let from_set = bed.run(&[
-        "known-hosts",
-        "--secret-id",
-        "hostkeys/hk",
-        "--host",
-        "*",
-        "--cert-authority",
-    ]);
+    let from_set = bed
+        .cli("known-hosts")
+        .secret()
+        .args(&["--host", "*", "--cert-authority"])
+        .run();
     ok(&from_set, "known-hosts --cert-authority from the set");
     assert_eq!(ca_line.stdout, from_set.stdout);
     assert!(
@@ -284,9 +272,7 @@ fn certificates_are_served_trusted_through_the_lb_and_survive_a_rotation() {
     // Renewal after a rotation: the signed copy becomes the one AWSCURRENT
     // (the emulator moved the label from a stale version, leaving two).
     let renewed = sign(&bed, &["--validity-days", "60"]);
-    let status = bed
-        .run(&["status", "--output", "json", "--secret-id", "hostkeys/hk"])
-        .json();
+    let status = bed.cli("status").json().secret().run().json();
     let current: Vec<&Value> = status["versions"]
         .as_array()
         .unwrap()
@@ -304,9 +290,7 @@ fn certificates_are_served_trusted_through_the_lb_and_survive_a_rotation() {
         "{status}"
     );
     // Without the CA, rotate refuses to drop the certificates.
-    let mut unsigned = vec!["rotate", "--secret-id", "hostkeys/hk", "--min-overlap", "0"];
-    unsigned.extend(TARGETS);
-    let refused = bed.run(&unsigned);
+    let refused = bed.cli("rotate").secret().targets().args(&["--min-overlap", "0"]).run();
     refused.code(2);
     assert!(refused.stderr.contains("--ca-secret-id"), "{}", refused.stderr);
     assert_revocation_refuses_the_leak(&bed, &leak, &ca_only);
@@ -382,7 +366,11 @@ fn assert_revocation_refuses_the_leak(bed: &TestBed, leak: &Path, ca_only: &Path
         String::from_utf8_lossy(&accepted.stderr)
     );
 
-    let revoked = bed.run(&["known-hosts", "--secret-id", "hostkeys/hk", "--host", "*", "--revoked"]);
+    let revoked = bed
+        .cli("known-hosts")
+        .secret()
+        .args(&["--host", "*", "--revoked"])
+        .run();
     ok(&revoked, "known-hosts --revoked");
     assert_eq!(revoked.stdout.lines().count(), 3, "{}", revoked.stdout);
     let with_revoked = bed.dir().join("known_hosts.revoked");
@@ -393,13 +381,11 @@ fn assert_revocation_refuses_the_leak(bed: &TestBed, leak: &Path, ca_only: &Path
     assert!(!refused.status.success() && said.contains("REVOKED"), "{said}");
 
     let krl = bed.dir().join("revoked.krl");
-    let written = bed.run(&[
-        "known-hosts",
-        "--secret-id",
-        "hostkeys/hk",
-        "--krl",
-        krl.to_str().unwrap(),
-    ]);
+    let written = bed
+        .cli("known-hosts")
+        .secret()
+        .args(&["--krl", krl.to_str().unwrap()])
+        .run();
     ok(&written, "known-hosts --krl");
     let query = Command::new(require("ssh-keygen"))
         .arg("-Q")
@@ -527,27 +513,28 @@ fn the_audit_gives_each_certificate_verdict_and_expired_certificates_fall_back_t
     let endpoint = format!("{}:{}", node.address, node.port);
     let lb = bed.state.lb.clone().expect("the bed has a load balancer");
     let verdict = || {
-        let run = bed.run(&[
-            "audit",
-            "--output",
-            "json",
-            "--expect",
-            &key_fp,
-            "--key-types",
-            "ssh-ed25519",
-            "--endpoint",
-            &endpoint,
-            "--ca-fingerprint",
-            &ca_fp,
-            "--principal",
-            NAME,
-            "--warn-days",
-            "10",
-            "--lb",
-            &lb.address,
-            "--samples",
-            "3",
-        ]);
+        let run = bed
+            .cli("audit")
+            .json()
+            .args(&[
+                "--expect",
+                &key_fp,
+                "--key-types",
+                "ssh-ed25519",
+                "--endpoint",
+                &endpoint,
+                "--ca-fingerprint",
+                &ca_fp,
+                "--principal",
+                NAME,
+                "--warn-days",
+                "10",
+                "--lb",
+                &lb.address,
+                "--samples",
+                "3",
+            ])
+            .run();
         let report = run.json();
         let status = report["nodes"][0]["findings"][0]["certificate"]["status"]
             .as_str()
@@ -651,13 +638,18 @@ fn a_reload_that_does_not_serve_the_certificates_is_rolled_back() {
     let node = bed.state.nodes[0].clone();
     bed.init_generated("hostkeys/hk");
     ok(
-        &bed.install_on(&node, &["--secret-id", "hostkeys/hk"]),
+        &bed.cli("install").on(&node).secret().run(),
         "install without certificates",
     );
     ca_init(&bed, "hostkeyctl-ca/ca");
     sign(&bed, &[]);
     let before = snapshot(&node.ssh_dir);
-    let run = bed.install_on(&node, &["--secret-id", "hostkeys/hk", "--reload-command", "true"]);
+    let run = bed
+        .cli("install")
+        .on(&node)
+        .secret()
+        .args(&["--reload-command", "true"])
+        .run();
     run.code(3);
     let report = run.json();
     assert_eq!(report["result"], "rolled_back", "{report}");
@@ -668,7 +660,7 @@ fn a_reload_that_does_not_serve_the_certificates_is_rolled_back() {
     assert_eq!(snapshot(&node.ssh_dir), before, "files not restored byte for byte");
     assert!(cert_types(&node.address, node.port).is_empty());
     ok(
-        &bed.install_on(&node, &["--secret-id", "hostkeys/hk"]),
+        &bed.cli("install").on(&node).secret().run(),
         "install with a real reload",
     );
     assert_eq!(cert_types(&node.address, node.port).len(), 3);

@@ -380,7 +380,10 @@ fn every_client_logs_in_through_a_rotation_with_what_hostkeyctl_printed_for_it()
     assert_eq!(found.lines().filter(|l| !l.starts_with('#')).count(), 3, "{found}");
 
     rotate(&bed, "--overlap", "overlap_started", "--client asyncssh|plink`");
-    let new = crate::bed::rotate::stages(&bed)["AWSPENDING"].as_str().unwrap().to_owned();
+    let new = crate::bed::rotate::stages(&bed)["AWSPENDING"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert_ne!(new, old);
     let new_fingerprints: Vec<String> = crate::bed::rotate::set_of(&bed, &new).into_iter().flatten().collect();
 
@@ -449,16 +452,11 @@ pub fn assert_asyncssh_and_putty_trust_the_ca(bed: &TestBed, name: &str) {
         port: lb.port,
     };
     let ca_lines = |client: &str| {
-        let run = bed.run(&[
-            "known-hosts",
-            "--secret-id",
-            "hostkeys/hk",
-            "--host",
-            name,
-            "--cert-authority",
-            "--client",
-            client,
-        ]);
+        let run = bed
+            .cli("known-hosts")
+            .secret()
+            .args(&["--host", name, "--cert-authority", "--client", client])
+            .run();
         run.ok();
         run.stdout
     };

@@ -34,9 +34,9 @@ fn with_targets(args: &[&'static str]) -> Vec<&'static str> {
 /// ran when the bed started, as the admin); no CA read, no stage move.
 fn admin_does_its_commands(bed: &TestBed) {
     bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
-    ok(&bed.run(&["status", "--secret-id", "hostkeys/hk"]), "status");
+    ok(&bed.cli("status").secret().run(), "status");
     ok(
-        &bed.run(&["known-hosts", "--secret-id", "hostkeys/hk", "--host", "login.test"]),
+        &bed.cli("known-hosts").secret().args(&["--host", "login.test"]).run(),
         "known-hosts",
     );
     ok(
@@ -49,7 +49,7 @@ fn admin_does_its_commands(bed: &TestBed) {
         ])),
         "push",
     );
-    ok(&bed.run(&["ca", "init", "--secret-id", "hostkeyctl-ca/ca"]), "ca init");
+    ok(&bed.cli("ca init").secret_id("hostkeyctl-ca/ca").run(), "ca init");
     let sign = [
         "sign",
         "--secret-id",
@@ -104,9 +104,7 @@ async fn auditor_does_its_commands(bed: &TestBed) {
         "secretsmanager:GetSecretValue",
         "the auditor reading a value",
     );
-    let status = bed
-        .run(&["status", "--secret-id", "hostkeys/hk", "--output", "json"])
-        .json();
+    let status = bed.cli("status").secret().json().run().json();
     let version = status["versions"][0]["version_id"].as_str().unwrap().to_owned();
     let sm = aws_sdk_secretsmanager::Client::new(&bed.sdk_config_as(Role::Auditor, 1).await);
     let err = sm
@@ -138,26 +136,22 @@ async fn auditor_does_its_commands(bed: &TestBed) {
 /// signer: sign (a stage move, compare and swap), the CA's line; no command.
 fn signer_does_its_commands(bed: &TestBed) {
     ok(
-        &bed.run(&[
-            "sign",
-            "--secret-id",
-            "hostkeys/hk",
-            "--ca-secret-id",
-            "hostkeyctl-ca/ca",
-            "--principal",
-            "login.test",
-        ]),
+        &bed.cli("sign")
+            .secret()
+            .args(&["--ca-secret-id", "hostkeyctl-ca/ca", "--principal", "login.test"])
+            .run(),
         "sign",
     );
     ok(
-        &bed.run(&[
-            "known-hosts",
-            "--host",
-            "login.test",
-            "--cert-authority",
-            "--ca-secret-id",
-            "hostkeyctl-ca/ca",
-        ]),
+        &bed.cli("known-hosts")
+            .args(&[
+                "--host",
+                "login.test",
+                "--cert-authority",
+                "--ca-secret-id",
+                "hostkeyctl-ca/ca",
+            ])
+            .run(),
         "known-hosts --ca-secret-id",
     );
     denied(
@@ -187,19 +181,19 @@ fn rotation_and_node_do_their_commands(bed: &TestBed) {
     ok(&rotated, "rotate");
     assert_eq!(rotated.json()["result"], "rotated");
     denied(
-        &bed.run_as(Role::Rotation, &["init", "--secret-id", "hostkeys/other"]),
+        &bed.cli("init").role(Role::Rotation).secret_id("hostkeys/other").run(),
         "secretsmanager:CreateSecret",
         "the rotation role creating a secret",
     );
     let node = &bed.state.nodes[0];
-    ok(&bed.install_on(node, &["--secret-id", "hostkeys/hk"]), "install");
+    ok(&bed.cli("install").on(node).secret().run(), "install");
     denied(
-        &bed.install_on(node, &["--secret-id", "hostkeyctl-ca/ca"]),
+        &bed.cli("install").on(node).secret_id("hostkeyctl-ca/ca").run(),
         "secretsmanager:GetSecretValue",
         "a node reading the CA",
     );
     denied(
-        &bed.run_as(Role::Node, &["status", "--secret-id", "hostkeys/hk"]),
+        &bed.cli("status").role(Role::Node).secret().run(),
         "secretsmanager:DescribeSecret",
         "a node describing the secret",
     );
@@ -254,20 +248,14 @@ fn a_refused_sign_says_what_it_left_and_the_next_rotate_removes_it() {
         ..BedOptions::default()
     });
     bed.init_generated("hostkeys/hk");
-    ok(&bed.run(&["ca", "init", "--secret-id", "hostkeyctl-ca/ca"]), "ca init");
-    let before = bed
-        .run(&["status", "--secret-id", "hostkeys/hk", "--output", "json"])
-        .json();
+    ok(&bed.cli("ca init").secret_id("hostkeyctl-ca/ca").run(), "ca init");
+    let before = bed.cli("status").secret().json().run().json();
     bed.set_faults(json!({ "deny_actions": { "UpdateSecretVersionStage": "" } }));
-    let sign = bed.run(&[
-        "sign",
-        "--secret-id",
-        "hostkeys/hk",
-        "--ca-secret-id",
-        "hostkeyctl-ca/ca",
-        "--principal",
-        "login.test",
-    ]);
+    let sign = bed
+        .cli("sign")
+        .secret()
+        .args(&["--ca-secret-id", "hostkeyctl-ca/ca", "--principal", "login.test"])
+        .run();
     denied(
         &sign,
         "secretsmanager:UpdateSecretVersionStage",
@@ -280,9 +268,7 @@ fn a_refused_sign_says_what_it_left_and_the_next_rotate_removes_it() {
         sign.stderr
     );
     bed.control("POST", "/_bed/faults/reset", &json!({}));
-    let after = bed
-        .run(&["status", "--secret-id", "hostkeys/hk", "--output", "json"])
-        .json();
+    let after = bed.cli("status").secret().json().run().json();
     let current = |s: &Value| {
         s["versions"]
             .as_array()

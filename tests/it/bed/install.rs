@@ -38,7 +38,7 @@ fn a_fresh_node_converges_and_a_second_run_changes_nothing() {
     let expected = set_fingerprints(&init);
     assert_ne!(served(node), expected);
 
-    let first = bed.install_on(node, &["--secret-id", "hostkeys/hk"]);
+    let first = bed.cli("install").on(node).secret().run();
     first.ok();
     let report = first.json();
     assert_eq!(report["result"], "changed", "{report}");
@@ -49,7 +49,7 @@ fn a_fresh_node_converges_and_a_second_run_changes_nothing() {
     assert_no_leftovers(node);
 
     let files_before = snapshot(&node.ssh_dir);
-    let second = bed.install_on(node, &["--secret-id", "hostkeys/hk"]);
+    let second = bed.cli("install").on(node).secret().run();
     second.ok();
     assert_eq!(second.json()["result"], "unchanged");
     assert_eq!(second.json()["reloaded"], false);
@@ -63,11 +63,11 @@ fn a_fresh_node_converges_and_a_second_run_changes_nothing() {
         }
     }
     // --check agrees, changing nothing.
-    let check = bed.install_on(node, &["--secret-id", "hostkeys/hk", "--check"]);
+    let check = bed.cli("install").on(node).secret().args(&["--check"]).run();
     check.ok();
     assert_eq!(check.json()["result"], "match");
     let other = &bed.state.nodes[0];
-    let other_check = bed.install_on(other, &["--secret-id", "hostkeys/hk", "--check"]);
+    let other_check = bed.cli("install").on(other).secret().args(&["--check"]).run();
     // Node 1 has the keys but not the HostKeyAlgorithms pin yet: fine; what
     // it serves for the managed types matches.
     other_check.ok();
@@ -98,15 +98,12 @@ fn a_failing_reload_restores_the_files_byte_for_byte() {
     bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
     let before = snapshot(&node.ssh_dir);
     let served_before = served(node);
-    let run = bed.install_on(
-        node,
-        &[
-            "--secret-id",
-            "hostkeys/hk",
-            "--reload-command",
-            "echo 'reload is broken' >&2; exit 7",
-        ],
-    );
+    let run = bed
+        .cli("install")
+        .on(node)
+        .secret()
+        .args(&["--reload-command", "echo 'reload is broken' >&2; exit 7"])
+        .run();
     run.code(3);
     let report = run.json();
     assert_eq!(report["result"], "rolled_back", "{report}");
@@ -148,7 +145,12 @@ fn sshd_reading_another_host_key_path_fails_verification_and_rolls_back() {
     let before = snapshot(&node.ssh_dir);
     let served_before = served(node);
 
-    let run = bed.install_on(node, &["--secret-id", "hostkeys/hk", "--verify-timeout", "3"]);
+    let run = bed
+        .cli("install")
+        .on(node)
+        .secret()
+        .args(&["--verify-timeout", "3"])
+        .run();
     run.code(3);
     let report = run.json();
     assert_eq!(report["result"], "rolled_back", "{report}");
@@ -213,7 +215,7 @@ fn no_space_left_while_writing_rolls_back() {
     let before = snapshot(&node.ssh_dir);
     let served_before = served(node);
 
-    let run = bed.install_on(node, &["--secret-id", "hostkeys/hk"]);
+    let run = bed.cli("install").on(node).secret().run();
     run.code(3);
     let report = run.json();
     assert_eq!(report["result"], "rolled_back", "{report}");
@@ -244,7 +246,7 @@ fn unmanaged_key_types_stop_being_served() {
         "the extra key is served at first"
     );
 
-    let run = bed.install_on(node, &["--secret-id", "hostkeys/hk"]);
+    let run = bed.cli("install").on(node).secret().run();
     run.ok();
     assert!(
         !offers(node, "ecdsa-sha2-nistp384", &bed.state.client_key),
@@ -271,13 +273,13 @@ fn a_config_without_include_gets_an_inline_block() {
     std::fs::write(&node.sshd_config, &without).unwrap();
     bed.start_node(&node.name);
 
-    let run = bed.install_on(node, &["--secret-id", "hostkeys/hk"]);
+    let run = bed.cli("install").on(node).secret().run();
     run.ok();
     let after = std::fs::read_to_string(&node.sshd_config).unwrap();
     assert!(after.starts_with("# BEGIN hostkeyctl"), "{after}");
     assert!(after.ends_with(&without), "the rest of the config changed");
     assert_eq!(served(node), set_fingerprints(&init));
-    let again = bed.install_on(node, &["--secret-id", "hostkeys/hk"]);
+    let again = bed.cli("install").on(node).secret().run();
     assert_eq!(again.json()["result"], "unchanged");
 }
 
@@ -289,13 +291,14 @@ fn private_key_bytes_never_reach_stdout_or_stderr() {
     let secret_lines = private_lines(&bed.state.nodes[0].ssh_dir);
     let old_lines = private_lines(&node.ssh_dir);
     let runs: Vec<Run> = vec![
-        bed.install_on(node, &["--secret-id", "hostkeys/hk", "-vvv"]),
-        bed.install_on(node, &["--secret-id", "hostkeys/hk", "-vvv"]),
-        bed.install_on(
-            &bed.state.nodes[0],
-            &["--secret-id", "hostkeys/hk", "--reload-command", "false", "-vvv"],
-        ),
-        bed.install_on(node, &["--secret-id", "hostkeys/hk", "--check", "-vvv"]),
+        bed.cli("install").on(node).secret().args(&["-vvv"]).run(),
+        bed.cli("install").on(node).secret().args(&["-vvv"]).run(),
+        bed.cli("install")
+            .on(&bed.state.nodes[0])
+            .secret()
+            .args(&["--reload-command", "false", "-vvv"])
+            .run(),
+        bed.cli("install").on(node).secret().args(&["--check", "-vvv"]).run(),
     ];
     // Regression (hardening finding 7): at trace level with the SDK's
     // sensitive-body logging switched on, GetSecretValue's answer (the
@@ -425,7 +428,7 @@ fn installs_killed_at_random_points_always_converge_and_sshd_keeps_serving() {
     };
     // How long one converging install takes here, to spread the kills over it.
     let start = Instant::now();
-    let calibrate = bed.install_on(&node, &["--secret-id", "hostkeys/a"]);
+    let calibrate = bed.cli("install").on(&node).secret_id("hostkeys/a").run();
     calibrate.ok();
     let span = start.elapsed();
 
@@ -443,7 +446,7 @@ fn installs_killed_at_random_points_always_converge_and_sshd_keeps_serving() {
         }
         let _ = child.kill();
         let _ = child.wait();
-        let after = bed.install_on(&node, &["--secret-id", secret]);
+        let after = bed.cli("install").on(&node).secret_id(secret).run();
         assert_eq!(
             after.code, 0,
             "round {round}: the run after a kill failed: {}",
@@ -491,7 +494,7 @@ fn a_refused_config_is_rolled_back_without_taking_sshd_down() {
         let key = node.ssh_dir.join(format!("ssh_host_{t}_key"));
         assert!(Command::new("chmod").arg("0640").arg(&key).status().unwrap().success());
     }
-    let run = bed.install_on(node, &["--secret-id", "hostkeys/hk"]);
+    let run = bed.cli("install").on(node).secret().run();
     run.code(3);
     let report = run.json();
     assert_eq!(report["result"], "rolled_back", "{report}");
@@ -538,11 +541,12 @@ fn assert_metrics_follow_the_check(bed: &TestBed, node: &Node) {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs_f64();
-    bed.install_on(
-        node,
-        &["--secret-id", "hostkeys/hk", "--check", "--metrics-file", &path],
-    )
-    .ok();
+    bed.cli("install")
+        .on(node)
+        .secret()
+        .args(&["--check", "--metrics-file", &path])
+        .run()
+        .ok();
     let samples = crate::common::support::prometheus_samples(&prom);
     assert_eq!(
         value(&samples, "hostkeyctl_install_result", Some(("result", "match"))),
@@ -564,7 +568,11 @@ fn assert_metrics_follow_the_check(bed: &TestBed, node: &Node) {
     assert_eq!(leftovers.len(), 1, "{leftovers:?}");
 
     let wrong = "SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
-    let drift = bed.install_on(node, &["--check", "--expect", wrong, "--metrics-file", &path]);
+    let drift = bed
+        .cli("install")
+        .on(node)
+        .args(&["--check", "--expect", wrong, "--metrics-file", &path])
+        .run();
     drift.code(1);
     let samples = crate::common::support::prometheus_samples(&prom);
     assert_eq!(
@@ -575,7 +583,11 @@ fn assert_metrics_follow_the_check(bed: &TestBed, node: &Node) {
 
     // A run that cannot start (neither --secret-id nor --expect) is
     // `refused`, so the series never go stale without a word.
-    bed.install_on(node, &["--check", "--metrics-file", &path]).code(2);
+    bed.cli("install")
+        .on(node)
+        .args(&["--check", "--metrics-file", &path])
+        .run()
+        .code(2);
     let samples = crate::common::support::prometheus_samples(&prom);
     assert_eq!(
         value(&samples, "hostkeyctl_install_result", Some(("result", "refused"))),

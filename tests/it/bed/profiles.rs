@@ -138,7 +138,7 @@ fn fault(node: &Node, what: Option<&str>) {
 /// A real ssh login with `StrictHostKeyChecking=yes` and only the secret's
 /// known_hosts lines, for the alias `login.example`.
 fn login(bed: &TestBed, node: &Node) -> std::process::Output {
-    let lines = bed.run(&["known-hosts", "--secret-id", "hostkeys/hk", "--host", "login.example"]);
+    let lines = bed.cli("known-hosts").secret().args(&["--host", "login.example"]).run();
     lines.ok();
     let known_hosts = bed.dir().join("known_hosts.canonical");
     std::fs::write(&known_hosts, &lines.stdout).unwrap();
@@ -486,18 +486,14 @@ fn host_certificate_is_refused_kept_or_replaced_as_the_admin_chooses() {
     let out = connect(&their_ca);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     // Replace: our set, signed by our CA, goes into their certificate file.
-    let ca = bed.run(&["ca", "init", "--output", "json", "--secret-id", "hostkeyctl-ca/ca"]);
+    let ca = bed.cli("ca init").json().secret_id("hostkeyctl-ca/ca").run();
     ca.ok();
     let ours = ca.json()["public_key"].as_str().unwrap().to_owned();
-    let sign = bed.run(&[
-        "sign",
-        "--secret-id",
-        "hostkeys/hk",
-        "--ca-secret-id",
-        "hostkeyctl-ca/ca",
-        "--principal",
-        "login.example",
-    ]);
+    let sign = bed
+        .cli("sign")
+        .secret()
+        .args(&["--ca-secret-id", "hostkeyctl-ca/ca", "--principal", "login.example"])
+        .run();
     sign.ok();
     let run = install(
         &bed,
@@ -632,7 +628,7 @@ async fn a_run_killed_at_the_reload_is_finished_by_the_next() {
     assert!(!marker.exists());
 
     // sshd really serves the next keys: a client learns them.
-    let lines = bed.run(&["known-hosts", "--secret-id", "hostkeys/hk", "--host", "login.example"]);
+    let lines = bed.cli("known-hosts").secret().args(&["--host", "login.example"]).run();
     let known_hosts = bed.dir().join("known_hosts.update");
     std::fs::write(&known_hosts, &lines.stdout).unwrap();
     let out = in_node(&bed, &node, &require("ssh"))

@@ -6,8 +6,8 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::bed::{Node, Run, TestBed};
 use crate::bed::profiles::{in_net, install, profile_bed, run};
+use crate::common::bed::{Node, Run, TestBed};
 
 /// `hostkeyctl audit` of the node from beside it (its network namespace:
 /// the node's loopback, the source its own installs use), as JSON.

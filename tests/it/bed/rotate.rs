@@ -42,7 +42,7 @@ pub(crate) fn rotate(bed: &TestBed, extra: &[&str]) -> (i32, Value, String) {
 
 /// The stages, from `status`: stage -> version id.
 pub(crate) fn stages(bed: &TestBed) -> Value {
-    let run = bed.run(&["status", "--output", "json", "--secret-id", "hostkeys/hk"]);
+    let run = bed.cli("status").json().secret().run();
     run.ok();
     let status = run.json();
     let mut by_stage = serde_json::Map::new();
@@ -56,9 +56,7 @@ pub(crate) fn stages(bed: &TestBed) -> Value {
 
 /// The fingerprints of a version's keys, from `status`.
 pub(crate) fn set_of(bed: &TestBed, version: &str) -> Vec<Option<String>> {
-    let status = bed
-        .run(&["status", "--output", "json", "--secret-id", "hostkeys/hk"])
-        .json();
+    let status = bed.cli("status").json().secret().run().json();
     let v = status["versions"]
         .as_array()
         .unwrap()
@@ -112,7 +110,7 @@ fn a_full_rotation_moves_every_node_and_the_lb_to_the_new_set() {
 fn roll_back(bed: &TestBed, old: &str, new: &str, audit: &[&str]) {
     let lb = bed.state.lb.clone().unwrap();
     let known_hosts = bed.dir().join("known_hosts-rollback");
-    let lines = bed.run(&["known-hosts", "--secret-id", "hostkeys/hk", "--host", &lb.address]);
+    let lines = bed.cli("known-hosts").secret().args(&["--host", &lb.address]).run();
     lines.ok();
     std::fs::write(&known_hosts, &lines.stdout).unwrap();
     let old_set = set_of(bed, old);
@@ -194,9 +192,7 @@ fn a_failing_node_stops_promotion_and_abort_restores_the_old_set() {
     let s = stages(&bed);
     assert!(s.get("AWSPENDING").is_none(), "AWSPENDING survived --abort: {s}");
     assert_eq!(s["AWSCURRENT"], old.as_str());
-    let status = bed
-        .run(&["status", "--output", "json", "--secret-id", "hostkeys/hk"])
-        .json();
+    let status = bed.cli("status").json().secret().run().json();
     assert_eq!(status["rotation_in_flight"], Value::Null);
     let (code, report, _) = rotate(&bed, &["--abort"]);
     assert_eq!((code, report["result"].as_str()), (0, Some("nothing_to_abort")));
@@ -229,7 +225,7 @@ fn an_overlapping_rotation_lets_update_host_keys_clients_learn_the_new_keys() {
         assert!(banner.contains(version), "{} is {banner}, not {version}", node.name);
     }
     let stale = bed.dir().join("known_hosts.stale");
-    let lines = bed.run(&["known-hosts", "--secret-id", "hostkeys/hk", "--host", &lb.address]);
+    let lines = bed.cli("known-hosts").secret().args(&["--host", &lb.address]).run();
     lines.ok();
     std::fs::write(&stale, &lines.stdout).unwrap();
     // Each client, with a known_hosts of its own: this host's OpenSSH 9.2,
@@ -342,7 +338,7 @@ pub(crate) fn next_keys(node: &crate::common::bed::Node) -> Vec<Option<String>> 
 /// so the node converges to what the stages say.
 fn timer(bed: &TestBed) {
     for node in &bed.state.nodes {
-        let run = bed.install_on(node, &["--secret-id", "hostkeys/hk"]);
+        let run = bed.cli("install").on(node).secret().run();
         assert_eq!(run.code, 0, "timer install on {}: {}", node.name, run.stderr);
     }
 }
@@ -356,7 +352,7 @@ fn assert_serves_current(bed: &TestBed, what: &str) {
         assert_eq!(served(n), current, "{what}: {} is off the stages", n.name);
     }
     let lb = bed.state.lb.clone().unwrap();
-    let lines = bed.run(&["known-hosts", "--secret-id", "hostkeys/hk", "--host", &lb.address]);
+    let lines = bed.cli("known-hosts").secret().args(&["--host", &lb.address]).run();
     let known_hosts = bed.dir().join("known_hosts.current");
     std::fs::write(&known_hosts, &lines.stdout).unwrap();
     for _ in 0..bed.state.nodes.len() {
@@ -382,14 +378,12 @@ fn a_pull_only_fleet_is_rotated_end_to_end() {
     let ca_only = signed_with_a_ca(&bed);
     timer(&bed);
 
-    let mut push = vec!["push", "--secret-id", "hostkeys/hk"];
-    push.extend(TARGETS);
-    let refused = bed.run(&push);
+    let refused = bed.cli("push").secret().targets().run();
     assert_ne!(refused.code, 0, "SSM reached a pull-only node: {}", refused.stdout);
 
     let lb = bed.state.lb.clone().unwrap();
     let known_hosts = bed.dir().join("known_hosts");
-    let lines = bed.run(&["known-hosts", "--secret-id", "hostkeys/hk", "--host", &lb.address]);
+    let lines = bed.cli("known-hosts").secret().args(&["--host", &lb.address]).run();
     std::fs::write(&known_hosts, &lines.stdout).unwrap();
 
     let (code, report, stderr) = rotate(&bed, &["--pull", "--overlap", "--ca-secret-id", "hostkeyctl-ca/ca"]);
@@ -462,9 +456,7 @@ fn a_pull_only_fleet_is_rotated_end_to_end() {
     assert_eq!(phase["phase"]["promoted_from"], old.as_str(), "{phase}");
     assert_eq!(phase["converged"]["nodes"], 3, "{phase}");
     assert_eq!(phase["converged"]["serving_current"], 3, "{phase}");
-    let mut audit = vec!["audit", "--secret-id", "hostkeys/hk", "--lb", &lb.address];
-    audit.extend(TARGETS);
-    let run = bed.run(&audit);
+    let run = bed.cli("audit").secret().targets().args(&["--lb", &lb.address]).run();
     run.ok();
     let failures = (0..20)
         .filter(|_| !bed.ssh_lb(&known_hosts, &["UpdateHostKeys=no"]).status.success())
@@ -493,16 +485,12 @@ fn assert_serial_served(bed: &TestBed, serial: u64) {
 /// `ca init` and `sign` for `login.test`; the known_hosts of a client that
 /// trusts only the CA.
 pub(crate) fn signed_with_a_ca(bed: &TestBed) -> std::path::PathBuf {
-    bed.run(&["ca", "init", "--secret-id", "hostkeyctl-ca/ca"]).ok();
+    bed.cli("ca init").secret_id("hostkeyctl-ca/ca").run().ok();
     sign(bed);
-    let line = bed.run(&[
-        "known-hosts",
-        "--ca-secret-id",
-        "hostkeyctl-ca/ca",
-        "--host",
-        "*",
-        "--cert-authority",
-    ]);
+    let line = bed
+        .cli("known-hosts")
+        .args(&["--ca-secret-id", "hostkeyctl-ca/ca", "--host", "*", "--cert-authority"])
+        .run();
     line.ok();
     let file = bed.dir().join("known_hosts.ca");
     std::fs::write(&file, &line.stdout).unwrap();

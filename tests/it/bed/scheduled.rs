@@ -6,9 +6,9 @@
 
 use serde_json::{Value, json};
 
+use crate::bed::rotate::{set_of, stages};
 use crate::common::bed::{BedOptions, Role, TARGETS, TestBed, served};
 use crate::common::support::require;
-use crate::bed::rotate::{set_of, stages};
 
 /// The function's ARN on the bed (the emulator's account).
 fn function_arn(bed: &TestBed) -> String {
@@ -64,14 +64,14 @@ fn deploy_function(bed: &TestBed, pull: bool, extra: &[&str], secret: Option<&st
 
 /// `schedule show --output json`.
 fn schedule(bed: &TestBed) -> Value {
-    let run = bed.run(&["schedule", "show", "--output", "json", "--secret-id", "hostkeys/hk"]);
+    let run = bed.cli("schedule show").json().secret().run();
     run.ok();
     run.json()
 }
 
 /// The secret's ARN.
 fn arn_of(bed: &TestBed, name: &str) -> String {
-    let status = bed.run(&["status", "--output", "json", "--secret-id", name]).json();
+    let status = bed.cli("status").json().secret_id(name).run().json();
     status["arn"].as_str().unwrap().to_owned()
 }
 
@@ -93,7 +93,7 @@ fn next_interval(bed: &TestBed, n: usize) -> Value {
 /// node but the ones `stopped` names.
 fn timer_except(bed: &TestBed, stopped: &[usize]) {
     for (i, node) in bed.state.nodes.iter().enumerate().filter(|(i, _)| !stopped.contains(i)) {
-        let run = bed.install_on(node, &["--secret-id", "hostkeys/hk"]);
+        let run = bed.cli("install").on(node).secret().run();
         assert_eq!(run.code, 0, "timer install on {} ({i}): {}", node.name, run.stderr);
     }
 }
@@ -124,18 +124,12 @@ fn every_node_serves_current(bed: &TestBed, what: &str) {
 /// Secrets Manager checks the configuration (testSecret alone). The nodes
 /// then offer the announced set. Returns its version.
 fn enable(bed: &TestBed, arn: &str, pull: bool, checks_before: usize, stopped: &[usize]) -> String {
-    let run = bed.run(&[
-        "schedule",
-        "enable",
-        "--output",
-        "json",
-        "--secret-id",
-        "hostkeys/hk",
-        "--function",
-        arn,
-        "--every",
-        "rate(30 days)",
-    ]);
+    let run = bed
+        .cli("schedule enable")
+        .json()
+        .secret()
+        .args(&["--function", arn, "--every", "rate(30 days)"])
+        .run();
     run.ok();
     let enabled = run.json();
     assert!(enabled["done"].as_str().unwrap().contains("function "), "{enabled}");
@@ -152,9 +146,12 @@ fn enable(bed: &TestBed, arn: &str, pull: bool, checks_before: usize, stopped: &
     if pull {
         timer_except(bed, stopped);
     } else {
-        let mut push = vec!["push", "--secret-id", "hostkeys/hk", "--max-concurrency", "100%"];
-        push.extend(TARGETS);
-        bed.run(&push).ok();
+        bed.cli("push")
+            .secret()
+            .targets()
+            .args(&["--max-concurrency", "100%"])
+            .run()
+            .ok();
     }
     announced
 }
@@ -208,26 +205,18 @@ fn stopped_timer(bed: &TestBed, n: usize, before: &Value) {
 /// Returns the KRL.
 fn krl_spares_what_the_nodes_may_serve(bed: &TestBed, what: &str) -> std::path::PathBuf {
     let krl = bed.dir().join("revoked.krl");
-    bed.run(&[
-        "known-hosts",
-        "--secret-id",
-        "hostkeys/hk",
-        "--krl",
-        &krl.display().to_string(),
-    ])
-    .ok();
-    let revoked = bed.run(&[
-        "known-hosts",
-        "--secret-id",
-        "hostkeys/hk",
-        "--host",
-        "login.test",
-        "--revoked",
-    ]);
+    bed.cli("known-hosts")
+        .secret()
+        .args(&["--krl", &krl.display().to_string()])
+        .run()
+        .ok();
+    let revoked = bed
+        .cli("known-hosts")
+        .secret()
+        .args(&["--host", "login.test", "--revoked"])
+        .run();
     revoked.ok();
-    let status = bed
-        .run(&["status", "--output", "json", "--secret-id", "hostkeys/hk"])
-        .json();
+    let status = bed.cli("status").json().secret().run().json();
     for v in status["versions"].as_array().unwrap() {
         let labels = v["stages"].to_string();
         if !["AWSCURRENT", "AWSPENDING", "HOSTKEYCTL_NEXT"]
@@ -260,7 +249,10 @@ fn krl_spares_what_the_nodes_may_serve(bed: &TestBed, what: &str) -> std::path::
 /// retired one, with a random one, and one naming another fleet's secret.
 /// Each is refused saying why; no stage moves and nothing is installed.
 fn forged_events(bed: &TestBed, arn: &str) {
-    bed.run(&["init", "--secret-id", "hostkeys/other", "--algorithms", "ed25519"])
+    bed.cli("init")
+        .secret_id("hostkeys/other")
+        .args(&["--algorithms", "ed25519"])
+        .run()
         .ok();
     let (ours, theirs) = (arn_of(bed, "hostkeys/hk"), arn_of(bed, "hostkeys/other"));
     let before = (
@@ -342,7 +334,7 @@ fn three_rotations(pull: bool) {
     // The client's known_hosts holds AWSCURRENT alone: every later key it
     // learns through UpdateHostKeys.
     let known_hosts = bed.dir().join("known_hosts");
-    let lines = bed.run(&["known-hosts", "--secret-id", "hostkeys/hk", "--host", &lb.address]);
+    let lines = bed.cli("known-hosts").secret().args(&["--host", &lb.address]).run();
     lines.ok();
     std::fs::write(&known_hosts, &lines.stdout).unwrap();
 
@@ -414,9 +406,7 @@ fn three_rotations(pull: bool) {
         usage["allowed"]["hostkeyctl-rotation-lambda"]
     );
     // Security Hub's reading: SecretsManager.1 and .4.
-    let status = bed
-        .run(&["status", "--output", "json", "--secret-id", "hostkeys/hk"])
-        .json();
+    let status = bed.cli("status").json().secret().run().json();
     assert_eq!(status["schedule"]["enabled"], true, "{status}");
     assert_eq!(status["schedule"]["last_rotated"], last_rotated, "{status}");
     if pull {
@@ -482,8 +472,7 @@ fn clients_after(
 /// rotation role.
 fn on_demand_then_off(bed: &TestBed, n: usize) {
     let before = (schedule(bed), stages(bed));
-    bed.run(&["schedule", "rotate", "--secret-id", "hostkeys/hk", "--output", "json"])
-        .ok();
+    bed.cli("schedule rotate").secret().json().run().ok();
     let record = ended(bed, n + 1);
     assert_eq!(record["status"], "failed", "{record}");
     assert!(
@@ -492,7 +481,7 @@ fn on_demand_then_off(bed: &TestBed, n: usize) {
     );
     assert_eq!(stages(bed)["AWSCURRENT"], before.1["AWSCURRENT"]);
     assert_eq!(schedule(bed)["announced_version"], before.0["announced_version"]);
-    let run = bed.run(&["schedule", "disable", "--secret-id", "hostkeys/hk", "--output", "json"]);
+    let run = bed.cli("schedule disable").secret().json().run();
     run.ok();
     let off = run.json();
     assert_eq!(off["rotation"]["enabled"], false, "{off}");

@@ -14,10 +14,10 @@ async fn print_is_byte_stable_and_deploy_adds_versions_only_when_it_changes() {
         documents: false,
         ..BedOptions::default()
     });
-    let first = bed.run(&["ssm-document", "print"]);
+    let first = bed.cli("ssm-document print").run();
     first.ok();
     assert_eq!(
-        bed.run(&["ssm-document", "print"]).stdout,
+        bed.cli("ssm-document print").run().stdout,
         first.stdout,
         "not byte-stable"
     );
@@ -59,7 +59,7 @@ async fn print_is_byte_stable_and_deploy_adds_versions_only_when_it_changes() {
         ("hostkeyctl-Converge", "converge"),
     ] {
         let described = ssm.describe_document().name(name).send().await.unwrap();
-        let printed = bed.run(&["ssm-document", "print", "--kind", kind]).stdout;
+        let printed = bed.cli("ssm-document print").args(&["--kind", kind]).run().stdout;
         assert_eq!(
             described.document().unwrap().hash().unwrap(),
             sha256_hex(&printed),
@@ -108,9 +108,7 @@ fn push_and_rotate_run_through_the_document_with_the_shell_document_denied() {
             assert_eq!(inv["Status"], "Success", "{c}");
         }
     }
-    let mut audit = vec!["audit", "--secret-id", "hostkeys/hk"];
-    audit.extend(TARGETS);
-    let run = bed.run(&audit);
+    let run = bed.cli("audit").secret().targets().run();
     run.ok();
     // The shell document itself is refused by the admin's policy.
     let run = bed.run(&[push.clone(), vec!["--document", "AWS-RunShellScript"]].concat());
@@ -163,7 +161,7 @@ async fn a_tampered_document_is_never_sent() {
     let bed = TestBed::start(BedOptions::default());
     bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
     let ssm = aws_sdk_ssm::Client::new(&bed.sdk_config(1).await);
-    let ours = bed.run(&["ssm-document", "print"]).stdout;
+    let ours = bed.cli("ssm-document print").run().stdout;
     let pwned = bed.dir().join("pwned");
     let evil = ours.replacen(
         "\"set -eu\",",
@@ -172,7 +170,7 @@ async fn a_tampered_document_is_never_sent() {
     );
     assert_ne!(evil, ours);
     tamper(&ssm, "hostkeyctl-Install", &evil).await;
-    let check = bed.run(&["ssm-document", "print", "--kind", "check"]).stdout;
+    let check = bed.cli("ssm-document print").args(&["--kind", "check"]).run().stdout;
     tamper(&ssm, "hostkeyctl-Check", &check.replacen("set -eu", "set -u", 1)).await;
 
     let mut push = vec!["push", "--secret-id", "hostkeys/hk", "--max-concurrency", "100%"];
@@ -201,9 +199,7 @@ async fn a_tampered_document_is_never_sent() {
     assert!(bed.commands().is_empty(), "something was sent: {:?}", bed.commands());
     assert!(!pwned.exists());
     // The rotation stored nothing either: refused before its first write.
-    let status = bed
-        .run(&["status", "--secret-id", "hostkeys/hk", "--output", "json"])
-        .json();
+    let status = bed.cli("status").secret().json().run().json();
     assert_eq!(status["versions"].as_array().unwrap().len(), 1, "{status}");
 
     // A deliberate custom document is the operator's call: sent by name, as
@@ -240,7 +236,7 @@ async fn a_tampered_document_is_never_sent() {
     assert!(pwned.exists(), "the custom document ran as it is");
 
     // Redeploying hostkeyctl's own makes push work again, at the new version.
-    let deploy = bed.run(&["ssm-document", "deploy", "--output", "json"]);
+    let deploy = bed.cli("ssm-document deploy").json().run();
     deploy.ok();
     assert_eq!(
         (
@@ -259,7 +255,7 @@ async fn a_tampered_document_is_never_sent() {
 async fn the_bed_refuses_bad_parameters_and_no_node_runs_anything() {
     let bed = TestBed::start(BedOptions::default());
     let init = bed.init_generated("hostkeys/hk");
-    bed.run(&["ssm-document", "deploy"]).ok();
+    bed.cli("ssm-document deploy").run().ok();
     let ssm = aws_sdk_ssm::Client::new(&bed.sdk_config(1).await);
     let version = init["version_id"].as_str().unwrap().to_owned();
     let expect = set_fingerprints(&init)

@@ -83,15 +83,11 @@ fn lb_and_tg_targets_audit_every_target_with_its_health() {
         );
     }
     // The table flags them.
-    let table = bed.run(&[
-        "audit",
-        "--output",
-        "table",
-        "--secret-id",
-        "hostkeys/hk",
-        "--target",
-        "lb:hp-login",
-    ]);
+    let table = bed
+        .cli("audit")
+        .secret()
+        .args(&["--output", "table", "--target", "lb:hp-login"])
+        .run();
     assert!(
         table.stdout.contains("(unhealthy: Target.FailedHealthChecks)"),
         "{}",
@@ -146,15 +142,11 @@ fn push_through_a_load_balancer_reaches_its_instances() {
     let want = crate::common::bed::set_fingerprints(&init);
     // Instance targets by id; IP targets through the instances' addresses.
     for target in ["lb:hp-login-i", "lb:hp-login"] {
-        let run = bed.run(&[
-            "push",
-            "--secret-id",
-            "hostkeys/hk",
-            "--target",
-            target,
-            "--max-concurrency",
-            "100%",
-        ]);
+        let run = bed
+            .cli("push")
+            .secret()
+            .args(&["--target", target, "--max-concurrency", "100%"])
+            .run();
         assert_eq!(run.code, 0, "{target}: {}", run.stderr);
     }
     for node in &bed.state.nodes {
@@ -166,15 +158,11 @@ fn push_through_a_load_balancer_reaches_its_instances() {
         assert_eq!(ids.as_array().unwrap().len(), 3, "{ids}");
     }
     // Mixed with EC2 filters: refused, naming the source.
-    let run = bed.run(&[
-        "push",
-        "--secret-id",
-        "hostkeys/hk",
-        "--target",
-        "lb:hp-login",
-        "--target",
-        "tag:Role=login",
-    ]);
+    let run = bed
+        .cli("push")
+        .secret()
+        .args(&["--target", "lb:hp-login", "--target", "tag:Role=login"])
+        .run();
     run.code(2);
     assert!(run.stderr.contains("lb:hp-login names nodes itself"), "{}", run.stderr);
 }
@@ -219,14 +207,11 @@ fn hyperpod_nodes_are_audited_across_pages_and_never_pushed() {
         assert_eq!(run.code, 2, "{command}: {}", run.stderr);
         assert!(run.stderr.contains("docs/bootstrap.md"), "{command}: {}", run.stderr);
     }
-    let run = bed.run(&[
-        "audit",
-        "--secret-id",
-        "hostkeys/hk",
-        "--target",
-        "hyperpod:hp",
-        "--via-ssm",
-    ]);
+    let run = bed
+        .cli("audit")
+        .secret()
+        .args(&["--target", "hyperpod:hp", "--via-ssm"])
+        .run();
     run.code(2);
 }
 

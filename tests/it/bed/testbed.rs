@@ -202,17 +202,12 @@ async fn list_command_invocations_pages_over_120_instances_and_push_reads_a_page
     // never one per instance.
     bed.init_generated("hostkeys/hk");
     bed.control("POST", "/_bed/counts/reset", &json!({}));
-    let push = bed.run(&[
-        "push",
-        "--output",
-        "json",
-        "--secret-id",
-        "hostkeys/hk",
-        "--target",
-        "tag:Cluster=virtual",
-        "--max-concurrency",
-        "100%",
-    ]);
+    let push = bed
+        .cli("push")
+        .json()
+        .secret()
+        .args(&["--target", "tag:Cluster=virtual", "--max-concurrency", "100%"])
+        .run();
     push.ok();
     let report = push.json();
     assert_eq!(report["succeeded"], 120);

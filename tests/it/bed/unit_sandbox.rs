@@ -12,9 +12,9 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::bed::profiles::{files, in_node, profile_bed, served};
 use crate::common::bed::{Node, Run, TestBed, set_fingerprints};
 use crate::common::support::require;
-use crate::bed::profiles::{files, in_node, profile_bed, served};
 
 /// What the unit's directives say.
 struct Sandbox {

@@ -68,7 +68,10 @@ fn a_tree_within_the_rules_passes() {
         ("src/high/mod.rs", "mod part;\nuse crate::low::Low;\n".to_owned()),
         ("src/high/part.rs", "use super::super::low::Low;\n".to_owned()),
         ("src/commands/mod.rs", "pub mod a;\n".to_owned()),
-        ("src/commands/a.rs", "use crate::high::part;\nuse crate::commands::common;\n".to_owned()),
+        (
+            "src/commands/a.rs",
+            "use crate::high::part;\nuse crate::commands::common;\n".to_owned(),
+        ),
         ("src/commands/common.rs", String::new()),
         ("src/cli.rs", String::new()),
     ]);
