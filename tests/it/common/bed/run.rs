@@ -212,10 +212,7 @@ impl<'a> Cli<'a> {
         let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
         if let Some(node) = self.node {
             assert_eq!(args.first(), Some(&"install"), "only install runs on a node");
-            assert!(
-                self.role.is_none() && self.env.is_empty(),
-                "a node runs with its own role and environment"
-            );
+            assert!(self.role.is_none(), "a node runs with its own role");
             return self.bed.install_on(node, &args[1..]);
         }
         let role = self.role.unwrap_or_else(|| Role::for_command(&args));
