@@ -114,7 +114,9 @@ def shell_functions(text: str) -> Iterator[tuple[str, int, int]]:
         if not m:
             continue
         for end in range(start + 1, len(lines)):
-            if lines[end].rstrip() == "}" and len(lines[end]) - len(lines[end].lstrip()) <= len(line) - len(line.lstrip()):
+            if lines[end].rstrip() == "}" and len(lines[end]) - len(lines[end].lstrip()) <= len(line) - len(
+                line.lstrip()
+            ):
                 yield m.group(1), start + 1, end - start + 1
                 break
 

@@ -19,7 +19,7 @@ RotationSchedule (docs/rotation.md, "Scheduled rotation").
 
 The policies' example account (111122223333) becomes the stack's account
 and their `hostkeys/` secret prefix the SecretNamePrefix parameter.
-`tests/it/ssm_document.rs` checks that the committed template is this
+`tests/it/bed/ssm_document.rs` checks that the committed template is this
 script's output.
 """
 

@@ -16,12 +16,12 @@ command -v ssh-keyscan >/dev/null 2>&1 || need_apt+=(openssh-client)
 command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || need_apt+=(haproxy)
 [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || need_apt+=(iproute2)
 # systemd-analyze scores the shipped unit's sandbox offline (make lint-units);
-# bwrap runs install inside that sandbox on the bed (tests/it/profiles.rs).
+# bwrap runs install inside that sandbox on the bed (tests/it/bed/profiles.rs).
 command -v systemd-analyze >/dev/null 2>&1 || need_apt+=(systemd)
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
 # mmdebstrap builds the other OpenSSH releases' root file systems.
 command -v mmdebstrap >/dev/null 2>&1 || need_apt+=(mmdebstrap)
-# The client matrix (tests/it/clients.rs, docs/clients.md): PuTTY's plink
+# The client matrix (tests/it/bed/clients.rs, docs/clients.md): PuTTY's plink
 # and Dropbear's dbclient, as Debian 12 ships them (0.78, 2022.83).
 command -v plink >/dev/null 2>&1 || need_apt+=(putty-tools)
 command -v dbclient >/dev/null 2>&1 || need_apt+=(dropbear-bin)

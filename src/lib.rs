@@ -80,6 +80,7 @@ pub mod rollout;
 #[cfg(feature = "admin")]
 pub mod rotation;
 pub mod scan;
+pub mod schedule_expr;
 pub mod shell;
 #[cfg(feature = "admin")]
 pub mod signing;

@@ -155,9 +155,9 @@ pub enum AssociationError {
     NoTargets,
     /// A schedule State Manager refuses.
     #[error(
-        "schedule {0:?} is not a State Manager schedule: use rate(N minutes|hours|days), at least rate(30 minutes), or cron(...)"
+        "schedule {0:?} is not a State Manager schedule ({1}): use rate(N minutes|hours|days), at least rate(30 minutes), cron(...) or a number of days"
     )]
-    Schedule(String),
+    Schedule(String, String),
     /// The converge document is not deployed.
     #[error(
         "hostkeyctl's converge document {0} is not deployed, and an association never runs the shell document: run `hostkeyctl ssm-document deploy` first"
@@ -246,28 +246,16 @@ pub fn targets(specs: &[TargetSpec]) -> Result<Vec<Target>, AssociationError> {
     }
 }
 
-/// Checks a schedule the way State Manager does, before anything is sent:
-/// `rate(N unit)` with at least 30 minutes, or a `cron(...)` expression.
-pub fn check_schedule(schedule: &str) -> Result<(), AssociationError> {
-    let bad = || AssociationError::Schedule(crate::escape::escape(schedule));
-    if let Some(inner) = schedule.strip_prefix("rate(").and_then(|s| s.strip_suffix(')')) {
-        let (n, unit) = inner.split_once(' ').ok_or_else(bad)?;
-        let n: u64 = n.parse().map_err(|_| bad())?;
-        let minutes = match unit {
-            "minute" | "minutes" => n,
-            "hour" | "hours" => n.saturating_mul(60),
-            "day" | "days" => n.saturating_mul(1440),
-            _ => return Err(bad()),
-        };
-        let singular = matches!(unit, "minute" | "hour" | "day");
-        if minutes < 30 || (singular != (n == 1)) {
-            return Err(bad());
-        }
-        return Ok(());
-    }
-    match schedule.strip_prefix("cron(").and_then(|s| s.strip_suffix(')')) {
-        Some(inner) if (5..=7).contains(&inner.split_whitespace().count()) => Ok(()),
-        _ => Err(bad()),
+/// Checks a schedule (`crate::schedule_expr`'s rules) against State
+/// Manager's bound, at least 30 minutes, before anything is sent; returns
+/// it as State Manager takes it.
+pub fn check_schedule(schedule: &str) -> Result<String, AssociationError> {
+    let bad = |why: String| AssociationError::Schedule(crate::escape::escape(schedule), why);
+    let expr: crate::schedule_expr::ScheduleExpr = schedule.parse().map_err(bad)?;
+    match expr.minutes() {
+        Some(m) if m < 30 => Err(bad("more often than State Manager runs associations".to_owned())),
+        // As State Manager takes it: a number of days becomes rate(N days).
+        _ => Ok(expr.to_string()),
     }
 }
 
@@ -333,7 +321,7 @@ pub async fn deploy(
     req: &DeployRequest<'_>,
 ) -> Result<DeployOutcome, AssociationError> {
     let targets = targets(req.targets)?;
-    check_schedule(req.schedule)?;
+    let schedule = check_schedule(req.schedule)?;
     let document = resolve(documents, req.document, Kind::Converge, req.node_command)
         .await?
         .ok_or_else(|| AssociationError::NotDeployed(crate::escape::escape(req.document)))?;
@@ -355,7 +343,7 @@ pub async fn deploy(
         document_version: document.version.clone().unwrap_or_default(),
         parameters: converge_parameters(desired.current.arn.as_str(), req.region),
         targets,
-        schedule: req.schedule.to_owned(),
+        schedule,
         max_concurrency: req.max_concurrency.to_owned(),
         max_errors: req.max_errors.to_owned(),
     };

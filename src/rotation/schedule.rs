@@ -24,43 +24,42 @@ const MIN_HOURS: u64 = 4;
 /// hostkeyctl's shortest: every promotion waits a day ([`SHORTEST_SCHEDULE`]).
 const SHORTEST_HOURS: u64 = SHORTEST_SCHEDULE.as_secs() / 3600;
 
-/// `--every`: `rate(N days|hours)` of at least two days, `cron(...)`, or
-/// a number of days (2 to 1000).
+/// `--schedule`: `crate::schedule_expr`'s rules, with Secrets Manager's
+/// bounds (hours or days, at least every 4 hours; a number of days is 1 to
+/// 1000) and hostkeyctl's (at least two days). Returns it as Secrets
+/// Manager takes it: a number of days as it is (AutomaticallyAfterDays),
+/// else the expression.
 pub fn parse_schedule(text: &str) -> Result<String, String> {
-    let text = text.trim();
-    if let Ok(days) = text.parse::<u64>() {
-        return if (2..=1000).contains(&days) {
-            Ok(days.to_string())
-        } else {
-            Err("a number of days is 2 to 1000 (every promotion waits at least a day)".to_owned())
-        };
+    use crate::schedule_expr::{ScheduleExpr, Unit};
+    let expr: ScheduleExpr = text.parse()?;
+    let shown = text.trim();
+    match &expr {
+        ScheduleExpr::Cron(_) => return Ok(expr.to_string()),
+        ScheduleExpr::Rate { n, bare: true, .. } if !(2..=1000).contains(n) => {
+            return Err("a number of days is 2 to 1000 (every promotion waits at least a day)".to_owned());
+        }
+        ScheduleExpr::Rate { n, bare: true, .. } => return Ok(n.to_string()),
+        ScheduleExpr::Rate {
+            unit: Unit::Minutes, ..
+        } => {
+            return Err(format!(
+                "{shown}: Secrets Manager rotates by the hour or day, not by the minute"
+            ));
+        }
+        ScheduleExpr::Rate { .. } => {}
     }
-    if text.starts_with("cron(") && text.ends_with(')') {
-        return Ok(text.to_owned());
-    }
-    let Some(inner) = text.strip_prefix("rate(").and_then(|t| t.strip_suffix(')')) else {
-        return Err("expected rate(N days), rate(N hours), cron(...) or a number of days".to_owned());
-    };
-    let (n, unit) = inner.trim().split_once(' ').unwrap_or((inner, ""));
-    let n: u64 = n
-        .parse()
-        .map_err(|_| format!("rate({inner}): expected a whole number, e.g. rate(30 days)"))?;
-    let hours = match unit.trim() {
-        "day" | "days" => n.saturating_mul(24),
-        "hour" | "hours" => n,
-        other => return Err(format!("rate(): unit {other:?}; expected days or hours")),
-    };
+    let hours = expr.minutes().unwrap_or(u64::MAX) / 60;
     if hours < MIN_HOURS {
         return Err(format!(
-            "rate({inner}) is more often than Secrets Manager rotates (at most every {MIN_HOURS} hours)"
+            "{shown} is more often than Secrets Manager rotates (at most every {MIN_HOURS} hours)"
         ));
     }
     if hours < SHORTEST_HOURS {
         return Err(format!(
-            "rate({inner}) leaves clients less than a day to learn each announced set once Secrets Manager's window moves a rotation (every promotion waits at least 24 h, --min-overlap): choose rate(2 days) or longer; a week or a month is usual"
+            "{shown} leaves clients less than a day to learn each announced set once Secrets Manager's window moves a rotation (every promotion waits at least 24 h, --min-overlap): choose rate(2 days) or longer; a week or a month is usual"
         ));
     }
-    Ok(text.to_owned())
+    Ok(expr.to_string())
 }
 
 /// What `schedule enable` is asked for.
@@ -296,10 +295,13 @@ mod tests {
             ("rate(1 day)", "rate(2 days) or longer"),
             ("rate(47 hours)", "rate(2 days) or longer"),
             ("rate(x days)", "whole number"),
-            ("rate(2 weeks)", "days or hours"),
+            ("rate(2 weeks)", "expected minutes, hours or days"),
+            ("rate(120 minutes)", "not by the minute"),
+            ("rate(1 days)", "rate(1 day)"),
             ("0", "2 to 1000"),
             ("1", "2 to 1000"),
             ("monthly", "expected rate"),
+            ("cron(0 4)", "5 to 7 fields"),
         ] {
             let e = parse_schedule(bad).unwrap_err();
             assert!(e.contains(says), "{bad}: {e}");

@@ -34,7 +34,7 @@ Conditions: ``StringEquals`` on ``ssm:resourceTag/*`` and
 never matches); moto ignores other operators, and keys the bed does not
 model (``kms:ViaService``, ``aws:SourceIp``, ...) are not evaluated. Those
 are covered by unit tests of the policy text (``scripts/lint_policies.py``
-and ``tests/it/iam.rs``), and docs/iam.md says so.
+and ``tests/it/bed/iam.rs``), and docs/iam.md says so.
 
 Every decision is recorded by principal and action (``GET /_bed/iam``), so a
 test can show what a role used and what it was refused.

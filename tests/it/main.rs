@@ -1,4 +1,4 @@
-//! Integration tests, built as one binary (STYLE.md, "Tests"), in three
+//! Integration tests, built as one binary (docs/design-notes.md, "The house"), in three
 //! tiers, one folder each, each gated once here:
 //!
 //! - [`memory`]: no outside system: the flows over the doubles of

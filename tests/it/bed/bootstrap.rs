@@ -241,6 +241,15 @@ fn the_lifecycle_step_installs_on_login_nodes_only_and_is_idempotent() {
     assert!(log.contains("is already this build"), "{log}");
     assert!(!log.contains("wrote "), "the second run rewrote files: {log}");
 
+    assert_only_the_pinned_binary_is_installed(&bed, &node, &lifecycle, &bin);
+    metrics_settings_are_checked_and_followed(&bed, &node);
+    assert_lapsed_certificates_never_stop_the_step(&bed, &node);
+}
+
+/// The binary the step installs is the pinned build, whatever lies beside
+/// it; a changed one is replaced; with no pin or a bad checksum nothing is
+/// installed at all.
+fn assert_only_the_pinned_binary_is_installed(bed: &TestBed, node: &Node, lifecycle: &Lifecycle, bin: &Path) {
     // A binary that does not match the pinned hash is never installed,
     // even with a SHA256SUMS beside it that agrees with it (whoever can
     // write the binary can write that too).
@@ -250,10 +259,10 @@ fn the_lifecycle_step_installs_on_login_nodes_only_and_is_idempotent() {
     let sums = crate::common::support::run_ok(Command::new("sha256sum").arg(&name).current_dir(&step));
     std::fs::write(step.join("SHA256SUMS"), sums).unwrap();
     // The installed binary is the pinned build: the other one is ignored.
-    let (code, log) = lifecycle.run(&bed, &node, LOGIN_IP, &[], &[]);
+    let (code, log) = lifecycle.run(bed, node, LOGIN_IP, &[], &[]);
     assert_eq!(code, 0, "{log}");
     assert!(log.contains("is already this build"), "{log}");
-    assert_ne!(std::fs::read(&bin).unwrap(), b"#!/bin/sh\necho tampered\n");
+    assert_ne!(std::fs::read(bin).unwrap(), b"#!/bin/sh\necho tampered\n");
 
     // An installed binary that was changed is replaced by the pinned one.
     let good = Lifecycle::new();
@@ -264,7 +273,7 @@ fn the_lifecycle_step_installs_on_login_nodes_only_and_is_idempotent() {
         b"#!/bin/sh\necho changed on the node\n",
     )
     .unwrap();
-    let (code, log) = good.run(&bed, &node, LOGIN_IP, &[], &[]);
+    let (code, log) = good.run(bed, node, LOGIN_IP, &[], &[]);
     assert_eq!(code, 0, "{log}");
     assert!(log.contains("installed "), "{log}");
     assert_eq!(
@@ -278,7 +287,7 @@ fn the_lifecycle_step_installs_on_login_nodes_only_and_is_idempotent() {
         &format!("HOSTKEYCTL_SHA256_{}", std::env::consts::ARCH.to_uppercase()),
         None,
     );
-    let (code, log) = unpinned.run(&bed, &node, LOGIN_IP, &[], &[]);
+    let (code, log) = unpinned.run(bed, node, LOGIN_IP, &[], &[]);
     assert_eq!(code, 1, "{log}");
     assert!(
         log.contains("HOSTKEYCTL_SHA256_") && log.contains("is not set"),
@@ -289,7 +298,7 @@ fn the_lifecycle_step_installs_on_login_nodes_only_and_is_idempotent() {
     // On a fresh login node, a bad checksum installs nothing at all.
     let fresh = Lifecycle::new();
     std::fs::write(fresh.dir.path().join("hostkeyctl").join(&name), b"tampered").unwrap();
-    let (code, log) = fresh.run(&bed, &node, LOGIN_IP, &[], &[]);
+    let (code, log) = fresh.run(bed, node, LOGIN_IP, &[], &[]);
     assert_eq!(code, 1, "{log}");
     assert!(log.contains("not installing it"), "{log}");
     assert!(
@@ -302,8 +311,6 @@ fn the_lifecycle_step_installs_on_login_nodes_only_and_is_idempotent() {
         "a bad checksum still wrote files: {log}"
     );
     assert!(fresh.calls().is_empty(), "{log}");
-    metrics_settings_are_checked_and_followed(&bed, &node);
-    assert_lapsed_certificates_never_stop_the_step(&bed, &node);
 }
 
 /// Issue 29: the timer writes its textfile where node_exporter's textfile
@@ -535,6 +542,12 @@ fn the_lifecycle_step_never_skips_a_login_node_and_reads_every_cluster_model() {
     assert!(log.contains("login node 10.1.18.20 (instance group login)"), "{log}");
     assert!(api.calls().contains("enable --now hostkeyctl-install.timer"), "{log}");
 
+    assert_s3_denied_and_a_failing_install_are_named(&bed, &node);
+}
+
+/// The binary from S3 the node may not read, and an install AWS keeps
+/// refusing: each stops or retries, saying why.
+fn assert_s3_denied_and_a_failing_install_are_named(bed: &TestBed, node: &Node) {
     // The binary from S3, which the node role may not read: stops, naming
     // the permission (regression: no IAM guidance, and the CLI's error alone).
     let mut s3 = Lifecycle::new();
@@ -545,7 +558,7 @@ fn the_lifecycle_step_never_skips_a_login_node_and_reads_every_cluster_model() {
     )
     .unwrap();
     s3.set("HOSTKEYCTL_BINARY_S3_URI", Some("s3://release-bucket/hostkeyctl"));
-    let (code, log) = s3.run(&bed, &node, LOGIN_IP, &[], &[]);
+    let (code, log) = s3.run(bed, node, LOGIN_IP, &[], &[]);
     assert_eq!(code, 1, "{log}");
     assert!(log.contains("s3:GetObject") && log.contains("docs/iam.md"), "{log}");
     assert!(s3.calls().contains("aws s3 cp"), "{log}");
@@ -555,7 +568,7 @@ fn the_lifecycle_step_never_skips_a_login_node_and_reads_every_cluster_model() {
     // the timer is left to retry.
     let failing = Lifecycle::new();
     let env = [("AWS_SECRET_ACCESS_KEY", "not-the-key")];
-    let (code, log) = failing.run(&bed, &node, LOGIN_IP, &[], &env);
+    let (code, log) = failing.run(bed, node, LOGIN_IP, &[], &env);
     assert_eq!(code, 0, "{log}");
     assert_eq!(log.matches("; retrying").count(), 4, "{log}");
     assert!(

@@ -6,12 +6,16 @@
 mod admin;
 mod association;
 mod audit;
+mod audit_metrics;
 mod bootstrap;
 mod certificates;
+mod certificates_audit;
 mod clients;
 mod iam;
 mod install;
+mod install_rollback;
 mod profiles;
+mod profiles_certificates;
 mod releases;
 mod rotate;
 mod scheduled;

@@ -215,15 +215,7 @@ fn an_overlapping_rotation_lets_update_host_keys_clients_learn_the_new_keys() {
     let (bed, init) = TestBed::converged(BedOptions::three_releases());
     let old = init["version_id"].as_str().unwrap().to_owned();
     let lb = bed.state.lb.clone().unwrap();
-    for (node, version) in bed
-        .state
-        .nodes
-        .iter()
-        .zip(["OpenSSH_9.2", "OpenSSH_8.4", "OpenSSH_10.0"])
-    {
-        let banner = crate::common::support::banner(&node.address, node.port);
-        assert!(banner.contains(version), "{} is {banner}, not {version}", node.name);
-    }
+    assert_three_releases(&bed);
     let stale = bed.dir().join("known_hosts.stale");
     let lines = bed.cli("known-hosts").secret().args(&["--host", &lb.address]).run();
     lines.ok();
@@ -239,11 +231,6 @@ fn an_overlapping_rotation_lets_update_host_keys_clients_learn_the_new_keys() {
         bed.ssh_lb_with(client, file, &[&format!("UpdateHostKeys={update}")])
     };
     let ssh = |file: &std::path::Path, update: &str| ssh_with(None, file, update);
-    for (suite, version) in [("bullseye", "OpenSSH_8.4"), ("trixie", "OpenSSH_10.0")] {
-        let out = bed.release_command(suite, "/usr/bin/ssh").arg("-V").output().unwrap();
-        let said = String::from_utf8_lossy(&out.stderr);
-        assert!(said.starts_with(version), "{suite}'s ssh is {said}");
-    }
 
     let (code, report, stderr) = rotate(&bed, &["--overlap"]);
     assert_eq!(code, 0, "{stderr}\n{report}");
@@ -320,6 +307,25 @@ fn an_overlapping_rotation_lets_update_host_keys_clients_learn_the_new_keys() {
     let out = ssh(&stale, "no");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("REMOTE HOST IDENTIFICATION HAS CHANGED"));
+}
+
+/// The three releases' sshd serve the nodes (this host's 9.2, Debian 11's
+/// 8.4, Debian 13's 10.0), and their clients are those releases'.
+fn assert_three_releases(bed: &TestBed) {
+    for (node, version) in bed
+        .state
+        .nodes
+        .iter()
+        .zip(["OpenSSH_9.2", "OpenSSH_8.4", "OpenSSH_10.0"])
+    {
+        let banner = crate::common::support::banner(&node.address, node.port);
+        assert!(banner.contains(version), "{} is {banner}, not {version}", node.name);
+    }
+    for (suite, version) in [("bullseye", "OpenSSH_8.4"), ("trixie", "OpenSSH_10.0")] {
+        let out = bed.release_command(suite, "/usr/bin/ssh").arg("-V").output().unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(said.starts_with(version), "{suite}'s ssh is {said}");
+    }
 }
 
 /// The fingerprints of a node's next-set key files (ed25519, ecdsa, rsa).

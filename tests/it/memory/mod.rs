@@ -10,6 +10,8 @@ mod clients;
 mod document;
 mod doubles;
 mod install;
+mod install_certificates;
+mod install_lock;
 mod model;
 mod policies;
 mod push;

@@ -156,12 +156,6 @@ fn docs_list_exactly_each_policys_actions_and_the_code_calls_exactly_what_is_gra
 fn the_policies_scope_every_grant() {
     let key_sets = "arn:aws:secretsmanager:*:111122223333:secret:hostkeys/*";
     let cas = "arn:aws:secretsmanager:*:111122223333:secret:hostkeyctl-ca/*";
-    let documents = [
-        "arn:aws:ssm:*:111122223333:document/hostkeyctl-Install",
-        "arn:aws:ssm:*:111122223333:document/hostkeyctl-Check",
-        "arn:aws:ssm:*:111122223333:document/hostkeyctl-Converge",
-    ];
-    let associations = "arn:aws:ssm:*:111122223333:association/*";
     for role in ROLES {
         for st in statements(role) {
             assert_eq!(st["Effect"], "Allow", "{role}: {st}");
@@ -190,44 +184,7 @@ fn the_policies_scope_every_grant() {
                         .iter()
                         .any(|a| a != "ssm:ListCommandInvocations" && a != "ssm:CancelCommand") =>
                 {
-                    for r in &resources {
-                        if r.contains(":instance/") && acts == ["ssm:PutComplianceItems"] {
-                            // A node reports its own host keys' compliance: the node
-                            // role alone, on instances, never anything else.
-                            assert_eq!(role, "node", "{st}");
-                            assert_eq!(resources, ["arn:aws:ec2:*:111122223333:instance/*"], "{st}");
-                        } else if r.contains(":instance/") {
-                            // Only the login nodes: the emulator evaluates this condition,
-                            // and here its shape is held.
-                            assert_eq!(acts, ["ssm:SendCommand"], "{role}: {st}");
-                            assert_eq!(
-                                st["Condition"],
-                                json!({"StringEquals": {"ssm:resourceTag/Role": "login"}}),
-                                "{role}: {st}"
-                            );
-                        } else if r == associations {
-                            // State Manager's: only associations, of the converge
-                            // document where one is made (the emulator checks it).
-                            assert!(acts.iter().all(|a| a.ends_with("Association")), "{role}: {st}");
-                            if acts
-                                .iter()
-                                .any(|a| a.starts_with("ssm:Create") || a.starts_with("ssm:Update"))
-                            {
-                                assert_eq!(
-                                    resources,
-                                    [documents[2], associations],
-                                    "{role}: an association of another document: {st}"
-                                );
-                            }
-                        } else if r == "*" {
-                            assert_eq!(acts, ["ssm:ListAssociations"], "{role}: {st}");
-                        } else {
-                            assert!(
-                                documents.contains(&r.as_str()),
-                                "{role}: a document not hostkeyctl's: {st}"
-                            );
-                        }
-                    }
+                    ssm_statement_is_scoped(role, &st, &acts, &resources);
                 }
                 "ssm" | "ec2" | "elasticloadbalancing" => {
                     // Reads and command polling without resource-level permissions.
@@ -280,6 +237,14 @@ fn the_policies_scope_every_grant() {
             }
         }
     }
+}
+
+/// The CA is read by the signer and by rotate only, created by the admin;
+/// a node reads key sets and reports its compliance; an auditor writes
+/// nothing and sends only the check document.
+#[test]
+fn the_ca_nodes_and_auditors_hold_only_their_grants() {
+    let cas = "arn:aws:secretsmanager:*:111122223333:secret:hostkeyctl-ca/*";
     // The CA: read by the signer and by rotate (which signs new sets),
     // created (never read) by the admin, never reachable by a node or an
     // auditor.
@@ -391,5 +356,55 @@ fn a_ca_the_nodes_could_read_is_never_created_or_read() {
             stderr.contains("the prefix every login node's role may read") && stderr.contains("--key-set-prefix"),
             "{args:?}: {stderr}"
         );
+    }
+}
+
+/// An SSM statement that does more than poll: documents are hostkeyctl's,
+/// instances only the login nodes (or the node's own compliance),
+/// associations only of the converge document.
+fn ssm_statement_is_scoped(role: &str, st: &Value, acts: &[String], resources: &[String]) {
+    let documents = [
+        "arn:aws:ssm:*:111122223333:document/hostkeyctl-Install",
+        "arn:aws:ssm:*:111122223333:document/hostkeyctl-Check",
+        "arn:aws:ssm:*:111122223333:document/hostkeyctl-Converge",
+    ];
+    let associations = "arn:aws:ssm:*:111122223333:association/*";
+    for r in resources {
+        if r.contains(":instance/") && acts == ["ssm:PutComplianceItems"] {
+            // A node reports its own host keys' compliance: the node
+            // role alone, on instances, never anything else.
+            assert_eq!(role, "node", "{st}");
+            assert_eq!(resources, ["arn:aws:ec2:*:111122223333:instance/*"], "{st}");
+        } else if r.contains(":instance/") {
+            // Only the login nodes: the emulator evaluates this condition,
+            // and here its shape is held.
+            assert_eq!(acts, ["ssm:SendCommand"], "{role}: {st}");
+            assert_eq!(
+                st["Condition"],
+                json!({"StringEquals": {"ssm:resourceTag/Role": "login"}}),
+                "{role}: {st}"
+            );
+        } else if r == associations {
+            // State Manager's: only associations, of the converge
+            // document where one is made (the emulator checks it).
+            assert!(acts.iter().all(|a| a.ends_with("Association")), "{role}: {st}");
+            if acts
+                .iter()
+                .any(|a| a.starts_with("ssm:Create") || a.starts_with("ssm:Update"))
+            {
+                assert_eq!(
+                    resources,
+                    [documents[2], associations],
+                    "{role}: an association of another document: {st}"
+                );
+            }
+        } else if r == "*" {
+            assert_eq!(acts, ["ssm:ListAssociations"], "{role}: {st}");
+        } else {
+            assert!(
+                documents.contains(&r.as_str()),
+                "{role}: a document not hostkeyctl's: {st}"
+            );
+        }
     }
 }
