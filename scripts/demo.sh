@@ -235,7 +235,7 @@ for i in 0 1 2; do
 done
 
 bold "10. Host certificates: one @cert-authority line, no trust on first use"
-run admin "$HOSTKEYCTL" ca init --secret-id hostkeyctl-ca/demo --output json > "$WORK/ca.json"
+run admin "$HOSTKEYCTL" ca init --ca-secret-id hostkeyctl-ca/demo --output json > "$WORK/ca.json"
 CA_FP=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["fingerprint"])' "$WORK/ca.json")
 say "CA $CA_FP, in a secret of its own prefix: the login nodes' role cannot read it"
 run signer "$HOSTKEYCTL" sign --secret-id hostkeys/demo --ca-secret-id hostkeyctl-ca/demo \
@@ -329,7 +329,7 @@ variables = {"HOSTKEYCTL_ROTATE_ARGS": json.dumps(args)}
 body = json.dumps({"arn": arn, "bootstrap": bootstrap, "env": env, "variables": variables}).encode()
 u.urlopen(u.Request(endpoint + "/_bed/lambda/register", data=body, method="POST")).read()
 PY
-run rotation "$HOSTKEYCTL" schedule enable --secret-id hostkeys/demo --function "$FUNCTION" --every 'rate(30 days)' \
+run rotation "$HOSTKEYCTL" schedule enable --secret-id hostkeys/demo --function "$FUNCTION" --schedule 'rate(30 days)' \
   --ca-secret-id hostkeyctl-ca/demo --output table | sed 's/^/   | /'
 run admin "$HOSTKEYCTL" push --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
   --max-concurrency 100% -q >/dev/null

@@ -6,11 +6,8 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 #[cfg(feature = "lambda")]
 mod lambda_main;
-use hostkeyctl::cli::Cli;
 use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
@@ -35,8 +32,20 @@ fn main() -> ExitCode {
     let lambda = lambda_main::invoked_as_bootstrap();
     #[cfg(not(feature = "lambda"))]
     let lambda = false;
-    let cli = (!lambda).then(Cli::parse);
+    // Old spellings (docs/cli.md, "Renamed") parse, and are named.
+    let (cli, renamed) = if lambda {
+        (None, Vec::new())
+    } else {
+        let (cli, renamed) =
+            hostkeyctl::cli::renamed::parse(std::env::args_os().collect()).unwrap_or_else(|e| e.exit());
+        (Some(cli), renamed)
+    };
     let (quiet, verbose) = cli.as_ref().map_or((false, 1), |c| (c.global.quiet, c.global.verbose));
+    if !quiet {
+        for warning in &renamed {
+            eprintln!("warning: {warning}");
+        }
+    }
     // Our own crate logs at the chosen level. The AWS SDK's own warnings
     // (IMDS probes, retries) are noise to a user until they ask with -v: the
     // error hostkeyctl prints says what went wrong and what to do.

@@ -75,7 +75,8 @@ pub struct StatusArgs {
     /// --target of audit (repeatable).
     #[arg(long = "target", value_name = "SPEC")]
     pub targets: Vec<TargetSpec>,
-    /// sshd port of the nodes, with --target.
+    /// The SSH port: the nodes' sshd and the load balancer's listener
+    /// (lb: targets), when not 22.
     #[arg(long, default_value_t = 22, value_name = "PORT")]
     pub port: u16,
 }
@@ -100,7 +101,8 @@ pub struct PushArgs {
     /// or lb:NAME_OR_ARN / tg:ARN (the instances behind a load balancer).
     #[arg(long = "target", value_name = "SPEC", required = true)]
     pub targets: Vec<TargetSpec>,
-    /// The SSH listener's port, for lb: targets.
+    /// The SSH port: the nodes' sshd and the load balancer's listener
+    /// (lb: targets), when not 22.
     #[arg(long, default_value_t = 22, value_name = "PORT")]
     pub port: u16,
     /// Push this exact version.
@@ -134,8 +136,9 @@ pub struct AuditArgs {
     /// Expected set from a known_hosts file (one key per type).
     #[arg(long, value_name = "FILE", conflicts_with = "expect")]
     pub known_hosts: Option<PathBuf>,
-    /// Expected fingerprint (repeatable; matched by value).
-    #[arg(long = "expect", value_name = "SHA256:...")]
+    /// Expected fingerprint (repeat per key, or comma-separated; matched
+    /// by value).
+    #[arg(long = "expect", value_name = "SHA256:...", value_delimiter = ',')]
     pub expect: Vec<Fingerprint>,
     /// Nodes: tag:KEY=VALUE or i-... (repeatable; all must match), or
     /// node sources lb:NAME_OR_ARN, tg:ARN, hyperpod:CLUSTER[/GROUP]
@@ -143,9 +146,10 @@ pub struct AuditArgs {
     #[arg(long = "target", value_name = "SPEC")]
     pub targets: Vec<TargetSpec>,
     /// A node given directly (repeatable; each is audited as given).
-    #[arg(long = "endpoint", value_name = "HOST[:PORT]")]
+    #[arg(long = "endpoint", value_name = "HOST[:PORT]", value_delimiter = ',')]
     pub endpoints: Vec<HostPort>,
-    /// sshd port of discovered nodes.
+    /// The SSH port: the nodes' sshd and the load balancer's listener
+    /// (lb: targets), when not 22.
     #[arg(long, default_value_t = 22, value_name = "PORT")]
     pub port: u16,
     /// The load balancer to sample: HOST[:PORT], or lb:NAME_OR_ARN (its DNS
@@ -170,9 +174,14 @@ pub struct AuditArgs {
     /// connections at 10 by default: MaxStartups 10:30:100).
     #[arg(long, default_value_t = 4, value_name = "N")]
     pub per_host: usize,
-    /// Seconds per connection.
-    #[arg(long, default_value_t = 5, value_name = "SECS")]
-    pub timeout: u64,
+    /// Seconds to wait for each connection.
+    #[arg(
+        long = "connect-timeout",
+        alias = "timeout",
+        default_value_t = 5,
+        value_name = "SECS"
+    )]
+    pub connect_timeout: u64,
     /// Attempts per probe when a connection is dropped or times out.
     #[arg(long, default_value_t = 4, value_name = "N")]
     pub attempts: u32,
@@ -191,7 +200,7 @@ pub struct AuditArgs {
     /// Ask every node for host certificates and judge them: trusted CA
     /// fingerprint (repeat during a CA rotation). Verdicts: OK, EXPIRING,
     /// EXPIRED, WRONG_CA, PRINCIPAL_MISSING, NOT_HOST_CERT, CERT_MISSING.
-    #[arg(long = "ca-fingerprint", value_name = "SHA256:...")]
+    #[arg(long = "ca-fingerprint", value_name = "SHA256:...", value_delimiter = ',')]
     pub ca_fingerprints: Vec<Fingerprint>,
     /// A name every certificate must list (repeat).
     #[arg(
@@ -265,9 +274,10 @@ pub enum CaCommand {
 
 #[derive(Debug, Args)]
 pub struct CaInitArgs {
-    /// The CA secret's name.
-    #[arg(long, value_name = "NAME")]
-    pub secret_id: SecretId,
+    /// The CA secret's name (what sign, rotate and known-hosts take as
+    /// --ca-secret-id).
+    #[arg(long = "ca-secret-id", alias = "secret-id", value_name = "NAME")]
+    pub ca_secret_id: SecretId,
     /// Algorithm of a new CA key.
     #[arg(long, default_value = "ed25519", value_name = "ALG", conflicts_with = "from_file")]
     pub algorithm: KeyAlgorithm,
@@ -329,15 +339,15 @@ pub enum SsmDocumentCommand {
     /// Create the three documents, or add a new version and make it the
     /// default where the content changed.
     Deploy {
-        /// The install document's name.
-        #[arg(long, default_value = crate::ssm_document::DEFAULT_NAME, value_name = "NAME")]
-        name: String,
-        /// The check document's name.
-        #[arg(long, default_value = crate::ssm_document::CHECK_NAME, value_name = "NAME")]
-        check_name: String,
-        /// The converge document's name (`association deploy`).
-        #[arg(long, default_value = crate::ssm_document::CONVERGE_NAME, value_name = "NAME")]
-        converge_name: String,
+        /// The install document's name (push and rotate's --document).
+        #[arg(long = "document", alias = "name", default_value = crate::ssm_document::DEFAULT_NAME, value_name = "NAME")]
+        document: String,
+        /// The check document's name (audit's --check-document).
+        #[arg(long = "check-document", alias = "check-name", default_value = crate::ssm_document::CHECK_NAME, value_name = "NAME")]
+        check_document: String,
+        /// The converge document's name (association's --document).
+        #[arg(long = "converge-document", alias = "converge-name", default_value = crate::ssm_document::CONVERGE_NAME, value_name = "NAME")]
+        converge_document: String,
         /// How the nodes call hostkeyctl (name on PATH or absolute path).
         #[arg(long, default_value = "hostkeyctl", value_name = "PATH")]
         node_command: Program,

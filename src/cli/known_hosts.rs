@@ -19,7 +19,12 @@ pub struct KnownHostsArgs {
     /// read from its value, so a new CA can be distributed before it signs
     /// (repeat for several). Never from tags: anyone who may tag the secret
     /// could otherwise slip in a CA.
-    #[arg(long = "ca-secret-id", value_name = "ID", requires = "cert_authority")]
+    #[arg(
+        long = "ca-secret-id",
+        value_name = "ID",
+        requires = "cert_authority",
+        value_delimiter = ','
+    )]
     pub ca_secret_ids: Vec<SecretId>,
     /// Host names the lines are for: the load balancer's DNS name, aliases
     /// (not with --krl: a KRL names keys, not hosts; --client plink needs
@@ -42,7 +47,8 @@ pub struct KnownHostsArgs {
     /// Use this version.
     #[arg(long, value_name = "ID")]
     pub version_id: Option<VersionId>,
-    /// SSH port, when not 22 (lines then read [host]:port).
+    /// The SSH port users connect to, when not 22 (lines then read
+    /// [host]:port).
     #[arg(long, default_value_t = 22, value_name = "PORT")]
     pub port: u16,
     /// Hash the host names, as `ssh-keygen -H` does.

@@ -10,6 +10,7 @@ mod admin;
 
 #[cfg(feature = "admin")]
 mod known_hosts;
+pub mod renamed;
 #[cfg(feature = "admin")]
 mod rotate;
 #[cfg(feature = "admin")]
@@ -116,7 +117,7 @@ pub enum Command {
     /// The host certificate authority: a CA key in a secret of its own.
     #[command(
         subcommand,
-        after_help = "Examples:\n  hostkeyctl ca init --secret-id hostkeyctl-ca/my-cluster\n  hostkeyctl ca init --secret-id hostkeyctl-ca/my-cluster --from-file ./ca_key"
+        after_help = "Examples:\n  hostkeyctl ca init --ca-secret-id hostkeyctl-ca/my-cluster\n  hostkeyctl ca init --ca-secret-id hostkeyctl-ca/my-cluster --from-file ./ca_key"
     )]
     Ca(CaCommand),
     #[cfg(feature = "admin")]
@@ -155,7 +156,7 @@ pub enum Command {
     /// and announces the next (docs/rotation.md, "Scheduled rotation").
     #[command(
         subcommand,
-        after_help = "Examples:\n  hostkeyctl schedule enable --secret-id hostkeys/my-cluster --function arn:aws:lambda:eu-west-1:111122223333:function:hostkeyctl-rotation\n  hostkeyctl schedule enable --secret-id hostkeys/my-cluster --every 'rate(90 days)'\n  hostkeyctl schedule show --secret-id hostkeys/my-cluster\n  hostkeyctl schedule rotate --secret-id hostkeys/my-cluster\n  hostkeyctl schedule disable --secret-id hostkeys/my-cluster"
+        after_help = "Examples:\n  hostkeyctl schedule enable --secret-id hostkeys/my-cluster --function arn:aws:lambda:eu-west-1:111122223333:function:hostkeyctl-rotation\n  hostkeyctl schedule enable --secret-id hostkeys/my-cluster --schedule 'rate(90 days)'\n  hostkeyctl schedule show --secret-id hostkeys/my-cluster\n  hostkeyctl schedule rotate --secret-id hostkeys/my-cluster\n  hostkeyctl schedule disable --secret-id hostkeys/my-cluster"
     )]
     Schedule(ScheduleCommand),
     #[cfg(feature = "admin")]
@@ -262,7 +263,8 @@ pub struct InstallArgs {
     /// with commas): the load balancer's DNS name users type. A set
     /// without certificates is then refused too.
     #[arg(
-        long = "require-principal",
+        long = "principal",
+        alias = "require-principal",
         env = "HOSTKEYCTL_REQUIRE_PRINCIPALS",
         value_name = "NAME",
         value_delimiter = ','

@@ -65,7 +65,8 @@ pub struct RotateArgs {
     /// How the install command goes out through SSM Run Command.
     #[command(flatten)]
     pub rollout: RolloutArgs,
-    /// sshd port of the nodes, for the audit step.
+    /// The SSH port: the nodes' sshd and the load balancer's listener
+    /// (lb: targets), when not 22.
     #[arg(long, default_value_t = 22, value_name = "PORT")]
     pub port: u16,
     /// The CA secret (`hostkeyctl ca init`): signs the new set like the

@@ -31,7 +31,7 @@ struct CaReport {
 async fn ca_init(args: &CaInitArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
     args.placement
         .key_set_prefix
-        .check_ca(&args.secret_id)
+        .check_ca(&args.ca_secret_id)
         .map_err(|e| Failure::usage(anyhow::anyhow!("{e}; nothing was created")))?;
     let key = match &args.from_file {
         Some(path) => {
@@ -56,7 +56,7 @@ async fn ca_init(args: &CaInitArgs, global: &GlobalArgs, output: OutputFormat) -
     let store = SecretsManagerStore::new(&config);
     let arn = store
         .create_ca(&CaCreateRequest {
-            name: &args.secret_id,
+            name: &args.ca_secret_id,
             ca: &ca,
             description: "SSH host certificate authority (managed by hostkeyctl)",
             tags: &args.tags,

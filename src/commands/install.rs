@@ -1,12 +1,14 @@
 //! `hostkeyctl install`: the node side. Builds the request, runs
 //! [`crate::install::run`], prints one JSON line on stdout (what `push`
-//! reads back from SSM) and a human summary on stderr.
+//! reads back from SSM) and a human summary on stderr; `--output table`,
+//! outside SSM, prints the summary on stdout alone.
 
 use crate::aws;
 use crate::aws::SecretsManagerStore;
 use crate::cli::{GlobalArgs, InstallArgs};
 use crate::exit::{ExitStatus as _, Failure, Status};
 use crate::install::{self, InstallReport};
+use crate::output::OutputFormat;
 use crate::scan::SshProber;
 use crate::scan::pacing::{Ledger, Paced};
 
@@ -46,6 +48,16 @@ pub async fn run(args: &InstallArgs, global: &GlobalArgs) -> Result<Status, Fail
     let report = outcome?;
     if let Some(config) = config.as_ref().filter(|_| compliance) {
         report_compliance(config, &report).await;
+    }
+    // The JSON line is what push reads back from SSM, so under SSM Run
+    // Command it is printed whatever --output says; `--output table` asks
+    // for the summary on stdout instead (docs/cli.md, "Rules").
+    let under_ssm = std::env::var_os("AWS_SSM_INSTANCE_ID").is_some_and(|v| !v.is_empty());
+    if global.output == OutputFormat::Table && !under_ssm {
+        if let Some(summary) = install::run::summary(&report, false) {
+            println!("{summary}");
+        }
+        return Ok(report.status());
     }
     match install::run::json_line(&report) {
         Ok(line) => println!("{line}"),

@@ -8,6 +8,7 @@ use crate::exit::{Failure, Status};
 use crate::ids::SecretId;
 use crate::known_hosts::clients::{self, Client};
 use crate::known_hosts::{self, CaSources, Hosts};
+use crate::output::{self, OutputFormat};
 
 /// Runs `known-hosts`.
 pub async fn run(args: &KnownHostsArgs, global: &GlobalArgs) -> Result<Status, Failure> {
@@ -18,13 +19,12 @@ pub async fn run(args: &KnownHostsArgs, global: &GlobalArgs) -> Result<Status, F
     {
         // Needs no AWS.
         let text = known_hosts::ssh_config_text(hosts.names(), &args.nodes, hosts.port()).map_err(usage)?;
-        print!("{text}");
-        return Ok(Status::Success);
+        return emit(global, "ssh_config", args, &text);
     }
     let config = aws::load_config(&global.aws).await?;
     let store = SecretsManagerStore::new(&config);
     if let (Some(path), Some(secret_id)) = (&args.krl, &args.secret_id) {
-        return revocation(&store, secret_id, Revocation::Krl(path), global.quiet).await;
+        return revocation(&store, secret_id, Revocation::Krl(path), global, args).await;
     }
     let pin = args.pin();
     if args.cert_authority
@@ -35,14 +35,11 @@ pub async fn run(args: &KnownHostsArgs, global: &GlobalArgs) -> Result<Status, F
             ca_secret_ids: &args.ca_secret_ids,
         };
         let cas = known_hosts::cert_authorities(&store, &sources).await?;
-        match args.client {
-            Client::Putty => print!("{}", known_hosts::putty::registry_host_cas(&cas, hosts.names())),
-            _ => print!(
-                "{}",
-                known_hosts::cert_authority_lines(&cas, &hosts.patterns().join(",")).concat()
-            ),
-        }
-        return Ok(Status::Success);
+        let text = match args.client {
+            Client::Putty => known_hosts::putty::registry_host_cas(&cas, hosts.names()),
+            _ => known_hosts::cert_authority_lines(&cas, &hosts.patterns().join(",")).concat(),
+        };
+        return emit(global, "cert_authority", args, &text);
     }
     let Some(secret_id) = &args.secret_id else {
         return Err(usage("--secret-id is required without --cert-authority".to_owned()));
@@ -50,13 +47,11 @@ pub async fn run(args: &KnownHostsArgs, global: &GlobalArgs) -> Result<Status, F
     if args.revoked
         && let Some(hosts) = &hosts
     {
-        return revocation(&store, secret_id, Revocation::Lines(hosts), global.quiet).await;
+        return revocation(&store, secret_id, Revocation::Lines(hosts), global, args).await;
     }
     let served = clients::served(&store, secret_id, pin, args.client).await?;
-    print!(
-        "{}",
-        clients::render(args.client, &served.keys, hosts.as_ref(), args.format())
-    );
+    let text = clients::render(args.client, &served.keys, hosts.as_ref(), args.format());
+    emit(global, "known_hosts", args, &text)?;
     if !global.quiet
         && let Some(announced) = &served.announced
     {
@@ -72,17 +67,17 @@ async fn revocation(
     store: &SecretsManagerStore,
     secret_id: &SecretId,
     to: Revocation<'_>,
-    quiet: bool,
+    global: &GlobalArgs,
+    args: &KnownHostsArgs,
 ) -> Result<Status, Failure> {
+    let quiet = global.quiet;
     let now = crate::certificate::now_unix();
     let retired = crate::revocation::retired(store, secret_id, now).await?;
     let summary = crate::revocation::summary(&retired);
     match to {
         Revocation::Lines(hosts) => {
-            print!(
-                "{}",
-                crate::revocation::revoked_lines(&retired, &hosts.patterns().join(","))
-            );
+            let text = crate::revocation::revoked_lines(&retired, &hosts.patterns().join(","));
+            emit(global, "revoked", args, &text)?;
             if !quiet {
                 eprintln!("known-hosts: {summary}");
             }
@@ -101,10 +96,28 @@ async fn revocation(
                     path.display()
                 ))
             })?;
+            if global.output == OutputFormat::Json {
+                let written =
+                    serde_json::json!({"kind": "krl", "path": path.display().to_string(), "summary": summary});
+                output::print_json(&written).map_err(Failure::usage)?;
+            }
             if !quiet {
                 eprintln!("known-hosts: wrote the KRL {}: {summary}", path.display());
             }
         }
+    }
+    Ok(Status::Success)
+}
+
+/// Prints what known-hosts made: the text as it is, or, with an explicit
+/// `--output json`, one JSON object holding it (`kind`, `client`, `text`).
+fn emit(global: &GlobalArgs, kind: &str, args: &KnownHostsArgs, text: &str) -> Result<Status, Failure> {
+    if global.output == OutputFormat::Json {
+        let client = clap::ValueEnum::to_possible_value(&args.client).map(|v| v.get_name().to_owned());
+        let value = serde_json::json!({"kind": kind, "client": client, "text": text});
+        output::print_json(&value).map_err(Failure::usage)?;
+    } else {
+        print!("{text}");
     }
     Ok(Status::Success)
 }

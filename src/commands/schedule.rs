@@ -18,7 +18,7 @@ pub async fn run(command: &ScheduleCommand, global: &GlobalArgs, output: OutputF
             let request = EnableRequest {
                 secret: &args.secret_id,
                 function: args.function.as_deref(),
-                every: args.every.as_deref(),
+                schedule: args.schedule.as_deref(),
                 window: args.window.as_deref(),
                 ca_secret_id: args.ca_secret_id.as_ref(),
                 key_set_prefix: &args.placement.key_set_prefix,

@@ -14,16 +14,16 @@ pub async fn run(command: &SsmDocumentCommand, global: &GlobalArgs, output: Outp
             print!("{}", content(*kind, node_command));
         }
         SsmDocumentCommand::Deploy {
-            name,
-            check_name,
-            converge_name,
+            document,
+            check_document,
+            converge_document,
             node_command,
         } => {
             let ssm = SsmDispatcher::new(&aws::load_config(&global.aws).await?);
             let names = Names {
-                install: name,
-                check: check_name,
-                converge: converge_name,
+                install: document,
+                check: check_document,
+                converge: converge_document,
             };
             let done = publish(&ssm, names, node_command).await?;
             match output {

@@ -156,7 +156,7 @@ fn usable(
     // is left out, never a reason to keep the node's own keys: plain-key
     // clients need the canonical keys, and the report says to renew
     // (issue 27). Every other fault refuses the set, and so does any fault
-    // under --require-principal, which asks for certificates strictly.
+    // under --principal, which asks for certificates strictly.
     let mut usable = Certificates::new();
     let mut left_out = Vec::new();
     for (a, cert) in certificates {

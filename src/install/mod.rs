@@ -217,7 +217,7 @@ pub enum InstallError {
     Certificate(#[from] crate::certificate::CertProblem),
     /// Principals are required but the set has no certificates.
     #[error(
-        "--require-principal {0} is set, but the set carries no certificates; sign it (`hostkeyctl sign`) or drop the option"
+        "--principal {0} is set, but the set carries no certificates; sign it (`hostkeyctl sign`) or drop the option"
     )]
     NoCertificates(String),
     /// No address to verify against.

@@ -16,7 +16,7 @@ use crate::store::{
     stage,
 };
 
-/// `schedule enable`'s schedule when neither `--every` nor the secret sets one.
+/// `schedule enable`'s schedule when neither `--schedule` nor the secret sets one.
 pub const DEFAULT_EVERY: &str = "rate(30 days)";
 
 /// Secrets Manager's shortest schedule.
@@ -70,7 +70,7 @@ pub struct EnableRequest<'a> {
     /// The rotation function (none: the one the secret has).
     pub function: Option<&'a str>,
     /// The schedule (none: the secret's, else [`DEFAULT_EVERY`]).
-    pub every: Option<&'a str>,
+    pub schedule: Option<&'a str>,
     /// The rotation window.
     pub window: Option<&'a str>,
     /// The CA that signs the announced set.
@@ -157,9 +157,9 @@ pub async fn enable(
     };
     let announced = announcer.announce_after(&current).await?;
     let kept =
-        info.rotation.enabled && request.function.is_none() && request.every.is_none() && request.window.is_none();
+        info.rotation.enabled && request.function.is_none() && request.schedule.is_none() && request.window.is_none();
     let every = request
-        .every
+        .schedule
         .map(str::to_owned)
         .or_else(|| info.rotation.schedule.clone())
         .unwrap_or_else(|| DEFAULT_EVERY.to_owned());
@@ -298,7 +298,7 @@ mod tests {
             ("rate(2 weeks)", "expected minutes, hours or days"),
             ("rate(120 minutes)", "not by the minute"),
             ("rate(1 days)", "rate(1 day)"),
-            ("0", "2 to 1000"),
+            ("0", "at least 1"),
             ("1", "2 to 1000"),
             ("monthly", "expected rate"),
             ("cron(0 4)", "5 to 7 fields"),

@@ -92,7 +92,7 @@ pub enum ResolveError {
     },
     /// A custom document that does not exist.
     #[error(
-        "SSM document {0} does not exist in this account and region; deploy it with `hostkeyctl ssm-document deploy --name {0}`, or pass --document {RUN_SHELL_SCRIPT}"
+        "SSM document {0} does not exist in this account and region; deploy it with `hostkeyctl ssm-document deploy --document {0}`, or pass --document {RUN_SHELL_SCRIPT}"
     )]
     Missing(String),
 }

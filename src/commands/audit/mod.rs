@@ -105,7 +105,7 @@ pub async fn run(args: &AuditArgs, global: &GlobalArgs, output: OutputFormat) ->
         policy: ScanPolicy {
             concurrency: args.concurrency,
             per_host: args.per_host,
-            timeout: Duration::from_secs(args.timeout.max(1)),
+            timeout: Duration::from_secs(args.connect_timeout.max(1)),
             attempts: args.attempts.max(1),
             algorithms: args.key_types.clone(),
         },

@@ -73,7 +73,7 @@ fn connects(bed: &TestBed, known_hosts: &Path, alias: &str, times: usize) -> usi
 }
 
 fn ca_init(bed: &TestBed, name: &str) -> Value {
-    let run = bed.cli("ca init").json().secret_id(name).run();
+    let run = bed.cli("ca init").json().args(&["--ca-secret-id", name]).run();
     ok(&run, "ca init");
     run.json()
 }
@@ -141,6 +141,22 @@ fn assert_plain_key_client_sees_nothing(bed: &TestBed) {
     let lb = bed.state.lb.clone().unwrap();
     let plain = bed.cli("known-hosts").secret().args(&["--host", &lb.address]).run();
     ok(&plain, "known-hosts");
+    // --output json holds the same lines (docs/cli.md: every command
+    // honours --output).
+    let as_json = bed
+        .cli("known-hosts")
+        .secret()
+        .json()
+        .args(&["--host", &lb.address])
+        .run();
+    ok(&as_json, "known-hosts --output json");
+    let doc = as_json.json();
+    assert_eq!(
+        (doc["kind"].as_str(), doc["client"].as_str()),
+        (Some("known_hosts"), Some("openssh")),
+        "{doc}"
+    );
+    assert_eq!(doc["text"].as_str(), Some(plain.stdout.as_str()), "{doc}");
     let plain_file = bed.dir().join("known_hosts.plain");
     std::fs::write(&plain_file, &plain.stdout).unwrap();
     let out = bed.ssh_lb(&plain_file, &[]);
@@ -210,7 +226,7 @@ fn certificates_are_served_trusted_through_the_lb_and_survive_a_rotation() {
     bed.init_generated("hostkeys/hk");
     let ca = ca_init(&bed, "hostkeyctl-ca/ca");
     let ca_fp = ca["fingerprint"].as_str().unwrap().to_owned();
-    let again = bed.cli("ca init").secret_id("hostkeyctl-ca/ca").run();
+    let again = bed.cli("ca init").args(&["--ca-secret-id", "hostkeyctl-ca/ca"]).run();
     again.code(2);
     assert!(again.stderr.contains("never overwrites a CA"), "{}", again.stderr);
     assert_eq!(sign(&bed, &[])["certificates"].as_array().unwrap().len(), 3);

@@ -49,7 +49,10 @@ fn admin_does_its_commands(bed: &TestBed) {
         ])),
         "push",
     );
-    ok(&bed.cli("ca init").secret_id("hostkeyctl-ca/ca").run(), "ca init");
+    ok(
+        &bed.cli("ca init").args(&["--ca-secret-id", "hostkeyctl-ca/ca"]).run(),
+        "ca init",
+    );
     let sign = [
         "sign",
         "--secret-id",
@@ -248,7 +251,10 @@ fn a_refused_sign_says_what_it_left_and_the_next_rotate_removes_it() {
         ..BedOptions::default()
     });
     bed.init_generated("hostkeys/hk");
-    ok(&bed.cli("ca init").secret_id("hostkeyctl-ca/ca").run(), "ca init");
+    ok(
+        &bed.cli("ca init").args(&["--ca-secret-id", "hostkeyctl-ca/ca"]).run(),
+        "ca init",
+    );
     let before = bed.cli("status").secret().json().run().json();
     bed.set_faults(json!({ "deny_actions": { "UpdateSecretVersionStage": "" } }));
     let sign = bed

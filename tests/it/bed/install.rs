@@ -55,6 +55,14 @@ fn a_fresh_node_converges_and_a_second_run_changes_nothing() {
     assert_eq!(second.json()["reloaded"], false);
     assert_eq!(snapshot(&node.ssh_dir), files_before, "a no-op install wrote files");
     assert_eq!(sighups(node), 1, "a no-op install reloaded sshd");
+    // --output table: the summary on stdout, no JSON (outside SSM).
+    let table = bed.cli("install").on(node).secret().args(&["--output", "table"]).run();
+    table.ok();
+    assert!(
+        table.stdout.starts_with("version ") && table.stdout.contains("nothing to do") && !table.stdout.contains('{'),
+        "{}",
+        table.stdout
+    );
 
     // The new files keep Debian's conventions.
     for (name, _, mode) in snapshot(&node.ssh_dir) {

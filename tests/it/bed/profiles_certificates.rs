@@ -60,7 +60,11 @@ fn host_certificate_is_refused_kept_or_replaced_as_the_admin_chooses() {
     let out = connect(&their_ca);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     // Replace: our set, signed by our CA, goes into their certificate file.
-    let ca = bed.cli("ca init").json().secret_id("hostkeyctl-ca/ca").run();
+    let ca = bed
+        .cli("ca init")
+        .json()
+        .args(&["--ca-secret-id", "hostkeyctl-ca/ca"])
+        .run();
     ca.ok();
     let ours = ca.json()["public_key"].as_str().unwrap().to_owned();
     let sign = bed

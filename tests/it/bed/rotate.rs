@@ -491,7 +491,10 @@ fn assert_serial_served(bed: &TestBed, serial: u64) {
 /// `ca init` and `sign` for `login.test`; the known_hosts of a client that
 /// trusts only the CA.
 pub(crate) fn signed_with_a_ca(bed: &TestBed) -> std::path::PathBuf {
-    bed.cli("ca init").secret_id("hostkeyctl-ca/ca").run().ok();
+    bed.cli("ca init")
+        .args(&["--ca-secret-id", "hostkeyctl-ca/ca"])
+        .run()
+        .ok();
     sign(bed);
     let line = bed
         .cli("known-hosts")

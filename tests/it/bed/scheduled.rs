@@ -128,7 +128,7 @@ fn enable(bed: &TestBed, arn: &str, pull: bool, checks_before: usize, stopped: &
         .cli("schedule enable")
         .json()
         .secret()
-        .args(&["--function", arn, "--every", "rate(30 days)"])
+        .args(&["--function", arn, "--schedule", "rate(30 days)"])
         .run();
     run.ok();
     let enabled = run.json();

@@ -194,7 +194,7 @@ fn hyperpod_nodes_are_audited_across_pages_and_never_pushed() {
 
     // The whole cluster: 123 nodes over two pages; the workers have no sshd.
     bed.control("POST", "/_bed/counts/reset", &json!({}));
-    let (code, report, stderr) = audit(&bed, &["--target", "hyperpod:hp", "--timeout", "2"]);
+    let (code, report, stderr) = audit(&bed, &["--target", "hyperpod:hp", "--connect-timeout", "2"]);
     assert_eq!(code, 3, "workers without sshd make the audit incomplete: {stderr}");
     assert_eq!(report["nodes"].as_array().unwrap().len(), 123);
     let counts = bed.counts();

@@ -163,7 +163,7 @@ async fn each_bad_certificate_is_refused_and_the_good_one_served() {
             super::make_current(store, &document).await;
         }
     };
-    let line = "hostkeyctl install --secret-id=hk --require-principal=login.test --quiet";
+    let line = "hostkeyctl install --secret-id=hk --principal=login.test --quiet";
     let before = dir_contents(&node.ssh_dir);
     let reloads = node.reloads();
     for (cert, says) in cases {

@@ -303,8 +303,8 @@ fn the_ca_nodes_and_auditors_hold_only_their_grants() {
 fn a_ca_the_nodes_could_read_is_never_created_or_read() {
     let ca_arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:hostkeys/ca-AbCdEf";
     let cases: Vec<Vec<&str>> = vec![
-        vec!["ca", "init", "--secret-id", "hostkeys/x"],
-        vec!["ca", "init", "--secret-id", ca_arn],
+        vec!["ca", "init", "--ca-secret-id", "hostkeys/x"],
+        vec!["ca", "init", "--ca-secret-id", ca_arn],
         vec![
             "sign",
             "--secret-id",

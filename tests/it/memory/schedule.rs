@@ -18,7 +18,7 @@ fn request<'a>(secret: &'a SecretId, prefix: &'a KeySetPrefix, now: i64) -> Enab
     EnableRequest {
         secret,
         function: Some(FUNCTION),
-        every: Some("rate(30 days)"),
+        schedule: Some("rate(30 days)"),
         window: None,
         ca_secret_id: None,
         key_set_prefix: prefix,

@@ -5,3 +5,4 @@ mod cli;
 mod house;
 mod keygen;
 mod known_hosts;
+mod vocabulary;
