@@ -1,8 +1,8 @@
 # The two commands a newcomer runs (see README):
 #   make demo   the whole story end to end on the local test bed
 #   make test   every check and test (what CI runs)
-# And for iterating: make check (fmt, clippy, unit and in-memory flow
-# tests: what plain `cargo test` runs; no root, sshd, AWS emulator or HAProxy).
+# And for iterating: make check (fmt, clippy, unit tests, the memory and
+# tools tiers; no root, sshd, AWS emulator or HAProxy).
 
 CARGO ?= cargo
 
@@ -46,10 +46,11 @@ deny-tool:
 deny: deny-tool
 	$(CARGO) deny check licenses bans sources
 
-# Unit tests, the in-memory flows and the CLI's transcripts: no root, sshd,
-# AWS emulator or HAProxy (the bed tier is feature testbed: make test).
+# Unit tests, the memory tier and the tools tier (the built binary, the
+# CLI's transcripts, OpenSSH's tools): no root, sshd, AWS emulator or
+# HAProxy (the bed tier is feature testbed: make test).
 check: lint
-	$(CARGO) test --locked
+	$(CARGO) test --locked --features tools
 
 # Every test runs with the shipped node build on the bed's nodes (x86_64;
 # aarch64 under qemu-user for converge, --check and rollback), after the
