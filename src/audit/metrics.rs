@@ -283,6 +283,69 @@ pub fn emf(namespace: &str, datums: &[Datum], timestamp_ms: u64) -> Vec<String> 
         .collect()
 }
 
+/// Where the audit's metrics go: CloudWatch, or a double.
+pub trait MetricsSink: Sync {
+    /// `PutMetricData` of `datums` under `namespace`.
+    fn put(
+        &self,
+        namespace: &str,
+        datums: &[Datum],
+    ) -> impl std::future::Future<Output = Result<(), crate::aws_error::AwsError>> + Send;
+}
+
+/// Where `publish` sends the audit's metrics.
+pub struct Destinations<'a, M> {
+    /// A Prometheus textfile (`--metrics-file`).
+    pub file: Option<&'a std::path::Path>,
+    /// A CloudWatch namespace (`--cloudwatch`) and the sink to put them in.
+    pub cloudwatch: Option<(&'a str, Option<&'a M>)>,
+    /// Running in Lambda: the embedded metric format on stdout instead of
+    /// a call (CloudWatch Logs makes the metrics, with no permission).
+    pub in_lambda: bool,
+}
+
+/// `--metrics-file` and `--cloudwatch`: the metrics of `report`, written
+/// and published; what could not be, as warnings (the audit's report and
+/// exit code stand, and the template's alarm on missing data catches
+/// metrics that stop coming). Lines for stdout (the embedded metric
+/// format) are returned.
+pub async fn publish<M: MetricsSink>(
+    report: &AuditReport,
+    elapsed: Duration,
+    now: OffsetDateTime,
+    to: &Destinations<'_, M>,
+) -> (Vec<String>, Vec<String>) {
+    let (mut lines, mut warnings) = (Vec::new(), Vec::new());
+    if to.file.is_none() && to.cloudwatch.is_none() {
+        return (lines, warnings);
+    }
+    let m = of(report, elapsed, now);
+    if let Some(path) = to.file {
+        let unix = u64::try_from(now.unix_timestamp()).unwrap_or_default();
+        if let Err(e) = write(path, &m, unix) {
+            warnings.push(format!(
+                "cannot write the metrics file {}: {e}; the audit's result stands",
+                path.display()
+            ));
+        }
+    }
+    let Some((namespace, sink)) = to.cloudwatch else {
+        return (lines, warnings);
+    };
+    let datums = datums(&m);
+    if to.in_lambda {
+        let ms = u64::try_from(now.unix_timestamp_nanos() / 1_000_000).unwrap_or_default();
+        lines.extend(emf(namespace, &datums, ms));
+    } else if let Some(sink) = sink
+        && let Err(e) = sink.put(namespace, &datums).await
+    {
+        warnings.push(format!(
+            "cannot publish the audit's metrics to CloudWatch: {e}; the audit's result stands"
+        ));
+    }
+    (lines, warnings)
+}
+
 #[cfg(test)]
 mod tests {
     use super::{AuditMetrics, Conclusion, datums, textfile};
@@ -382,67 +445,4 @@ mod tests {
             "the alarm's metric has no dimension"
         );
     }
-}
-
-/// Where the audit's metrics go: CloudWatch, or a double.
-pub trait MetricsSink: Sync {
-    /// `PutMetricData` of `datums` under `namespace`.
-    fn put(
-        &self,
-        namespace: &str,
-        datums: &[Datum],
-    ) -> impl std::future::Future<Output = Result<(), crate::aws_error::AwsError>> + Send;
-}
-
-/// Where `publish` sends the audit's metrics.
-pub struct Destinations<'a, M> {
-    /// A Prometheus textfile (`--metrics-file`).
-    pub file: Option<&'a std::path::Path>,
-    /// A CloudWatch namespace (`--cloudwatch`) and the sink to put them in.
-    pub cloudwatch: Option<(&'a str, Option<&'a M>)>,
-    /// Running in Lambda: the embedded metric format on stdout instead of
-    /// a call (CloudWatch Logs makes the metrics, with no permission).
-    pub in_lambda: bool,
-}
-
-/// `--metrics-file` and `--cloudwatch`: the metrics of `report`, written
-/// and published; what could not be, as warnings (the audit's report and
-/// exit code stand, and the template's alarm on missing data catches
-/// metrics that stop coming). Lines for stdout (the embedded metric
-/// format) are returned.
-pub async fn publish<M: MetricsSink>(
-    report: &AuditReport,
-    elapsed: Duration,
-    now: OffsetDateTime,
-    to: &Destinations<'_, M>,
-) -> (Vec<String>, Vec<String>) {
-    let (mut lines, mut warnings) = (Vec::new(), Vec::new());
-    if to.file.is_none() && to.cloudwatch.is_none() {
-        return (lines, warnings);
-    }
-    let m = of(report, elapsed, now);
-    if let Some(path) = to.file {
-        let unix = u64::try_from(now.unix_timestamp()).unwrap_or_default();
-        if let Err(e) = write(path, &m, unix) {
-            warnings.push(format!(
-                "cannot write the metrics file {}: {e}; the audit's result stands",
-                path.display()
-            ));
-        }
-    }
-    let Some((namespace, sink)) = to.cloudwatch else {
-        return (lines, warnings);
-    };
-    let datums = datums(&m);
-    if to.in_lambda {
-        let ms = u64::try_from(now.unix_timestamp_nanos() / 1_000_000).unwrap_or_default();
-        lines.extend(emf(namespace, &datums, ms));
-    } else if let Some(sink) = sink
-        && let Err(e) = sink.put(namespace, &datums).await
-    {
-        warnings.push(format!(
-            "cannot publish the audit's metrics to CloudWatch: {e}; the audit's result stands"
-        ));
-    }
-    (lines, warnings)
 }
