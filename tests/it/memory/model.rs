@@ -13,8 +13,10 @@
 //! 3. no key of a set a node may serve (AWSCURRENT, AWSPENDING,
 //!    HOSTKEYCTL_NEXT) is revoked;
 //! 4. the stages stay resumable: one AWSCURRENT, and after each sequence a
-//!    clean `--abort` and one scheduled rotation a day after an
-//!    announcement promote that announcement.
+//!    clean `--abort`, a first rotation with nothing announced (it
+//!    completes, keeps AWSCURRENT's keys and announces the next), and one
+//!    scheduled rotation a day after an announcement promote that
+//!    announcement.
 //!
 //! `HOSTKEYCTL_MODEL_SEQUENCES` sets how many sequences (10,000 in an
 //! optimised build, what `make test` runs; 300 in a debug build);
@@ -497,6 +499,7 @@ async fn resumable(world: &World) -> Result<(), String> {
         node.timer = true;
     }
     world.timers().await;
+    first_rotation(world, &hooked, &dispatcher, &push).await?;
     world
         .rotation(&hooked, &dispatcher, &push)
         .announce_after(&super::current(&world.store).await)
@@ -522,6 +525,50 @@ async fn resumable(world: &World) -> Result<(), String> {
         return Err("the announced set was not promoted".to_owned());
     }
     world.check(&hooked).await;
+    Ok(())
+}
+
+/// A scheduled rotation of a secret with nothing announced (a stack's
+/// `RotationSchedule` nobody followed with `schedule enable`): the
+/// announcement is taken off first, as if it never was. All four steps
+/// complete, AWSCURRENT keeps its keys (a copy is promoted: no client sees
+/// a change), and the next set is announced. Invariant 1 only holds such a
+/// rotation from promoting a new set; this holds it to completing.
+async fn first_rotation<'w>(
+    world: &'w World,
+    hooked: &Hooked<'w, MemoryStore>,
+    dispatcher: &MemDispatcher<'w, MemoryStore>,
+    push: &hostkeyctl::rollout::PushOptions,
+) -> Result<(), String> {
+    let label = hostkeyctl::ids::StageLabel::parse(STAGE_NEXT).map_err(|e| e.to_string())?;
+    if let Some(holder) = world.store.holder(&secret(), STAGE_NEXT) {
+        world
+            .store
+            .move_stage(&secret(), &label, None, Some(&holder))
+            .await
+            .map_err(|e| format!("taking the announcement off: {e}"))?;
+    }
+    world.update_ghost();
+    let before = world.keys_at(STAGE_CURRENT).map(|k| ident(&k));
+    let token = VersionId::random();
+    world
+        .store
+        .stage_rotation(&secret(), &token, false)
+        .map_err(|e| e.to_string())?;
+    let rotation = world.rotation(hooked, dispatcher, push);
+    for s in STEPS {
+        rotation
+            .scheduled_step(s, &token, FleetMode::Pull)
+            .await
+            .map_err(|e| format!("a first rotation, {s}: {e}"))?;
+    }
+    if world.keys_at(STAGE_CURRENT).map(|k| ident(&k)) != before {
+        return Err("a first rotation with nothing announced changed AWSCURRENT's keys".to_owned());
+    }
+    if world.keys_at(STAGE_NEXT).is_none() {
+        return Err("a first rotation announced nothing".to_owned());
+    }
+    world.check(hooked).await;
     Ok(())
 }
 
