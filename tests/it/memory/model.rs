@@ -14,7 +14,8 @@
 //!    HOSTKEYCTL_NEXT) is revoked;
 //! 4. the stages stay resumable: one AWSCURRENT, and after each sequence a
 //!    clean `--abort`, a first rotation with nothing announced (it
-//!    completes, keeps AWSCURRENT's keys and announces the next), and one
+//!    completes, keeps AWSCURRENT's keys and announces the next; in every
+//!    fourth sequence), and one
 //!    scheduled rotation a day after an announcement promote that
 //!    announcement.
 //!
@@ -481,7 +482,7 @@ async fn event(world: &World, rng: &mut Xoshiro256PlusPlus, log: &mut Vec<String
 /// Invariant 4: whatever the sequence left, a clean abort, an
 /// announcement, a day and one scheduled rotation promote the announced
 /// set.
-async fn resumable(world: &World) -> Result<(), String> {
+async fn resumable(world: &World, first: bool) -> Result<(), String> {
     let hooked = Hooked::new(&world.store, world.hook(None));
     let dispatcher = MemDispatcher::new(&world.empty, &world.store);
     let push = options(0);
@@ -499,7 +500,10 @@ async fn resumable(world: &World) -> Result<(), String> {
         node.timer = true;
     }
     world.timers().await;
-    first_rotation(world, &hooked, &dispatcher, &push).await?;
+    // In one sequence of four (by seed): the check costs a whole rotation.
+    if first {
+        first_rotation(world, &hooked, &dispatcher, &push).await?;
+    }
     world
         .rotation(&hooked, &dispatcher, &push)
         .announce_after(&super::current(&world.store).await)
@@ -586,7 +590,7 @@ async fn sequence(seed: u64, empty: Arc<MemFleet>) -> Result<usize, String> {
     }
     let promotions = *lock(&world.promotions);
     if lock(&world.violations).is_empty()
-        && let Err(e) = resumable(&world).await
+        && let Err(e) = resumable(&world, seed % 4 == 0).await
     {
         world.violation(format!("not resumable: {e}"));
     }
