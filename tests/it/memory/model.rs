@@ -590,7 +590,7 @@ async fn sequence(seed: u64, empty: Arc<MemFleet>) -> Result<usize, String> {
     }
     let promotions = *lock(&world.promotions);
     if lock(&world.violations).is_empty()
-        && let Err(e) = resumable(&world, seed % 4 == 0).await
+        && let Err(e) = resumable(&world, seed.is_multiple_of(4)).await
     {
         world.violation(format!("not resumable: {e}"));
     }
