@@ -133,10 +133,9 @@ mod tests {
         async fn deploy(&self, name: &str, kind: Kind, _: &Program) -> Result<(String, &'static str), AwsError> {
             self.seen.lock().unwrap().push((name.to_owned(), kind));
             if name == self.refuse {
-                return Err(AwsError::Service {
+                return Err(AwsError::AccessDenied {
                     action: "ssm:UpdateDocument",
                     resource: format!("document {name}"),
-                    code: "AccessDeniedException".to_owned(),
                     message: "no".to_owned(),
                 });
             }
