@@ -213,7 +213,7 @@ pub struct AuditArgs {
     /// EXPIRING (a warning, exit 0) when fewer days of validity are left.
     /// The default suits sign's 7 days renewed daily at 3 days left
     /// (docs/certificates.md): below 2, a renewal was missed.
-    #[arg(long, default_value_t = 2, value_name = "N", requires = "ca_fingerprints")]
+    #[arg(long, default_value_t = 2, value_name = "DAYS", requires = "ca_fingerprints")]
     pub warn_days: u64,
     /// Also write the audit's metrics (nodes and samples by verdict,
     /// certificate days left, duration) as a Prometheus textfile, for

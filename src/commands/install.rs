@@ -54,8 +54,14 @@ pub async fn run(args: &InstallArgs, global: &GlobalArgs) -> Result<Status, Fail
     // for the summary on stdout instead (docs/cli.md, "Rules").
     let under_ssm = std::env::var_os("AWS_SSM_INSTANCE_ID").is_some_and(|v| !v.is_empty());
     if global.output == OutputFormat::Table && !under_ssm {
-        if let Some(summary) = install::run::summary(&report, false) {
-            println!("{summary}");
+        // What went wrong goes to stderr, as every error does; -q keeps a
+        // success quiet.
+        if let Some(summary) = install::run::summary(&report, global.quiet) {
+            if report.error.is_some() {
+                eprintln!("{summary}");
+            } else {
+                println!("{summary}");
+            }
         }
         return Ok(report.status());
     }

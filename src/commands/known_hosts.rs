@@ -97,8 +97,13 @@ async fn revocation(
                 ))
             })?;
             if global.output == OutputFormat::Json {
-                let written =
-                    serde_json::json!({"kind": "krl", "path": path.display().to_string(), "summary": summary});
+                let written = serde_json::json!({
+                    "schema": SCHEMA,
+                    "kind": "krl",
+                    "client": client_name(args),
+                    "path": path.display().to_string(),
+                    "summary": summary,
+                });
                 output::print_json(&written).map_err(Failure::usage)?;
             }
             if !quiet {
@@ -109,12 +114,21 @@ async fn revocation(
     Ok(Status::Success)
 }
 
-/// Prints what known-hosts made: the text as it is, or, with an explicit
-/// `--output json`, one JSON object holding it (`kind`, `client`, `text`).
+/// The JSON output's schema name and version.
+const SCHEMA: &str = "hostkeyctl-known-hosts/v1";
+
+/// `--client`'s name.
+fn client_name(args: &KnownHostsArgs) -> Option<String> {
+    clap::ValueEnum::to_possible_value(&args.client).map(|v| v.get_name().to_owned())
+}
+
+/// Prints what known-hosts made: the text as it is (the default: it goes
+/// into files and command lines), or, with `--output json` (or
+/// `HOSTKEYCTL_OUTPUT=json`), one JSON object holding it (`schema`,
+/// `kind`, `client`, `text`).
 fn emit(global: &GlobalArgs, kind: &str, args: &KnownHostsArgs, text: &str) -> Result<Status, Failure> {
     if global.output == OutputFormat::Json {
-        let client = clap::ValueEnum::to_possible_value(&args.client).map(|v| v.get_name().to_owned());
-        let value = serde_json::json!({"kind": kind, "client": client, "text": text});
+        let value = serde_json::json!({"schema": SCHEMA, "kind": kind, "client": client_name(args), "text": text});
         output::print_json(&value).map_err(Failure::usage)?;
     } else {
         print!("{text}");

@@ -92,9 +92,17 @@ pub enum ResolveError {
     },
     /// A custom document that does not exist.
     #[error(
-        "SSM document {0} does not exist in this account and region; deploy it with `hostkeyctl ssm-document deploy --document {0}`, or pass --document {RUN_SHELL_SCRIPT}"
+        "SSM document {name} does not exist in this account and region; deploy it with `hostkeyctl ssm-document deploy {deploy_option} {name}`{instead}"
     )]
-    Missing(String),
+    Missing {
+        /// Its name.
+        name: String,
+        /// `ssm-document deploy`'s option for its kind.
+        deploy_option: &'static str,
+        /// The alternative a push has (the shell document); none for the
+        /// others.
+        instead: &'static str,
+    },
 }
 
 /// Settles the document to send as `name` (`None`: not deployed, which
@@ -115,7 +123,18 @@ pub async fn resolve(
         return if name == kind.default_name() {
             Ok(None)
         } else {
-            Err(ResolveError::Missing(crate::escape::escape(name)))
+            Err(ResolveError::Missing {
+                name: crate::escape::escape(name),
+                deploy_option: match kind {
+                    Kind::Install => "--document",
+                    Kind::Check => "--check-document",
+                    Kind::Converge => "--converge-document",
+                },
+                instead: match kind {
+                    Kind::Install => ", or pass --document AWS-RunShellScript",
+                    _ => "",
+                },
+            })
         };
     };
     let trust = if deployed.holds(&ours) {

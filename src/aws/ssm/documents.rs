@@ -154,7 +154,7 @@ async fn version_holding(
         resource: format!("document {name}"),
         code: "DuplicateDocumentContent".to_owned(),
         message: format!(
-            "SSM says a version of {} already holds this content, but none of versions 1 to {latest} does; deploy under another --document",
+            "SSM says a version of {} already holds this content, but none of versions 1 to {latest} does; deploy under another name (ssm-document deploy's --document, --check-document or --converge-document, for the kind)",
             crate::escape::escape(name)
         ),
     })

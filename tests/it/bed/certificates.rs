@@ -157,6 +157,7 @@ fn assert_plain_key_client_sees_nothing(bed: &TestBed) {
         "{doc}"
     );
     assert_eq!(doc["text"].as_str(), Some(plain.stdout.as_str()), "{doc}");
+    assert_eq!(doc["schema"], "hostkeyctl-known-hosts/v1", "{doc}");
     let plain_file = bed.dir().join("known_hosts.plain");
     std::fs::write(&plain_file, &plain.stdout).unwrap();
     let out = bed.ssh_lb(&plain_file, &[]);

@@ -334,7 +334,7 @@ fn a_ca_the_nodes_could_read_is_never_created_or_read() {
         vec![
             "ca",
             "init",
-            "--secret-id",
+            "--ca-secret-id",
             "site/keys/ca",
             "--key-set-prefix",
             "site/keys/",

@@ -123,7 +123,7 @@ async fn a_custom_document_goes_out_with_its_hash_and_none_deployed_falls_back_t
     assert_eq!(fallback.document.trust, Trust::Shell);
     let missing = flow.plan(&request(&secret, &targets, "site-Install", &program)).await;
     assert!(
-        matches!(missing, Err(PushError::Document(ResolveError::Missing(_)))),
+        matches!(missing, Err(PushError::Document(ResolveError::Missing { .. }))),
         "{missing:?}"
     );
     dispatcher.deploy("site-Install", "{\"site\": true}");
