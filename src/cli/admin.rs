@@ -202,7 +202,8 @@ pub struct AuditArgs {
     /// EXPIRED, WRONG_CA, PRINCIPAL_MISSING, NOT_HOST_CERT, CERT_MISSING.
     #[arg(long = "ca-fingerprint", value_name = "SHA256:...", value_delimiter = ',')]
     pub ca_fingerprints: Vec<Fingerprint>,
-    /// A name every certificate must list (repeat).
+    /// A name every certificate must list (repeat, or separate with
+    /// commas).
     #[arg(
         long = "principal",
         value_name = "NAME",
