@@ -37,15 +37,19 @@ ROLES = {
     ),
     "signer": "sign: host certificates with the CA (the only role that reads it, besides rotate)",
     "rotation-lambda": "the scheduled rotation's Lambda function (what rotate does, from inside Lambda)",
+    "admission": "admit: register and deregister the login target group's targets, public fingerprints only",
 }
 
 
 def substitute(value):
-    if isinstance(value, str) and ("111122223333" in value or "hostkeys/" in value or "hostkeyctl-ca/" in value):
+    if isinstance(value, str) and any(
+        s in value for s in ("111122223333", "hostkeys/", "hostkeyctl-ca/", "targetgroup/my-cluster-login/")
+    ):
         return {
             "Fn::Sub": value.replace("111122223333", "${AWS::AccountId}")
             .replace("hostkeys/", "${SecretNamePrefix}")
             .replace("hostkeyctl-ca/", "${CaSecretNamePrefix}")
+            .replace("targetgroup/my-cluster-login/", "targetgroup/${AdmissionTargetGroupName}/")
         }
     if isinstance(value, list):
         return [substitute(v) for v in value]
@@ -279,6 +283,15 @@ PARAMETERS = {
         "Description": (
             "Host certificate CA secrets (docs/certificates.md): a prefix of their own, so the node role, "
             "which reads the key sets, can never read a CA."
+        ),
+    },
+    "AdmissionTargetGroupName": {
+        "Type": "String",
+        "Default": "my-cluster-login",
+        "AllowedPattern": "^[A-Za-z0-9](?:[A-Za-z0-9-]{0,30}[A-Za-z0-9])?$",
+        "Description": (
+            "The login nodes' target group (its name): the only one the admission policy may register "
+            "targets in and deregister them from (docs/admission.md)."
         ),
     },
     "AssociationSecretArn": {

@@ -22,14 +22,17 @@
 //!   [`discovery`] (EC2, load balancers, HyperPod), [`ssm_document`]
 //!   (hostkeyctl's documents and what SSM holds of them), [`aws`] (SDK
 //!   configuration, errors): the outside systems, each behind a trait
-//!   (`SecretStore`, `Dispatcher`, `Prober`, `Fleet`, `SshdControl`) where
+//!   (`SecretStore`, `Dispatcher`, `Prober`, `Fleet`, `TargetGroups`,
+//!   `SshdControl`) where
 //!   the flows need a seam;
 //! - the flows, each a library module over those traits that the commands
 //!   only call: [`rollout`] (push: waves, canary, the document),
 //!   [`rotation`] (create, set, test, finish, abort as steps),
 //!   [`association`] (a State Manager association that converges push
 //!   fleets and new instances), [`audit`]
-//!   (expected set, scan, verdicts), [`certificate::signing`] (sign),
+//!   (expected set, scan, verdicts), [`admission`] (which nodes the load
+//!   balancer may send users to: admit, hold, drain, within limits),
+//!   [`certificate::signing`] (sign),
 //!   [`install`] (plan, apply/roll back, verify, check), [`status`]
 //!   (versions, phase, convergence), [`known_hosts`] (what clients trust:
 //!   known_hosts lines, SSHFP, `@cert-authority`, the ssh_config block, and
@@ -45,6 +48,8 @@
 //!   doubles of the outside systems, and [`testing::Hooked`], the one store
 //!   wrapper that faults, watches or races any call.
 
+#[cfg(feature = "admin")]
+pub mod admission;
 #[cfg(feature = "admin")]
 pub mod association;
 #[cfg(feature = "admin")]

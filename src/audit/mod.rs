@@ -474,7 +474,17 @@ pub async fn check_endpoints<P: Prober>(
     endpoints: &[Endpoint],
     keys: &KeySet,
 ) -> Vec<(String, Vec<Finding>)> {
-    let expected = expect_keys(keys);
+    check_against(prober, policy, endpoints, &expect_keys(keys)).await
+}
+
+/// Audits `endpoints` against `expected` by handshake alone, with
+/// `policy`: each endpoint's findings, by name. What admission checks.
+pub async fn check_against<P: Prober>(
+    prober: Arc<P>,
+    policy: ScanPolicy,
+    endpoints: &[Endpoint],
+    expected: &Expected,
+) -> Vec<(String, Vec<Finding>)> {
     let scanner = Arc::new(Scanner::new(prober, policy));
     let reachable: Vec<Endpoint> = endpoints.iter().filter(|e| !e.host.is_empty()).cloned().collect();
     let mut probes = scanner.scan_nodes(&reachable).await.into_iter();
@@ -484,7 +494,7 @@ pub async fn check_endpoints<P: Prober>(
             let findings = if e.host.is_empty() {
                 no_address()
             } else {
-                judge_node(&expected, &probes.next().unwrap_or_default())
+                judge_node(expected, &probes.next().unwrap_or_default())
             };
             (e.name.clone(), findings)
         })

@@ -1,9 +1,11 @@
 //! `lb:` and `tg:` targets: the targets of a Network Load Balancer's
-//! target groups, with their health, through Elastic Load Balancing v2.
+//! target groups, with their health, through Elastic Load Balancing v2;
+//! and admission's registering and deregistering ([`AwsTargetGroups`]).
 
 use aws_sdk_elasticloadbalancingv2::Client;
-use aws_sdk_elasticloadbalancingv2::types::TargetTypeEnum;
+use aws_sdk_elasticloadbalancingv2::types::{TargetDescription, TargetTypeEnum};
 
+use crate::admission::{Group, GroupSpec, TargetGroups};
 use crate::aws::{AwsError, Call};
 use crate::discovery::{DiscoveryError, GroupTarget, Health, Listener};
 
@@ -90,6 +92,13 @@ pub async fn listener(client: &Client, name_or_arn: &str, port: u16) -> Result<L
 
 /// Every registered target of the target group `arn`, with its health.
 pub async fn targets(client: &Client, arn: &str) -> Result<(String, Vec<GroupTarget>), DiscoveryError> {
+    let group = group(client, arn).await?;
+    Ok((group.name, group.targets))
+}
+
+/// The target group `arn`: its name, target type and targets with their
+/// health.
+pub async fn group(client: &Client, arn: &str) -> Result<Group, DiscoveryError> {
     let call = Call::new(
         "elasticloadbalancing:DescribeTargetGroups",
         format!("target group {arn}"),
@@ -144,5 +153,89 @@ pub async fn targets(client: &Client, arn: &str) -> Result<(String, Vec<GroupTar
             },
         });
     }
-    Ok((name, out))
+    Ok(Group {
+        arn: group.target_group_arn().unwrap_or(arn).to_owned(),
+        name,
+        target_type: kind.as_ref().map_or("unknown", TargetTypeEnum::as_str).to_owned(),
+        targets: out,
+    })
+}
+
+/// The target groups admission keeps, through Elastic Load Balancing v2.
+pub struct AwsTargetGroups {
+    elb: Client,
+}
+
+impl AwsTargetGroups {
+    /// Target groups read and changed with `config`.
+    pub fn new(config: &aws_config::SdkConfig) -> Self {
+        AwsTargetGroups {
+            elb: Client::new(config),
+        }
+    }
+
+    fn descriptions(ids: &[String]) -> Vec<TargetDescription> {
+        ids.iter()
+            .map(|id| TargetDescription::builder().id(id).build())
+            .collect()
+    }
+}
+
+impl TargetGroups for AwsTargetGroups {
+    async fn group(&self, spec: &GroupSpec, port: u16) -> Result<Group, DiscoveryError> {
+        let arn = match spec {
+            GroupSpec::TargetGroup(arn) => arn.clone(),
+            GroupSpec::LoadBalancer(lb) => {
+                let l = listener(&self.elb, lb, port).await?;
+                match l.target_groups.as_slice() {
+                    [one] => one.clone(),
+                    [] => {
+                        return Err(DiscoveryError::Malformed(format!(
+                            "load balancer {} forwards port {port} to no target group",
+                            l.name
+                        )));
+                    }
+                    many => {
+                        return Err(DiscoveryError::Malformed(format!(
+                            "load balancer {} forwards port {port} to {} target groups ({}); name one with --target-group tg:ARN",
+                            l.name,
+                            many.len(),
+                            many.join(", ")
+                        )));
+                    }
+                }
+            }
+        };
+        group(&self.elb, &arn).await
+    }
+
+    async fn register(&self, group: &Group, ids: &[String]) -> Result<(), AwsError> {
+        let call = Call::new(
+            "elasticloadbalancing:RegisterTargets",
+            format!("target group {}", group.arn),
+        );
+        self.elb
+            .register_targets()
+            .target_group_arn(&group.arn)
+            .set_targets(Some(Self::descriptions(ids)))
+            .send()
+            .await
+            .map_err(|e| AwsError::from_sdk(e, &call))?;
+        Ok(())
+    }
+
+    async fn deregister(&self, group: &Group, ids: &[String]) -> Result<(), AwsError> {
+        let call = Call::new(
+            "elasticloadbalancing:DeregisterTargets",
+            format!("target group {}", group.arn),
+        );
+        self.elb
+            .deregister_targets()
+            .target_group_arn(&group.arn)
+            .set_targets(Some(Self::descriptions(ids)))
+            .send()
+            .await
+            .map_err(|e| AwsError::from_sdk(e, &call))?;
+        Ok(())
+    }
 }

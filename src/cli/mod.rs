@@ -9,6 +9,8 @@ use clap::{Args, Parser, Subcommand};
 mod admin;
 
 #[cfg(feature = "admin")]
+mod admit;
+#[cfg(feature = "admin")]
 mod known_hosts;
 pub mod renamed;
 #[cfg(feature = "admin")]
@@ -18,6 +20,8 @@ mod schedule;
 
 #[cfg(feature = "admin")]
 pub use admin::*;
+#[cfg(feature = "admin")]
+pub use admit::*;
 #[cfg(feature = "admin")]
 pub use known_hosts::*;
 #[cfg(feature = "admin")]
@@ -113,6 +117,15 @@ pub enum Command {
         after_help = "Examples:\n  hostkeyctl audit --secret-id hostkeys/my-cluster --target tag:Role=login --lb login.my-cluster.internal\n  hostkeyctl audit --known-hosts ~/.ssh/known_hosts --endpoint 10.0.0.5 --endpoint 10.0.0.6\n  hostkeyctl audit --secret-id hostkeys/my-cluster --target hyperpod:my-cluster/login-group --lb lb:my-cluster-login"
     )]
     Audit(AuditArgs),
+    #[cfg(feature = "admin")]
+    /// Keep the load balancer's target group to the cluster's nodes that
+    /// serve the fleet's keys, checked by handshake: admit them, hold out
+    /// new nodes until they do, drain drifted ones (within limits), remove
+    /// targets that are no node of the cluster.
+    #[command(
+        after_help = "Examples:\n  hostkeyctl admit --secret-id hostkeys/my-cluster --target hyperpod:my-cluster/login-group --target-group lb:my-cluster-login --dry-run\n  hostkeyctl admit --secret-id hostkeys/my-cluster --target tag:Role=login --target-group tg:arn:aws:elasticloadbalancing:eu-west-1:111122223333:targetgroup/my-cluster-login/0123456789abcdef"
+    )]
+    Admit(AdmitArgs),
     #[cfg(feature = "admin")]
     /// The host certificate authority: a CA key in a secret of its own.
     #[command(

@@ -2,6 +2,8 @@
 //! runs it, and prints its result.
 
 #[cfg(feature = "admin")]
+pub mod admit;
+#[cfg(feature = "admin")]
 pub mod association;
 #[cfg(feature = "admin")]
 pub mod audit;
@@ -61,6 +63,8 @@ pub async fn run(cli: Cli) -> Result<Status, Failure> {
         Command::KnownHosts(args) => known_hosts::run(&args, &cli.global).await,
         #[cfg(feature = "admin")]
         Command::Audit(args) => audit::run(&args, &cli.global, output).await,
+        #[cfg(feature = "admin")]
+        Command::Admit(args) => admit::run(&args, &cli.global, output).await,
         Command::Install(args) => install::run(&args, &cli.global).await,
         #[cfg(feature = "admin")]
         Command::Ca(command) => ca::run(&command, &cli.global, output).await,

@@ -57,6 +57,9 @@ class Emulator(StateManager, RotationPlane, LambdaApi):
         self.lock = threading.Lock()
         self.processes: set[subprocess.Popen[bytes]] = set()
         self.control_hooks: dict[str, Callable[[JsonObject], object]] = {}
+        # Called after every RegisterTargets and DeregisterTargets (the
+        # bed's HAProxy follows its target group: parts/lb.py).
+        self.elb_hooks: list[Callable[[], None]] = []
         self.base_env: dict[str, str] = {}
         # bed.py --virtual-shared: (workdir, env) of the node virtual
         # instances share.
@@ -155,6 +158,11 @@ class Emulator(StateManager, RotationPlane, LambdaApi):
                 ApiError("InternalFailure", f"injected: {action} call {interrupt['n']} took effect, answer lost", 500),
             )
         answer: Iterable[bytes] = self.moto(environ, start_response)  # moto's WSGI app returns Any
+        if service == "elasticloadbalancing" and action in ("RegisterTargets", "DeregisterTargets"):
+            # The bed's load balancer follows the target group (parts/lb.py).
+            answer = [b"".join(answer)]
+            for hook in self.elb_hooks:
+                hook()
         return answer
 
     @staticmethod

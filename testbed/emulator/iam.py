@@ -25,6 +25,7 @@ SSM document actions      ``arn:aws:ssm:REGION:ACCOUNT:document/NAME``
                           does not check instance targets' instances)
 SageMaker cluster calls   the cluster's ARN
 Lambda configuration      the function's ARN (from the request's path)
+ELB Register/Deregister   the target group's ARN (``TargetGroupArn``)
 everything else           ``*`` (EC2 and ELB describes have no resource-level
                           permissions)
 ========================  ====================================================
@@ -46,6 +47,7 @@ import json
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+from urllib.parse import parse_qs
 
 from moto.iam.access_control import IAMPolicy, IAMRequest, PermissionResult
 
@@ -58,8 +60,10 @@ if TYPE_CHECKING:
 # The account the shipped policies name; the bed substitutes its own, as the
 # CloudFormation template substitutes the stack's.
 EXAMPLE_ACCOUNT = "111122223333"
+# The target group admission's policy names (iam/admission.json).
+EXAMPLE_TARGET_GROUP = "targetgroup/my-cluster-login/"
 # The roles of iam/<role>.json.
-ROLES = ("admin", "rotation", "node", "auditor", "signer", "rotation-lambda")
+ROLES = ("admin", "rotation", "node", "auditor", "signer", "rotation-lambda", "admission")
 # The bed's own calls (setting up load balancers, reading what a test
 # checks, tampering on purpose): allowed everything, never a role under test.
 BED_ROOT = "bed-root"
@@ -73,6 +77,10 @@ SSM_DOCUMENT_ACTIONS = {
     "DeleteDocument",
     "ListDocumentVersions",
 }
+# Elastic Load Balancing's resource-level actions the bed checks (the
+# ELB service authorization reference: RegisterTargets and
+# DeregisterTargets take the targetgroup resource).
+ELB_TARGET_ACTIONS = {"RegisterTargets", "DeregisterTargets"}
 SAGEMAKER_CLUSTER_ACTIONS = {"ListClusterNodes", "DescribeClusterNode", "DescribeCluster"}
 TAG_KEY_PREFIXES = ("ssm:resourceTag/", "aws:ResourceTag/")
 
@@ -133,10 +141,12 @@ class Usage:
         return {"allowed": self.allowed, "denied": self.denied}
 
 
-def policy_for_bed(text: str, account: str) -> str:
-    """A shipped policy with the bed's account in place of the example one."""
+def policy_for_bed(text: str, account: str, cluster: str = "hp") -> str:
+    """A shipped policy with the bed's account in place of the example one,
+    and the bed's ip target group (``CLUSTER-login``) in place of the
+    example ``my-cluster-login``."""
     json.loads(text)  # a broken file fails here, naming nothing else
-    return text.replace(EXAMPLE_ACCOUNT, account)
+    return text.replace(EXAMPLE_ACCOUNT, account).replace(EXAMPLE_TARGET_GROUP, f"targetgroup/{cluster}-login/")
 
 
 def headers_of(environ: WSGIEnvironment) -> dict[str, str]:
@@ -252,6 +262,8 @@ class Enforcer:
                 if action in ("CreateAssociation", "UpdateAssociation") and request.get("Name"):
                     return [association, self.document_arn(str(request["Name"]), region)]
                 return [association]
+        if service == "elasticloadbalancing" and action in ELB_TARGET_ACTIONS:
+            return [str(request.get("TargetGroupArn", ""))]
         if service == "sagemaker" and action in SAGEMAKER_CLUSTER_ACTIONS:
             return [self.cluster_arn(str(request.get("ClusterName", "")), region)]
         return ["*"]
@@ -264,6 +276,9 @@ class Enforcer:
             request = json.loads(body) if body and service in ("secretsmanager", "ssm", "sagemaker") else {}
         except ValueError:
             request = {}
+        if service == "elasticloadbalancing" and body:
+            # The query protocol: a form, one value per key here.
+            request = {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
         if principal is None:
             return request
         for resource in self.resources(service, action, request, region, path):

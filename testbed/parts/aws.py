@@ -108,7 +108,7 @@ def create_roles(bed: BedContext) -> None:
             user, document = BED_ROOT, json.dumps(ALLOW_ALL)
         else:
             user = f"hostkeyctl-{role}"
-            document = policy_for_bed((POLICY_DIR / f"{role}.json").read_text(), ACCOUNT)
+            document = policy_for_bed((POLICY_DIR / f"{role}.json").read_text(), ACCOUNT, bed.args.cluster)
         client.create_user(UserName=user)
         arn = client.create_policy(PolicyName=user, PolicyDocument=document)["Policy"]["Arn"]
         client.attach_user_policy(UserName=user, PolicyArn=arn)

@@ -4,6 +4,7 @@
 //! `testbed/bed.py`; [`crate::common::bed`] drives it.
 
 mod admin;
+mod admission;
 mod association;
 mod audit;
 mod audit_metrics;

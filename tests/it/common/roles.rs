@@ -19,6 +19,8 @@ pub enum Role {
     Signer,
     /// `iam/rotation-lambda.json`: the scheduled rotation's function.
     RotationLambda,
+    /// `iam/admission.json`: `admit`.
+    Admission,
     /// The bed itself (never a role under test).
     BedRoot,
 }
@@ -33,12 +35,13 @@ impl Role {
             Role::Auditor => "auditor",
             Role::Signer => "signer",
             Role::RotationLambda => "rotation-lambda",
+            Role::Admission => "admission",
             Role::BedRoot => "bed-root",
         }
     }
 
     /// The role docs/iam.md names for a hostkeyctl command line: `rotate`
-    /// and `schedule` the rotation role, the rotation function its own, `audit` the auditor, `sign` and `known-hosts
+    /// and `schedule` the rotation role, the rotation function its own, `audit` the auditor, `admit` admission, `sign` and `known-hosts
     /// --ca-secret-id` the signer, `install` a node, the rest the admin.
     pub fn for_command(args: &[&str]) -> Role {
         let Some(command) = args.iter().find(|a| !a.starts_with('-')) else {
@@ -49,6 +52,7 @@ impl Role {
             // The Lambda function's own name for the binary.
             "bootstrap" => Role::RotationLambda,
             "audit" => Role::Auditor,
+            "admit" => Role::Admission,
             "install" => Role::Node,
             "sign" => Role::Signer,
             "known-hosts" if args.iter().any(|a| a.starts_with("--ca-secret-id")) => Role::Signer,

@@ -11,7 +11,15 @@ use serde_json::{Value, json};
 
 use crate::common::roles::Role;
 
-const ROLES: [&str; 6] = ["admin", "rotation", "node", "auditor", "signer", "rotation-lambda"];
+const ROLES: [&str; 7] = [
+    "admin",
+    "rotation",
+    "node",
+    "auditor",
+    "signer",
+    "rotation-lambda",
+    "admission",
+];
 /// Actions AWS checks on the caller's behalf inside a call the code makes:
 /// RotateSecret needs `lambda:InvokeFunction` on the rotation function (its
 /// API reference). The code never names them.
@@ -122,6 +130,7 @@ fn docs_list_exactly_each_policys_actions_and_the_code_calls_exactly_what_is_gra
             "node" => Role::Node,
             "auditor" => Role::Auditor,
             "rotation-lambda" => Role::RotationLambda,
+            "admission" => Role::Admission,
             _ => Role::Signer,
         };
         for command in commands {
@@ -186,6 +195,9 @@ fn the_policies_scope_every_grant() {
                 {
                     ssm_statement_is_scoped(role, &st, &acts, &resources);
                 }
+                "elasticloadbalancing" if acts.iter().any(|a| a.ends_with("Targets")) => {
+                    admission_statement_is_scoped(role, &st, &acts, &resources);
+                }
                 "ssm" | "ec2" | "elasticloadbalancing" => {
                     // Reads and command polling without resource-level permissions.
                     assert!(
@@ -239,6 +251,25 @@ fn the_policies_scope_every_grant() {
     }
 }
 
+/// Registering and deregistering: admission's, in the login target group
+/// alone (its name is the template's parameter).
+fn admission_statement_is_scoped(role: &str, st: &Value, acts: &[String], resources: &[String]) {
+    assert_eq!(role, "admission", "{st}");
+    assert_eq!(
+        resources,
+        ["arn:aws:elasticloadbalancing:*:111122223333:targetgroup/my-cluster-login/*"],
+        "{st}"
+    );
+    assert_eq!(
+        acts,
+        [
+            "elasticloadbalancing:RegisterTargets",
+            "elasticloadbalancing:DeregisterTargets"
+        ],
+        "{st}"
+    );
+}
+
 /// The CA is read by the signer and by rotate only, created by the admin;
 /// a node reads key sets and reports its compliance; an auditor writes
 /// nothing and sends only the check document.
@@ -285,6 +316,13 @@ fn the_ca_nodes_and_auditors_hold_only_their_grants() {
         "secretsmanager:UpdateSecretVersionStage",
     ] {
         assert!(!actions("auditor").contains(write), "the auditor may {write}");
+    }
+    // Admission reads public fingerprints only, and sends no command.
+    for a in actions("admission") {
+        assert!(
+            !a.starts_with("ssm:") && (!a.starts_with("secretsmanager:") || a == "secretsmanager:DescribeSecret"),
+            "admission may {a}"
+        );
     }
     // The auditor sends the check document only.
     for st in statements("auditor") {

@@ -1,0 +1,447 @@
+//! Admission: the load balancer sends users only to nodes that serve the
+//! fleet's identity. One flow over the store (the set's public
+//! fingerprints, DescribeSecret only), the fleet (which nodes the cluster
+//! has), the target groups (who is registered, and registering) and the
+//! prober (what each node really serves, by handshake): [`Admission`].
+//!
+//! - [`plan`]: the decision per node (admit, hold, drain, remove, keep)
+//!   within the safety limits;
+//! - [`text`]: the table an operator reads.
+
+pub mod plan;
+mod text;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+pub use plan::{Decision, Limits, NodePlan, Observed, Serving, decide};
+
+use crate::audit::{self, Expected, ExpectedSource, Finding, Verdict};
+use crate::aws_error::AwsError;
+use crate::discovery::{DiscoveryError, Fleet, GroupTarget, Target, TargetSpec};
+use crate::exit::Status;
+use crate::ids::SecretId;
+use crate::scan::{Endpoint, Prober, ScanPolicy};
+use crate::store::{SecretStore, StoreError};
+
+/// The target group to keep: `tg:ARN`, or `lb:NAME_OR_ARN` (the one target
+/// group of its listener on the SSH port).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GroupSpec {
+    /// `lb:NAME_OR_ARN`.
+    LoadBalancer(String),
+    /// `tg:ARN`.
+    TargetGroup(String),
+}
+
+impl FromStr for GroupSpec {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.parse::<TargetSpec>() {
+            Ok(TargetSpec::LoadBalancer(lb)) => Ok(GroupSpec::LoadBalancer(lb)),
+            Ok(TargetSpec::TargetGroup(tg)) => Ok(GroupSpec::TargetGroup(tg)),
+            Ok(_) => Err(format!("{s:?} is not a target group: give tg:ARN or lb:NAME_OR_ARN")),
+            Err(e) if s.trim().starts_with("lb:") || s.trim().starts_with("tg:") => Err(e),
+            Err(_) => Err(format!("{s:?} is not a target group: give tg:ARN or lb:NAME_OR_ARN")),
+        }
+    }
+}
+
+impl std::fmt::Display for GroupSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GroupSpec::LoadBalancer(lb) => write!(f, "lb:{lb}"),
+            GroupSpec::TargetGroup(tg) => write!(f, "tg:{tg}"),
+        }
+    }
+}
+
+/// A target group as it stands.
+#[derive(Clone, Debug, Serialize)]
+pub struct Group {
+    /// Its ARN.
+    pub arn: String,
+    /// Its name.
+    pub name: String,
+    /// `ip` or `instance`: what its target ids are.
+    pub target_type: String,
+    /// The registered targets, with their health.
+    #[serde(skip)]
+    pub targets: Vec<GroupTarget>,
+}
+
+impl Group {
+    /// Whether its targets are instance ids (else addresses).
+    pub fn by_instance(&self) -> bool {
+        self.target_type == "instance"
+    }
+}
+
+/// The load balancer's target groups: read one, register and deregister.
+pub trait TargetGroups: Sync {
+    /// The target group `spec` names, with its targets.
+    fn group(&self, spec: &GroupSpec, port: u16) -> impl Future<Output = Result<Group, DiscoveryError>> + Send;
+    /// Registers `ids` (addresses or instance ids) on the group's port.
+    fn register(&self, group: &Group, ids: &[String]) -> impl Future<Output = Result<(), AwsError>> + Send;
+    /// Deregisters `ids`; the group's deregistration delay drains them.
+    fn deregister(&self, group: &Group, ids: &[String]) -> impl Future<Output = Result<(), AwsError>> + Send;
+}
+
+/// Why admission could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum AdmissionError {
+    /// The set's fingerprints could not be read.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The cluster or the target group could not be read.
+    #[error(transparent)]
+    Discovery(#[from] DiscoveryError),
+    /// Registering or deregistering failed; says what was done before.
+    #[error("{error}{}", if done.is_empty() { String::new() } else { format!(" (already done: {done})") })]
+    Apply {
+        /// ELB's refusal.
+        error: AwsError,
+        /// What went through before it.
+        done: String,
+    },
+    /// The request does not make sense; says why and what to do.
+    #[error("{0}")]
+    Refused(String),
+}
+
+impl crate::exit::ExitStatus for AdmissionError {
+    /// The cause's status; refusals 2.
+    fn status(&self) -> Status {
+        match self {
+            AdmissionError::Store(s) => s.status(),
+            AdmissionError::Discovery(d) => d.status(),
+            AdmissionError::Apply { error, .. } => error.status(),
+            AdmissionError::Refused(_) => Status::Usage,
+        }
+    }
+}
+
+/// What to admit, and where.
+#[derive(Clone, Debug)]
+pub struct AdmissionRequest {
+    /// The fleet's secret: the set nodes must serve.
+    pub secret: SecretId,
+    /// The target group to keep.
+    pub group: GroupSpec,
+    /// The cluster's nodes (tag:, instance ids, hyperpod:).
+    pub cluster: Vec<TargetSpec>,
+    /// The nodes' sshd port, and the listener's for `lb:`.
+    pub port: u16,
+    /// `--max-drain`; by default a third of the targets in service.
+    pub max_drain: Option<usize>,
+    /// Decide and report, change nothing.
+    pub dry_run: bool,
+}
+
+/// Refusals that follow from the request alone, before any AWS call.
+pub fn check(req: &AdmissionRequest) -> Result<(), AdmissionError> {
+    if req.cluster.is_empty() {
+        return Err(AdmissionError::Refused(
+            "name the cluster's nodes with --target (hyperpod:CLUSTER/GROUP, tag:KEY=VALUE or instance ids): admission compares them with the target group".to_owned(),
+        ));
+    }
+    if let Some(source) = req
+        .cluster
+        .iter()
+        .find(|s| matches!(s, TargetSpec::LoadBalancer(_) | TargetSpec::TargetGroup(_)))
+    {
+        return Err(AdmissionError::Refused(format!(
+            "--target {source} names the load balancer's targets, not the cluster's nodes: give the cluster (hyperpod:, tag:, instance ids) as --target and the target group as --target-group"
+        )));
+    }
+    if req.max_drain == Some(0) {
+        tracing::info!("--max-drain 0: nothing is drained or removed in this run");
+    }
+    Ok(())
+}
+
+/// The admission's outcome (`--output json`, schema `hostkeyctl-admission/v1`).
+#[derive(Debug, Serialize)]
+pub struct AdmissionReport {
+    /// `hostkeyctl-admission/v1`.
+    pub schema: &'static str,
+    /// Where the expected set came from.
+    pub expected_source: String,
+    /// The target group.
+    pub target_group: Group,
+    /// The cluster, as given.
+    pub cluster: Vec<String>,
+    /// The limits applied.
+    pub limits: Limits,
+    /// Whether nothing was changed.
+    pub dry_run: bool,
+    /// Per node and target, in name order (cluster nodes first).
+    pub nodes: Vec<NodePlan>,
+    /// Target ids registered in this run.
+    pub registered: Vec<String>,
+    /// Target ids deregistered in this run.
+    pub deregistered: Vec<String>,
+    /// Counts by decision.
+    pub summary: BTreeMap<Decision, usize>,
+    /// The exit code.
+    pub exit_code: u8,
+}
+
+impl AdmissionReport {
+    /// Exit 3 when the limits held a drain back or a cluster node could
+    /// not be checked, 1 when a cluster node serves other keys (held out
+    /// or drained), else 0: the audit's codes.
+    pub fn status(&self) -> Status {
+        let any = |f: &dyn Fn(&NodePlan) -> bool| self.nodes.iter().any(f);
+        if any(&|p| p.decision == Decision::HeldBack) {
+            return Status::Incomplete;
+        }
+        if any(&|p| p.observed.member && matches!(p.observed.serving, Serving::Other(_))) {
+            return Status::Drift;
+        }
+        if any(&|p| p.observed.member && matches!(p.observed.serving, Serving::Unknown(_) | Serving::NotAsked)) {
+            return Status::Incomplete;
+        }
+        Status::Success
+    }
+
+    /// The table an operator reads.
+    pub fn table(&self, width: Option<u16>) -> String {
+        text::table(self, width)
+    }
+}
+
+/// The admission flow over its outside systems.
+pub struct Admission<'a, S, F, G, P> {
+    /// Where the set's fingerprints are read.
+    pub store: &'a S,
+    /// Where the cluster's nodes are found.
+    pub fleet: &'a F,
+    /// The target groups.
+    pub groups: &'a G,
+    /// The handshakes.
+    pub prober: Arc<P>,
+    /// How to scan.
+    pub policy: ScanPolicy,
+}
+
+impl<S: SecretStore, F: Fleet, G: TargetGroups, P: Prober> Admission<'_, S, F, G, P> {
+    /// Observes, decides and (unless a dry run) applies, once.
+    pub async fn run(&self, req: &AdmissionRequest) -> Result<AdmissionReport, AdmissionError> {
+        check(req)?;
+        let source = ExpectedSource::Secret {
+            secret: req.secret.clone(),
+            selector: None,
+        };
+        let (expected, expected_source) = audit::expected::read(self.store, &source).await?;
+        let group = self.groups.group(&req.group, req.port).await?;
+        let nodes = self.fleet.targets(&req.cluster).await?;
+        let observed = self.observe(req, &group, nodes, &expected).await?;
+        let in_service = observed
+            .iter()
+            .filter(|o| {
+                o.target_state
+                    .as_deref()
+                    .is_some_and(|s| !matches!(s, "draining" | "unused"))
+            })
+            .count();
+        let limits = req
+            .max_drain
+            .map_or_else(|| Limits::default_for(in_service), |max_drain| Limits { max_drain });
+        let nodes = decide(observed, limits);
+        let ids = |want: &[Decision]| -> Vec<String> {
+            let mut ids: Vec<String> = nodes
+                .iter()
+                .filter(|p| want.contains(&p.decision))
+                .map(|p| p.observed.target_id.clone())
+                .collect();
+            ids.dedup();
+            ids
+        };
+        let (registered, deregistered) = (ids(&[Decision::Admit]), ids(&[Decision::Drain, Decision::Remove]));
+        if !req.dry_run {
+            self.apply(&group, &registered, &deregistered).await?;
+        }
+        let mut summary = BTreeMap::new();
+        for p in &nodes {
+            *summary.entry(p.decision).or_insert(0) += 1;
+        }
+        let mut report = AdmissionReport {
+            schema: "hostkeyctl-admission/v1",
+            expected_source,
+            target_group: group,
+            cluster: req.cluster.iter().map(ToString::to_string).collect(),
+            limits,
+            dry_run: req.dry_run,
+            nodes,
+            registered,
+            deregistered,
+            summary,
+            exit_code: 0,
+        };
+        report.exit_code = report.status().code();
+        Ok(report)
+    }
+
+    /// Registers first (a node serving the set takes users before any
+    /// leaves), then deregisters.
+    async fn apply(&self, group: &Group, register: &[String], deregister: &[String]) -> Result<(), AdmissionError> {
+        if !register.is_empty() {
+            self.groups
+                .register(group, register)
+                .await
+                .map_err(|error| AdmissionError::Apply {
+                    error,
+                    done: String::new(),
+                })?;
+            tracing::info!("registered {} in target group {}", register.join(", "), group.name);
+        }
+        if !deregister.is_empty() {
+            self.groups
+                .deregister(group, deregister)
+                .await
+                .map_err(|error| AdmissionError::Apply {
+                    error,
+                    done: match register.is_empty() {
+                        true => String::new(),
+                        false => format!("registered {}", register.join(", ")),
+                    },
+                })?;
+            tracing::info!(
+                "deregistered {} from target group {}",
+                deregister.join(", "),
+                group.name
+            );
+        }
+        Ok(())
+    }
+
+    /// Every cluster node and every target, with what it serves.
+    async fn observe(
+        &self,
+        req: &AdmissionRequest,
+        group: &Group,
+        nodes: Vec<Target>,
+        expected: &Expected,
+    ) -> Result<Vec<Observed>, AdmissionError> {
+        if nodes.is_empty() {
+            return Err(AdmissionError::Refused(format!(
+                "{} matched no node; admission would take every target out of {}: check --target",
+                crate::discovery::describe_specs(&req.cluster),
+                group.name
+            )));
+        }
+        let hyperpod = req.cluster.iter().any(|s| matches!(s, TargetSpec::HyperPod { .. }));
+        if hyperpod && group.by_instance() {
+            return Err(AdmissionError::Refused(format!(
+                "target group {} takes instance targets, but HyperPod nodes run in a service account and can only be registered by address: use an ip target group",
+                group.name
+            )));
+        }
+        let states: BTreeMap<&str, &GroupTarget> = group.targets.iter().map(|t| (t.id.as_str(), t)).collect();
+        let mut observed = Vec::new();
+        let mut members = BTreeSet::new();
+        for node in nodes {
+            let target_id = match group.by_instance() {
+                true => node.instance_id.clone(),
+                false => node.address.clone(),
+            };
+            let Some(target_id) = target_id else {
+                observed.push(Observed {
+                    name: node.name.clone(),
+                    target_id: String::new(),
+                    address: node.address.clone(),
+                    member: true,
+                    cluster_state: None,
+                    target_state: None,
+                    serving: Serving::NotAsked,
+                });
+                continue;
+            };
+            members.insert(target_id.clone());
+            observed.push(Observed {
+                name: node.name.clone(),
+                target_state: states.get(target_id.as_str()).map(|t| t.health.state.clone()),
+                target_id,
+                address: node.address.clone(),
+                member: true,
+                cluster_state: node.health.filter(|h| h.is_flagged()).map(|h| h.state),
+                serving: Serving::NotAsked,
+            });
+        }
+        for t in &group.targets {
+            if members.contains(&t.id) {
+                continue;
+            }
+            observed.push(Observed {
+                name: t.id.clone(),
+                target_id: t.id.clone(),
+                address: (!t.is_instance).then(|| t.id.clone()),
+                member: false,
+                cluster_state: None,
+                target_state: Some(t.health.state.clone()),
+                serving: Serving::NotAsked,
+            });
+        }
+        let ports: BTreeMap<&str, u16> = group
+            .targets
+            .iter()
+            .filter_map(|t| Some((t.id.as_str(), t.port?)))
+            .collect();
+        let endpoints: Vec<Endpoint> = observed
+            .iter()
+            .filter_map(|o| {
+                let host = o.address.clone()?;
+                let port = match o.member {
+                    true => req.port,
+                    false => ports.get(o.target_id.as_str()).copied().unwrap_or(req.port),
+                };
+                Some(Endpoint {
+                    name: o.name.clone(),
+                    host,
+                    port,
+                })
+            })
+            .collect();
+        let findings: BTreeMap<String, Vec<Finding>> =
+            audit::check_against(self.prober.clone(), self.policy.clone(), &endpoints, expected)
+                .await
+                .into_iter()
+                .collect();
+        for o in &mut observed {
+            if let Some(f) = findings.get(&o.name) {
+                o.serving = serving_of(f);
+            }
+        }
+        Ok(observed)
+    }
+}
+
+/// What a node's findings say it serves.
+fn serving_of(findings: &[Finding]) -> Serving {
+    if !findings.is_empty() && findings.iter().all(|f| f.status == Verdict::Ok) {
+        return Serving::Set;
+    }
+    let drift: Vec<String> = findings
+        .iter()
+        .filter(|f| f.status.is_drift())
+        .map(|f| match (&f.status, &f.served) {
+            (Verdict::Missing, _) => format!("no {}", f.key_type),
+            (_, Some(served)) => format!("{} {served}", f.key_type),
+            (_, None) => f.key_type.clone(),
+        })
+        .collect();
+    if !drift.is_empty() {
+        return Serving::Other(drift.join(", "));
+    }
+    let why = findings
+        .iter()
+        .find_map(|f| f.detail.clone())
+        .unwrap_or_else(|| "no answer".to_owned());
+    Serving::Unknown(why)
+}

@@ -1,0 +1,361 @@
+//! The admission decision, from what was observed: per node, admit, hold,
+//! drain, remove or keep, within the safety limits. Pure: no AWS, no
+//! handshakes, so every case is a unit test.
+
+use serde::Serialize;
+
+/// What a node served, judged against the fleet's set by handshake.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "serves", content = "detail", rename_all = "snake_case")]
+pub enum Serving {
+    /// Every key type of the set, with the set's key.
+    Set,
+    /// Other keys (a node's own, a hand-made change): what it served.
+    Other(String),
+    /// Could not be asked (refused, timed out, penalised): why.
+    Unknown(String),
+    /// Not asked: a target with no address (an instance target that is no
+    /// node of the cluster).
+    NotAsked,
+}
+
+/// One node or target, as observed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Observed {
+    /// What to call it: the node's name, or the target's id.
+    pub name: String,
+    /// Its id in the target group's terms: an address (ip target group) or
+    /// an instance id (instance target group).
+    pub target_id: String,
+    /// Its private address, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// Whether it is a node of the cluster (`--target`).
+    pub member: bool,
+    /// Why the cluster does not count it as in service (a HyperPod status
+    /// other than Running), when it says so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster_state: Option<String>,
+    /// Its state in the target group (`healthy`, `initial`, `draining`,
+    /// ...), or none when it is not registered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_state: Option<String>,
+    /// What it served.
+    #[serde(flatten)]
+    pub serving: Serving,
+}
+
+impl Observed {
+    /// Registered and not on its way out.
+    fn in_group(&self) -> bool {
+        self.target_state
+            .as_deref()
+            .is_some_and(|s| !matches!(s, "draining" | "unused"))
+    }
+}
+
+/// What admission does with a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// A cluster node serving the set, not a target: register it.
+    Admit,
+    /// A cluster node not serving the set (yet), not a target: keep it out.
+    Hold,
+    /// A target not serving the set: deregister it (the load balancer's
+    /// connection draining applies).
+    Drain,
+    /// A target that is no node of the cluster: deregister it.
+    Remove,
+    /// A drain or removal the safety limits held back: still a target.
+    HeldBack,
+    /// Nothing to do.
+    Keep,
+}
+
+impl Decision {
+    /// Whether the target group changes for it.
+    pub fn changes(self) -> bool {
+        matches!(self, Decision::Admit | Decision::Drain | Decision::Remove)
+    }
+}
+
+/// One node's decision and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct NodePlan {
+    /// What was observed.
+    #[serde(flatten)]
+    pub observed: Observed,
+    /// The decision.
+    pub decision: Decision,
+    /// Why, in words an operator acts on.
+    pub reason: String,
+}
+
+/// The limits on what one run takes out of service.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Limits {
+    /// At most this many targets deregistered that still take users
+    /// (drains, and removals of targets that answer).
+    pub max_drain: usize,
+}
+
+impl Limits {
+    /// The default: a third of the targets in service, at least one.
+    pub fn default_for(in_service: usize) -> Limits {
+        Limits {
+            max_drain: (in_service / 3).max(1),
+        }
+    }
+}
+
+/// Decides for every observed node, in name order. A drain or removal of
+/// a target that answers is limited: never more than `limits.max_drain`,
+/// never when no target serves the set (users would be left with no node
+/// at all: a node with the wrong keys still beats none), and never a
+/// removal that would take the last target serving the set.
+pub fn decide(mut observed: Vec<Observed>, limits: Limits) -> Vec<NodePlan> {
+    observed.sort_by(|a, b| (!a.member, &a.name).cmp(&(!b.member, &b.name)));
+    let serving_targets = observed
+        .iter()
+        .filter(|o| o.in_group() && o.serving == Serving::Set)
+        .count();
+    let mut serving_left = serving_targets;
+    let mut drained = 0usize;
+    let mut plans: Vec<NodePlan> = observed.into_iter().map(first_decision).collect();
+    // Drifted members first (they harm users), then strangers that answer.
+    let mut order: Vec<usize> = (0..plans.len())
+        .filter(|&i| matches!(plans[i].decision, Decision::Drain | Decision::Remove) && is_limited(&plans[i]))
+        .collect();
+    order.sort_by_key(|&i| plans[i].decision);
+    for i in order {
+        let plan = &mut plans[i];
+        let serves = plan.observed.serving == Serving::Set;
+        let held = if serving_targets == 0 {
+            Some(
+                "no target serves the set: draining would leave users no node at all; fix the nodes (install) first"
+                    .to_owned(),
+            )
+        } else if serves && serving_left <= 1 {
+            Some("it is the last target serving the set".to_owned())
+        } else if drained >= limits.max_drain {
+            Some(format!(
+                "--max-drain {} reached in this run; the next run takes it out",
+                limits.max_drain
+            ))
+        } else {
+            None
+        };
+        match held {
+            Some(why) => {
+                plan.reason = format!("would {}: {}; held back: {why}", verb(plan.decision), plan.reason);
+                plan.decision = Decision::HeldBack;
+            }
+            None => {
+                drained += 1;
+                serving_left -= usize::from(serves);
+            }
+        }
+    }
+    plans
+}
+
+fn verb(decision: Decision) -> &'static str {
+    match decision {
+        Decision::Drain => "drain",
+        _ => "remove",
+    }
+}
+
+/// A deregistration that takes a target users may still reach: every
+/// drain, and the removal of a stranger that answered (or could not be
+/// asked but the target group calls healthy).
+fn is_limited(plan: &NodePlan) -> bool {
+    let o = &plan.observed;
+    match plan.decision {
+        Decision::Drain => true,
+        Decision::Remove => match &o.serving {
+            Serving::Set | Serving::Other(_) => true,
+            Serving::Unknown(_) => false,
+            Serving::NotAsked => matches!(o.target_state.as_deref(), Some("healthy" | "initial")),
+        },
+        _ => false,
+    }
+}
+
+/// The decision before the limits.
+fn first_decision(o: Observed) -> NodePlan {
+    let (decision, reason) = match (o.member, o.in_group(), &o.serving) {
+        (true, false, Serving::Set) => match &o.cluster_state {
+            Some(state) => (
+                Decision::Hold,
+                format!("serves the set, but the cluster reports it {state}"),
+            ),
+            None => (Decision::Admit, "serves the set and is not a target".to_owned()),
+        },
+        (true, false, Serving::Other(what)) => (
+            Decision::Hold,
+            format!("serves other keys ({what}); it is admitted once its install has run"),
+        ),
+        (true, false, Serving::Unknown(why)) => (Decision::Hold, format!("could not be checked: {why}")),
+        (true, true, Serving::Set) => (Decision::Keep, "a target serving the set".to_owned()),
+        (true, true, Serving::Other(what)) => (Decision::Drain, format!("a target serving other keys ({what})")),
+        (true, true, Serving::Unknown(why)) => (
+            Decision::Keep,
+            format!("a target that could not be checked ({why}); the load balancer's health check decides"),
+        ),
+        (true, _, Serving::NotAsked) => (Decision::Hold, "has no address to check".to_owned()),
+        (false, true, serving) => (Decision::Remove, stranger(serving)),
+        (false, false, _) => (Decision::Keep, "no node of the cluster and not a target".to_owned()),
+    };
+    NodePlan {
+        observed: o,
+        decision,
+        reason,
+    }
+}
+
+fn stranger(serving: &Serving) -> String {
+    let what = match serving {
+        Serving::Set => "it serves the set".to_owned(),
+        Serving::Other(keys) => format!("it serves other keys ({keys})"),
+        Serving::Unknown(why) => format!("nothing answers there ({why})"),
+        Serving::NotAsked => "not checked".to_owned(),
+    };
+    format!("a target that is no node of the cluster (a replaced node's old address?): {what}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Decision, Limits, Observed, Serving, decide};
+
+    fn node(name: &str, member: bool, target: Option<&str>, serving: Serving) -> Observed {
+        Observed {
+            name: name.to_owned(),
+            target_id: format!("10.0.0.{}", name.len()),
+            address: None,
+            member,
+            cluster_state: None,
+            target_state: target.map(str::to_owned),
+            serving,
+        }
+    }
+
+    fn other() -> Serving {
+        Serving::Other("its own keys".to_owned())
+    }
+
+    fn decisions(observed: Vec<Observed>, max_drain: usize) -> Vec<(String, Decision)> {
+        decide(observed, Limits { max_drain })
+            .into_iter()
+            .map(|p| (p.observed.name, p.decision))
+            .collect()
+    }
+
+    #[test]
+    fn a_new_node_is_admitted_only_once_it_serves_the_set() {
+        let base = || {
+            vec![
+                node("a", true, Some("healthy"), Serving::Set),
+                node("b", true, Some("healthy"), Serving::Set),
+            ]
+        };
+        let mut held = base();
+        held.push(node("new", true, None, other()));
+        assert_eq!(decisions(held, 1)[2], ("new".into(), Decision::Hold));
+        let mut booting = base();
+        booting.push(node("new", true, None, Serving::Unknown("refused".into())));
+        assert_eq!(decisions(booting, 1)[2], ("new".into(), Decision::Hold));
+        let mut ready = base();
+        ready.push(node("new", true, None, Serving::Set));
+        assert_eq!(decisions(ready, 1)[2], ("new".into(), Decision::Admit));
+        let mut pending = base();
+        let mut n = node("new", true, None, Serving::Set);
+        n.cluster_state = Some("ShuttingDown".into());
+        pending.push(n);
+        assert_eq!(decisions(pending, 1)[2], ("new".into(), Decision::Hold));
+    }
+
+    #[test]
+    fn a_replaced_nodes_old_address_is_removed_without_counting_against_the_limit() {
+        let got = decisions(
+            vec![
+                node("a", true, Some("healthy"), Serving::Set),
+                node("b", true, Some("healthy"), other()),
+                node("old", false, Some("healthy"), Serving::Unknown("refused".into())),
+            ],
+            1,
+        );
+        assert_eq!(
+            got,
+            vec![
+                ("a".into(), Decision::Keep),
+                ("b".into(), Decision::Drain),
+                ("old".into(), Decision::Remove)
+            ]
+        );
+    }
+
+    #[test]
+    fn drains_stop_at_the_limit_and_never_at_zero_serving() {
+        let two_of_three = decisions(
+            vec![
+                node("a", true, Some("healthy"), Serving::Set),
+                node("b", true, Some("healthy"), other()),
+                node("c", true, Some("healthy"), other()),
+            ],
+            1,
+        );
+        assert_eq!(two_of_three[1].1, Decision::Drain);
+        assert_eq!(two_of_three[2].1, Decision::HeldBack);
+        let all = decisions(
+            vec![
+                node("a", true, Some("healthy"), other()),
+                node("b", true, Some("healthy"), other()),
+                node("c", true, Some("healthy"), other()),
+            ],
+            3,
+        );
+        assert!(all.iter().all(|(_, d)| *d == Decision::HeldBack), "{all:?}");
+    }
+
+    #[test]
+    fn a_stranger_serving_the_set_is_never_the_last_one_taken() {
+        let got = decisions(
+            vec![
+                node("a", true, Some("healthy"), other()),
+                node("z", false, Some("healthy"), Serving::Set),
+            ],
+            5,
+        );
+        assert_eq!(got[0].1, Decision::Drain, "{got:?}");
+        assert_eq!(got[1].1, Decision::HeldBack, "{got:?}");
+    }
+
+    #[test]
+    fn draining_targets_count_as_out_and_unknown_targets_stay() {
+        let got = decisions(
+            vec![
+                node("a", true, Some("healthy"), Serving::Set),
+                node("b", true, Some("draining"), Serving::Set),
+                node("c", true, Some("healthy"), Serving::Unknown("timed out".into())),
+            ],
+            1,
+        );
+        assert_eq!(
+            got,
+            vec![
+                ("a".into(), Decision::Keep),
+                ("b".into(), Decision::Admit),
+                ("c".into(), Decision::Keep)
+            ]
+        );
+    }
+
+    #[test]
+    fn the_default_limit_is_a_third_and_at_least_one() {
+        assert_eq!(Limits::default_for(2).max_drain, 1);
+        assert_eq!(Limits::default_for(3).max_drain, 1);
+        assert_eq!(Limits::default_for(9).max_drain, 3);
+    }
+}

@@ -1,0 +1,49 @@
+//! `hostkeyctl admit`'s arguments.
+
+use clap::Args;
+
+use crate::admission::GroupSpec;
+use crate::discovery::TargetSpec;
+use crate::ids::SecretId;
+
+/// `hostkeyctl admit`.
+#[derive(Debug, Args)]
+pub struct AdmitArgs {
+    /// The fleet's secret: nodes must serve its AWSCURRENT set (read from
+    /// its fingerprint tags: DescribeSecret only, never a private key).
+    #[arg(long, value_name = "ID")]
+    pub secret_id: SecretId,
+    /// The target group to keep: tg:ARN, or lb:NAME_OR_ARN (the one target
+    /// group its listener on --port forwards to).
+    #[arg(long, value_name = "tg:ARN|lb:NAME")]
+    pub target_group: GroupSpec,
+    /// The cluster's nodes: hyperpod:CLUSTER[/GROUP], tag:KEY=VALUE or
+    /// i-... (repeatable; tags and ids must all match, node sources add
+    /// up). A target that is none of them is removed.
+    #[arg(long = "target", value_name = "SPEC", required = true)]
+    pub targets: Vec<TargetSpec>,
+    /// The SSH port: the nodes' sshd, and the listener's for lb:.
+    #[arg(long, default_value_t = 22, value_name = "PORT")]
+    pub port: u16,
+    /// At most this many targets that still take users are deregistered
+    /// in one run (default: a third of the targets in service, at least
+    /// one). The last target serving the set is never taken, nor any when
+    /// none serves it.
+    #[arg(long, value_name = "N")]
+    pub max_drain: Option<usize>,
+    /// Decide and report, register and deregister nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Connections at once, in all.
+    #[arg(long, default_value_t = 32, value_name = "N")]
+    pub concurrency: usize,
+    /// Connections at once to one node.
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub per_host: usize,
+    /// Seconds to wait for each connection.
+    #[arg(long = "connect-timeout", default_value_t = 5, value_name = "SECS")]
+    pub connect_timeout: u64,
+    /// Attempts per probe when a connection is dropped or times out.
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub attempts: u32,
+}

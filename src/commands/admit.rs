@@ -1,0 +1,49 @@
+//! `hostkeyctl admit`: parses, runs [`crate::admission::Admission`] once,
+//! prints, and maps its outcome to an exit code.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::admission::{Admission, AdmissionRequest, check};
+use crate::aws;
+use crate::aws::elb::AwsTargetGroups;
+use crate::aws::{AwsFleet, SecretsManagerStore};
+use crate::cli::{AdmitArgs, GlobalArgs};
+use crate::exit::{Failure, Status};
+use crate::output::{self, OutputFormat};
+use crate::scan::pacing::{Ledger, Paced};
+use crate::scan::{ScanPolicy, SshProber};
+
+/// Runs `admit`.
+pub async fn run(args: &AdmitArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
+    let request = AdmissionRequest {
+        secret: args.secret_id.clone(),
+        group: args.target_group.clone(),
+        cluster: args.targets.clone(),
+        port: args.port,
+        max_drain: args.max_drain,
+        dry_run: args.dry_run,
+    };
+    // What the arguments alone refuse, before credentials are needed.
+    check(&request)?;
+    let config = aws::load_config(&global.aws).await?;
+    let admission = Admission {
+        store: &SecretsManagerStore::new(&config),
+        fleet: &AwsFleet::new(&config).with_port(args.port),
+        groups: &AwsTargetGroups::new(&config),
+        prober: Arc::new(Paced::new(SshProber, Arc::new(Ledger::for_this_user()))),
+        policy: ScanPolicy {
+            concurrency: args.concurrency,
+            per_host: args.per_host,
+            timeout: Duration::from_secs(args.connect_timeout.max(1)),
+            attempts: args.attempts.max(1),
+            ..ScanPolicy::default()
+        },
+    };
+    let report = admission.run(&request).await?;
+    match output {
+        OutputFormat::Json => output::print_json(&report).map_err(Failure::usage)?,
+        _ => print!("{}", report.table(output::columns())),
+    }
+    Ok(report.status())
+}

@@ -1,0 +1,289 @@
+//! Admission on the bed: HAProxy follows the ip target group (what a
+//! Network Load Balancer does with its registered targets), a real OpenSSH
+//! client logs in through it 5 times a second with
+//! `StrictHostKeyChecking=yes` throughout, and `admit` (its own policy,
+//! IAM enforced) keeps the target group to the cluster's nodes that serve
+//! the set: a replaced node and its successor, a drifted node, the safety
+//! limits, another target group refused.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::bed::{BedOptions, Node, TARGETS, TestBed, change_ed25519_key_by_hand, wait_until};
+
+/// One login through the balancer: when it started, and what went wrong.
+struct Login {
+    at: Instant,
+    failure: Option<String>,
+}
+
+/// Strict logins through the balancer, 5 a second, until `stop`.
+/// `count` follows how many were made.
+fn log_in_until(bed: &TestBed, known_hosts: &Path, stop: &AtomicBool, count: &AtomicUsize) -> Vec<Login> {
+    let mut out = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        let at = Instant::now();
+        let o = bed.ssh_lb(known_hosts, &["UpdateHostKeys=no"]);
+        let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+        let failure = (!o.status.success() || stderr.contains("WARNING")).then_some(stderr);
+        out.push(Login { at, failure });
+        count.fetch_add(1, Ordering::Relaxed);
+        // The pace of the client, not a wait for a condition.
+        std::thread::sleep(Duration::from_millis(200).saturating_sub(at.elapsed()));
+    }
+    out
+}
+
+/// Logins `node` accepted so far (its sshd's log).
+fn accepted(node: &Node) -> usize {
+    let log = std::fs::read_to_string(node.root.join("sshd.log")).unwrap_or_default();
+    log.lines().filter(|l| l.contains("Accepted publickey")).count()
+}
+
+fn ip_group(bed: &TestBed) -> String {
+    format!("tg:{}", bed.state.elb["ip"].target_group_arn)
+}
+
+/// `admit` once, as the admission role, on the ip target group.
+fn admit(bed: &TestBed, extra: &[&str]) -> (i32, Value) {
+    let group = ip_group(bed);
+    let mut args = vec!["--target-group", group.as_str()];
+    args.extend(TARGETS);
+    args.extend(extra);
+    let run = bed.cli("admit").secret().json().args(&args).run();
+    assert!(run.stdout.starts_with('{'), "admit gave no report: {}", run.stderr);
+    (run.code, run.json())
+}
+
+/// Each node's decision in a report, by name.
+fn decisions(report: &Value) -> Vec<(String, String)> {
+    report["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (
+                n["name"].as_str().unwrap().to_owned(),
+                n["decision"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn decision_of(report: &Value, name: &str) -> String {
+    decisions(report)
+        .into_iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, d)| d)
+        .unwrap_or_else(|| panic!("{name} is not in {report}"))
+}
+
+/// The balancer's backends, as HAProxy's configuration holds them.
+fn backends(bed: &TestBed) -> Vec<String> {
+    let config = std::fs::read_to_string(bed.dir().join("haproxy.cfg")).unwrap();
+    config
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("server "))
+        .map(|l| l.split(' ').nth(1).unwrap().to_owned())
+        .collect()
+}
+
+fn terminate(bed: &TestBed, instance: &str) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let ec2 = aws_sdk_ec2::Client::new(&bed.sdk_config(1).await);
+        ec2.terminate_instances().instance_ids(instance).send().await.unwrap();
+    });
+}
+
+/// A node replaced: its instance terminated, a successor at a new address
+/// with its own keys. The old address is removed; the successor is held
+/// out (no login reaches it) until its install has run, then admitted, and
+/// logins reach it. Returns the window in which logins could fail: from
+/// the old node's end until the balancer no longer had it.
+fn a_replaced_node_gives_way_to_a_successor_once_it_serves(
+    bed: &TestBed,
+    old: &Node,
+    new: &Node,
+) -> (Instant, Instant) {
+    let start = Instant::now();
+    bed.stop_node(&old.name);
+    terminate(bed, &old.instance_id);
+    bed.launch_node(&new.name);
+    let (code, report) = admit(bed, &[]);
+    assert_eq!(code, 1, "a cluster node serving other keys is drift: {report}");
+    assert_eq!(decision_of(&report, &old.address), "remove", "{report}");
+    assert_eq!(decision_of(&report, &new.name), "hold", "{report}");
+    let end = Instant::now();
+    assert!(
+        !backends(bed).contains(&format!("{}:22", old.address)),
+        "{:?}",
+        backends(bed)
+    );
+    assert!(!backends(bed).contains(&format!("{}:22", new.address)));
+    // Its install (the lifecycle step, the timer).
+    let run = bed.cli("install").on(new).secret().run();
+    assert_eq!(run.code, 0, "install on {}: {}", new.name, run.stderr);
+    assert_eq!(accepted(new), 0, "a login reached {} before its admission", new.name);
+    let dry = admit(bed, &["--dry-run"]);
+    assert_eq!(decision_of(&dry.1, &new.name), "admit", "{}", dry.1);
+    assert!(
+        !backends(bed).contains(&format!("{}:22", new.address)),
+        "a dry run changed the group"
+    );
+    let (code, report) = admit(bed, &[]);
+    assert_eq!(
+        (code, decision_of(&report, &new.name)),
+        (0, "admit".to_owned()),
+        "{report}"
+    );
+    wait_until(
+        "a login through the balancer reaching the new node",
+        Duration::from_secs(30),
+        || accepted(new) > 0,
+    );
+    (start, end)
+}
+
+/// The instance target group is not admission's: RegisterTargets there is
+/// refused (exit 4), and nothing changes.
+fn another_target_group_is_refused(bed: &TestBed) {
+    let other = format!("tg:{}", bed.state.elb["instance"].target_group_arn);
+    let mut args = vec!["--target-group", other.as_str()];
+    args.extend(TARGETS);
+    let run = bed.cli("admit").secret().args(&args).run();
+    assert_eq!(run.code, 4, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("RegisterTargets") && run.stderr.contains("hp-login-i"),
+        "{}",
+        run.stderr
+    );
+    let usage = bed.iam_usage();
+    let refused = usage["denied"]["hostkeyctl-admission"].to_string();
+    assert!(refused.contains("elasticloadbalancing:RegisterTargets"), "{usage}");
+}
+
+#[test]
+fn admission_lets_users_reach_only_nodes_serving_the_set() {
+    let options = BedOptions {
+        nodes: 4,
+        held: 1,
+        ..BedOptions::default()
+    };
+    let (bed, _) = TestBed::converged(options);
+    let lb = bed.state.lb.clone().unwrap();
+    let lines = bed.cli("known-hosts").secret().args(&["--host", &lb.address]).run();
+    lines.ok();
+    let known_hosts: PathBuf = bed.dir().join("strict_known_hosts");
+    std::fs::write(&known_hosts, &lines.stdout).unwrap();
+    let nodes = bed.state.nodes.clone();
+    let stop = AtomicBool::new(false);
+    let count = AtomicUsize::new(0);
+    // Every phase starts and ends with the client logging in.
+    let more_logins = || {
+        let from = count.load(Ordering::Relaxed);
+        wait_until("five more logins", Duration::from_secs(60), || {
+            count.load(Ordering::Relaxed) >= from + 5
+        });
+    };
+    let (logins, windows) = std::thread::scope(|s| {
+        let client = s.spawn(|| log_in_until(&bed, &known_hosts, &stop, &count));
+        more_logins();
+        let replaced = a_replaced_node_gives_way_to_a_successor_once_it_serves(&bed, &nodes[2], &nodes[3]);
+        more_logins();
+        another_target_group_is_refused(&bed);
+        let drifted = a_drifted_node_is_drained(&bed, &nodes[0]);
+        more_logins();
+        stop.store(true, Ordering::Relaxed);
+        (client.join().unwrap(), (replaced, drifted))
+    });
+    let failed: Vec<&Login> = logins.iter().filter(|l| l.failure.is_some()).collect();
+    let in_window = |w: &(Instant, Instant)| failed.iter().filter(|l| l.at >= w.0 && l.at <= w.1).count();
+    let outside: Vec<&String> = failed
+        .iter()
+        .filter(|l| !(l.at >= windows.0.0 && l.at <= windows.0.1) && !(l.at >= windows.1.0 && l.at <= windows.1.1))
+        .filter_map(|l| l.failure.as_ref())
+        .collect();
+    eprintln!(
+        "admission: {} strict logins; failed while the replaced node was still a target: {}; while the drifted node was: {}",
+        logins.len(),
+        in_window(&windows.0),
+        in_window(&windows.1)
+    );
+    assert!(logins.len() >= 15, "the client logged in {} times", logins.len());
+    assert!(outside.is_empty(), "logins failed outside the windows: {outside:?}");
+    safety_limits_hold(&bed, &nodes);
+}
+
+/// A node whose keys were changed by hand is drained at the next run.
+/// Returns the window between the change and the drain.
+fn a_drifted_node_is_drained(bed: &TestBed, node: &Node) -> (Instant, Instant) {
+    let start = Instant::now();
+    change_ed25519_key_by_hand(node);
+    let (code, report) = admit(bed, &[]);
+    assert_eq!(code, 1, "{report}");
+    assert_eq!(decision_of(&report, &node.name), "drain", "{report}");
+    let gone = format!("{}:22", node.address);
+    assert!(!backends(bed).contains(&gone), "{:?}", backends(bed));
+    // The reload takes over the listening socket: wait until a fresh login
+    // no longer reaches the drained node.
+    let before = accepted(node);
+    let known = bed.dir().join("strict_known_hosts");
+    wait_until("five logins in a row that all succeed", Duration::from_secs(30), || {
+        (0..5).all(|_| bed.ssh_lb(&known, &["UpdateHostKeys=no"]).status.success())
+    });
+    let end = Instant::now();
+    let after = accepted(node);
+    assert!(after - before <= 5, "the drained node kept taking logins");
+    (start, end)
+}
+
+/// With two of three targets drifted, one run drains one, holds the other
+/// back and exits 3; with every target drifted it drains none.
+fn safety_limits_hold(bed: &TestBed, nodes: &[Node]) {
+    // Node 1 (drained for drift) serves the set again and comes back.
+    let run = bed.cli("install").on(&nodes[0]).secret().run();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let (code, report) = admit(bed, &[]);
+    assert_eq!(
+        (code, decision_of(&report, &nodes[0].name)),
+        (0, "admit".to_owned()),
+        "{report}"
+    );
+    // Targets: nodes 1, 2 and 4. Two drift.
+    change_ed25519_key_by_hand(&nodes[1]);
+    change_ed25519_key_by_hand(&nodes[3]);
+    let (code, report) = admit(bed, &[]);
+    assert_eq!(code, 3, "{report}");
+    let mut got = vec![
+        decision_of(&report, &nodes[1].name),
+        decision_of(&report, &nodes[3].name),
+    ];
+    got.sort();
+    assert_eq!(got, ["drain", "held_back"], "{report}");
+    let held = report["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["decision"] == "held_back")
+        .unwrap()["reason"]
+        .to_string();
+    assert!(held.contains("--max-drain 1"), "{held}");
+    // Now every remaining target drifts: none is drained.
+    change_ed25519_key_by_hand(&nodes[0]);
+    let before = backends(bed);
+    let (code, report) = admit(bed, &["--max-drain", "5"]);
+    assert_eq!(code, 3, "{report}");
+    assert!(
+        decisions(&report).iter().all(|(_, d)| d != "drain" && d != "remove"),
+        "{report}"
+    );
+    assert_eq!(
+        backends(bed),
+        before,
+        "a run with every target drifted changed the group"
+    );
+}
