@@ -386,7 +386,11 @@ for attempt in 1 2 3 4 5; do
   fi
 done
 if [ "$rc" -ne 0 ]; then
-  log "WARNING: the host keys are not installed yet (exit $rc); the node keeps its own keys, and the timer retries"
+  # Exit 0 all the same: failing the lifecycle script fails the whole
+  # cluster's creation. The node must not take users meanwhile: that is
+  # admission's (docs/admission.md), which checks by handshake.
+  log "WARNING: the host keys are not installed yet (exit $rc); the node serves its own keys, and the timer retries"
+  log "WARNING: keep this node out of the load balancer until it serves the fleet's keys: hostkeyctl admit holds it out and admits it once it does (docs/admission.md); if you register targets by hand, do not register ${ip:-this node} yet"
 fi
 
 systemctl daemon-reload

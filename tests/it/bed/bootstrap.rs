@@ -576,6 +576,11 @@ fn assert_s3_denied_and_a_failing_install_are_named(bed: &TestBed, node: &Node) 
         "{log}"
     );
     assert!(log.contains("the timer retries"), "{log}");
+    // It says what keeps users off its own keys meanwhile, and its address.
+    assert!(
+        log.contains("hostkeyctl admit holds it out") && log.contains(&format!("do not register {LOGIN_IP} yet")),
+        "{log}"
+    );
 }
 
 /// The cloud-init example carries contrib/systemd's units verbatim.
