@@ -9,6 +9,9 @@
 #   SSM Run Command, through hostkeyctl's own document, pinned by its hash (a
 #   changed document is refused), 5. audits again (clean);
 #   6. users get one known_hosts line per key: 20 real ssh connections, 0 warnings;
+#      6b. a node's keys changed by hand: admit drains it from the target
+#      group (HAProxy follows it), its install puts it right, admit takes
+#      it back, 20 more connections;
 #   7. rotation with overlap (UpdateHostKeys), while a node's timer agrees
 #      with every step, and a PuTTY user's -hostkey arguments; promoted only
 #      after the minimum overlap (the bed's clock moves a day); 8. 20 more
@@ -87,7 +90,7 @@ export AWS_ENDPOINT_URL AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
 AWS_ENDPOINT_URL=$(state 's["endpoint"]')
 say "login nodes: $NODES"
 say "load balancer: $LB:22 (round robin)   AWS emulator: $AWS_ENDPOINT_URL"
-say "every command signs as its role (admin, rotation, node, auditor, signer); the emulator enforces iam/*.json"
+say "every command signs as its role (admin, rotation, node, auditor, signer, admission); the emulator enforces iam/*.json"
 
 # One ssh through the load balancer as a user would, with a known_hosts file.
 ssh_lb() {
@@ -176,6 +179,26 @@ twenty() {
   [ $warnings -eq 0 ] || { echo "demo: host key warnings remain" >&2; exit 1; }
 }
 say "20 real ssh connections through the load balancer, StrictHostKeyChecking=yes:"
+twenty
+
+bold "6b. Admission: the load balancer sends users only to nodes that serve the set"
+TG="tg:$(state 's["elb"]["ip"]["target_group_arn"]')"
+NODE3_SSH_DIR=$(state 's["nodes"][2]["ssh_dir"]')
+say "someone regenerates node 3's ed25519 key by hand; every user it serves now sees the warning"
+rm -f "$NODE3_SSH_DIR/ssh_host_ed25519_key" "$NODE3_SSH_DIR/ssh_host_ed25519_key.pub"
+ssh-keygen -q -t ed25519 -N '' -f "$NODE3_SSH_DIR/ssh_host_ed25519_key"
+say "admit checks every node by handshake and drains the drifted one (never the last, at most a third a run):"
+rc=0
+run admission "$HOSTKEYCTL" admit --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
+  --target-group "$TG" --output table || rc=$?
+[ $rc -eq 1 ] || { echo "demo: admit exited $rc, not 1 (drift)" >&2; exit 1; }
+say "(exit 1: the drift remains until node 3's install runs; users no longer reach it)"
+say "node 3's timer installs the set again; the next admit run takes it back:"
+mapfile -t NODE3_ENV < <(state '"\n".join(f"{k}={v}" for k, v in s["nodes"][2]["env"].items())')
+env "${NODE3_ENV[@]}" "$HOSTKEYCTL" install --secret-id hostkeys/demo >/dev/null
+run admission "$HOSTKEYCTL" admit --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
+  --target-group "$TG" --output table
+say "20 more connections through the load balancer:"
 twenty
 
 bold "7. Rotate the keys without a warning: overlap, then finish"
