@@ -25,7 +25,7 @@ use crate::aws_error::AwsError;
 use crate::discovery::{DiscoveryError, Fleet, GroupTarget, Target, TargetSpec};
 use crate::exit::Status;
 use crate::ids::SecretId;
-use crate::scan::{Endpoint, Prober, ScanPolicy};
+use crate::scan::{Endpoint, Prober, ScanPolicy, Scanner};
 use crate::store::{SecretStore, StoreError};
 
 /// The target group to keep: `tg:ARN`, or `lb:NAME_OR_ARN` (the one target
@@ -193,9 +193,10 @@ pub struct AdmissionReport {
 }
 
 impl AdmissionReport {
-    /// Exit 3 when the limits held a drain back or a cluster node could
-    /// not be checked, 1 when a cluster node serves other keys (held out
-    /// or drained), else 0: the audit's codes.
+    /// Exit 3 when the limits held a drain back, a cluster node could not
+    /// be checked or is still catching up with a promotion; 1 when a
+    /// cluster node serves other keys (held out or drained); else 0: the
+    /// audit's codes.
     pub fn status(&self) -> Status {
         let any = |f: &dyn Fn(&NodePlan) -> bool| self.nodes.iter().any(f);
         if any(&|p| p.decision == Decision::HeldBack) {
@@ -204,7 +205,13 @@ impl AdmissionReport {
         if any(&|p| p.observed.member && matches!(p.observed.serving, Serving::Other(_))) {
             return Status::Drift;
         }
-        if any(&|p| p.observed.member && matches!(p.observed.serving, Serving::Unknown(_) | Serving::NotAsked)) {
+        if any(&|p| {
+            p.observed.member
+                && matches!(
+                    p.observed.serving,
+                    Serving::Unknown(_) | Serving::NotAsked | Serving::Promoting(_)
+                )
+        }) {
             return Status::Incomplete;
         }
         Status::Success
@@ -418,7 +425,44 @@ impl<S: SecretStore, F: Fleet, G: TargetGroups, P: Prober> Admission<'_, S, F, G
                 o.serving = serving_of(f);
             }
         }
+        self.promoting(&mut observed, &endpoints, expected).await;
         Ok(observed)
+    }
+
+    /// Of the nodes serving other keys, those whose banner names the set
+    /// as the extra one they serve: a promotion their install has not
+    /// caught up with (the set was the announced one until it became
+    /// AWSCURRENT). Told apart from drift by the banner alone, as the
+    /// promotion gate tells that a node loaded the announced set.
+    async fn promoting(&self, observed: &mut [Observed], endpoints: &[Endpoint], expected: &Expected) {
+        let Some(algorithm) = expected.by_type.keys().next().copied() else {
+            return;
+        };
+        let others: Vec<Endpoint> = endpoints
+            .iter()
+            .filter(|e| {
+                observed
+                    .iter()
+                    .any(|o| o.name == e.name && matches!(o.serving, Serving::Other(_)))
+            })
+            .cloned()
+            .collect();
+        if others.is_empty() {
+            return;
+        }
+        let marker = crate::keyset::marker_of(expected.by_type.values());
+        let scanner = Arc::new(Scanner::new(self.prober.clone(), self.policy.clone()));
+        let answers = scanner.greet_nodes(&others, algorithm).await;
+        for (e, answer) in others.iter().zip(answers) {
+            if answer.hello.as_ref().and_then(|h| h.next_marker()) != Some(marker.as_str()) {
+                continue;
+            }
+            if let Some(o) = observed.iter_mut().find(|o| o.name == e.name)
+                && let Serving::Other(what) = &o.serving
+            {
+                o.serving = Serving::Promoting(what.clone());
+            }
+        }
     }
 }
 
@@ -444,4 +488,20 @@ fn serving_of(findings: &[Finding]) -> Serving {
         .find_map(|f| f.detail.clone())
         .unwrap_or_else(|| "no answer".to_owned());
     Serving::Unknown(why)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::keyset::{KeyAlgorithm, KeySet, marker_of};
+
+    /// Admission computes the banner word from the fingerprint tags (the
+    /// expected set, by scan algorithm); install from the private set.
+    /// They must agree, or every node catching up with a promotion would
+    /// look drifted and be drained.
+    #[test]
+    fn the_marker_from_the_tags_is_the_one_install_puts_in_the_banner() {
+        let keys = KeySet::generate(&[KeyAlgorithm::Rsa, KeyAlgorithm::Ed25519, KeyAlgorithm::Ecdsa], 2048).unwrap();
+        let expected = crate::audit::expect_keys(&keys);
+        assert_eq!(marker_of(expected.by_type.values()), keys.next_marker());
+    }
 }

@@ -12,6 +12,10 @@ pub enum Serving {
     Set,
     /// Other keys (a node's own, a hand-made change): what it served.
     Other(String),
+    /// The previous set first and the set as extra keys (its banner names
+    /// the set): a promotion its install has not caught up with yet. Users
+    /// who trust either set reach it.
+    Promoting(String),
     /// Could not be asked (refused, timed out, penalised): why.
     Unknown(String),
     /// Not asked: a target with no address (an instance target that is no
@@ -175,7 +179,7 @@ fn is_limited(plan: &NodePlan) -> bool {
     match plan.decision {
         Decision::Drain => true,
         Decision::Remove => match &o.serving {
-            Serving::Set | Serving::Other(_) => true,
+            Serving::Set | Serving::Other(_) | Serving::Promoting(_) => true,
             Serving::Unknown(_) => false,
             Serving::NotAsked => matches!(o.target_state.as_deref(), Some("healthy" | "initial")),
         },
@@ -198,6 +202,18 @@ fn first_decision(o: Observed) -> NodePlan {
             format!("serves other keys ({what}); it is admitted once its install has run"),
         ),
         (true, false, Serving::Unknown(why)) => (Decision::Hold, format!("could not be checked: {why}")),
+        (true, false, Serving::Promoting(what)) => (
+            Decision::Hold,
+            format!(
+                "serves the set only as extra keys, first {what}: admitted once its install catches up with the promotion"
+            ),
+        ),
+        (true, true, Serving::Promoting(what)) => (
+            Decision::Keep,
+            format!(
+                "serves the set as extra keys, first {what}: a promotion its install has not caught up with; users trusting either set reach it"
+            ),
+        ),
         (true, true, Serving::Set) => (Decision::Keep, "a target serving the set".to_owned()),
         (true, true, Serving::Other(what)) => (Decision::Drain, format!("a target serving other keys ({what})")),
         (true, true, Serving::Unknown(why)) => (
@@ -219,6 +235,7 @@ fn stranger(serving: &Serving) -> String {
     let what = match serving {
         Serving::Set => "it serves the set".to_owned(),
         Serving::Other(keys) => format!("it serves other keys ({keys})"),
+        Serving::Promoting(keys) => format!("it serves the set as extra keys, first {keys}"),
         Serving::Unknown(why) => format!("nothing answers there ({why})"),
         Serving::NotAsked => "not checked".to_owned(),
     };
@@ -348,6 +365,27 @@ mod tests {
                 ("a".into(), Decision::Keep),
                 ("b".into(), Decision::Admit),
                 ("c".into(), Decision::Keep)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_node_catching_up_with_a_promotion_is_kept_but_not_admitted() {
+        let promoting = || Serving::Promoting("the previous ssh-ed25519 key".to_owned());
+        let got = decisions(
+            vec![
+                node("a", true, Some("healthy"), promoting()),
+                node("b", true, Some("healthy"), Serving::Set),
+                node("c", true, None, promoting()),
+            ],
+            3,
+        );
+        assert_eq!(
+            got,
+            vec![
+                ("a".into(), Decision::Keep),
+                ("b".into(), Decision::Keep),
+                ("c".into(), Decision::Hold)
             ]
         );
     }

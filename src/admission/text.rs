@@ -38,6 +38,7 @@ pub fn table(report: &AdmissionReport, width: Option<u16>) -> String {
                 match &o.serving {
                     Serving::Set => "the set".to_owned(),
                     Serving::Other(_) => "other keys".to_owned(),
+                    Serving::Promoting(_) => "the set, as extra keys".to_owned(),
                     Serving::Unknown(_) => "unknown".to_owned(),
                     Serving::NotAsked => "not checked".to_owned(),
                 },

@@ -410,15 +410,22 @@ impl KeySet {
     /// node's sshd loaded them (docs/rotation.md, "How the extra keys are
     /// served").
     pub fn next_marker(&self) -> String {
-        use sha2::Digest;
-        let mut hash = sha2::Sha256::new();
-        for key in self.keys() {
-            hash.update(key.fingerprint().as_str().as_bytes());
-            hash.update(b"\n");
-        }
-        let digest = hex::encode(hash.finalize());
-        format!("{NEXT_MARKER_PREFIX}{}", &digest[..12])
+        marker_of(self.keys().map(|k| k.fingerprint()))
     }
+}
+
+/// [`KeySet::next_marker`] from a set's fingerprints alone, in the order
+/// of their algorithms (ed25519, ecdsa, rsa): what a reader of the
+/// secret's fingerprint tags computes without a private key.
+pub fn marker_of<'a>(fingerprints: impl IntoIterator<Item = &'a crate::fingerprint::Fingerprint>) -> String {
+    use sha2::Digest;
+    let mut hash = sha2::Sha256::new();
+    for fp in fingerprints {
+        hash.update(fp.as_str().as_bytes());
+        hash.update(b"\n");
+    }
+    let digest = hex::encode(hash.finalize());
+    format!("{NEXT_MARKER_PREFIX}{}", &digest[..12])
 }
 
 /// The start of the banner word that names the extra set a node serves

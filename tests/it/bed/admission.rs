@@ -216,6 +216,49 @@ fn admission_lets_users_reach_only_nodes_serving_the_set() {
     assert!(logins.len() >= 15, "the client logged in {} times", logins.len());
     assert!(outside.is_empty(), "logins failed outside the windows: {outside:?}");
     safety_limits_hold(&bed, &nodes);
+    a_promotion_converging_drains_nothing(&bed, &[&nodes[0], &nodes[1], &nodes[3]]);
+}
+
+/// A promotion the pull fleet's timers have not installed yet: every
+/// target serves the previous set first and the new AWSCURRENT as extra
+/// keys (its banner says so). Admission keeps them all (exit 3 until they
+/// converge), never drains them as drifted; each timer's install brings
+/// its node back to "the set".
+fn a_promotion_converging_drains_nothing(bed: &TestBed, nodes: &[&Node]) {
+    for node in nodes {
+        let run = bed.cli("install").on(node).secret().run();
+        assert_eq!(run.code, 0, "{}", run.stderr);
+    }
+    let (code, report) = admit(bed, &[]);
+    assert_eq!(code, 0, "every node serves the set again: {report}");
+    let before = backends(bed);
+    assert_eq!(before.len(), 3, "{before:?}");
+    bed.cli("rotate")
+        .secret()
+        .targets()
+        .args(&["--overlap", "--max-concurrency", "100%"])
+        .run()
+        .ok();
+    let promoted = bed
+        .cli("rotate")
+        .secret()
+        .targets()
+        .args(&["--pull", "--finish", "--min-overlap", "0"])
+        .run();
+    assert!(matches!(promoted.code, 0 | 3), "{}", promoted.stderr);
+    let (code, report) = admit(bed, &[]);
+    assert_eq!(code, 3, "{report}");
+    for node in nodes {
+        assert_eq!(decision_of(&report, &node.name), "keep", "{report}");
+    }
+    assert!(report.to_string().contains("\"serves\":\"promoting\""), "{report}");
+    assert_eq!(backends(bed), before, "a converging promotion changed the group");
+    for node in nodes {
+        let run = bed.cli("install").on(node).secret().run();
+        assert_eq!(run.code, 0, "{}", run.stderr);
+    }
+    let (code, report) = admit(bed, &[]);
+    assert_eq!(code, 0, "{report}");
 }
 
 /// A node whose keys were changed by hand is drained at the next run.
