@@ -26,7 +26,7 @@ pub use judge::{
     Expected, Finding, LbReport, LbType, NodeReport, Seen, Verdict, judge_certificates, judge_lb,
     judge_lb_certificates, judge_node, miss_probability, no_address, with_plain_keys,
 };
-pub use report::{AuditReport, Conclusion, OnDisk};
+pub use report::{AuditReport, Conclusion, MemberFinding, Membership, OnDisk};
 
 use crate::certificate::CertPolicy;
 use crate::discovery::{self, DiscoveryError, Fleet, LbSpec, TargetSpec};
@@ -175,7 +175,56 @@ impl<S: SecretStore, F: Fleet, D: Dispatcher, P: Prober> Audit<'_, S, F, D, P> {
             }
             None => (BTreeMap::new(), None),
         };
-        Ok(AuditReport::new(source, expected, nodes, lb, on_disk, on_disk_document))
+        let mut report = AuditReport::new(source, expected, nodes, lb, on_disk, on_disk_document);
+        report.membership = self.membership(req).await?;
+        Ok(report)
+    }
+
+    /// With a cluster and a load balancer or target group among what was
+    /// asked: the cluster's nodes that are no target, and the targets that
+    /// are no node of the cluster (matched by instance id or address).
+    async fn membership(&self, req: &AuditRequest) -> Result<Option<Membership>, AuditError> {
+        let cluster: Vec<TargetSpec> = req
+            .targets
+            .iter()
+            .filter(|s| matches!(s, TargetSpec::HyperPod { .. }))
+            .cloned()
+            .collect();
+        let mut group: Vec<TargetSpec> = req
+            .targets
+            .iter()
+            .filter(|s| matches!(s, TargetSpec::LoadBalancer(_) | TargetSpec::TargetGroup(_)))
+            .cloned()
+            .collect();
+        if let (true, Some(LbSpec::LoadBalancer(name))) = (group.is_empty(), &req.lb) {
+            group.push(TargetSpec::LoadBalancer(name.clone()));
+        }
+        let Some(fleet) = self.fleet.filter(|_| !cluster.is_empty() && !group.is_empty()) else {
+            return Ok(None);
+        };
+        let nodes = fleet.targets(&cluster).await?;
+        let targets = fleet.targets(&group).await?;
+        let same = |a: &discovery::Target, b: &discovery::Target| {
+            (a.instance_id.is_some() && a.instance_id == b.instance_id)
+                || (a.address.is_some() && a.address == b.address)
+        };
+        let finding = |t: &discovery::Target, verdict| MemberFinding {
+            name: t.name.clone(),
+            address: t.address.clone(),
+            verdict,
+        };
+        let mut findings: Vec<MemberFinding> = nodes
+            .iter()
+            .filter(|n| !targets.iter().any(|t| same(n, t)))
+            .map(|n| finding(n, "NOT_A_TARGET"))
+            .collect();
+        findings.extend(
+            targets
+                .iter()
+                .filter(|t| !nodes.iter().any(|n| same(n, t)))
+                .map(|t| finding(t, "NOT_IN_CLUSTER")),
+        );
+        Ok(Some(Membership { findings }))
     }
 
     /// The nodes to audit: discovered targets (with their private address

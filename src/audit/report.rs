@@ -69,6 +69,10 @@ pub struct AuditReport {
     /// With --via-ssm: the SSM document the check went out with.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub on_disk_document: Option<SentDocument>,
+    /// With a cluster (`hyperpod:`) and a load balancer (`lb:`, `tg:`,
+    /// `--lb lb:NAME`): who is where, as admission sees it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub membership: Option<Membership>,
     /// Counts by verdict.
     pub summary: BTreeMap<String, usize>,
     /// What it comes to.
@@ -96,6 +100,7 @@ impl AuditReport {
             lb,
             on_disk,
             on_disk_document,
+            membership: None,
             summary,
             conclusion,
             exit_code: 0,
@@ -163,4 +168,27 @@ fn conclude(
         Conclusion::Consistent
     };
     (summary, conclusion)
+}
+
+/// A cluster node missing from the target group, or a target that is no
+/// node of the cluster: what `hostkeyctl admit` would act on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct MemberFinding {
+    /// The node's name, or the target's id.
+    pub name: String,
+    /// Its address, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// `NOT_A_TARGET` (a cluster node the load balancer never sends users
+    /// to) or `NOT_IN_CLUSTER` (a target that is no cluster node: a
+    /// replaced node's old address, a stray instance).
+    pub verdict: &'static str,
+}
+
+/// The cluster against the load balancer's targets. Reported, not part
+/// of the conclusion: the keys decide the exit code; `admit` acts on this.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Membership {
+    /// Cluster nodes that are no target, then targets that are no node.
+    pub findings: Vec<MemberFinding>,
 }

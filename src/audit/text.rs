@@ -175,6 +175,24 @@ fn table(report: &AuditReport, width: Option<u16>) -> String {
     for (id, v) in &report.on_disk {
         outln!(out, "on disk {}: {}", escape(id), v.result());
     }
+    if let Some(m) = &report.membership {
+        for f in &m.findings {
+            let what = match f.verdict {
+                "NOT_A_TARGET" => "a cluster node the load balancer never sends users to",
+                _ => "a target that is no node of the cluster",
+            };
+            outln!(
+                out,
+                "{} {}{}: {what} (hostkeyctl admit acts on it)",
+                f.verdict,
+                escape(&f.name),
+                f.address
+                    .as_ref()
+                    .map(|a| format!(" ({})", escape(a)))
+                    .unwrap_or_default()
+            );
+        }
+    }
     let mut summary: Vec<String> = report.summary.iter().map(|(k, v)| format!("{k} {v}")).collect();
     let flagged = report
         .nodes

@@ -148,6 +148,47 @@ fn a_replaced_node_gives_way_to_a_successor_once_it_serves(
     (start, end)
 }
 
+/// The audit of a HyperPod cluster with its load balancer names the
+/// cluster nodes that are no target and the targets that are no cluster
+/// node. The bed's HyperPod cluster still lists the replaced node and not
+/// its successor: each is reported.
+fn the_audit_says_what_admission_would_do(bed: &TestBed, old: &Node, new: &Node) {
+    let run = bed
+        .cli("audit")
+        .secret()
+        .json()
+        .args(&[
+            "--target",
+            "hyperpod:hp/login-group",
+            "--lb",
+            "lb:hp-login",
+            "--samples",
+            "3",
+        ])
+        .run();
+    let report = run.json();
+    let mut found: Vec<(String, String)> = report["membership"]["findings"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no membership: {report}"))
+        .iter()
+        .map(|f| {
+            (
+                f["verdict"].as_str().unwrap().to_owned(),
+                f["address"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    found.sort();
+    assert_eq!(
+        found,
+        [
+            ("NOT_A_TARGET".to_owned(), old.address.clone()),
+            ("NOT_IN_CLUSTER".to_owned(), new.address.clone())
+        ],
+        "{report}"
+    );
+}
+
 /// The instance target group is not admission's: RegisterTargets there is
 /// refused (exit 4), and nothing changes.
 fn another_target_group_is_refused(bed: &TestBed) {
@@ -193,6 +234,7 @@ fn admission_lets_users_reach_only_nodes_serving_the_set() {
         let client = s.spawn(|| log_in_until(&bed, &known_hosts, &stop, &count));
         more_logins();
         let replaced = a_replaced_node_gives_way_to_a_successor_once_it_serves(&bed, &nodes[2], &nodes[3]);
+        the_audit_says_what_admission_would_do(&bed, &nodes[2], &nodes[3]);
         more_logins();
         another_target_group_is_refused(&bed);
         let drifted = a_drifted_node_is_drained(&bed, &nodes[0]);
