@@ -34,6 +34,7 @@ MAX_GLIBC = (2, 17)
 NODE_MAX_BYTES = 10 * 1000 * 1000
 ELF_MACHINE = {"x86_64": 62, "aarch64": 183}
 NOT_IN_NODE = [
+    "aws-sdk-autoscaling",
     "aws-sdk-ec2",
     "aws-sdk-elasticloadbalancingv2",
     "aws-sdk-sagemaker",

@@ -43,13 +43,21 @@ ROLES = {
 
 def substitute(value):
     if isinstance(value, str) and any(
-        s in value for s in ("111122223333", "hostkeys/", "hostkeyctl-ca/", "targetgroup/my-cluster-login/")
+        s in value
+        for s in (
+            "111122223333",
+            "hostkeys/",
+            "hostkeyctl-ca/",
+            "targetgroup/my-cluster-login/",
+            "autoScalingGroupName/my-cluster-login",
+        )
     ):
         return {
             "Fn::Sub": value.replace("111122223333", "${AWS::AccountId}")
             .replace("hostkeys/", "${SecretNamePrefix}")
             .replace("hostkeyctl-ca/", "${CaSecretNamePrefix}")
             .replace("targetgroup/my-cluster-login/", "targetgroup/${AdmissionTargetGroupName}/")
+            .replace("autoScalingGroupName/my-cluster-login", "autoScalingGroupName/${AdmissionAutoScalingGroupName}")
         }
     if isinstance(value, list):
         return [substitute(v) for v in value]
@@ -292,6 +300,15 @@ PARAMETERS = {
         "Description": (
             "The login nodes' target group (its name): the only one the admission policy may register "
             "targets in and deregister them from (docs/admission.md)."
+        ),
+    },
+    "AdmissionAutoScalingGroupName": {
+        "Type": "String",
+        "Default": "my-cluster-login",
+        "AllowedPattern": "^[A-Za-z0-9 _.:/+=@-]{1,255}$",
+        "Description": (
+            "The login nodes' Auto Scaling group: the only one whose launch lifecycle hook the admission policy "
+            "may complete (docs/admission.md)."
         ),
     },
     "AssociationSecretArn": {

@@ -92,6 +92,25 @@ pub trait TargetGroups: Sync {
     fn deregister(&self, group: &Group, ids: &[String]) -> impl Future<Output = Result<(), AwsError>> + Send;
 }
 
+/// An Auto Scaling group's launch lifecycle hook.
+pub trait LifecycleHooks: Sync {
+    /// The group's instances waiting in `Pending:Wait`.
+    fn waiting(&self, group: &str) -> impl Future<Output = Result<Vec<String>, AwsError>> + Send;
+    /// Completes `instance_id`'s action on `hook` with `CONTINUE`: it goes
+    /// InService.
+    fn proceed(&self, group: &str, hook: &str, instance_id: &str) -> impl Future<Output = Result<(), AwsError>> + Send;
+}
+
+/// `--auto-scaling-group` and `--lifecycle-hook`: whose launching
+/// instances go InService only once they serve the set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lifecycle {
+    /// The Auto Scaling group.
+    pub group: String,
+    /// Its `autoscaling:EC2_INSTANCE_LAUNCHING` hook.
+    pub hook: String,
+}
+
 /// Why admission could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum AdmissionError {
@@ -109,6 +128,9 @@ pub enum AdmissionError {
         /// What went through before it.
         done: String,
     },
+    /// Auto Scaling refused or could not be reached.
+    #[error(transparent)]
+    Aws(AwsError),
     /// The request does not make sense; says why and what to do.
     #[error("{0}")]
     Refused(String),
@@ -120,7 +142,7 @@ impl crate::exit::ExitStatus for AdmissionError {
         match self {
             AdmissionError::Store(s) => s.status(),
             AdmissionError::Discovery(d) => d.status(),
-            AdmissionError::Apply { error, .. } => error.status(),
+            AdmissionError::Apply { error, .. } | AdmissionError::Aws(error) => error.status(),
             AdmissionError::Refused(_) => Status::Usage,
         }
     }
@@ -141,6 +163,9 @@ pub struct AdmissionRequest {
     pub max_drain: Option<usize>,
     /// Decide and report, change nothing.
     pub dry_run: bool,
+    /// Complete the launch hook of the group's waiting instances that
+    /// serve the set.
+    pub lifecycle: Option<Lifecycle>,
 }
 
 /// Refusals that follow from the request alone, before any AWS call.
@@ -224,20 +249,22 @@ impl AdmissionReport {
 }
 
 /// The admission flow over its outside systems.
-pub struct Admission<'a, S, F, G, P> {
+pub struct Admission<'a, S, F, G, H, P> {
     /// Where the set's fingerprints are read.
     pub store: &'a S,
     /// Where the cluster's nodes are found.
     pub fleet: &'a F,
     /// The target groups.
     pub groups: &'a G,
+    /// Auto Scaling's launch hooks (needed by `lifecycle` requests only).
+    pub hooks: Option<&'a H>,
     /// The handshakes.
     pub prober: Arc<P>,
     /// How to scan.
     pub policy: ScanPolicy,
 }
 
-impl<S: SecretStore, F: Fleet, G: TargetGroups, P: Prober> Admission<'_, S, F, G, P> {
+impl<S: SecretStore, F: Fleet, G: TargetGroups, H: LifecycleHooks, P: Prober> Admission<'_, S, F, G, H, P> {
     /// Observes, decides and (unless a dry run) applies, once.
     pub async fn run(&self, req: &AdmissionRequest) -> Result<AdmissionReport, AdmissionError> {
         check(req)?;
@@ -260,7 +287,12 @@ impl<S: SecretStore, F: Fleet, G: TargetGroups, P: Prober> Admission<'_, S, F, G
         let limits = req
             .max_drain
             .map_or_else(|| Limits::default_for(in_service), |max_drain| Limits { max_drain });
-        let nodes = decide(observed, limits);
+        let waiting = match (&req.lifecycle, self.hooks) {
+            (Some(l), Some(hooks)) => hooks.waiting(&l.group).await.map_err(AdmissionError::Aws)?,
+            (Some(_), None) => return Err(AdmissionError::Refused("no Auto Scaling client".to_owned())),
+            (None, _) => Vec::new(),
+        };
+        let mut nodes = decide(observed, limits);
         let ids = |want: &[Decision]| -> Vec<String> {
             let mut ids: Vec<String> = nodes
                 .iter()
@@ -273,6 +305,9 @@ impl<S: SecretStore, F: Fleet, G: TargetGroups, P: Prober> Admission<'_, S, F, G
         let (registered, deregistered) = (ids(&[Decision::Admit]), ids(&[Decision::Drain, Decision::Remove]));
         if !req.dry_run {
             self.apply(&group, &registered, &deregistered).await?;
+        }
+        if let Some(l) = &req.lifecycle {
+            self.launch_hooks(l, &waiting, &mut nodes, req.dry_run).await?;
         }
         let mut summary = BTreeMap::new();
         for p in &nodes {
@@ -328,6 +363,43 @@ impl<S: SecretStore, F: Fleet, G: TargetGroups, P: Prober> Admission<'_, S, F, G
         Ok(())
     }
 
+    /// The launch hook of each waiting instance: completed (`CONTINUE`)
+    /// once it serves the set, after its registration; else left to run
+    /// out (the hook's default result, `ABANDON` as docs/admission.md
+    /// advises, terminates it).
+    async fn launch_hooks(
+        &self,
+        lifecycle: &Lifecycle,
+        waiting: &[String],
+        nodes: &mut [NodePlan],
+        dry_run: bool,
+    ) -> Result<(), AdmissionError> {
+        let Some(hooks) = self.hooks else { return Ok(()) };
+        for plan in nodes.iter_mut() {
+            let Some(id) = plan.observed.instance_id.clone().filter(|id| waiting.contains(id)) else {
+                continue;
+            };
+            let serves = plan.observed.member
+                && plan.observed.serving == Serving::Set
+                && matches!(plan.decision, Decision::Admit | Decision::Keep);
+            plan.lifecycle = Some(match (serves, dry_run) {
+                (false, _) => "waiting",
+                (true, true) => "would continue",
+                (true, false) => {
+                    hooks
+                        .proceed(&lifecycle.group, &lifecycle.hook, &id)
+                        .await
+                        .map_err(|error| AdmissionError::Apply {
+                            error,
+                            done: "the target group's changes".to_owned(),
+                        })?;
+                    "continued"
+                }
+            });
+        }
+        Ok(())
+    }
+
     /// Every cluster node and every target, with what it serves.
     async fn observe(
         &self,
@@ -350,51 +422,7 @@ impl<S: SecretStore, F: Fleet, G: TargetGroups, P: Prober> Admission<'_, S, F, G
                 group.name
             )));
         }
-        let states: BTreeMap<&str, &GroupTarget> = group.targets.iter().map(|t| (t.id.as_str(), t)).collect();
-        let mut observed = Vec::new();
-        let mut members = BTreeSet::new();
-        for node in nodes {
-            let target_id = match group.by_instance() {
-                true => node.instance_id.clone(),
-                false => node.address.clone(),
-            };
-            let Some(target_id) = target_id else {
-                observed.push(Observed {
-                    name: node.name.clone(),
-                    target_id: String::new(),
-                    address: node.address.clone(),
-                    member: true,
-                    cluster_state: None,
-                    target_state: None,
-                    serving: Serving::NotAsked,
-                });
-                continue;
-            };
-            members.insert(target_id.clone());
-            observed.push(Observed {
-                name: node.name.clone(),
-                target_state: states.get(target_id.as_str()).map(|t| t.health.state.clone()),
-                target_id,
-                address: node.address.clone(),
-                member: true,
-                cluster_state: node.health.filter(|h| h.is_flagged()).map(|h| h.state),
-                serving: Serving::NotAsked,
-            });
-        }
-        for t in &group.targets {
-            if members.contains(&t.id) {
-                continue;
-            }
-            observed.push(Observed {
-                name: t.id.clone(),
-                target_id: t.id.clone(),
-                address: (!t.is_instance).then(|| t.id.clone()),
-                member: false,
-                cluster_state: None,
-                target_state: Some(t.health.state.clone()),
-                serving: Serving::NotAsked,
-            });
-        }
+        let mut observed = who_is_where(group, nodes);
         let ports: BTreeMap<&str, u16> = group
             .targets
             .iter()
@@ -464,6 +492,60 @@ impl<S: SecretStore, F: Fleet, G: TargetGroups, P: Prober> Admission<'_, S, F, G
             }
         }
     }
+}
+
+/// Every cluster node (by its id in the target group's terms) and every
+/// target that is none of them, with their states; nothing asked yet.
+fn who_is_where(group: &Group, nodes: Vec<Target>) -> Vec<Observed> {
+    let states: BTreeMap<&str, &GroupTarget> = group.targets.iter().map(|t| (t.id.as_str(), t)).collect();
+    let mut observed = Vec::new();
+    let mut members = BTreeSet::new();
+    for node in nodes {
+        let target_id = match group.by_instance() {
+            true => node.instance_id.clone(),
+            false => node.address.clone(),
+        };
+        let Some(target_id) = target_id else {
+            observed.push(Observed {
+                name: node.name.clone(),
+                target_id: String::new(),
+                address: node.address.clone(),
+                instance_id: node.instance_id.clone(),
+                member: true,
+                cluster_state: None,
+                target_state: None,
+                serving: Serving::NotAsked,
+            });
+            continue;
+        };
+        members.insert(target_id.clone());
+        observed.push(Observed {
+            name: node.name.clone(),
+            target_state: states.get(target_id.as_str()).map(|t| t.health.state.clone()),
+            target_id,
+            address: node.address.clone(),
+            instance_id: node.instance_id.clone(),
+            member: true,
+            cluster_state: node.health.filter(|h| h.is_flagged()).map(|h| h.state),
+            serving: Serving::NotAsked,
+        });
+    }
+    for t in &group.targets {
+        if members.contains(&t.id) {
+            continue;
+        }
+        observed.push(Observed {
+            name: t.id.clone(),
+            target_id: t.id.clone(),
+            address: (!t.is_instance).then(|| t.id.clone()),
+            instance_id: t.is_instance.then(|| t.id.clone()),
+            member: false,
+            cluster_state: None,
+            target_state: Some(t.health.state.clone()),
+            serving: Serving::NotAsked,
+        });
+    }
+    observed
 }
 
 /// What a node's findings say it serves.

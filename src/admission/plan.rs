@@ -34,6 +34,9 @@ pub struct Observed {
     /// Its private address, when known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
+    /// Its instance id, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instance_id: Option<String>,
     /// Whether it is a node of the cluster (`--target`).
     pub member: bool,
     /// Why the cluster does not count it as in service (a HyperPod status
@@ -94,6 +97,11 @@ pub struct NodePlan {
     pub decision: Decision,
     /// Why, in words an operator acts on.
     pub reason: String,
+    /// With `--lifecycle-hook`, for an instance waiting in `Pending:Wait`:
+    /// `continued` (it serves the set: the hook completed), `would
+    /// continue` (a dry run), or `waiting` (the hook's timeout applies).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lifecycle: Option<&'static str>,
 }
 
 /// The limits on what one run takes out of service.
@@ -228,6 +236,7 @@ fn first_decision(o: Observed) -> NodePlan {
         observed: o,
         decision,
         reason,
+        lifecycle: None,
     }
 }
 
@@ -251,6 +260,7 @@ mod tests {
             name: name.to_owned(),
             target_id: format!("10.0.0.{}", name.len()),
             address: None,
+            instance_id: None,
             member,
             cluster_state: None,
             target_state: target.map(str::to_owned),

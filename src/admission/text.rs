@@ -42,7 +42,10 @@ pub fn table(report: &AdmissionReport, width: Option<u16>) -> String {
                     Serving::Unknown(_) => "unknown".to_owned(),
                     Serving::NotAsked => "not checked".to_owned(),
                 },
-                name(p.decision, report.dry_run).to_owned(),
+                match p.lifecycle {
+                    Some(hook) => format!("{}\nlaunch hook: {hook}", name(p.decision, report.dry_run)),
+                    None => name(p.decision, report.dry_run).to_owned(),
+                },
                 p.reason.clone(),
             ],
         );

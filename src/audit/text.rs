@@ -87,6 +87,25 @@ impl AuditReport {
     }
 }
 
+/// The cluster against the load balancer's targets, a line each.
+fn membership(out: &mut String, report: &AuditReport) {
+    let Some(m) = &report.membership else { return };
+    for f in &m.findings {
+        let what = match f.verdict {
+            "NOT_A_TARGET" => "a cluster node the load balancer never sends users to",
+            _ => "a target that is no node of the cluster",
+        };
+        let address = f.address.as_ref().map(|a| format!(" ({})", escape(a)));
+        outln!(
+            out,
+            "{} {}{}: {what} (hostkeyctl admit acts on it)",
+            f.verdict,
+            escape(&f.name),
+            address.unwrap_or_default()
+        );
+    }
+}
+
 /// The audit as a human reads it, fitted to `width` columns (see
 /// [`output::columns`]): the expected set, a row per node and key type, the
 /// load balancer's samples, the summary.
@@ -175,24 +194,7 @@ fn table(report: &AuditReport, width: Option<u16>) -> String {
     for (id, v) in &report.on_disk {
         outln!(out, "on disk {}: {}", escape(id), v.result());
     }
-    if let Some(m) = &report.membership {
-        for f in &m.findings {
-            let what = match f.verdict {
-                "NOT_A_TARGET" => "a cluster node the load balancer never sends users to",
-                _ => "a target that is no node of the cluster",
-            };
-            outln!(
-                out,
-                "{} {}{}: {what} (hostkeyctl admit acts on it)",
-                f.verdict,
-                escape(&f.name),
-                f.address
-                    .as_ref()
-                    .map(|a| format!(" ({})", escape(a)))
-                    .unwrap_or_default()
-            );
-        }
-    }
+    membership(out, report);
     let mut summary: Vec<String> = report.summary.iter().map(|(k, v)| format!("{k} {v}")).collect();
     let flagged = report
         .nodes

@@ -14,6 +14,8 @@
 //! could not reach it".
 
 #[cfg(feature = "admin")]
+pub mod autoscaling;
+#[cfg(feature = "admin")]
 pub mod cloudwatch;
 #[cfg(feature = "admin")]
 pub mod ec2;

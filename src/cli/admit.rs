@@ -31,6 +31,16 @@ pub struct AdmitArgs {
     /// none serves it.
     #[arg(long, value_name = "N")]
     pub max_drain: Option<usize>,
+    /// An Auto Scaling group whose launching instances wait in
+    /// Pending:Wait on --lifecycle-hook: each goes InService only once it
+    /// serves the set (CompleteLifecycleAction CONTINUE).
+    #[arg(long, value_name = "NAME", requires = "lifecycle_hook")]
+    pub auto_scaling_group: Option<String>,
+    /// The group's autoscaling:EC2_INSTANCE_LAUNCHING hook (its default
+    /// result ABANDON: an instance that never serves the set is never put
+    /// in service).
+    #[arg(long, value_name = "NAME", requires = "auto_scaling_group")]
+    pub lifecycle_hook: Option<String>,
     /// Decide and report, register and deregister nothing.
     #[arg(long)]
     pub dry_run: bool,

@@ -4,8 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::admission::{Admission, AdmissionRequest, check};
+use crate::admission::{Admission, AdmissionRequest, Lifecycle, check};
 use crate::aws;
+use crate::aws::autoscaling::AwsLifecycle;
 use crate::aws::elb::AwsTargetGroups;
 use crate::aws::{AwsFleet, SecretsManagerStore};
 use crate::cli::{AdmitArgs, GlobalArgs};
@@ -23,6 +24,11 @@ pub async fn run(args: &AdmitArgs, global: &GlobalArgs, output: OutputFormat) ->
         port: args.port,
         max_drain: args.max_drain,
         dry_run: args.dry_run,
+        lifecycle: args
+            .auto_scaling_group
+            .clone()
+            .zip(args.lifecycle_hook.clone())
+            .map(|(group, hook)| Lifecycle { group, hook }),
     };
     // What the arguments alone refuse, before credentials are needed.
     check(&request)?;
@@ -31,6 +37,7 @@ pub async fn run(args: &AdmitArgs, global: &GlobalArgs, output: OutputFormat) ->
         store: &SecretsManagerStore::new(&config),
         fleet: &AwsFleet::new(&config).with_port(args.port),
         groups: &AwsTargetGroups::new(&config),
+        hooks: Some(&AwsLifecycle::new(&config)),
         prober: Arc::new(Paced::new(SshProber, Arc::new(Ledger::for_this_user()))),
         policy: ScanPolicy {
             concurrency: args.concurrency,

@@ -21,6 +21,7 @@ from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_ba
 
 from . import cbor, lambda_api, patches
 from .associations import ASSOCIATION_ACTIONS, StateManager
+from .autoscaling import LifecyclePlane
 from .errors import JSON_SERVICES, ApiError, denied, throttled
 from .iam import Enforcer, Principal, Refused
 from .lambda_api import LambdaApi
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
 
-class Emulator(StateManager, RotationPlane, LambdaApi):
+class Emulator(StateManager, RotationPlane, LambdaApi, LifecyclePlane):
     """A WSGI application: moto plus the additions described above (the
     SSM command plane, ``ssm.SsmCommandPlane``, is State Manager's base)."""
 
@@ -68,6 +69,7 @@ class Emulator(StateManager, RotationPlane, LambdaApi):
         self._init_state_manager()
         patch_describe()
         self._init_rotation(log_dir or os.environ.get("TMPDIR", "/tmp"))
+        self._init_lifecycle()
 
     # ----------------------------------------------------------------- WSGI
 
@@ -128,6 +130,10 @@ class Emulator(StateManager, RotationPlane, LambdaApi):
                 sync_current(json.loads(body or b"{}"), region or self.region)
             if service == "secretsmanager" and action == "RotateSecret":
                 return self._json(start_response, 200, self.rotate_secret(json.loads(body or b"{}")))
+            if service == "autoscaling" and (completed := self.autoscaling(action, body)) is not None:
+                size = str(len(completed[0]))
+                start_response("200 OK", [("Content-Type", "text/xml"), ("Content-Length", size)])
+                return completed
             if service == "lambda":
                 method = environ.get("REQUEST_METHOD", "GET")
                 result = self.lambda_call(method, path, body, region or self.region, ACCOUNT)

@@ -26,6 +26,7 @@ SSM document actions      ``arn:aws:ssm:REGION:ACCOUNT:document/NAME``
 SageMaker cluster calls   the cluster's ARN
 Lambda configuration      the function's ARN (from the request's path)
 ELB Register/Deregister   the target group's ARN (``TargetGroupArn``)
+CompleteLifecycleAction   the Auto Scaling group's ARN
 everything else           ``*`` (EC2 and ELB describes have no resource-level
                           permissions)
 ========================  ====================================================
@@ -62,6 +63,8 @@ if TYPE_CHECKING:
 EXAMPLE_ACCOUNT = "111122223333"
 # The target group admission's policy names (iam/admission.json).
 EXAMPLE_TARGET_GROUP = "targetgroup/my-cluster-login/"
+# The Auto Scaling group whose launch hook admission completes.
+EXAMPLE_GROUP = "autoScalingGroupName/my-cluster-login"
 # The roles of iam/<role>.json.
 ROLES = ("admin", "rotation", "node", "auditor", "signer", "rotation-lambda", "admission")
 # The bed's own calls (setting up load balancers, reading what a test
@@ -143,10 +146,14 @@ class Usage:
 
 def policy_for_bed(text: str, account: str, cluster: str = "hp") -> str:
     """A shipped policy with the bed's account in place of the example one,
-    and the bed's ip target group (``CLUSTER-login``) in place of the
-    example ``my-cluster-login``."""
+    and the bed's ip target group and Auto Scaling group (``CLUSTER-login``)
+    in place of the example ``my-cluster-login``."""
     json.loads(text)  # a broken file fails here, naming nothing else
-    return text.replace(EXAMPLE_ACCOUNT, account).replace(EXAMPLE_TARGET_GROUP, f"targetgroup/{cluster}-login/")
+    return (
+        text.replace(EXAMPLE_ACCOUNT, account)
+        .replace(EXAMPLE_TARGET_GROUP, f"targetgroup/{cluster}-login/")
+        .replace(EXAMPLE_GROUP, f"autoScalingGroupName/{cluster}-login")
+    )
 
 
 def headers_of(environ: WSGIEnvironment) -> dict[str, str]:
@@ -264,6 +271,8 @@ class Enforcer:
                 return [association]
         if service == "elasticloadbalancing" and action in ELB_TARGET_ACTIONS:
             return [str(request.get("TargetGroupArn", ""))]
+        if service == "autoscaling" and action == "CompleteLifecycleAction":
+            return [self.group_arn(str(request.get("AutoScalingGroupName", "")), region)]
         if service == "sagemaker" and action in SAGEMAKER_CLUSTER_ACTIONS:
             return [self.cluster_arn(str(request.get("ClusterName", "")), region)]
         return ["*"]
@@ -276,7 +285,7 @@ class Enforcer:
             request = json.loads(body) if body and service in ("secretsmanager", "ssm", "sagemaker") else {}
         except ValueError:
             request = {}
-        if service == "elasticloadbalancing" and body:
+        if service in ("elasticloadbalancing", "autoscaling") and body:
             # The query protocol: a form, one value per key here.
             request = {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
         if principal is None:
@@ -315,6 +324,14 @@ class Enforcer:
             return name
         owner = "" if name.startswith(("AWS-", "AWSSupport-", "Amazon")) else self.account
         return f"arn:aws:ssm:{region}:{owner}:document/{name}"
+
+    def group_arn(self, name: str, region: str) -> str:
+        from moto.autoscaling.models import autoscaling_backends
+
+        group = autoscaling_backends[self.account][region].autoscaling_groups.get(name)
+        if group is not None:
+            return str(group.arn)
+        return f"arn:aws:autoscaling:{region}:{self.account}:autoScalingGroup:*:autoScalingGroupName/{name}"
 
     def cluster_arn(self, name: str, region: str) -> str:
         if name.startswith("arn:"):

@@ -5,6 +5,7 @@
 
 mod admin;
 mod admission;
+mod admission_asg;
 mod association;
 mod audit;
 mod audit_metrics;

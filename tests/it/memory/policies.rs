@@ -24,7 +24,8 @@ const ROLES: [&str; 7] = [
 /// RotateSecret needs `lambda:InvokeFunction` on the rotation function (its
 /// API reference). The code never names them.
 const IMPLIED: [&str; 1] = ["lambda:InvokeFunction"];
-const AWS_SERVICES: [&str; 8] = [
+const AWS_SERVICES: [&str; 9] = [
+    "autoscaling",
     "cloudwatch",
     "lambda",
     "secretsmanager",
@@ -206,6 +207,7 @@ fn the_policies_scope_every_grant() {
                         "{role}: {st}"
                     );
                 }
+                "autoscaling" => hook_statement_is_scoped(role, &st, &acts, &resources),
                 "sagemaker" => assert_eq!(
                     resources,
                     ["arn:aws:sagemaker:*:111122223333:cluster/*"],
@@ -249,6 +251,20 @@ fn the_policies_scope_every_grant() {
             }
         }
     }
+}
+
+/// Admission lets a launching instance in service once it serves the
+/// set: the one group's hook alone.
+fn hook_statement_is_scoped(role: &str, st: &Value, acts: &[String], resources: &[String]) {
+    assert_eq!(role, "admission", "{st}");
+    let want = match acts {
+        [a] if a == "autoscaling:DescribeAutoScalingGroups" => "*",
+        [a] if a == "autoscaling:CompleteLifecycleAction" => {
+            "arn:aws:autoscaling:*:111122223333:autoScalingGroup:*:autoScalingGroupName/my-cluster-login"
+        }
+        _ => panic!("{st}"),
+    };
+    assert_eq!(resources, [want], "{st}");
 }
 
 /// Registering and deregistering: admission's, in the login target group

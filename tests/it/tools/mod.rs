@@ -2,6 +2,7 @@
 //! network (feature `tools`).
 
 mod cli;
+mod contrib;
 mod house;
 mod keygen;
 mod known_hosts;

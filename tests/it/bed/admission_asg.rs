@@ -1,0 +1,204 @@
+//! Admission and an Auto Scaling group's launch lifecycle hook, on the bed
+//! (testbed/emulator/autoscaling.py models the hook moto lacks): a
+//! launching instance waits in Pending:Wait until `admit` sees it serve
+//! the set and completes its action; one whose install never succeeds is
+//! never put in service (its hook times out to ABANDON); another group's
+//! hook is refused by the admission policy.
+
+use serde_json::{Value, json};
+
+use crate::common::bed::{BedOptions, Node, TARGETS, TestBed};
+
+const GROUP: &str = "hp-login";
+const OTHER: &str = "hp-other";
+const HOOK: &str = "wait-for-the-set";
+
+/// The group and its launch hook, as the admin's stack makes them (the
+/// bed's own account): based on a node's instance, none launched yet.
+fn group_with_hook(bed: &TestBed, name: &str, template_instance: &str) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let asg = aws_sdk_autoscaling::Client::new(&bed.sdk_config(1).await);
+        asg.create_auto_scaling_group()
+            .auto_scaling_group_name(name)
+            .instance_id(template_instance)
+            .availability_zones("us-east-1a")
+            .min_size(0)
+            .max_size(4)
+            .desired_capacity(0)
+            .send()
+            .await
+            .unwrap();
+        asg.put_lifecycle_hook()
+            .auto_scaling_group_name(name)
+            .lifecycle_hook_name(HOOK)
+            .lifecycle_transition("autoscaling:EC2_INSTANCE_LAUNCHING")
+            .heartbeat_timeout(300)
+            .default_result("ABANDON")
+            .send()
+            .await
+            .unwrap();
+    });
+}
+
+/// Instance id -> lifecycle state, of a group's instances.
+fn states(bed: &TestBed, name: &str) -> Vec<(String, String)> {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let asg = aws_sdk_autoscaling::Client::new(&bed.sdk_config(1).await);
+        let found = asg
+            .describe_auto_scaling_groups()
+            .auto_scaling_group_names(name)
+            .send()
+            .await
+            .unwrap();
+        found.auto_scaling_groups()[0]
+            .instances()
+            .iter()
+            .map(|i| {
+                (
+                    i.instance_id().unwrap().to_owned(),
+                    i.lifecycle_state().unwrap().as_str().to_owned(),
+                )
+            })
+            .collect()
+    })
+}
+
+fn state_of(bed: &TestBed, group: &str, node: &Node) -> Option<String> {
+    let id = node_id(bed, node);
+    states(bed, group).into_iter().find(|(i, _)| *i == id).map(|(_, s)| s)
+}
+
+fn node_id(bed: &TestBed, node: &Node) -> String {
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(bed.dir().join("bed.json")).unwrap()).unwrap();
+    json["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == node.name.as_str())
+        .unwrap()["instance_id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// A held node boots, is launched in EC2 and joins `group` in Pending:Wait.
+fn launch_into(bed: &TestBed, group: &str, node: &Node) {
+    let id = bed.launch_node(&node.name);
+    let answer = bed.control(
+        "POST",
+        "/_bed/autoscaling/launch",
+        &json!({"group": group, "instance_id": id}),
+    );
+    assert_eq!(answer["state"], "Pending:Wait", "{answer}");
+}
+
+fn admit(bed: &TestBed, group: &str) -> (i32, Value, String) {
+    let tg = format!("tg:{}", bed.state.elb["ip"].target_group_arn);
+    let mut args = vec![
+        "--target-group",
+        tg.as_str(),
+        "--auto-scaling-group",
+        group,
+        "--lifecycle-hook",
+        HOOK,
+    ];
+    args.extend(TARGETS);
+    let run = bed.cli("admit").secret().json().args(&args).run();
+    let report = if run.stdout.trim().is_empty() {
+        Value::Null
+    } else {
+        run.json()
+    };
+    (run.code, report, run.stderr)
+}
+
+fn node_report<'a>(report: &'a Value, node: &Node) -> &'a Value {
+    report["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == node.name.as_str())
+        .unwrap_or_else(|| panic!("{} is not in {report}", node.name))
+}
+
+#[test]
+fn a_launching_instance_goes_in_service_only_once_it_serves_the_set() {
+    let (bed, _) = TestBed::converged(BedOptions {
+        nodes: 6,
+        held: 3,
+        ..BedOptions::default()
+    });
+    let nodes = bed.state.nodes.clone();
+    let (good, failing, stranger) = (&nodes[3], &nodes[4], &nodes[5]);
+    group_with_hook(&bed, GROUP, &nodes[0].instance_id);
+    launch_into(&bed, GROUP, good);
+    launch_into(&bed, GROUP, failing);
+
+    // Both serve their own keys: held out, left waiting.
+    let (code, report, stderr) = admit(&bed, GROUP);
+    assert_eq!(code, 1, "{stderr}\n{report}");
+    for n in [good, failing] {
+        assert_eq!(node_report(&report, n)["decision"], "hold", "{report}");
+        assert_eq!(node_report(&report, n)["lifecycle"], "waiting", "{report}");
+        assert_eq!(state_of(&bed, GROUP, n).as_deref(), Some("Pending:Wait"));
+    }
+
+    // One install succeeds: admitted, and its hook completed.
+    let run = bed.cli("install").on(good).secret().run();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let (code, report, stderr) = admit(&bed, GROUP);
+    assert_eq!(code, 1, "the failing node still drifts: {stderr}\n{report}");
+    assert_eq!(node_report(&report, good)["decision"], "admit", "{report}");
+    assert_eq!(node_report(&report, good)["lifecycle"], "continued", "{report}");
+    assert_eq!(state_of(&bed, GROUP, good).as_deref(), Some("InService"));
+    assert_eq!(state_of(&bed, GROUP, failing).as_deref(), Some("Pending:Wait"));
+
+    // The other never installs: at the hook's timeout, ABANDON ends it.
+    let failing_id = node_id(&bed, failing);
+    let ended = bed.control("POST", "/_bed/autoscaling/expire", &json!({"seconds": 301}));
+    assert_eq!(
+        ended["ended"],
+        json!([{"instance_id": failing_id, "result": "ABANDON"}]),
+        "{ended}"
+    );
+    assert_eq!(
+        state_of(&bed, GROUP, failing),
+        None,
+        "an abandoned instance left the group"
+    );
+    let tg = bed.state.elb["ip"].target_group_arn.clone();
+    let registered = target_ids(&bed, &tg);
+    assert!(
+        registered.contains(&good.address) && !registered.contains(&failing.address),
+        "{registered:?}"
+    );
+
+    // Another group's hook is not admission's: refused, still waiting.
+    group_with_hook(&bed, OTHER, &nodes[0].instance_id);
+    launch_into(&bed, OTHER, stranger);
+    let run = bed.cli("install").on(stranger).secret().run();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let (code, _, stderr) = admit(&bed, OTHER);
+    assert_eq!(code, 4, "{stderr}");
+    assert!(
+        stderr.contains("CompleteLifecycleAction") && stderr.contains(OTHER),
+        "{stderr}"
+    );
+    assert_eq!(state_of(&bed, OTHER, stranger).as_deref(), Some("Pending:Wait"));
+}
+
+/// The registered target ids of a target group (as the bed).
+fn target_ids(bed: &TestBed, arn: &str) -> Vec<String> {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let elb = aws_sdk_elasticloadbalancingv2::Client::new(&bed.sdk_config(1).await);
+        let health = elb.describe_target_health().target_group_arn(arn).send().await.unwrap();
+        health
+            .target_health_descriptions()
+            .iter()
+            .filter_map(|d| d.target().and_then(|t| t.id()).map(str::to_owned))
+            .collect()
+    })
+}
