@@ -15,7 +15,9 @@ and an audit that stopped reporting (docs/operations.md); with
 RotationSecretArn set, Secrets Manager's rotation schedule on that secret:
 the function (the `bootstrap` zip from RotationCodeBucket/RotationCodeKey),
 its role, the permission for secretsmanager.amazonaws.com, and the
-RotationSchedule (docs/rotation.md, "Scheduled rotation").
+RotationSchedule (docs/rotation.md, "Scheduled rotation"); with AdmissionArgs
+set, the admission function and the EventBridge rules that run it
+(scripts/cloudformation_admission.py, docs/admission.md).
 
 The policies' example account (111122223333) becomes the stack's account
 and their `hostkeys/` secret prefix the SecretNamePrefix parameter.
@@ -26,6 +28,8 @@ script's output.
 import json
 import sys
 from pathlib import Path
+
+import cloudformation_admission
 
 ROOT = Path(__file__).resolve().parent.parent
 ROLES = {
@@ -356,6 +360,7 @@ PARAMETERS = {
         "Description": "How often the scheduled audit runs (docs/audit.md): each alarm period.",
     },
     **ROTATION_PARAMETERS,
+    **cloudformation_admission.PARAMETERS,
     "AssociationSchedule": {
         "Type": "String",
         "Default": "rate(30 minutes)",
@@ -427,10 +432,15 @@ def main() -> int:
         return 2
     resources = fleet_resources(sys.argv[1], sys.argv[2], sys.argv[3])
     resources.update(rotation_resources())
+    resources.update(cloudformation_admission.resources())
     outputs = {
         "RotationFunctionArn": {
             "Condition": "CreateRotation",
             "Value": {"Fn::GetAtt": ["RotationFunction", "Arn"]},
+        },
+        "AdmissionFunctionArn": {
+            "Condition": "CreateAdmission",
+            "Value": {"Fn::GetAtt": ["AdmissionFunction", "Arn"]},
         },
         "InstallDocumentName": {"Value": {"Ref": "InstallDocument"}},
         "CheckDocumentName": {"Value": {"Ref": "CheckDocument"}},
@@ -466,6 +476,7 @@ def main() -> int:
             "CreateAlarms": {"Fn::Not": [{"Fn::Equals": [{"Ref": "AlarmNamespace"}, ""]}]},
             "HasAlarmTopic": {"Fn::Not": [{"Fn::Equals": [{"Ref": "AlarmTopicArn"}, ""]}]},
             "CreateRotation": {"Fn::Not": [{"Fn::Equals": [{"Ref": "RotationSecretArn"}, ""]}]},
+            **cloudformation_admission.CONDITIONS,
             "RotationInVpc": {
                 "Fn::And": [
                     {"Condition": "CreateRotation"},

@@ -1,4 +1,6 @@
-//! The scheduled rotation's Lambda function (feature `lambda`), an entry
+//! The Lambda functions (feature `lambda`): with `HOSTKEYCTL_FUNCTION`
+//! unset or `rotation`, the scheduled rotation's; with `admission`, the
+//! admission function ([`admission`]). The scheduled rotation's function is an entry
 //! point beside `main`: the admin binary, run as `bootstrap` by the
 //! `provided.al2023` runtime, answers
 //! Secrets Manager's four rotation steps with [`hostkeyctl::rotation`]'s
@@ -14,6 +16,8 @@
 //! `--min-overlap`, `--document`, `--ca-secret-id`, `--port`. Both are
 //! checked when the function starts, so a wrong setting fails every
 //! invocation with the same clear message.
+
+mod admission;
 
 use std::process::ExitCode;
 
@@ -127,6 +131,17 @@ pub fn main(runtime: &tokio::runtime::Runtime) -> ExitCode {
     };
     if let Some(problem) = runtime_env_problem(|v| std::env::var(v).ok()) {
         return usage(problem);
+    }
+    match std::env::var(admission::FUNCTION_VAR).ok().as_deref().map(str::trim) {
+        None | Some("" | "rotation") => {}
+        Some("admission") => return admission::main(runtime, usage),
+        Some(other) => {
+            return usage(format!(
+                "{} is {:?}: `rotation` (or unset) for the scheduled rotation, `admission` for admit on events",
+                admission::FUNCTION_VAR,
+                hostkeyctl::escape::escape(other)
+            ));
+        }
     }
     let secret = match configured_secret(std::env::var(SECRET_VAR).ok().as_deref()) {
         Ok(secret) => secret,

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::admission::{Admission, AdmissionRequest, Lifecycle, check};
+use crate::admission::{Admission, AdmissionReport, AdmissionRequest, Lifecycle, check};
 use crate::aws;
 use crate::aws::autoscaling::AwsLifecycle;
 use crate::aws::elb::AwsTargetGroups;
@@ -17,6 +17,17 @@ use crate::scan::{ScanPolicy, SshProber};
 
 /// Runs `admit`.
 pub async fn run(args: &AdmitArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
+    let report = report(args, global).await?;
+    match output {
+        OutputFormat::Json => output::print_json(&report).map_err(Failure::usage)?,
+        _ => print!("{}", report.table(output::columns())),
+    }
+    Ok(report.status())
+}
+
+/// One admission run's report (`admit`, and the admission function on
+/// each event).
+pub async fn report(args: &AdmitArgs, global: &GlobalArgs) -> Result<AdmissionReport, Failure> {
     let request = AdmissionRequest {
         secret: args.secret_id.clone(),
         group: args.target_group.clone(),
@@ -47,10 +58,5 @@ pub async fn run(args: &AdmitArgs, global: &GlobalArgs, output: OutputFormat) ->
             ..ScanPolicy::default()
         },
     };
-    let report = admission.run(&request).await?;
-    match output {
-        OutputFormat::Json => output::print_json(&report).map_err(Failure::usage)?,
-        _ => print!("{}", report.table(output::columns())),
-    }
-    Ok(report.status())
+    Ok(admission.run(&request).await?)
 }

@@ -3,11 +3,13 @@
 //! launching instance waits in Pending:Wait until `admit` sees it serve
 //! the set and completes its action; one whose install never succeeds is
 //! never put in service (its hook times out to ABANDON); another group's
-//! hook is refused by the admission policy.
+//! hook is refused by the admission policy. The admission function (the
+//! `bootstrap` binary with `HOSTKEYCTL_FUNCTION=admission`) runs `admit` on
+//! Auto Scaling's lifecycle event.
 
 use serde_json::{Value, json};
 
-use crate::common::bed::{BedOptions, Node, TARGETS, TestBed};
+use crate::common::bed::{BedOptions, Node, Role, TARGETS, TestBed};
 
 const GROUP: &str = "hp-login";
 const OTHER: &str = "hp-other";
@@ -145,11 +147,20 @@ fn a_launching_instance_goes_in_service_only_once_it_serves_the_set() {
         assert_eq!(state_of(&bed, GROUP, n).as_deref(), Some("Pending:Wait"));
     }
 
-    // One install succeeds: admitted, and its hook completed.
+    // One install succeeds; Auto Scaling's next lifecycle event runs the
+    // admission function: admitted, and its hook completed.
     let run = bed.cli("install").on(good).secret().run();
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let (code, report, stderr) = admit(&bed, GROUP);
-    assert_eq!(code, 1, "the failing node still drifts: {stderr}\n{report}");
+    let function = deploy_admission_function(&bed, &["--auto-scaling-group", GROUP, "--lifecycle-hook", HOOK]);
+    let event = json!({
+        "version": "0", "source": "aws.autoscaling", "detail-type": "EC2 Instance-launch Lifecycle Action",
+        "detail": {"AutoScalingGroupName": GROUP, "LifecycleHookName": HOOK, "EC2InstanceId": node_id(&bed, good),
+                   "LifecycleTransition": "autoscaling:EC2_INSTANCE_LAUNCHING"}
+    });
+    let answer = bed.control("POST", "/_bed/lambda/invoke", &json!({"arn": function, "event": event}));
+    assert_eq!(answer["ok"], true, "{answer}");
+    let report = answer["result"].clone();
+    assert_eq!(report["exit_code"], 1, "the failing node still drifts: {report}");
     assert_eq!(node_report(&report, good)["decision"], "admit", "{report}");
     assert_eq!(node_report(&report, good)["lifecycle"], "continued", "{report}");
     assert_eq!(state_of(&bed, GROUP, good).as_deref(), Some("InService"));
@@ -187,6 +198,47 @@ fn a_launching_instance_goes_in_service_only_once_it_serves_the_set() {
         "{stderr}"
     );
     assert_eq!(state_of(&bed, OTHER, stranger).as_deref(), Some("Pending:Wait"));
+}
+
+/// The admission function (the crate's binary as `bootstrap`, with
+/// `HOSTKEYCTL_FUNCTION=admission`), configured with admit's options for
+/// the bed's fleet and `extra`, signing as iam/admission.json. Its ARN.
+fn deploy_admission_function(bed: &TestBed, extra: &[&str]) -> String {
+    let dir = bed.dir().join("admission-task");
+    std::fs::create_dir_all(&dir).unwrap();
+    let bootstrap = match std::env::var_os("HOSTKEYCTL_LAMBDA_BOOTSTRAP") {
+        Some(shipped) => std::path::PathBuf::from(shipped),
+        None => {
+            let copy = dir.join("bootstrap");
+            std::fs::copy(assert_cmd::cargo::cargo_bin("hostkeyctl"), &copy).unwrap();
+            copy
+        }
+    };
+    let tg = format!("tg:{}", bed.state.elb["ip"].target_group_arn);
+    let mut options = vec!["--secret-id", "hostkeys/hk", "--target-group", tg.as_str()];
+    options.extend(TARGETS);
+    options.extend_from_slice(extra);
+    let mut env: serde_json::Map<String, Value> = bed
+        .aws_env(Role::Admission)
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), Value::String(v)))
+        .collect();
+    env.insert("HOME".to_owned(), json!(dir.display().to_string()));
+    env.insert("PATH".to_owned(), json!("/usr/bin:/bin"));
+    let variables = json!({
+        "HOSTKEYCTL_FUNCTION": "admission",
+        "HOSTKEYCTL_ADMIT_ARGS": serde_json::to_string(&options).unwrap(),
+    });
+    let arn = format!(
+        "arn:aws:lambda:{}:123456789012:function:hostkeyctl-admission",
+        bed.state.region
+    );
+    bed.control(
+        "POST",
+        "/_bed/lambda/register",
+        &json!({"arn": arn, "bootstrap": bootstrap, "variables": variables, "env": env, "step_timeout": 120}),
+    );
+    arn
 }
 
 /// The registered target ids of a target group (as the bed).
