@@ -15,18 +15,44 @@ use serde_json::Value;
 use crate::common::bed::{BedOptions, Node, TARGETS, TestBed, change_ed25519_key_by_hand, wait_until};
 
 /// One login through the balancer: when it started, and what went wrong.
-struct Login {
-    at: Instant,
-    failure: Option<String>,
+pub(crate) struct Login {
+    pub(crate) at: Instant,
+    pub(crate) failure: Option<String>,
 }
 
-/// Strict logins through the balancer, 5 a second, until `stop`.
-/// `count` follows how many were made.
-fn log_in_until(bed: &TestBed, known_hosts: &Path, stop: &AtomicBool, count: &AtomicUsize) -> Vec<Login> {
+impl Login {
+    /// Whether the client warned about or refused the host key (not a
+    /// connection that failed).
+    pub(crate) fn warned(&self) -> bool {
+        self.failure.as_deref().is_some_and(|f| {
+            f.contains("WARNING") || f.contains("Host key verification failed") || f.contains("IDENTIFICATION")
+        })
+    }
+}
+
+/// Sets its flag when dropped: a phase that panics stops the client too,
+/// or the scope would wait for it forever.
+pub(crate) struct StopOnDrop<'a>(pub(crate) &'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Strict logins through the balancer, 5 a second, with `options`, until
+/// `stop`. `count` follows how many were made.
+pub(crate) fn log_in_until(
+    bed: &TestBed,
+    known_hosts: &Path,
+    options: &[&str],
+    stop: &AtomicBool,
+    count: &AtomicUsize,
+) -> Vec<Login> {
     let mut out = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         let at = Instant::now();
-        let o = bed.ssh_lb(known_hosts, &["UpdateHostKeys=no"]);
+        let o = bed.ssh_lb(known_hosts, options);
         let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
         let failure = (!o.status.success() || stderr.contains("WARNING")).then_some(stderr);
         out.push(Login { at, failure });
@@ -38,7 +64,7 @@ fn log_in_until(bed: &TestBed, known_hosts: &Path, stop: &AtomicBool, count: &At
 }
 
 /// Logins `node` accepted so far (its sshd's log).
-fn accepted(node: &Node) -> usize {
+pub(crate) fn accepted(node: &Node) -> usize {
     let log = std::fs::read_to_string(node.root.join("sshd.log")).unwrap_or_default();
     log.lines().filter(|l| l.contains("Accepted publickey")).count()
 }
@@ -48,7 +74,7 @@ fn ip_group(bed: &TestBed) -> String {
 }
 
 /// `admit` once, as the admission role, on the ip target group.
-fn admit(bed: &TestBed, extra: &[&str]) -> (i32, Value) {
+pub(crate) fn admit(bed: &TestBed, extra: &[&str]) -> (i32, Value) {
     let group = ip_group(bed);
     let mut args = vec!["--target-group", group.as_str()];
     args.extend(TARGETS);
@@ -73,7 +99,7 @@ fn decisions(report: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
-fn decision_of(report: &Value, name: &str) -> String {
+pub(crate) fn decision_of(report: &Value, name: &str) -> String {
     decisions(report)
         .into_iter()
         .find(|(n, _)| n == name)
@@ -82,7 +108,7 @@ fn decision_of(report: &Value, name: &str) -> String {
 }
 
 /// The balancer's backends, as HAProxy's configuration holds them.
-fn backends(bed: &TestBed) -> Vec<String> {
+pub(crate) fn backends(bed: &TestBed) -> Vec<String> {
     let config = std::fs::read_to_string(bed.dir().join("haproxy.cfg")).unwrap();
     config
         .lines()
@@ -91,7 +117,7 @@ fn backends(bed: &TestBed) -> Vec<String> {
         .collect()
 }
 
-fn terminate(bed: &TestBed, instance: &str) {
+pub(crate) fn terminate(bed: &TestBed, instance: &str) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let ec2 = aws_sdk_ec2::Client::new(&bed.sdk_config(1).await);
@@ -231,7 +257,8 @@ fn admission_lets_users_reach_only_nodes_serving_the_set() {
         });
     };
     let (logins, windows) = std::thread::scope(|s| {
-        let client = s.spawn(|| log_in_until(&bed, &known_hosts, &stop, &count));
+        let client = s.spawn(|| log_in_until(&bed, &known_hosts, &["UpdateHostKeys=no"], &stop, &count));
+        let _stop = StopOnDrop(&stop);
         more_logins();
         let replaced = a_replaced_node_gives_way_to_a_successor_once_it_serves(&bed, &nodes[2], &nodes[3]);
         the_audit_says_what_admission_would_do(&bed, &nodes[2], &nodes[3]);

@@ -21,6 +21,7 @@ mod profiles_certificates;
 mod releases;
 mod rotate;
 mod scheduled;
+mod scheduled_admission;
 mod ssm_document;
 mod store;
 mod targets;

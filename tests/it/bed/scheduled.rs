@@ -23,7 +23,7 @@ fn function_arn(bed: &TestBed) -> String {
 /// HOSTKEYCTL_ROTATE_ARGS, signing as iam/rotation-lambda.json. With
 /// `secret`, pinned to it as the CloudFormation template pins it; else
 /// `schedule enable` pins it.
-fn deploy_function(bed: &TestBed, pull: bool, extra: &[&str], secret: Option<&str>) -> String {
+pub(crate) fn deploy_function(bed: &TestBed, pull: bool, extra: &[&str], secret: Option<&str>) -> String {
     let dir = bed.dir().join("lambda-task");
     std::fs::create_dir_all(&dir).unwrap();
     let bootstrap = match std::env::var_os("HOSTKEYCTL_LAMBDA_BOOTSTRAP") {
@@ -63,7 +63,7 @@ fn deploy_function(bed: &TestBed, pull: bool, extra: &[&str], secret: Option<&st
 }
 
 /// `schedule show --output json`.
-fn schedule(bed: &TestBed) -> Value {
+pub(crate) fn schedule(bed: &TestBed) -> Value {
     let run = bed.cli("schedule show").json().secret().run();
     run.ok();
     run.json()
@@ -76,14 +76,14 @@ fn arn_of(bed: &TestBed, name: &str) -> String {
 }
 
 /// Waits for the `n`-th rotation to end and returns its record.
-fn ended(bed: &TestBed, n: usize) -> Value {
+pub(crate) fn ended(bed: &TestBed, n: usize) -> Value {
     let all = bed.control("POST", "/_bed/rotations/wait", &json!({"count": n, "timeout": 300}));
     all.as_array().unwrap()[n - 1].clone()
 }
 
 /// Advances the bed's clock by an interval and waits for the rotation it
 /// starts: the `n`-th to end. Returns its record.
-fn next_interval(bed: &TestBed, n: usize) -> Value {
+pub(crate) fn next_interval(bed: &TestBed, n: usize) -> Value {
     let started = bed.control("POST", "/_bed/clock", &json!({"days": 30}));
     assert_eq!(started["started"].as_array().unwrap().len(), 1, "{started}");
     ended(bed, n)
