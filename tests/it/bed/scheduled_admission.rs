@@ -24,6 +24,29 @@ fn timers(bed: &TestBed, nodes: &[&Node]) {
     }
 }
 
+/// Mid-interval, a node is replaced: a new node at a new address, with its
+/// own keys. Admission removes the old address and holds the new node out
+/// until its timer has installed the stages, then admits it.
+fn replaced_mid_interval(bed: &TestBed, old: &Node, new: &Node) {
+    bed.stop_node(&old.name);
+    terminate(bed, &old.instance_id);
+    bed.launch_node(&new.name);
+    let (code, report) = admit(bed, &[]);
+    assert_eq!(code, 1, "{report}");
+    assert_eq!(decision_of(&report, &old.address), "remove", "{report}");
+    assert_eq!(decision_of(&report, &new.name), "hold", "{report}");
+    timers(bed, &[new]);
+    let (code, report) = admit(bed, &[]);
+    assert_eq!(
+        (code, decision_of(&report, &new.name)),
+        (0, "admit".to_owned()),
+        "{report}"
+    );
+    wait_until("a login reaching the new node", Duration::from_secs(30), || {
+        accepted(new) > 0
+    });
+}
+
 #[test]
 fn a_node_replaced_mid_rotation_warns_no_client_only_the_promotions_convergence_does() {
     let bed = TestBed::start(BedOptions {
@@ -65,27 +88,8 @@ fn a_node_replaced_mid_rotation_warns_no_client_only_the_promotions_convergence_
         timers(&bed, &[&nodes[0], &nodes[1], old]);
         more_logins();
 
-        // Mid-interval, node 3 is replaced: a new node at a new address,
-        // with its own keys. Admission removes the old address and holds
-        // the new node out until its timer has installed the stages.
-        bed.stop_node(&old.name);
-        terminate(&bed, &old.instance_id);
-        bed.launch_node(&new.name);
-        let (code, report) = admit(&bed, &[]);
-        assert_eq!(code, 1, "{report}");
-        assert_eq!(decision_of(&report, &old.address), "remove", "{report}");
-        assert_eq!(decision_of(&report, &new.name), "hold", "{report}");
+        replaced_mid_interval(&bed, old, new);
         more_logins();
-        timers(&bed, &[new]);
-        let (code, report) = admit(&bed, &[]);
-        assert_eq!(
-            (code, decision_of(&report, &new.name)),
-            (0, "admit".to_owned()),
-            "{report}"
-        );
-        wait_until("a login reaching the new node", Duration::from_secs(30), || {
-            accepted(new) > 0
-        });
 
         // The interval ends: the rotation promotes the announced set, which
         // every live node (the new one too) was seen serving.
