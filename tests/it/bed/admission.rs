@@ -273,7 +273,7 @@ fn admission_lets_users_reach_only_nodes_serving_the_set() {
     let in_window = |w: &(Instant, Instant)| failed.iter().filter(|l| l.at >= w.0 && l.at <= w.1).count();
     let outside: Vec<&String> = failed
         .iter()
-        .filter(|l| !(l.at >= windows.0.0 && l.at <= windows.0.1) && !(l.at >= windows.1.0 && l.at <= windows.1.1))
+        .filter(|l| ![windows.0, windows.1].iter().any(|w| l.at >= w.0 && l.at <= w.1))
         .filter_map(|l| l.failure.as_ref())
         .collect();
     eprintln!(
