@@ -10,8 +10,9 @@
 
 pub mod plan;
 mod text;
+mod whom;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -19,8 +20,9 @@ use std::sync::Arc;
 use serde::Serialize;
 
 pub use plan::{Decision, Limits, NodePlan, Observed, Serving, decide};
+use whom::{serving_of, who_is_where};
 
-use crate::audit::{self, Expected, ExpectedSource, Finding, Verdict};
+use crate::audit::{self, Expected};
 use crate::aws_error::AwsError;
 use crate::discovery::{DiscoveryError, Fleet, GroupTarget, Target, TargetSpec};
 use crate::exit::Status;
@@ -88,8 +90,13 @@ pub trait TargetGroups: Sync {
     fn group(&self, spec: &GroupSpec, port: u16) -> impl Future<Output = Result<Group, DiscoveryError>> + Send;
     /// Registers `ids` (addresses or instance ids) on the group's port.
     fn register(&self, group: &Group, ids: &[String]) -> impl Future<Output = Result<(), AwsError>> + Send;
-    /// Deregisters `ids`; the group's deregistration delay drains them.
-    fn deregister(&self, group: &Group, ids: &[String]) -> impl Future<Output = Result<(), AwsError>> + Send;
+    /// Deregisters each (id, port) as registered; the group's
+    /// deregistration delay drains them.
+    fn deregister(
+        &self,
+        group: &Group,
+        targets: &[(String, Option<u16>)],
+    ) -> impl Future<Output = Result<(), AwsError>> + Send;
 }
 
 /// An Auto Scaling group's launch lifecycle hook.
@@ -211,6 +218,9 @@ pub struct AdmissionReport {
     pub registered: Vec<String>,
     /// Target ids deregistered in this run.
     pub deregistered: Vec<String>,
+    /// What AWS refused while applying (each call is tried; exit 4).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<String>,
     /// Counts by decision.
     pub summary: BTreeMap<Decision, usize>,
     /// The exit code.
@@ -218,12 +228,16 @@ pub struct AdmissionReport {
 }
 
 impl AdmissionReport {
-    /// Exit 3 when the limits held a drain back, a cluster node could not
-    /// be checked or is still catching up with a promotion; 1 when a
-    /// cluster node serves other keys (held out or drained); else 0: the
+    /// Exit 4 when AWS refused a change; 3 when the limits held a drain
+    /// back, a cluster node could not be checked or is still catching up
+    /// with a promotion; 1 when a cluster node serves other keys (held out
+    /// or drained); 3 for a dry run with changes to make; else 0: the
     /// audit's codes.
     pub fn status(&self) -> Status {
         let any = |f: &dyn Fn(&NodePlan) -> bool| self.nodes.iter().any(f);
+        if !self.errors.is_empty() {
+            return Status::Aws;
+        }
         if any(&|p| p.decision == Decision::HeldBack) {
             return Status::Incomplete;
         }
@@ -237,6 +251,10 @@ impl AdmissionReport {
                     Serving::Unknown(_) | Serving::NotAsked | Serving::Promoting(_)
                 )
         }) {
+            return Status::Incomplete;
+        }
+        // A dry run with changes to make: the group is not what it should be.
+        if self.dry_run && any(&|p| p.decision.changes()) {
             return Status::Incomplete;
         }
         Status::Success
@@ -268,21 +286,22 @@ impl<S: SecretStore, F: Fleet, G: TargetGroups, H: LifecycleHooks, P: Prober> Ad
     /// Observes, decides and (unless a dry run) applies, once.
     pub async fn run(&self, req: &AdmissionRequest) -> Result<AdmissionReport, AdmissionError> {
         check(req)?;
-        let source = ExpectedSource::Secret {
-            secret: req.secret.clone(),
-            selector: None,
-        };
-        let (expected, expected_source) = audit::expected::read(self.store, &source).await?;
+        // The public fingerprints alone: admission never reads a private key.
+        let (expected, expected_source) = audit::expected::read_tags(self.store, &req.secret)
+            .await?
+            .ok_or_else(|| {
+                AdmissionError::Refused(format!(
+                    "the fingerprint tags of {} are missing or not of its AWSCURRENT version, and admission reads nothing else (never a private key): `hostkeyctl rotate --resume` or `sign` writes them again",
+                    req.secret
+                ))
+            })?;
         let group = self.groups.group(&req.group, req.port).await?;
         let nodes = self.fleet.targets(&req.cluster).await?;
         let observed = self.observe(req, &group, nodes, &expected).await?;
+        // Draining targets count: the limit does not shrink run by run.
         let in_service = observed
             .iter()
-            .filter(|o| {
-                o.target_state
-                    .as_deref()
-                    .is_some_and(|s| !matches!(s, "draining" | "unused"))
-            })
+            .filter(|o| o.target_state.as_deref().is_some_and(|s| s != "unused"))
             .count();
         let limits = req
             .max_drain
@@ -303,11 +322,13 @@ impl<S: SecretStore, F: Fleet, G: TargetGroups, H: LifecycleHooks, P: Prober> Ad
             ids
         };
         let (registered, deregistered) = (ids(&[Decision::Admit]), ids(&[Decision::Drain, Decision::Remove]));
+        let mut errors = Vec::new();
         if !req.dry_run {
-            self.apply(&group, &registered, &deregistered).await?;
+            errors = self.apply(&group, &registered, &deregistered).await;
         }
         if let Some(l) = &req.lifecycle {
-            self.launch_hooks(l, &waiting, &mut nodes, req.dry_run).await?;
+            self.launch_hooks(l, &waiting, &mut nodes, req.dry_run, &mut errors)
+                .await;
         }
         let mut summary = BTreeMap::new();
         for p in &nodes {
@@ -323,6 +344,7 @@ impl<S: SecretStore, F: Fleet, G: TargetGroups, H: LifecycleHooks, P: Prober> Ad
             nodes,
             registered,
             deregistered,
+            errors,
             summary,
             exit_code: 0,
         };
@@ -331,36 +353,34 @@ impl<S: SecretStore, F: Fleet, G: TargetGroups, H: LifecycleHooks, P: Prober> Ad
     }
 
     /// Registers first (a node serving the set takes users before any
-    /// leaves), then deregisters.
-    async fn apply(&self, group: &Group, register: &[String], deregister: &[String]) -> Result<(), AdmissionError> {
+    /// leaves), then deregisters each target on every port it is
+    /// registered on; a refusal of one is reported and the other is still
+    /// tried (each was decided within the limits on its own).
+    async fn apply(&self, group: &Group, register: &[String], deregister: &[String]) -> Vec<String> {
+        let mut errors = Vec::new();
         if !register.is_empty() {
-            self.groups
-                .register(group, register)
-                .await
-                .map_err(|error| AdmissionError::Apply {
-                    error,
-                    done: String::new(),
-                })?;
-            tracing::info!("registered {} in target group {}", register.join(", "), group.name);
+            match self.groups.register(group, register).await {
+                Ok(()) => tracing::info!("registered {} in target group {}", register.join(", "), group.name),
+                Err(e) => errors.push(format!("registering {}: {e}", register.join(", "))),
+            }
         }
-        if !deregister.is_empty() {
-            self.groups
-                .deregister(group, deregister)
-                .await
-                .map_err(|error| AdmissionError::Apply {
-                    error,
-                    done: match register.is_empty() {
-                        true => String::new(),
-                        false => format!("registered {}", register.join(", ")),
-                    },
-                })?;
-            tracing::info!(
-                "deregistered {} from target group {}",
-                deregister.join(", "),
-                group.name
-            );
+        let targets: Vec<(String, Option<u16>)> = group
+            .targets
+            .iter()
+            .filter(|t| deregister.contains(&t.id))
+            .map(|t| (t.id.clone(), t.port))
+            .collect();
+        if !targets.is_empty() {
+            match self.groups.deregister(group, &targets).await {
+                Ok(()) => tracing::info!(
+                    "deregistered {} from target group {}",
+                    deregister.join(", "),
+                    group.name
+                ),
+                Err(e) => errors.push(format!("deregistering {}: {e}", deregister.join(", "))),
+            }
         }
-        Ok(())
+        errors
     }
 
     /// The launch hook of each waiting instance: completed (`CONTINUE`)
@@ -373,8 +393,9 @@ impl<S: SecretStore, F: Fleet, G: TargetGroups, H: LifecycleHooks, P: Prober> Ad
         waiting: &[String],
         nodes: &mut [NodePlan],
         dry_run: bool,
-    ) -> Result<(), AdmissionError> {
-        let Some(hooks) = self.hooks else { return Ok(()) };
+        errors: &mut Vec<String>,
+    ) {
+        let Some(hooks) = self.hooks else { return };
         for plan in nodes.iter_mut() {
             let Some(id) = plan.observed.instance_id.clone().filter(|id| waiting.contains(id)) else {
                 continue;
@@ -385,19 +406,15 @@ impl<S: SecretStore, F: Fleet, G: TargetGroups, H: LifecycleHooks, P: Prober> Ad
             plan.lifecycle = Some(match (serves, dry_run) {
                 (false, _) => "waiting",
                 (true, true) => "would continue",
-                (true, false) => {
-                    hooks
-                        .proceed(&lifecycle.group, &lifecycle.hook, &id)
-                        .await
-                        .map_err(|error| AdmissionError::Apply {
-                            error,
-                            done: "the target group's changes".to_owned(),
-                        })?;
-                    "continued"
-                }
+                (true, false) => match hooks.proceed(&lifecycle.group, &lifecycle.hook, &id).await {
+                    Ok(()) => "continued",
+                    Err(e) => {
+                        errors.push(format!("completing {id}'s launch hook: {e}"));
+                        "waiting"
+                    }
+                },
             });
         }
-        Ok(())
     }
 
     /// Every cluster node and every target, with what it serves.
@@ -423,37 +440,48 @@ impl<S: SecretStore, F: Fleet, G: TargetGroups, H: LifecycleHooks, P: Prober> Ad
             )));
         }
         let mut observed = who_is_where(group, nodes);
+        let members = observed.iter().filter(|o| o.member).count();
+        let strangers = observed
+            .iter()
+            .filter(|o| !o.member && o.target_state.is_some())
+            .count();
+        if strangers > members {
+            return Err(AdmissionError::Refused(format!(
+                "{strangers} targets of {} are no node of {}, more than its {members} nodes: --target probably names only part of the fleet; check it (or deregister them by hand) before admission removes them",
+                group.name,
+                crate::discovery::describe_specs(&req.cluster)
+            )));
+        }
+        // Each node at the port users reach it on: its target's, when
+        // registered on one.
         let ports: BTreeMap<&str, u16> = group
             .targets
             .iter()
             .filter_map(|t| Some((t.id.as_str(), t.port?)))
             .collect();
-        let endpoints: Vec<Endpoint> = observed
+        // Answers go back to nodes by position, never by name: names (a
+        // Name tag) are neither unique nor the node's to choose.
+        let (probed, endpoints): (Vec<usize>, Vec<Endpoint>) = observed
             .iter()
-            .filter_map(|o| {
+            .enumerate()
+            .filter_map(|(i, o)| {
                 let host = o.address.clone()?;
-                let port = match o.member {
-                    true => req.port,
-                    false => ports.get(o.target_id.as_str()).copied().unwrap_or(req.port),
-                };
-                Some(Endpoint {
-                    name: o.name.clone(),
-                    host,
-                    port,
-                })
+                let port = ports.get(o.target_id.as_str()).copied().unwrap_or(req.port);
+                Some((
+                    i,
+                    Endpoint {
+                        name: o.name.clone(),
+                        host,
+                        port,
+                    },
+                ))
             })
-            .collect();
-        let findings: BTreeMap<String, Vec<Finding>> =
-            audit::check_against(self.prober.clone(), self.policy.clone(), &endpoints, expected)
-                .await
-                .into_iter()
-                .collect();
-        for o in &mut observed {
-            if let Some(f) = findings.get(&o.name) {
-                o.serving = serving_of(f);
-            }
+            .unzip();
+        let findings = audit::check_against(self.prober.clone(), self.policy.clone(), &endpoints, expected).await;
+        for (&i, (_, f)) in probed.iter().zip(&findings) {
+            observed[i].serving = serving_of(f);
         }
-        self.promoting(&mut observed, &endpoints, expected).await;
+        self.promoting(&mut observed, &probed, &endpoints, expected).await;
         Ok(observed)
     }
 
@@ -462,114 +490,37 @@ impl<S: SecretStore, F: Fleet, G: TargetGroups, H: LifecycleHooks, P: Prober> Ad
     /// caught up with (the set was the announced one until it became
     /// AWSCURRENT). Told apart from drift by the banner alone, as the
     /// promotion gate tells that a node loaded the announced set.
-    async fn promoting(&self, observed: &mut [Observed], endpoints: &[Endpoint], expected: &Expected) {
+    async fn promoting(
+        &self,
+        observed: &mut [Observed],
+        probed: &[usize],
+        endpoints: &[Endpoint],
+        expected: &Expected,
+    ) {
         let Some(algorithm) = expected.by_type.keys().next().copied() else {
             return;
         };
-        let others: Vec<Endpoint> = endpoints
+        let (others, asked): (Vec<Endpoint>, Vec<usize>) = probed
             .iter()
-            .filter(|e| {
-                observed
-                    .iter()
-                    .any(|o| o.name == e.name && matches!(o.serving, Serving::Other(_)))
-            })
-            .cloned()
-            .collect();
+            .zip(endpoints)
+            .filter(|(i, _)| matches!(observed[**i].serving, Serving::Other(_)))
+            .map(|(i, e)| (e.clone(), *i))
+            .unzip();
         if others.is_empty() {
             return;
         }
         let marker = crate::keyset::marker_of(expected.by_type.values());
         let scanner = Arc::new(Scanner::new(self.prober.clone(), self.policy.clone()));
         let answers = scanner.greet_nodes(&others, algorithm).await;
-        for (e, answer) in others.iter().zip(answers) {
+        for (&i, answer) in asked.iter().zip(answers) {
             if answer.hello.as_ref().and_then(|h| h.next_marker()) != Some(marker.as_str()) {
                 continue;
             }
-            if let Some(o) = observed.iter_mut().find(|o| o.name == e.name)
-                && let Serving::Other(what) = &o.serving
-            {
-                o.serving = Serving::Promoting(what.clone());
+            if let Serving::Other(what) = &observed[i].serving {
+                observed[i].serving = Serving::Promoting(what.clone());
             }
         }
     }
-}
-
-/// Every cluster node (by its id in the target group's terms) and every
-/// target that is none of them, with their states; nothing asked yet.
-fn who_is_where(group: &Group, nodes: Vec<Target>) -> Vec<Observed> {
-    let states: BTreeMap<&str, &GroupTarget> = group.targets.iter().map(|t| (t.id.as_str(), t)).collect();
-    let mut observed = Vec::new();
-    let mut members = BTreeSet::new();
-    for node in nodes {
-        let target_id = match group.by_instance() {
-            true => node.instance_id.clone(),
-            false => node.address.clone(),
-        };
-        let Some(target_id) = target_id else {
-            observed.push(Observed {
-                name: node.name.clone(),
-                target_id: String::new(),
-                address: node.address.clone(),
-                instance_id: node.instance_id.clone(),
-                member: true,
-                cluster_state: None,
-                target_state: None,
-                serving: Serving::NotAsked,
-            });
-            continue;
-        };
-        members.insert(target_id.clone());
-        observed.push(Observed {
-            name: node.name.clone(),
-            target_state: states.get(target_id.as_str()).map(|t| t.health.state.clone()),
-            target_id,
-            address: node.address.clone(),
-            instance_id: node.instance_id.clone(),
-            member: true,
-            cluster_state: node.health.filter(|h| h.is_flagged()).map(|h| h.state),
-            serving: Serving::NotAsked,
-        });
-    }
-    for t in &group.targets {
-        if members.contains(&t.id) {
-            continue;
-        }
-        observed.push(Observed {
-            name: t.id.clone(),
-            target_id: t.id.clone(),
-            address: (!t.is_instance).then(|| t.id.clone()),
-            instance_id: t.is_instance.then(|| t.id.clone()),
-            member: false,
-            cluster_state: None,
-            target_state: Some(t.health.state.clone()),
-            serving: Serving::NotAsked,
-        });
-    }
-    observed
-}
-
-/// What a node's findings say it serves.
-fn serving_of(findings: &[Finding]) -> Serving {
-    if !findings.is_empty() && findings.iter().all(|f| f.status == Verdict::Ok) {
-        return Serving::Set;
-    }
-    let drift: Vec<String> = findings
-        .iter()
-        .filter(|f| f.status.is_drift())
-        .map(|f| match (&f.status, &f.served) {
-            (Verdict::Missing, _) => format!("no {}", f.key_type),
-            (_, Some(served)) => format!("{} {served}", f.key_type),
-            (_, None) => f.key_type.clone(),
-        })
-        .collect();
-    if !drift.is_empty() {
-        return Serving::Other(drift.join(", "));
-    }
-    let why = findings
-        .iter()
-        .find_map(|f| f.detail.clone())
-        .unwrap_or_else(|| "no answer".to_owned());
-    Serving::Unknown(why)
 }
 
 #[cfg(test)]

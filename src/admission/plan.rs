@@ -133,7 +133,13 @@ pub fn decide(mut observed: Vec<Observed>, limits: Limits) -> Vec<NodePlan> {
         .filter(|o| o.in_group() && o.serving == Serving::Set)
         .count();
     let mut serving_left = serving_targets;
-    let mut drained = 0usize;
+    // What is draining already (an earlier run's drains, a scale-in)
+    // counts against the limit: runs back to back never add up to more.
+    let draining = observed
+        .iter()
+        .filter(|o| o.target_state.as_deref() == Some("draining"))
+        .count();
+    let mut drained = draining;
     let mut plans: Vec<NodePlan> = observed.into_iter().map(first_decision).collect();
     // Drifted members first (they harm users), then strangers that answer.
     let mut order: Vec<usize> = (0..plans.len())
@@ -152,7 +158,7 @@ pub fn decide(mut observed: Vec<Observed>, limits: Limits) -> Vec<NodePlan> {
             Some("it is the last target serving the set".to_owned())
         } else if drained >= limits.max_drain {
             Some(format!(
-                "--max-drain {} reached in this run; the next run takes it out",
+                "--max-drain {} reached ({draining} draining already); a later run takes it out",
                 limits.max_drain
             ))
         } else {
@@ -180,16 +186,20 @@ fn verb(decision: Decision) -> &'static str {
 }
 
 /// A deregistration that takes a target users may still reach: every
-/// drain, and the removal of a stranger that answered (or could not be
-/// asked but the target group calls healthy).
+/// drain, and the removal of a stranger that answered, or that did not
+/// answer this host but that the load balancer's health check calls
+/// healthy (this host may not reach what the load balancer reaches). Only
+/// a stranger that neither answers nor passes the health check (a
+/// replaced node's old address) is removed freely.
 fn is_limited(plan: &NodePlan) -> bool {
     let o = &plan.observed;
     match plan.decision {
         Decision::Drain => true,
         Decision::Remove => match &o.serving {
             Serving::Set | Serving::Other(_) | Serving::Promoting(_) => true,
-            Serving::Unknown(_) => false,
-            Serving::NotAsked => matches!(o.target_state.as_deref(), Some("healthy" | "initial")),
+            Serving::Unknown(_) | Serving::NotAsked => {
+                matches!(o.target_state.as_deref(), Some("healthy" | "initial"))
+            }
         },
         _ => false,
     }
@@ -197,7 +207,12 @@ fn is_limited(plan: &NodePlan) -> bool {
 
 /// The decision before the limits.
 fn first_decision(o: Observed) -> NodePlan {
+    let draining = o.target_state.as_deref() == Some("draining");
     let (decision, reason) = match (o.member, o.in_group(), &o.serving) {
+        (true, false, _) if draining => (
+            Decision::Hold,
+            "its deregistration is in progress (draining): admission does not put back a target being taken out; it is admitted once that has ended".to_owned(),
+        ),
         (true, false, Serving::Set) => match &o.cluster_state {
             Some(state) => (
                 Decision::Hold,
@@ -309,7 +324,7 @@ mod tests {
             vec![
                 node("a", true, Some("healthy"), Serving::Set),
                 node("b", true, Some("healthy"), other()),
-                node("old", false, Some("healthy"), Serving::Unknown("refused".into())),
+                node("old", false, Some("unhealthy"), Serving::Unknown("refused".into())),
             ],
             1,
         );
@@ -360,12 +375,13 @@ mod tests {
     }
 
     #[test]
-    fn draining_targets_count_as_out_and_unknown_targets_stay() {
+    fn draining_targets_stay_out_and_count_against_the_limit_and_unknown_targets_stay() {
         let got = decisions(
             vec![
                 node("a", true, Some("healthy"), Serving::Set),
                 node("b", true, Some("draining"), Serving::Set),
                 node("c", true, Some("healthy"), Serving::Unknown("timed out".into())),
+                node("d", true, Some("healthy"), other()),
             ],
             1,
         );
@@ -373,8 +389,32 @@ mod tests {
             got,
             vec![
                 ("a".into(), Decision::Keep),
-                ("b".into(), Decision::Admit),
-                ("c".into(), Decision::Keep)
+                ("b".into(), Decision::Hold),
+                ("c".into(), Decision::Keep),
+                ("d".into(), Decision::HeldBack)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_stranger_the_load_balancer_calls_healthy_is_limited_even_if_it_does_not_answer_here() {
+        let unanswered = || Serving::Unknown("timed out".into());
+        let got = decisions(
+            vec![
+                node("a", true, Some("healthy"), Serving::Set),
+                node("x", false, Some("healthy"), unanswered()),
+                node("y", false, Some("healthy"), unanswered()),
+                node("z", false, Some("unhealthy"), unanswered()),
+            ],
+            1,
+        );
+        assert_eq!(
+            got,
+            vec![
+                ("a".into(), Decision::Keep),
+                ("x".into(), Decision::Remove),
+                ("y".into(), Decision::HeldBack),
+                ("z".into(), Decision::Remove)
             ]
         );
     }

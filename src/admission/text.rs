@@ -58,6 +58,9 @@ pub fn table(report: &AdmissionReport, width: Option<u16>) -> String {
         .map(|(d, n)| format!("{} {n}", name(*d, report.dry_run)))
         .collect();
     out.push_str(&format!("{}\n", counts.join(", ")));
+    for e in &report.errors {
+        out.push_str(&format!("refused: {}\n", crate::escape::escape(e)));
+    }
     out
 }
 

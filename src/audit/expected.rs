@@ -38,25 +38,8 @@ pub async fn read(store: &impl SecretStore, source: &ExpectedSource) -> Result<(
         ExpectedSource::Given { expected, source } => return Ok((expected.clone(), source.clone())),
     };
     if explicit.is_none() {
-        // Public fingerprints from the tags: DescribeSecret only.
-        let info = store.describe(secret).await?;
-        let current = info.version_with_stage(STAGE_CURRENT).map(|v| v.version_id.clone());
-        let tagged = info.tagged_fingerprints()?;
-        if let Some((version, fps)) = tagged
-            && Some(&version) == current.as_ref()
-            && !fps.is_empty()
-        {
-            let by_type = fps
-                .into_iter()
-                .map(|(a, fp)| (ScanAlgorithm::for_managed(a), fp))
-                .collect();
-            return Ok((
-                Expected {
-                    by_type,
-                    untyped: vec![],
-                },
-                format!("tags of {} (version {version}, AWSCURRENT)", info.arn),
-            ));
+        if let Some(found) = read_tags(store, secret).await? {
+            return Ok(found);
         }
         tracing::warn!(
             "the fingerprint tags of {secret} are missing or not of the AWSCURRENT version; reading the secret value instead"
@@ -68,6 +51,29 @@ pub async fn read(store: &impl SecretStore, source: &ExpectedSource) -> Result<(
         super::expect_keys(&version.document.keys),
         format!("{} version {} ({selector})", version.arn, version.version_id),
     ))
+}
+
+/// The public fingerprints of AWSCURRENT from the secret's tags
+/// (DescribeSecret only), and where they came from; none when the tags
+/// are missing or of another version.
+pub async fn read_tags(store: &impl SecretStore, secret: &SecretId) -> Result<Option<(Expected, String)>, StoreError> {
+    let info = store.describe(secret).await?;
+    let current = info.version_with_stage(STAGE_CURRENT).map(|v| v.version_id.clone());
+    let tagged = info.tagged_fingerprints()?;
+    let Some((version, fps)) = tagged.filter(|(v, fps)| Some(v) == current.as_ref() && !fps.is_empty()) else {
+        return Ok(None);
+    };
+    let by_type = fps
+        .into_iter()
+        .map(|(a, fp)| (ScanAlgorithm::for_managed(a), fp))
+        .collect();
+    Ok(Some((
+        Expected {
+            by_type,
+            untyped: vec![],
+        },
+        format!("tags of {} (version {version}, AWSCURRENT)", info.arn),
+    )))
 }
 
 /// The expected set from a known_hosts file's text (the parser of outside

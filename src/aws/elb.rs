@@ -224,7 +224,7 @@ impl TargetGroups for AwsTargetGroups {
         Ok(())
     }
 
-    async fn deregister(&self, group: &Group, ids: &[String]) -> Result<(), AwsError> {
+    async fn deregister(&self, group: &Group, targets: &[(String, Option<u16>)]) -> Result<(), AwsError> {
         let call = Call::new(
             "elasticloadbalancing:DeregisterTargets",
             format!("target group {}", group.arn),
@@ -232,7 +232,17 @@ impl TargetGroups for AwsTargetGroups {
         self.elb
             .deregister_targets()
             .target_group_arn(&group.arn)
-            .set_targets(Some(Self::descriptions(ids)))
+            .set_targets(Some(
+                targets
+                    .iter()
+                    .map(|(id, port)| {
+                        TargetDescription::builder()
+                            .id(id)
+                            .set_port(port.map(i32::from))
+                            .build()
+                    })
+                    .collect(),
+            ))
             .send()
             .await
             .map_err(|e| AwsError::from_sdk(e, &call))?;

@@ -22,6 +22,10 @@ pub async fn run(args: &AdmitArgs, global: &GlobalArgs, output: OutputFormat) ->
         OutputFormat::Json => output::print_json(&report).map_err(Failure::usage)?,
         _ => print!("{}", report.table(output::columns())),
     }
+    // What AWS refused, where a failure is looked for too.
+    for e in &report.errors {
+        eprintln!("error: {}", crate::escape::escape(e));
+    }
     Ok(report.status())
 }
 

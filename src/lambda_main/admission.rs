@@ -77,9 +77,15 @@ pub fn main(
         };
         eprintln!("admission on {}", describe(&event.payload));
         match hostkeyctl::commands::admit::report(args, &cli.global).await {
-            Ok(report) => {
+            Ok(report) if report.errors.is_empty() => {
                 eprint!("{}", report.table(None));
                 serde_json::to_value(&report).map_err(|e| lambda_runtime::Error::from(e.to_string()))
+            }
+            // A refused change fails the invocation (Lambda's error metric
+            // and retries), after the decisions are in the log.
+            Ok(report) => {
+                eprint!("{}", report.table(None));
+                Err(lambda_runtime::Error::from(report.errors.join("; ")))
             }
             Err(failure) => {
                 let message = format!("{:#}", failure.error);

@@ -99,12 +99,16 @@ fn decisions(report: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
-pub(crate) fn decision_of(report: &Value, name: &str) -> String {
-    decisions(report)
-        .into_iter()
-        .find(|(n, _)| n == name)
-        .map(|(_, d)| d)
-        .unwrap_or_else(|| panic!("{name} is not in {report}"))
+/// The decision for the node or target at `address` (its target id in
+/// the ip target group; names need not be unique).
+pub(crate) fn decision_of(report: &Value, address: &str) -> String {
+    report["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["target_id"] == address)
+        .map(|n| n["decision"].as_str().unwrap().to_owned())
+        .unwrap_or_else(|| panic!("{address} is not in {report}"))
 }
 
 /// The balancer's backends, as HAProxy's configuration holds them.
@@ -115,6 +119,16 @@ pub(crate) fn backends(bed: &TestBed) -> Vec<String> {
         .filter_map(|l| l.trim().strip_prefix("server "))
         .map(|l| l.split(' ').nth(1).unwrap().to_owned())
         .collect()
+}
+
+/// Sets an instance's Name tag (as the bed).
+fn name_instance(bed: &TestBed, instance: &str, name: &str) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let ec2 = aws_sdk_ec2::Client::new(&bed.sdk_config(1).await);
+        let tag = aws_sdk_ec2::types::Tag::builder().key("Name").value(name).build();
+        ec2.create_tags().resources(instance).tags(tag).send().await.unwrap();
+    });
 }
 
 pub(crate) fn terminate(bed: &TestBed, instance: &str) {
@@ -142,7 +156,7 @@ fn a_replaced_node_gives_way_to_a_successor_once_it_serves(
     let (code, report) = admit(bed, &[]);
     assert_eq!(code, 1, "a cluster node serving other keys is drift: {report}");
     assert_eq!(decision_of(&report, &old.address), "remove", "{report}");
-    assert_eq!(decision_of(&report, &new.name), "hold", "{report}");
+    assert_eq!(decision_of(&report, &new.address), "hold", "{report}");
     let end = Instant::now();
     assert!(
         !backends(bed).contains(&format!("{}:22", old.address)),
@@ -155,14 +169,14 @@ fn a_replaced_node_gives_way_to_a_successor_once_it_serves(
     assert_eq!(run.code, 0, "install on {}: {}", new.name, run.stderr);
     assert_eq!(accepted(new), 0, "a login reached {} before its admission", new.name);
     let dry = admit(bed, &["--dry-run"]);
-    assert_eq!(decision_of(&dry.1, &new.name), "admit", "{}", dry.1);
+    assert_eq!(decision_of(&dry.1, &new.address), "admit", "{}", dry.1);
     assert!(
         !backends(bed).contains(&format!("{}:22", new.address)),
         "a dry run changed the group"
     );
     let (code, report) = admit(bed, &[]);
     assert_eq!(
-        (code, decision_of(&report, &new.name)),
+        (code, decision_of(&report, &new.address)),
         (0, "admit".to_owned()),
         "{report}"
     );
@@ -264,7 +278,7 @@ fn admission_lets_users_reach_only_nodes_serving_the_set() {
         the_audit_says_what_admission_would_do(&bed, &nodes[2], &nodes[3]);
         more_logins();
         another_target_group_is_refused(&bed);
-        let drifted = a_drifted_node_is_drained(&bed, &nodes[0]);
+        let drifted = a_drifted_node_is_drained(&bed, &nodes[0], &nodes[1]);
         more_logins();
         stop.store(true, Ordering::Relaxed);
         (client.join().unwrap(), (replaced, drifted))
@@ -318,7 +332,7 @@ fn a_promotion_converging_drains_nothing(bed: &TestBed, nodes: &[&Node]) {
     let (code, report) = admit(bed, &[]);
     assert_eq!(code, 3, "{report}");
     for node in nodes {
-        assert_eq!(decision_of(&report, &node.name), "keep", "{report}");
+        assert_eq!(decision_of(&report, &node.address), "keep", "{report}");
     }
     assert!(report.to_string().contains("\"serves\":\"promoting\""), "{report}");
     assert_eq!(backends(bed), before, "a converging promotion changed the group");
@@ -332,12 +346,18 @@ fn a_promotion_converging_drains_nothing(bed: &TestBed, nodes: &[&Node]) {
 
 /// A node whose keys were changed by hand is drained at the next run.
 /// Returns the window between the change and the drain.
-fn a_drifted_node_is_drained(bed: &TestBed, node: &Node) -> (Instant, Instant) {
+fn a_drifted_node_is_drained(bed: &TestBed, node: &Node, twin: &Node) -> (Instant, Instant) {
+    // The two share a Name, as ParallelCluster's login nodes do: each is
+    // judged by what it served itself.
+    for n in [node, twin] {
+        name_instance(bed, &n.instance_id, "LoginNode");
+    }
     let start = Instant::now();
     change_ed25519_key_by_hand(node);
     let (code, report) = admit(bed, &[]);
     assert_eq!(code, 1, "{report}");
-    assert_eq!(decision_of(&report, &node.name), "drain", "{report}");
+    assert_eq!(decision_of(&report, &node.address), "drain", "{report}");
+    assert_eq!(decision_of(&report, &twin.address), "keep", "{report}");
     let gone = format!("{}:22", node.address);
     assert!(!backends(bed).contains(&gone), "{:?}", backends(bed));
     // The reload takes over the listening socket: wait until a fresh login
@@ -361,7 +381,7 @@ fn safety_limits_hold(bed: &TestBed, nodes: &[Node]) {
     assert_eq!(run.code, 0, "{}", run.stderr);
     let (code, report) = admit(bed, &[]);
     assert_eq!(
-        (code, decision_of(&report, &nodes[0].name)),
+        (code, decision_of(&report, &nodes[0].address)),
         (0, "admit".to_owned()),
         "{report}"
     );
@@ -371,8 +391,8 @@ fn safety_limits_hold(bed: &TestBed, nodes: &[Node]) {
     let (code, report) = admit(bed, &[]);
     assert_eq!(code, 3, "{report}");
     let mut got = vec![
-        decision_of(&report, &nodes[1].name),
-        decision_of(&report, &nodes[3].name),
+        decision_of(&report, &nodes[1].address),
+        decision_of(&report, &nodes[3].address),
     ];
     got.sort();
     assert_eq!(got, ["drain", "held_back"], "{report}");

@@ -34,11 +34,11 @@ fn replaced_mid_interval(bed: &TestBed, old: &Node, new: &Node) {
     let (code, report) = admit(bed, &[]);
     assert_eq!(code, 1, "{report}");
     assert_eq!(decision_of(&report, &old.address), "remove", "{report}");
-    assert_eq!(decision_of(&report, &new.name), "hold", "{report}");
+    assert_eq!(decision_of(&report, &new.address), "hold", "{report}");
     timers(bed, &[new]);
     let (code, report) = admit(bed, &[]);
     assert_eq!(
-        (code, decision_of(&report, &new.name)),
+        (code, decision_of(&report, &new.address)),
         (0, "admit".to_owned()),
         "{report}"
     );
