@@ -252,7 +252,7 @@ struct Reached {
 /// are looked up too: the promotion gate asks each whether it serves the
 /// announced set).
 async fn prepare(args: &hostkeyctl::cli::RotateArgs, global: &hostkeyctl::cli::GlobalArgs) -> anyhow::Result<Reached> {
-    use hostkeyctl::scan::pacing::{Ledger, Paced};
+    use hostkeyctl::scan::pacing::Paced;
     let config = hostkeyctl::aws::load_config(&global.aws).await?;
     let store = hostkeyctl::aws::SecretsManagerStore::new(&config);
     let dispatcher = hostkeyctl::aws::ssm::SsmDispatcher::new(&config);
@@ -260,10 +260,7 @@ async fn prepare(args: &hostkeyctl::cli::RotateArgs, global: &hostkeyctl::cli::G
     let rollout = args.rollout(hostkeyctl::aws::config_region(&config)?);
     let parts =
         hostkeyctl::rotation::setup::prepare(&store, &fleet, &dispatcher, &args.setup_request(&rollout)).await?;
-    let prober = std::sync::Arc::new(Paced::new(
-        hostkeyctl::scan::SshProber,
-        std::sync::Arc::new(Ledger::for_this_user()),
-    ));
+    let prober = std::sync::Arc::new(Paced::for_this_user());
     Ok(Reached {
         store,
         dispatcher,

@@ -2,7 +2,7 @@
 
 use clap::Args;
 
-use crate::admission::GroupSpec;
+use crate::admission::{AdmissionRequest, GroupSpec, Lifecycle};
 use crate::discovery::TargetSpec;
 use crate::ids::SecretId;
 
@@ -56,4 +56,24 @@ pub struct AdmitArgs {
     /// Attempts per probe when a connection is dropped or times out.
     #[arg(long, default_value_t = 4, value_name = "N")]
     pub attempts: u32,
+}
+
+impl AdmitArgs {
+    /// The admission these options ask for (`admit`, and the admission
+    /// function's configuration).
+    pub fn request(&self) -> AdmissionRequest {
+        AdmissionRequest {
+            secret: self.secret_id.clone(),
+            group: self.target_group.clone(),
+            cluster: self.targets.clone(),
+            port: self.port,
+            max_drain: self.max_drain,
+            dry_run: self.dry_run,
+            lifecycle: self
+                .auto_scaling_group
+                .clone()
+                .zip(self.lifecycle_hook.clone())
+                .map(|(group, hook)| Lifecycle { group, hook }),
+        }
+    }
 }

@@ -2,9 +2,8 @@
 //! prints, and maps its outcome to an exit code.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use crate::admission::{Admission, AdmissionReport, AdmissionRequest, Lifecycle, check};
+use crate::admission::{Admission, AdmissionReport, check};
 use crate::aws;
 use crate::aws::autoscaling::AwsLifecycle;
 use crate::aws::elb::AwsTargetGroups;
@@ -12,8 +11,8 @@ use crate::aws::{AwsFleet, SecretsManagerStore};
 use crate::cli::{AdmitArgs, GlobalArgs};
 use crate::exit::{Failure, Status};
 use crate::output::{self, OutputFormat};
-use crate::scan::pacing::{Ledger, Paced};
-use crate::scan::{ScanPolicy, SshProber};
+use crate::scan::pacing::Paced;
+use crate::scan::{ScanAlgorithm, ScanPolicy};
 
 /// Runs `admit`.
 pub async fn run(args: &AdmitArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
@@ -32,19 +31,7 @@ pub async fn run(args: &AdmitArgs, global: &GlobalArgs, output: OutputFormat) ->
 /// One admission run's report (`admit`, and the admission function on
 /// each event).
 pub async fn report(args: &AdmitArgs, global: &GlobalArgs) -> Result<AdmissionReport, Failure> {
-    let request = AdmissionRequest {
-        secret: args.secret_id.clone(),
-        group: args.target_group.clone(),
-        cluster: args.targets.clone(),
-        port: args.port,
-        max_drain: args.max_drain,
-        dry_run: args.dry_run,
-        lifecycle: args
-            .auto_scaling_group
-            .clone()
-            .zip(args.lifecycle_hook.clone())
-            .map(|(group, hook)| Lifecycle { group, hook }),
-    };
+    let request = args.request();
     // What the arguments alone refuse, before credentials are needed.
     check(&request)?;
     let config = aws::load_config(&global.aws).await?;
@@ -53,14 +40,14 @@ pub async fn report(args: &AdmitArgs, global: &GlobalArgs) -> Result<AdmissionRe
         fleet: &AwsFleet::new(&config).with_port(args.port),
         groups: &AwsTargetGroups::new(&config),
         hooks: Some(&AwsLifecycle::new(&config)),
-        prober: Arc::new(Paced::new(SshProber, Arc::new(Ledger::for_this_user()))),
-        policy: ScanPolicy {
-            concurrency: args.concurrency,
-            per_host: args.per_host,
-            timeout: Duration::from_secs(args.connect_timeout.max(1)),
-            attempts: args.attempts.max(1),
-            ..ScanPolicy::default()
-        },
+        prober: Arc::new(Paced::for_this_user()),
+        policy: ScanPolicy::from_options(
+            args.concurrency,
+            args.per_host,
+            args.connect_timeout,
+            args.attempts,
+            ScanAlgorithm::ALL.to_vec(),
+        ),
     };
     Ok(admission.run(&request).await?)
 }

@@ -9,8 +9,7 @@ use crate::cli::{GlobalArgs, InstallArgs};
 use crate::exit::{ExitStatus as _, Failure, Status};
 use crate::install::{self, InstallReport};
 use crate::output::OutputFormat;
-use crate::scan::SshProber;
-use crate::scan::pacing::{Ledger, Paced};
+use crate::scan::pacing::Paced;
 
 /// Runs `install`.
 pub async fn run(args: &InstallArgs, global: &GlobalArgs) -> Result<Status, Failure> {
@@ -37,7 +36,7 @@ pub async fn run(args: &InstallArgs, global: &GlobalArgs) -> Result<Status, Fail
         .map(SecretsManagerStore::new);
     // Paced as the audit is: a timer's installs and an audit from this
     // host owe the node's sshd together (scan::pacing).
-    let prober = Paced::new(SshProber, std::sync::Arc::new(Ledger::for_this_user()));
+    let prober = Paced::for_this_user();
     let outcome = match args.request() {
         Ok(request) => install::run::execute(&request, store.as_ref(), &sshd, &prober).await,
         Err(e) => Err(e),

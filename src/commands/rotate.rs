@@ -12,8 +12,7 @@ use crate::commands::common::{config_region, print_outcome};
 use crate::exit::{ExitStatus as _, Failure, Status};
 use crate::output::{self, OutputFormat};
 use crate::rotation::setup;
-use crate::scan::SshProber;
-use crate::scan::pacing::{Ledger, Paced};
+use crate::scan::pacing::Paced;
 
 /// Runs `rotate`.
 pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
@@ -29,7 +28,7 @@ pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -
             eprintln!("rotate: {message}");
         }
     };
-    let prober = Arc::new(Paced::new(SshProber, Arc::new(Ledger::for_this_user())));
+    let prober = Arc::new(Paced::for_this_user());
     let rotation = prepared.rotation(
         &store,
         &dispatcher,

@@ -8,8 +8,7 @@ use crate::cli::{GlobalArgs, StatusArgs};
 use crate::exit::{Failure, Status};
 use crate::output::{self, OutputFormat};
 use crate::scan::ScanPolicy;
-use crate::scan::SshProber;
-use crate::scan::pacing::{Ledger, Paced};
+use crate::scan::pacing::Paced;
 use crate::status;
 
 /// Runs `status`.
@@ -18,7 +17,7 @@ pub async fn run(args: &StatusArgs, global: &GlobalArgs, output: OutputFormat) -
     let flow = status::Overview {
         store: &SecretsManagerStore::new(&config),
         fleet: &AwsFleet::new(&config).with_port(args.port),
-        prober: std::sync::Arc::new(Paced::new(SshProber, std::sync::Arc::new(Ledger::for_this_user()))),
+        prober: std::sync::Arc::new(Paced::for_this_user()),
         policy: ScanPolicy::default(),
     };
     let mut report = flow.run(&args.secret_id, &args.targets, args.port).await?;

@@ -33,16 +33,7 @@ pub fn parse(options: &[String]) -> Result<Cli, String> {
     let Command::Admit(args) = &cli.command else {
         unreachable!("parsed as admit")
     };
-    let request = hostkeyctl::admission::AdmissionRequest {
-        secret: args.secret_id.clone(),
-        group: args.target_group.clone(),
-        cluster: args.targets.clone(),
-        port: args.port,
-        max_drain: args.max_drain,
-        dry_run: args.dry_run,
-        lifecycle: None,
-    };
-    hostkeyctl::admission::check(&request).map_err(|e| format!("{ADMIT_ARGS_VAR}: {e}"))?;
+    hostkeyctl::admission::check(&args.request()).map_err(|e| format!("{ADMIT_ARGS_VAR}: {e}"))?;
     Ok(cli)
 }
 

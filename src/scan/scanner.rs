@@ -55,6 +55,25 @@ impl ScanPolicy {
     pub const TIMEOUT_SECS: u64 = 5;
     /// Attempts per probe when a connection is dropped or times out.
     pub const ATTEMPTS: u32 = 4;
+
+    /// From a command's options (`--concurrency`, `--per-host`,
+    /// `--connect-timeout`, `--attempts`; at least one second and one
+    /// attempt), asking for `algorithms`.
+    pub fn from_options(
+        concurrency: usize,
+        per_host: usize,
+        connect_timeout_secs: u64,
+        attempts: u32,
+        algorithms: Vec<ScanAlgorithm>,
+    ) -> Self {
+        ScanPolicy {
+            concurrency,
+            per_host,
+            timeout: Duration::from_secs(connect_timeout_secs.max(1)),
+            attempts: attempts.max(1),
+            algorithms,
+        }
+    }
 }
 
 impl Default for ScanPolicy {

@@ -3,7 +3,6 @@
 //! code.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::audit::{Audit, AuditReport, AuditRequest, Expected, ExpectedSource, OnDiskCheck};
 use crate::aws;
@@ -16,8 +15,7 @@ use crate::exit::ExitStatus as _;
 use crate::exit::{Failure, Status};
 use crate::output::{self, OutputFormat};
 use crate::scan::ScanPolicy;
-use crate::scan::SshProber;
-use crate::scan::pacing::{Ledger, Paced};
+use crate::scan::pacing::Paced;
 use crate::store::VersionSelector;
 
 /// Where the expected set comes from, from the options.
@@ -101,14 +99,14 @@ pub async fn run(args: &AuditArgs, global: &GlobalArgs, output: OutputFormat) ->
         store: store.as_ref(),
         fleet: fleet.as_ref(),
         dispatcher: dispatcher.as_ref(),
-        prober: Arc::new(Paced::new(SshProber, Arc::new(Ledger::for_this_user()))),
-        policy: ScanPolicy {
-            concurrency: args.concurrency,
-            per_host: args.per_host,
-            timeout: Duration::from_secs(args.connect_timeout.max(1)),
-            attempts: args.attempts.max(1),
-            algorithms: args.key_types.clone(),
-        },
+        prober: Arc::new(Paced::for_this_user()),
+        policy: ScanPolicy::from_options(
+            args.concurrency,
+            args.per_host,
+            args.connect_timeout,
+            args.attempts,
+            args.key_types.clone(),
+        ),
     };
     let started = std::time::Instant::now();
     let mut report: AuditReport = audit.run(&request).await?;

@@ -324,6 +324,14 @@ pub struct Paced<P> {
     ledger: std::sync::Arc<Ledger>,
 }
 
+impl Paced<super::SshProber> {
+    /// Real handshakes, paced by this user's ledger: what every command
+    /// that scans uses.
+    pub fn for_this_user() -> Self {
+        Paced::new(super::SshProber, std::sync::Arc::new(Ledger::for_this_user()))
+    }
+}
+
 impl<P> Paced<P> {
     /// `inner`, paced by `ledger`.
     pub fn new(inner: P, ledger: std::sync::Arc<Ledger>) -> Self {
