@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::bed::{BedOptions, Node, TARGETS, TestBed, change_ed25519_key_by_hand, wait_until};
+use crate::common::bed::{BedOptions, Node, SECRET, TARGETS, TestBed, change_ed25519_key_by_hand, wait_until};
 
 /// One login through the balancer: when it started, and what went wrong.
 pub(crate) struct Login {
@@ -144,7 +144,7 @@ pub(crate) fn terminate(bed: &TestBed, instance: &str) {
 /// out (no login reaches it) until its install has run, then admitted, and
 /// logins reach it. Returns the window in which logins could fail: from
 /// the old node's end until the balancer no longer had it.
-fn a_replaced_node_gives_way_to_a_successor_once_it_serves(
+pub(crate) fn a_replaced_node_gives_way_to_a_successor_once_it_serves(
     bed: &TestBed,
     old: &Node,
     new: &Node,
@@ -170,6 +170,7 @@ fn a_replaced_node_gives_way_to_a_successor_once_it_serves(
     assert_eq!(accepted(new), 0, "a login reached {} before its admission", new.name);
     let dry = admit(bed, &["--dry-run"]);
     assert_eq!(decision_of(&dry.1, &new.address), "admit", "{}", dry.1);
+    assert_eq!(dry.0, 3, "a dry run with a change to make: {}", dry.1);
     assert!(
         !backends(bed).contains(&format!("{}:22", new.address)),
         "a dry run changed the group"
@@ -245,6 +246,71 @@ fn another_target_group_is_refused(bed: &TestBed) {
     let usage = bed.iam_usage();
     let refused = usage["denied"]["hostkeyctl-admission"].to_string();
     assert!(refused.contains("elasticloadbalancing:RegisterTargets"), "{usage}");
+    a_partial_target_is_refused(bed);
+    stale_tags_are_refused_never_read_around(bed);
+}
+
+/// `--target` naming one node of three: the other targets would all be
+/// strangers, so the run is refused and the group left as it was.
+fn a_partial_target_is_refused(bed: &TestBed) {
+    let before = backends(bed);
+    let group = ip_group(bed);
+    let run = bed
+        .cli("admit")
+        .secret()
+        .args(&["--target-group", &group, "--target", "tag:Name=hp-login-1"])
+        .run();
+    assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("names only part of the fleet"), "{}", run.stderr);
+    assert_eq!(backends(bed), before);
+}
+
+/// With the fingerprint tags gone, admission refuses (exit 2, saying how
+/// to write them again) and never reads the secret's value instead.
+fn stale_tags_are_refused_never_read_around(bed: &TestBed) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let sm = runtime.block_on(async { aws_sdk_secretsmanager::Client::new(&bed.sdk_config(1).await) });
+    let tags = runtime.block_on(async { sm.describe_secret().secret_id(SECRET).send().await.unwrap() });
+    let version = tags
+        .tags()
+        .iter()
+        .find(|t| t.key() == Some("hostkeyctl:version"))
+        .and_then(|t| t.value())
+        .unwrap()
+        .to_owned();
+    runtime.block_on(async {
+        sm.untag_resource()
+            .secret_id(SECRET)
+            .tag_keys("hostkeyctl:version")
+            .send()
+            .await
+            .unwrap();
+    });
+    let (code, _, stderr) = {
+        let group = ip_group(bed);
+        let mut args = vec!["--target-group", group.as_str()];
+        args.extend(TARGETS);
+        let run = bed.cli("admit").secret().args(&args).run();
+        (run.code, run.stdout, run.stderr)
+    };
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("rotate --resume"), "{stderr}");
+    let usage = bed.iam_usage();
+    let asked = format!(
+        "{}{}",
+        usage["allowed"]["hostkeyctl-admission"], usage["denied"]["hostkeyctl-admission"]
+    );
+    assert!(
+        !asked.contains("GetSecretValue"),
+        "admission asked for the value: {usage}"
+    );
+    let tag = aws_sdk_secretsmanager::types::Tag::builder()
+        .key("hostkeyctl:version")
+        .value(version)
+        .build();
+    runtime.block_on(async {
+        sm.tag_resource().secret_id(SECRET).tags(tag).send().await.unwrap();
+    });
 }
 
 #[test]

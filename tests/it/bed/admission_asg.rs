@@ -204,16 +204,7 @@ fn a_launching_instance_goes_in_service_only_once_it_serves_the_set() {
 /// `HOSTKEYCTL_FUNCTION=admission`), configured with admit's options for
 /// the bed's fleet and `extra`, signing as iam/admission.json. Its ARN.
 fn deploy_admission_function(bed: &TestBed, extra: &[&str]) -> String {
-    let dir = bed.dir().join("admission-task");
-    std::fs::create_dir_all(&dir).unwrap();
-    let bootstrap = match std::env::var_os("HOSTKEYCTL_LAMBDA_BOOTSTRAP") {
-        Some(shipped) => std::path::PathBuf::from(shipped),
-        None => {
-            let copy = dir.join("bootstrap");
-            std::fs::copy(assert_cmd::cargo::cargo_bin("hostkeyctl"), &copy).unwrap();
-            copy
-        }
-    };
+    let (dir, bootstrap) = crate::bed::scheduled::function_task(bed, "admission-task");
     let tg = format!("tg:{}", bed.state.elb["ip"].target_group_arn);
     let mut options = vec!["--secret-id", "hostkeys/hk", "--target-group", tg.as_str()];
     options.extend(TARGETS);

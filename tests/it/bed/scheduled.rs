@@ -23,8 +23,10 @@ fn function_arn(bed: &TestBed) -> String {
 /// HOSTKEYCTL_ROTATE_ARGS, signing as iam/rotation-lambda.json. With
 /// `secret`, pinned to it as the CloudFormation template pins it; else
 /// `schedule enable` pins it.
-pub(crate) fn deploy_function(bed: &TestBed, pull: bool, extra: &[&str], secret: Option<&str>) -> String {
-    let dir = bed.dir().join("lambda-task");
+/// A function's task directory under the bed, and its `bootstrap`: the
+/// zip's (HOSTKEYCTL_LAMBDA_BOOTSTRAP) or this crate's binary so named.
+pub(crate) fn function_task(bed: &TestBed, name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = bed.dir().join(name);
     std::fs::create_dir_all(&dir).unwrap();
     let bootstrap = match std::env::var_os("HOSTKEYCTL_LAMBDA_BOOTSTRAP") {
         Some(shipped) => std::path::PathBuf::from(shipped),
@@ -34,6 +36,11 @@ pub(crate) fn deploy_function(bed: &TestBed, pull: bool, extra: &[&str], secret:
             copy
         }
     };
+    (dir, bootstrap)
+}
+
+pub(crate) fn deploy_function(bed: &TestBed, pull: bool, extra: &[&str], secret: Option<&str>) -> String {
+    let (dir, bootstrap) = function_task(bed, "lambda-task");
     let mut options = vec!["--max-concurrency", "100%"];
     options.extend(TARGETS);
     if pull {
