@@ -7,7 +7,8 @@
 //! would still be accepted. So every key of a retired version (deprecated
 //! ones included) whose certificate is still valid, and that no set a node
 //! may serve holds ([`crate::store::Servable`]: AWSCURRENT, AWSPENDING, the
-//! announced HOSTKEYCTL_NEXT), is revoked: as `@revoked` known_hosts lines, or as an OpenSSH KRL for the
+//! set a promotion retired while nodes still offer it, the announced
+//! HOSTKEYCTL_NEXT), is revoked: as `@revoked` known_hosts lines, or as an OpenSSH KRL for the
 //! client's `RevokedHostKeys` (PROTOCOL.krl, explicit key section).
 
 use std::collections::BTreeMap;
@@ -42,8 +43,8 @@ pub struct Retired {
 /// any other AWS failure is an error, never a shorter list.
 pub async fn retired(store: &impl SecretStore, secret: &SecretId, now: u64) -> Result<Vec<Retired>, StoreError> {
     let versions = store.all_versions(secret).await?;
-    // Never a key any node may serve: AWSCURRENT, AWSPENDING and the
-    // announced set (the one function install uses too), compared by key,
+    // Never a key any node may serve: AWSCURRENT, AWSPENDING, a retiring
+    // set and the announced set (the one function install uses too), compared by key,
     // so an unlabelled copy of a served set is never revoked either.
     let servable = crate::store::servable(store, secret).await?;
     let live: Vec<VersionId> = servable.sets().map(|v| v.version_id.clone()).collect();

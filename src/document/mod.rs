@@ -11,9 +11,14 @@
 //!       "public_key": "ssh-ed25519 AAAA... hostkeyctl",
 //!       "fingerprint": "SHA256:...",
 //!       "private_key": "-----BEGIN OPENSSH PRIVATE KEY-----\n..." }
-//!   ]
+//!   ],
+//!   "retiring": { "version_id": "...", "until": "2026-11-30T09:00:00Z" }
 //! }
 //! ```
+//!
+//! `retiring` is optional: on a set announced at a promotion, the set that
+//! promotion retired, which nodes keep offering as extra keys until
+//! `until` ([`Retiring`]).
 //!
 //! `keys` is a list rather than an object keyed by algorithm so that a
 //! duplicated algorithm is seen and refused instead of silently collapsed by
@@ -21,8 +26,10 @@
 //! is all-or-nothing: a document with one bad entry yields no key set.
 
 mod ca;
+mod retiring;
 
 pub use ca::{CA_FORMAT_V1, CaDocument, CaError, DEFAULT_KEY_SET_PREFIX, KeySetPrefix};
+pub use retiring::{RETIRING_SECONDS, Retiring};
 
 use std::collections::BTreeMap;
 
@@ -49,6 +56,9 @@ pub struct SecretDocument {
     pub keys: KeySet,
     /// Host certificates on the keys (`hostkeyctl sign`), by algorithm.
     pub certificates: BTreeMap<KeyAlgorithm, Certificate>,
+    /// On a set announced at a promotion: the set it retired, still
+    /// offered as extra keys for a while ([`Retiring`]).
+    pub retiring: Option<Retiring>,
 }
 
 /// Why a secret's text is not a valid hostkeyctl document. Each variant
@@ -185,6 +195,8 @@ struct RawDocument {
     format: String,
     created: String,
     keys: Vec<RawKey>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    retiring: Option<retiring::RawRetiring>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -223,6 +235,7 @@ impl SecretDocument {
             created: now.format(&Rfc3339).unwrap_or_default(),
             keys,
             certificates: BTreeMap::new(),
+            retiring: None,
         }
     }
 
@@ -245,6 +258,7 @@ impl SecretDocument {
                         .map(crate::certificate::certificate_line),
                 })
                 .collect(),
+            retiring: self.retiring.as_ref().map(Retiring::to_raw),
         };
         // Reserve more than the largest document up front so the buffer never
         // reallocates, which would leave unzeroized copies of key material.
@@ -330,10 +344,12 @@ impl SecretDocument {
             }
             keys.insert(key);
         }
+        let retiring = raw.retiring.map(Retiring::from_raw).transpose()?;
         Ok(SecretDocument {
             created: raw.created,
             keys,
             certificates,
+            retiring,
         })
     }
 }

@@ -144,8 +144,8 @@ pub struct Served {
 
 /// What `known-hosts --client` lists: the pinned version's keys, or
 /// AWSCURRENT's and, for a client that takes every set the nodes serve,
-/// the announced set's after them (each key once). Reads the stages as
-/// the nodes do ([`crate::store::announced_next`]).
+/// those of every other set they may offer after them (each key once:
+/// [`crate::store::Servable::others`]). Reads the stages as the nodes do.
 pub async fn served(
     store: &impl SecretStore,
     secret: &SecretId,
@@ -159,19 +159,29 @@ pub async fn served(
     if pinned {
         return Ok(Served { keys, announced: None });
     }
-    let next = crate::store::announced_next(store, secret, &version.version_id).await?;
-    if client.takes_every_served_set()
-        && let Some(next) = &next
-    {
-        for key in next.document.keys.keys().map(|k| k.public_key()) {
+    let servable = crate::store::servable_with(store, secret, version).await?;
+    if client.takes_every_served_set() {
+        // Every set nodes may offer: the announced one, and for a while
+        // after a promotion the set it retired, which nodes not converged
+        // yet still sign with.
+        for key in servable
+            .others()
+            .flat_map(|v| v.document.keys.keys())
+            .map(|k| k.public_key())
+        {
             if !keys.contains(key) {
                 keys.push(key.clone());
             }
         }
     }
+    let current = &servable.current.document.keys;
+    let announced = [servable.pending, servable.next]
+        .into_iter()
+        .flatten()
+        .find(|v| !crate::store::same_keys(&v.document.keys, current));
     Ok(Served {
         keys,
-        announced: next.map(|n| n.version_id),
+        announced: announced.map(|n| n.version_id),
     })
 }
 

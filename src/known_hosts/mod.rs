@@ -212,8 +212,9 @@ pub struct CaSources<'a> {
     pub ca_secret_ids: &'a [SecretId],
 }
 
-/// Every CA that signed the set's certificates (AWSCURRENT and, during a
-/// rotation, AWSPENDING) and every named CA, each once.
+/// Every CA that signed the certificates of a set nodes may offer
+/// (AWSCURRENT, an announced set, a set a promotion retired while it is
+/// still offered) and every named CA, each once.
 pub async fn cert_authorities(store: &impl SecretStore, sources: &CaSources<'_>) -> Result<Vec<PublicKey>, TrustError> {
     let mut cas: Vec<PublicKey> = Vec::new();
     fn add(cas: &mut Vec<PublicKey>, new: Vec<PublicKey>) {
@@ -228,16 +229,20 @@ pub async fn cert_authorities(store: &impl SecretStore, sources: &CaSources<'_>)
             .clone()
             .unwrap_or_else(|| VersionSelector::Stage(crate::store::stage(crate::store::STAGE_CURRENT)));
         let version = store.get(secret_id, &selector).await?;
+        let version_id = version.version_id.clone();
         add(&mut cas, signing_cas(&version.document));
-        if pin.is_none()
-            && let Some(next) = crate::store::announced_next(store, secret_id, &version.version_id).await?
-        {
-            add(&mut cas, signing_cas(&next.document));
+        if pin.is_none() {
+            // Every set nodes may offer: an announced one, and a set a
+            // promotion retired that nodes not converged yet sign with.
+            let servable = crate::store::servable_with(store, secret_id, version).await?;
+            for other in servable.others() {
+                add(&mut cas, signing_cas(&other.document));
+            }
         }
         if cas.is_empty() && sources.ca_secret_ids.is_empty() {
             return Err(TrustError::NoCertificates {
                 secret: (*secret_id).clone(),
-                version: version.version_id,
+                version: version_id,
             });
         }
     }

@@ -199,6 +199,7 @@ pub(super) fn new_document(
             created: source.created.clone(),
             keys: source.keys.clone(),
             certificates: std::collections::BTreeMap::new(),
+            retiring: None,
         },
         None => {
             let rsa_bits = current

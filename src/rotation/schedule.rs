@@ -154,6 +154,7 @@ pub async fn enable(
         secret: request.secret,
         ca: ca.as_ref(),
         now: request.now,
+        retire_for: None,
     };
     let announced = announcer.announce_after(&current).await?;
     let kept =
@@ -223,13 +224,13 @@ pub async fn report(
     let current_version = info.version_with_stage(STAGE_CURRENT).map(|v| v.version_id.clone());
     let mut announced_version = None;
     let mut announced_created = None;
-    if let Some(current) = &current_version
-        && let Some(next) = crate::store::announced_next(store, secret, current)
-            .await?
-            .filter(|v| v.stages.iter().any(|s| s == STAGE_NEXT))
-    {
-        announced_created = Some(next.document.created.clone());
-        announced_version = Some(next.version_id);
+    if let Some(current) = &current_version {
+        let current = store.get(secret, &VersionSelector::VersionId(current.clone())).await?;
+        let servable = crate::store::servable_with(store, secret, current).await?;
+        if let Some(next) = servable.others().find(|v| v.stages.iter().any(|s| s == STAGE_NEXT)) {
+            announced_created = Some(next.document.created.clone());
+            announced_version = Some(next.version_id.clone());
+        }
     }
     Ok(ScheduleReport {
         secret: secret.clone(),

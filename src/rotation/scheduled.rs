@@ -38,11 +38,13 @@ use serde::Serialize;
 
 use super::{Rotation, RotationError, Stages};
 use crate::dispatch::Dispatcher;
+use crate::document::{RETIRING_SECONDS, Retiring};
 use crate::ids::{SecretId, StageLabel, VersionId};
 use crate::keyset::HostKey;
 use crate::scan::Prober;
 use crate::store::{
-    STAGE_CURRENT, STAGE_NEXT, STAGE_PENDING, SecretStore, StoreError, StoredVersion, VersionSelector, same_keys, stage,
+    STAGE_CURRENT, STAGE_NEXT, STAGE_PENDING, STAGE_PREVIOUS, SecretStore, StoreError, StoredVersion, VersionSelector,
+    same_keys, stage,
 };
 
 /// A step of Secrets Manager's rotation protocol, as the event names it.
@@ -452,12 +454,18 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
 
     /// After `promoted` became AWSCURRENT: a new set announced
     /// ([`Announcer::announce_after`]), with this rotation's CA and clock.
+    /// The set the promotion retired stays offered for
+    /// [`RETIRING_SECONDS`], unless the promotion was immediate
+    /// (`--min-overlap 0`: a leaked key, which no node should offer a
+    /// minute longer).
     pub async fn announce_after(&self, promoted: &StoredVersion) -> Result<VersionId, RotationError> {
+        let immediate = matches!(self.gate.min_overlap, super::MinOverlap::Exactly(d) if d.is_zero());
         Announcer {
             store: self.store,
             secret: self.secret,
             ca: self.ca,
             now: self.gate.now,
+            retire_for: (!immediate).then_some(RETIRING_SECONDS),
         }
         .announce_after(promoted)
         .await
@@ -476,6 +484,10 @@ pub struct Announcer<'a, S> {
     pub ca: Option<&'a HostKey>,
     /// Unix seconds now (the announcement's date).
     pub now: i64,
+    /// After a promotion: how long nodes keep offering the set it retired
+    /// (AWSPREVIOUS) before the announced one ([`Retiring`]); none for a
+    /// first announcement, which follows no promotion.
+    pub retire_for: Option<i64>,
 }
 
 impl<S: SecretStore> Announcer<'_, S> {
@@ -503,7 +515,14 @@ impl<S: SecretStore> Announcer<'_, S> {
             .version_with_stage(STAGE_CURRENT)
             .map(|v| v.version_id.clone())
             .unwrap_or_else(|| promoted.version_id.clone());
-        let document = super::create::new_document(self.ca, self.now, &current, &promoted.document, None, &token)?;
+        let mut document = super::create::new_document(self.ca, self.now, &current, &promoted.document, None, &token)?;
+        document.retiring = match (self.retire_for, info.version_with_stage(STAGE_PREVIOUS)) {
+            (Some(seconds), Some(previous)) if previous.version_id != promoted.version_id => Some(Retiring {
+                version_id: previous.version_id.clone(),
+                until: self.now.saturating_add(seconds),
+            }),
+            _ => None,
+        };
         match self
             .store
             .put_version(self.secret, &document, &token, &[next_label()])

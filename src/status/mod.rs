@@ -43,6 +43,11 @@ pub struct Phase {
     /// The set promoted last (AWSPREVIOUS), if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub promoted_from: Option<VersionId>,
+    /// Until when nodes that installed the last promotion keep offering
+    /// the set it retired as extra keys (while the others converge), when
+    /// that is now ([`crate::document::Retiring`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retiring_until: Option<String>,
 }
 
 /// With targets: how many nodes serve AWSCURRENT (and nothing else).
@@ -107,6 +112,7 @@ impl<S: SecretStore, F: Fleet, P: Prober> Overview<'_, S, F, P> {
         // new version, which must not restart the overlap's clock.
         let mut made: Vec<(VersionId, String)> = Vec::new();
         let mut next_keys: Option<(VersionId, KeySet)> = None;
+        let mut retiring: Option<crate::document::Retiring> = None;
         for v in &info.versions {
             // The empty version Secrets Manager stages as AWSPENDING before
             // a scheduled rotation's createSecret (in progress, or a failed
@@ -131,6 +137,11 @@ impl<S: SecretStore, F: Fleet, P: Prober> Overview<'_, S, F, P> {
             made.push((v.version_id.clone(), stored.document.created.clone()));
             if v.stages.iter().any(|s| s == crate::store::STAGE_NEXT) {
                 next_keys = Some((v.version_id.clone(), stored.document.keys.clone()));
+                retiring = stored
+                    .document
+                    .retiring
+                    .clone()
+                    .filter(|r| r.offered_at(self.store.clock()));
             }
             if v.stages.iter().any(|s| s == STAGE_CURRENT) {
                 current_keys = Some(stored.document.keys);
@@ -161,6 +172,14 @@ impl<S: SecretStore, F: Fleet, P: Prober> Overview<'_, S, F, P> {
                 })
             }),
             promoted_from: info.version_with_stage(STAGE_PREVIOUS).map(|v| v.version_id.clone()),
+            retiring_until: retiring
+                .filter(|r| {
+                    rotation_in_flight.is_none()
+                        && info
+                            .version_with_stage(STAGE_PREVIOUS)
+                            .is_some_and(|p| p.version_id == r.version_id)
+                })
+                .map(|r| crate::rotation::gate::rfc3339(r.until)),
         };
         let converged = match (&current_keys, targets.is_empty()) {
             (Some(keys), false) => Some(self.converged(targets, port, keys).await?),

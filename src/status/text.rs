@@ -16,6 +16,24 @@ fn phase_line(out: &mut String, report: &StatusReport) {
                 crate::rotation::age(report.phase.since.as_deref())
             )
         }
+        None if report.phase.retiring_until.is_some() => {
+            _ = writeln!(
+                out,
+                "phase    promoted: until {}, nodes that installed the promotion offer the retired set ({}) as extra host keys, so that clients of nodes not converged yet keep its keys; then the announced set{}",
+                report.phase.retiring_until.as_deref().unwrap_or_default(),
+                report
+                    .phase
+                    .promoted_from
+                    .as_ref()
+                    .map(ToString::to_string)
+                    .unwrap_or_default(),
+                report
+                    .announced
+                    .as_ref()
+                    .map(|a| format!(" (version {a}, HOSTKEYCTL_NEXT)"))
+                    .unwrap_or_default()
+            )
+        }
         None if report.announced.is_some() => {
             _ = writeln!(
                 out,

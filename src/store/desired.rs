@@ -10,14 +10,16 @@ use crate::ids::{SecretId, VersionId};
 
 /// What every login node must serve, from the stages alone: AWSCURRENT,
 /// and, while a rotation has announced one, the AWSPENDING set as extra
-/// host keys (or, between scheduled rotations, the HOSTKEYCTL_NEXT set).
+/// host keys (or, for a while after a promotion, the set it retired; or,
+/// between scheduled rotations, the HOSTKEYCTL_NEXT set: [`Servable::extra`]).
 /// `install` without a version, `push` and `rotate` all converge nodes to
 /// this one state, so a timer and a push never disagree.
 #[derive(Debug)]
 pub struct DesiredState {
     /// AWSCURRENT.
     pub current: StoredVersion,
-    /// AWSPENDING or HOSTKEYCTL_NEXT, when it holds other keys.
+    /// [`Servable::extra`]: AWSPENDING, the retiring set or
+    /// HOSTKEYCTL_NEXT, when it holds other keys.
     pub next: Option<StoredVersion>,
 }
 
@@ -26,21 +28,29 @@ pub struct DesiredState {
 /// what is never revoked ([`Servable::sets`]). AWSCURRENT, and each set
 /// that may be extra host keys: AWSPENDING (a rotation in flight; the
 /// empty version Secrets Manager stages before a scheduled rotation's
-/// createSecret holds nothing yet) and HOSTKEYCTL_NEXT (announced for the
-/// next scheduled rotation).
+/// createSecret holds nothing yet), the set the last promotion retired
+/// while the announced set says it is still offered
+/// ([`crate::document::Retiring`]), and HOSTKEYCTL_NEXT (announced for
+/// the next scheduled rotation).
 #[derive(Debug)]
 pub struct Servable {
     /// AWSCURRENT (or the version a pinned install was given).
     pub current: StoredVersion,
     /// AWSPENDING, when it is another version with a value.
     pub pending: Option<StoredVersion>,
+    /// The set the promotion of `current` retired, while HOSTKEYCTL_NEXT
+    /// says nodes still offer it, when it holds other keys.
+    pub retiring: Option<StoredVersion>,
     /// HOSTKEYCTL_NEXT, when it is another version.
     pub next: Option<StoredVersion>,
 }
 
 impl Servable {
     /// The one extra set nodes serve beside AWSCURRENT: AWSPENDING when it
-    /// holds other keys, else HOSTKEYCTL_NEXT when it does. A scheduled
+    /// holds other keys; else, for a while after a promotion, the set it
+    /// retired (nodes that installed the promotion keep offering the keys
+    /// the others still sign with, so no `UpdateHostKeys` client drops
+    /// them); else HOSTKEYCTL_NEXT when it holds other keys. A scheduled
     /// rotation stages the announced keys as AWSPENDING, so the two hold
     /// the same keys while its steps run and nodes never serve three sets.
     pub fn extra(&self) -> Option<&StoredVersion> {
@@ -48,6 +58,7 @@ impl Servable {
         self.pending
             .as_ref()
             .filter(other)
+            .or_else(|| self.retiring.as_ref().filter(other))
             .or_else(|| self.next.as_ref().filter(other))
     }
 
@@ -55,10 +66,10 @@ impl Servable {
     pub fn split(self) -> (StoredVersion, Option<StoredVersion>) {
         let current = &self.current.document.keys;
         let other = |v: &StoredVersion| !same_keys(&v.document.keys, current);
-        let extra = match self.pending {
-            Some(p) if other(&p) => Some(p),
-            _ => self.next.filter(other),
-        };
+        let extra = [self.pending, self.retiring, self.next]
+            .into_iter()
+            .flatten()
+            .find(other);
         (self.current, extra)
     }
 
@@ -67,7 +78,18 @@ impl Servable {
     pub fn sets(&self) -> impl Iterator<Item = &StoredVersion> {
         std::iter::once(&self.current)
             .chain(self.pending.as_ref())
+            .chain(self.retiring.as_ref())
             .chain(self.next.as_ref())
+    }
+
+    /// Every set but AWSCURRENT a client should trust now: what nodes may
+    /// offer as extra keys (a client given only the extra set would miss
+    /// the next one while a retired set is still offered).
+    pub fn others(&self) -> impl Iterator<Item = &StoredVersion> {
+        let current = &self.current.document.keys;
+        self.sets()
+            .skip(1)
+            .filter(move |v| !same_keys(&v.document.keys, current))
     }
 }
 
@@ -89,7 +111,23 @@ pub async fn servable_with(
     }
     let next = read.pop().flatten();
     let pending = read.pop().flatten();
-    Ok(Servable { current, pending, next })
+    // The set the promotion of `current` retired, named by the set that
+    // promotion announced, while that says it is offered. A version that
+    // is gone (deleted by hand) is simply no longer offered.
+    let retiring = match next.as_ref().and_then(|n| n.document.retiring.as_ref()) {
+        Some(r) if r.offered_at(store.clock()) && r.version_id != current.version_id => {
+            value_of(store, secret, &r.version_id)
+                .await?
+                .filter(|v| !same_keys(&v.document.keys, &current.document.keys))
+        }
+        _ => None,
+    };
+    Ok(Servable {
+        current,
+        pending,
+        retiring,
+        next,
+    })
 }
 
 /// [`Servable`] of the secret's stages.

@@ -342,6 +342,12 @@ pub enum StoreError {
 /// The secret store: Secrets Manager, or an in-memory double with the same
 /// rules (feature `testing`). Every value it returns is parsed into types.
 pub trait SecretStore: Sync {
+    /// Unix seconds now, on the clock the store's versions are dated by
+    /// (the in-memory double has its own, which tests move).
+    fn clock(&self) -> i64 {
+        time::OffsetDateTime::now_utc().unix_timestamp()
+    }
+
     /// Creates the secret with `document` as its first (AWSCURRENT) version
     /// and the given tags. Returns the ARN and version id.
     fn create(&self, req: &CreateRequest<'_>)

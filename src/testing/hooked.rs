@@ -229,6 +229,10 @@ fn injected(op: Op, detail: &str) -> StoreError {
 }
 
 impl<S: SecretStore> SecretStore for Hooked<'_, S> {
+    fn clock(&self) -> i64 {
+        self.inner.clock()
+    }
+
     async fn create(&self, req: &CreateRequest<'_>) -> Result<(SecretId, VersionId), StoreError> {
         let crash = self.before(req.name, Op::Create, None, None, &[]).await?;
         let r = self.inner.create(req).await;

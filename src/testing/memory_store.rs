@@ -242,6 +242,10 @@ impl MemoryStore {
 }
 
 impl SecretStore for MemoryStore {
+    fn clock(&self) -> i64 {
+        self.now()
+    }
+
     async fn create(&self, req: &CreateRequest<'_>) -> Result<(SecretId, VersionId), StoreError> {
         let text = req.document.to_json().map_err(|source| StoreError::NotHostkeyctl {
             secret: req.name.clone(),

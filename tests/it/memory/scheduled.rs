@@ -385,3 +385,77 @@ async fn test_secret_with_an_unknown_token_checks_the_configuration() {
     assert!(done.contains("a check of the configuration"), "{done}");
     assert_eq!(store.stages(&secret()), stages);
 }
+
+/// After a scheduled promotion on a pull fleet, a node whose timer
+/// installed it keeps offering the set it retired, which the nodes not
+/// converged yet still sign with: an `UpdateHostKeys` client that logs in
+/// there keeps those keys. For an hour (`RETIRING_SECONDS`), during which
+/// the retired set is a set nodes may serve (never revoked, in every
+/// client's file); then the announced one. A promotion with no minimum
+/// overlap (a leaked key) offers the retired set not a minute longer.
+#[tokio::test(flavor = "multi_thread")]
+async fn after_a_promotion_nodes_offer_the_retired_set_for_an_hour_then_the_announced_one() {
+    use hostkeyctl::document::RETIRING_SECONDS;
+    use hostkeyctl::rotation::MinOverlap;
+    use hostkeyctl::store::{same_keys, servable};
+    let (store, fleet, _) = world(3).await;
+    announce(&store, &fleet).await;
+    timer(&fleet, &store).await;
+    store.advance(3_600);
+    let retired = keys(&store, STAGE_CURRENT).await;
+    let token = VersionId::random();
+    store.stage_rotation(&secret(), &token, false).unwrap();
+    let mut parts = Parts::new(&fleet, &store);
+    parts.gate.min_overlap = MinOverlap::Exactly(std::time::Duration::from_secs(60));
+    parts.gate.now = store.now();
+    for s in STEPS {
+        parts
+            .rotation(&store, &fleet, None)
+            .scheduled_step(s, &token, FleetMode::Pull)
+            .await
+            .unwrap();
+        timer(&fleet, &store).await;
+    }
+    assert_eq!(store.holder(&secret(), STAGE_CURRENT), Some(token));
+    let next = keys(&store, STAGE_NEXT).await;
+    let in_sets = |s: &hostkeyctl::store::Servable, k: &KeySet| s.sets().any(|v| same_keys(&v.document.keys, k));
+    assert!(fleet.all_offer(&retired), "a converged node dropped the retired set");
+    assert!(!fleet.nodes.iter().any(|n| n.offers(&next)), "three sets served");
+    assert_desired(&store, &fleet, "retiring").await;
+    let during = servable(&store, &secret()).await.unwrap();
+    assert!(
+        in_sets(&during, &retired),
+        "the retired set could be revoked while nodes offer it"
+    );
+    assert_eq!(
+        during.others().count(),
+        2,
+        "a client's file lacks the retired or the next set"
+    );
+
+    store.advance(RETIRING_SECONDS);
+    timer(&fleet, &store).await;
+    assert!(
+        fleet.all_offer(&next),
+        "the announced set is not offered after the hour"
+    );
+    assert_desired(&store, &fleet, "after the hour").await;
+    assert!(!in_sets(&servable(&store, &secret()).await.unwrap(), &retired));
+
+    // An immediate promotion (no minimum overlap): nothing retiring.
+    let token = VersionId::random();
+    store.stage_rotation(&secret(), &token, false).unwrap();
+    parts.gate.min_overlap = MinOverlap::Exactly(std::time::Duration::ZERO);
+    parts.gate.now = store.now();
+    for s in STEPS {
+        let rotation = parts.rotation(&store, &fleet, None);
+        rotation.scheduled_step(s, &token, FleetMode::Pull).await.unwrap();
+        timer(&fleet, &store).await;
+    }
+    let after = servable(&store, &secret()).await.unwrap();
+    assert!(
+        after.retiring.is_none(),
+        "an immediate promotion still offers the leaked set"
+    );
+    assert!(fleet.all_offer(&keys(&store, STAGE_NEXT).await));
+}

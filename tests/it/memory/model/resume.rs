@@ -43,6 +43,9 @@ pub(super) async fn resumable(world: &World, first: bool) -> Result<(), String> 
     world.update_ghost();
     world.timers().await;
     world.store.advance(DAY + 3600);
+    // The timers ran in that day: after a promotion, its retired set is
+    // offered for an hour (`Retiring`), then the announced one.
+    world.timers().await;
     let announced = world.keys_at(STAGE_NEXT).ok_or("nothing announced")?;
     let token = VersionId::random();
     world
