@@ -231,6 +231,16 @@ fn first_decision(o: Observed) -> NodePlan {
                 "serves the set only as extra keys, first {what}: admitted once its install catches up with the promotion"
             ),
         ),
+        // The cluster says it is leaving (HyperPod: ShuttingDown before a
+        // replacement, SystemUpdating before a patch's reboot, Failure):
+        // users go to the others before it goes, whatever it serves.
+        (true, true, _) if o.cluster_state.is_some() => (
+            Decision::Drain,
+            format!(
+                "the cluster reports it {}: leaving service (a replacement, an update or a failure), so users go to the other targets before it goes",
+                o.cluster_state.as_deref().unwrap_or_default()
+            ),
+        ),
         (true, true, Serving::Promoting(what)) => (
             Decision::Keep,
             format!(
@@ -316,6 +326,34 @@ mod tests {
         n.cluster_state = Some("ShuttingDown".into());
         pending.push(n);
         assert_eq!(decisions(pending, 1)[2], ("new".into(), Decision::Hold));
+    }
+
+    #[test]
+    fn a_target_the_cluster_reports_leaving_is_drained_within_the_limits() {
+        let leaving = |name: &str, state: &str| {
+            let mut n = node(name, true, Some("healthy"), Serving::Set);
+            n.cluster_state = Some(state.into());
+            n
+        };
+        let got = decisions(
+            vec![
+                node("a", true, Some("healthy"), Serving::Set),
+                leaving("b", "ShuttingDown"),
+                leaving("c", "SystemUpdating"),
+            ],
+            1,
+        );
+        assert_eq!(
+            got,
+            vec![
+                ("a".into(), Decision::Keep),
+                ("b".into(), Decision::Drain),
+                ("c".into(), Decision::HeldBack)
+            ]
+        );
+        // Never the last target serving the set.
+        let got = decisions(vec![leaving("a", "ShuttingDown")], 1);
+        assert_eq!(got, vec![("a".into(), Decision::HeldBack)]);
     }
 
     #[test]

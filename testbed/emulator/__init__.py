@@ -22,7 +22,8 @@ behind a WSGI layer that adds what the tests need and moto lacks:
   instance ids and the bed's addresses as ``PrivatePrimaryIp`` and
   ``PrivateDnsHostname`` (moto names them ``GROUP-N`` with no address), and
   ``ListClusterNodes`` pagination that works (moto 5.2.1 fails on the second
-  page: its nodes have no ``arn``);
+  page: its nodes have no ``arn``); a node's status and its replacement by
+  a successor at a new address (``hyperpod.py``);
 * a small control API under ``/_bed/`` (see README.md beside this file).
 
 Facts about SSM reproduced here: at most 50 InstanceIds per SendCommand;

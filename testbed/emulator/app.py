@@ -23,6 +23,7 @@ from . import cbor, lambda_api, patches
 from .associations import ASSOCIATION_ACTIONS, StateManager
 from .autoscaling import LifecyclePlane
 from .errors import JSON_SERVICES, ApiError, denied, throttled
+from .hyperpod import ClusterPlane
 from .iam import Enforcer, Principal, Refused
 from .lambda_api import LambdaApi
 from .rotation import RotationPlane, patch_describe
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
 
-class Emulator(StateManager, RotationPlane, LambdaApi, LifecyclePlane):
+class Emulator(StateManager, RotationPlane, LambdaApi, LifecyclePlane, ClusterPlane):
     """A WSGI application: moto plus the additions described above (the
     SSM command plane, ``ssm.SsmCommandPlane``, is State Manager's base)."""
 
@@ -70,6 +71,7 @@ class Emulator(StateManager, RotationPlane, LambdaApi, LifecyclePlane):
         patch_describe()
         self._init_rotation(log_dir or os.environ.get("TMPDIR", "/tmp"))
         self._init_lifecycle()
+        self._init_cluster()
 
     # ----------------------------------------------------------------- WSGI
 

@@ -6,6 +6,7 @@
 mod admin;
 mod admission;
 mod admission_asg;
+mod admission_hyperpod;
 mod association;
 mod audit;
 mod audit_metrics;

@@ -141,6 +141,15 @@ pub struct Elb {
     pub target_group_arn: String,
 }
 
+/// The bed's HyperPod cluster.
+#[derive(Clone, Debug, Deserialize)]
+pub struct HyperPod {
+    /// Its name.
+    pub cluster: String,
+    /// Each node's instance id and its address.
+    pub nodes: HashMap<String, String>,
+}
+
 /// An instance that is not a login node of the cluster.
 #[derive(Clone, Debug, Deserialize)]
 pub struct Noise {
@@ -191,6 +200,9 @@ pub struct BedState {
     pub credentials: HashMap<String, Credentials>,
     /// Whether the emulator enforces the policies.
     pub iam: bool,
+    /// The HyperPod cluster, when there are nodes.
+    #[serde(default)]
+    pub hyperpod: Option<HyperPod>,
 }
 
 /// A running test bed.
