@@ -6,9 +6,9 @@
 //! certificates stay valid until they expire: a leaked key of that set
 //! would still be accepted. So every key of a retired version (deprecated
 //! ones included) whose certificate is still valid, and that no set a node
-//! may serve holds ([`crate::store::Servable`]: AWSCURRENT, AWSPENDING, the
-//! set a promotion retired while nodes still offer it, the announced
-//! HOSTKEYCTL_NEXT), is revoked: as `@revoked` known_hosts lines, or as an OpenSSH KRL for the
+//! may serve holds ([`crate::store::Servable::never_revoked`]: AWSCURRENT,
+//! AWSPENDING, the announced HOSTKEYCTL_NEXT; the set a promotion retired is
+//! revocable at once, even while nodes still offer it), is revoked: as `@revoked` known_hosts lines, or as an OpenSSH KRL for the
 //! client's `RevokedHostKeys` (PROTOCOL.krl, explicit key section).
 
 use std::collections::BTreeMap;
@@ -43,13 +43,13 @@ pub struct Retired {
 /// any other AWS failure is an error, never a shorter list.
 pub async fn retired(store: &impl SecretStore, secret: &SecretId, now: u64) -> Result<Vec<Retired>, StoreError> {
     let versions = store.all_versions(secret).await?;
-    // Never a key any node may serve: AWSCURRENT, AWSPENDING, a retiring
-    // set and the announced set (the one function install uses too), compared by key,
-    // so an unlabelled copy of a served set is never revoked either.
+    // Never a key of AWSCURRENT, AWSPENDING or the announced set (read by
+    // the one function install uses too), compared by key, so an
+    // unlabelled copy of such a set is never revoked either.
     let servable = crate::store::servable(store, secret).await?;
-    let live: Vec<VersionId> = servable.sets().map(|v| v.version_id.clone()).collect();
+    let live: Vec<VersionId> = servable.never_revoked().map(|v| v.version_id.clone()).collect();
     let kept: Vec<Fingerprint> = servable
-        .sets()
+        .never_revoked()
         .flat_map(|v| v.document.keys.keys().map(|k| k.fingerprint().clone()))
         .collect();
     let mut out: BTreeMap<Fingerprint, Retired> = BTreeMap::new();

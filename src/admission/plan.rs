@@ -52,12 +52,29 @@ pub struct Observed {
     pub serving: Serving,
 }
 
+/// The HyperPod statuses (`ClusterInstanceStatus`) of a node on its way
+/// out of service: replaced, patched and rebooted, failed, health-checked
+/// at depth, or gone. `Pending` (not up yet) and a status HyperPod did not
+/// give are none of them.
+pub const LEAVING: [&str; 5] = [
+    "ShuttingDown",
+    "SystemUpdating",
+    "Failure",
+    "DeepHealthCheckInProgress",
+    "NotFound",
+];
+
 impl Observed {
     /// Registered and not on its way out.
     fn in_group(&self) -> bool {
         self.target_state
             .as_deref()
             .is_some_and(|s| !matches!(s, "draining" | "unused"))
+    }
+
+    /// The cluster reports it leaving service ([`LEAVING`]).
+    fn leaving(&self) -> bool {
+        self.cluster_state.as_deref().is_some_and(|s| LEAVING.contains(&s))
     }
 }
 
@@ -128,9 +145,11 @@ impl Limits {
 /// removal that would take the last target serving the set.
 pub fn decide(mut observed: Vec<Observed>, limits: Limits) -> Vec<NodePlan> {
     observed.sort_by(|a, b| (!a.member, &a.name).cmp(&(!b.member, &b.name)));
+    // A target the cluster reports leaving is no capacity to keep: with
+    // none but leaving ones serving the set, nothing is drained.
     let serving_targets = observed
         .iter()
-        .filter(|o| o.in_group() && o.serving == Serving::Set)
+        .filter(|o| o.in_group() && o.serving == Serving::Set && !o.leaving())
         .count();
     let mut serving_left = serving_targets;
     // What is draining already (an earlier run's drains, a scale-in)
@@ -141,14 +160,15 @@ pub fn decide(mut observed: Vec<Observed>, limits: Limits) -> Vec<NodePlan> {
         .count();
     let mut drained = draining;
     let mut plans: Vec<NodePlan> = observed.into_iter().map(first_decision).collect();
-    // Drifted members first (they harm users), then strangers that answer.
+    // Drifted members first (they harm users), then members leaving, then
+    // strangers that answer.
     let mut order: Vec<usize> = (0..plans.len())
         .filter(|&i| matches!(plans[i].decision, Decision::Drain | Decision::Remove) && is_limited(&plans[i]))
         .collect();
-    order.sort_by_key(|&i| plans[i].decision);
+    order.sort_by_key(|&i| (plans[i].decision, plans[i].observed.serving == Serving::Set));
     for i in order {
         let plan = &mut plans[i];
-        let serves = plan.observed.serving == Serving::Set;
+        let serves = plan.observed.serving == Serving::Set && !plan.observed.leaving();
         let held = if serving_targets == 0 {
             Some(
                 "no target serves the set: draining would leave users no node at all; fix the nodes (install) first"
@@ -234,7 +254,7 @@ fn first_decision(o: Observed) -> NodePlan {
         // The cluster says it is leaving (HyperPod: ShuttingDown before a
         // replacement, SystemUpdating before a patch's reboot, Failure):
         // users go to the others before it goes, whatever it serves.
-        (true, true, _) if o.cluster_state.is_some() => (
+        (true, true, _) if o.leaving() => (
             Decision::Drain,
             format!(
                 "the cluster reports it {}: leaving service (a replacement, an update or a failure), so users go to the other targets before it goes",
@@ -351,9 +371,33 @@ mod tests {
                 ("c".into(), Decision::HeldBack)
             ]
         );
-        // Never the last target serving the set.
-        let got = decisions(vec![leaving("a", "ShuttingDown")], 1);
-        assert_eq!(got, vec![("a".into(), Decision::HeldBack)]);
+        // None when every target serving the set is leaving (a patch of
+        // the whole group): they are no capacity to fall back on.
+        let got = decisions(vec![leaving("a", "SystemUpdating"), leaving("b", "SystemUpdating")], 2);
+        assert_eq!(
+            got,
+            vec![("a".into(), Decision::HeldBack), ("b".into(), Decision::HeldBack)]
+        );
+        // A status that is no departure (Pending, or none given) keeps it.
+        let got = decisions(
+            vec![node("a", true, Some("healthy"), Serving::Set), leaving("b", "unknown")],
+            1,
+        );
+        assert_eq!(got[1], ("b".into(), Decision::Keep));
+        // A drifted target goes before a leaving one.
+        let got = decisions(
+            vec![
+                node("a", true, Some("healthy"), Serving::Set),
+                node("b", true, Some("healthy"), Serving::Set),
+                leaving("c", "ShuttingDown"),
+                node("d", true, Some("healthy"), other()),
+            ],
+            1,
+        );
+        assert_eq!(
+            got[2..],
+            [("c".into(), Decision::HeldBack), ("d".into(), Decision::Drain)]
+        );
     }
 
     #[test]

@@ -57,7 +57,7 @@ pub enum PushError {
         pinned: VersionId,
         /// AWSCURRENT.
         current: VersionId,
-        /// `, with AWSPENDING ... as extra keys`, when announced.
+        /// `, with version ... as extra keys`, when nodes serve an extra set.
         next: String,
     },
     /// The nodes could not be found.
@@ -93,7 +93,7 @@ impl<S: SecretStore, F: Fleet, D: Dispatcher> Push<'_, S, F, D> {
                     next: desired
                         .next
                         .as_ref()
-                        .map(|n| format!(", with AWSPENDING {} as extra keys", n.version_id))
+                        .map(|n| format!(", with version {} as extra keys", n.version_id))
                         .unwrap_or_default(),
                 });
             }

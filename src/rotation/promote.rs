@@ -48,7 +48,12 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
         // set is announced now, as the schedule's finishSecret does.
         let info = self.store.describe(self.secret).await?;
         if info.rotation.enabled || info.version_with_stage(crate::store::STAGE_NEXT).is_some() {
-            let next = self.announce_after(pending).await?;
+            let fleet = if request.pull.is_some() {
+                super::FleetMode::Pull
+            } else {
+                super::FleetMode::Push
+            };
+            let next = self.announce_after(pending, fleet).await?;
             report.steps.push(format!(
                 "announce: version {next} is HOSTKEYCTL_NEXT, for the next scheduled rotation"
             ));

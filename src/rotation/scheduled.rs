@@ -184,7 +184,7 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
             }
             // A finish that moved AWSCURRENT and stopped: the stages' repair
             // above took AWSPENDING off and the tags over; announce.
-            let announced = self.announce_after(&current_set).await?;
+            let announced = self.announce_after(&current_set, mode).await?;
             return self.finish_converge(&current_set, mode, announced).await;
         }
         if stages.pending.as_ref().is_none_or(|(id, _)| id != token) {
@@ -245,7 +245,7 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
                 if let Err(e) = self.finish(&stages.current, &pending).await {
                     return Err(self.give_up(step, token, &stages, e).await);
                 }
-                let announced = self.announce_after(&pending).await?;
+                let announced = self.announce_after(&pending, mode).await?;
                 self.finish_converge(&pending, mode, announced).await
             }
         }
@@ -454,18 +454,19 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
 
     /// After `promoted` became AWSCURRENT: a new set announced
     /// ([`Announcer::announce_after`]), with this rotation's CA and clock.
-    /// The set the promotion retired stays offered for
-    /// [`RETIRING_SECONDS`], unless the promotion was immediate
-    /// (`--min-overlap 0`: a leaked key, which no node should offer a
-    /// minute longer).
-    pub async fn announce_after(&self, promoted: &StoredVersion) -> Result<VersionId, RotationError> {
+    /// On a pull fleet, whose timers install the promotion one by one, the
+    /// set it retired stays offered for [`RETIRING_SECONDS`]; not on a push
+    /// fleet (converged in one push, and nothing would push again after
+    /// the hour), nor after an immediate promotion (`--min-overlap 0`: a
+    /// leaked key, which no node should offer a minute longer).
+    pub async fn announce_after(&self, promoted: &StoredVersion, fleet: FleetMode) -> Result<VersionId, RotationError> {
         let immediate = matches!(self.gate.min_overlap, super::MinOverlap::Exactly(d) if d.is_zero());
         Announcer {
             store: self.store,
             secret: self.secret,
             ca: self.ca,
             now: self.gate.now,
-            retire_for: (!immediate).then_some(RETIRING_SECONDS),
+            retire_for: (fleet == FleetMode::Pull && !immediate).then_some(RETIRING_SECONDS),
         }
         .announce_after(promoted)
         .await
@@ -517,9 +518,11 @@ impl<S: SecretStore> Announcer<'_, S> {
             .unwrap_or_else(|| promoted.version_id.clone());
         let mut document = super::create::new_document(self.ca, self.now, &current, &promoted.document, None, &token)?;
         document.retiring = match (self.retire_for, info.version_with_stage(STAGE_PREVIOUS)) {
+            // From the promotion's moment: a rotation's set and test may
+            // have taken a while since its clock was read.
             (Some(seconds), Some(previous)) if previous.version_id != promoted.version_id => Some(Retiring {
                 version_id: previous.version_id.clone(),
-                until: self.now.saturating_add(seconds),
+                until: self.now.max(self.store.clock()).saturating_add(seconds),
             }),
             _ => None,
         };

@@ -112,7 +112,6 @@ impl<S: SecretStore, F: Fleet, P: Prober> Overview<'_, S, F, P> {
         // new version, which must not restart the overlap's clock.
         let mut made: Vec<(VersionId, String)> = Vec::new();
         let mut next_keys: Option<(VersionId, KeySet)> = None;
-        let mut retiring: Option<crate::document::Retiring> = None;
         for v in &info.versions {
             // The empty version Secrets Manager stages as AWSPENDING before
             // a scheduled rotation's createSecret (in progress, or a failed
@@ -137,11 +136,6 @@ impl<S: SecretStore, F: Fleet, P: Prober> Overview<'_, S, F, P> {
             made.push((v.version_id.clone(), stored.document.created.clone()));
             if v.stages.iter().any(|s| s == crate::store::STAGE_NEXT) {
                 next_keys = Some((v.version_id.clone(), stored.document.keys.clone()));
-                retiring = stored
-                    .document
-                    .retiring
-                    .clone()
-                    .filter(|r| r.offered_at(self.store.clock()));
             }
             if v.stages.iter().any(|s| s == STAGE_CURRENT) {
                 current_keys = Some(stored.document.keys);
@@ -152,6 +146,17 @@ impl<S: SecretStore, F: Fleet, P: Prober> Overview<'_, S, F, P> {
             .version_with_stage(STAGE_PENDING)
             .filter(|v| Some(&v.version_id) != current.as_ref())
             .map(|v| v.version_id.clone());
+        // What the nodes read (`Servable`): the set the last promotion
+        // retired, while they still offer it.
+        let servable = crate::store::servable(self.store, secret).await?;
+        let retiring_until = match (&servable.retiring, &servable.next) {
+            (Some(_), Some(next)) => next
+                .document
+                .retiring
+                .as_ref()
+                .map(|r| crate::rotation::gate::rfc3339(r.until)),
+            _ => None,
+        };
         let phase = Phase {
             state: if rotation_in_flight.is_some() {
                 "announced"
@@ -172,14 +177,7 @@ impl<S: SecretStore, F: Fleet, P: Prober> Overview<'_, S, F, P> {
                 })
             }),
             promoted_from: info.version_with_stage(STAGE_PREVIOUS).map(|v| v.version_id.clone()),
-            retiring_until: retiring
-                .filter(|r| {
-                    rotation_in_flight.is_none()
-                        && info
-                            .version_with_stage(STAGE_PREVIOUS)
-                            .is_some_and(|p| p.version_id == r.version_id)
-                })
-                .map(|r| crate::rotation::gate::rfc3339(r.until)),
+            retiring_until,
         };
         let converged = match (&current_keys, targets.is_empty()) {
             (Some(keys), false) => Some(self.converged(targets, port, keys).await?),

@@ -3,9 +3,11 @@
 //! the one place install and revocation both read it.
 
 use super::{
-    STAGE_CURRENT, STAGE_NEXT, STAGE_PENDING, SecretStore, StoreError, StoredVersion, VersionSelector, same_keys, stage,
+    STAGE_CURRENT, STAGE_NEXT, STAGE_PENDING, STAGE_PREVIOUS, SecretStore, StoreError, StoredVersion, VersionSelector,
+    same_keys, stage,
 };
 use crate::aws_error::AwsError;
+use crate::document::{RETIRING_SECONDS, Retiring};
 use crate::ids::{SecretId, VersionId};
 
 /// What every login node must serve, from the stages alone: AWSCURRENT,
@@ -24,8 +26,9 @@ pub struct DesiredState {
 }
 
 /// Every set a login node may serve, read from the stages: the one place
-/// that decides it, for what nodes install ([`Servable::extra`]) and for
-/// what is never revoked ([`Servable::sets`]). AWSCURRENT, and each set
+/// that decides it, for what nodes install ([`Servable::extra`]), what
+/// clients are given ([`Servable::others`]) and what is never revoked
+/// ([`Servable::never_revoked`]). AWSCURRENT, and each set
 /// that may be extra host keys: AWSPENDING (a rotation in flight; the
 /// empty version Secrets Manager stages before a scheduled rotation's
 /// createSecret holds nothing yet), the set the last promotion retired
@@ -74,11 +77,23 @@ impl Servable {
     }
 
     /// Every set a node may serve now or at any moment of a rotation in
-    /// flight: none of their keys is ever revoked.
+    /// flight.
     pub fn sets(&self) -> impl Iterator<Item = &StoredVersion> {
         std::iter::once(&self.current)
             .chain(self.pending.as_ref())
             .chain(self.retiring.as_ref())
+            .chain(self.next.as_ref())
+    }
+
+    /// The sets whose keys are never revoked: AWSCURRENT, AWSPENDING and
+    /// HOSTKEYCTL_NEXT. A retiring set is revocable as soon as it is
+    /// retired: it is offered only so that `UpdateHostKeys` clients keep
+    /// it while the fleet converges, and a leak answered by a rotation must
+    /// be revocable at once (nodes not converged yet still sign with it
+    /// until their timers run, as before any promotion reached them).
+    pub fn never_revoked(&self) -> impl Iterator<Item = &StoredVersion> {
+        std::iter::once(&self.current)
+            .chain(self.pending.as_ref())
             .chain(self.next.as_ref())
     }
 
@@ -112,15 +127,10 @@ pub async fn servable_with(
     let next = read.pop().flatten();
     let pending = read.pop().flatten();
     // The set the promotion of `current` retired, named by the set that
-    // promotion announced, while that says it is offered. A version that
-    // is gone (deleted by hand) is simply no longer offered.
-    let retiring = match next.as_ref().and_then(|n| n.document.retiring.as_ref()) {
-        Some(r) if r.offered_at(store.clock()) && r.version_id != current.version_id => {
-            value_of(store, secret, &r.version_id)
-                .await?
-                .filter(|v| !same_keys(&v.document.keys, &current.document.keys))
-        }
-        _ => None,
+    // promotion announced, while that says it is offered.
+    let retiring = match next.as_ref().and_then(|n| retiring_of(n, store.clock())) {
+        Some(r) => retired_set(store, secret, &current, &r.version_id).await?,
+        None => None,
     };
     Ok(Servable {
         current,
@@ -128,6 +138,34 @@ pub async fn servable_with(
         retiring,
         next,
     })
+}
+
+/// The `retiring` of an announced set, when it holds at `now`: before its
+/// `until`, which is at most two hours after the announcement (a value a
+/// promotion never writes is a hand-made or forged one, and ignored).
+pub fn retiring_of(next: &StoredVersion, now: i64) -> Option<&Retiring> {
+    let r = next.document.retiring.as_ref()?;
+    let announced = time::OffsetDateTime::parse(&next.document.created, &time::format_description::well_known::Rfc3339)
+        .ok()?
+        .unix_timestamp();
+    (r.offered_at(now) && r.until <= announced.saturating_add(2 * RETIRING_SECONDS)).then_some(r)
+}
+
+/// The set a retiring names, only while it is still AWSPREVIOUS (the set
+/// the last promotion retired: a later promotion, a rollback or a stage
+/// moved by hand ends it) and holds other keys than `current`. A version
+/// that is gone is simply no longer offered.
+async fn retired_set(
+    store: &impl SecretStore,
+    secret: &SecretId,
+    current: &StoredVersion,
+    named: &VersionId,
+) -> Result<Option<StoredVersion>, StoreError> {
+    match store.get(secret, &VersionSelector::Stage(stage(STAGE_PREVIOUS))).await {
+        Ok(v) if v.version_id == *named && !same_keys(&v.document.keys, &current.document.keys) => Ok(Some(v)),
+        Ok(_) | Err(StoreError::Aws(AwsError::NotFound { .. })) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// [`Servable`] of the secret's stages.

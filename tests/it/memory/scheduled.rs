@@ -50,7 +50,10 @@ async fn refused(
 async fn announce(store: &MemoryStore, fleet: &Arc<MemFleet>) -> VersionId {
     let parts = Parts::new(fleet, store);
     let rotation = parts.rotation(store, fleet, None);
-    rotation.announce_after(&current(store).await).await.unwrap()
+    rotation
+        .announce_after(&current(store).await, FleetMode::Push)
+        .await
+        .unwrap()
 }
 
 async fn keys(store: &MemoryStore, label: &str) -> KeySet {
@@ -425,8 +428,13 @@ async fn after_a_promotion_nodes_offer_the_retired_set_for_an_hour_then_the_anno
     let during = servable(&store, &secret()).await.unwrap();
     assert!(
         in_sets(&during, &retired),
-        "the retired set could be revoked while nodes offer it"
+        "the retired set is not among the served ones"
     );
+    assert!(
+        !during.never_revoked().any(|v| same_keys(&v.document.keys, &retired)),
+        "the retired set could not be revoked at once (a leak answered by a rotation)"
+    );
+    forged_retirings_are_ignored(&store, &retired).await;
     assert_eq!(
         during.others().count(),
         2,
@@ -441,6 +449,19 @@ async fn after_a_promotion_nodes_offer_the_retired_set_for_an_hour_then_the_anno
     );
     assert_desired(&store, &fleet, "after the hour").await;
     assert!(!in_sets(&servable(&store, &secret()).await.unwrap(), &retired));
+
+    // A push fleet's promotion (converged by its push, and nothing pushes
+    // after the hour): nothing retiring.
+    store.advance(3_600);
+    let token = VersionId::random();
+    store.stage_rotation(&secret(), &token, false).unwrap();
+    parts.gate.now = store.now();
+    for s in STEPS {
+        let rotation = parts.rotation(&store, &fleet, None);
+        rotation.scheduled_step(s, &token, FleetMode::Push).await.unwrap();
+    }
+    assert!(servable(&store, &secret()).await.unwrap().retiring.is_none());
+    assert_desired(&store, &fleet, "after a push fleet's promotion").await;
 
     // An immediate promotion (no minimum overlap): nothing retiring.
     let token = VersionId::random();
@@ -458,4 +479,56 @@ async fn after_a_promotion_nodes_offer_the_retired_set_for_an_hour_then_the_anno
         "an immediate promotion still offers the leaked set"
     );
     assert!(fleet.all_offer(&keys(&store, STAGE_NEXT).await));
+}
+
+/// A `retiring` a promotion never writes is ignored: one naming a version
+/// that is not AWSPREVIOUS, or offered longer than two hours after its
+/// announcement. `retired` is AWSPREVIOUS's keys, offered as retiring now.
+async fn forged_retirings_are_ignored(store: &MemoryStore, retired: &KeySet) {
+    use hostkeyctl::document::{Retiring, SecretDocument};
+    use hostkeyctl::store::servable;
+    let next = store.holder(&secret(), STAGE_NEXT).unwrap();
+    let holder = store
+        .get(&secret(), &VersionSelector::VersionId(next.clone()))
+        .await
+        .unwrap();
+    let previous = holder.document.retiring.clone().unwrap();
+    let oldest = store
+        .stages(&secret())
+        .into_iter()
+        .map(|(id, _)| id)
+        .find(|id| *id != previous.version_id && *id != next)
+        .unwrap();
+    let forge = |retiring: Retiring| {
+        let mut doc: SecretDocument = holder.document.clone();
+        doc.retiring = Some(retiring);
+        doc
+    };
+    let far = Retiring {
+        version_id: previous.version_id.clone(),
+        until: store.now() + 30 * 86_400,
+    };
+    let other = Retiring {
+        version_id: oldest,
+        until: previous.until,
+    };
+    for (what, doc) in [("a month long", forge(far)), ("not AWSPREVIOUS", forge(other))] {
+        let token = VersionId::random();
+        let label = hostkeyctl::ids::StageLabel::parse(STAGE_NEXT).unwrap();
+        store
+            .put_version(&secret(), &doc, &token, std::slice::from_ref(&label))
+            .await
+            .unwrap();
+        let s = servable(store, &secret()).await.unwrap();
+        assert!(s.retiring.is_none(), "a forged retiring ({what}) is offered");
+        store
+            .move_stage(&secret(), &label, Some(&next), Some(&token))
+            .await
+            .unwrap();
+    }
+    let s = servable(store, &secret()).await.unwrap();
+    assert!(
+        s.retiring
+            .is_some_and(|r| hostkeyctl::store::same_keys(&r.document.keys, retired))
+    );
 }

@@ -69,7 +69,7 @@ async fn announce(store: &MemoryStore, fleet: &Arc<MemFleet>) -> VersionId {
     parts.gate.now = store.now();
     parts
         .rotation(store, fleet, None)
-        .announce_after(&current(store).await)
+        .announce_after(&current(store).await, hostkeyctl::rotation::FleetMode::Push)
         .await
         .unwrap()
 }
@@ -239,7 +239,10 @@ async fn the_revocation_never_names_the_announced_set() {
     let parts = Parts::new(&fleet, &store);
     let rotation = parts.rotation(&store, &fleet, Some(&ca));
     for n in 1..=3 {
-        rotation.announce_after(&current(&store).await).await.unwrap();
+        rotation
+            .announce_after(&current(&store).await, hostkeyctl::rotation::FleetMode::Push)
+            .await
+            .unwrap();
         timer(&fleet, &store).await;
         let token = VersionId::random();
         store.stage_rotation(&secret(), &token, false).unwrap();

@@ -417,7 +417,7 @@ async fn event(world: &World, rng: &mut Xoshiro256PlusPlus, log: &mut Vec<String
         6 => format!(
             "announce: {:?}",
             rotation
-                .announce_after(&super::current(&world.store).await)
+                .announce_after(&super::current(&world.store).await, FleetMode::Push)
                 .await
                 .map(|_| ())
         ),

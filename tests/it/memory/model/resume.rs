@@ -37,7 +37,7 @@ pub(super) async fn resumable(world: &World, first: bool) -> Result<(), String> 
     }
     world
         .rotation(&hooked, &dispatcher, &push)
-        .announce_after(&crate::memory::current(&world.store).await)
+        .announce_after(&crate::memory::current(&world.store).await, FleetMode::Push)
         .await
         .map_err(|e| format!("announce: {e}"))?;
     world.update_ghost();
