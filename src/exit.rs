@@ -92,6 +92,31 @@ where
     }
 }
 
+impl Failure {
+    /// The error and its causes, each said once: a cause whose text the
+    /// message holds already (an error that quotes its source) is not
+    /// repeated, as `{:#}` would.
+    pub fn message(&self) -> String {
+        causes(self.error.chain())
+    }
+}
+
+/// Errors' texts joined by ": ", each skipped when the text so far holds it.
+pub fn causes<'a>(chain: impl Iterator<Item = &'a (dyn std::error::Error + 'static)>) -> String {
+    let mut out = String::new();
+    for cause in chain {
+        let text = cause.to_string();
+        if text.is_empty() || out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
 impl fmt::Debug for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:?} ({:#})", self.status, self.error)

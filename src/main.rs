@@ -97,10 +97,7 @@ fn main() -> ExitCode {
         Ok(status) => ExitCode::from(status.code()),
         Err(failure) => {
             // The cause chain can quote AWS or a node: escaped, line by line.
-            eprintln!(
-                "error: {}",
-                hostkeyctl::escape::escape_lines(&format!("{:#}", failure.error))
-            );
+            eprintln!("error: {}", hostkeyctl::escape::escape_lines(&failure.message()));
             ExitCode::from(failure.status.code())
         }
     }

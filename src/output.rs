@@ -112,6 +112,15 @@ pub fn wrap(text: &str, width: Option<u16>, indent: &str) -> String {
 }
 
 #[cfg(feature = "admin")]
+/// Keeps column `index` of `table` whole: never wrapped to fit the width
+/// (a fingerprint cut in two cannot be compared or copied).
+pub fn keep_whole(table: &mut Table, index: usize) {
+    if let Some(column) = table.column_mut(index) {
+        column.set_constraint(comfy_table::ColumnConstraint::ContentWidth);
+    }
+}
+
+#[cfg(feature = "admin")]
 /// Adds a row to a table. Cells may hold text from outside (node reports,
 /// tags, AWS messages): every line of every cell is escaped ([`escape`]),
 /// the line breaks between them kept.

@@ -119,9 +119,7 @@ impl AwsFleet {
     /// The running instances behind node sources, for SSM: instance
     /// targets directly, IP targets through their private address.
     async fn source_instances(&self, specs: &[TargetSpec]) -> Result<Vec<Instance>, DiscoveryError> {
-        if let Some(hp) = specs.iter().find(|s| matches!(s, TargetSpec::HyperPod { .. })) {
-            return Err(DiscoveryError::NotPushable(hp.to_string()));
-        }
+        crate::discovery::check_pushable(specs)?;
         let targets = self.source_targets(specs).await?;
         let ids: Vec<String> = targets.iter().filter_map(|t| t.instance_id.clone()).collect();
         let ips: Vec<String> = targets
@@ -170,19 +168,6 @@ impl AwsFleet {
     }
 }
 
-/// Checks that node sources are not mixed with EC2 filters; true when the
-/// specs are node sources.
-fn sources_only(specs: &[TargetSpec]) -> Result<bool, DiscoveryError> {
-    match (
-        specs.iter().find(|s| s.is_source()),
-        specs.iter().all(TargetSpec::is_source),
-    ) {
-        (None, _) => Ok(false),
-        (Some(_), true) => Ok(true),
-        (Some(source), false) => Err(DiscoveryError::Mixed(source.to_string())),
-    }
-}
-
 impl Fleet for AwsFleet {
     async fn load_balancer(
         &self,
@@ -197,7 +182,7 @@ impl Fleet for AwsFleet {
     }
 
     async fn discover(&self, specs: &[TargetSpec]) -> Result<Vec<Instance>, DiscoveryError> {
-        if sources_only(specs)? {
+        if crate::discovery::sources_only(specs)? {
             self.source_instances(specs).await
         } else {
             discover(&self.ec2, specs).await
@@ -205,7 +190,7 @@ impl Fleet for AwsFleet {
     }
 
     async fn targets(&self, specs: &[TargetSpec]) -> Result<Vec<Target>, DiscoveryError> {
-        if sources_only(specs)? {
+        if crate::discovery::sources_only(specs)? {
             let found = self.source_targets(specs).await?;
             if found.is_empty() {
                 return Err(DiscoveryError::NoMatch(describe_specs(specs)));

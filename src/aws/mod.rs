@@ -126,7 +126,7 @@ impl AwsError {
             },
             SdkError::DispatchFailure(d) if d.is_io() || d.is_timeout() => AwsError::Unreachable {
                 action,
-                detail: DisplayErrorContext(&err).to_string(),
+                detail: innermost(&err),
             },
             _ => {
                 let detail = DisplayErrorContext(&err).to_string();
@@ -147,11 +147,31 @@ impl AwsError {
                         message: detail,
                     }
                 } else {
-                    AwsError::Unreachable { action, detail }
+                    AwsError::Unreachable {
+                        action,
+                        detail: innermost(&err),
+                    }
                 }
             }
         }
     }
+}
+
+/// What an SDK failure that reached no service says, in one line: the
+/// innermost two causes (the SDK's wrappers before them say only where it
+/// failed: "dispatch failure", "io error"), never the SDK's Debug text.
+fn innermost(err: &(dyn StdError + 'static)) -> String {
+    let mut texts: Vec<String> = Vec::new();
+    let mut cause: Option<&(dyn StdError + 'static)> = Some(err);
+    while let Some(e) = cause {
+        let text = e.to_string();
+        if !text.is_empty() && !texts.iter().any(|t| t.contains(&text)) {
+            texts.push(text);
+        }
+        cause = e.source();
+    }
+    let from = texts.len().saturating_sub(2);
+    texts[from..].join(": ")
 }
 
 /// Sorts an AWS error code into the classes above.

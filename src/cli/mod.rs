@@ -151,7 +151,7 @@ pub enum Command {
     /// install`: print it, or deploy it so push and rotate use it.
     #[command(
         subcommand,
-        after_help = "Examples:\n  hostkeyctl ssm-document print > hostkeyctl-Install.json\n  hostkeyctl ssm-document deploy --node-command /usr/local/bin/hostkeyctl"
+        after_help = "Examples:\n  hostkeyctl ssm-document print > hostkeyctl-Install.json\n  hostkeyctl ssm-document deploy"
     )]
     SsmDocument(SsmDocumentCommand),
     #[cfg(feature = "admin")]

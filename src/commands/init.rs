@@ -79,6 +79,7 @@ pub async fn run(args: &InitArgs, global: &GlobalArgs, output: OutputFormat) -> 
             for k in &report.keys {
                 output::add_row(&mut table, vec![k.algorithm.clone(), k.fingerprint.to_string()]);
             }
+            output::keep_whole(&mut table, 1);
             println!("{table}");
         }
     }

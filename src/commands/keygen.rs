@@ -38,6 +38,7 @@ pub fn run(args: &KeygenArgs, output: OutputFormat) -> Result<Status, Failure> {
                     ],
                 );
             }
+            output::keep_whole(&mut table, 1);
             println!("{table}");
         }
     }

@@ -17,6 +17,8 @@ use crate::store::VersionSelector;
 
 /// Runs `push`.
 pub async fn run(args: &PushArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
+    // What the targets alone refuse, before credentials or a region are needed.
+    crate::discovery::check_pushable(&args.targets)?;
     let config = aws::load_config(&global.aws).await?;
     let options = args
         .rollout

@@ -16,6 +16,11 @@ use crate::scan::pacing::Paced;
 
 /// Runs `rotate`.
 pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
+    // A push rotation's targets are refused before any AWS call when SSM
+    // cannot reach them; a pull rotation reaches nodes by handshake alone.
+    if !args.pull {
+        crate::discovery::check_pushable(&args.targets)?;
+    }
     let config = aws::load_config(&global.aws).await?;
     let store = SecretsManagerStore::new(&config);
     let dispatcher = SsmDispatcher::new(&config);

@@ -276,7 +276,7 @@ pub enum DiscoveryError {
     Mixed(String),
     /// HyperPod nodes cannot be reached through SSM Run Command.
     #[error(
-        "{0}: SSM SendCommand does not reach HyperPod cluster nodes, so push and rotate cannot install there; have the nodes pull their keys instead (lifecycle script and timer: docs/bootstrap.md). `audit --target {0}` checks them"
+        "{0}: SSM SendCommand does not reach HyperPod cluster nodes, so push and a push rotation cannot install there; the nodes pull their keys (lifecycle script and timer: docs/bootstrap.md), so rotate them with `rotate --pull --target {0}`. `audit --target {0}` checks them"
     )]
     NotPushable(String),
     /// IP targets that are no running EC2 instance of this account.
@@ -287,6 +287,29 @@ pub enum DiscoveryError {
     /// hostkeyctl was built without HyperPod support.
     #[error("{0}: this hostkeyctl was built without the `hyperpod` feature; rebuild with default features")]
     NoHyperPod(String),
+}
+
+/// Checks that node sources (lb:, tg:, hyperpod:) are not mixed with EC2
+/// filters; true when the specs are node sources.
+pub fn sources_only(specs: &[TargetSpec]) -> Result<bool, DiscoveryError> {
+    match (
+        specs.iter().find(|s| s.is_source()),
+        specs.iter().all(TargetSpec::is_source),
+    ) {
+        (None, _) => Ok(false),
+        (Some(_), true) => Ok(true),
+        (Some(source), false) => Err(DiscoveryError::Mixed(source.to_string())),
+    }
+}
+
+/// What the targets alone refuse for SSM Run Command (push, a push
+/// rotation), before any AWS call: a HyperPod cluster (SSM does not reach
+/// its nodes), or node sources mixed with EC2 filters.
+pub fn check_pushable(specs: &[TargetSpec]) -> Result<(), DiscoveryError> {
+    if let Some(hp) = specs.iter().find(|s| matches!(s, TargetSpec::HyperPod { .. })) {
+        return Err(DiscoveryError::NotPushable(hp.to_string()));
+    }
+    sources_only(specs).map(|_| ())
 }
 
 /// Where the login nodes come from.

@@ -41,7 +41,8 @@ pub async fn check(
         .filter(|fp| !expected.values().any(|v| v == *fp))
         .collect();
     let mut drift = !unplaced.is_empty();
-    let mut incomplete = false;
+    // The first reason sshd could not be asked, when it could not.
+    let mut unasked: Option<&ScanError> = None;
     for (algorithm, served_result) in &served {
         let want = expected.get(algorithm).cloned();
         let disk = on_disk.get(algorithm).cloned();
@@ -49,10 +50,17 @@ pub async fn check(
             (Some(w), Ok(s)) => w == s && disk.as_ref() == Some(w),
             (None, Err(ScanError::NotOffered(_))) => true,
             (None, Ok(_)) | (Some(_), Err(ScanError::NotOffered(_))) => false,
-            (_, Err(_)) => {
-                // Could not look: neither match nor drift.
-                incomplete = true;
-                true
+            (_, Err(e)) => {
+                // Could not look: not as it should be, but no drift either.
+                unasked.get_or_insert(e);
+                report.checks.push(CheckRow {
+                    key_type: algorithm.key_type().to_owned(),
+                    expected: want,
+                    on_disk: disk,
+                    served: served_result.clone(),
+                    ok: false,
+                });
+                continue;
             }
         };
         drift |= !ok;
@@ -75,9 +83,16 @@ pub async fn check(
             unplaced.join(", ")
         ));
     }
+    if let Some(e) = unasked
+        && report.error.is_none()
+    {
+        report.error = Some(format!(
+            "sshd at {verify_address} could not be asked what it serves ({e}); check that it runs and listens there, or name its address with --verify-address"
+        ));
+    }
     report.result = if drift {
         InstallResult::Drift
-    } else if incomplete {
+    } else if unasked.is_some() {
         InstallResult::Incomplete
     } else {
         InstallResult::Match

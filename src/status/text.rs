@@ -140,6 +140,7 @@ fn table(report: &StatusReport, width: Option<u16>) -> String {
             );
         }
     }
+    output::keep_whole(&mut table, 4);
     _ = writeln!(out, "{table}");
     let current = report
         .versions

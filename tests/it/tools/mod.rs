@@ -6,4 +6,5 @@ mod contrib;
 mod house;
 mod keygen;
 mod known_hosts;
+mod messages;
 mod vocabulary;
