@@ -57,6 +57,13 @@ pub struct RotateArgs {
     /// sees a host key warning.
     #[arg(long, value_name = "DURATION", value_parser = crate::rotation::gate::parse_min_overlap, default_value = "auto")]
     pub min_overlap: crate::rotation::MinOverlap,
+    /// With --pull, at the promotion: how long nodes that installed it keep
+    /// offering the set it retired, so that users' ssh (UpdateHostKeys)
+    /// keeps those keys while the other nodes' timers catch up: at least
+    /// the timers' period and random delay (the shipped timer: 15m + 5m).
+    /// 0: not at all. At most 24h.
+    #[arg(long, value_name = "DURATION", value_parser = crate::rotation::gate::parse_retire_for, default_value = "1h")]
+    pub retire_for: std::time::Duration,
     /// With --pull: a node this host cannot reach is trusted to follow the
     /// stages (its timer) instead of holding the promotion back. A node
     /// reached that does not serve the announced set still holds it back.
@@ -113,6 +120,7 @@ impl RotateArgs {
             min_overlap: self.min_overlap,
             trust_timers: self.trust_timers,
             now: crate::rotation::gate::unix_now(),
+            retire_for: self.retire_for,
         }
     }
 

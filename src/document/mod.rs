@@ -29,7 +29,7 @@ mod ca;
 mod retiring;
 
 pub use ca::{CA_FORMAT_V1, CaDocument, CaError, DEFAULT_KEY_SET_PREFIX, KeySetPrefix};
-pub use retiring::{RETIRING_SECONDS, Retiring};
+pub use retiring::{RETIRING_MAX_SECONDS, RETIRING_SECONDS, Retiring};
 
 use std::collections::BTreeMap;
 

@@ -18,10 +18,14 @@ use time::format_description::well_known::Rfc3339;
 use super::DocumentError;
 use crate::ids::VersionId;
 
-/// How long after a promotion the retired set is still offered: longer
-/// than the shipped timer's period and randomised delay (15 and 5 minutes)
-/// with room for a node that was rebooting.
+/// How long after a promotion the retired set is still offered by
+/// default (`rotate --retire-for`): longer than the shipped timer's period
+/// and randomised delay (15 and 5 minutes) with room for a node that was
+/// rebooting.
 pub const RETIRING_SECONDS: i64 = 3_600;
+
+/// The longest `--retire-for`: a day, the minimum overlap's floor.
+pub const RETIRING_MAX_SECONDS: i64 = 86_400;
 
 /// The set a promotion retired (AWSPREVIOUS then), offered as extra keys
 /// until `until`.

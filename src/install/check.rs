@@ -83,12 +83,14 @@ pub async fn check(
             unplaced.join(", ")
         ));
     }
-    if let Some(e) = unasked
-        && report.error.is_none()
-    {
-        report.error = Some(format!(
+    if let Some(e) = unasked {
+        let unasked = format!(
             "sshd at {verify_address} could not be asked what it serves ({e}); check that it runs and listens there, or name its address with --verify-address"
-        ));
+        );
+        report.error = Some(match report.error.take() {
+            Some(also) => format!("{unasked}; {also}"),
+            None => unasked,
+        });
     }
     report.result = if drift {
         InstallResult::Drift

@@ -81,6 +81,18 @@ pub fn parse_min_overlap(text: &str) -> Result<MinOverlap, String> {
 }
 
 /// A duration: a whole number and a unit (`s`, `m`, `h`, `d`, `w`), or `0`.
+/// `--retire-for`: a duration ([`parse_duration`]) of at most a day, the
+/// longest a retired set may be offered ([`crate::document::RETIRING_MAX_SECONDS`]).
+pub fn parse_retire_for(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    if d.as_secs() > crate::document::RETIRING_MAX_SECONDS.unsigned_abs() {
+        return Err(format!(
+            "{text}: a retired set is offered at most a day (24h) after the promotion; the timers converge well before"
+        ));
+    }
+    Ok(d)
+}
+
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     if text == "0" {
@@ -132,6 +144,10 @@ pub struct Gate {
     pub trust_timers: bool,
     /// Now, in Unix seconds.
     pub now: i64,
+    /// On a pull fleet, how long after a promotion the nodes that
+    /// installed it keep offering the set it retired
+    /// ([`crate::document::Retiring`]); zero: not at all.
+    pub retire_for: Duration,
 }
 
 impl Gate {
@@ -141,6 +157,7 @@ impl Gate {
             min_overlap: MinOverlap::Auto,
             trust_timers: false,
             now,
+            retire_for: Duration::from_secs(crate::document::RETIRING_SECONDS.unsigned_abs()),
         }
     }
 
@@ -416,6 +433,9 @@ mod tests {
         );
         assert_eq!(human(Duration::from_secs(3 * 86_400 + 7200)), "3d 2h");
         assert_eq!(human(Duration::from_secs(40)), "40s");
+        assert_eq!(super::parse_retire_for("0"), Ok(Duration::ZERO));
+        assert_eq!(super::parse_retire_for("24h"), Ok(day));
+        assert!(super::parse_retire_for("25h").unwrap_err().contains("at most a day"));
         assert_eq!(super::parse_min_overlap("auto"), Ok(MinOverlap::Auto));
         assert_eq!(super::parse_min_overlap("0"), Ok(MinOverlap::Exactly(Duration::ZERO)));
         assert_eq!(super::parse_min_overlap("7d"), Ok(MinOverlap::Exactly(7 * day)));

@@ -38,7 +38,7 @@ use serde::Serialize;
 
 use super::{Rotation, RotationError, Stages};
 use crate::dispatch::Dispatcher;
-use crate::document::{RETIRING_SECONDS, Retiring};
+use crate::document::Retiring;
 use crate::ids::{SecretId, StageLabel, VersionId};
 use crate::keyset::HostKey;
 use crate::scan::Prober;
@@ -455,7 +455,7 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
     /// After `promoted` became AWSCURRENT: a new set announced
     /// ([`Announcer::announce_after`]), with this rotation's CA and clock.
     /// On a pull fleet, whose timers install the promotion one by one, the
-    /// set it retired stays offered for [`RETIRING_SECONDS`]; not on a push
+    /// set it retired stays offered for `--retire-for` ([`super::Gate`]); not on a push
     /// fleet (converged in one push, and nothing would push again after
     /// the hour), nor after an immediate promotion (`--min-overlap 0`: a
     /// leaked key, which no node should offer a minute longer).
@@ -466,7 +466,8 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
             secret: self.secret,
             ca: self.ca,
             now: self.gate.now,
-            retire_for: (fleet == FleetMode::Pull && !immediate).then_some(RETIRING_SECONDS),
+            retire_for: (fleet == FleetMode::Pull && !immediate && !self.gate.retire_for.is_zero())
+                .then(|| i64::try_from(self.gate.retire_for.as_secs()).unwrap_or(i64::MAX)),
         }
         .announce_after(promoted)
         .await

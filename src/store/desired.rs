@@ -7,7 +7,7 @@ use super::{
     same_keys, stage,
 };
 use crate::aws_error::AwsError;
-use crate::document::{RETIRING_SECONDS, Retiring};
+use crate::document::{RETIRING_MAX_SECONDS, RETIRING_SECONDS, Retiring};
 use crate::ids::{SecretId, VersionId};
 
 /// What every login node must serve, from the stages alone: AWSCURRENT,
@@ -141,14 +141,16 @@ pub async fn servable_with(
 }
 
 /// The `retiring` of an announced set, when it holds at `now`: before its
-/// `until`, which is at most two hours after the announcement (a value a
-/// promotion never writes is a hand-made or forged one, and ignored).
+/// `until`, which is at most a day and an hour after the announcement
+/// (`--retire-for` is at most a day, counted from the promotion's moment;
+/// a value a promotion never writes is a hand-made or forged one, and
+/// ignored).
 pub fn retiring_of(next: &StoredVersion, now: i64) -> Option<&Retiring> {
     let r = next.document.retiring.as_ref()?;
     let announced = time::OffsetDateTime::parse(&next.document.created, &time::format_description::well_known::Rfc3339)
         .ok()?
         .unix_timestamp();
-    (r.offered_at(now) && r.until <= announced.saturating_add(2 * RETIRING_SECONDS)).then_some(r)
+    (r.offered_at(now) && r.until <= announced.saturating_add(RETIRING_MAX_SECONDS + RETIRING_SECONDS)).then_some(r)
 }
 
 /// The set a retiring names, only while it is still AWSPREVIOUS (the set

@@ -337,6 +337,10 @@ fn three_rotations(pull: bool) {
     if !pull {
         extra.extend(["--ca-secret-id", "hostkeyctl-ca/ca"]);
         timer(&bed);
+    } else {
+        // Intervals seconds apart, not days: no retiring hour (that is
+        // bed::scheduled_admission's subject).
+        extra.extend(["--retire-for", "0"]);
     }
     // The client's known_hosts holds AWSCURRENT alone: every later key it
     // learns through UpdateHostKeys.

@@ -172,6 +172,7 @@ impl<'a, S: SecretStore> Parts<'a, S> {
                 min_overlap: hostkeyctl::rotation::MinOverlap::Exactly(Duration::ZERO),
                 trust_timers: false,
                 now: hostkeyctl::rotation::gate::unix_now(),
+                retire_for: std::time::Duration::from_secs(3_600),
             },
         }
     }

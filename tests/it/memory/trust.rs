@@ -35,6 +35,7 @@ async fn step(
         min_overlap,
         trust_timers: false,
         now: store.now(),
+        retire_for: std::time::Duration::from_secs(3_600),
     };
     parts.rotation(store, fleet, None).scheduled_step(s, token, mode).await
 }
@@ -301,6 +302,7 @@ async fn a_rollback_goes_through_the_same_overlap_as_any_rotation() {
                 min_overlap: gate_overlap,
                 trust_timers: false,
                 now: store.now(),
+                retire_for: std::time::Duration::from_secs(3_600),
             };
             let rotation = parts.rotation(store, fleet, None);
             let mut report = Report::new(secret());

@@ -322,6 +322,7 @@ impl World {
                 min_overlap: MinOverlap::Auto,
                 trust_timers: false,
                 now: self.store.now(),
+                retire_for: std::time::Duration::from_secs(3_600),
             },
         }
     }
