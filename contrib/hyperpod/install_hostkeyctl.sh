@@ -29,7 +29,9 @@
 #               skip of what may be a login node.
 #   RESOURCE_CONFIG  default: $SAGEMAKER_RESOURCE_CONFIG_PATH, else
 #               /opt/ml/config/resource_config.json
-#   PROVISIONING_PARAMETERS  default: ../provisioning_parameters.json
+#   PROVISIONING_PARAMETERS  default: ../provisioning_parameters.json, else
+#               provisioning_parameters.json beside RESOURCE_CONFIG (HyperPod
+#               writes both in /opt/ml/config)
 #
 # Settings, in hostkeyctl.env beside this script ONLY: base-config runs
 # each script with sudo, which resets the environment, so a setting in the
@@ -105,7 +107,13 @@ case "$node_type" in
   *) fail "node type '$node_type' is not login, controller or compute (the first argument: lifecycle_script.py's node_type)" ;;
 esac
 resource_config=${2:-${SAGEMAKER_RESOURCE_CONFIG_PATH:-${HOSTKEYCTL_RESOURCE_CONFIG:-/opt/ml/config/resource_config.json}}}
-provisioning_parameters=${3:-${HOSTKEYCTL_PROVISIONING_PARAMETERS:-$HERE/../provisioning_parameters.json}}
+provisioning_parameters=${3:-${HOSTKEYCTL_PROVISIONING_PARAMETERS:-}}
+if [ -z "$provisioning_parameters" ]; then
+  provisioning_parameters=$HERE/../provisioning_parameters.json
+  # HyperPod also writes it beside resource_config.json (/opt/ml/config),
+  # where upstream's node detector (Extensions/detect-node) reads it.
+  [ -r "$provisioning_parameters" ] || provisioning_parameters=$(dirname "$resource_config")/provisioning_parameters.json
+fi
 # Tests install under a scratch root; on a node it is /.
 ROOT=${HOSTKEYCTL_ROOT:-}
 

@@ -541,8 +541,22 @@ fn the_lifecycle_step_never_skips_a_login_node_and_reads_every_cluster_model() {
     assert_eq!(code, 0, "{log}");
     assert!(log.contains("login node 10.1.18.20 (instance group login)"), "{log}");
     assert!(api.calls().contains("enable --now hostkeyctl-install.timer"), "{log}");
-
+    provisioning_parameters_beside_the_resource_config(&bed, &node);
     assert_s3_denied_and_a_failing_install_are_named(&bed, &node);
+}
+
+/// A base-config cluster whose lifecycle scripts carry no
+/// provisioning_parameters.json: the one HyperPod writes beside
+/// resource_config.json (/opt/ml/config) names the login group.
+fn provisioning_parameters_beside_the_resource_config(bed: &TestBed, node: &Node) {
+    let lifecycle = Lifecycle::new();
+    let platform = tempfile::tempdir().unwrap();
+    for name in ["provisioning_parameters.json", "resource_config.json"] {
+        std::fs::rename(lifecycle.path(name), platform.path().join(name)).unwrap();
+    }
+    let config = platform.path().join("resource_config.json").display().to_string();
+    let (code, log) = lifecycle.run(bed, node, LOGIN_IP, &[], &[("SAGEMAKER_RESOURCE_CONFIG_PATH", &config)]);
+    assert_eq!((code, log.contains(&format!("login node {LOGIN_IP}"))), (0, true), "{log}");
 }
 
 /// The binary from S3 the node may not read, and an install AWS keeps
