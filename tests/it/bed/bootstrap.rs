@@ -556,7 +556,8 @@ fn provisioning_parameters_beside_the_resource_config(bed: &TestBed, node: &Node
     }
     let config = platform.path().join("resource_config.json").display().to_string();
     let (code, log) = lifecycle.run(bed, node, LOGIN_IP, &[], &[("SAGEMAKER_RESOURCE_CONFIG_PATH", &config)]);
-    assert_eq!((code, log.contains(&format!("login node {LOGIN_IP}"))), (0, true), "{log}");
+    let found = log.contains(&format!("login node {LOGIN_IP}"));
+    assert_eq!((code, found), (0, true), "{log}");
 }
 
 /// The binary from S3 the node may not read, and an install AWS keeps
