@@ -112,6 +112,10 @@ impl<S: SecretStore, F: Fleet, P: Prober> Overview<'_, S, F, P> {
         // new version, which must not restart the overlap's clock.
         let mut made: Vec<(VersionId, String)> = Vec::new();
         let mut next_keys: Option<(VersionId, KeySet)> = None;
+        // The retiring the announced set names, and AWSPREVIOUS: what
+        // `Servable` reads to tell whether nodes still offer a retired set.
+        let mut retiring: Option<crate::document::Retiring> = None;
+        let mut previous: Option<crate::store::StoredVersion> = None;
         for v in &info.versions {
             // The empty version Secrets Manager stages as AWSPENDING before
             // a scheduled rotation's createSecret (in progress, or a failed
@@ -136,9 +140,12 @@ impl<S: SecretStore, F: Fleet, P: Prober> Overview<'_, S, F, P> {
             made.push((v.version_id.clone(), stored.document.created.clone()));
             if v.stages.iter().any(|s| s == crate::store::STAGE_NEXT) {
                 next_keys = Some((v.version_id.clone(), stored.document.keys.clone()));
+                retiring = crate::store::retiring_of(&stored, self.store.clock()).cloned();
             }
             if v.stages.iter().any(|s| s == STAGE_CURRENT) {
                 current_keys = Some(stored.document.keys);
+            } else if v.stages.iter().any(|s| s == STAGE_PREVIOUS) {
+                previous = Some(stored);
             }
         }
         let current = info.version_with_stage(STAGE_CURRENT).map(|v| v.version_id.clone());
@@ -146,15 +153,12 @@ impl<S: SecretStore, F: Fleet, P: Prober> Overview<'_, S, F, P> {
             .version_with_stage(STAGE_PENDING)
             .filter(|v| Some(&v.version_id) != current.as_ref())
             .map(|v| v.version_id.clone());
-        // What the nodes read (`Servable`): the set the last promotion
-        // retired, while they still offer it.
-        let servable = crate::store::servable(self.store, secret).await?;
-        let retiring_until = match (&servable.retiring, &servable.next) {
-            (Some(_), Some(next)) => next
-                .document
-                .retiring
-                .as_ref()
-                .map(|r| crate::rotation::gate::rfc3339(r.until)),
+        // The set the last promotion retired, while nodes still offer it,
+        // by the rule `Servable` applies, from the versions read above.
+        let retiring_until = match (&retiring, &previous, &current_keys) {
+            (Some(r), Some(p), Some(c)) if crate::store::names_the_retired(&r.version_id, p, c) => {
+                Some(crate::rotation::gate::rfc3339(r.until))
+            }
             _ => None,
         };
         let phase = Phase {

@@ -9,6 +9,7 @@ use super::{
 use crate::aws_error::AwsError;
 use crate::document::{RETIRING_MAX_SECONDS, RETIRING_SECONDS, Retiring};
 use crate::ids::{SecretId, VersionId};
+use crate::keyset::KeySet;
 
 /// What every login node must serve, from the stages alone: AWSCURRENT,
 /// and, while a rotation has announced one, the AWSPENDING set as extra
@@ -164,10 +165,16 @@ async fn retired_set(
     named: &VersionId,
 ) -> Result<Option<StoredVersion>, StoreError> {
     match store.get(secret, &VersionSelector::Stage(stage(STAGE_PREVIOUS))).await {
-        Ok(v) if v.version_id == *named && !same_keys(&v.document.keys, &current.document.keys) => Ok(Some(v)),
+        Ok(v) if names_the_retired(named, &v, &current.document.keys) => Ok(Some(v)),
         Ok(_) | Err(StoreError::Aws(AwsError::NotFound { .. })) => Ok(None),
         Err(e) => Err(e),
     }
+}
+
+/// Whether AWSPREVIOUS (`previous`) is the set a retiring names (`named`)
+/// and holds other keys than AWSCURRENT's (`current`): then nodes offer it.
+pub fn names_the_retired(named: &VersionId, previous: &StoredVersion, current: &KeySet) -> bool {
+    previous.version_id == *named && !same_keys(&previous.document.keys, current)
 }
 
 /// [`Servable`] of the secret's stages.

@@ -13,7 +13,10 @@
 pub mod claim;
 mod desired;
 
-pub use desired::{DesiredState, Servable, announced_next, desired_state, servable, servable_with, value_of};
+pub use desired::{
+    DesiredState, Servable, announced_next, desired_state, names_the_retired, retiring_of, servable, servable_with,
+    value_of,
+};
 
 use std::future::Future;
 

@@ -63,6 +63,26 @@ pub(crate) fn log_in_until(
     out
 }
 
+/// Waits until the client (`log_in_until`) has logged in five more times:
+/// every phase starts and ends with the client logging in.
+pub(crate) fn five_more_logins(count: &AtomicUsize) {
+    let from = count.load(Ordering::Relaxed);
+    wait_until("five more logins", Duration::from_secs(60), || {
+        count.load(Ordering::Relaxed) >= from + 5
+    });
+}
+
+/// A strict client's known_hosts: AWSCURRENT's lines for the balancer's
+/// address, as `known-hosts` prints them.
+pub(crate) fn lb_known_hosts(bed: &TestBed) -> PathBuf {
+    let lb = bed.state.lb.clone().unwrap();
+    let lines = bed.cli("known-hosts").secret().args(&["--host", &lb.address]).run();
+    lines.ok();
+    let known_hosts = bed.dir().join("strict_known_hosts");
+    std::fs::write(&known_hosts, &lines.stdout).unwrap();
+    known_hosts
+}
+
 /// Logins `node` accepted so far (its sshd's log).
 pub(crate) fn accepted(node: &Node) -> usize {
     let log = std::fs::read_to_string(node.root.join("sshd.log")).unwrap_or_default();
@@ -338,21 +358,11 @@ fn admission_lets_users_reach_only_nodes_serving_the_set() {
         ..BedOptions::default()
     };
     let (bed, _) = TestBed::converged(options);
-    let lb = bed.state.lb.clone().unwrap();
-    let lines = bed.cli("known-hosts").secret().args(&["--host", &lb.address]).run();
-    lines.ok();
-    let known_hosts: PathBuf = bed.dir().join("strict_known_hosts");
-    std::fs::write(&known_hosts, &lines.stdout).unwrap();
+    let known_hosts = lb_known_hosts(&bed);
     let nodes = bed.state.nodes.clone();
     let stop = AtomicBool::new(false);
     let count = AtomicUsize::new(0);
-    // Every phase starts and ends with the client logging in.
-    let more_logins = || {
-        let from = count.load(Ordering::Relaxed);
-        wait_until("five more logins", Duration::from_secs(60), || {
-            count.load(Ordering::Relaxed) >= from + 5
-        });
-    };
+    let more_logins = || five_more_logins(&count);
     let (logins, windows) = std::thread::scope(|s| {
         let client = s.spawn(|| log_in_until(&bed, &known_hosts, &["UpdateHostKeys=no"], &stop, &count));
         let _stop = StopOnDrop(&stop);

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::bed::admission::{Login, StopOnDrop, accepted, log_in_until};
+use crate::bed::admission::{Login, StopOnDrop, accepted, five_more_logins, lb_known_hosts, log_in_until};
 use crate::common::bed::{BedOptions, Node, TestBed, wait_until};
 
 /// `admit` once, as the admission role, for the HyperPod login group.
@@ -62,21 +62,12 @@ fn a_hyperpod_replacement_fails_no_login() {
         held: 1,
         ..BedOptions::default()
     });
-    let lb = bed.state.lb.clone().unwrap();
-    let lines = bed.cli("known-hosts").secret().args(&["--host", &lb.address]).run();
-    lines.ok();
-    let known_hosts = bed.dir().join("strict_known_hosts");
-    std::fs::write(&known_hosts, &lines.stdout).unwrap();
+    let known_hosts = lb_known_hosts(&bed);
     let nodes = bed.state.nodes.clone();
     let (old, new) = (&nodes[2], &nodes[3]);
     let stop = AtomicBool::new(false);
     let count = AtomicUsize::new(0);
-    let more_logins = || {
-        let from = count.load(Ordering::Relaxed);
-        wait_until("five more logins", Duration::from_secs(60), || {
-            count.load(Ordering::Relaxed) >= from + 5
-        });
-    };
+    let more_logins = || five_more_logins(&count);
     let logins: Vec<Login> = std::thread::scope(|s| {
         let client = s.spawn(|| log_in_until(&bed, &known_hosts, &["UpdateHostKeys=no"], &stop, &count));
         let _stop = StopOnDrop(&stop);

@@ -463,7 +463,7 @@ fn assert_metrics_follow_the_check(bed: &TestBed, node: &Node) {
 #[test]
 fn a_check_by_fingerprints_under_ssm_needs_no_aws_configuration() {
     let dir = tempfile::tempdir().unwrap();
-    let out = crate::common::support::hostkeyctl()
+    let out = crate::common::support::hostkeyctl_without_aws(dir.path())
         .args([
             "install",
             "--check",
@@ -474,12 +474,6 @@ fn a_check_by_fingerprints_under_ssm_needs_no_aws_configuration() {
         .arg(dir.path())
         .args(["--verify-address", "127.0.0.1:9", "--verify-timeout", "1"])
         .env("AWS_SSM_INSTANCE_ID", "i-0123456789abcdef0")
-        .env_remove("AWS_REGION")
-        .env_remove("AWS_DEFAULT_REGION")
-        .env("AWS_CONFIG_FILE", dir.path().join("no-config"))
-        .env("AWS_SHARED_CREDENTIALS_FILE", dir.path().join("no-credentials"))
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("HOSTKEYCTL_STATE_DIR", dir.path().join("state"))
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

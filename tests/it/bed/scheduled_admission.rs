@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crate::bed::admission::{
-    Login, StopOnDrop, a_replaced_node_gives_way_to_a_successor_once_it_serves, accepted, admit, log_in_until,
+    Login, StopOnDrop, a_replaced_node_gives_way_to_a_successor_once_it_serves, accepted, admit, five_more_logins,
+    lb_known_hosts, log_in_until,
 };
 use crate::bed::rotate::{set_of, stages};
 use crate::bed::scheduled::{deploy_function, ended, next_interval, schedule};
@@ -38,21 +39,12 @@ fn a_node_replaced_mid_rotation_and_the_promotions_convergence_warn_no_client() 
     let (old, new) = (&nodes[2], &nodes[3]);
     bed.init_from_node("hostkeys/hk", &nodes[0]);
     timers(&bed, &[&nodes[0], &nodes[1], old]);
-    let lb = bed.state.lb.clone().unwrap();
-    let known_hosts = bed.dir().join("known_hosts");
-    let lines = bed.cli("known-hosts").secret().args(&["--host", &lb.address]).run();
-    lines.ok();
-    std::fs::write(&known_hosts, &lines.stdout).unwrap();
+    let known_hosts = lb_known_hosts(&bed);
     let arn = deploy_function(&bed, true, &[], None);
 
     let stop = AtomicBool::new(false);
     let count = AtomicUsize::new(0);
-    let more_logins = || {
-        let from = count.load(Ordering::Relaxed);
-        wait_until("five more logins", Duration::from_secs(60), || {
-            count.load(Ordering::Relaxed) >= from + 5
-        });
-    };
+    let more_logins = || five_more_logins(&count);
     let logins: Vec<Login> = std::thread::scope(|s| {
         let client = s.spawn(|| log_in_until(&bed, &known_hosts, &["UpdateHostKeys=yes"], &stop, &count));
         let _stop = StopOnDrop(&stop);

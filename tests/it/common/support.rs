@@ -15,6 +15,23 @@ pub fn hostkeyctl() -> assert_cmd::Command {
     cmd
 }
 
+/// [`hostkeyctl`] with no AWS configuration from the host at all (no
+/// region, credentials, endpoint, config files or instance metadata), its
+/// state under `dir`.
+pub fn hostkeyctl_without_aws(dir: &Path) -> assert_cmd::Command {
+    let mut cmd = hostkeyctl();
+    cmd.env_remove("AWS_REGION")
+        .env_remove("AWS_DEFAULT_REGION")
+        .env_remove("AWS_ENDPOINT_URL")
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env("AWS_CONFIG_FILE", dir.join("no-config"))
+        .env("AWS_SHARED_CREDENTIALS_FILE", dir.join("no-credentials"))
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("HOSTKEYCTL_STATE_DIR", dir.join("state"));
+    cmd
+}
+
 /// The directory holding the `hostkeyctl` the login nodes run: cargo's own
 /// build, or the one `HOSTKEYCTL_NODE_BIN_DIR` names (`make dist-check`
 /// runs the node tests again with the shipped node build there).

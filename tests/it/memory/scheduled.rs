@@ -434,6 +434,11 @@ async fn after_a_promotion_nodes_offer_the_retired_set_for_an_hour_then_the_anno
         !during.never_revoked().any(|v| same_keys(&v.document.keys, &retired)),
         "the retired set could not be revoked at once (a leak answered by a rotation)"
     );
+    let phase = super::status::status(&store, &fleet, &[]).await.phase;
+    assert!(
+        phase.retiring_until.is_some(),
+        "status does not show the hour: {phase:?}"
+    );
     forged_retirings_are_ignored(&store, &retired).await;
     assert_eq!(
         during.others().count(),
@@ -449,6 +454,11 @@ async fn after_a_promotion_nodes_offer_the_retired_set_for_an_hour_then_the_anno
     );
     assert_desired(&store, &fleet, "after the hour").await;
     assert!(!in_sets(&servable(&store, &secret()).await.unwrap(), &retired));
+    let phase = super::status::status(&store, &fleet, &[]).await.phase;
+    assert!(
+        phase.retiring_until.is_none(),
+        "status shows an hour that has ended: {phase:?}"
+    );
 
     // A push fleet's promotion (converged by its push, and nothing pushes
     // after the hour): nothing retiring.

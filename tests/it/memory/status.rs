@@ -9,7 +9,11 @@ use hostkeyctl::testing::{MemFleet, MemoryStore};
 
 use super::{current, pending_set, secret, world};
 
-async fn status(store: &MemoryStore, fleet: &std::sync::Arc<MemFleet>, targets: &[TargetSpec]) -> StatusReport {
+pub(crate) async fn status(
+    store: &MemoryStore,
+    fleet: &std::sync::Arc<MemFleet>,
+    targets: &[TargetSpec],
+) -> StatusReport {
     Overview {
         store,
         fleet: fleet.as_ref(),

@@ -4,22 +4,7 @@
 //! before anything needs AWS. No AWS: a closed loopback port stands in for
 //! an unreachable endpoint.
 
-use crate::common::support::hostkeyctl;
-
-/// The binary with no AWS configuration at all from the host.
-fn isolated(dir: &std::path::Path) -> assert_cmd::Command {
-    let mut cmd = hostkeyctl();
-    cmd.env_remove("AWS_REGION")
-        .env_remove("AWS_DEFAULT_REGION")
-        .env_remove("AWS_ENDPOINT_URL")
-        .env_remove("AWS_ACCESS_KEY_ID")
-        .env_remove("AWS_SECRET_ACCESS_KEY")
-        .env("AWS_CONFIG_FILE", dir.join("no-config"))
-        .env("AWS_SHARED_CREDENTIALS_FILE", dir.join("no-credentials"))
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("HOSTKEYCTL_STATE_DIR", dir.join("state"));
-    cmd
-}
+use crate::common::support::hostkeyctl_without_aws as isolated;
 
 fn stderr_of(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
