@@ -100,6 +100,22 @@ pub struct Overview<'a, S, F, P> {
     pub policy: ScanPolicy,
 }
 
+/// Until when nodes still offer the set the last promotion retired, by the
+/// rule `Servable` applies, from the versions `status` read: the retiring
+/// the announced set names, AWSPREVIOUS and AWSCURRENT's keys.
+fn retiring_until(
+    retiring: Option<&crate::document::Retiring>,
+    previous: Option<&crate::store::StoredVersion>,
+    current: Option<&KeySet>,
+) -> Option<String> {
+    match (retiring, previous, current) {
+        (Some(r), Some(p), Some(c)) if crate::store::names_the_retired(&r.version_id, p, c) => {
+            Some(crate::rotation::gate::rfc3339(r.until))
+        }
+        _ => None,
+    }
+}
+
 impl<S: SecretStore, F: Fleet, P: Prober> Overview<'_, S, F, P> {
     /// The report on `secret`; with `targets`, scanned at `port` unless a
     /// target says otherwise.
@@ -153,14 +169,7 @@ impl<S: SecretStore, F: Fleet, P: Prober> Overview<'_, S, F, P> {
             .version_with_stage(STAGE_PENDING)
             .filter(|v| Some(&v.version_id) != current.as_ref())
             .map(|v| v.version_id.clone());
-        // The set the last promotion retired, while nodes still offer it,
-        // by the rule `Servable` applies, from the versions read above.
-        let retiring_until = match (&retiring, &previous, &current_keys) {
-            (Some(r), Some(p), Some(c)) if crate::store::names_the_retired(&r.version_id, p, c) => {
-                Some(crate::rotation::gate::rfc3339(r.until))
-            }
-            _ => None,
-        };
+        let retiring_until = retiring_until(retiring.as_ref(), previous.as_ref(), current_keys.as_ref());
         let phase = Phase {
             state: if rotation_in_flight.is_some() {
                 "announced"
