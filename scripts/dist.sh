@@ -10,6 +10,10 @@
 #   hostkeyctl_VERSION-1_amd64.deb,
 #   hostkeyctl-VERSION-1.x86_64.rpm         the admin build, the systemd
 #                                            units, completions, man pages
+#   hostkeyctl-contrib.tar.gz               contrib/ (the HyperPod lifecycle
+#                                            step, cloud-init, the units),
+#                                            iam/ and cloudformation/: what
+#                                            the quick starts use
 #   SHA256SUMS                              of all of the above
 # Cross-built with cargo-zigbuild (scripts/install-dist-deps.sh installs it);
 # packaged with dpkg-deb and rpmbuild (scripts/package.sh).
@@ -57,6 +61,11 @@ gzip -9n "$stage"/man/*.1
 
 echo "dist: packages"
 ./scripts/package.sh "$version" "$stage" "$out"
+
+echo "dist: contrib, iam and cloudformation"
+# Byte for byte the same from the same tree: sorted, no times, no owners.
+tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner --mode=go-w -cf - contrib iam cloudformation |
+  gzip -9n >"$out/hostkeyctl-contrib.tar.gz"
 
 (cd "$out" && sha256sum -- * >SHA256SUMS)
 echo "dist: done"

@@ -86,6 +86,8 @@ pub mod rollout;
 pub mod rotation;
 pub mod scan;
 pub mod schedule_expr;
+#[cfg(feature = "admin")]
+pub mod sessions;
 pub mod shell;
 #[cfg(feature = "admin")]
 pub mod signing;

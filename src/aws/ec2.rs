@@ -181,6 +181,11 @@ impl Fleet for AwsFleet {
         Ok((listener, targets))
     }
 
+    #[cfg(feature = "hyperpod")]
+    async fn hyperpod_cluster_id(&self, cluster: &str) -> Result<String, DiscoveryError> {
+        super::sagemaker::cluster_id(&self.sagemaker, cluster).await
+    }
+
     async fn discover(&self, specs: &[TargetSpec]) -> Result<Vec<Instance>, DiscoveryError> {
         if crate::discovery::sources_only(specs)? {
             self.source_instances(specs).await

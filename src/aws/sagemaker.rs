@@ -31,6 +31,23 @@ fn not_found_or(e: AwsError) -> AwsError {
     }
 }
 
+/// The id of `cluster` (a name or an ARN): the last part of its ARN, which
+/// Session Manager's targets for its nodes carry.
+pub async fn cluster_id(client: &Client, cluster: &str) -> Result<String, DiscoveryError> {
+    if cluster.starts_with("arn:") {
+        return crate::sessions::cluster_id_of_arn(cluster);
+    }
+    let call = Call::new("sagemaker:DescribeCluster", format!("HyperPod cluster {cluster}"));
+    let described = client
+        .describe_cluster()
+        .cluster_name(cluster)
+        .send()
+        .await
+        .map_err(|e| not_found_or(AwsError::from_sdk(e, &call)))?;
+    let arn = described.cluster_arn().unwrap_or_default();
+    crate::sessions::cluster_id_of_arn(arn)
+}
+
 /// The nodes of `cluster` (of `group` only, when given), with their
 /// private address, host name and status.
 pub async fn nodes(client: &Client, cluster: &str, group: Option<&str>) -> Result<Vec<Target>, DiscoveryError> {

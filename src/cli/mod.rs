@@ -173,6 +173,14 @@ pub enum Command {
     )]
     Schedule(ScheduleCommand),
     #[cfg(feature = "admin")]
+    /// Print the Session Manager commands that run the HyperPod lifecycle
+    /// step on an instance group's running nodes (the step runs by itself
+    /// only on nodes HyperPod creates).
+    #[command(
+        after_help = "Examples:\n  hostkeyctl sessions --target hyperpod:my-cluster/login-group --step s3://my-lifecycle-bucket/lifecycle/hostkeyctl\n  hostkeyctl sessions --target hyperpod:my-cluster/login-group --step s3://my-lifecycle-bucket/lifecycle/hostkeyctl | sh"
+    )]
+    Sessions(SessionsArgs),
+    #[cfg(feature = "admin")]
     /// Print a shell completion script (for packages and dotfiles).
     #[command(
         after_help = "Examples:\n  hostkeyctl completions bash > /usr/share/bash-completion/completions/hostkeyctl\n  hostkeyctl completions zsh > /usr/share/zsh/vendor-completions/_hostkeyctl"

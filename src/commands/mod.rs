@@ -25,6 +25,8 @@ pub mod rotate;
 #[cfg(feature = "admin")]
 pub mod schedule;
 #[cfg(feature = "admin")]
+pub mod sessions;
+#[cfg(feature = "admin")]
 pub mod sign;
 #[cfg(feature = "admin")]
 pub mod ssm_document;
@@ -76,6 +78,8 @@ pub async fn run(cli: Cli) -> Result<Status, Failure> {
         Command::Association(command) => association::run(&command, &cli.global, output).await,
         #[cfg(feature = "admin")]
         Command::Schedule(command) => schedule::run(&command, &cli.global, output).await,
+        #[cfg(feature = "admin")]
+        Command::Sessions(args) => sessions::run(&args, &cli.global).await,
         #[cfg(feature = "admin")]
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();

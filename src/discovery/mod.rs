@@ -328,6 +328,13 @@ pub trait Fleet: Sync {
         &self,
         name_or_arn: &str,
     ) -> impl Future<Output = Result<(Listener, Vec<GroupTarget>), DiscoveryError>> + Send;
+
+    /// A HyperPod cluster's id (the last part of its ARN), for session
+    /// targets (`hostkeyctl sessions`).
+    fn hyperpod_cluster_id(&self, cluster: &str) -> impl Future<Output = Result<String, DiscoveryError>> + Send {
+        let cluster = cluster.to_owned();
+        async move { Err(DiscoveryError::NoHyperPod(format!("hyperpod:{cluster}"))) }
+    }
 }
 
 /// A load balancer's listener on the SSH port, resolved.

@@ -19,6 +19,7 @@ mod install;
 mod install_rollback;
 mod profiles;
 mod profiles_certificates;
+mod quickstart;
 mod releases;
 mod rotate;
 mod scheduled;

@@ -1,0 +1,43 @@
+//! `hostkeyctl sessions`: the Session Manager commands that run the
+//! lifecycle step on a HyperPod instance group's running nodes. Parses,
+//! runs [`crate::sessions::plan`], prints a script (or JSON).
+
+use crate::aws;
+use crate::aws::AwsFleet;
+use crate::cli::{GlobalArgs, SessionsArgs};
+use crate::commands::common::config_region;
+use crate::exit::{Failure, Status};
+use crate::output::{self, OutputFormat};
+use crate::sessions;
+
+/// Runs `sessions`.
+pub async fn run(args: &SessionsArgs, global: &GlobalArgs) -> Result<Status, Failure> {
+    // What the target alone refuses, before credentials or a region.
+    sessions::group_of(&args.targets)?;
+    let config = aws::load_config(&global.aws).await?;
+    let region = config_region(&config)?.ok_or_else(|| Failure::usage(anyhow::anyhow!("no region: pass --region")))?;
+    let report = sessions::plan(
+        &AwsFleet::new(&config),
+        &args.targets,
+        &args.step,
+        args.node_type,
+        &region,
+    )
+    .await?;
+    // The script is the output, also into a file or a pipe; JSON only
+    // when asked for (as known-hosts).
+    if global.output == OutputFormat::Json {
+        output::print_json(&report).map_err(Failure::usage)?;
+    } else {
+        print!("{}", report.script());
+    }
+    if report.runnable() < report.sessions.len() {
+        tracing::warn!(
+            "{} of {} node(s) are not Running and got no command: run sessions again once they are",
+            report.sessions.len() - report.runnable(),
+            report.sessions.len()
+        );
+        return Ok(Status::Incomplete);
+    }
+    Ok(Status::Success)
+}
