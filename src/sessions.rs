@@ -27,9 +27,6 @@ use serde::Serialize;
 use crate::discovery::{DiscoveryError, Fleet, TargetSpec};
 use crate::ids::Region;
 
-/// Where a node unpacks the step's folder.
-pub const STEP_DIR: &str = "/var/tmp/hostkeyctl-step";
-
 /// The session document that runs one command.
 pub const DOCUMENT: &str = "AWS-StartNonInteractiveCommand";
 
@@ -175,10 +172,13 @@ pub fn group_of(specs: &[TargetSpec]) -> Result<(String, String), DiscoveryError
     }
 }
 
-/// The command a node runs: the step's folder from S3, then the step.
+/// The command a node runs: the step's folder from S3 into a directory of
+/// root's own (`mktemp -d`: a fixed path under /var/tmp could be planted
+/// by any user of the node), then the step. Each `$` is escaped, so the
+/// session user's shell expands nothing: root's shell does.
 fn node_command(step: &StepUri, node_type: NodeType) -> String {
     format!(
-        "sudo sh -c \"rm -rf {STEP_DIR} && aws s3 cp --recursive --only-show-errors {step} {STEP_DIR}/hostkeyctl && bash {STEP_DIR}/hostkeyctl/install_hostkeyctl.sh {}\"",
+        "sudo sh -c \"d=\\$(mktemp -d) && aws s3 cp --recursive --only-show-errors {step} \\$d/hostkeyctl && bash \\$d/hostkeyctl/install_hostkeyctl.sh {}; rc=\\$?; rm -rf \\$d; exit \\$rc\"",
         node_type.as_str()
     )
 }
@@ -186,8 +186,9 @@ fn node_command(step: &StepUri, node_type: NodeType) -> String {
 /// The `aws ssm start-session` line for `target`.
 fn session_line(region: &Region, target: &str, step: &StepUri, node_type: NodeType) -> String {
     let parameters = serde_json::json!({ "command": [node_command(step, node_type)] }).to_string();
-    // The JSON holds no single quote (the step URI's characters are
-    // checked), so single quotes pass it to the CLI as it is.
+    // No single quote in it (the step URI's characters are checked): in
+    // single quotes, the admin's shell passes it to the CLI as it is.
+    debug_assert!(!parameters.contains('\''));
     format!(
         "aws ssm start-session --region {} --target {target} --document-name {DOCUMENT} --parameters '{parameters}'",
         region.as_str()
@@ -293,8 +294,11 @@ mod tests {
         let words = shlex::split(&line).unwrap();
         let parameters: serde_json::Value = serde_json::from_str(words.last().unwrap()).unwrap();
         let command = parameters["command"][0].as_str().unwrap();
-        assert_eq!(shlex::split(command).unwrap()[..3], ["sudo", "sh", "-c"]);
-        assert!(command.ends_with("install_hostkeyctl.sh login\""), "{command}");
+        // What the session user's shell hands sudo: one script for root's sh.
+        let sudo = shlex::split(command).unwrap();
+        assert_eq!(sudo[..3], ["sudo", "sh", "-c"]);
+        assert!(sudo[3].starts_with("d=$(mktemp -d) && aws s3 cp"), "{command}");
+        assert!(sudo[3].contains("install_hostkeyctl.sh login; rc=$?"), "{command}");
         assert!(words.contains(&"sagemaker-cluster:abc_login-i-1".to_owned()), "{line}");
     }
 

@@ -104,6 +104,12 @@ def main() -> int:
         help="the last N login nodes boot but are launched in EC2 (and reached by SSM) only by POST /_bed/nodes/launch",
     )
     up.add_argument("--cluster", default="hp", help="Cluster tag and node name prefix")
+    up.add_argument(
+        "--login-tags",
+        choices=("role", "parallelcluster"),
+        default="role",
+        help="the login nodes' tags: Role=login and Cluster=<cluster>, or ParallelCluster's own only",
+    )
     up.add_argument("--net", type=int, default=None, help="network index K (default: first free)")
     up.add_argument("--no-reexec", action="store_true", help="start sshd with -r, so only a reload changes its keys")
     up.add_argument(

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
-from moto.iam.access_control import IAMPolicy, IAMRequest, PermissionResult
+from moto.iam.access_control import IAMPolicy, IAMPolicyStatement, IAMRequest, PermissionResult
 
 from . import lambda_api
 from .wire import JsonObject
@@ -226,13 +226,29 @@ class Enforcer:
             return
         full = f"{service}:{action}"
         allowed = False
+        denied = False
         for policy in principal.policies:
-            result = IAMPolicy(policy).is_action_permitted(full, resource, None, context)
-            if result == PermissionResult.DENIED:
-                allowed = False
-                break
-            if result == PermissionResult.PERMITTED:
-                allowed = True
+            # moto's reading of a policy (a managed one's default version,
+            # an inline one's text), then statement by statement.
+            statements = IAMPolicy(policy)._policy_json["Statement"]
+            for statement in statements if isinstance(statements, list) else [statements]:
+                # moto 5.2.1 answers DENIED for a statement whose condition
+                # does not hold, Allow or Deny alike; in IAM such a statement
+                # does not apply (IAM User Guide, "Policy evaluation logic":
+                # an explicit Deny denies, an Allow allows, nothing else
+                # counts). Two Allow statements for one action under
+                # different tag conditions (the shipped SendCommand grants)
+                # need AWS's rule. So each statement is asked as an Allow:
+                # PERMITTED means it applies.
+                applies = IAMPolicyStatement({**statement, "Effect": "Allow"}).is_action_permitted(
+                    full, resource, None, context
+                )
+                if applies == PermissionResult.PERMITTED:
+                    if statement.get("Effect") == "Deny":
+                        denied = True
+                    else:
+                        allowed = True
+        allowed = allowed and not denied
         with self.lock:
             self.usage.record(principal.name, full, allowed)
         if not allowed:

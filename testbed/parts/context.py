@@ -44,6 +44,7 @@ class Options:
     release: str | None
     lb_check_interval: str
     lb_balance: str
+    login_tags: str
     watch_stdin: bool
 
     @classmethod

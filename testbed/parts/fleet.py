@@ -49,6 +49,17 @@ class FleetBed(BedContext, Protocol):
 
 
 def login_tags(bed: BedContext, node: Node) -> dict[str, str]:
+    """A login node's tags: the bed's own (``Role=login``,
+    ``Cluster=<cluster>``), or with ``--login-tags parallelcluster`` only
+    those ParallelCluster 3 puts on a login node's instance
+    (``parallelcluster:node-type=LoginNode``,
+    ``parallelcluster:cluster-name``)."""
+    if bed.args.login_tags == "parallelcluster":
+        return {
+            "Name": node.name,
+            "parallelcluster:node-type": "LoginNode",
+            "parallelcluster:cluster-name": bed.args.cluster,
+        }
     return {"Name": node.name, "Role": "login", "Cluster": bed.args.cluster}
 
 

@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::common::bed::{BedOptions, TestBed, served, wait_until};
+use crate::common::bed::{BedOptions, Node, TestBed, served, wait_until};
 use crate::common::roles::Role;
 
 /// A fenced block of a page.
@@ -226,6 +226,19 @@ impl Desk {
     }
 }
 
+/// What a root shell on `node` has: the PATH (the stand-ins first) and the
+/// environment (the node's, its role's credentials, and the bed's names
+/// the uploaded `hostkeyctl.env` refers to).
+fn node_shell(bed: &TestBed, desk: &Desk, node: &Node) -> (String, BTreeMap<String, String>) {
+    let mut env: BTreeMap<String, String> = node.env.clone().into_iter().collect();
+    env.extend(bed.aws_env(Role::Node).into_iter().map(|(k, v)| (k.to_owned(), v)));
+    env.insert("HOSTKEYCTL_BED_NODE".to_owned(), node.name.clone());
+    env.insert("HOSTKEYCTL_BED_IP".to_owned(), node.address.clone());
+    env.insert("HOSTKEYCTL_BED_S3".to_owned(), desk.path("s3").display().to_string());
+    let path = format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", desk.path("node-bin").display());
+    (path, env)
+}
+
 /// The Session Manager targets of the bed's HyperPod login nodes, each
 /// with the environment a session's shell has on it.
 fn sessions(bed: &TestBed, desk: &Desk, cluster: &str) -> serde_json::Value {
@@ -247,17 +260,10 @@ fn sessions(bed: &TestBed, desk: &Desk, cluster: &str) -> serde_json::Value {
         let Some(node) = bed.state.nodes.iter().find(|n| &n.address == ip) else {
             continue;
         };
-        let mut env: BTreeMap<String, String> = node.env.clone().into_iter().collect();
-        env.extend(bed.aws_env(Role::Node).into_iter().map(|(k, v)| (k.to_owned(), v)));
-        env.insert("HOSTKEYCTL_BED_NODE".to_owned(), node.name.clone());
-        env.insert("HOSTKEYCTL_BED_IP".to_owned(), ip.clone());
-        env.insert("HOSTKEYCTL_BED_S3".to_owned(), desk.path("s3").display().to_string());
+        let (path, env) = node_shell(bed, desk, node);
         map.insert(
             format!("sagemaker-cluster:{id}_login-group-{instance}"),
-            json!({
-                "path": format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", desk.path("node-bin").display()),
-                "env": env,
-            }),
+            json!({ "path": path, "env": env }),
         );
     }
     serde_json::Value::Object(map)
@@ -267,7 +273,6 @@ fn sessions(bed: &TestBed, desk: &Desk, cluster: &str) -> serde_json::Value {
 /// signed as its role, and the bed's lines added to an uploaded
 /// `hostkeyctl.env` after each block.
 fn page_script(bed: &TestBed, desk: &Desk, page: &str, values: &BTreeMap<&str, String>) -> String {
-    let uploaded_env = desk.path("s3/bed-lifecycle/lifecycle/hostkeyctl/hostkeyctl.env");
     let bed_lines = format!(
         "HOSTKEYCTL_ROOT={}/$HOSTKEYCTL_BED_NODE\nHOSTKEYCTL_SELF_IP=$HOSTKEYCTL_BED_IP\nHOSTKEYCTL_RETRY_SECONDS=0\n",
         desk.path("roots").display()
@@ -287,8 +292,8 @@ fn page_script(bed: &TestBed, desk: &Desk, page: &str, values: &BTreeMap<&str, S
         }
         out.push_str(&text);
         out.push_str(&format!(
-            "if [ -f {f} ] && ! grep -q '^HOSTKEYCTL_ROOT=' {f}; then printf '%s' {lines} >> {f}; fi\n",
-            f = uploaded_env.display(),
+            "find {s3} -name hostkeyctl.env | while read -r f; do grep -q '^HOSTKEYCTL_ROOT=' \"$f\" || printf '%s' {lines} >> \"$f\"; done\n",
+            s3 = desk.path("s3").display(),
             lines = shlex::try_quote(&bed_lines).unwrap()
         ));
     }
@@ -378,9 +383,22 @@ fn the_hyperpod_quick_start_takes_running_nodes_to_one_identity() {
     }
 
     // What users get: 20 strict logins through the load balancer.
-    let known_hosts = desk.path("work/hostkeyctl-release/hostkeyctl_known_hosts");
+    twenty_strict_logins(&bed, &desk.path("work/hostkeyctl-release/hostkeyctl_known_hosts"));
+}
+
+/// The node a test holds back: booted, launched in EC2 only now, as an
+/// Auto Scaling group's (or a login pool's) next instance.
+fn launch_held(bed: &TestBed) -> Node {
+    let mut node = bed.state.nodes.last().unwrap().clone();
+    node.instance_id = bed.launch_node(&node.name);
+    node
+}
+
+/// 20 strict logins through the load balancer with `known_hosts`: every
+/// one succeeds.
+fn twenty_strict_logins(bed: &TestBed, known_hosts: &Path) {
     let failed: Vec<String> = (0..20)
-        .map(|_| bed.ssh_lb(&known_hosts, &["UpdateHostKeys=no"]))
+        .map(|_| bed.ssh_lb(known_hosts, &["UpdateHostKeys=no"]))
         .filter(|o| !o.status.success())
         .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
         .collect();
@@ -389,4 +407,43 @@ fn the_hyperpod_quick_start_takes_running_nodes_to_one_identity() {
         "{} of 20 strict logins failed: {failed:?}",
         failed.len()
     );
+}
+
+/// The audit, as the auditor, of every node with `targets`: exit 0.
+fn audit_passes(bed: &TestBed, secret: &str, targets: &[&str]) {
+    let mut args = vec!["audit", "--secret-id", secret, "--output", "json"];
+    for t in targets {
+        args.extend(["--target", t]);
+    }
+    let run = bed.run(&args);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+}
+
+/// EC2: three running login nodes pushed to, a fourth that comes online
+/// later converged by the association the page deploys.
+#[test]
+fn the_ec2_quick_start_converges_running_and_new_nodes() {
+    let bed = TestBed::start(BedOptions {
+        nodes: 4,
+        held: 1,
+        ..BedOptions::default()
+    });
+    let release = Release::serve();
+    let desk = Desk::new();
+    let lb = bed.state.lb.clone().unwrap();
+    let values = BTreeMap::from([
+        ("AWS_REGION", bed.state.region.clone()),
+        ("CLUSTER", "hp".to_owned()),
+        ("LOGIN_TAG", "Role=login".to_owned()),
+        ("CLUSTER_TAG", "Cluster=hp".to_owned()),
+        ("NLB", lb.address.clone()),
+        ("RELEASE", release.url.clone()),
+    ]);
+    let log = run_page(&bed, &desk, &read_page("ec2.md"), &values);
+    eprintln!("{log}");
+    let new = launch_held(&bed);
+    let set = served(&bed.state.nodes[0]);
+    assert_eq!(served(&new), set, "the node that came online later serves the set");
+    audit_passes(&bed, "hostkeys/hp", &["tag:Role=login", "tag:Cluster=hp"]);
+    twenty_strict_logins(&bed, &desk.path("work/hostkeyctl-release/hostkeyctl_known_hosts"));
 }

@@ -433,11 +433,13 @@ fn ssm_statement_is_scoped(role: &str, st: &Value, acts: &[String], resources: &
             // Only the login nodes: the emulator evaluates this condition,
             // and here its shape is held.
             assert_eq!(acts, ["ssm:SendCommand"], "{role}: {st}");
-            assert_eq!(
-                st["Condition"],
+            // Only the login nodes: `Role=login`, or ParallelCluster's own
+            // login node tag (docs/iam.md, "Which instances").
+            let login = [
                 json!({"StringEquals": {"ssm:resourceTag/Role": "login"}}),
-                "{role}: {st}"
-            );
+                json!({"StringEquals": {"ssm:resourceTag/parallelcluster:node-type": "LoginNode"}}),
+            ];
+            assert!(login.contains(&st["Condition"]), "{role}: {st}");
         } else if r == associations {
             // State Manager's: only associations, of the converge
             // document where one is made (the emulator checks it).

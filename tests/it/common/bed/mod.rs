@@ -58,6 +58,10 @@ pub struct BedOptions {
     /// HAProxy's balance algorithm (`roundrobin`; `source` pins each
     /// client to one backend).
     pub lb_balance: &'static str,
+    /// The login nodes carry only ParallelCluster's own tags
+    /// (`parallelcluster:node-type=LoginNode`, `parallelcluster:cluster-name`),
+    /// not `Role=login` and `Cluster`.
+    pub parallelcluster_tags: bool,
 }
 
 impl BedOptions {
@@ -88,6 +92,7 @@ impl Default for BedOptions {
             release: None,
             lb_check_interval: "1s",
             lb_balance: "roundrobin",
+            parallelcluster_tags: false,
         }
     }
 }
@@ -268,6 +273,9 @@ impl TestBed {
         }
         cmd.arg("--lb-check-interval").arg(options.lb_check_interval);
         cmd.arg("--lb-balance").arg(options.lb_balance);
+        if options.parallelcluster_tags {
+            cmd.args(["--login-tags", "parallelcluster"]);
+        }
         for profile in &options.profiles {
             cmd.arg("--profile").arg(profile);
         }

@@ -1,0 +1,43 @@
+#!/bin/bash
+# ParallelCluster custom action for a login nodes pool (OnNodeConfigured):
+# give this login node the cluster's one SSH host identity with hostkeyctl,
+# and keep it converged with a systemd timer (docs/quickstart/parallelcluster.md).
+#
+# It runs the same step as HyperPod's lifecycle (contrib/hyperpod/), told
+# that this is a login node: put that folder (install_hostkeyctl.sh, its
+# hostkeyctl.env, the two units of contrib/systemd/ and the binaries
+# hostkeyctl-x86_64 / hostkeyctl-aarch64) at s3://BUCKET/PREFIX, and give
+# that URI as the action's one argument:
+#
+#   LoginNodes:
+#     Pools:
+#       - CustomActions:
+#           OnNodeConfigured:
+#             Script: s3://BUCKET/PREFIX/on_node_configured.sh
+#             Args:
+#               - s3://BUCKET/PREFIX
+#
+# The pool's role needs s3:GetObject and s3:ListBucket there (an
+# Iam.AdditionalIamPolicies entry, or S3Access) and the node policy of
+# iam/node.json. Exit: the step's (0 done or retried by the timer; 1
+# provisioning must stop: the settings, the binary or its checksum are wrong).
+set -euo pipefail
+
+log() { echo "[hostkeyctl custom action] $*"; }
+step=${1:-}
+case "$step" in
+  s3://?*) ;;
+  *)
+    log "ERROR: the action's argument is '$step': give the step's folder as s3://BUCKET/PREFIX (Args in the pool's OnNodeConfigured)"
+    exit 1
+    ;;
+esac
+# A directory of root's own (mktemp: 0700, a fresh name), never a fixed
+# path in a directory others can write, where they could plant the step.
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+aws s3 cp --recursive --only-show-errors "${step%/}" "$dir/hostkeyctl" || {
+  log "ERROR: cannot download $step: the pool's role needs s3:GetObject and s3:ListBucket on it"
+  exit 1
+}
+bash "$dir/hostkeyctl/install_hostkeyctl.sh" login
