@@ -26,11 +26,15 @@ style:
 	python3 -m ruff format --check testbed scripts
 	python3 -m mypy
 
-# The IAM policies (parliament) and the CloudFormation template (cfn-lint);
-# the template's drift from iam/ and the SSM document is a test.
+# The IAM policies (parliament), the CloudFormation template (cfn-lint) and
+# the quick starts' steps no bed runs (botocore's and ParallelCluster's
+# models; the self-test shows a renamed option or key is caught); the
+# template's drift from iam/ and the SSM document is a test.
 lint-aws:
 	python3 scripts/lint_policies.py
 	python3 -c 'import sys; from cfnlint.runner import main; sys.argv[0] = "cfn-lint"; sys.exit(main())' cloudformation/hostkeyctl.json
+	python3 scripts/check_quickstarts.py
+	python3 scripts/check_quickstarts.py --self-test
 
 # The shipped service's sandbox, scored offline: 4.9 ("OK") or better.
 lint-units:

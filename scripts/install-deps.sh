@@ -5,7 +5,7 @@
 #        systemd (systemd-analyze, for the unit's sandbox score), bubblewrap (that sandbox, emulated),
 #        mmdebstrap (Debian 11's and 13's root file systems: scripts/build-releases.sh),
 #        putty-tools (plink, puttygen) and dropbear-bin (dbclient): the client matrix
-#   pip: the pinned moto server, Paramiko and AsyncSSH (testbed/requirements.txt)
+#   pip: the pinned moto server, Paramiko and AsyncSSH, the linters (testbed/requirements.txt)
 # Safe to run again: does nothing when everything is present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,9 +42,16 @@ mkdir -p /run/sshd 2>/dev/null || true
 
 if ! python3 testbed/check_deps.py 2>/dev/null; then
   echo "install-deps: pip install -r testbed/requirements.txt"
-  pip_args=(install -q --disable-pip-version-check -r testbed/requirements.txt)
-  python3 -m pip "${pip_args[@]}" --root-user-action=ignore 2>/dev/null ||
-    python3 -m pip "${pip_args[@]}" --break-system-packages
+  pip_install() {
+    python3 -m pip install -q --disable-pip-version-check "$@" --root-user-action=ignore 2>/dev/null ||
+      python3 -m pip install -q --disable-pip-version-check "$@" --break-system-packages
+  }
+  # The file's requirements, then those marked `# no-deps` without their
+  # declared dependencies (the file says why).
+  mapfile -t with_deps < <(grep -v '# no-deps$' testbed/requirements.txt | sed -e 's/[[:space:]]*#.*//' -e '/^$/d')
+  mapfile -t no_deps < <(sed -n 's/[[:space:]]*# no-deps$//p' testbed/requirements.txt)
+  pip_install "${with_deps[@]}"
+  [ ${#no_deps[@]} -eq 0 ] || pip_install --no-deps "${no_deps[@]}"
   python3 testbed/check_deps.py
 fi
 

@@ -53,10 +53,12 @@ def login_tags(bed: BedContext, node: Node) -> dict[str, str]:
     ``Cluster=<cluster>``), or with ``--login-tags parallelcluster`` only
     those ParallelCluster 3 puts on a login node's instance
     (``parallelcluster:node-type=LoginNode``,
-    ``parallelcluster:cluster-name``)."""
+    ``parallelcluster:cluster-name``, and ``Name=LoginNode`` on every one)."""
     if bed.args.login_tags == "parallelcluster":
+        # ParallelCluster names every login node "LoginNode"
+        # (pcluster/templates/cdk_builder_utils.py, 3.16.1).
         return {
-            "Name": node.name,
+            "Name": "LoginNode",
             "parallelcluster:node-type": "LoginNode",
             "parallelcluster:cluster-name": bed.args.cluster,
         }

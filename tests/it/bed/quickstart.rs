@@ -101,7 +101,8 @@ fn settings(block: &Block, values: &BTreeMap<&str, String>) -> String {
 
 /// The role of a block's `hostkeyctl` commands (one per block), or none.
 fn role_of(text: &str) -> Option<Role> {
-    let roles: Vec<Role> = text
+    let joined = text.replace("\\\n", " ");
+    let roles: Vec<Role> = joined
         .lines()
         .filter_map(|l| {
             let words = shlex::split(l.trim_start_matches("$(").trim())?;
@@ -445,5 +446,100 @@ fn the_ec2_quick_start_converges_running_and_new_nodes() {
     let set = served(&bed.state.nodes[0]);
     assert_eq!(served(&new), set, "the node that came online later serves the set");
     audit_passes(&bed, "hostkeys/hp", &["tag:Role=login", "tag:Cluster=hp"]);
+    twenty_strict_logins(&bed, &desk.path("work/hostkeyctl-release/hostkeyctl_known_hosts"));
+}
+
+/// The page's own value of a setting (`export NAME=VALUE  # ...`).
+fn page_setting(page: &str, name: &str) -> String {
+    let block = blocks(page).into_iter().find(|b| b.info == "sh settings").unwrap();
+    let line = block
+        .text
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("export {name}=")))
+        .unwrap_or_else(|| panic!("the page sets no {name}"));
+    line.split_whitespace().next().unwrap().to_owned()
+}
+
+/// The custom action of the page's ParallelCluster configuration
+/// (`OnNodeConfigured`'s `Script` and `Args`), with the page's example
+/// bucket replaced by the bed's.
+fn custom_action(page: &str, step: &str) -> (String, Vec<String>) {
+    let example = page_setting(page, "STEP");
+    let block = blocks(page)
+        .into_iter()
+        .find(|b| b.info == "yaml parallelcluster")
+        .expect("the page's cluster configuration");
+    let text = block.text.replace(&example, step);
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    let at = lines
+        .iter()
+        .position(|l| *l == "OnNodeConfigured:")
+        .expect("OnNodeConfigured");
+    let script = lines[at + 1].strip_prefix("Script: ").expect("Script").to_owned();
+    assert_eq!(lines[at + 2], "Args:");
+    let args = lines[at + 3..]
+        .iter()
+        .map_while(|l| l.strip_prefix("- "))
+        .map(str::to_owned)
+        .collect();
+    (script, args)
+}
+
+/// ParallelCluster: a login pool tagged only with ParallelCluster's own
+/// tags, pushed to and audited under the shipped policies (IAM enforced),
+/// and the pool's next node configured by the page's custom action.
+#[test]
+fn the_parallelcluster_quick_start_reaches_a_pool_by_its_own_tags() {
+    let bed = TestBed::start(BedOptions {
+        nodes: 4,
+        held: 1,
+        parallelcluster_tags: true,
+        ..BedOptions::default()
+    });
+    let release = Release::serve();
+    let desk = Desk::new();
+    let lb = bed.state.lb.clone().unwrap();
+    let step = "s3://bed-bucket/hostkeyctl";
+    let values = BTreeMap::from([
+        ("AWS_REGION", bed.state.region.clone()),
+        ("CLUSTER", "hp".to_owned()),
+        ("STEP", step.to_owned()),
+        ("NLB", lb.address.clone()),
+        ("RELEASE", release.url.clone()),
+    ]);
+    let page = read_page("parallelcluster.md");
+    let log = run_page(&bed, &desk, &page, &values);
+    eprintln!("{log}");
+
+    // The pool launches a node: ParallelCluster runs the action as root.
+    let new = launch_held(&bed);
+    let (script, args) = custom_action(&page, step);
+    let script = desk.path("s3").join(script.strip_prefix("s3://").unwrap());
+    let (path, env) = node_shell(&bed, &desk, &new);
+    let out = Command::new("bash")
+        .arg(&script)
+        .args(&args)
+        .env_clear()
+        .env("PATH", path)
+        .envs(env)
+        .output()
+        .unwrap();
+    let action = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "the custom action failed:\n{action}");
+    let set = served(&bed.state.nodes[0]);
+    assert_eq!(served(&new), set, "the pool's new node serves the set:\n{action}");
+    assert!(
+        desk.systemctl().contains("enable --now hostkeyctl-install.timer"),
+        "{action}"
+    );
+    let targets = [
+        "tag:parallelcluster:node-type=LoginNode",
+        "tag:parallelcluster:cluster-name=hp",
+    ];
+    audit_passes(&bed, "hostkeys/hp", &targets);
     twenty_strict_logins(&bed, &desk.path("work/hostkeyctl-release/hostkeyctl_known_hosts"));
 }
