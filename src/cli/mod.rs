@@ -97,8 +97,10 @@ pub enum Command {
     )]
     Push(PushArgs),
     #[cfg(feature = "admin")]
-    /// Replace the key set without losing the working one: create a new set
-    /// (AWSPENDING), push it, audit it, then promote it to AWSCURRENT.
+    /// Replace the key set without losing the working one: announce a new
+    /// set (AWSPENDING) beside the current one (the default, or --overlap),
+    /// then promote it to AWSCURRENT with --finish once clients have had
+    /// --min-overlap to learn it.
     #[command(
         after_help = "Examples:\n  hostkeyctl rotate --secret-id hostkeys/my-cluster --target tag:Role=login --overlap\n  hostkeyctl rotate --secret-id hostkeys/my-cluster --target tag:Role=login --finish\n  hostkeyctl rotate --secret-id hostkeys/my-cluster --target hyperpod:my-cluster/login-group --pull --overlap\n  hostkeyctl rotate --secret-id hostkeys/my-cluster --target hyperpod:my-cluster/login-group --pull --finish --wait 1200"
     )]

@@ -26,7 +26,8 @@ pub struct RotateArgs {
     pub abort: bool,
     /// A pull fleet (nodes SSM cannot reach, such as HyperPod): send
     /// nothing; move the stages and let the nodes' timers install
-    /// (docs/rotation.md). --overlap announces, --finish promotes.
+    /// (docs/rotation.md). --overlap (the default) announces, --finish
+    /// promotes.
     #[arg(long, conflicts_with = "stop_after")]
     pub pull: bool,
     /// With --pull: after a stage move, how long to wait for every node to
@@ -39,6 +40,7 @@ pub struct RotateArgs {
     /// Phase one of an overlapping rotation: nodes keep serving the current
     /// keys and also offer the new ones, which OpenSSH clients with
     /// UpdateHostKeys learn after logging in. Finish later with --finish.
+    /// What `rotate` does without a phase flag, unless --min-overlap is 0.
     #[arg(long, conflicts_with_all = ["abort", "finish"])]
     pub overlap: bool,
     /// Phase two: promote the new set (AWSCURRENT), then bring every node

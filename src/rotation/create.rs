@@ -12,6 +12,17 @@ use crate::store::{
     STAGE_CURRENT, STAGE_NEXT, STAGE_PENDING, SecretStore, StoreError, StoredVersion, VersionSelector, same_keys, stage,
 };
 
+/// What a run without a phase flag does ([`Rotation::check_immediate`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Immediate {
+    /// Create and promote in this run (`--min-overlap 0`, or the
+    /// announced set has been offered long enough).
+    Rotate,
+    /// Announce the new set, as `--overlap` does: clients are given this
+    /// long before a `--finish` may promote it.
+    AnnounceInstead(std::time::Duration),
+}
+
 impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
     /// Step create: a new set like the current one, stored as AWSPENDING.
     ///
@@ -53,23 +64,22 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
         self.claim_pending(planned_from, &document, &token).await
     }
 
-    /// Before a run that creates a set and promotes it at once: refused
-    /// unless what it would promote was announced for the minimum overlap
-    /// (the announced set, when one is), or the minimum overlap is zero.
-    pub(super) async fn check_immediate(&self, current: &StoredVersion) -> Result<(), RotationError> {
+    /// Before a run without a phase flag, which would create a set and
+    /// promote it at once: refused when the set announced already (a
+    /// scheduled one) has not been announced for the minimum overlap;
+    /// otherwise at once only when the minimum overlap is zero, and else
+    /// announced (`--overlap`): clients are given the overlap by default.
+    pub(super) async fn check_immediate(&self, current: &StoredVersion) -> Result<Immediate, RotationError> {
         if let Some(announced) = self.announced(&current.version_id).await? {
-            return self
-                .announced_long_enough(announced.version_id.as_ref(), &announced.document.keys)
-                .await;
+            self.announced_long_enough(announced.version_id.as_ref(), &announced.document.keys)
+                .await?;
+            return Ok(Immediate::Rotate);
         }
         let min = self.min_overlap().await?;
         if min.is_zero() {
-            return Ok(());
+            return Ok(Immediate::Rotate);
         }
-        Err(RotationError::Refused(format!(
-            "`rotate` without --overlap promotes the new set in the same run, so no client would have time to learn it, and clients are given {} (--min-overlap). Announce it with `hostkeyctl rotate --overlap` and promote it with `hostkeyctl rotate --finish` after that; or pass --min-overlap 0 to rotate now: every client that does not learn the new keys while this run installs them sees a host key warning. Nothing was changed",
-            super::gate::human(min)
-        )))
+        Ok(Immediate::AnnounceInstead(min))
     }
 
     /// Stores `document` as version `token` and claims AWSPENDING for it

@@ -487,11 +487,9 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
         if request.rollback {
             return self.rollback(&stages, &current_set, request, report).await;
         }
-        if request.pull.is_some() && !request.overlap && !request.finish && !request.resume {
-            return Err(RotationError::Refused(
-                "a pull rotation takes two runs: `rotate --pull --overlap` announces the new set, and after the overlap period `rotate --pull --finish` promotes it".to_owned(),
-            ));
-        }
+        // No phase flag on a pull fleet: the announcement (--overlap), the
+        // first of its two runs.
+        let mut overlap = request.overlap || request.pull.is_some() && !request.finish && !request.resume;
         let mut stages = stages;
         let resume = request.resume || request.finish;
         // Refused below: the announced set's age is when it was made, which
@@ -514,10 +512,16 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
                 id
             }
             Start::Create => {
-                if !request.overlap && request.pull.is_none() && request.stop_after.is_none() {
-                    // Promoted in this very run: refused before anything is
-                    // stored when clients would have no time to learn it.
-                    self.check_immediate(&current_set).await?;
+                if !overlap && request.stop_after.is_none() {
+                    // Promoted in this very run only when clients need no
+                    // time to learn it: announced instead, by default.
+                    if let create::Immediate::AnnounceInstead(min) = self.check_immediate(&current_set).await? {
+                        overlap = true;
+                        report.steps.push(format!(
+                            "no phase flag: the new set is announced (as --overlap), not promoted at once; promote it with `rotate --finish` once it has been offered for {} (--min-overlap). --min-overlap 0 rotates at once, and every client that has not learned the new keys then sees a host key warning",
+                            gate::human(min)
+                        ));
+                    }
                 }
                 let id = self.create(&stages.current, &current_set.document).await?;
                 (self.say)(&format!("create: new key set stored as version {id} (AWSPENDING)"));
@@ -539,7 +543,7 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
             ));
             return Ok(Outcome::Announced);
         }
-        if request.overlap {
+        if overlap {
             return self.overlap(&current_set, &pending, report).await;
         }
         self.promote(&current_set, &pending, request, report).await

@@ -337,3 +337,40 @@ async fn a_second_rotation_is_refused_with_the_announced_sets_own_age() {
     let age = hostkeyctl::rotation::age(Some(&next.document.created));
     assert!(message.contains(&format!("({age})")), "{message}, expected {age}");
 }
+
+/// `rotate` without a phase flag, when clients are given an overlap (the
+/// default), announces the new set as `--overlap` does and says how to
+/// finish: nothing is promoted, every node offers both sets. A pull fleet
+/// announces too. Only `--min-overlap 0` rotates at once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rotation_without_a_phase_flag_announces_by_default() {
+    let (store, fleet, _) = world(2).await;
+    let before = store.holder(&secret(), STAGE_CURRENT);
+    let mut parts = super::Parts::new(&fleet, &store);
+    parts.gate.min_overlap = hostkeyctl::rotation::MinOverlap::Exactly(std::time::Duration::from_secs(86_400));
+    let rotation = parts.rotation(&store, &fleet, None);
+    let mut report = hostkeyctl::rotation::Report::new(secret());
+    let outcome = rotation.run(Request::default(), &mut report).await.unwrap();
+    assert_eq!(outcome, Outcome::OverlapStarted, "{report:?}");
+    assert_eq!(store.holder(&secret(), STAGE_CURRENT), before, "promoted at once");
+    let pending = store.holder(&secret(), STAGE_PENDING).expect("announced");
+    let said = report.steps.join("\n");
+    assert!(
+        said.contains("no phase flag") && said.contains("`rotate --finish`") && said.contains("1d"),
+        "{said}"
+    );
+    let desired = hostkeyctl::store::desired_state(&store, &secret()).await.unwrap();
+    assert_eq!(desired.next.map(|n| n.version_id), Some(pending));
+    assert_desired(&store, &fleet, "announced by default").await;
+
+    // A pull fleet: the first of its two runs, without --overlap.
+    let (store, fleet, _) = world(1).await;
+    let parts = super::Parts::new(&fleet, &store);
+    let rotation = parts.rotation(&store, &fleet, None);
+    let mut report = hostkeyctl::rotation::Report::new(secret());
+    let pull = Request {
+        pull: Some(std::time::Duration::ZERO),
+        ..Request::default()
+    };
+    assert_eq!(rotation.run(pull, &mut report).await.unwrap(), Outcome::Announced);
+}
