@@ -111,7 +111,7 @@ pub fn parse(secret: &str, options: &[String]) -> Result<Cli, String> {
         (args.overlap, "--overlap"),
         (args.finish, "--finish"),
         (args.stop_after.is_some(), "--stop-after"),
-        (args.wait > 0, "--wait"),
+        (args.wait.is_some(), "--wait"),
         (args.rollback, "--rollback"),
     ] {
         if set {

@@ -6,6 +6,11 @@ use super::admin::{KeySetPrefixArg, RolloutArgs};
 use crate::discovery::TargetSpec;
 use crate::ids::SecretId;
 
+/// `rotate --pull --finish`'s default wait, in seconds: the shipped
+/// timer's period (`OnUnitActiveSec=15min`) and random delay
+/// (`RandomizedDelaySec=5min`), contrib/systemd/hostkeyctl-install.timer.
+pub const FINISH_WAIT: u64 = 1200;
+
 /// `hostkeyctl rotate`.
 #[derive(Debug, Args)]
 pub struct RotateArgs {
@@ -31,9 +36,12 @@ pub struct RotateArgs {
     #[arg(long, conflicts_with = "stop_after")]
     pub pull: bool,
     /// With --pull: after a stage move, how long to wait for every node to
-    /// serve it, auditing by handshake (cover the timers' period).
-    #[arg(long, default_value_t = 0, value_name = "SECS", requires = "pull")]
-    pub wait: u64,
+    /// serve it, auditing by handshake. Default: with --finish, 1200 (the
+    /// shipped timer's period, 15 min, and its random delay, 5 min); else 0.
+    /// Nodes still installing when it ends are reported, not a failure
+    /// (`converging`, exit 0).
+    #[arg(long, value_name = "SECS", requires = "pull")]
+    pub wait: Option<u64>,
     /// Stop after this step (resume later with --resume).
     #[arg(long, value_enum, value_name = "STEP")]
     pub stop_after: Option<crate::rotation::Step>,
@@ -135,7 +143,9 @@ impl RotateArgs {
             finish: self.finish,
             rollback: self.rollback,
             stop_after: self.stop_after,
-            pull: self.pull.then(|| std::time::Duration::from_secs(self.wait)),
+            pull: self.pull.then(|| {
+                std::time::Duration::from_secs(self.wait.unwrap_or(if self.finish { FINISH_WAIT } else { 0 }))
+            }),
         }
     }
 }

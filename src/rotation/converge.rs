@@ -86,12 +86,20 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
                     .iter()
                     .filter(|(_, f)| f.iter().any(|f| f.status != Verdict::Ok))
                     .count();
+                report.audit = findings;
+                if request.pull.is_some() {
+                    report.steps.push(format!(
+                        "verify: {behind} of {} node(s) did not serve {} yet when the wait ended (listed below): their timers install it within their period (the shipped timer's: 15 min and up to 5 more); `hostkeyctl audit` shows when every node does",
+                        report.audit.len(),
+                        current.version_id
+                    ));
+                    return Ok(Outcome::Converging);
+                }
                 report.steps.push(format!(
                     "verify: {behind} of {} node(s) do not serve {} yet (listed below)",
-                    findings.len(),
+                    report.audit.len(),
                     current.version_id
                 ));
-                report.audit = findings;
                 Ok(Outcome::NotConverged)
             }
         }

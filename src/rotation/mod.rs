@@ -169,6 +169,11 @@ pub enum Outcome {
     /// The stages are right but some nodes do not serve them yet (listed
     /// in the report's audit); their timers, `push` or `--resume` finish.
     NotConverged,
+    /// Pull: promoted; some nodes did not serve it yet when the wait ran
+    /// out (listed in the report's audit): their timers install it. Not a
+    /// failure: the promotion is done, and those nodes still offer the
+    /// new set beside the retiring one.
+    Converging,
 }
 
 /// What a rotation did, step by step (`--output json`).
@@ -230,7 +235,7 @@ pub fn client_advice(outcome: Outcome, secret: &SecretId) -> Option<String> {
         Outcome::Rotated | Outcome::Completed => Some(format!(
             "the new set is promoted and served: Paramiko, Dropbear and PuTTY's cache keep one key per host and type, so their users fetch their files again now (`hostkeyctl known-hosts --secret-id {secret} --host NAME --client paramiko|dropbear|putty`)"
         )),
-        Outcome::NotConverged => Some(format!(
+        Outcome::NotConverged | Outcome::Converging => Some(format!(
             "the new set is promoted, not yet served everywhere: once every node serves it, Paramiko, Dropbear and PuTTY's cache users fetch their files again (`hostkeyctl known-hosts --secret-id {secret} --host NAME --client paramiko|dropbear|putty`)"
         )),
         _ => None,
@@ -458,7 +463,7 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
     pub async fn revocation(&self, outcome: Outcome) -> Result<Option<crate::revocation::Advice>, StoreError> {
         if !matches!(
             outcome,
-            Outcome::Rotated | Outcome::NotConverged | Outcome::Aborted | Outcome::Completed
+            Outcome::Rotated | Outcome::NotConverged | Outcome::Converging | Outcome::Aborted | Outcome::Completed
         ) {
             return Ok(None);
         }
@@ -578,6 +583,7 @@ impl crate::exit::ExitStatus for Outcome {
             | Outcome::NothingToAbort
             | Outcome::OverlapStarted
             | Outcome::Announced
+            | Outcome::Converging
             | Outcome::Completed => Status::Success,
             Outcome::AuditFailed => Status::Drift,
             Outcome::PushFailed | Outcome::AuditIncomplete | Outcome::AbortPushFailed | Outcome::NotConverged => {

@@ -419,7 +419,7 @@ fn a_promotion_converging_drains_nothing(bed: &TestBed, nodes: &[&Node]) {
         .cli("rotate")
         .secret()
         .targets()
-        .args(&["--pull", "--finish", "--min-overlap", "0"])
+        .args(&["--pull", "--finish", "--min-overlap", "0", "--wait", "0"])
         .run();
     assert!(matches!(promoted.code, 0 | 3), "{}", promoted.stderr);
     let (code, report) = admit(bed, &[]);

@@ -374,3 +374,27 @@ async fn a_rotation_without_a_phase_flag_announces_by_default() {
     };
     assert_eq!(rotation.run(pull, &mut report).await.unwrap(), Outcome::Announced);
 }
+
+/// A pull promotion whose nodes have not installed it when the wait ends
+/// is `converging` (exit 0), not a failure: the stages are done, the
+/// timers install it, and every node still offers the new set meanwhile.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pull_promotion_still_converging_is_not_a_failure() {
+    use hostkeyctl::exit::ExitStatus as _;
+    let (store, fleet, _) = world(2).await;
+    let pull = |finish| Request {
+        pull: Some(std::time::Duration::ZERO),
+        finish,
+        ..Request::default()
+    };
+    assert_eq!(
+        rotate(&store, &fleet, &store, pull(false)).await.unwrap(),
+        Outcome::Announced
+    );
+    timer(&fleet, &store).await;
+    let promoted = rotate(&store, &fleet, &store, pull(true)).await.unwrap();
+    assert_eq!(promoted, Outcome::Converging);
+    assert_eq!(promoted.status(), hostkeyctl::exit::Status::Success);
+    timer(&fleet, &store).await;
+    assert_desired(&store, &fleet, "after the timers").await;
+}
