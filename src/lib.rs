@@ -74,6 +74,8 @@ pub mod install;
 pub mod keyset;
 #[cfg(feature = "admin")]
 pub mod known_hosts;
+#[cfg(feature = "admin")]
+pub mod notice;
 pub mod output;
 #[cfg(test)]
 mod parser_properties;

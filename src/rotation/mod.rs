@@ -205,6 +205,9 @@ pub struct Report {
     /// promoted a set (docs/clients.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clients: Option<String>,
+    /// What to send users for the phase the run left the fleet in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_notice: Option<crate::notice::Notice>,
 }
 
 impl Report {
@@ -221,24 +224,8 @@ impl Report {
             audit: Vec::new(),
             revocation: None,
             clients: None,
+            user_notice: None,
         }
-    }
-}
-
-/// What clients' users fetch after a run ended in `outcome` (printed by
-/// `rotate`, docs/clients.md), if anything.
-pub fn client_advice(outcome: Outcome, secret: &SecretId) -> Option<String> {
-    match outcome {
-        Outcome::OverlapStarted | Outcome::Announced => Some(format!(
-            "a new set is announced: OpenSSH users learn it at their next login (UpdateHostKeys, with `hostkeyctl known-hosts --host NAME --ssh-config`); AsyncSSH and plink users fetch theirs now (`hostkeyctl known-hosts --secret-id {secret} --client asyncssh|plink`); Paramiko, Dropbear and PuTTY's cache keep one key per host and type: theirs stay right until the promotion, then are fetched again"
-        )),
-        Outcome::Rotated | Outcome::Completed => Some(format!(
-            "the new set is promoted and served: Paramiko, Dropbear and PuTTY's cache keep one key per host and type, so their users fetch their files again now (`hostkeyctl known-hosts --secret-id {secret} --host NAME --client paramiko|dropbear|putty`)"
-        )),
-        Outcome::NotConverged | Outcome::Converging => Some(format!(
-            "the new set is promoted, not yet served everywhere: once every node serves it, Paramiko, Dropbear and PuTTY's cache users fetch their files again (`hostkeyctl known-hosts --secret-id {secret} --host NAME --client paramiko|dropbear|putty`)"
-        )),
-        _ => None,
     }
 }
 

@@ -14,7 +14,8 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
         let mut report = Report::new(self.secret.clone());
         let outcome = self.run(request, &mut report).await?;
         report.result = Some(outcome);
-        report.clients = super::client_advice(outcome, self.secret);
+        report.clients = super::text::client_advice(outcome, self.secret);
+        report.user_notice = super::text::user_notice(outcome, self.secret);
         match self.revocation(outcome).await {
             Ok(advice) => report.revocation = advice,
             Err(e) => report.steps.push(format!(

@@ -2,9 +2,10 @@
 //! nodes the test step found wrong, the stages at the end, what clients'
 //! users fetch, and what to revoke.
 
-use super::Report;
+use super::{Outcome, Report};
 use crate::audit::Verdict;
 use crate::fingerprint::Fingerprint;
+use crate::ids::SecretId;
 
 impl Report {
     /// The report as text (the push's table, when there was one, is
@@ -43,6 +44,9 @@ impl Report {
         if let Some(clients) = &self.clients {
             out.push(format!("clients: {clients} (docs/clients.md)"));
         }
+        if let Some(notice) = &self.user_notice {
+            out.extend(notice.lines());
+        }
         if let Some(advice) = &self.revocation {
             out.push(format!(
                 "revoke: {} retired key(s) keep valid certificates until {}; clients that trust the CA accept them until then. Distribute `hostkeyctl known-hosts --secret-id {secret} --host PATTERN --revoked` (@revoked lines for known_hosts) or `hostkeyctl known-hosts --secret-id {secret} --krl FILE` (for RevokedHostKeys) to those clients now",
@@ -59,5 +63,35 @@ impl Report {
         }
         out.push(String::new());
         out.join("\n")
+    }
+}
+
+/// The notice for users after a run ended in `outcome`, if it announced
+/// or promoted a set.
+pub fn user_notice(outcome: Outcome, secret: &SecretId) -> Option<crate::notice::Notice> {
+    use crate::notice::{Phase, for_phase};
+    match outcome {
+        Outcome::OverlapStarted | Outcome::Announced => Some(for_phase(Phase::Announced, secret, None)),
+        Outcome::Rotated | Outcome::Completed | Outcome::Converging | Outcome::NotConverged => {
+            Some(for_phase(Phase::Promoted, secret, None))
+        }
+        _ => None,
+    }
+}
+
+/// What clients' users fetch after a run ended in `outcome` (printed by
+/// `rotate`, docs/clients.md), if anything.
+pub fn client_advice(outcome: Outcome, secret: &SecretId) -> Option<String> {
+    match outcome {
+        Outcome::OverlapStarted | Outcome::Announced => Some(format!(
+            "a new set is announced: OpenSSH users learn it at their next login (UpdateHostKeys, with `hostkeyctl known-hosts --host NAME --ssh-config`); AsyncSSH and plink users fetch theirs now (`hostkeyctl known-hosts --secret-id {secret} --client asyncssh|plink`); Paramiko, Dropbear and PuTTY's cache keep one key per host and type: theirs stay right until the promotion, then are fetched again"
+        )),
+        Outcome::Rotated | Outcome::Completed => Some(format!(
+            "the new set is promoted and served: Paramiko, Dropbear and PuTTY's cache keep one key per host and type, so their users fetch their files again now (`hostkeyctl known-hosts --secret-id {secret} --host NAME --client paramiko|dropbear|putty`)"
+        )),
+        Outcome::NotConverged | Outcome::Converging => Some(format!(
+            "the new set is promoted, not yet served everywhere: once every node serves it, Paramiko, Dropbear and PuTTY's cache users fetch their files again (`hostkeyctl known-hosts --secret-id {secret} --host NAME --client paramiko|dropbear|putty`)"
+        )),
+        _ => None,
     }
 }

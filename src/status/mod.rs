@@ -50,6 +50,20 @@ pub struct Phase {
     pub retiring_until: Option<String>,
 }
 
+impl Phase {
+    /// The phase users are told about: announced while a set is in
+    /// flight, promoted while the retired set is still offered, else steady.
+    fn for_users(&self) -> crate::notice::Phase {
+        if self.state == "announced" {
+            crate::notice::Phase::Announced
+        } else if self.retiring_until.is_some() {
+            crate::notice::Phase::Promoted
+        } else {
+            crate::notice::Phase::Steady
+        }
+    }
+}
+
 /// With targets: how many nodes serve AWSCURRENT (and nothing else).
 #[derive(Debug, Serialize)]
 pub struct Converged {
@@ -80,6 +94,8 @@ pub struct StatusReport {
     /// (`association deploy`), when there is one; `status` adds it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub association: Option<crate::association::Association>,
+    /// What to send users for this phase.
+    pub user_notice: crate::notice::Notice,
 }
 
 /// Why `status` could not report.
@@ -201,6 +217,7 @@ impl<S: SecretStore, F: Fleet, P: Prober> Overview<'_, S, F, P> {
             _ => None,
         };
         Ok(StatusReport {
+            user_notice: crate::notice::for_phase(phase.for_users(), &info.arn, None),
             announced,
             schedule: info.rotation.clone(),
             arn: info.arn.clone(),

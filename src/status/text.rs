@@ -156,5 +156,8 @@ fn table(report: &StatusReport, width: Option<u16>) -> String {
             c.valid_before
         );
     }
+    for line in report.user_notice.lines() {
+        _ = writeln!(out, "{line}");
+    }
     out
 }

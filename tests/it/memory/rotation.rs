@@ -363,6 +363,18 @@ async fn a_rotation_without_a_phase_flag_announces_by_default() {
     assert_eq!(desired.next.map(|n| n.version_id), Some(pending));
     assert_desired(&store, &fleet, "announced by default").await;
 
+    // What `rotate` prints: the notice for users of the announcement.
+    let (store, fleet, _) = world(1).await;
+    let mut parts = super::Parts::new(&fleet, &store);
+    parts.gate.min_overlap = hostkeyctl::rotation::MinOverlap::Exactly(std::time::Duration::from_secs(86_400));
+    let report = parts
+        .rotation(&store, &fleet, None)
+        .rotate(Request::default())
+        .await
+        .unwrap();
+    let notice = report.user_notice.expect("a notice for users");
+    assert_eq!(notice.phase, hostkeyctl::notice::Phase::Announced);
+
     // A pull fleet: the first of its two runs, without --overlap.
     let (store, fleet, _) = world(1).await;
     let parts = super::Parts::new(&fleet, &store);

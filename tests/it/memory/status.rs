@@ -48,6 +48,8 @@ async fn status_shows_each_version_its_stages_and_the_nodes_not_serving_current(
     let text = steady.table(None);
     assert!(text.contains("AWSCURRENT") && text.contains(&expected[0]), "{text}");
     assert!(text.contains("phase    steady"), "{text}");
+    assert_eq!(steady.user_notice.phase, hostkeyctl::notice::Phase::Steady);
+    assert!(text.contains("notice for users"), "{text}");
 
     // A next set announced: the rotation is in flight.
     let next = pending_set(&store).await;
@@ -55,6 +57,11 @@ async fn status_shows_each_version_its_stages_and_the_nodes_not_serving_current(
     assert_eq!(announced.versions.len(), 2);
     assert_eq!(announced.rotation_in_flight.as_ref(), Some(&next.version_id));
     assert_eq!(announced.phase.state, "announced");
+    assert_eq!(announced.user_notice.phase, hostkeyctl::notice::Phase::Announced);
+    assert!(
+        announced.table(None).contains("ssh_config"),
+        "the notice names what Windows users attach"
+    );
     let text = announced.table(None);
     assert!(
         text.contains(&format!("version {} is AWSPENDING", next.version_id)),
