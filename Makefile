@@ -6,7 +6,7 @@
 
 CARGO ?= cargo
 
-.PHONY: demo test check deps deps-dist lint style lint-aws lint-units deny deny-tool build dist dist-check bench clean-bed
+.PHONY: demo test check deps deps-dist lint style lint-aws lint-units lint-workflows deny deny-tool build dist dist-check bench clean-bed
 
 deps:
 	./scripts/install-deps.sh
@@ -40,6 +40,15 @@ lint-aws:
 lint-units:
 	./scripts/check_units.sh
 
+# The GitHub workflows (.github/workflows: the release), by actionlint, which
+# runs shellcheck on each run: script; both from PyPI
+# (testbed/requirements.txt). pip's scripts directory goes first on PATH
+# (pyenv's shims reach a new script only after a rehash), and a missing
+# shellcheck fails here: actionlint would skip it in silence.
+lint-workflows:
+	PATH="$$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))'):$$PATH"; \
+	  shellcheck --version >/dev/null && actionlint .github/workflows/*.yml
+
 # cargo-deny is installed on first use, once. Its own release profile
 # (fat LTO, one codegen unit) is for the binaries it ships; a check of
 # our Cargo.lock runs as fast without, and builds in a fraction of the time.
@@ -70,7 +79,7 @@ test:
 	./scripts/stage.sh deps $(MAKE) -j2 --output-sync=target deps deny-tool
 	./scripts/stage.sh dist $(MAKE) dist
 	./scripts/stage.sh style $(MAKE) style
-	./scripts/stage.sh lint-other $(MAKE) lint-aws lint-units deny
+	./scripts/stage.sh lint-other $(MAKE) lint-aws lint-units lint-workflows deny
 	./scripts/stage.sh check-dist python3 scripts/check_dist.py
 	./scripts/test.sh
 	./scripts/stage.sh --report
