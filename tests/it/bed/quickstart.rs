@@ -385,6 +385,72 @@ fn the_hyperpod_quick_start_takes_running_nodes_to_one_identity() {
 
     // What users get: 20 strict logins through the load balancer.
     twenty_strict_logins(&bed, &desk.path("work/hostkeyctl-release/hostkeyctl_known_hosts"));
+
+    // A node HyperPod creates runs the uploaded step from its lifecycle
+    // script, which finds the node type in the configs, in both layouts.
+    for layout in [
+        ConfigLayout::SlurmConfigPerGroup,
+        ConfigLayout::ProvisioningBesideResource,
+    ] {
+        node_created(&bed, &desk, &bed.state.nodes[0], layout, &after[0]);
+    }
+}
+
+/// Where a node's configs say it is a login node: the API-driven
+/// cluster's per-group `SlurmConfig` in resource_config.json, or
+/// provisioning_parameters.json beside it in /opt/ml/config (where
+/// upstream's node detector reads it).
+#[derive(Clone, Copy, Debug)]
+enum ConfigLayout {
+    SlurmConfigPerGroup,
+    ProvisioningBesideResource,
+}
+
+/// `node` made anew (keys of its own), then the step from the bucket, run
+/// as the lifecycle script runs it (no node type: the configs say), with
+/// the configs of `layout` naming this node's address: it serves `set`.
+fn node_created(bed: &TestBed, desk: &Desk, node: &Node, layout: ConfigLayout, set: &[Option<String>]) {
+    crate::common::bed::change_ed25519_key_by_hand(node);
+    assert_ne!(served(node), set, "the new node serves its own keys");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("testbed/hyperpod");
+    let config = desk.path(&format!("config-{layout:?}"));
+    std::fs::create_dir_all(&config).unwrap();
+    let (resource, login_ip) = match layout {
+        ConfigLayout::SlurmConfigPerGroup => ("resource_config.api-driven.json", "10.1.18.20"),
+        ConfigLayout::ProvisioningBesideResource => ("resource_config.json", "10.1.17.20"),
+    };
+    let text = std::fs::read_to_string(fixtures.join(resource)).unwrap();
+    std::fs::write(
+        config.join("resource_config.json"),
+        text.replace(login_ip, &node.address),
+    )
+    .unwrap();
+    if let ConfigLayout::ProvisioningBesideResource = layout {
+        std::fs::copy(
+            fixtures.join("provisioning_parameters.json"),
+            config.join("provisioning_parameters.json"),
+        )
+        .unwrap();
+    }
+    let step = desk.path("s3/bed-lifecycle/lifecycle/hostkeyctl/install_hostkeyctl.sh");
+    let (path, env) = node_shell(bed, desk, node);
+    let out = Command::new("bash")
+        .arg(&step)
+        .arg("")
+        .arg(config.join("resource_config.json"))
+        .env_clear()
+        .env("PATH", path)
+        .envs(env)
+        .output()
+        .unwrap();
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{layout:?}: the step failed:\n{log}");
+    assert!(log.contains("login node"), "{layout:?}: {log}");
+    assert_eq!(served(node), set, "{layout:?}: the created node serves the set:\n{log}");
 }
 
 /// The node a test holds back: booted, launched in EC2 only now, as an
