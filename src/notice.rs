@@ -39,7 +39,10 @@ pub fn for_phase(phase: Phase, secret: &SecretId, overlap: Option<&str>) -> Noti
     let known_hosts = format!("hostkeyctl known-hosts --secret-id {secret} --host LOGIN_HOST > known_hosts");
     let ssh_config = "hostkeyctl known-hosts --host LOGIN_HOST --ssh-config > ssh_config".to_owned();
     let per_client = format!(
-        "hostkeyctl known-hosts --secret-id {secret} --host LOGIN_HOST --client putty|paramiko|dropbear > CLIENT_FILE"
+        "hostkeyctl known-hosts --secret-id {secret} --host LOGIN_HOST --client CLIENT > CLIENT_FILE (CLIENT: putty, paramiko or dropbear)"
+    );
+    let every_key = format!(
+        "hostkeyctl known-hosts --secret-id {secret} --host LOGIN_HOST --client CLIENT > CLIENT_FILE (CLIENT: asyncssh; for plink: --client plink)"
     );
     let (text, attach) = match phase {
         Phase::Steady => (
@@ -48,10 +51,10 @@ pub fn for_phase(phase: Phase, secret: &SecretId, overlap: Option<&str>) -> Noti
         ),
         Phase::Announced => (
             format!(
-                "The login nodes behind LOGIN_HOST will switch to new SSH host keys{}. OpenSSH on Linux and macOS (8.5 or later): log in once before the switch, and ssh learns the new keys by itself; nothing else to do. Windows' built-in OpenSSH and OpenSSH before 8.5: add the attached ssh_config block to ~/.ssh/config (%USERPROFILE%\\.ssh\\config on Windows) first, then log in once before the switch. PuTTY, Paramiko and Dropbear users: nothing to do now; you will get a new file at the switch. A host key warning for LOGIN_HOST before then is not expected: report it.",
+                "The login nodes behind LOGIN_HOST will switch to new SSH host keys{}. OpenSSH users (Linux, macOS, Windows' built-in client): add the attached ssh_config block to ~/.ssh/config (%USERPROFILE%\\.ssh\\config on Windows) once, then log in once before the switch: ssh learns the new keys by itself. AsyncSSH and plink users: use the attached file now; it holds both sets. PuTTY, Paramiko and Dropbear users: nothing to do now; you will get a new file at the switch. A host key warning for LOGIN_HOST before then is not expected: report it.",
                 overlap.map(|o| format!(", no sooner than {o} from now")).unwrap_or_default()
             ),
-            vec![ssh_config],
+            vec![ssh_config, every_key],
         ),
         Phase::Promoted => (
             "The login nodes behind LOGIN_HOST now serve new SSH host keys. If you logged in with OpenSSH during the announcement, nothing changes for you. If ssh says REMOTE HOST IDENTIFICATION HAS CHANGED for LOGIN_HOST: remove the old entries (`ssh-keygen -R LOGIN_HOST`) and add the attached known_hosts line, from this message only. PuTTY, Paramiko and Dropbear users: replace your file with the attached one.".to_owned(),
@@ -93,7 +96,11 @@ mod tests {
             promoted
                 .attach
                 .iter()
-                .any(|a| a.contains("--client putty|paramiko|dropbear"))
+                .any(|a| a.contains("--client CLIENT > CLIENT_FILE (CLIENT: putty"))
+        );
+        assert!(
+            announced.attach.iter().any(|a| a.contains("asyncssh")),
+            "AsyncSSH users fetch during the overlap"
         );
         assert!(promoted.attach.iter().all(|a| a.contains("--secret-id hostkeys/c")));
         let steady = for_phase(Phase::Steady, &secret(), None);

@@ -172,27 +172,56 @@ pub fn group_of(specs: &[TargetSpec]) -> Result<(String, String), DiscoveryError
     }
 }
 
+/// The line each node's command prints last: its host name and the step's
+/// exit code. A session's exit status is not the command's (the Session
+/// Manager plugin exits 0), so this line is how the admin reads it.
+pub const MARKER: &str = "hostkeyctl-step";
+
 /// The command a node runs: the step's folder from S3 into a directory of
 /// root's own (`mktemp -d`: a fixed path under /var/tmp could be planted
-/// by any user of the node), then the step. Each `$` is escaped, so the
-/// session user's shell expands nothing: root's shell does.
-fn node_command(step: &StepUri, node_type: NodeType) -> String {
+/// by any user of the node), then the step, told the node type or (by
+/// default) finding it in the node's configs as at creation. Each `$` is
+/// escaped, so the session user's shell expands nothing: root's shell does.
+fn node_command(step: &StepUri, node_type: Option<NodeType>) -> String {
     format!(
-        "sudo sh -c \"d=\\$(mktemp -d) && aws s3 cp --recursive --only-show-errors {step} \\$d/hostkeyctl && bash \\$d/hostkeyctl/install_hostkeyctl.sh {}; rc=\\$?; rm -rf \\$d; exit \\$rc\"",
-        node_type.as_str()
+        "sudo sh -c \"d=\\$(mktemp -d) && aws s3 cp --recursive --only-show-errors {step} \\$d/hostkeyctl && bash \\$d/hostkeyctl/install_hostkeyctl.sh{}; rc=\\$?; echo {MARKER} \\$(hostname): exit \\$rc; rm -rf \\$d; exit \\$rc\"",
+        node_type.map(|t| format!(" {}", t.as_str())).unwrap_or_default()
     )
 }
 
+/// How the printed `aws` lines reach AWS: the region, and the caller's
+/// named profile when it gave one.
+#[derive(Clone, Debug)]
+pub struct Caller {
+    /// The region.
+    pub region: Region,
+    /// `--profile` of this run, if any.
+    pub profile: Option<String>,
+}
+
 /// The `aws ssm start-session` line for `target`.
-fn session_line(region: &Region, target: &str, step: &StepUri, node_type: NodeType) -> String {
+fn session_line(caller: &Caller, target: &str, step: &StepUri, node_type: Option<NodeType>) -> String {
     let parameters = serde_json::json!({ "command": [node_command(step, node_type)] }).to_string();
     // No single quote in it (the step URI's characters are checked): in
     // single quotes, the admin's shell passes it to the CLI as it is.
     debug_assert!(!parameters.contains('\''));
+    let profile = caller
+        .profile
+        .as_deref()
+        .and_then(|p| crate::shell::quote(p).ok())
+        .map(|p| format!(" --profile {p}"))
+        .unwrap_or_default();
     format!(
-        "aws ssm start-session --region {} --target {target} --document-name {DOCUMENT} --parameters '{parameters}'",
-        region.as_str()
+        "aws ssm start-session{profile} --region {} --target {target} --document-name {DOCUMENT} --parameters '{parameters}'",
+        caller.region.as_str()
     )
+}
+
+/// Whether `id` can stand in a session target as it is: an instance id's
+/// characters (it comes from the SageMaker API, and goes onto a command
+/// line).
+fn plain_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 64 && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
 }
 
 /// The sessions for the nodes of `hyperpod:CLUSTER/GROUP`: a command per
@@ -201,8 +230,8 @@ pub async fn plan(
     fleet: &impl Fleet,
     specs: &[TargetSpec],
     step: &StepUri,
-    node_type: NodeType,
-    region: &Region,
+    node_type: Option<NodeType>,
+    caller: &Caller,
 ) -> Result<Report, DiscoveryError> {
     let (cluster, group) = group_of(specs)?;
     let cluster_id = fleet.hyperpod_cluster_id(&cluster).await?;
@@ -213,13 +242,20 @@ pub async fn plan(
             let instance_id = node.instance_id.clone().unwrap_or_default();
             let status = node.health.map_or_else(|| "unknown".to_owned(), |h| h.state);
             let target = format!("sagemaker-cluster:{cluster_id}_{group}-{instance_id}");
-            let running = status == "Running";
+            let skipped = if !plain_id(&instance_id) {
+                Some(format!(
+                    "the instance id {} is not one: no command is made for it",
+                    crate::escape::escape(&instance_id)
+                ))
+            } else if status != "Running" {
+                Some(format!("status {}: a session needs a Running node; run this again once it is (a node HyperPod creates runs the step itself)", crate::escape::escape(&status)))
+            } else {
+                None
+            };
             Session {
-                command: running.then(|| session_line(region, &target, step, node_type)),
-                skipped: (!running).then(|| {
-                    format!("status {status}: a session needs a Running node; run this again once it is (a node HyperPod creates runs the step itself)")
-                }),
-                node: node.name,
+                command: skipped.is_none().then(|| session_line(caller, &target, step, node_type)),
+                skipped,
+                node: crate::escape::escape(&node.name),
                 instance_id,
                 status,
                 target,
@@ -288,9 +324,12 @@ mod tests {
 
     #[test]
     fn a_session_line_survives_the_shell_and_the_json() {
-        let region: Region = "eu-west-1".parse().unwrap();
+        let caller = Caller {
+            region: "eu-west-1".parse().unwrap(),
+            profile: Some("prod admin".to_owned()),
+        };
         let step: StepUri = "s3://b/p/hostkeyctl".parse().unwrap();
-        let line = session_line(&region, "sagemaker-cluster:abc_login-i-1", &step, NodeType::Login);
+        let line = session_line(&caller, "sagemaker-cluster:abc_login-i-1", &step, None);
         let words = shlex::split(&line).unwrap();
         let parameters: serde_json::Value = serde_json::from_str(words.last().unwrap()).unwrap();
         let command = parameters["command"][0].as_str().unwrap();
@@ -298,7 +337,14 @@ mod tests {
         let sudo = shlex::split(command).unwrap();
         assert_eq!(sudo[..3], ["sudo", "sh", "-c"]);
         assert!(sudo[3].starts_with("d=$(mktemp -d) && aws s3 cp"), "{command}");
-        assert!(sudo[3].contains("install_hostkeyctl.sh login; rc=$?"), "{command}");
+        assert!(
+            sudo[3].contains("install_hostkeyctl.sh; rc=$?; echo hostkeyctl-step $(hostname): exit $rc"),
+            "{command}"
+        );
+        assert!(words.windows(2).any(|w| w == ["--profile", "prod admin"]), "{line}");
+        let told = node_command(&step, Some(NodeType::Login));
+        assert!(told.contains("install_hostkeyctl.sh login;"), "{told}");
+        assert!(plain_id("i-0123456789abcdef0") && !plain_id("i-1;reboot") && !plain_id(""));
         assert!(words.contains(&"sagemaker-cluster:abc_login-i-1".to_owned()), "{line}");
     }
 

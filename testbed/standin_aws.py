@@ -17,7 +17,8 @@ that the emulator cannot answer over its API (tests/it/bed/quickstart.rs):
   name a node in ``$HOSTKEYCTL_BED_SESSIONS`` (the test writes it from
   ``DescribeCluster`` and ``ListClusterNodes``), and the document's one
   parameter, ``command``, runs with ``sh -c`` in that node's environment,
-  as the session's shell would.
+  as the session's shell would; the exit status is 0 whatever it did, as
+  the Session Manager plugin's.
 
 Anything else exits 2: a quick start step the bed cannot run belongs in a
 ``sh aws`` block, which scripts/check_quickstarts.py checks instead.
@@ -124,8 +125,11 @@ def start_session(args: list[str]) -> None:
     if node is None:
         fail(f"TargetNotConnected: {request['Target']} is no node of the bed's cluster")
     env = {"PATH": node["path"], **node["env"]}
-    done = subprocess.run(["sh", "-c", commands[0]], env=env, check=False)
-    sys.exit(done.returncode)
+    subprocess.run(["sh", "-c", commands[0]], env=env, check=False)
+    # The Session Manager plugin exits 0 whatever the command's status
+    # (aws/session-manager-plugin issue 59): so does this. The command's
+    # last line says it (hostkeyctl sessions' marker).
+    sys.exit(0)
 
 
 def main() -> None:

@@ -23,7 +23,8 @@
 # provisioning must stop: the settings, the binary or its checksum are wrong).
 set -euo pipefail
 
-log() { echo "[hostkeyctl custom action] $*"; }
+# On stderr: what ParallelCluster keeps of a failed custom action.
+log() { echo "[hostkeyctl custom action] $*" >&2; }
 step=${1:-}
 case "$step" in
   s3://?*) ;;

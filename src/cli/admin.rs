@@ -493,15 +493,16 @@ impl RolloutArgs {
 /// `hostkeyctl sessions`.
 #[derive(Debug, Args)]
 pub struct SessionsArgs {
-    /// The instance group: hyperpod:CLUSTER/GROUP (a name or the
-    /// cluster's ARN).
+    /// The instance group: hyperpod:CLUSTER/GROUP (the cluster's name).
     #[arg(long = "target", value_name = "SPEC", required = true)]
     pub targets: Vec<TargetSpec>,
     /// The lifecycle step's folder in the lifecycle scripts bucket
     /// (install_hostkeyctl.sh, hostkeyctl.env, the units and binaries).
     #[arg(long, value_name = "S3_URI")]
     pub step: crate::sessions::StepUri,
-    /// The node type the step is told: login installs the keys.
-    #[arg(long, value_enum, default_value = "login", value_name = "TYPE")]
-    pub node_type: crate::sessions::NodeType,
+    /// Tell the step the node type instead of letting it find the type in
+    /// each node's configs, as it does at node creation (the default: a
+    /// group named by mistake then installs nothing on compute nodes).
+    #[arg(long, value_enum, value_name = "TYPE")]
+    pub node_type: Option<crate::sessions::NodeType>,
 }

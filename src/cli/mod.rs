@@ -100,7 +100,8 @@ pub enum Command {
     /// Replace the key set without losing the working one: announce a new
     /// set (AWSPENDING) beside the current one (the default, or --overlap),
     /// then promote it to AWSCURRENT with --finish once clients have had
-    /// --min-overlap to learn it.
+    /// --min-overlap to learn it (without a phase flag, a set the schedule
+    /// announced that long ago is promoted at once).
     #[command(
         after_help = "Examples:\n  hostkeyctl rotate --secret-id hostkeys/my-cluster --target tag:Role=login --overlap\n  hostkeyctl rotate --secret-id hostkeys/my-cluster --target tag:Role=login --finish\n  hostkeyctl rotate --secret-id hostkeys/my-cluster --target hyperpod:my-cluster/login-group --pull --overlap\n  hostkeyctl rotate --secret-id hostkeys/my-cluster --target hyperpod:my-cluster/login-group --pull --finish --wait 1200"
     )]
@@ -179,7 +180,7 @@ pub enum Command {
     /// step on an instance group's running nodes (the step runs by itself
     /// only on nodes HyperPod creates).
     #[command(
-        after_help = "Examples:\n  hostkeyctl sessions --target hyperpod:my-cluster/login-group --step s3://my-lifecycle-bucket/lifecycle/hostkeyctl\n  hostkeyctl sessions --target hyperpod:my-cluster/login-group --step s3://my-lifecycle-bucket/lifecycle/hostkeyctl | sh"
+        after_help = "Examples:\n  hostkeyctl sessions --target hyperpod:my-cluster/login-group --step s3://my-lifecycle-bucket/lifecycle/hostkeyctl > sessions.sh\n  sh sessions.sh   (from a terminal, never piped: each session reads its stdin)"
     )]
     Sessions(SessionsArgs),
     #[cfg(feature = "admin")]

@@ -15,13 +15,16 @@ pub async fn run(args: &SessionsArgs, global: &GlobalArgs) -> Result<Status, Fai
     // What the target alone refuses, before credentials or a region.
     sessions::group_of(&args.targets)?;
     let config = aws::load_config(&global.aws).await?;
-    let region = config_region(&config)?.ok_or_else(|| Failure::usage(anyhow::anyhow!("no region: pass --region")))?;
+    let caller = sessions::Caller {
+        region: config_region(&config)?.ok_or_else(|| Failure::usage(anyhow::anyhow!("no region: pass --region")))?,
+        profile: global.aws.profile.clone(),
+    };
     let report = sessions::plan(
         &AwsFleet::new(&config),
         &args.targets,
         &args.step,
         args.node_type,
-        &region,
+        &caller,
     )
     .await?;
     // The script is the output, also into a file or a pipe; JSON only

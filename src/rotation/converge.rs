@@ -86,8 +86,17 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
                     .iter()
                     .filter(|(_, f)| f.iter().any(|f| f.status != Verdict::Ok))
                     .count();
+                // Still converging only when every node lagging was reached
+                // and serves keys of the set's types (its timer has not
+                // installed the promotion yet). A node not reached, or
+                // missing a type, may never get there: not converged. An
+                // abort's return to the current set is not a promotion.
+                let reached = findings
+                    .iter()
+                    .flat_map(|(_, f)| f)
+                    .all(|f| matches!(f.status, Verdict::Ok | Verdict::Mismatch));
                 report.audit = findings;
-                if request.pull.is_some() {
+                if request.pull.is_some() && request.finish && reached {
                     report.steps.push(format!(
                         "verify: {behind} of {} node(s) did not serve {} yet when the wait ended (listed below): their timers install it within their period (the shipped timer's: 15 min and up to 5 more); `hostkeyctl audit` shows when every node does",
                         report.audit.len(),

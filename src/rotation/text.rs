@@ -72,9 +72,9 @@ pub fn user_notice(outcome: Outcome, secret: &SecretId) -> Option<crate::notice:
     use crate::notice::{Phase, for_phase};
     match outcome {
         Outcome::OverlapStarted | Outcome::Announced => Some(for_phase(Phase::Announced, secret, None)),
-        Outcome::Rotated | Outcome::Completed | Outcome::Converging | Outcome::NotConverged => {
-            Some(for_phase(Phase::Promoted, secret, None))
-        }
+        // Not while nodes still serve the old set: strict clients given the
+        // new file would fail there. `status` has the notice once they do.
+        Outcome::Rotated | Outcome::Completed => Some(for_phase(Phase::Promoted, secret, None)),
         _ => None,
     }
 }

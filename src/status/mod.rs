@@ -50,18 +50,20 @@ pub struct Phase {
     pub retiring_until: Option<String>,
 }
 
-impl Phase {
-    /// The phase users are told about: announced while a set is in
-    /// flight, promoted while the retired set is still offered, else steady.
-    fn for_users(&self) -> crate::notice::Phase {
-        if self.state == "announced" {
-            crate::notice::Phase::Announced
-        } else if self.retiring_until.is_some() {
-            crate::notice::Phase::Promoted
-        } else {
-            crate::notice::Phase::Steady
-        }
-    }
+/// The notice for users: announced while a set is in flight or announced
+/// for the next scheduled rotation, promoted while the retired set is
+/// still offered, else steady. It names the secret by its name (users
+/// need no account id).
+fn notice(phase: &Phase, scheduled_next: bool, name: &str, arn: &SecretId) -> crate::notice::Notice {
+    let users = if phase.state == "announced" || scheduled_next {
+        crate::notice::Phase::Announced
+    } else if phase.retiring_until.is_some() {
+        crate::notice::Phase::Promoted
+    } else {
+        crate::notice::Phase::Steady
+    };
+    let secret = name.parse::<SecretId>().unwrap_or_else(|_| arn.clone());
+    crate::notice::for_phase(users, &secret, None)
 }
 
 /// With targets: how many nodes serve AWSCURRENT (and nothing else).
@@ -217,7 +219,7 @@ impl<S: SecretStore, F: Fleet, P: Prober> Overview<'_, S, F, P> {
             _ => None,
         };
         Ok(StatusReport {
-            user_notice: crate::notice::for_phase(phase.for_users(), &info.arn, None),
+            user_notice: notice(&phase, announced.is_some(), &info.name, &info.arn),
             announced,
             schedule: info.rotation.clone(),
             arn: info.arn.clone(),

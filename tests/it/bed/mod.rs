@@ -20,6 +20,7 @@ mod install_rollback;
 mod profiles;
 mod profiles_certificates;
 mod quickstart;
+mod quickstart_page;
 mod releases;
 mod rotate;
 mod scheduled;

@@ -410,3 +410,31 @@ async fn a_pull_promotion_still_converging_is_not_a_failure() {
     timer(&fleet, &store).await;
     assert_desired(&store, &fleet, "after the timers").await;
 }
+
+/// A pull promotion with a node the run cannot reach when the wait ends is
+/// not converging but not converged (exit 3): the run cannot know that
+/// node's timer will install it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pull_promotion_with_a_node_out_of_reach_is_not_converged() {
+    use hostkeyctl::exit::ExitStatus as _;
+    let (store, fleet, _) = world(2).await;
+    let pull = |finish| Request {
+        pull: Some(std::time::Duration::ZERO),
+        finish,
+        ..Request::default()
+    };
+    assert_eq!(
+        rotate(&store, &fleet, &store, pull(false)).await.unwrap(),
+        Outcome::Announced
+    );
+    timer(&fleet, &store).await;
+    let hooked = hostkeyctl::testing::Hooked::new(&store, |call| {
+        if call.label.is_some_and(|l| l.as_str() == STAGE_CURRENT) {
+            fleet.nodes[1].stop();
+        }
+        hostkeyctl::testing::Action::Pass
+    });
+    let promoted = rotate(&hooked, &fleet, &store, pull(true)).await.unwrap();
+    assert_eq!(promoted, Outcome::NotConverged);
+    assert_eq!(promoted.status(), hostkeyctl::exit::Status::Incomplete);
+}
