@@ -90,6 +90,16 @@ fn the_hyperpod_quick_start_takes_running_nodes_to_one_identity() {
     // What users get: 20 strict logins through the load balancer.
     twenty_strict_logins(&bed, &desk.path("work/hostkeyctl-release/hostkeyctl_known_hosts"));
 
+    // The page's lifecycle_script.py line is the one docs/bootstrap.md
+    // gives (whose arguments bed::bootstrap runs).
+    let call = "ExecuteBashScript(\"./hostkeyctl/install_hostkeyctl.sh\").run(";
+    let args_of = |text: &str| {
+        let rest = &text[text.find(call).expect("the lifecycle line") + call.len()..];
+        rest[..rest.find(')').unwrap()].split_whitespace().collect::<String>()
+    };
+    let bootstrap = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/bootstrap.md")).unwrap();
+    assert_eq!(args_of(&read_page("hyperpod.md")), args_of(&bootstrap));
+
     // A node HyperPod creates runs the uploaded step from its lifecycle
     // script, which finds the node type in the configs, in both layouts.
     for layout in [
