@@ -33,9 +33,12 @@ pub struct Notice {
     pub attach: Vec<String>,
 }
 
-/// The notice for `phase`; `overlap` is how long the announcement lasts at
-/// least (`--min-overlap`), when known.
-pub fn for_phase(phase: Phase, secret: &SecretId, overlap: Option<&str>) -> Notice {
+/// The notice for `phase`. The attachments' command lines name the secret
+/// through [`crate::shell::quote`], the one quoting function: an admin
+/// pastes them into a shell.
+pub fn for_phase(phase: Phase, secret: &SecretId) -> Notice {
+    // A secret id holds no NUL byte (its grammar), so it always quotes.
+    let secret = crate::shell::quote(secret.as_str()).unwrap_or_default();
     let known_hosts = format!("hostkeyctl known-hosts --secret-id {secret} --host LOGIN_HOST > known_hosts");
     let ssh_config = "hostkeyctl known-hosts --host LOGIN_HOST --ssh-config > ssh_config".to_owned();
     let per_client = format!(
@@ -50,10 +53,7 @@ pub fn for_phase(phase: Phase, secret: &SecretId, overlap: Option<&str>) -> Noti
             vec![known_hosts, per_client],
         ),
         Phase::Announced => (
-            format!(
-                "The login nodes behind LOGIN_HOST will switch to new SSH host keys{}. OpenSSH users (Linux, macOS, Windows' built-in client): add the attached ssh_config block to ~/.ssh/config (%USERPROFILE%\\.ssh\\config on Windows) once, then log in once before the switch: ssh learns the new keys by itself. AsyncSSH and plink users: use the attached file now; it holds both sets. PuTTY, Paramiko and Dropbear users: nothing to do now; you will get a new file at the switch. A host key warning for LOGIN_HOST before then is not expected: report it.",
-                overlap.map(|o| format!(", no sooner than {o} from now")).unwrap_or_default()
-            ),
+            "The login nodes behind LOGIN_HOST will switch to new SSH host keys. OpenSSH users (Linux, macOS, Windows' built-in client): add the attached ssh_config block to ~/.ssh/config (%USERPROFILE%\\.ssh\\config on Windows) once, then log in once before the switch: ssh learns the new keys by itself. AsyncSSH and plink users: use the attached file now; it holds both sets. PuTTY, Paramiko and Dropbear users: nothing to do now; you will get a new file at the switch. A host key warning for LOGIN_HOST before then is not expected: report it.".to_owned(),
             vec![ssh_config, every_key],
         ),
         Phase::Promoted => (
@@ -86,11 +86,10 @@ mod tests {
 
     #[test]
     fn each_phase_tells_each_client_what_to_do() {
-        let announced = for_phase(Phase::Announced, &secret(), Some("1d"));
-        assert!(announced.text.contains("no sooner than 1d"), "{}", announced.text);
+        let announced = for_phase(Phase::Announced, &secret());
         assert!(announced.text.contains("Windows"), "{}", announced.text);
         assert!(announced.attach.iter().any(|a| a.contains("--ssh-config")));
-        let promoted = for_phase(Phase::Promoted, &secret(), None);
+        let promoted = for_phase(Phase::Promoted, &secret());
         assert!(promoted.text.contains("ssh-keygen -R LOGIN_HOST"), "{}", promoted.text);
         assert!(
             promoted
@@ -103,7 +102,7 @@ mod tests {
             "AsyncSSH users fetch during the overlap"
         );
         assert!(promoted.attach.iter().all(|a| a.contains("--secret-id hostkeys/c")));
-        let steady = for_phase(Phase::Steady, &secret(), None);
+        let steady = for_phase(Phase::Steady, &secret());
         assert!(steady.text.contains("report it"), "{}", steady.text);
         assert_eq!(steady.lines().len(), 1 + 1 + steady.attach.len());
     }

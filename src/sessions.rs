@@ -202,18 +202,19 @@ pub struct Caller {
 /// The `aws ssm start-session` line for `target`.
 fn session_line(caller: &Caller, target: &str, step: &StepUri, node_type: Option<NodeType>) -> String {
     let parameters = serde_json::json!({ "command": [node_command(step, node_type)] }).to_string();
-    // No single quote in it (the step URI's characters are checked): in
-    // single quotes, the admin's shell passes it to the CLI as it is.
-    debug_assert!(!parameters.contains('\''));
+    // Every variable word through the one quoting function (none can hold
+    // a NUL byte: they are JSON, parsed ids and the profile's name).
+    let quote = |word: &str| crate::shell::quote(word).unwrap_or_default();
     let profile = caller
         .profile
         .as_deref()
-        .and_then(|p| crate::shell::quote(p).ok())
-        .map(|p| format!(" --profile {p}"))
+        .map(|p| format!(" --profile {}", quote(p)))
         .unwrap_or_default();
     format!(
-        "aws ssm start-session{profile} --region {} --target {target} --document-name {DOCUMENT} --parameters '{parameters}'",
-        caller.region.as_str()
+        "aws ssm start-session{profile} --region {} --target {} --document-name {DOCUMENT} --parameters {}",
+        quote(caller.region.as_str()),
+        quote(target),
+        quote(&parameters)
     )
 }
 
