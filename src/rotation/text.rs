@@ -71,10 +71,10 @@ impl Report {
 pub fn user_notice(outcome: Outcome, secret: &SecretId) -> Option<crate::notice::Notice> {
     use crate::notice::{Phase, for_phase};
     match outcome {
-        Outcome::OverlapStarted | Outcome::Announced => Some(for_phase(Phase::Announced, secret, None)),
+        Outcome::OverlapStarted | Outcome::Announced => Some(for_phase(Phase::Announced, secret)),
         // Not while nodes still serve the old set: strict clients given the
         // new file would fail there. `status` has the notice once they do.
-        Outcome::Rotated | Outcome::Completed => Some(for_phase(Phase::Promoted, secret, None)),
+        Outcome::Rotated | Outcome::Completed => Some(for_phase(Phase::Promoted, secret)),
         _ => None,
     }
 }
@@ -93,5 +93,24 @@ pub fn client_advice(outcome: Outcome, secret: &SecretId) -> Option<String> {
             "the new set is promoted, not yet served everywhere: once every node serves it, Paramiko, Dropbear and PuTTY's cache users fetch their files again (`hostkeyctl known-hosts --secret-id {secret} --host NAME --client paramiko|dropbear|putty`)"
         )),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::notice::Phase;
+
+    /// No "promoted" notice (replace your client files) while nodes still
+    /// serve the old set: strict clients given the new file would fail
+    /// there.
+    #[test]
+    fn users_are_told_of_a_promotion_only_once_it_is_served() {
+        let secret: SecretId = "hostkeys/c".parse().unwrap();
+        let phase = |o| user_notice(o, &secret).map(|n| n.phase);
+        assert_eq!(phase(Outcome::Rotated), Some(Phase::Promoted));
+        assert_eq!(phase(Outcome::OverlapStarted), Some(Phase::Announced));
+        assert_eq!(phase(Outcome::Converging), None);
+        assert_eq!(phase(Outcome::NotConverged), None);
     }
 }

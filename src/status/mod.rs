@@ -63,7 +63,7 @@ fn notice(phase: &Phase, scheduled_next: bool, name: &str, arn: &SecretId) -> cr
         crate::notice::Phase::Steady
     };
     let secret = name.parse::<SecretId>().unwrap_or_else(|_| arn.clone());
-    crate::notice::for_phase(users, &secret, None)
+    crate::notice::for_phase(users, &secret)
 }
 
 /// With targets: how many nodes serve AWSCURRENT (and nothing else).
@@ -267,5 +267,50 @@ impl crate::exit::ExitStatus for StatusError {
             StatusError::Store(e) => e.status(),
             StatusError::Discovery(e) => e.status(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn steady() -> Phase {
+        Phase {
+            state: "steady",
+            since: None,
+            promoted_from: None,
+            retiring_until: None,
+        }
+    }
+
+    /// A set announced for the next scheduled rotation is an announcement
+    /// to users (their PuTTY files change at the promotion), and the notice
+    /// names the secret by its name, never its ARN (no account id).
+    #[test]
+    fn a_scheduled_announcement_is_announced_to_users_by_the_secrets_name() {
+        let arn: SecretId = "arn:aws:secretsmanager:us-east-1:111122223333:secret:hostkeys/c-AbCdEf"
+            .parse()
+            .unwrap();
+        let scheduled = notice(&steady(), true, "hostkeys/c", &arn);
+        assert_eq!(scheduled.phase, crate::notice::Phase::Announced);
+        assert_eq!(
+            notice(&steady(), false, "hostkeys/c", &arn).phase,
+            crate::notice::Phase::Steady
+        );
+        let promoted = Phase {
+            retiring_until: Some("2026-12-04T00:00:00Z".to_owned()),
+            ..steady()
+        };
+        assert_eq!(
+            notice(&promoted, false, "hostkeys/c", &arn).phase,
+            crate::notice::Phase::Promoted
+        );
+        let steady = notice(&steady(), false, "hostkeys/c", &arn);
+        assert!(
+            steady
+                .attach
+                .iter()
+                .all(|a| a.contains("--secret-id hostkeys/c ") && !a.contains("111122223333"))
+        );
     }
 }
