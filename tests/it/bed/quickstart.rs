@@ -24,9 +24,8 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 
-use crate::bed::quickstart_page::{Desk, Release, custom_action, node_shell, read_page, run_page, sessions};
+use crate::bed::quickstart_page::{Desk, Release, bash_on, custom_action, read_page, run_page, sessions};
 use crate::common::bed::{BedOptions, Node, TestBed, served};
 
 /// HyperPod: from no secret and three running login nodes, each serving
@@ -147,22 +146,9 @@ fn node_created(bed: &TestBed, desk: &Desk, node: &Node, layout: ConfigLayout, s
         .unwrap();
     }
     let step = desk.path("s3/bed-lifecycle/lifecycle/hostkeyctl/install_hostkeyctl.sh");
-    let (path, env) = node_shell(bed, desk, node);
-    let out = Command::new("bash")
-        .arg(&step)
-        .arg("")
-        .arg(config.join("resource_config.json"))
-        .env_clear()
-        .env("PATH", path)
-        .envs(env)
-        .output()
-        .unwrap();
-    let log = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{layout:?}: the step failed:\n{log}");
+    let resource_config = config.join("resource_config.json");
+    let (ok, log) = bash_on(bed, desk, node, &step, &["".as_ref(), resource_config.as_os_str()]);
+    assert!(ok, "{layout:?}: the step failed:\n{log}");
     assert!(log.contains("login node"), "{layout:?}: {log}");
     assert_eq!(served(node), set, "{layout:?}: the created node serves the set:\n{log}");
 }
@@ -259,21 +245,9 @@ fn the_parallelcluster_quick_start_reaches_a_pool_by_its_own_tags() {
     let new = launch_held(&bed);
     let (script, args) = custom_action(&page, step);
     let script = desk.path("s3").join(script.strip_prefix("s3://").unwrap());
-    let (path, env) = node_shell(&bed, &desk, &new);
-    let out = Command::new("bash")
-        .arg(&script)
-        .args(&args)
-        .env_clear()
-        .env("PATH", path)
-        .envs(env)
-        .output()
-        .unwrap();
-    let action = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "the custom action failed:\n{action}");
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+    let (ok, action) = bash_on(&bed, &desk, &new, &script, &args);
+    assert!(ok, "the custom action failed:\n{action}");
     let set = served(&bed.state.nodes[0]);
     assert_eq!(served(&new), set, "the pool's new node serves the set:\n{action}");
     assert!(

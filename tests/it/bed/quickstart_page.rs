@@ -221,6 +221,36 @@ pub(crate) fn node_shell(bed: &TestBed, desk: &Desk, node: &Node) -> (String, BT
     (path, env)
 }
 
+/// `bash SCRIPT ARGS...` as root on `node`, in its shell ([`node_shell`],
+/// no other environment): whether it exited 0, and what it printed.
+pub(crate) fn bash_on(
+    bed: &TestBed,
+    desk: &Desk,
+    node: &Node,
+    script: &Path,
+    args: &[&std::ffi::OsStr],
+) -> (bool, String) {
+    let (path, env) = node_shell(bed, desk, node);
+    let out = Command::new("bash")
+        .arg(script)
+        .args(args)
+        .env_clear()
+        .env("PATH", path)
+        .envs(env)
+        .output()
+        .unwrap();
+    (out.status.success(), text_of(&out))
+}
+
+/// A run's stdout, then its stderr, as text.
+fn text_of(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// The Session Manager targets of the bed's HyperPod login nodes, each
 /// with the environment a session's shell has on it.
 pub(crate) fn sessions(bed: &TestBed, desk: &Desk, cluster: &str) -> serde_json::Value {
@@ -320,11 +350,7 @@ pub(crate) fn run_page(bed: &TestBed, desk: &Desk, page: &str, values: &BTreeMap
         .current_dir(desk.path("work"))
         .output()
         .unwrap();
-    let log = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let log = text_of(&out);
     assert!(out.status.success(), "the page failed ({}):\n{log}", out.status);
     log
 }

@@ -387,24 +387,42 @@ async fn a_rotation_without_a_phase_flag_announces_by_default() {
     assert_eq!(rotation.run(pull, &mut report).await.unwrap(), Outcome::Announced);
 }
 
+/// `rotate --pull --finish --wait 0`.
+fn pull_finish() -> Request {
+    Request {
+        pull: Some(std::time::Duration::ZERO),
+        finish: true,
+        ..Request::default()
+    }
+}
+
+/// Two nodes of a pull fleet whose timers serve an announced set (`rotate
+/// --pull`, then a timer run).
+async fn announced_on_a_pull_fleet() -> (
+    hostkeyctl::testing::MemoryStore,
+    std::sync::Arc<hostkeyctl::testing::MemFleet>,
+) {
+    let (store, fleet, _) = world(2).await;
+    let announce = Request {
+        pull: Some(std::time::Duration::ZERO),
+        ..Request::default()
+    };
+    assert_eq!(
+        rotate(&store, &fleet, &store, announce).await.unwrap(),
+        Outcome::Announced
+    );
+    timer(&fleet, &store).await;
+    (store, fleet)
+}
+
 /// A pull promotion whose nodes have not installed it when the wait ends
 /// is `converging` (exit 0), not a failure: the stages are done, the
 /// timers install it, and every node still offers the new set meanwhile.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pull_promotion_still_converging_is_not_a_failure() {
     use hostkeyctl::exit::ExitStatus as _;
-    let (store, fleet, _) = world(2).await;
-    let pull = |finish| Request {
-        pull: Some(std::time::Duration::ZERO),
-        finish,
-        ..Request::default()
-    };
-    assert_eq!(
-        rotate(&store, &fleet, &store, pull(false)).await.unwrap(),
-        Outcome::Announced
-    );
-    timer(&fleet, &store).await;
-    let promoted = rotate(&store, &fleet, &store, pull(true)).await.unwrap();
+    let (store, fleet) = announced_on_a_pull_fleet().await;
+    let promoted = rotate(&store, &fleet, &store, pull_finish()).await.unwrap();
     assert_eq!(promoted, Outcome::Converging);
     assert_eq!(promoted.status(), hostkeyctl::exit::Status::Success);
     timer(&fleet, &store).await;
@@ -417,24 +435,14 @@ async fn a_pull_promotion_still_converging_is_not_a_failure() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pull_promotion_with_a_node_out_of_reach_is_not_converged() {
     use hostkeyctl::exit::ExitStatus as _;
-    let (store, fleet, _) = world(2).await;
-    let pull = |finish| Request {
-        pull: Some(std::time::Duration::ZERO),
-        finish,
-        ..Request::default()
-    };
-    assert_eq!(
-        rotate(&store, &fleet, &store, pull(false)).await.unwrap(),
-        Outcome::Announced
-    );
-    timer(&fleet, &store).await;
+    let (store, fleet) = announced_on_a_pull_fleet().await;
     let hooked = hostkeyctl::testing::Hooked::new(&store, |call| {
         if call.label.is_some_and(|l| l.as_str() == STAGE_CURRENT) {
             fleet.nodes[1].stop();
         }
         hostkeyctl::testing::Action::Pass
     });
-    let promoted = rotate(&hooked, &fleet, &store, pull(true)).await.unwrap();
+    let promoted = rotate(&hooked, &fleet, &store, pull_finish()).await.unwrap();
     assert_eq!(promoted, Outcome::NotConverged);
     assert_eq!(promoted.status(), hostkeyctl::exit::Status::Incomplete);
 }
