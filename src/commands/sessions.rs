@@ -36,7 +36,7 @@ pub async fn run(args: &SessionsArgs, global: &GlobalArgs) -> Result<Status, Fai
     }
     if report.runnable() < report.sessions.len() {
         tracing::warn!(
-            "{} of {} node(s) are not Running and got no command: run sessions again once they are",
+            "{} of {} node(s) got no command (the script's comments say why: a node not Running, or an instance id that is not one); run sessions again once they are Running",
             report.sessions.len() - report.runnable(),
             report.sessions.len()
         );
