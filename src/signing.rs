@@ -22,7 +22,7 @@ use ssh_key::Certificate;
 use crate::certificate::{Principal, Signer, ca_fingerprint, default_signer, next_serial};
 use crate::document::{KeySetPrefix, SecretDocument};
 use crate::ids::{SecretId, VersionId};
-use crate::keyset::{HostKey, KeyAlgorithm};
+use crate::keyset::KeyAlgorithm;
 use crate::store::claim::{ClaimError, Moved, store_and_move};
 use crate::store::{
     STAGE_CURRENT, STAGE_PENDING, STAGE_PREVIOUS, SecretStore, StoreError, VersionSelector, stage, tag_fingerprints,
@@ -113,7 +113,13 @@ pub enum SigningError {
 
 /// Whether `--renew-before` finds nothing to do: every key certified by
 /// this CA, for exactly these names, with more than `days` left.
-pub fn fresh_enough(current: &SecretDocument, ca: &HostKey, principals: &[Principal], days: u64, now: u64) -> bool {
+pub fn fresh_enough(
+    current: &SecretDocument,
+    ca: &crate::certificate::CaKey,
+    principals: &[Principal],
+    days: u64,
+    now: u64,
+) -> bool {
     let mut wanted: Vec<&str> = principals.iter().map(Principal::as_str).collect();
     wanted.sort_unstable();
     wanted.dedup();
@@ -121,7 +127,7 @@ pub fn fresh_enough(current: &SecretDocument, ca: &HostKey, principals: &[Princi
         current.certificates.get(&k.algorithm()).is_some_and(|c| {
             let mut listed: Vec<&str> = c.valid_principals().iter().map(String::as_str).collect();
             listed.sort_unstable();
-            ca_fingerprint(c) == *ca.fingerprint()
+            ca_fingerprint(c) == ca.fingerprint()
                 && listed == wanted
                 && c.valid_before().saturating_sub(now) > days.saturating_mul(86_400)
         })

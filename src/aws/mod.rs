@@ -22,6 +22,8 @@ pub mod ec2;
 #[cfg(feature = "admin")]
 pub mod elb;
 #[cfg(feature = "admin")]
+pub mod kms;
+#[cfg(feature = "admin")]
 pub mod lambda;
 #[cfg(feature = "hyperpod")]
 pub mod sagemaker;

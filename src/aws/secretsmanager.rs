@@ -28,6 +28,9 @@ fn time_string(t: Option<&aws_sdk_secretsmanager::primitives::DateTime>) -> Opti
 #[derive(Clone, Debug)]
 pub struct SecretsManagerStore {
     client: Client,
+    /// Signs for a CA in KMS read from its secret ([`SecretStore::get_ca`]).
+    #[cfg(feature = "admin")]
+    kms: crate::aws::kms::Kms,
 }
 
 impl SecretsManagerStore {
@@ -35,6 +38,8 @@ impl SecretsManagerStore {
     pub fn new(config: &aws_config::SdkConfig) -> Self {
         SecretsManagerStore {
             client: Client::new(config),
+            #[cfg(feature = "admin")]
+            kms: crate::aws::kms::Kms::new(config),
         }
     }
 }
@@ -332,10 +337,17 @@ impl SecretStore for SecretsManagerStore {
             .await
             .map_err(|e| AwsError::from_sdk(e, &call))?;
         let text = Zeroizing::new(out.secret_string.take().unwrap_or_default());
-        CaDocument::parse(&text).map_err(|source| StoreError::NotCa {
+        #[allow(unused_mut)]
+        let mut ca = CaDocument::parse(&text).map_err(|source| StoreError::NotCa {
             secret: name.clone(),
             source: Box::new(source),
-        })
+        })?;
+        #[cfg(feature = "admin")]
+        if let crate::certificate::CaKey::Kms(unbound) = &ca.key {
+            let bound = crate::certificate::kms::KmsCa::clone_unbound(unbound).bind(self.kms.signer());
+            ca.key = crate::certificate::CaKey::Kms(std::sync::Arc::new(bound));
+        }
+        Ok(ca)
     }
 
     async fn tag(&self, secret: &SecretId, tags: &[(String, String)]) -> Result<(), StoreError> {

@@ -6,8 +6,11 @@
 //! lives in a secret of its own ([`CaDocument`], `hostkeyctl-ca/v1`), which
 //! the key set parser refuses, so a CA can never be installed as host keys.
 
+mod ca;
+pub mod kms;
 mod verdict;
 
+pub use ca::CaKey;
 pub use verdict::{CertFinding, CertPolicy, CertVerdict, judge};
 
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -117,11 +120,21 @@ pub enum SignError {
         /// Why.
         source: ssh_key::Error,
     },
+    /// The CA in KMS did not sign, or signed with another key.
+    #[error("signing the {algorithm} certificate with {location} failed: {reason}; nothing was stored")]
+    Kms {
+        /// The key's algorithm.
+        algorithm: KeyAlgorithm,
+        /// The KMS key.
+        location: String,
+        /// Why (KMS's error, or the check that failed).
+        reason: String,
+    },
 }
 
 /// Signs a host certificate for every key of `keys` with `ca`.
 pub fn sign_set(
-    ca: &HostKey,
+    ca: &CaKey,
     keys: &KeySet,
     request: &SignRequest,
 ) -> Result<Vec<(KeyAlgorithm, Certificate)>, SignError> {
@@ -147,7 +160,29 @@ pub fn sign_set(
             builder.valid_principal(p.as_str()).map_err(err)?;
         }
         builder.comment("hostkeyctl").map_err(err)?;
-        let cert = builder.sign(ca.private_key()).map_err(err)?;
+        // ssh-key verifies what it signed in debug builds only; a KMS CA's
+        // signature is checked in every build: KMS answered for the key
+        // the secret names, which must be the key whose public half it holds.
+        let mismatch = |e: ssh_key::Error| SignError::Kms {
+            algorithm,
+            location: ca.location(),
+            reason: format!(
+                "the signature does not verify with the CA's public key ({e}): does the CA secret's kms_key_arn name the key whose public key it holds?"
+            ),
+        };
+        let cert = builder.sign(ca).map_err(|source| match (ca.take_error(), ca) {
+            (Some(reason), _) => SignError::Kms {
+                algorithm,
+                location: ca.location(),
+                reason,
+            },
+            (None, CaKey::Kms(_)) => mismatch(source),
+            (None, CaKey::Held(_)) => SignError::Sign { algorithm, source },
+        })?;
+        if let CaKey::Kms(_) = ca {
+            let trusted = ca.public_key().fingerprint(ssh_key::HashAlg::Sha256);
+            cert.validate_at(request.valid_after, [&trusted]).map_err(mismatch)?;
+        }
         out.push((algorithm, cert));
     }
     Ok(out)
@@ -157,7 +192,7 @@ pub fn sign_set(
 /// certificates like the current set's.
 pub struct Signer {
     /// The CA.
-    pub ca: HostKey,
+    pub ca: CaKey,
     /// Every name.
     pub principals: Vec<Principal>,
     /// Validity from signing, in seconds.
@@ -198,7 +233,7 @@ impl Signer {
     /// A signer that renews `current` certificates: same names, same
     /// validity length, the next serial. `None` when there are none.
     pub fn like(
-        ca: HostKey,
+        ca: CaKey,
         current: &std::collections::BTreeMap<KeyAlgorithm, Certificate>,
         signer: String,
     ) -> Option<Signer> {
@@ -422,7 +457,7 @@ pub(super) mod tests {
         }
     }
 
-    pub(super) fn signed(ca: &HostKey, keys: &KeySet, req: &SignRequest) -> Certificate {
+    pub(super) fn signed(ca: &CaKey, keys: &KeySet, req: &SignRequest) -> Certificate {
         sign_set(ca, keys, req).unwrap().remove(0).1
     }
 
@@ -430,7 +465,7 @@ pub(super) mod tests {
     fn a_signer_lists_each_name_once() {
         let keys = KeySet::generate(&[KeyAlgorithm::Ed25519], 0).unwrap();
         let signer = Signer {
-            ca: HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap(),
+            ca: CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap()),
             principals: ["a", "b", "a"].iter().map(|p| Principal::parse(p).unwrap()).collect(),
             validity: 3600,
             serial: 1,
@@ -450,7 +485,7 @@ pub(super) mod tests {
 
     #[test]
     fn install_refuses_each_bad_certificate() {
-        let ca = HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap();
+        let ca = CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
         let keys = KeySet::generate(&[KeyAlgorithm::Ed25519], 0).unwrap();
         let key = keys.get(KeyAlgorithm::Ed25519).unwrap();
         let now = now_unix();
@@ -478,7 +513,7 @@ pub(super) mod tests {
         let mut builder = Builder::new(vec![0; 32], key.public_key().key_data().clone(), now - 60, now + 60).unwrap();
         builder.cert_type(CertType::User).unwrap();
         builder.valid_principal("login").unwrap();
-        let user = builder.sign(ca.private_key()).unwrap();
+        let user = builder.sign(&ca).unwrap();
         assert!(matches!(
             check_for_install(&user, key, now, &[]),
             Err(CertProblem::NotHost { .. })

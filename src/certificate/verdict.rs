@@ -158,7 +158,7 @@ mod tests {
 
     #[test]
     fn the_audit_gives_every_verdict() {
-        let ca = HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap();
+        let ca = crate::certificate::CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
         let keys = KeySet::generate(&[KeyAlgorithm::Ed25519], 0).unwrap();
         let now = now_unix();
         let policy = CertPolicy {
@@ -174,7 +174,7 @@ mod tests {
         assert_eq!(verdict(Some(&soon)), CertVerdict::Expiring);
         let old = signed(&ca, &keys, &request(&["login"], now - 2 * day, now - day));
         assert_eq!(verdict(Some(&old)), CertVerdict::Expired);
-        let rogue = HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap();
+        let rogue = crate::certificate::CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
         let wrong = signed(&rogue, &keys, &request(&["login"], now - 60, now + 30 * day));
         assert_eq!(verdict(Some(&wrong)), CertVerdict::WrongCa);
         let named = signed(&ca, &keys, &request(&["elsewhere"], now - 60, now + 30 * day));
@@ -189,7 +189,7 @@ mod tests {
         .unwrap();
         builder.cert_type(CertType::User).unwrap();
         builder.valid_principal("login").unwrap();
-        let user = builder.sign(ca.private_key()).unwrap();
+        let user = builder.sign(&ca).unwrap();
         assert_eq!(verdict(Some(&user)), CertVerdict::NotHostCert);
         assert_eq!(verdict(None), CertVerdict::CertMissing);
         assert!(!CertVerdict::Expiring.is_drift() && CertVerdict::CertMissing.is_drift());

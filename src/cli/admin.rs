@@ -283,9 +283,18 @@ pub struct CaInitArgs {
     #[arg(long, default_value = "ed25519", value_name = "ALG", conflicts_with = "from_file")]
     pub algorithm: KeyAlgorithm,
     /// Adopt this unencrypted OpenSSH private key as the CA.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["kms", "kms_ca_key"])]
     pub from_file: Option<PathBuf>,
-    /// A customer managed KMS key for the secret.
+    /// Create the CA as a KMS signing key (its private key never leaves
+    /// KMS; --algorithm ed25519, ecdsa (P-256) or rsa (3072 bits)): the
+    /// secret then holds its ARN and public key only.
+    #[arg(long, conflicts_with = "kms_ca_key")]
+    pub kms: bool,
+    /// Use this existing KMS signing key (id, ARN or alias/NAME) as the
+    /// CA: ECC_NIST_P256, ECC_NIST_P384, ECC_NIST_EDWARDS25519 or RSA.
+    #[arg(long, value_name = "KEY", conflicts_with = "algorithm")]
+    pub kms_ca_key: Option<String>,
+    /// A customer managed KMS key that encrypts the secret (not the CA).
     #[arg(long, value_name = "KEY")]
     pub kms_key_id: Option<String>,
     /// Extra tags (KEY=VALUE).

@@ -5,10 +5,13 @@ use serde::Serialize;
 
 use crate::aws;
 use crate::aws::SecretsManagerStore;
+use crate::aws::kms::Kms;
+use crate::certificate::CaKey;
+use crate::certificate::kms::KmsAlgorithm;
 use crate::cli::{CaCommand, CaInitArgs, GlobalArgs};
 use crate::document::CaDocument;
-use crate::exit::{Failure, Status};
-use crate::keyset::HostKey;
+use crate::exit::{ExitStatus, Failure, Status};
+use crate::keyset::{HostKey, KeyAlgorithm};
 use crate::output::{self, OutputFormat};
 use crate::store::{CaCreateRequest, SecretStore, StoreError};
 
@@ -26,6 +29,54 @@ struct CaReport {
     fingerprint: String,
     public_key: String,
     adopted_from: Option<std::path::PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kms_key_arn: Option<String>,
+}
+
+/// The CA: adopted from a file, a new private key, an existing KMS key,
+/// or a new one (created only here, after every check that needs no AWS).
+async fn ca_key(args: &CaInitArgs, config: &aws_config::SdkConfig) -> Result<CaKey, Failure> {
+    if let Some(path) = &args.from_file {
+        let text = zeroize::Zeroizing::new(
+            std::fs::read_to_string(path)
+                .map_err(|e| Failure::usage(anyhow::anyhow!("cannot read the CA key {}: {e}", path.display())))?,
+        );
+        return HostKey::from_openssh(&text)
+            .map(CaKey::from)
+            .map_err(|e| Failure::usage(anyhow::anyhow!("{} cannot be the CA: {e}", path.display())));
+    }
+    let kms = Kms::new(config);
+    let key = match (&args.kms_ca_key, args.kms) {
+        (Some(key), _) => key.clone(),
+        (None, true) => {
+            let algorithm = match args.algorithm {
+                KeyAlgorithm::Ed25519 => KmsAlgorithm::Ed25519,
+                KeyAlgorithm::Ecdsa => KmsAlgorithm::P256,
+                KeyAlgorithm::Rsa => KmsAlgorithm::Rsa,
+            };
+            let description = format!("SSH host CA of {} (managed by hostkeyctl)", args.ca_secret_id);
+            kms.create_ca_key(algorithm, &description, &args.tags)
+                .await
+                .map_err(|e| Failure::with_status(e.status(), anyhow::anyhow!("{e}; nothing was created")))?
+        }
+        (None, false) => {
+            return HostKey::generate(args.algorithm, crate::keyset::DEFAULT_RSA_BITS)
+                .map(CaKey::from)
+                .map_err(|e| Failure::usage(anyhow::anyhow!("generating the CA key: {e}")));
+        }
+    };
+    let ca = kms.ca(&key).await.map_err(|e| {
+        let created = if args.kms {
+            format!(" (the KMS key {key} was created: schedule its deletion or pass it as --kms-ca-key)")
+        } else {
+            String::new()
+        };
+        Failure::with_status(
+            e.status(),
+            anyhow::anyhow!("{e}; the CA secret was not created{created}"),
+        )
+    })?;
+    Ok(CaKey::Kms(std::sync::Arc::new(ca)))
 }
 
 async fn ca_init(args: &CaInitArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
@@ -33,26 +84,12 @@ async fn ca_init(args: &CaInitArgs, global: &GlobalArgs, output: OutputFormat) -
         .key_set_prefix
         .check_ca(&args.ca_secret_id)
         .map_err(|e| Failure::usage(anyhow::anyhow!("{e}; nothing was created")))?;
-    let key = match &args.from_file {
-        Some(path) => {
-            let text = zeroize::Zeroizing::new(
-                std::fs::read_to_string(path)
-                    .map_err(|e| Failure::usage(anyhow::anyhow!("cannot read the CA key {}: {e}", path.display())))?,
-            );
-            HostKey::from_openssh(&text)
-                .map_err(|e| Failure::usage(anyhow::anyhow!("{} cannot be the CA: {e}", path.display())))?
-        }
-        None => {
-            let bits = crate::keyset::DEFAULT_RSA_BITS;
-            HostKey::generate(args.algorithm, bits)
-                .map_err(|e| Failure::usage(anyhow::anyhow!("generating the CA key: {e}")))?
-        }
-    };
+    let config = aws::load_config(&global.aws).await?;
+    let key = ca_key(args, &config).await?;
     let ca = CaDocument {
         created: crate::document::SecretDocument::new(crate::keyset::KeySet::default()).created,
         key,
     };
-    let config = aws::load_config(&global.aws).await?;
     let store = SecretsManagerStore::new(&config);
     let arn = store
         .create_ca(&CaCreateRequest {
@@ -63,23 +100,44 @@ async fn ca_init(args: &CaInitArgs, global: &GlobalArgs, output: OutputFormat) -
             kms_key_id: args.kms_key_id.as_deref(),
         })
         .await
-        .map_err(|e| match e {
-            StoreError::AlreadyExists { name } => Failure::usage(anyhow::anyhow!(
-                "secret {name} already exists and ca init never overwrites a CA; to replace a CA, create a new one under another name (docs/certificates.md, \"Rotating the CA\")"
-            )),
-            other => Failure::from(other),
+        .map_err(|e| {
+            let failure = match e {
+                StoreError::AlreadyExists { name } => Failure::usage(anyhow::anyhow!(
+                    "secret {name} already exists and ca init never overwrites a CA; to replace a CA, create a new one under another name (docs/certificates.md, \"Rotating the CA\")"
+                )),
+                other => Failure::from(other),
+            };
+            match (&ca.key, args.kms) {
+                // Never leave a new KMS key unnamed.
+                (CaKey::Kms(kms), true) => Failure::with_status(
+                    failure.status,
+                    anyhow::anyhow!(
+                        "{}; the new KMS key {} is the CA of no secret: pass it as --kms-ca-key to try again, or schedule its deletion",
+                        failure.message(),
+                        kms.key_arn
+                    ),
+                ),
+                _ => failure,
+            }
         })?;
     let report = CaReport {
         arn: arn.to_string(),
-        algorithm: ca.key.algorithm().key_type().to_owned(),
+        algorithm: ca.key.key_type(),
         fingerprint: ca.key.fingerprint().to_string(),
         public_key: ca.key.public_line(),
         adopted_from: args.from_file.clone(),
+        kms_key_arn: match &ca.key {
+            CaKey::Kms(kms) => Some(kms.key_arn.clone()),
+            CaKey::Held(_) => None,
+        },
     };
     match output {
         OutputFormat::Json => output::print_json(&report).map_err(Failure::usage)?,
         _ => {
             println!("created CA {}", report.arn);
+            if let Some(kms) = &report.kms_key_arn {
+                println!("its private key is KMS key {kms} and never leaves KMS");
+            }
             println!("fingerprint {}", report.fingerprint);
             println!("{}", report.public_key);
         }

@@ -5,7 +5,7 @@ use super::{Rotation, RotationError};
 use crate::dispatch::Dispatcher;
 use crate::document::SecretDocument;
 use crate::ids::VersionId;
-use crate::keyset::{DEFAULT_RSA_BITS, HostKey, KeyAlgorithm, KeySet};
+use crate::keyset::{DEFAULT_RSA_BITS, KeyAlgorithm, KeySet};
 use crate::scan::Prober;
 use crate::store::claim::{ClaimError, Moved, store_and_move};
 use crate::store::{
@@ -195,7 +195,7 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
 /// the gate's now: the announcement starts), signed like the current set
 /// when it carries certificates.
 pub(super) fn new_document(
-    ca: Option<&HostKey>,
+    ca: Option<&crate::certificate::CaKey>,
     now: i64,
     planned_from: &VersionId,
     current_doc: &SecretDocument,
@@ -234,7 +234,7 @@ pub(super) fn new_document(
 /// the CA is refused before anything is stored: a new set without
 /// certificates would lock out clients that trust only the CA.
 fn signer_like(
-    ca: Option<&HostKey>,
+    ca: Option<&crate::certificate::CaKey>,
     current_id: &VersionId,
     current: &SecretDocument,
 ) -> Result<Option<crate::certificate::Signer>, RotationError> {

@@ -314,7 +314,7 @@ pub struct Rotation<'a, S, D, P> {
     pub say: &'a (dyn Fn(&str) + Sync),
     /// The CA (`--ca-secret-id`): signs the new set like the current one.
     /// Required when the current set carries certificates.
-    pub ca: Option<&'a crate::keyset::HostKey>,
+    pub ca: Option<&'a crate::certificate::CaKey>,
     /// What a promotion must pass ([`gate`]): the minimum overlap, whether
     /// unreachable nodes of a pull fleet are trusted, and the time.
     pub gate: Gate,

@@ -40,7 +40,6 @@ use super::{Rotation, RotationError, Stages};
 use crate::dispatch::Dispatcher;
 use crate::document::Retiring;
 use crate::ids::{SecretId, StageLabel, VersionId};
-use crate::keyset::HostKey;
 use crate::scan::Prober;
 use crate::store::{
     STAGE_CURRENT, STAGE_NEXT, STAGE_PENDING, STAGE_PREVIOUS, SecretStore, StoreError, StoredVersion, VersionSelector,
@@ -483,7 +482,7 @@ pub struct Announcer<'a, S> {
     /// The secret.
     pub secret: &'a SecretId,
     /// The CA.
-    pub ca: Option<&'a HostKey>,
+    pub ca: Option<&'a crate::certificate::CaKey>,
     /// Unix seconds now (the announcement's date).
     pub now: i64,
     /// After a promotion: how long nodes keep offering the set it retired

@@ -11,7 +11,6 @@ use crate::dispatch::Dispatcher;
 use crate::document::KeySetPrefix;
 use crate::exit::{ExitStatus, Status};
 use crate::ids::{Program, Region, SecretId};
-use crate::keyset::HostKey;
 use crate::rollout::PushOptions;
 use crate::ssm_document::{Kind, ResolveError};
 use crate::store::{SecretStore, StoreError};
@@ -58,7 +57,7 @@ pub struct Prepared {
     /// The login nodes.
     pub instances: Vec<Instance>,
     /// The CA.
-    pub ca: Option<HostKey>,
+    pub ca: Option<crate::certificate::CaKey>,
 }
 
 /// Why a rotation could not be set up.

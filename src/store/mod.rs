@@ -253,7 +253,7 @@ pub const TAG_CA_FINGERPRINT: &str = "hostkeyctl:ca-fingerprint";
 /// caller's.
 pub fn ca_tags(req: &CaCreateRequest<'_>) -> Vec<(String, String)> {
     let mut all = vec![
-        (TAG_FORMAT.to_owned(), crate::document::CA_FORMAT_V1.to_owned()),
+        (TAG_FORMAT.to_owned(), req.ca.format().to_owned()),
         (TAG_CA_FINGERPRINT.to_owned(), req.ca.key.fingerprint().to_string()),
     ];
     all.extend(req.tags.iter().cloned());

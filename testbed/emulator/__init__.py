@@ -1,6 +1,6 @@
 """The AWS side of the hostkeyctl test bed (a package: ``app`` the WSGI
-application, ``ssm`` the command plane and its agent, ``secretsmanager``
-and ``patches`` where moto differs from AWS, ``iam`` the policies
+application, ``ssm`` the command plane and its agent, ``secretsmanager``,
+``kms`` and ``patches`` where moto differs from AWS, ``iam`` the policies
 enforced).
 
 The moto server (EC2, Secrets Manager, the rest of SSM) runs in-process

@@ -19,7 +19,7 @@ from urllib.parse import parse_qs
 from moto.core.models import DEFAULT_ACCOUNT_ID as ACCOUNT
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
-from . import cbor, lambda_api, patches
+from . import cbor, kms, lambda_api, patches
 from .associations import ASSOCIATION_ACTIONS, StateManager
 from .autoscaling import LifecyclePlane
 from .errors import JSON_SERVICES, ApiError, denied, throttled
@@ -41,6 +41,7 @@ class Emulator(StateManager, RotationPlane, LambdaApi, LifecyclePlane, ClusterPl
 
     def __init__(self, region: str, bin_dir: str | None = None, log_dir: str | None = None):
         patches.apply()
+        kms.apply()
         self.region = region
         self.bin_dir = bin_dir
         self.moto = DomainDispatcherApplication(create_backend_app)
@@ -72,6 +73,7 @@ class Emulator(StateManager, RotationPlane, LambdaApi, LifecyclePlane, ClusterPl
         self._init_rotation(log_dir or os.environ.get("TMPDIR", "/tmp"))
         self._init_lifecycle()
         self._init_cluster()
+        self.control_hooks["/_bed/kms/private"] = self._kms_private
 
     # ----------------------------------------------------------------- WSGI
 
@@ -125,17 +127,18 @@ class Emulator(StateManager, RotationPlane, LambdaApi, LifecyclePlane, ClusterPl
                 raise throttled(service)
             if interrupt is not None and not interrupt.get("after"):
                 raise ApiError("InternalFailure", f"injected failure of {action} call {interrupt['n']}", 500)
-            if service == "secretsmanager" and action == "UpdateSecretVersionStage":
-                check_stage_move(json.loads(body or b"{}"), region or self.region)
-            if service == "secretsmanager" and action == "PutSecretValue":
-                check_put(json.loads(body or b"{}"), region or self.region)
-                sync_current(json.loads(body or b"{}"), region or self.region)
+            if service == "secretsmanager":
+                self._check_secretsmanager(action, body, region or self.region)
             if service == "secretsmanager" and action == "RotateSecret":
                 return self._json(start_response, 200, self.rotate_secret(json.loads(body or b"{}")))
             if service == "autoscaling" and (completed := self.autoscaling(action, body)) is not None:
                 size = str(len(completed[0]))
                 start_response("200 OK", [("Content-Type", "text/xml"), ("Content-Length", size)])
                 return completed
+            if service == "kms" and action in ("Sign", "GetPublicKey"):
+                request = json.loads(body or b"{}")
+                kms_call = kms.sign if action == "Sign" else kms.get_public_key
+                return self._json(start_response, 200, kms_call(ACCOUNT, region or self.region, request))
             if service == "lambda":
                 method = environ.get("REQUEST_METHOD", "GET")
                 result = self.lambda_call(method, path, body, region or self.region, ACCOUNT)
@@ -172,6 +175,15 @@ class Emulator(StateManager, RotationPlane, LambdaApi, LifecyclePlane, ClusterPl
             for hook in self.elb_hooks:
                 hook()
         return answer
+
+    @staticmethod
+    def _check_secretsmanager(action: str, body: bytes, region: str) -> None:
+        """Where Secrets Manager refuses what moto takes (secretsmanager.py)."""
+        if action == "UpdateSecretVersionStage":
+            check_stage_move(json.loads(body or b"{}"), region)
+        if action == "PutSecretValue":
+            check_put(json.loads(body or b"{}"), region)
+            sync_current(json.loads(body or b"{}"), region)
 
     @staticmethod
     def _identify(environ: WSGIEnvironment, body: bytes) -> tuple[str, str, str]:
@@ -226,6 +238,24 @@ class Emulator(StateManager, RotationPlane, LambdaApi, LifecyclePlane, ClusterPl
         return [xml]
 
     # --------------------------------------------------------- control API
+
+    def _kms_private(self, request: JsonObject) -> JsonObject:
+        """A KMS key's private half in every form a leak would take, and
+        the secret versions (of every secret, in every Region the bed
+        uses) whose value holds any of them: what a test searches files
+        with, and what it asserts is empty."""
+        from moto.secretsmanager.models import secretsmanager_backends
+
+        forms = kms.private_forms(ACCOUNT, request.get("region") or self.region, str(request["key_id"]))
+        needles = [forms["pem"].split("-----")[2].strip().splitlines()[0], *list(forms.values())[1:]]
+        found = []
+        for region, backend in secretsmanager_backends[ACCOUNT].items():
+            for name, secret in backend.secrets.items():
+                for version_id, version in secret.versions.items():
+                    value = str(version.get("secret_string", "")) + str(version.get("secret_binary", ""))
+                    if any(n and n in value for n in needles):
+                        found.append(f"{region}/{name}/{version_id}")
+        return {**forms, "secrets_holding_it": found}
 
     def _control(self, path: str, method: str, body: bytes, start_response: StartResponse) -> list[bytes]:
         try:

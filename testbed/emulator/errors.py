@@ -6,7 +6,7 @@ from __future__ import annotations
 from moto.core.models import DEFAULT_ACCOUNT_ID as ACCOUNT
 
 # The services that speak JSON (the others the EC2 or query protocol).
-JSON_SERVICES = {"ssm", "secretsmanager", "sagemaker"}
+JSON_SERVICES = {"ssm", "secretsmanager", "sagemaker", "kms"}
 
 
 class ApiError(Exception):

@@ -24,6 +24,7 @@ SSM document actions      ``arn:aws:ssm:REGION:ACCOUNT:document/NAME``
                           and Update (tag targets name no instance; the bed
                           does not check instance targets' instances)
 SageMaker cluster calls   the cluster's ARN
+KMS calls with a KeyId    the key's ARN (an alias resolved to its key)
 Lambda configuration      the function's ARN (from the request's path)
 ELB Register/Deregister   the target group's ARN (``TargetGroupArn``)
 CompleteLifecycleAction   the Auto Scaling group's ARN
@@ -32,8 +33,8 @@ everything else           ``*`` (EC2 and ELB describes have no resource-level
 ========================  ====================================================
 
 Conditions: ``StringEquals`` on ``ssm:resourceTag/*`` and
-``aws:ResourceTag/*`` is evaluated from the instance's tags (a missing tag
-never matches); moto ignores other operators, and keys the bed does not
+``aws:ResourceTag/*`` is evaluated from the instance's tags, or a KMS
+key's own for KMS requests (a missing tag never matches); moto ignores other operators, and keys the bed does not
 model (``kms:ViaService``, ``aws:SourceIp``, ...) are not evaluated. Those
 are covered by unit tests of the policy text (``scripts/lint_policies.py``
 and ``tests/it/bed/iam.rs``), and docs/iam.md says so.
@@ -52,7 +53,7 @@ from urllib.parse import parse_qs
 
 from moto.iam.access_control import IAMPolicy, IAMPolicyStatement, IAMRequest, PermissionResult
 
-from . import lambda_api
+from . import kms, lambda_api
 from .wire import JsonObject
 
 if TYPE_CHECKING:
@@ -291,6 +292,8 @@ class Enforcer:
             return [self.group_arn(str(request.get("AutoScalingGroupName", "")), region)]
         if service == "sagemaker" and action in SAGEMAKER_CLUSTER_ACTIONS:
             return [self.cluster_arn(str(request.get("ClusterName", "")), region)]
+        if service == "kms" and "KeyId" in request:
+            return [kms.key_arn(self.account, region, str(request["KeyId"]))]
         return ["*"]
 
     def authorize(
@@ -298,7 +301,7 @@ class Enforcer:
     ) -> JsonObject:
         """Checks what `resources` names; returns the parsed JSON request."""
         try:
-            request = json.loads(body) if body and service in ("secretsmanager", "ssm", "sagemaker") else {}
+            request = json.loads(body) if body and service in ("secretsmanager", "ssm", "sagemaker", "kms") else {}
         except ValueError:
             request = {}
         if service in ("elasticloadbalancing", "autoscaling") and body:
@@ -306,8 +309,15 @@ class Enforcer:
             request = {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
         if principal is None:
             return request
+        # A KMS key's tags are its aws:ResourceTag/* (the shipped signing
+        # grants name the CA keys by tag: docs/iam.md).
+        context = (
+            TagContext(kms.key_tags(self.account, region, str(request["KeyId"])))
+            if service == "kms" and "KeyId" in request
+            else None
+        )
         for resource in self.resources(service, action, request, region, path):
-            self.require(principal, service, action, resource)
+            self.require(principal, service, action, resource, context)
         if service == "secretsmanager" and action == "CreateSecret" and request.get("Tags"):
             # "To add tags to a secret when you create it, you must also have
             # secretsmanager:TagResource" (Secrets Manager API reference).

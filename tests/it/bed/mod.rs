@@ -17,6 +17,7 @@ mod clients;
 mod iam;
 mod install;
 mod install_rollback;
+mod kms_ca;
 mod profiles;
 mod profiles_certificates;
 mod quickstart;

@@ -75,6 +75,7 @@ async fn refused_stage_moves_and_reused_tokens_are_modelled_errors() {
         .await
         .unwrap();
     let signed_by = |ca: HostKey| {
+        let ca = hostkeyctl::certificate::CaKey::from(ca);
         let mut doc = current.document.clone();
         let signer = Signer {
             ca,

@@ -250,7 +250,7 @@ async fn certificates_are_judged_by_the_cas_fingerprint() {
     use hostkeyctl::certificate::{CertPolicy, CertVerdict, Principal};
     use hostkeyctl::keyset::{HostKey, KeyAlgorithm};
     let (store, fleet, original) = world(2).await;
-    let ca = HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap();
+    let ca = hostkeyctl::certificate::CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
     let signed = super::sign_current_with(&store, &ca, &["login.test"], 86_400).await;
     let dispatcher = MemDispatcher::new(&fleet, &store);
     let all = fleet.instances();
@@ -260,10 +260,10 @@ async fn certificates_are_judged_by_the_cas_fingerprint() {
             .unwrap()
             .all_ok()
     );
-    let judge = |trusted: &HostKey, name: &str, warn_days: u64| {
+    let judge = |trusted: &hostkeyctl::fingerprint::Fingerprint, name: &str, warn_days: u64| {
         let mut req = request(None, false);
         req.certificates = Some(CertPolicy {
-            ca_fingerprints: vec![trusted.fingerprint().clone()],
+            ca_fingerprints: vec![trusted.clone()],
             principals: vec![Principal::parse(name).unwrap()],
             warn_days,
         });
@@ -279,26 +279,31 @@ async fn certificates_are_judged_by_the_cas_fingerprint() {
     let only = |report: &AuditReport, verdict: CertVerdict| {
         (0..2).all(|n| certs(report, n).len() == ALGS.len() && certs(report, n).iter().all(|v| *v == verdict))
     };
-    let ok = run(&store, &fleet, &dispatcher, &judge(&ca, "login.test", 0))
+    let ok = run(&store, &fleet, &dispatcher, &judge(&ca.fingerprint(), "login.test", 0))
         .await
         .unwrap();
     assert_eq!(ok.conclusion, Conclusion::Consistent, "{:?}", ok.nodes);
     assert!(only(&ok, CertVerdict::Ok), "{:?}", ok.nodes);
 
     let impostor = HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap();
-    let wrong = run(&store, &fleet, &dispatcher, &judge(&impostor, "login.test", 0))
-        .await
-        .unwrap();
+    let wrong = run(
+        &store,
+        &fleet,
+        &dispatcher,
+        &judge(impostor.fingerprint(), "login.test", 0),
+    )
+    .await
+    .unwrap();
     assert_eq!(wrong.conclusion, Conclusion::Drift);
     assert!(only(&wrong, CertVerdict::WrongCa), "{:?}", wrong.nodes);
 
-    let unnamed = run(&store, &fleet, &dispatcher, &judge(&ca, "other.test", 0))
+    let unnamed = run(&store, &fleet, &dispatcher, &judge(&ca.fingerprint(), "other.test", 0))
         .await
         .unwrap();
     assert_eq!(unnamed.conclusion, Conclusion::Drift);
     assert!(only(&unnamed, CertVerdict::PrincipalMissing), "{:?}", unnamed.nodes);
 
-    let soon = run(&store, &fleet, &dispatcher, &judge(&ca, "login.test", 2))
+    let soon = run(&store, &fleet, &dispatcher, &judge(&ca.fingerprint(), "login.test", 2))
         .await
         .unwrap();
     assert_eq!(soon.conclusion, Conclusion::Consistent);
@@ -318,7 +323,7 @@ async fn certificates_are_judged_by_the_cas_fingerprint() {
             .unwrap()
             .all_ok()
     );
-    let missing = run(&store, &fleet, &dispatcher, &judge(&ca, "login.test", 0))
+    let missing = run(&store, &fleet, &dispatcher, &judge(&ca.fingerprint(), "login.test", 0))
         .await
         .unwrap();
     assert_eq!(missing.conclusion, Conclusion::Drift);
@@ -522,7 +527,7 @@ async fn a_certificate_verdict_never_hides_the_plain_key() {
     use hostkeyctl::certificate::{CertPolicy, CertVerdict, Principal};
     use hostkeyctl::keyset::{HostKey, KeyAlgorithm};
     let (store, fleet, _) = world(2).await;
-    let ca = HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap();
+    let ca = hostkeyctl::certificate::CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
     let signed = super::sign_current_with(&store, &ca, &["login.test"], 86_400).await;
     let dispatcher = MemDispatcher::new(&fleet, &store);
     assert!(

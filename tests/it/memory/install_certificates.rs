@@ -110,7 +110,7 @@ async fn each_bad_certificate_is_refused_and_the_good_one_served() {
     let (store, fleet, _) = world(1).await;
     let node = &fleet.nodes[0];
     let set = current(&store).await;
-    let ca = HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap();
+    let ca = hostkeyctl::certificate::CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
     let now = now_unix();
     let request = |names: &[&str], after: u64, before: u64| SignRequest {
         principals: names.iter().map(|n| Principal::parse(n).unwrap()).collect(),
@@ -135,7 +135,10 @@ async fn each_bad_certificate_is_refused_and_the_good_one_served() {
         .keys()
         .find(|k| k.algorithm() == KeyAlgorithm::Ed25519)
         .unwrap();
-    let ca_private = ssh_key::PrivateKey::from_openssh(ca.reveal_private_openssh().as_bytes()).unwrap();
+    let hostkeyctl::certificate::CaKey::Held(held) = &ca else {
+        unreachable!("a held CA")
+    };
+    let ca_private = ssh_key::PrivateKey::from_openssh(held.reveal_private_openssh().as_bytes()).unwrap();
     let mut user =
         ssh_key::certificate::Builder::new(vec![0; 32], key.public_key().key_data().clone(), now - 60, month).unwrap();
     user.cert_type(ssh_key::certificate::CertType::User).unwrap();
@@ -200,7 +203,7 @@ async fn a_nodes_own_certificate_from_the_same_ca_is_refused_untouched() {
     use hostkeyctl::keyset::{HostKey, KeyAlgorithm};
     let (store, fleet, _) = world(1).await;
     let node = &fleet.nodes[0];
-    let ca = HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap();
+    let ca = hostkeyctl::certificate::CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
     let now = hostkeyctl::certificate::now_unix();
     let request = SignRequest {
         principals: vec![Principal::parse("node-1.internal").unwrap()],
@@ -272,7 +275,7 @@ async fn a_certificate_out_of_its_time_is_left_out_and_the_keys_still_converge()
     use hostkeyctl::keyset::{HostKey, KeyAlgorithm, KeySet};
     let (store, fleet, _) = world(1).await;
     let node = &fleet.nodes[0];
-    let ca = HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap();
+    let ca = hostkeyctl::certificate::CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
     let now = now_unix();
     let request = |after: u64, before: u64| SignRequest {
         principals: vec![Principal::parse("login.test").unwrap()],

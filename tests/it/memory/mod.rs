@@ -133,7 +133,7 @@ pub async fn rotate_with_ca(
     fleet: &Arc<MemFleet>,
     dispatcher_store: &impl SecretStore,
     request: Request,
-    ca: Option<&hostkeyctl::keyset::HostKey>,
+    ca: Option<&hostkeyctl::certificate::CaKey>,
 ) -> Result<Outcome, RotationError> {
     rotate_inner(store, fleet, dispatcher_store, request, ca, false).await.0
 }
@@ -145,7 +145,7 @@ pub async fn rotate_reporting(
     fleet: &Arc<MemFleet>,
     dispatcher_store: &impl SecretStore,
     request: Request,
-    ca: Option<&hostkeyctl::keyset::HostKey>,
+    ca: Option<&hostkeyctl::certificate::CaKey>,
 ) -> (Result<Outcome, RotationError>, Report) {
     rotate_inner(store, fleet, dispatcher_store, request, ca, true).await
 }
@@ -182,7 +182,7 @@ impl<'a, S: SecretStore> Parts<'a, S> {
         &'b self,
         store: &'b St,
         fleet: &Arc<MemFleet>,
-        ca: Option<&'b hostkeyctl::keyset::HostKey>,
+        ca: Option<&'b hostkeyctl::certificate::CaKey>,
     ) -> Rotation<'b, St, MemDispatcher<'a, S>, MemFleet> {
         Rotation {
             store,
@@ -211,7 +211,7 @@ async fn rotate_inner(
     fleet: &Arc<MemFleet>,
     dispatcher_store: &impl SecretStore,
     request: Request,
-    ca: Option<&hostkeyctl::keyset::HostKey>,
+    ca: Option<&hostkeyctl::certificate::CaKey>,
     revocation: bool,
 ) -> (Result<Outcome, RotationError>, Report) {
     let parts = Parts::new(fleet, dispatcher_store);
@@ -370,14 +370,16 @@ pub async fn renew_pending(store: &MemoryStore, document: &SecretDocument) -> Ve
 
 /// A signed copy of the current set, stored as AWSCURRENT.
 pub async fn sign_current(store: &MemoryStore, principals: &[&str], valid_for: u64) -> StoredVersion {
-    let ca = hostkeyctl::keyset::HostKey::generate(hostkeyctl::keyset::KeyAlgorithm::Ed25519, 0).unwrap();
+    let ca = hostkeyctl::certificate::CaKey::from(
+        hostkeyctl::keyset::HostKey::generate(hostkeyctl::keyset::KeyAlgorithm::Ed25519, 0).unwrap(),
+    );
     sign_current_with(store, &ca, principals, valid_for).await
 }
 
 /// [`sign_current`] with a given CA.
 pub async fn sign_current_with(
     store: &MemoryStore,
-    ca: &hostkeyctl::keyset::HostKey,
+    ca: &hostkeyctl::certificate::CaKey,
     principals: &[&str],
     valid_for: u64,
 ) -> StoredVersion {

@@ -22,8 +22,9 @@ const ROLES: [&str; 7] = [
 ];
 /// Actions AWS checks on the caller's behalf inside a call the code makes:
 /// RotateSecret needs `lambda:InvokeFunction` on the rotation function (its
-/// API reference). The code never names them.
-const IMPLIED: [&str; 1] = ["lambda:InvokeFunction"];
+/// API reference), and CreateKey with Tags needs `kms:TagResource` (the
+/// KMS API reference, CreateKey). The code never names them.
+const IMPLIED: [&str; 2] = ["lambda:InvokeFunction", "kms:TagResource"];
 const AWS_SERVICES: [&str; 9] = [
     "autoscaling",
     "cloudwatch",
@@ -247,9 +248,35 @@ fn the_policies_scope_every_grant() {
                         "{st}"
                     );
                 }
+                "kms" => kms_statement_is_scoped(role, &st, &acts, &resources),
                 other => panic!("{role}: an unexpected service {other}"),
             }
         }
+    }
+}
+
+/// A CA in KMS: only the admin creates (and tags) keys; the CA's public
+/// key and signatures only from keys tagged as host CAs, and signing only
+/// by the roles that sign (sign, rotate, the rotation function).
+fn kms_statement_is_scoped(role: &str, st: &Value, acts: &[String], resources: &[String]) {
+    let keys = ["arn:aws:kms:*:111122223333:key/*".to_owned()];
+    let tagged = json!({"StringEquals": {"aws:ResourceTag/hostkeyctl:purpose": "ssh-host-ca"}});
+    match acts {
+        [a] if a == "kms:CreateKey" => {
+            // CreateKey names no key yet: "*" is its only resource.
+            assert_eq!((role, resources), ("admin", ["*".to_owned()].as_slice()), "{st}");
+        }
+        [a] if a == "kms:TagResource" => assert_eq!((role, resources), ("admin", keys.as_slice()), "{st}"),
+        [a] if a == "kms:GetPublicKey" => {
+            assert_eq!((role, resources), ("admin", keys.as_slice()), "{st}");
+            assert_eq!(st["Condition"], tagged, "{st}");
+        }
+        [a] if a == "kms:Sign" => {
+            assert!(["signer", "rotation", "rotation-lambda"].contains(&role), "{st}");
+            assert_eq!(resources, keys.as_slice(), "{st}");
+            assert_eq!(st["Condition"], tagged, "{st}");
+        }
+        _ => panic!("{role}: an unexpected KMS grant {st}"),
     }
 }
 

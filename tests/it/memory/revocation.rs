@@ -50,7 +50,7 @@ fn revoked_by_krl(krl_file: &Path, v: &StoredVersion) -> Vec<bool> {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rotation_retires_the_old_keys_for_ca_clients_until_their_certificates_expire() {
     let (store, fleet, _) = world(1).await;
-    let ca = HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap();
+    let ca = hostkeyctl::certificate::CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
     let week = 7 * 86_400;
     let first = sign_current_with(&store, &ca, &["login.test"], week).await;
     // The unsigned original has no certificate: nothing to revoke.
@@ -120,7 +120,7 @@ async fn a_rotation_retires_the_old_keys_for_ca_clients_until_their_certificates
 #[tokio::test(flavor = "multi_thread")]
 async fn an_aborted_overlap_revokes_the_announced_set() {
     let (store, fleet, _) = world(1).await;
-    let ca = HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap();
+    let ca = hostkeyctl::certificate::CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
     let first = sign_current_with(&store, &ca, &["login.test"], 86_400).await;
     let overlap = Request {
         overlap: true,

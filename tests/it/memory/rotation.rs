@@ -187,7 +187,9 @@ async fn rotating_a_signed_set_without_the_ca_is_refused_and_stores_nothing() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rotation_signs_the_new_set_like_the_current_one() {
     let (store, fleet, _) = world(2).await;
-    let ca = hostkeyctl::keyset::HostKey::generate(hostkeyctl::keyset::KeyAlgorithm::Ed25519, 0).unwrap();
+    let ca = hostkeyctl::certificate::CaKey::from(
+        hostkeyctl::keyset::HostKey::generate(hostkeyctl::keyset::KeyAlgorithm::Ed25519, 0).unwrap(),
+    );
     let day = 86_400;
     let signed = sign_current_with(&store, &ca, &["login.test", "alias.test"], 30 * day).await;
     let outcome = super::rotate_with_ca(&store, &fleet, &store, Request::default(), Some(&ca))
@@ -201,7 +203,7 @@ async fn a_rotation_signs_the_new_set_like_the_current_one() {
     for cert in now.document.certificates.values() {
         assert_eq!(cert.serial(), 2);
         assert_eq!(cert.valid_principals(), ["login.test", "alias.test"]);
-        assert_eq!(&hostkeyctl::certificate::ca_fingerprint(cert), ca.fingerprint());
+        assert_eq!(hostkeyctl::certificate::ca_fingerprint(cert), ca.fingerprint());
         let length = cert.valid_before() - cert.valid_after();
         assert!(
             length.abs_diff(30 * day + hostkeyctl::certificate::BACKDATE_SECS) < 120,

@@ -24,7 +24,7 @@ fn ca_id() -> SecretId {
 async fn with_ca(store: &MemoryStore) {
     let ca = CaDocument {
         created: "2026-12-01T00:00:00Z".to_owned(),
-        key: HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap(),
+        key: hostkeyctl::certificate::CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap()),
     };
     store
         .create_ca(&CaCreateRequest {
@@ -171,7 +171,10 @@ fn keys_of(doc: &hostkeyctl::document::SecretDocument) -> Vec<hostkeyctl::finger
 
 /// The current set signed, then a pull rotation's set announced (signed
 /// like it): the state of a week-long overlap. Returns the CA's key.
-async fn signed_and_announced(store: &MemoryStore, fleet: &Arc<hostkeyctl::testing::MemFleet>) -> HostKey {
+async fn signed_and_announced(
+    store: &MemoryStore,
+    fleet: &Arc<hostkeyctl::testing::MemFleet>,
+) -> hostkeyctl::certificate::CaKey {
     with_ca(store).await;
     let (s, ca, p) = (secret(), ca_id(), principals());
     let prefix = KeySetPrefix::parse("hostkeys/").unwrap();

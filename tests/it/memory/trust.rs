@@ -235,7 +235,7 @@ fn an_event_for_another_secret_is_refused_naming_both() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_revocation_never_names_the_announced_set() {
     let (store, fleet, _) = world(1).await;
-    let ca = HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap();
+    let ca = hostkeyctl::certificate::CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
     let first = sign_current_with(&store, &ca, &["login.test"], 7 * 86_400).await;
     let parts = Parts::new(&fleet, &store);
     let rotation = parts.rotation(&store, &fleet, Some(&ca));

@@ -123,7 +123,7 @@ struct Ghost(Mutex<BTreeMap<Keys, i64>>);
 struct World {
     store: MemoryStore,
     other: SecretId,
-    ca: HostKey,
+    ca: hostkeyctl::certificate::CaKey,
     nodes: Arc<Nodes>,
     instances: Vec<Instance>,
     empty: Arc<MemFleet>,
@@ -140,7 +140,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl World {
     async fn new(empty: Arc<MemFleet>) -> Self {
         let store = MemoryStore::new();
-        let ca = HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap();
+        let ca = hostkeyctl::certificate::CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
         for name in ["hk", "other"] {
             let document = SecretDocument::new(KeySet::generate(&ALGS, 2048).unwrap());
             store
