@@ -78,6 +78,9 @@ pub enum SigningError {
     /// The certificates could not be made (nothing was stored).
     #[error("{0}; nothing was stored")]
     Sign(String),
+    /// KMS refused or failed to sign (nothing was stored): an AWS failure.
+    #[error("{0}; nothing was stored")]
+    Kms(String),
     /// A stage moved between the read and the swap.
     #[error(
         "{stage} of {secret} moved while signing (a rotation finished or was aborted?); nothing was made current and {state}. Run sign again"
@@ -147,7 +150,10 @@ fn signed_copy(
 
 /// Nothing is stored when signing fails.
 fn not_signed(e: crate::certificate::SignError) -> SigningError {
-    SigningError::Sign(e.to_string())
+    match e {
+        crate::certificate::SignError::Kms { by_kms: true, .. } => SigningError::Kms(e.to_string()),
+        _ => SigningError::Sign(e.to_string()),
+    }
 }
 
 /// Stores `document` and swaps `label` to it from `from`: the version, or
@@ -346,6 +352,7 @@ impl crate::exit::ExitStatus for SigningError {
             SigningError::Store(s)
             | SigningError::Interrupted { source: s, .. }
             | SigningError::Untagged { source: s, .. } => s.status(),
+            SigningError::Kms(_) => crate::exit::Status::Aws,
             _ => crate::exit::Status::Usage,
         }
     }

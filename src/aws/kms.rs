@@ -3,6 +3,9 @@
 //! `ca init`, `Sign` for every certificate.
 
 use std::sync::Arc;
+use std::time::Duration;
+
+use aws_config::timeout::TimeoutConfig;
 
 use aws_sdk_kms::primitives::Blob;
 use aws_sdk_kms::types::{KeySpec, KeyUsageType, MessageType, SigningAlgorithmSpec, Tag};
@@ -30,6 +33,14 @@ pub enum KmsCaError {
         /// Why.
         reason: String,
     },
+    /// KMS could not use the key now (unavailable, internal error).
+    #[error("KMS key {key}: {reason}")]
+    Unavailable {
+        /// The key as given.
+        key: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 impl crate::exit::ExitStatus for KmsCaError {
@@ -37,10 +48,21 @@ impl crate::exit::ExitStatus for KmsCaError {
     fn status(&self) -> crate::exit::Status {
         match self {
             KmsCaError::Aws(e) => e.status(),
+            KmsCaError::Unavailable { .. } => crate::exit::Status::Aws,
             KmsCaError::Unusable { .. } => crate::exit::Status::Usage,
         }
     }
 }
+
+/// How long one `kms:Sign` may take, retries included: the certificate
+/// builder blocks a worker thread on it, which the rotation function's
+/// step budget cannot cut short (KMS signs in well under a second).
+const SIGN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How often `ca init --kms` reads a key it just created that KMS does not
+/// show yet (CreateKey is eventually consistent: the KMS Developer Guide,
+/// "Eventual consistency"), one second apart.
+const NEW_KEY_READS: u32 = 5;
 
 impl Kms {
     /// A client for `config`'s region and credentials.
@@ -51,21 +73,17 @@ impl Kms {
     }
 
     /// Creates an asymmetric signing key for `algorithm`, tagged
-    /// [`CA_TAG`] and `tags`; its ARN.
-    pub async fn create_ca_key(
-        &self,
-        algorithm: KmsAlgorithm,
-        description: &str,
-        tags: &[(String, String)],
-    ) -> Result<String, KmsCaError> {
+    /// [`CA_TAG`] (the only tag: the shipped admin policy may set no
+    /// other on a key); its ARN.
+    pub async fn create_ca_key(&self, algorithm: KmsAlgorithm, description: &str) -> Result<String, KmsCaError> {
         let call = Call::new("kms:CreateKey", format!("a {} signing key", algorithm.key_spec()));
-        let tags = std::iter::once(&(CA_TAG.0.to_owned(), CA_TAG.1.to_owned()))
-            .chain(tags)
-            .map(|(k, v)| Tag::builder().tag_key(k).tag_value(v).build())
-            .collect::<Result<Vec<_>, _>>()
+        let tag = Tag::builder()
+            .tag_key(CA_TAG.0)
+            .tag_value(CA_TAG.1)
+            .build()
             .map_err(|e| KmsCaError::Unusable {
                 key: "(new)".to_owned(),
-                reason: format!("a tag: {e}"),
+                reason: format!("the tag: {e}"),
             })?;
         let out = self
             .client
@@ -73,7 +91,7 @@ impl Kms {
             .key_spec(KeySpec::from(algorithm.key_spec()))
             .key_usage(KeyUsageType::SignVerify)
             .description(description)
-            .set_tags(Some(tags))
+            .tags(tag)
             .send()
             .await
             .map_err(|e| AwsError::from_sdk(e, &call))?;
@@ -85,6 +103,25 @@ impl Kms {
             })
     }
 
+    /// [`Kms::ca`] of a key CreateKey just made: read again, a second
+    /// apart, while KMS does not show it yet (not found, or its tag not
+    /// yet granting access).
+    pub async fn new_ca(&self, key: &str) -> Result<KmsCa, KmsCaError> {
+        let mut attempt = 1;
+        loop {
+            match self.ca(key).await {
+                Err(KmsCaError::Aws(AwsError::AccessDenied { .. } | AwsError::NotFound { .. }))
+                | Err(KmsCaError::Unusable { .. })
+                    if attempt < NEW_KEY_READS =>
+                {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// The CA for the KMS key `key` (an id, ARN, alias name or alias ARN):
     /// its ARN, key spec and public key from GetPublicKey, checked to be a
     /// signing key SSH can use, bound to this client.
@@ -93,7 +130,11 @@ impl Kms {
         let out = self.client.get_public_key().key_id(key).send().await.map_err(|e| {
             let code = aws_sdk_kms::error::ProvideErrorMetadata::code(&e).map(str::to_owned);
             match explain(code.as_deref(), key) {
-                Some(reason) => KmsCaError::Unusable {
+                Some((reason, true)) => KmsCaError::Unavailable {
+                    key: key.to_owned(),
+                    reason,
+                },
+                Some((reason, false)) => KmsCaError::Unusable {
                     key: key.to_owned(),
                     reason,
                 },
@@ -163,10 +204,15 @@ impl KmsSign for Kms {
             .message(Blob::new(message))
             .message_type(MessageType::Raw)
             .signing_algorithm(SigningAlgorithmSpec::from(algorithm.signing_algorithm()))
+            .customize()
+            .config_override(
+                aws_sdk_kms::config::Builder::default()
+                    .timeout_config(TimeoutConfig::builder().operation_timeout(SIGN_TIMEOUT).build()),
+            )
             .send();
         let out = tokio::task::block_in_place(|| handle.block_on(request).map_err(Box::new)).map_err(|e| {
             let code = aws_sdk_kms::error::ProvideErrorMetadata::code(&*e).map(str::to_owned);
-            explain(code.as_deref(), key_arn).unwrap_or_else(|| AwsError::from_sdk(*e, &call).to_string())
+            explain(code.as_deref(), key_arn).map_or_else(|| AwsError::from_sdk(*e, &call).to_string(), |(m, _)| m)
         })?;
         if out.key_id().is_some_and(|id| id != key_arn) {
             return Err(format!(
@@ -180,26 +226,41 @@ impl KmsSign for Kms {
     }
 }
 
-/// What KMS's refusal of a CA key means, and what to do (KMS API
-/// Reference, Sign and GetPublicKey errors); `None` for the errors every
-/// call shares (access denied, throttling, network), which [`AwsError`]
-/// explains.
-fn explain(code: Option<&str>, key: &str) -> Option<String> {
+/// What KMS's refusal of a CA key means, what to do, and whether it is
+/// passing (KMS API Reference, Sign and GetPublicKey errors); `None` for
+/// the errors every call shares (access denied, throttling, network),
+/// which [`AwsError`] explains.
+fn explain(code: Option<&str>, key: &str) -> Option<(String, bool)> {
+    let key = crate::escape::escape(key);
     Some(match code? {
-        "DisabledException" => format!(
-            "KMS key {key} is disabled: enable it (`aws kms enable-key --key-id {key}`), or sign with another CA"
+        "DisabledException" => (
+            format!(
+                "KMS key {key} is disabled: enable it (`aws kms enable-key --key-id {key}`), or sign with another CA"
+            ),
+            false,
         ),
-        "KMSInvalidStateException" => format!(
-            "KMS key {key} cannot sign in its state (pending deletion?): cancel the deletion (`aws kms cancel-key-deletion`) and enable it, or move to another CA (docs/certificates.md, \"Rotating the CA\")"
+        "KMSInvalidStateException" => (
+            format!(
+                "KMS key {key} cannot sign in its state (pending deletion?): cancel the deletion (`aws kms cancel-key-deletion`) and enable it, or move to another CA (docs/certificates.md, \"Rotating the CA\")"
+            ),
+            false,
         ),
-        "NotFoundException" => format!(
-            "KMS key {key} does not exist in this account and Region: check the CA secret's kms_key_arn, --region and the key id"
+        "NotFoundException" => (
+            format!("KMS key {key} does not exist in this account and Region: check the key id and --region"),
+            false,
         ),
-        "InvalidKeyUsageException" => format!(
-            "KMS key {key} does not sign with this algorithm (KeyUsage SIGN_VERIFY and the key spec the CA secret names are needed)"
+        "InvalidKeyUsageException" => (
+            format!(
+                "KMS key {key} does not sign with this algorithm (a CA needs KeyUsage SIGN_VERIFY and the key spec the CA secret names)"
+            ),
+            false,
+        ),
+        "UnsupportedOperationException" => (
+            format!("KMS key {key} is not an asymmetric signing key (a symmetric or HMAC key has no public key)"),
+            false,
         ),
         "KeyUnavailableException" | "DependencyTimeoutException" | "KMSInternalException" => {
-            format!("KMS could not use key {key} now ({}); try again", code?)
+            (format!("KMS could not use key {key} now ({}); try again", code?), true)
         }
         _ => return None,
     })

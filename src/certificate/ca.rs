@@ -62,8 +62,8 @@ impl CaKey {
     }
 
     /// Why the last KMS signature failed (ssh-key's error says only
-    /// "signature error").
-    pub fn take_error(&self) -> Option<String> {
+    /// "signature error"), and whether KMS refused or failed.
+    pub fn take_error(&self) -> Option<(String, bool)> {
         match self {
             CaKey::Held(_) => None,
             CaKey::Kms(kms) => kms.take_error(),

@@ -171,8 +171,9 @@ pub struct KmsCa {
     /// How it signs.
     pub algorithm: KmsAlgorithm,
     signer: Option<Arc<dyn KmsSign>>,
-    /// Why the last signature failed: ssh-key keeps only "signature error".
-    last_error: Mutex<Option<String>>,
+    /// Why the last signature failed (ssh-key keeps only "signature
+    /// error"), and whether KMS refused or failed (else hostkeyctl did).
+    last_error: Mutex<Option<(String, bool)>>,
 }
 
 impl std::fmt::Debug for KmsCa {
@@ -188,6 +189,22 @@ impl KmsCa {
     /// A KMS CA that cannot sign yet ([`KmsCa::bind`] gives it a client),
     /// or why `public` cannot be the public key of a `key_spec` key.
     pub fn new(key_arn: String, key_spec: String, public: &PublicKey) -> Result<Self, String> {
+        // GetPublicKey's KeyId is the key ARN; Sign answers it too, and
+        // hostkeyctl checks that it is the same key.
+        let parts: Vec<&str> = key_arn.splitn(6, ':').collect();
+        let is_key_arn = parts.len() == 6
+            && parts[0] == "arn"
+            && parts[1].starts_with("aws")
+            && parts[2] == "kms"
+            && parts[5]
+                .strip_prefix("key/")
+                .is_some_and(|id| !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
+        if !is_key_arn {
+            return Err(format!(
+                "{} is not a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/ID)",
+                crate::escape::escape(&key_arn)
+            ));
+        }
         let algorithm = KmsAlgorithm::for_key_spec(&key_spec)?;
         let matches = match algorithm {
             KmsAlgorithm::Rsa => public.algorithm().is_rsa(),
@@ -229,27 +246,35 @@ impl KmsCa {
         }
     }
 
-    /// Why the last signature failed, taken.
-    pub fn take_error(&self) -> Option<String> {
+    /// Why the last signature failed, and whether KMS refused or failed
+    /// (an AWS failure, exit 4), taken.
+    pub fn take_error(&self) -> Option<(String, bool)> {
         self.last_error.lock().ok().and_then(|mut e| e.take())
     }
 
-    /// A certificate body signed by KMS, as an SSH signature.
-    pub fn sign_tbs(&self, tbs: &[u8]) -> Result<ssh_key::Signature, String> {
+    /// A certificate body signed by KMS, as an SSH signature; or why not,
+    /// and whether KMS refused or failed.
+    pub fn sign_tbs(&self, tbs: &[u8]) -> Result<ssh_key::Signature, (String, bool)> {
         let signer = self.signer.as_ref().ok_or_else(|| {
-            format!(
-                "the CA is KMS key {} and this build cannot call KMS: sign with the admin build",
-                self.key_arn
+            (
+                format!(
+                    "the CA is KMS key {} and this build cannot call KMS: sign with the admin build",
+                    self.key_arn
+                ),
+                false,
             )
         })?;
         if tbs.len() > MAX_KMS_MESSAGE {
-            return Err(format!(
-                "the certificate body is {} bytes and KMS signs at most {MAX_KMS_MESSAGE}: certify fewer principals",
-                tbs.len()
+            return Err((
+                format!(
+                    "the certificate body is {} bytes and KMS signs at most {MAX_KMS_MESSAGE}: certify fewer principals",
+                    tbs.len()
+                ),
+                false,
             ));
         }
-        let raw = signer.sign(&self.key_arn, self.algorithm, tbs)?;
-        self.algorithm.ssh_signature(&raw)
+        let raw = signer.sign(&self.key_arn, self.algorithm, tbs).map_err(|e| (e, true))?;
+        self.algorithm.ssh_signature(&raw).map_err(|e| (e, false))
     }
 }
 
@@ -296,19 +321,21 @@ mod tests {
         assert!(KmsAlgorithm::P256.ssh_signature(b"\x30\x03junk").is_err());
     }
 
-    /// KMS played by a local P-256 key: DER signatures, as KMS answers.
-    struct LocalKms(p256::ecdsa::SigningKey);
+    /// KMS played by a local P-256 key: DER signatures, as KMS answers;
+    /// it counts its calls.
+    struct LocalKms(p256::ecdsa::SigningKey, std::sync::atomic::AtomicUsize);
 
     impl super::KmsSign for LocalKms {
         fn sign(&self, _arn: &str, algorithm: KmsAlgorithm, message: &[u8]) -> Result<Vec<u8>, String> {
             use p256::ecdsa::signature::Signer as _;
+            self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             assert_eq!(algorithm, KmsAlgorithm::P256);
             let sig: p256::ecdsa::Signature = self.0.sign(message);
             Ok(sig.to_der().as_bytes().to_vec())
         }
     }
 
-    fn kms_ca(public_from: u8, signs_with: u8) -> crate::certificate::CaKey {
+    fn kms_ca(public_from: u8, signs_with: u8) -> (crate::certificate::CaKey, std::sync::Arc<LocalKms>) {
         use p256::pkcs8::EncodePublicKey;
         let public = p256::ecdsa::SigningKey::from_slice(&[public_from; 32]).unwrap();
         let der = public.verifying_key().to_public_key_der().unwrap();
@@ -318,11 +345,13 @@ mod tests {
             "ECC_NIST_P256".to_owned(),
             &public,
         )
-        .unwrap()
-        .bind(std::sync::Arc::new(LocalKms(
+        .unwrap();
+        let local = std::sync::Arc::new(LocalKms(
             p256::ecdsa::SigningKey::from_slice(&[signs_with; 32]).unwrap(),
-        )));
-        crate::certificate::CaKey::Kms(std::sync::Arc::new(ca))
+            std::sync::atomic::AtomicUsize::new(0),
+        ));
+        let ca = ca.bind(local.clone());
+        (crate::certificate::CaKey::Kms(std::sync::Arc::new(ca)), local)
     }
 
     fn request(names: usize) -> crate::certificate::SignRequest {
@@ -341,14 +370,14 @@ mod tests {
     fn a_kms_ca_signs_certificates_that_verify_and_refuses_another_keys_signature() {
         use crate::keyset::{KeyAlgorithm, KeySet};
         let keys = KeySet::generate(&[KeyAlgorithm::Ed25519, KeyAlgorithm::Ecdsa], 0).unwrap();
-        let ca = kms_ca(3, 3);
+        let (ca, _) = kms_ca(3, 3);
         let certs = crate::certificate::sign_set(&ca, &keys, &request(3)).unwrap();
         let trusted = ca.public_key().fingerprint(ssh_key::HashAlg::Sha256);
         for (_, cert) in &certs {
             cert.validate_at(1_500, [&trusted]).unwrap();
         }
         // KMS answering with another key's signature is never stored.
-        let err = crate::certificate::sign_set(&kms_ca(3, 4), &keys, &request(3)).unwrap_err();
+        let err = crate::certificate::sign_set(&kms_ca(3, 4).0, &keys, &request(3)).unwrap_err();
         assert!(err.to_string().contains("KMS key arn:aws:kms"), "{err}");
     }
 
@@ -357,8 +386,10 @@ mod tests {
         use crate::keyset::{KeyAlgorithm, KeySet};
         let keys = KeySet::generate(&[KeyAlgorithm::Ed25519], 0).unwrap();
         // About 30 bytes a name: 200 names make a body over 4,096 bytes.
-        let err = crate::certificate::sign_set(&kms_ca(3, 3), &keys, &request(200)).unwrap_err();
+        let (ca, local) = kms_ca(3, 3);
+        let err = crate::certificate::sign_set(&ca, &keys, &request(200)).unwrap_err();
         assert!(err.to_string().contains("KMS signs at most 4096"), "{err}");
+        assert_eq!(local.1.load(std::sync::atomic::Ordering::SeqCst), 0, "KMS was called");
     }
 
     #[test]

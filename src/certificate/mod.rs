@@ -121,7 +121,7 @@ pub enum SignError {
         source: ssh_key::Error,
     },
     /// The CA in KMS did not sign, or signed with another key.
-    #[error("signing the {algorithm} certificate with {location} failed: {reason}; nothing was stored")]
+    #[error("signing the {algorithm} certificate with {location} failed: {reason}")]
     Kms {
         /// The key's algorithm.
         algorithm: KeyAlgorithm,
@@ -129,6 +129,8 @@ pub enum SignError {
         location: String,
         /// Why (KMS's error, or the check that failed).
         reason: String,
+        /// KMS refused or failed (an AWS failure), rather than a check.
+        by_kms: bool,
     },
 }
 
@@ -169,12 +171,14 @@ pub fn sign_set(
             reason: format!(
                 "the signature does not verify with the CA's public key ({e}): does the CA secret's kms_key_arn name the key whose public key it holds?"
             ),
+            by_kms: false,
         };
         let cert = builder.sign(ca).map_err(|source| match (ca.take_error(), ca) {
-            (Some(reason), _) => SignError::Kms {
+            (Some((reason, by_kms)), _) => SignError::Kms {
                 algorithm,
                 location: ca.location(),
                 reason,
+                by_kms,
             },
             (None, CaKey::Kms(_)) => mismatch(source),
             (None, CaKey::Held(_)) => SignError::Sign { algorithm, source },

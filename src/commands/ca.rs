@@ -49,13 +49,30 @@ async fn ca_key(args: &CaInitArgs, config: &aws_config::SdkConfig) -> Result<CaK
     let key = match (&args.kms_ca_key, args.kms) {
         (Some(key), _) => key.clone(),
         (None, true) => {
+            // A new key is billed from its creation: never make one for a
+            // CA secret that cannot be created.
+            match SecretsManagerStore::new(config).describe(&args.ca_secret_id).await {
+                Err(StoreError::Aws(crate::aws::AwsError::NotFound { .. })) => {}
+                Ok(_) => {
+                    return Err(Failure::usage(anyhow::anyhow!(
+                        "secret {} already exists and ca init never overwrites a CA; nothing was created (docs/certificates.md, \"Rotating the CA\")",
+                        args.ca_secret_id
+                    )));
+                }
+                Err(e) => {
+                    return Err(Failure::with_status(
+                        e.status(),
+                        anyhow::anyhow!("{e}; nothing was created"),
+                    ));
+                }
+            }
             let algorithm = match args.algorithm {
                 KeyAlgorithm::Ed25519 => KmsAlgorithm::Ed25519,
                 KeyAlgorithm::Ecdsa => KmsAlgorithm::P256,
                 KeyAlgorithm::Rsa => KmsAlgorithm::Rsa,
             };
             let description = format!("SSH host CA of {} (managed by hostkeyctl)", args.ca_secret_id);
-            kms.create_ca_key(algorithm, &description, &args.tags)
+            kms.create_ca_key(algorithm, &description)
                 .await
                 .map_err(|e| Failure::with_status(e.status(), anyhow::anyhow!("{e}; nothing was created")))?
         }
@@ -65,7 +82,12 @@ async fn ca_key(args: &CaInitArgs, config: &aws_config::SdkConfig) -> Result<CaK
                 .map_err(|e| Failure::usage(anyhow::anyhow!("generating the CA key: {e}")));
         }
     };
-    let ca = kms.ca(&key).await.map_err(|e| {
+    let read = if args.kms {
+        kms.new_ca(&key).await
+    } else {
+        kms.ca(&key).await
+    };
+    let ca = read.map_err(|e| {
         let created = if args.kms {
             format!(" (the KMS key {key} was created: schedule its deletion or pass it as --kms-ca-key)")
         } else {

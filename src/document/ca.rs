@@ -308,6 +308,9 @@ mod tests {
         let with_private = json.replace("\"kms_key_arn\"", "\"private_key\": \"x\",\n  \"kms_key_arn\"");
         let err = CaDocument::parse(&with_private).unwrap_err().to_string();
         assert!(err.contains("must hold no private_key"), "{err}");
+        let alias = json.replace(&arn, "alias/ssh-ca");
+        let err = CaDocument::parse(&alias).unwrap_err().to_string();
+        assert!(err.contains("is not a KMS key ARN"), "{err}");
         let p384 = json.replace("ECC_NIST_P256", "ECC_NIST_P384");
         let err = CaDocument::parse(&p384).unwrap_err().to_string();
         assert!(err.contains("cannot have the public key"), "{err}");

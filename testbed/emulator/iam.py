@@ -34,7 +34,9 @@ everything else           ``*`` (EC2 and ELB describes have no resource-level
 
 Conditions: ``StringEquals`` on ``ssm:resourceTag/*`` and
 ``aws:ResourceTag/*`` is evaluated from the instance's tags, or a KMS
-key's own for KMS requests (a missing tag never matches); moto ignores other operators, and keys the bed does not
+key's own for KMS requests (a missing tag never matches), and on a KMS
+request's ``aws:RequestTag/*``, ``kms:KeyUsage`` and ``kms:KeySpec``;
+moto ignores other operators (``ForAllValues:...``), and keys the bed does not
 model (``kms:ViaService``, ``aws:SourceIp``, ...) are not evaluated. Those
 are covered by unit tests of the policy text (``scripts/lint_policies.py``
 and ``tests/it/bed/iam.rs``), and docs/iam.md says so.
@@ -118,6 +120,37 @@ class TagContext(dict[str, str]):
 
     def __getitem__(self, key: str) -> str:
         return self.tags.get(key.split("/", 1)[1], self.ABSENT)
+
+
+class RequestContext(TagContext):
+    """A KMS request's condition values: the key's tags as
+    ``aws:ResourceTag/KEY``, the request's ``Tags`` as
+    ``aws:RequestTag/KEY``, and CreateKey's ``kms:KeyUsage`` and
+    ``kms:KeySpec`` (KMS Developer Guide, "Condition keys for AWS KMS").
+    Every such key is present, as in ``TagContext``."""
+
+    REQUEST_TAG = "aws:RequestTag/"
+
+    def __init__(self, resource_tags: dict[str, str], request: JsonObject):
+        super().__init__(resource_tags)
+        tags = request.get("Tags") or []
+        self.request_tags = {str(t.get("TagKey")): str(t.get("TagValue")) for t in tags if isinstance(t, dict)}
+        self.request_values = {
+            "kms:KeyUsage": str(request.get("KeyUsage") or "ENCRYPT_DECRYPT"),
+            "kms:KeySpec": str(request.get("KeySpec") or "SYMMETRIC_DEFAULT"),
+        }
+
+    def __contains__(self, key: object) -> bool:
+        return super().__contains__(key) or (
+            isinstance(key, str) and (key.startswith(self.REQUEST_TAG) or key in self.request_values)
+        )
+
+    def __getitem__(self, key: str) -> str:
+        if key.startswith(self.REQUEST_TAG):
+            return self.request_tags.get(key.removeprefix(self.REQUEST_TAG), self.ABSENT)
+        if key in self.request_values:
+            return self.request_values[key]
+        return super().__getitem__(key)
 
 
 @dataclass
@@ -312,12 +345,16 @@ class Enforcer:
         # A KMS key's tags are its aws:ResourceTag/* (the shipped signing
         # grants name the CA keys by tag: docs/iam.md).
         context = (
-            TagContext(kms.key_tags(self.account, region, str(request["KeyId"])))
-            if service == "kms" and "KeyId" in request
+            RequestContext(kms.key_tags(self.account, region, str(request.get("KeyId", ""))), request)
+            if service == "kms"
             else None
         )
         for resource in self.resources(service, action, request, region, path):
             self.require(principal, service, action, resource, context)
+        if service == "kms" and action == "CreateKey" and request.get("Tags"):
+            # "To use the Tags parameter, you must have kms:TagResource
+            # permission in an IAM policy" (KMS API Reference, CreateKey).
+            self.require(principal, service, "TagResource", f"arn:aws:kms:{region}:{self.account}:key/new", context)
         if service == "secretsmanager" and action == "CreateSecret" and request.get("Tags"):
             # "To add tags to a secret when you create it, you must also have
             # secretsmanager:TagResource" (Secrets Manager API reference).

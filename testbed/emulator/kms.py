@@ -27,6 +27,9 @@ is botocore's ``kms/2014-11-01/service-2.json``, installed with the bed):
   ``InvalidKeyUsageException``: "the KeyUsage value of the KMS key is
   incompatible with the API operation" or the signing algorithm is not one
   the key supports.
+* GetPublicKey of a symmetric key: moto answers a public key it made up;
+  KMS answers ``UnsupportedOperationException`` (GetPublicKey's errors:
+  "the specified KMS key is not ... an asymmetric KMS key").
 * GetPublicKey: moto omits ``KeySpec`` and answers the bare key id. Its
   output names ``KeyId`` "The Amazon Resource Name (key ARN) of the
   asymmetric KMS key from which the public key was downloaded" and
@@ -234,6 +237,8 @@ def get_public_key(account: str, region: str, request: JsonObject) -> JsonObject
     """GetPublicKey with the key ARN and KeySpec (module docstring)."""
     key = find_key(account, region, str(request.get("KeyId", "")))
     _usable(key)
+    if key.key_spec == "SYMMETRIC_DEFAULT" or key.key_spec.startswith("HMAC"):
+        raise ApiError("UnsupportedOperationException", f"{key.arn} key usage is not supported for GetPublicKey.")
     answer: JsonObject = {
         "KeyId": key.arn,
         "PublicKey": base64.b64encode(key.private_key.public_key()).decode(),

@@ -32,10 +32,18 @@ async fn create_key(kms: &aws_sdk_kms::Client, spec: &str, usage: &str, tagged: 
     out.key_metadata().unwrap().arn().unwrap().to_owned()
 }
 
-/// `ssh-keygen -L` of node 0's ed25519 certificate: it fails unless the
-/// CA's signature verifies.
-fn listing(bed: &TestBed) -> String {
-    let path = bed.state.nodes[0].ssh_dir.join("ssh_host_ed25519_key-cert.pub");
+/// The host key types the bed's nodes serve, by file name and by the
+/// certificate's wire name.
+const HOST_KEYS: [(&str, &str); 3] = [
+    ("ed25519", "ssh-ed25519-cert-v01@openssh.com"),
+    ("ecdsa", "ecdsa-sha2-nistp256-cert-v01@openssh.com"),
+    ("rsa", "rsa-sha2-512-cert-v01@openssh.com"),
+];
+
+/// `ssh-keygen -L` of node 0's certificate of host key type `kind`: it
+/// fails unless the CA's signature verifies.
+fn listing(bed: &TestBed, kind: &str) -> String {
+    let path = bed.state.nodes[0].ssh_dir.join(format!("ssh_host_{kind}_key-cert.pub"));
     let out = Command::new(require("ssh-keygen"))
         .arg("-L")
         .arg("-f")
@@ -46,8 +54,9 @@ fn listing(bed: &TestBed) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// A login to node 0 with only the CA's `@cert-authority` line, strict.
-fn ca_only_login(bed: &TestBed, ca_secret: &str) -> std::process::Output {
+/// A login to node 0 with only the CA's `@cert-authority` line, strict,
+/// offered only the host certificate `cert_type`.
+fn ca_only_login(bed: &TestBed, ca_secret: &str, cert_type: &str) -> std::process::Output {
     let line = bed
         .cli("known-hosts")
         .args(&["--ca-secret-id", ca_secret, "--host", NAME, "--cert-authority"])
@@ -56,7 +65,15 @@ fn ca_only_login(bed: &TestBed, ca_secret: &str) -> std::process::Output {
     let file = bed.dir().join(format!("known_hosts.{}", ca_secret.replace('/', "_")));
     std::fs::write(&file, &line.stdout).unwrap();
     let node = &bed.state.nodes[0];
-    bed.ssh_with(None, &node.address, &file, &[&format!("HostKeyAlias={NAME}")])
+    bed.ssh_with(
+        None,
+        &node.address,
+        &file,
+        &[
+            &format!("HostKeyAlias={NAME}"),
+            &format!("HostKeyAlgorithms={cert_type}"),
+        ],
+    )
 }
 
 fn sign_and_push(bed: &TestBed, ca_secret: &str) -> crate::common::bed::Run {
@@ -122,6 +139,14 @@ fn assert_unusable_keys_are_refused(bed: &TestBed, runtime: &tokio::runtime::Run
     let refused = ca_init(bed, "hostkeyctl-ca/symmetric", &["--kms-ca-key", &symmetric]);
     refused.code(2);
     assert!(
+        refused.stderr.contains("is not an asymmetric signing key"),
+        "{}",
+        refused.stderr
+    );
+    let encrypting = runtime.block_on(create_key(kms, "RSA_3072", "ENCRYPT_DECRYPT", true));
+    let refused = ca_init(bed, "hostkeyctl-ca/encrypting", &["--kms-ca-key", &encrypting]);
+    refused.code(2);
+    assert!(
         refused.stderr.contains("key usage is ENCRYPT_DECRYPT"),
         "{}",
         refused.stderr
@@ -162,22 +187,28 @@ fn assert_kms_ca_signs(
     assert_eq!(bed.counts().get("kms:Sign").copied().unwrap_or(0), before + 3);
     let (kind, using) = signing.split_once(' ').unwrap();
     let fingerprint = ca["fingerprint"].as_str().unwrap();
-    let listed = listing(bed);
-    assert!(
-        listed.contains(&format!("Signing CA: {kind} {fingerprint} {using}")),
-        "{name}: {listed}"
-    );
-    let principals: Vec<&str> = listed
-        .lines()
-        .skip_while(|l| !l.trim_start().starts_with("Principals:"))
-        .skip(1)
-        .take_while(|l| !l.contains(':'))
-        .map(str::trim)
-        .collect();
-    assert_eq!(principals, [NAME], "{listed}");
-    let login = ca_only_login(bed, &secret);
-    let said = String::from_utf8_lossy(&login.stderr);
-    assert!(login.status.success() && !said.contains("WARNING"), "{name}: {said}");
+    // Each host key's certificate, and a login offered only that one.
+    for (host_key, cert_type) in HOST_KEYS {
+        let listed = listing(bed, host_key);
+        assert!(
+            listed.contains(&format!("Signing CA: {kind} {fingerprint} {using}")),
+            "{name} {host_key}: {listed}"
+        );
+        let principals: Vec<&str> = listed
+            .lines()
+            .skip_while(|l| !l.trim_start().starts_with("Principals:"))
+            .skip(1)
+            .take_while(|l| !l.contains(':'))
+            .map(str::trim)
+            .collect();
+        assert_eq!(principals, [NAME], "{listed}");
+        let login = ca_only_login(bed, &secret, cert_type);
+        let said = String::from_utf8_lossy(&login.stderr);
+        assert!(
+            login.status.success() && !said.contains("WARNING"),
+            "{name} {host_key}: {said}"
+        );
+    }
     key
 }
 
@@ -218,6 +249,13 @@ fn a_ca_in_kms_signs_what_sshd_serves_and_its_private_key_is_nowhere_else() {
         keys.push(assert_kms_ca_signs(&bed, &runtime, name, args, signing));
     }
 
+    // A CA secret that exists: refused before any key is created.
+    let created = bed.counts().get("kms:CreateKey").copied();
+    let again = ca_init(&bed, "hostkeyctl-ca/kms-p256", &["--kms"]);
+    again.code(2);
+    assert!(again.stderr.contains("never overwrites a CA"), "{}", again.stderr);
+    assert_eq!(bed.counts().get("kms:CreateKey").copied(), created);
+
     // A rotation signs the new set through KMS, as the rotation role.
     let rotated = bed
         .cli("rotate")
@@ -233,8 +271,12 @@ fn a_ca_in_kms_signs_what_sshd_serves_and_its_private_key_is_nowhere_else() {
         ])
         .run();
     assert_eq!(rotated.code, 0, "rotate: {}", rotated.stderr);
-    assert!(listing(&bed).contains("(using ecdsa-sha2-nistp256)"));
-    assert!(ca_only_login(&bed, "hostkeyctl-ca/kms-p256").status.success());
+    assert!(listing(&bed, "ed25519").contains("(using ecdsa-sha2-nistp256)"));
+    assert!(
+        ca_only_login(&bed, "hostkeyctl-ca/kms-p256", HOST_KEYS[0].1)
+            .status
+            .success()
+    );
 
     // A disabled CA key: KMS refuses, sign says why, nothing is stored.
     let before = bed.cli("status").json().secret().run().json();
@@ -246,7 +288,7 @@ fn a_ca_in_kms_signs_what_sshd_serves_and_its_private_key_is_nowhere_else() {
         .secret()
         .args(&["--ca-secret-id", "hostkeyctl-ca/kms-ed25519", "--principal", NAME])
         .run();
-    assert_ne!(disabled.code, 0);
+    disabled.code(4);
     assert!(
         disabled.stderr.contains("is disabled") && disabled.stderr.contains("nothing was stored"),
         "{}",

@@ -381,7 +381,7 @@ fn a_pull_only_fleet_is_rotated_end_to_end() {
     timer(&bed);
     assert_serves_current(&bed, "before");
     // Certificates (issue 27): a CA-only client beside the plain-key one.
-    let ca_only = signed_with_a_ca(&bed);
+    let ca_only = signed_with_a_ca(&bed, false);
     timer(&bed);
 
     let refused = bed.cli("push").secret().targets().run();
@@ -488,13 +488,14 @@ fn assert_serial_served(bed: &TestBed, serial: u64) {
     }
 }
 
-/// `ca init` and `sign` for `login.test`; the known_hosts of a client that
-/// trusts only the CA.
-pub(crate) fn signed_with_a_ca(bed: &TestBed) -> std::path::PathBuf {
-    bed.cli("ca init")
-        .args(&["--ca-secret-id", "hostkeyctl-ca/ca"])
-        .run()
-        .ok();
+/// `ca init` (a CA in KMS with `kms`) and `sign` for `login.test`; the
+/// known_hosts of a client that trusts only the CA.
+pub(crate) fn signed_with_a_ca(bed: &TestBed, kms: bool) -> std::path::PathBuf {
+    let mut init = vec!["--ca-secret-id", "hostkeyctl-ca/ca"];
+    if kms {
+        init.push("--kms");
+    }
+    bed.cli("ca init").args(&init).run().ok();
     sign(bed);
     let line = bed
         .cli("known-hosts")

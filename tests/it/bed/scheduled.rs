@@ -318,6 +318,27 @@ fn uuid_like() -> String {
     )
 }
 
+/// The function's role was never refused; with a CA (in KMS) it signed
+/// every new set's three host keys through kms:Sign.
+fn function_role_never_refused(bed: &TestBed, signed: bool) {
+    let usage = bed.iam_usage();
+    assert!(
+        usage["denied"].get("hostkeyctl-rotation-lambda").is_none(),
+        "the function's role was refused: {usage}"
+    );
+    assert!(usage["allowed"]["hostkeyctl-rotation-lambda"].is_object(), "{usage}");
+    if signed {
+        // Three rotations, three host keys each.
+        let signed = usage["allowed"]["hostkeyctl-rotation-lambda"]["kms:Sign"].as_u64();
+        assert!(signed.is_some_and(|n| n >= 9), "{usage}");
+    }
+    // What docs/rotation.md's "What it costs" reports (with --nocapture).
+    eprintln!(
+        "the function's calls: {}",
+        usage["allowed"]["hostkeyctl-rotation-lambda"]
+    );
+}
+
 /// A fleet goes through three scheduled rotations (and, on the pull fleet,
 /// one held back by a node whose timer stopped, and a failed one): a
 /// client that logs in once an interval never sees a warning, a client
@@ -333,7 +354,9 @@ fn three_rotations(pull: bool) {
     timer(&bed);
     let lb = bed.state.lb.clone().unwrap();
     let mut extra = vec![];
-    let ca_only = (!pull).then(|| crate::bed::rotate::signed_with_a_ca(&bed));
+    // The push fleet's CA is in KMS: the function signs each new set
+    // through kms:Sign, as its own role.
+    let ca_only = (!pull).then(|| crate::bed::rotate::signed_with_a_ca(&bed, true));
     if !pull {
         extra.extend(["--ca-secret-id", "hostkeyctl-ca/ca"]);
         timer(&bed);
@@ -405,17 +428,7 @@ fn three_rotations(pull: bool) {
         last_rotated = clients_after(&bed, &what, &last_rotated, &known_hosts, ca_only.as_deref());
     }
     forged_events(&bed, &arn);
-    let usage = bed.iam_usage();
-    assert!(
-        usage["denied"].get("hostkeyctl-rotation-lambda").is_none(),
-        "the function's role was refused: {usage}"
-    );
-    assert!(usage["allowed"]["hostkeyctl-rotation-lambda"].is_object(), "{usage}");
-    // What docs/rotation.md's "What it costs" reports (with --nocapture).
-    eprintln!(
-        "the function's calls: {}",
-        usage["allowed"]["hostkeyctl-rotation-lambda"]
-    );
+    function_role_never_refused(&bed, !pull);
     // Security Hub's reading: SecretsManager.1 and .4.
     let status = bed.cli("status").json().secret().run().json();
     assert_eq!(status["schedule"]["enabled"], true, "{status}");

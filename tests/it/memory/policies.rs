@@ -263,10 +263,27 @@ fn kms_statement_is_scoped(role: &str, st: &Value, acts: &[String], resources: &
     let tagged = json!({"StringEquals": {"aws:ResourceTag/hostkeyctl:purpose": "ssh-host-ca"}});
     match acts {
         [a] if a == "kms:CreateKey" => {
-            // CreateKey names no key yet: "*" is its only resource.
+            // CreateKey names no key yet: "*" is its only resource, and
+            // the conditions hold it to tagged signing keys.
             assert_eq!((role, resources), ("admin", ["*".to_owned()].as_slice()), "{st}");
+            assert_eq!(
+                st["Condition"],
+                json!({"StringEquals": {"kms:KeyUsage": "SIGN_VERIFY", "aws:RequestTag/hostkeyctl:purpose": "ssh-host-ca"}}),
+                "{st}"
+            );
         }
-        [a] if a == "kms:TagResource" => assert_eq!((role, resources), ("admin", keys.as_slice()), "{st}"),
+        [a] if a == "kms:TagResource" => {
+            // Tag-on-create: the one tag, and no other tag on any key.
+            assert_eq!((role, resources), ("admin", keys.as_slice()), "{st}");
+            assert_eq!(
+                st["Condition"],
+                json!({
+                    "StringEquals": {"aws:RequestTag/hostkeyctl:purpose": "ssh-host-ca"},
+                    "ForAllValues:StringEquals": {"aws:TagKeys": ["hostkeyctl:purpose"]}
+                }),
+                "{st}"
+            );
+        }
         [a] if a == "kms:GetPublicKey" => {
             assert_eq!((role, resources), ("admin", keys.as_slice()), "{st}");
             assert_eq!(st["Condition"], tagged, "{st}");
@@ -320,8 +337,8 @@ fn admission_statement_is_scoped(role: &str, st: &Value, acts: &[String], resour
 fn the_ca_nodes_and_auditors_hold_only_their_grants() {
     let cas = "arn:aws:secretsmanager:*:111122223333:secret:hostkeyctl-ca/*";
     // The CA: read by the signer and by rotate (which signs new sets),
-    // created (never read) by the admin, never reachable by a node or an
-    // auditor.
+    // created and described (never read) by the admin, never reachable by
+    // a node or an auditor.
     let on_cas = |role: &str| -> BTreeSet<String> {
         statements(role)
             .iter()
@@ -340,6 +357,7 @@ fn the_ca_nodes_and_auditors_hold_only_their_grants() {
         on_cas("admin"),
         [
             "secretsmanager:CreateSecret".to_owned(),
+            "secretsmanager:DescribeSecret".to_owned(),
             "secretsmanager:TagResource".to_owned()
         ]
         .into()
