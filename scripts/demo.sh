@@ -18,8 +18,9 @@
 #      connections with ssh and 20 with plink, 0 warnings;
 #   9. the same install on other distributions' sshd set-ups (Ubuntu 24.04
 #      socket activation, Amazon Linux 2023), with nothing but its defaults;
-#  10. host certificates: a CA in its own secret signs the set, clients hold
-#      one @cert-authority line, 20 connections, and the audit judges them;
+#  10. host certificates: a CA in KMS (its private key never leaves it)
+#      signs the set, clients hold one @cert-authority line, 20
+#      connections, and the audit judges them;
 #  11-12. revocation, a State Manager association, Compliance and metrics;
 #  13. scheduled rotation: Secrets Manager's schedule runs the Lambda
 #      function (this binary as `bootstrap`), which promotes the set the
@@ -258,9 +259,10 @@ for i in 0 1 2; do
 done
 
 bold "10. Host certificates: one @cert-authority line, no trust on first use"
-run admin "$HOSTKEYCTL" ca init --ca-secret-id hostkeyctl-ca/demo --output json > "$WORK/ca.json"
+run admin "$HOSTKEYCTL" ca init --ca-secret-id hostkeyctl-ca/demo --kms --output json > "$WORK/ca.json"
 CA_FP=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["fingerprint"])' "$WORK/ca.json")
-say "CA $CA_FP, in a secret of its own prefix: the login nodes' role cannot read it"
+say "CA $CA_FP: a KMS signing key, whose private key never leaves KMS; its secret (a prefix of its own)"
+say "holds the key's ARN and public key, and every certificate is a kms:Sign call CloudTrail logs"
 run signer "$HOSTKEYCTL" sign --secret-id hostkeys/demo --ca-secret-id hostkeyctl-ca/demo \
   --principal login.demo.internal --output table
 say "(the same keys with certificates, as a new AWSCURRENT version: nodes converge with a reload, no key changes)"
