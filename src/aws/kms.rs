@@ -231,11 +231,13 @@ impl KmsSign for Kms {
 /// the errors every call shares (access denied, throttling, network),
 /// which [`AwsError`] explains.
 fn explain(code: Option<&str>, key: &str) -> Option<(String, bool)> {
+    // The command an admin pastes names the key through the one quoting function.
+    let quoted = crate::shell::quote(key).unwrap_or_default();
     let key = crate::escape::escape(key);
     Some(match code? {
         "DisabledException" => (
             format!(
-                "KMS key {key} is disabled: enable it (`aws kms enable-key --key-id {key}`), or sign with another CA"
+                "KMS key {key} is disabled: enable it (`aws kms enable-key --key-id {quoted}`), or sign with another CA"
             ),
             false,
         ),
