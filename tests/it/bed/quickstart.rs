@@ -209,6 +209,13 @@ fn the_ec2_quick_start_converges_running_and_new_nodes() {
     let log = run_page(&bed, &desk, &read_page("ec2.md"), &values);
     eprintln!("{log}");
     let new = launch_held(&bed);
+    // State Manager runs the association on a new instance in the
+    // background: its run is awaited before the node is asked.
+    let runs = bed.settle_associations();
+    let status = runs
+        .iter()
+        .find_map(|a| a["Instances"][&new.instance_id].as_str().map(str::to_owned));
+    assert_eq!(status.as_deref(), Some("Success"), "the new node's run: {runs:?}");
     let set = served(&bed.state.nodes[0]);
     assert_eq!(served(&new), set, "the node that came online later serves the set");
     audit_passes(&bed, "hostkeys/hp", &["tag:Role=login", "tag:Cluster=hp"]);
