@@ -120,6 +120,9 @@ pub enum SignError {
         /// Why.
         source: ssh_key::Error,
     },
+    /// A key of a type hostkeyctl does not manage.
+    #[error("a {0} key cannot be certified: hostkeyctl certifies ssh-ed25519, ecdsa-sha2-nistp256 and RSA keys")]
+    Unmanaged(String),
     /// The CA in KMS did not sign, or signed with another key.
     #[error("signing the {algorithm} certificate with {location} failed: {reason}")]
     Kms {
@@ -140,17 +143,29 @@ pub fn sign_set(
     keys: &KeySet,
     request: &SignRequest,
 ) -> Result<Vec<(KeyAlgorithm, Certificate)>, SignError> {
+    let public: Vec<PublicKey> = keys.keys().map(|k| k.public_key().clone()).collect();
+    sign_keys(ca, &public, request)
+}
+
+/// Signs a host certificate for each public key of a managed type (a
+/// node's own keys, which never leave it) with `ca`.
+pub fn sign_keys(
+    ca: &CaKey,
+    keys: &[PublicKey],
+    request: &SignRequest,
+) -> Result<Vec<(KeyAlgorithm, Certificate)>, SignError> {
     if request.principals.is_empty() {
         return Err(SignError::NoPrincipals);
     }
     let mut out = Vec::new();
-    for key in keys.keys() {
-        let algorithm = key.algorithm();
+    for key in keys {
+        let algorithm =
+            KeyAlgorithm::of(&key.algorithm()).ok_or_else(|| SignError::Unmanaged(key.algorithm().to_string()))?;
         let err = |source| SignError::Sign { algorithm, source };
         let nonce: [u8; 32] = rand::random();
         let mut builder = Builder::new(
             nonce.to_vec(),
-            key.public_key().key_data().clone(),
+            key.key_data().clone(),
             request.valid_after,
             request.valid_before,
         )

@@ -1,0 +1,304 @@
+//! Enrolment: a cluster node proves which instance it is and receives host
+//! certificates for its own keys (which never leave it), for the names AWS
+//! gives that instance, never for names it asks for.
+//!
+//! Work in progress (issue 46): the signer's decision. Still to come: the
+//! Lambda function type that runs it, the adapters (HyperPod's
+//! ListClusterNodes and DescribeClusterNode, EC2 tags, the bindings'
+//! secret), `hostkeyctl enroll` on the node, and docs/cluster-trust.md.
+
+pub mod identity;
+pub mod proof;
+
+use std::net::IpAddr;
+
+use ssh_key::{Certificate, HashAlg};
+
+use crate::aws_error::AwsError;
+use crate::certificate::{CaKey, Principal, SignError, SignRequest, sign_keys};
+use identity::{IdentityError, IidKeys};
+use proof::{EnrolRequest, ProofError};
+
+/// A node of the cluster, as AWS reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    /// Its instance id.
+    pub instance_id: String,
+    /// Its primary private address.
+    pub private_ip: IpAddr,
+    /// Every name its certificates are for: the private DNS name, the
+    /// address, the cluster's node name.
+    pub names: Vec<Principal>,
+}
+
+/// The cluster's nodes (HyperPod's ListClusterNodes, ParallelCluster's tags).
+pub trait ClusterNodes: Sync {
+    /// The node that is instance `instance_id`, if it is one.
+    fn member(&self, instance_id: &str) -> impl Future<Output = Result<Option<Member>, AwsError>> + Send;
+}
+
+/// What the signer remembers of an instance: the keys it first enrolled
+/// (trust on first use, as SPIRE and Teleport do) and the last request time
+/// it accepted (a replay is never later).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Binding {
+    /// SHA-256 fingerprints of its host keys, sorted.
+    pub fingerprints: Vec<String>,
+    /// The last `issued_at` accepted.
+    pub last_issued_at: i64,
+}
+
+/// Where bindings are kept, with a compare and swap.
+pub trait Bindings: Sync {
+    /// The binding of `instance_id`.
+    fn get(&self, instance_id: &str) -> impl Future<Output = Result<Option<Binding>, String>> + Send;
+    /// Stores `binding` if the instance's binding is still `previous`;
+    /// `false` when another enrolment changed it first.
+    fn put(
+        &self,
+        instance_id: &str,
+        binding: &Binding,
+        previous: Option<&Binding>,
+    ) -> impl Future<Output = Result<bool, String>> + Send;
+}
+
+/// The signer's settings.
+#[derive(Clone, Debug)]
+pub struct Policy {
+    /// AWS's identity keys (and a test bed's).
+    pub keys: IidKeys,
+    /// The cluster's Region: a document of another is refused.
+    pub region: String,
+    /// This signer (the function's ARN): a request for another is refused.
+    pub audience: String,
+    /// Certificate validity, in seconds.
+    pub validity: u64,
+    /// How far a request's time may be from the signer's, in seconds.
+    pub skew: i64,
+    /// How long after an instance started its first enrolment is accepted,
+    /// in seconds: later, a stolen document could enrol a thief's keys
+    /// first.
+    pub first_within: i64,
+}
+
+/// What the signer gave.
+#[derive(Debug)]
+pub struct Enrolled {
+    /// The instance.
+    pub instance_id: String,
+    /// The names certified (AWS's).
+    pub principals: Vec<Principal>,
+    /// One certificate per host key.
+    pub certificates: Vec<Certificate>,
+}
+
+/// Why nothing was signed. Each says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum EnrolError {
+    /// The identity document.
+    #[error(transparent)]
+    Identity(#[from] IdentityError),
+    /// The proof of the keys.
+    #[error(transparent)]
+    Proof(#[from] ProofError),
+    /// Meant for another signer.
+    #[error("the request is for signer {0}, not this one")]
+    Audience(String),
+    /// Too old or in the future.
+    #[error(
+        "the request was made at {issued_at} and the signer's time is {now}: more than {skew} s apart (check the node's clock)"
+    )]
+    Stale {
+        /// The request's time.
+        issued_at: i64,
+        /// The signer's.
+        now: i64,
+        /// The limit.
+        skew: i64,
+    },
+    /// Another Region's instance.
+    #[error("instance {instance} is in {region}, and this cluster's signer serves {expected}")]
+    Region {
+        /// The instance.
+        instance: String,
+        /// Its Region.
+        region: String,
+        /// The signer's.
+        expected: String,
+    },
+    /// Not a node of the cluster.
+    #[error("instance {0} is no node of this cluster")]
+    NotMember(String),
+    /// The document's address is not the node's.
+    #[error("instance {instance} reports address {document}, and the cluster says {cluster}")]
+    Address {
+        /// The instance.
+        instance: String,
+        /// The document's.
+        document: IpAddr,
+        /// The cluster's.
+        cluster: IpAddr,
+    },
+    /// Names the instance does not have.
+    #[error(
+        "instance {instance} asked for {asked:?}, which are not its names ({names:?}); certificates carry only the names AWS gives it"
+    )]
+    Principals {
+        /// The instance.
+        instance: String,
+        /// The extra names.
+        asked: Vec<String>,
+        /// Its names.
+        names: Vec<String>,
+    },
+    /// Other keys than the instance first enrolled.
+    #[error(
+        "instance {0} enrolled other host keys before: a node keeps its keys; a replaced node is a new instance. If this node's keys really changed, remove its binding first"
+    )]
+    Bound(String),
+    /// First enrolment too long after the instance started.
+    #[error(
+        "instance {instance} started {age} s ago and never enrolled: a first enrolment is accepted only within {limit} s of the start; remove nothing, enrol the node at provisioning, or admit it by hand"
+    )]
+    LateFirst {
+        /// The instance.
+        instance: String,
+        /// Seconds since it started.
+        age: i64,
+        /// The limit.
+        limit: i64,
+    },
+    /// A request not later than one already accepted.
+    #[error(
+        "a request made at {issued_at} for instance {instance} is not later than the last accepted ({last}): a replay"
+    )]
+    Replay {
+        /// The instance.
+        instance: String,
+        /// This request's time.
+        issued_at: i64,
+        /// The last accepted.
+        last: i64,
+    },
+    /// Another enrolment of the instance won the race.
+    #[error("another enrolment of instance {0} ran at the same time; enrol again")]
+    Raced(String),
+    /// AWS could not be asked.
+    #[error(transparent)]
+    Aws(#[from] AwsError),
+    /// The bindings could not be read or written.
+    #[error("the enrolment bindings: {0}")]
+    Bindings(String),
+    /// Signing failed.
+    #[error(transparent)]
+    Sign(#[from] SignError),
+}
+
+/// Decides `request` and signs, or says why not (nothing signed, nothing
+/// bound). `asked` are names the node expects: any that AWS does not give
+/// it refuses the request, so a misconfigured node learns it at once.
+pub async fn enrol(
+    request: &EnrolRequest,
+    asked: &[Principal],
+    cluster: &impl ClusterNodes,
+    bindings: &impl Bindings,
+    ca: &CaKey,
+    policy: &Policy,
+    now: i64,
+) -> Result<Enrolled, EnrolError> {
+    let keys = proof::check(request)?;
+    if request.audience != policy.audience {
+        return Err(EnrolError::Audience(crate::escape::escape(&request.audience)));
+    }
+    if (now - request.issued_at).abs() > policy.skew {
+        return Err(EnrolError::Stale {
+            issued_at: request.issued_at,
+            now,
+            skew: policy.skew,
+        });
+    }
+    let identity = identity::verify(&request.document, &request.signature, &policy.keys)?;
+    let instance = identity.instance_id.clone();
+    if identity.region != policy.region {
+        return Err(EnrolError::Region {
+            instance,
+            region: identity.region,
+            expected: policy.region.clone(),
+        });
+    }
+    let member = cluster
+        .member(&instance)
+        .await?
+        .ok_or_else(|| EnrolError::NotMember(crate::escape::escape(&instance)))?;
+    if member.private_ip != identity.private_ip {
+        return Err(EnrolError::Address {
+            instance,
+            document: identity.private_ip,
+            cluster: member.private_ip,
+        });
+    }
+    let extra: Vec<String> = asked
+        .iter()
+        .filter(|p| !member.names.contains(p))
+        .map(|p| p.as_str().to_owned())
+        .collect();
+    if !extra.is_empty() {
+        return Err(EnrolError::Principals {
+            instance,
+            asked: extra,
+            names: member.names.iter().map(|p| p.as_str().to_owned()).collect(),
+        });
+    }
+    let mut fingerprints: Vec<String> = keys
+        .iter()
+        .map(|k| k.fingerprint(HashAlg::Sha256).to_string())
+        .collect();
+    fingerprints.sort();
+    let previous = bindings.get(&instance).await.map_err(EnrolError::Bindings)?;
+    match &previous {
+        None if now - identity.pending_time > policy.first_within => {
+            return Err(EnrolError::LateFirst {
+                instance,
+                age: now - identity.pending_time,
+                limit: policy.first_within,
+            });
+        }
+        Some(b) if b.fingerprints != fingerprints => return Err(EnrolError::Bound(instance)),
+        Some(b) if request.issued_at <= b.last_issued_at => {
+            return Err(EnrolError::Replay {
+                instance,
+                issued_at: request.issued_at,
+                last: b.last_issued_at,
+            });
+        }
+        _ => {}
+    }
+    let now_u = u64::try_from(now).unwrap_or(0);
+    let sign = SignRequest {
+        principals: member.names.clone(),
+        valid_after: now_u.saturating_sub(crate::certificate::BACKDATE_SECS),
+        valid_before: now_u.saturating_add(policy.validity),
+        serial: u64::try_from(request.issued_at).unwrap_or(0),
+        key_id: format!("hostkeyctl enrol instance={instance}"),
+    };
+    let certificates: Vec<Certificate> = sign_keys(ca, &keys, &sign)?.into_iter().map(|(_, c)| c).collect();
+    let binding = Binding {
+        fingerprints,
+        last_issued_at: request.issued_at,
+    };
+    if !bindings
+        .put(&instance, &binding, previous.as_ref())
+        .await
+        .map_err(EnrolError::Bindings)?
+    {
+        return Err(EnrolError::Raced(instance));
+    }
+    Ok(Enrolled {
+        instance_id: instance,
+        principals: member.names,
+        certificates,
+    })
+}
+
+#[cfg(test)]
+mod tests;

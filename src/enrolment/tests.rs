@@ -1,0 +1,284 @@
+//! The signer's decision, with AWS's identity key played by a test key and
+//! the cluster and bindings in memory.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use base64ct::Encoding;
+use rsa::pkcs8::EncodePublicKey;
+use sha2::Digest;
+
+use super::identity::IidKeys;
+use super::proof::{EnrolRequest, request};
+use super::{Binding, Bindings, ClusterNodes, EnrolError, Member, Policy, enrol};
+use crate::aws_error::AwsError;
+use crate::certificate::{CaKey, Principal};
+use crate::keyset::{HostKey, KeyAlgorithm, KeySet};
+
+const NOW: i64 = 1_800_000_000;
+const AUDIENCE: &str = "arn:aws:lambda:us-east-1:111122223333:function:hostkeyctl-enrolment";
+
+struct Aws {
+    key: rsa::RsaPrivateKey,
+    keys: IidKeys,
+}
+
+impl Aws {
+    fn new() -> Self {
+        let key = rsa::RsaPrivateKey::new(&mut rand::rng(), 2048).unwrap();
+        let spki = key.to_public_key().to_public_key_der().unwrap();
+        let mut keys = IidKeys::default();
+        keys.add("us-east-1", &base64ct::Base64::encode_string(spki.as_bytes()))
+            .unwrap();
+        Aws { key, keys }
+    }
+
+    /// The document and signature IMDS serves instance `id` at `ip`.
+    fn imds(&self, id: &str, ip: &str, started: i64) -> (String, String) {
+        let pending = time::OffsetDateTime::from_unix_timestamp(started)
+            .unwrap()
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap();
+        let document = format!(
+            "{{\n  \"accountId\" : \"111122223333\",\n  \"instanceId\" : \"{id}\",\n  \"pendingTime\" : \"{pending}\",\n  \"privateIp\" : \"{ip}\",\n  \"region\" : \"us-east-1\"\n}}"
+        );
+        let digest = sha2::Sha256::digest(document.as_bytes());
+        let sig = self
+            .key
+            .sign(rsa::Pkcs1v15Sign::new::<sha2::Sha256>(), &digest)
+            .unwrap();
+        (document, base64ct::Base64::encode_string(&sig))
+    }
+
+    fn policy(&self) -> Policy {
+        Policy {
+            keys: self.keys.clone(),
+            region: "us-east-1".to_owned(),
+            audience: AUDIENCE.to_owned(),
+            validity: 86_400,
+            skew: 300,
+            first_within: 3_600,
+        }
+    }
+}
+
+struct Cluster(Vec<Member>);
+
+impl ClusterNodes for Cluster {
+    async fn member(&self, instance_id: &str) -> Result<Option<Member>, AwsError> {
+        Ok(self.0.iter().find(|m| m.instance_id == instance_id).cloned())
+    }
+}
+
+#[derive(Default)]
+struct Bound(Mutex<BTreeMap<String, Binding>>);
+
+impl Bindings for Bound {
+    async fn get(&self, instance_id: &str) -> Result<Option<Binding>, String> {
+        Ok(self.0.lock().unwrap().get(instance_id).cloned())
+    }
+    async fn put(&self, instance_id: &str, binding: &Binding, previous: Option<&Binding>) -> Result<bool, String> {
+        let mut all = self.0.lock().unwrap();
+        if all.get(instance_id) != previous {
+            return Ok(false);
+        }
+        all.insert(instance_id.to_owned(), binding.clone());
+        Ok(true)
+    }
+}
+
+fn names(list: &[&str]) -> Vec<Principal> {
+    list.iter().map(|n| Principal::parse(n).unwrap()).collect()
+}
+
+fn compute_1() -> Member {
+    Member {
+        instance_id: "i-0000000000000c001".to_owned(),
+        private_ip: "10.1.0.11".parse().unwrap(),
+        names: names(&["ip-10-1-0-11.ec2.internal", "10.1.0.11", "compute-1"]),
+    }
+}
+
+fn node_keys() -> Vec<ssh_key::PrivateKey> {
+    let set = KeySet::generate(&[KeyAlgorithm::Ed25519, KeyAlgorithm::Ecdsa], 0).unwrap();
+    set.keys().map(|k| k.private_key().clone()).collect()
+}
+
+fn ask(aws: &Aws, member: &Member, keys: &[ssh_key::PrivateKey], at: i64) -> EnrolRequest {
+    let (document, signature) = aws.imds(&member.instance_id, &member.private_ip.to_string(), NOW - 60);
+    request(&document, &signature, keys, at, AUDIENCE).unwrap()
+}
+
+#[tokio::test]
+async fn a_member_gets_certificates_for_its_own_keys_and_awss_names_and_every_forgery_nothing() {
+    let aws = Aws::new();
+    let ca = CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
+    let cluster = Cluster(vec![compute_1()]);
+    let bound = Bound::default();
+    let policy = aws.policy();
+    let keys = node_keys();
+    let first = ask(&aws, &compute_1(), &keys, NOW);
+    let enrolled = enrol(&first, &names(&["compute-1"]), &cluster, &bound, &ca, &policy, NOW)
+        .await
+        .unwrap();
+    assert_eq!(enrolled.certificates.len(), 2);
+    let trusted = ca.public_key().fingerprint(ssh_key::HashAlg::Sha256);
+    for cert in &enrolled.certificates {
+        cert.validate_at(u64::try_from(NOW).unwrap(), [&trusted]).unwrap();
+        assert_eq!(
+            cert.valid_principals(),
+            ["ip-10-1-0-11.ec2.internal", "10.1.0.11", "compute-1"]
+        );
+    }
+    assert_forgeries_refused(&aws, &cluster, &bound, &ca, &keys, &first).await;
+}
+
+fn refused(e: Result<super::Enrolled, EnrolError>) -> String {
+    e.expect_err("refused").to_string()
+}
+
+/// Each forgery a stranger can make is refused, and binds nothing; then a
+/// renewal of the same keys, later, is signed.
+async fn assert_forgeries_refused(
+    aws: &Aws,
+    cluster: &Cluster,
+    bound: &Bound,
+    ca: &CaKey,
+    keys: &[ssh_key::PrivateKey],
+    first: &EnrolRequest,
+) {
+    let policy = aws.policy();
+    let after_first = bound.0.lock().unwrap().clone();
+
+    // The same request again: a replay.
+    let again = refused(enrol(first, &[], cluster, bound, ca, &policy, NOW + 1).await);
+    assert!(again.contains("a replay"), "{again}");
+    // Another instance claimed with this instance's signature.
+    let mut forged = ask(aws, &compute_1(), keys, NOW + 2);
+    forged.document = forged.document.replace("c001", "c002");
+    let forged = request(&forged.document, &forged.signature, keys, NOW + 2, AUDIENCE).unwrap();
+    let said = refused(enrol(&forged, &[], cluster, bound, ca, &policy, NOW + 2).await);
+    assert!(said.contains("signature does not verify"), "{said}");
+    // An instance AWS signed, but no node of the cluster.
+    let stranger = Member {
+        instance_id: "i-00000000000000bad".to_owned(),
+        ..compute_1()
+    };
+    let said = refused(
+        enrol(
+            &ask(aws, &stranger, keys, NOW + 3),
+            &[],
+            cluster,
+            bound,
+            ca,
+            &policy,
+            NOW + 3,
+        )
+        .await,
+    );
+    assert!(said.contains("no node of this cluster"), "{said}");
+    // Names the node does not have.
+    let said = refused(
+        enrol(
+            &ask(aws, &compute_1(), keys, NOW + 4),
+            &names(&["login.cluster"]),
+            cluster,
+            bound,
+            ca,
+            &policy,
+            NOW + 4,
+        )
+        .await,
+    );
+    assert!(
+        said.contains("login.cluster") && said.contains("not its names"),
+        "{said}"
+    );
+    // A thief with the document and its own keys: bound to the node's.
+    let said = refused(
+        enrol(
+            &ask(aws, &compute_1(), &node_keys(), NOW + 5),
+            &[],
+            cluster,
+            bound,
+            ca,
+            &policy,
+            NOW + 5,
+        )
+        .await,
+    );
+    assert!(said.contains("enrolled other host keys"), "{said}");
+    // Another address in the document than the cluster's.
+    let moved = Member {
+        private_ip: "10.1.0.99".parse().unwrap(),
+        ..compute_1()
+    };
+    let said = refused(
+        enrol(
+            &ask(aws, &moved, keys, NOW + 6),
+            &[],
+            cluster,
+            bound,
+            ca,
+            &policy,
+            NOW + 6,
+        )
+        .await,
+    );
+    assert!(said.contains("reports address 10.1.0.99"), "{said}");
+    // A request from yesterday.
+    let said = refused(
+        enrol(
+            &ask(aws, &compute_1(), keys, NOW - 86_400),
+            &[],
+            cluster,
+            bound,
+            ca,
+            &policy,
+            NOW + 7,
+        )
+        .await,
+    );
+    assert!(said.contains("more than 300 s apart"), "{said}");
+    // Nothing was bound by any refusal.
+    assert_eq!(*bound.0.lock().unwrap(), after_first);
+    // A renewal: the same keys, later.
+    let renewed = enrol(
+        &ask(aws, &compute_1(), keys, NOW + 600),
+        &[],
+        cluster,
+        bound,
+        ca,
+        &policy,
+        NOW + 600,
+    )
+    .await;
+    assert!(renewed.is_ok(), "{renewed:?}");
+}
+
+#[tokio::test]
+async fn a_first_enrolment_long_after_the_instance_started_is_refused() {
+    let aws = Aws::new();
+    let ca = CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
+    let cluster = Cluster(vec![compute_1()]);
+    let bound = Bound::default();
+    let late = NOW + 2 * 3_600;
+    let said = enrol(
+        &ask(&aws, &compute_1(), &node_keys(), late),
+        &[],
+        &cluster,
+        &bound,
+        &ca,
+        &aws.policy(),
+        late,
+    )
+    .await
+    .err()
+    .map(|e| e.to_string())
+    .unwrap_or_default();
+    assert!(
+        said.contains("never enrolled") && said.contains("within 3600 s"),
+        "{said}"
+    );
+    assert!(bound.0.lock().unwrap().is_empty());
+}
