@@ -194,18 +194,22 @@ pub enum EnrolError {
     Sign(#[from] SignError),
 }
 
-/// Decides `request` and signs, or says why not (nothing signed, nothing
-/// bound). `asked` are names the node expects: any that AWS does not give
-/// it refuses the request, so a misconfigured node learns it at once.
-pub async fn enrol(
+/// What a request proves, before the bindings are read: the node's keys,
+/// its identity and the cluster's record of it.
+struct Proven {
+    keys: Vec<ssh_key::PublicKey>,
+    identity: identity::Identity,
+    member: Member,
+}
+
+/// The checks that need no binding (module documentation), in order.
+async fn prove(
     request: &EnrolRequest,
     asked: &[Principal],
     cluster: &impl ClusterNodes,
-    bindings: &impl Bindings,
-    ca: &CaKey,
     policy: &Policy,
     now: i64,
-) -> Result<Enrolled, EnrolError> {
+) -> Result<Proven, EnrolError> {
     let keys = proof::check(request)?;
     if request.audience != policy.audience {
         return Err(EnrolError::Audience(crate::escape::escape(&request.audience)));
@@ -249,6 +253,23 @@ pub async fn enrol(
             names: member.names.iter().map(|p| p.as_str().to_owned()).collect(),
         });
     }
+    Ok(Proven { keys, identity, member })
+}
+
+/// Decides `request` and signs, or says why not (nothing signed, nothing
+/// bound). `asked` are names the node expects: any that AWS does not give
+/// it refuses the request, so a misconfigured node learns it at once.
+pub async fn enrol(
+    request: &EnrolRequest,
+    asked: &[Principal],
+    cluster: &impl ClusterNodes,
+    bindings: &impl Bindings,
+    ca: &CaKey,
+    policy: &Policy,
+    now: i64,
+) -> Result<Enrolled, EnrolError> {
+    let Proven { keys, identity, member } = prove(request, asked, cluster, policy, now).await?;
+    let instance = identity.instance_id.clone();
     let mut fingerprints: Vec<String> = keys
         .iter()
         .map(|k| k.fingerprint(HashAlg::Sha256).to_string())

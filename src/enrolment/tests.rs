@@ -131,6 +131,18 @@ async fn a_member_gets_certificates_for_its_own_keys_and_awss_names_and_every_fo
         );
     }
     assert_forgeries_refused(&aws, &cluster, &bound, &ca, &keys, &first).await;
+    // A renewal: the same keys, later.
+    let renewed = enrol(
+        &ask(&aws, &compute_1(), &keys, NOW + 600),
+        &[],
+        &cluster,
+        &bound,
+        &ca,
+        &policy,
+        NOW + 600,
+    )
+    .await;
+    assert!(renewed.is_ok(), "{renewed:?}");
 }
 
 fn refused(e: Result<super::Enrolled, EnrolError>) -> String {
@@ -194,6 +206,20 @@ async fn assert_forgeries_refused(
         said.contains("login.cluster") && said.contains("not its names"),
         "{said}"
     );
+    assert_key_and_time_forgeries_refused(aws, cluster, bound, ca, keys).await;
+    // Nothing was bound by any refusal.
+    assert_eq!(*bound.0.lock().unwrap(), after_first);
+}
+
+/// A thief's keys, another address, an old request: refused.
+async fn assert_key_and_time_forgeries_refused(
+    aws: &Aws,
+    cluster: &Cluster,
+    bound: &Bound,
+    ca: &CaKey,
+    keys: &[ssh_key::PrivateKey],
+) {
+    let policy = aws.policy();
     // A thief with the document and its own keys: bound to the node's.
     let said = refused(
         enrol(
@@ -240,20 +266,6 @@ async fn assert_forgeries_refused(
         .await,
     );
     assert!(said.contains("more than 300 s apart"), "{said}");
-    // Nothing was bound by any refusal.
-    assert_eq!(*bound.0.lock().unwrap(), after_first);
-    // A renewal: the same keys, later.
-    let renewed = enrol(
-        &ask(aws, &compute_1(), keys, NOW + 600),
-        &[],
-        cluster,
-        bound,
-        ca,
-        &policy,
-        NOW + 600,
-    )
-    .await;
-    assert!(renewed.is_ok(), "{renewed:?}");
 }
 
 #[tokio::test]
