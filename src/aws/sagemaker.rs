@@ -127,3 +127,67 @@ async fn describe(client: &Client, cluster: &str, summary: &ClusterNodeSummary) 
         }),
     })
 }
+
+/// A HyperPod cluster as the enrolment signer sees it: a node by its
+/// instance id (DescribeClusterNode), with the names AWS gives it.
+#[derive(Clone, Debug)]
+pub struct HyperPodNodes {
+    client: Client,
+    cluster: String,
+}
+
+impl HyperPodNodes {
+    /// The nodes of `cluster` (a name or an ARN).
+    pub fn new(config: &aws_config::SdkConfig, cluster: &str) -> Self {
+        HyperPodNodes {
+            client: Client::new(config),
+            cluster: cluster.to_owned(),
+        }
+    }
+}
+
+/// The statuses of a node that may enrol: `Pending` while its lifecycle
+/// scripts run (the provisioning step), `Running` once in service, and
+/// `SystemUpdating` during an update (ClusterInstanceStatus).
+const ENROLLING: [&str; 3] = ["Pending", "Running", "SystemUpdating"];
+
+impl crate::enrolment::ClusterNodes for HyperPodNodes {
+    async fn member(&self, instance_id: &str) -> Result<Option<crate::enrolment::Member>, AwsError> {
+        let call = Call::new(
+            "sagemaker:DescribeClusterNode",
+            format!("node {instance_id} of HyperPod cluster {}", self.cluster),
+        );
+        let described = match self
+            .client
+            .describe_cluster_node()
+            .cluster_name(&self.cluster)
+            .node_id(instance_id)
+            .send()
+            .await
+            .map_err(|e| not_found_or(AwsError::from_sdk(e, &call)))
+        {
+            Ok(d) => d,
+            Err(AwsError::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let Some(details) = described.node_details() else {
+            return Ok(None);
+        };
+        let status = details
+            .instance_status()
+            .and_then(|s| s.status())
+            .map(|s| s.as_str().to_owned())
+            .unwrap_or_default();
+        if details.instance_id() != Some(instance_id) || !ENROLLING.contains(&status.as_str()) {
+            return Ok(None);
+        }
+        let Some(ip) = details.private_primary_ip().and_then(|a| a.parse().ok()) else {
+            return Ok(None);
+        };
+        Ok(Some(crate::enrolment::Member {
+            instance_id: instance_id.to_owned(),
+            private_ip: ip,
+            names: crate::enrolment::names_of(details.private_dns_hostname(), ip),
+        }))
+    }
+}

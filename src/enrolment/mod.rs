@@ -31,6 +31,27 @@ pub struct Member {
     pub names: Vec<Principal>,
 }
 
+/// The names AWS gives a node: its private DNS name
+/// (`ip-10-1-0-11.ec2.internal`), the first label of it (the host name,
+/// and the Slurm node name on HyperPod), and its address. Only names
+/// that are valid principals.
+pub fn names_of(private_dns: Option<&str>, ip: IpAddr) -> Vec<Principal> {
+    let mut out: Vec<Principal> = Vec::new();
+    if let Some(dns) = private_dns.map(str::trim).filter(|d| !d.is_empty()) {
+        for name in [dns, dns.split('.').next().unwrap_or(dns)] {
+            if let Ok(p) = Principal::parse(&name.to_ascii_lowercase())
+                && !out.contains(&p)
+            {
+                out.push(p);
+            }
+        }
+    }
+    if let Ok(p) = Principal::parse(&ip.to_string()) {
+        out.push(p);
+    }
+    out
+}
+
 /// The cluster's nodes (HyperPod's ListClusterNodes, ParallelCluster's tags).
 pub trait ClusterNodes: Sync {
     /// The node that is instance `instance_id`, if it is one.
