@@ -18,6 +18,8 @@ pub mod autoscaling;
 #[cfg(feature = "admin")]
 pub mod cloudwatch;
 #[cfg(feature = "admin")]
+pub mod dynamodb;
+#[cfg(feature = "admin")]
 pub mod ec2;
 #[cfg(feature = "admin")]
 pub mod elb;

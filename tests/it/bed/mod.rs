@@ -14,6 +14,7 @@ mod bootstrap;
 mod certificates;
 mod certificates_audit;
 mod clients;
+mod enrolment;
 mod iam;
 mod install;
 mod install_rollback;
