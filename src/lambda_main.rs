@@ -18,6 +18,7 @@
 //! invocation with the same clear message.
 
 mod admission;
+mod enrolment;
 
 use std::process::ExitCode;
 
@@ -135,9 +136,10 @@ pub fn main(runtime: &tokio::runtime::Runtime) -> ExitCode {
     match std::env::var(admission::FUNCTION_VAR).ok().as_deref().map(str::trim) {
         None | Some("" | "rotation") => {}
         Some("admission") => return admission::main(runtime, usage),
+        Some("enrolment") => return enrolment::main(runtime, usage),
         Some(other) => {
             return usage(format!(
-                "{} is {:?}: `rotation` (or unset) for the scheduled rotation, `admission` for admit on events",
+                "{} is {:?}: `rotation` (or unset) for the scheduled rotation, `admission` for admit on events, `enrolment` for the cluster's signer",
                 admission::FUNCTION_VAR,
                 hostkeyctl::escape::escape(other)
             ));

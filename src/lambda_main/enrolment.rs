@@ -1,0 +1,208 @@
+//! The enrolment signer (work in progress, issue 46): the same
+//! `bootstrap`, configured with `HOSTKEYCTL_FUNCTION=enrolment`, answers a
+//! node's `EnrolRequest` with host certificates for its own keys
+//! ([`hostkeyctl::enrolment::enrol`]). Its configuration says which
+//! cluster, CA and bindings table; an event chooses none of them, and the
+//! audience a request must name is this function's own ARN.
+
+use std::sync::Arc;
+
+use lambda_runtime::{LambdaEvent, service_fn};
+
+use hostkeyctl::aws::dynamodb::DynamoBindings;
+use hostkeyctl::aws::sagemaker::HyperPodNodes;
+use hostkeyctl::certificate::{CaKey, Principal};
+use hostkeyctl::enrolment::identity::IidKeys;
+use hostkeyctl::enrolment::proof::EnrolRequest;
+use hostkeyctl::enrolment::{Policy, enrol};
+use hostkeyctl::ids::SecretId;
+use hostkeyctl::store::SecretStore;
+
+/// The HyperPod cluster (name or ARN) whose nodes enrol.
+pub const CLUSTER_VAR: &str = "HOSTKEYCTL_ENROL_CLUSTER";
+/// The CA secret.
+pub const CA_VAR: &str = "HOSTKEYCTL_ENROL_CA_SECRET_ID";
+/// The bindings' DynamoDB table.
+pub const TABLE_VAR: &str = "HOSTKEYCTL_ENROL_TABLE";
+/// Certificate validity in hours (default 24).
+pub const VALIDITY_VAR: &str = "HOSTKEYCTL_ENROL_VALIDITY_HOURS";
+/// Identity keys beyond AWS's table: `REGION=SPKI_BASE64`, comma-separated.
+pub const IID_KEYS_VAR: &str = "HOSTKEYCTL_ENROL_IID_KEYS";
+
+/// What an invocation carries.
+#[derive(serde::Deserialize)]
+struct Event {
+    request: EnrolRequest,
+    #[serde(default)]
+    asked: Vec<String>,
+}
+
+/// The signer's settings, read once when the function starts.
+struct Settings {
+    cluster: String,
+    ca: SecretId,
+    table: String,
+    validity_hours: u64,
+    keys: IidKeys,
+}
+
+fn settings(var: impl Fn(&str) -> Option<String>) -> Result<Settings, String> {
+    let need = |name: &str| {
+        var(name)
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| format!("{name} is not set: the enrolment function needs it (docs/cluster-trust.md)"))
+    };
+    let validity_hours = match var(VALIDITY_VAR) {
+        None => 24,
+        Some(v) => v
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .filter(|h| (1..=24 * 30).contains(h))
+            .ok_or_else(|| format!("{VALIDITY_VAR} must be 1 to 720 hours"))?,
+    };
+    let mut keys = IidKeys::aws();
+    for pair in var(IID_KEYS_VAR)
+        .unwrap_or_default()
+        .split(',')
+        .filter(|p| !p.trim().is_empty())
+    {
+        let (region, spki) = pair.split_once('=').ok_or_else(|| {
+            format!(
+                "{IID_KEYS_VAR}: {} is not REGION=SPKI",
+                hostkeyctl::escape::escape(pair)
+            )
+        })?;
+        keys.add(region.trim(), spki)
+            .map_err(|e| format!("{IID_KEYS_VAR}: {e}"))?;
+    }
+    Ok(Settings {
+        cluster: need(CLUSTER_VAR)?,
+        ca: SecretId::parse(&need(CA_VAR)?).map_err(|e| format!("{CA_VAR}: {e}"))?,
+        table: need(TABLE_VAR)?,
+        validity_hours,
+        keys,
+    })
+}
+
+/// Runs the enrolment function until the runtime stops it.
+pub fn main(
+    runtime: &tokio::runtime::Runtime,
+    usage: impl Fn(String) -> std::process::ExitCode,
+) -> std::process::ExitCode {
+    let settings = match settings(|v| std::env::var(v).ok()) {
+        Ok(s) => s,
+        Err(message) => return usage(message),
+    };
+    let started = runtime.block_on(async {
+        let config = hostkeyctl::aws::load_config(&hostkeyctl::aws::AwsArgs {
+            region: None,
+            profile: None,
+            endpoint_url: None,
+            max_attempts: 5,
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+        let region = config.region().map(ToString::to_string).ok_or("no AWS region")?;
+        let ca = hostkeyctl::aws::SecretsManagerStore::new(&config)
+            .get_ca(&settings.ca)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>((config, region, ca.key))
+    });
+    let (config, region, ca) = match started {
+        Ok(s) => s,
+        Err(message) => return usage(message),
+    };
+    let cluster = HyperPodNodes::new(&config, &settings.cluster);
+    let bindings = DynamoBindings::new(&config, &settings.table);
+    let shared = Arc::new((settings, region, ca, cluster, bindings));
+    let handler = service_fn(move |event: LambdaEvent<serde_json::Value>| {
+        let shared = shared.clone();
+        async move {
+            let (settings, region, ca, cluster, bindings) = &*shared;
+            answer(settings, region, ca, cluster, bindings, event)
+                .await
+                .map_err(|message| {
+                    eprintln!("refused: {}", hostkeyctl::escape::escape_lines(&message));
+                    lambda_runtime::Error::from(message)
+                })
+        }
+    });
+    match runtime.block_on(lambda_runtime::run(handler)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => usage(format!("the Lambda runtime stopped: {e}")),
+    }
+}
+
+async fn answer(
+    settings: &Settings,
+    region: &str,
+    ca: &CaKey,
+    cluster: &HyperPodNodes,
+    bindings: &DynamoBindings,
+    event: LambdaEvent<serde_json::Value>,
+) -> Result<serde_json::Value, String> {
+    let audience = event.context.invoked_function_arn.clone();
+    let parsed: Event = serde_json::from_value(event.payload).map_err(|e| format!("not an enrolment request: {e}"))?;
+    let asked = parsed
+        .asked
+        .iter()
+        .map(|p| Principal::parse(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let policy = Policy {
+        keys: settings.keys.clone(),
+        region: region.to_owned(),
+        audience,
+        validity: settings.validity_hours * 3_600,
+        skew: 300,
+        first_within: 3_600,
+    };
+    let now = i64::try_from(hostkeyctl::certificate::now_unix()).unwrap_or(i64::MAX);
+    let enrolled = enrol(&parsed.request, &asked, cluster, bindings, ca, &policy, now)
+        .await
+        .map_err(|e| e.to_string())?;
+    eprintln!(
+        "enrolled {} for {}",
+        enrolled.instance_id,
+        enrolled
+            .principals
+            .iter()
+            .map(Principal::as_str)
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    Ok(serde_json::json!({
+        "instance_id": enrolled.instance_id,
+        "principals": enrolled.principals,
+        "certificates": enrolled.certificates.iter().map(hostkeyctl::certificate::certificate_line).collect::<Vec<_>>(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{CA_VAR, CLUSTER_VAR, IID_KEYS_VAR, TABLE_VAR, VALIDITY_VAR, settings};
+
+    #[test]
+    fn the_signer_is_configured_whole_or_not_at_all() {
+        let with = |pairs: &[(&str, &str)]| {
+            let owned: Vec<(String, String)> = pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+            settings(move |k| owned.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
+        };
+        let base = [
+            (CLUSTER_VAR, "hp"),
+            (CA_VAR, "hostkeyctl-ca/hp"),
+            (TABLE_VAR, "hostkeyctl-enrolment"),
+        ];
+        assert!(with(&base).is_ok());
+        let missing = with(&base[..2]).err().unwrap();
+        assert!(missing.contains(TABLE_VAR), "{missing}");
+        let mut long = base.to_vec();
+        long.push((VALIDITY_VAR, "10000"));
+        assert!(with(&long).err().unwrap().contains("1 to 720"));
+        let mut bad = base.to_vec();
+        bad.push((IID_KEYS_VAR, "us-east-1"));
+        assert!(with(&bad).err().unwrap().contains("REGION=SPKI"));
+    }
+}
