@@ -135,21 +135,9 @@ class Emulator(StateManager, RotationPlane, LambdaApi, LifecyclePlane, ClusterPl
                 size = str(len(completed[0]))
                 start_response("200 OK", [("Content-Type", "text/xml"), ("Content-Length", size)])
                 return completed
-            if service == "kms" and action in ("Sign", "GetPublicKey"):
-                request = json.loads(body or b"{}")
-                kms_call = kms.sign if action == "Sign" else kms.get_public_key
-                return self._json(start_response, 200, kms_call(ACCOUNT, region or self.region, request))
-            if service == "lambda":
-                method = environ.get("REQUEST_METHOD", "GET")
-                result = self.lambda_call(method, path, body, region or self.region, ACCOUNT)
-                return self._json(start_response, 200, result)
-            if service == "ssm" and (action in OWN_SSM_ACTIONS or action in ASSOCIATION_ACTIONS):
-                request = json.loads(body or b"{}")
-                if action == "SendCommand":
-                    result = self._ssm_SendCommand(request, region or self.region, principal)
-                else:
-                    result = getattr(self, f"_ssm_{action}")(request, region or self.region)
-                return self._json(start_response, 200, result)
+            own = self._own(service, action, body, region or self.region, environ, principal, start_response)
+            if own is not None:
+                return own
         except ApiError as e:
             if cbor_operation:
                 return cbor.respond(start_response, f"{e.status} Error", {"__type": e.code, "message": e.message})
@@ -175,6 +163,43 @@ class Emulator(StateManager, RotationPlane, LambdaApi, LifecyclePlane, ClusterPl
             for hook in self.elb_hooks:
                 hook()
         return answer
+
+    def _own(
+        self,
+        service: str,
+        action: str,
+        body: bytes,
+        region: str,
+        environ: WSGIEnvironment,
+        principal: Principal | None,
+        start_response: StartResponse,
+    ) -> list[bytes] | None:
+        """The answers the emulator makes itself rather than moto's (the
+        package docstring): KMS signing, Lambda, SSM's command plane and
+        State Manager. None for moto's."""
+        path = environ.get("PATH_INFO", "")
+        if service == "kms" and action in ("Sign", "GetPublicKey"):
+            request = json.loads(body or b"{}")
+            kms_call = kms.sign if action == "Sign" else kms.get_public_key
+            return self._json(start_response, 200, kms_call(ACCOUNT, region, request))
+        if service == "lambda" and action == "InvokeFunction":
+            ok, result = self.invoke_function(path, body, region, ACCOUNT)
+            data = json.dumps(result).encode()
+            headers = [("Content-Type", "application/json"), ("Content-Length", str(len(data)))]
+            start_response("200 OK", headers if ok else [*headers, ("X-Amz-Function-Error", "Unhandled")])
+            return [data]
+        if service == "lambda":
+            method = environ.get("REQUEST_METHOD", "GET")
+            result = self.lambda_call(method, path, body, region, ACCOUNT)
+            return self._json(start_response, 200, result)
+        if service == "ssm" and (action in OWN_SSM_ACTIONS or action in ASSOCIATION_ACTIONS):
+            request = json.loads(body or b"{}")
+            if action == "SendCommand":
+                result = self._ssm_SendCommand(request, region, principal)
+            else:
+                result = getattr(self, f"_ssm_{action}")(request, region)
+            return self._json(start_response, 200, result)
+        return None
 
     @staticmethod
     def _check_secretsmanager(action: str, body: bytes, region: str) -> None:

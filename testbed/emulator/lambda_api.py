@@ -27,18 +27,22 @@ if TYPE_CHECKING:
     from .rotation import Function
 
 PATH = re.compile(r"^/2015-03-31/functions/(?P<name>[^/]+)/configuration/?$")
+# Invoke (Lambda API Reference, "Invoke": POST .../functions/NAME/invocations).
+INVOKE = re.compile(r"^/2015-03-31/functions/(?P<name>[^/]+)/invocations/?$")
 
 
 def action(method: str, path: str) -> str:
     """The IAM action of a Lambda API request, from its method and path."""
     if PATH.match(path):
         return "GetFunctionConfiguration" if method == "GET" else "UpdateFunctionConfiguration"
+    if INVOKE.match(path):
+        return "InvokeFunction"
     return "unknown"
 
 
 def function_name(path: str) -> str:
     """The function a request's path names (a name or an ARN)."""
-    match = PATH.match(path)
+    match = PATH.match(path) or INVOKE.match(path)
     return unquote(match.group("name")) if match else ""
 
 
@@ -53,6 +57,21 @@ class LambdaApi:
         if name.startswith("arn:"):
             return name
         return f"arn:aws:lambda:{region}:{account}:function:{name}"
+
+    def invoke_function(self, path: str, body: bytes, region: str, account: str) -> tuple[bool, object]:
+        """Invoke, synchronously (RequestResponse): (succeeded, the
+        function's response or its error). A function error is still HTTP
+        200, with ``X-Amz-Function-Error`` (Lambda API Reference, Invoke)."""
+        arn = self.function_arn(function_name(path), region, account)
+        with self.lock:
+            function = self.functions.get(arn)
+        if function is None:
+            raise ApiError("ResourceNotFoundException", f"Function not found: {arn}", 404)
+        try:
+            event = json.loads(body or b"{}")
+        except ValueError as e:
+            raise ApiError("InvalidRequestContentException", f"Could not parse request body into json: {e}", 400) from e
+        return function.invoke(event, 60)
 
     def lambda_call(self, method: str, path: str, body: bytes, region: str, account: str) -> Answer:
         """Answers one Lambda API request (module docstring)."""
