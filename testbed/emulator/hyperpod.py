@@ -10,6 +10,17 @@ not model (its nodes are ``Running`` forever):
   same configuration"): the node leaves the cluster's list and its
   successor, with a new instance id and a new private address, joins it.
 
+A node's instance identity document (EC2 User Guide, "Instance identity
+documents": ``accountId``, ``instanceId``, ``privateIp``, ``region``,
+``pendingTime``, ...), signed as IMDS's ``/latest/dynamic/instance-identity/
+signature`` is (RSA PKCS#1 v1.5 over SHA-256 of the document's exact bytes,
+base64: "Verify the instance identity document"), by a key of the bed's own
+in place of AWS's: ``POST /_bed/hyperpod/iid`` (``cluster``,
+``instance_id``) and ``POST /_bed/iid-key`` (the Region and the key's
+SubjectPublicKeyInfo, for the signer's ``HOSTKEYCTL_ENROL_IID_KEYS``).
+Whether HyperPod's IMDS serves the document is not confirmed; on EC2 it
+does.
+
 The bed's nodes are its sshd nodes, so both go through the control API:
 ``POST /_bed/hyperpod/status`` (``cluster``, ``instance_id``, ``status``)
 and ``POST /_bed/hyperpod/replace`` (``cluster``, ``instance_id``,
@@ -18,7 +29,13 @@ and ``POST /_bed/hyperpod/replace`` (``cluster``, ``instance_id``,
 
 from __future__ import annotations
 
+import base64
 import copy
+import json
+import time
+
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from .wire import JsonObject
 
@@ -41,6 +58,39 @@ class ClusterPlane:
     def _init_cluster(self) -> None:
         self.control_hooks["/_bed/hyperpod/status"] = self._hyperpod_status  # type: ignore[attr-defined]
         self.control_hooks["/_bed/hyperpod/replace"] = self._hyperpod_replace  # type: ignore[attr-defined]
+        self.control_hooks["/_bed/hyperpod/iid"] = self._hyperpod_iid  # type: ignore[attr-defined]
+        self.control_hooks["/_bed/iid-key"] = self._iid_key  # type: ignore[attr-defined]
+        self.iid_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.started = time.time()
+
+    def _iid_key(self, _request: JsonObject) -> JsonObject:
+        spki = self.iid_key.public_key().public_bytes(
+            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+        return {"region": self.region, "spki": base64.b64encode(spki).decode()}
+
+    def _hyperpod_iid(self, request: JsonObject) -> JsonObject:
+        from . import ACCOUNT
+
+        node = _cluster(self.region, str(request["cluster"])).nodes[str(request["instance_id"])]
+        pending = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(getattr(node, "bed_pending", self.started)))
+        document = json.dumps(
+            {
+                "accountId": ACCOUNT,
+                "architecture": "x86_64",
+                "availabilityZone": f"{self.region}a",
+                "imageId": "ami-0123456789abcdef0",
+                "instanceId": node.instance_id,
+                "instanceType": "ml.m5.xlarge",
+                "pendingTime": pending,
+                "privateIp": getattr(node, "bed_ip", ""),
+                "region": self.region,
+                "version": "2017-09-30",
+            },
+            indent=2,
+        )
+        signature = self.iid_key.sign(document.encode(), padding.PKCS1v15(), hashes.SHA256())
+        return {"document": document, "signature": base64.b64encode(signature).decode()}
 
     def _hyperpod_status(self, request: JsonObject) -> JsonObject:
         status = str(request["status"])
@@ -60,5 +110,6 @@ class ClusterPlane:
         new.bed_ip = address
         new.bed_dns = f"ip-{address.replace('.', '-')}.ec2.internal"
         new.status = "Running"
+        new.bed_pending = time.time()
         cluster.nodes[new.instance_id] = new
         return {"instance_id": new.instance_id, "replaced": old.instance_id}

@@ -68,3 +68,156 @@ fn a_binding_is_written_only_over_what_was_read() {
         assert_eq!(bindings.get(id).await.unwrap(), Some(later.clone()));
     });
 }
+
+/// The bindings table, as the bed (CloudFormation will make it).
+fn create_table(runtime: &tokio::runtime::Runtime, config: &aws_config::SdkConfig, name: &str) {
+    use aws_sdk_dynamodb::types::{AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType};
+    runtime.block_on(async {
+        aws_sdk_dynamodb::Client::new(config)
+            .create_table()
+            .table_name(name)
+            .billing_mode(BillingMode::PayPerRequest)
+            .attribute_definitions(
+                AttributeDefinition::builder()
+                    .attribute_name("instance_id")
+                    .attribute_type(ScalarAttributeType::S)
+                    .build()
+                    .unwrap(),
+            )
+            .key_schema(
+                KeySchemaElement::builder()
+                    .attribute_name("instance_id")
+                    .key_type(KeyType::Hash)
+                    .build()
+                    .unwrap(),
+            )
+            .send()
+            .await
+            .unwrap();
+    });
+}
+
+/// The signer function (`HOSTKEYCTL_FUNCTION=enrolment`), as the bed's
+/// own principal for now (its role is still to write), trusting the bed's
+/// identity key. Its ARN.
+fn deploy_signer(bed: &TestBed) -> String {
+    let (dir, bootstrap) = crate::bed::scheduled::function_task(bed, "signer-task");
+    let key = bed.control("POST", "/_bed/iid-key", &serde_json::json!({}));
+    let mut env: serde_json::Map<String, serde_json::Value> = bed
+        .aws_env(crate::common::bed::Role::BedRoot)
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), serde_json::Value::String(v)))
+        .collect();
+    env.insert("HOME".to_owned(), serde_json::json!(dir.display().to_string()));
+    let variables = serde_json::json!({
+        "HOSTKEYCTL_FUNCTION": "enrolment",
+        "HOSTKEYCTL_ENROL_CLUSTER": bed.state.hyperpod.as_ref().unwrap().cluster,
+        "HOSTKEYCTL_ENROL_CA_SECRET_ID": "hostkeyctl-ca/hp",
+        "HOSTKEYCTL_ENROL_TABLE": "hostkeyctl-enrolment",
+        "HOSTKEYCTL_ENROL_IID_KEYS": format!("{}={}", key["region"].as_str().unwrap(), key["spki"].as_str().unwrap()),
+    });
+    let arn = format!(
+        "arn:aws:lambda:{}:123456789012:function:hostkeyctl-enrolment",
+        bed.state.region
+    );
+    bed.control(
+        "POST",
+        "/_bed/lambda/register",
+        &serde_json::json!({"arn": arn, "bootstrap": bootstrap, "variables": variables, "env": env, "step_timeout": 60}),
+    );
+    arn
+}
+
+/// What node `node` sends: its own keys' proofs over its identity document.
+fn node_request(bed: &TestBed, node: &crate::common::bed::Node, audience: &str, at: i64) -> serde_json::Value {
+    let hyperpod = bed.state.hyperpod.as_ref().unwrap();
+    let instance = hyperpod
+        .nodes
+        .iter()
+        .find(|(_, ip)| **ip == node.address)
+        .map(|(id, _)| id.clone())
+        .unwrap();
+    let iid = bed.control(
+        "POST",
+        "/_bed/hyperpod/iid",
+        &serde_json::json!({"cluster": hyperpod.cluster, "instance_id": instance}),
+    );
+    let keys: Vec<ssh_key::PrivateKey> = ["ed25519", "ecdsa", "rsa"]
+        .iter()
+        .map(|k| ssh_key::PrivateKey::read_openssh_file(&node.ssh_dir.join(format!("ssh_host_{k}_key"))).unwrap())
+        .collect();
+    let request = hostkeyctl::enrolment::proof::request(
+        iid["document"].as_str().unwrap(),
+        iid["signature"].as_str().unwrap(),
+        &keys,
+        at,
+        audience,
+    )
+    .unwrap();
+    serde_json::json!({ "request": request, "asked": [] })
+}
+
+/// Invokes the signer as the bed: (function error?, payload).
+fn invoke(
+    bed: &TestBed,
+    runtime: &tokio::runtime::Runtime,
+    arn: &str,
+    event: &serde_json::Value,
+) -> (bool, serde_json::Value) {
+    runtime.block_on(async {
+        let out = aws_sdk_lambda::Client::new(&bed.sdk_config(1).await)
+            .invoke()
+            .function_name(arn)
+            .payload(aws_sdk_lambda::primitives::Blob::new(event.to_string()))
+            .send()
+            .await
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(out.payload().unwrap().as_ref()).unwrap();
+        (out.function_error().is_some(), body)
+    })
+}
+
+/// A HyperPod node's own keys, certified by the KMS CA for the names
+/// AWS reports for it (checked by real `ssh-keygen -L`); the same request
+/// again is a replay and signs nothing.
+#[test]
+fn the_signer_certifies_a_nodes_own_keys_for_awss_names_and_refuses_a_replay() {
+    let bed = TestBed::start(BedOptions {
+        nodes: 1,
+        ..BedOptions::default()
+    });
+    bed.cli("ca init")
+        .args(&["--ca-secret-id", "hostkeyctl-ca/hp", "--kms"])
+        .run()
+        .ok();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let config = runtime.block_on(bed.sdk_config(1));
+    create_table(&runtime, &config, "hostkeyctl-enrolment");
+    let arn = deploy_signer(&bed);
+    let node = &bed.state.nodes[0];
+    let now = i64::try_from(hostkeyctl::certificate::now_unix()).unwrap();
+    let event = node_request(&bed, node, &arn, now);
+    let (failed, answer) = invoke(&bed, &runtime, &arn, &event);
+    assert!(!failed, "{answer}");
+    let dns = format!("ip-{}.ec2.internal", node.address.replace('.', "-"));
+    let short = dns.split('.').next().unwrap().to_owned();
+    let certificates = answer["certificates"].as_array().unwrap();
+    assert_eq!(certificates.len(), 3, "{answer}");
+    for (i, line) in certificates.iter().enumerate() {
+        let file = bed.dir().join(format!("enrolled-{i}-cert.pub"));
+        std::fs::write(&file, line.as_str().unwrap()).unwrap();
+        let listed = std::process::Command::new(crate::common::support::require("ssh-keygen"))
+            .arg("-L")
+            .arg("-f")
+            .arg(&file)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&listed.stdout);
+        assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
+        for name in [&dns, &short, &node.address] {
+            assert!(text.contains(&format!("\n                {name}\n")), "{name}: {text}");
+        }
+    }
+    let (failed, answer) = invoke(&bed, &runtime, &arn, &event);
+    assert!(failed && answer.to_string().contains("a replay"), "{answer}");
+}
