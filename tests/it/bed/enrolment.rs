@@ -144,7 +144,7 @@ fn node_request(bed: &TestBed, node: &crate::common::bed::Node, audience: &str, 
     );
     let keys: Vec<ssh_key::PrivateKey> = ["ed25519", "ecdsa", "rsa"]
         .iter()
-        .map(|k| ssh_key::PrivateKey::read_openssh_file(&node.ssh_dir.join(format!("ssh_host_{k}_key"))).unwrap())
+        .map(|k| ssh_key::PrivateKey::read_openssh_file(node.ssh_dir.join(format!("ssh_host_{k}_key"))).unwrap())
         .collect();
     let request = hostkeyctl::enrolment::proof::request(
         iid["document"].as_str().unwrap(),
