@@ -8,6 +8,7 @@
 //! secret), `hostkeyctl enroll` on the node, and docs/cluster-trust.md.
 
 pub mod identity;
+pub mod node;
 pub mod proof;
 
 use std::net::IpAddr;

@@ -294,3 +294,125 @@ async fn a_first_enrolment_long_after_the_instance_started_is_refused() {
     );
     assert!(bound.0.lock().unwrap().is_empty());
 }
+
+struct FakeImds(String, String);
+
+impl super::node::Imds for FakeImds {
+    async fn identity(&self) -> Result<(String, String), String> {
+        Ok((self.0.clone(), self.1.clone()))
+    }
+}
+
+/// The signer in process, or one that answers another node's certificates.
+struct InProcess<'a> {
+    aws: &'a Aws,
+    cluster: &'a Cluster,
+    bound: &'a Bound,
+    ca: &'a CaKey,
+    swap_in: Option<Vec<String>>,
+}
+
+impl super::node::Signer for InProcess<'_> {
+    fn audience(&self) -> &str {
+        AUDIENCE
+    }
+    async fn enrol(&self, request: &EnrolRequest, asked: &[Principal]) -> Result<super::node::Answer, String> {
+        let enrolled = enrol(
+            request,
+            asked,
+            self.cluster,
+            self.bound,
+            self.ca,
+            &self.aws.policy(),
+            request.issued_at,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        Ok(super::node::Answer {
+            instance_id: enrolled.instance_id,
+            principals: enrolled.principals.iter().map(|p| p.as_str().to_owned()).collect(),
+            certificates: self.swap_in.clone().unwrap_or_else(|| {
+                enrolled
+                    .certificates
+                    .iter()
+                    .map(crate::certificate::certificate_line)
+                    .collect()
+            }),
+        })
+    }
+}
+
+fn key_dir(keys: &[ssh_key::PrivateKey]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (key, name) in keys.iter().zip(["ssh_host_ed25519_key", "ssh_host_ecdsa_key"]) {
+        std::fs::write(
+            dir.path().join(name),
+            key.to_openssh(ssh_key::LineEnding::LF).unwrap().as_bytes(),
+        )
+        .unwrap();
+    }
+    dir
+}
+
+#[tokio::test]
+async fn a_node_writes_a_certificate_beside_each_key_and_nothing_from_a_wrong_answer() {
+    let aws = Aws::new();
+    let ca = CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
+    let cluster = Cluster(vec![compute_1()]);
+    let bound = Bound::default();
+    let (document, signature) = aws.imds(&compute_1().instance_id, "10.1.0.11", NOW - 60);
+    let imds = FakeImds(document, signature);
+    let keys = node_keys();
+    let dir = key_dir(&keys);
+    let signer = InProcess {
+        aws: &aws,
+        cluster: &cluster,
+        bound: &bound,
+        ca: &ca,
+        swap_in: None,
+    };
+    let written = super::node::enrol_node(dir.path(), &[], &imds, &signer, NOW)
+        .await
+        .unwrap();
+    assert_eq!(written.files.len(), 2);
+    for (file, key) in written.files.iter().zip(&keys) {
+        let cert = ssh_key::Certificate::read_file(file).unwrap();
+        assert_eq!(cert.public_key(), key.public_key().key_data());
+    }
+    // Another node's certificates in the answer: nothing is written.
+    let other = node_keys();
+    let before: Vec<String> = written
+        .files
+        .iter()
+        .map(|f| std::fs::read_to_string(f).unwrap())
+        .collect();
+    let foreign = crate::certificate::sign_keys(
+        &ca,
+        &other.iter().map(|k| k.public_key().clone()).collect::<Vec<_>>(),
+        &crate::certificate::SignRequest {
+            principals: compute_1().names,
+            valid_after: 0,
+            valid_before: u64::MAX,
+            serial: 1,
+            key_id: "x".to_owned(),
+        },
+    )
+    .unwrap()
+    .iter()
+    .map(|(_, c)| crate::certificate::certificate_line(c))
+    .collect();
+    let wrong = InProcess {
+        swap_in: Some(foreign),
+        ..signer
+    };
+    let err = super::node::enrol_node(dir.path(), &[], &imds, &wrong, NOW + 10)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("no key of this node"), "{err}");
+    let after: Vec<String> = written
+        .files
+        .iter()
+        .map(|f| std::fs::read_to_string(f).unwrap())
+        .collect();
+    assert_eq!(before, after, "a certificate was replaced by a wrong answer");
+}
