@@ -24,6 +24,8 @@ pub mod ec2;
 #[cfg(feature = "admin")]
 pub mod elb;
 #[cfg(feature = "admin")]
+pub mod imds;
+#[cfg(feature = "admin")]
 pub mod kms;
 #[cfg(feature = "admin")]
 pub mod lambda;

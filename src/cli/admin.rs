@@ -499,6 +499,22 @@ impl RolloutArgs {
     }
 }
 
+/// `hostkeyctl enroll`.
+#[derive(Debug, Args)]
+pub struct EnrollArgs {
+    /// The cluster's signer: the enrolment function's ARN.
+    #[arg(long, value_name = "ARN")]
+    pub function: String,
+    /// Where the node's host keys are; each certificate is written beside
+    /// its key.
+    #[arg(long, default_value = "/etc/ssh", value_name = "DIR")]
+    pub ssh_dir: PathBuf,
+    /// A name this node expects its certificates to carry (repeatable): the
+    /// signer refuses the request if AWS does not give the node that name.
+    #[arg(long = "principal", value_name = "NAME")]
+    pub principals: Vec<crate::certificate::Principal>,
+}
+
 /// `hostkeyctl sessions`.
 #[derive(Debug, Args)]
 pub struct SessionsArgs {

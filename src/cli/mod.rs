@@ -184,6 +184,13 @@ pub enum Command {
     )]
     Sessions(SessionsArgs),
     #[cfg(feature = "admin")]
+    /// On a cluster node (as root): prove which instance it is and get host
+    /// certificates for its own keys from the cluster's signer (work in
+    /// progress: the certificates are written, sshd is not yet configured).
+    #[command(after_help = "Examples:
+  hostkeyctl enroll --function arn:aws:lambda:eu-west-1:111122223333:function:hostkeyctl-enrolment")]
+    Enroll(EnrollArgs),
+    #[cfg(feature = "admin")]
     /// Print a shell completion script (for packages and dotfiles).
     #[command(
         after_help = "Examples:\n  hostkeyctl completions bash > /usr/share/bash-completion/completions/hostkeyctl\n  hostkeyctl completions zsh > /usr/share/zsh/vendor-completions/_hostkeyctl"

@@ -18,8 +18,13 @@ base64: "Verify the instance identity document"), by a key of the bed's own
 in place of AWS's: ``POST /_bed/hyperpod/iid`` (``cluster``,
 ``instance_id``) and ``POST /_bed/iid-key`` (the Region and the key's
 SubjectPublicKeyInfo, for the signer's ``HOSTKEYCTL_ENROL_IID_KEYS``).
-Whether HyperPod's IMDS serves the document is not confirmed; on EC2 it
-does.
+``POST /_bed/hyperpod/imds`` (``cluster``, ``instance_id``) starts that
+node's IMDS on a port of its own and answers its ``endpoint``: IMDSv2 as
+the EC2 User Guide describes it ("Use IMDSv2": ``PUT /latest/api/token``
+with ``X-aws-ec2-metadata-token-ttl-seconds``, then each ``GET`` with
+``X-aws-ec2-metadata-token``; 401 without a token), serving
+``/latest/meta-data/instance-id`` and the two identity paths. Whether
+HyperPod's IMDS serves the document is not confirmed; on EC2 it does.
 
 The bed's nodes are its sshd nodes, so both go through the control API:
 ``POST /_bed/hyperpod/status`` (``cluster``, ``instance_id``, ``status``)
@@ -32,7 +37,10 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import secrets
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
@@ -60,8 +68,54 @@ class ClusterPlane:
         self.control_hooks["/_bed/hyperpod/replace"] = self._hyperpod_replace  # type: ignore[attr-defined]
         self.control_hooks["/_bed/hyperpod/iid"] = self._hyperpod_iid  # type: ignore[attr-defined]
         self.control_hooks["/_bed/iid-key"] = self._iid_key  # type: ignore[attr-defined]
+        self.control_hooks["/_bed/hyperpod/imds"] = self._hyperpod_imds  # type: ignore[attr-defined]
         self.iid_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.started = time.time()
+
+    def _hyperpod_imds(self, request: JsonObject) -> JsonObject:
+        identity = self._hyperpod_iid(request)
+        node = _cluster(self.region, str(request["cluster"])).nodes[str(request["instance_id"])]
+        paths = {
+            "/latest/dynamic/instance-identity/document": str(identity["document"]),
+            "/latest/dynamic/instance-identity/signature": str(identity["signature"]),
+            "/latest/meta-data/instance-id": str(node.instance_id),
+        }
+        tokens: set[str] = set()
+
+        class Imds(BaseHTTPRequestHandler):
+            def log_message(self, *_args: object) -> None:
+                pass
+
+            def _reply(self, status: int, body: str, ttl: str | None = None) -> None:
+                data = body.encode()
+                self.send_response(status)
+                if ttl is not None:
+                    # IMDS answers the token's TTL with it (the SDKs read it).
+                    self.send_header("X-aws-ec2-metadata-token-ttl-seconds", ttl)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_PUT(self) -> None:
+                ttl = self.headers.get("X-aws-ec2-metadata-token-ttl-seconds")
+                if self.path != "/latest/api/token" or not ttl:
+                    self._reply(400, "")
+                    return
+                token = secrets.token_urlsafe(32)
+                tokens.add(token)
+                self._reply(200, token, ttl)
+
+            def do_GET(self) -> None:
+                if self.headers.get("X-aws-ec2-metadata-token") not in tokens:
+                    self._reply(401, "")
+                    return
+                body = paths.get(self.path)
+                self._reply(404, "") if body is None else self._reply(200, body)
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Imds)
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        return {"endpoint": f"http://127.0.0.1:{server.server_address[1]}"}
 
     def _iid_key(self, _request: JsonObject) -> JsonObject:
         spki = self.iid_key.public_key().public_bytes(

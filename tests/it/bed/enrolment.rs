@@ -221,3 +221,69 @@ fn the_signer_certifies_a_nodes_own_keys_for_awss_names_and_refuses_a_replay() {
     let (failed, answer) = invoke(&bed, &runtime, &arn, &event);
     assert!(failed && answer.to_string().contains("a replay"), "{answer}");
 }
+
+/// `hostkeyctl enroll` on a node: its identity from its IMDS (IMDSv2), its
+/// own keys' proofs, the signer function; a certificate beside each key
+/// that `ssh-keygen -L` verifies. The node's key files are unchanged.
+#[test]
+fn enroll_writes_a_certificate_beside_each_of_the_nodes_own_keys() {
+    let bed = TestBed::start(BedOptions {
+        nodes: 1,
+        ..BedOptions::default()
+    });
+    bed.cli("ca init")
+        .args(&["--ca-secret-id", "hostkeyctl-ca/hp", "--kms"])
+        .run()
+        .ok();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let config = runtime.block_on(bed.sdk_config(1));
+    create_table(&runtime, &config, "hostkeyctl-enrolment");
+    let arn = deploy_signer(&bed);
+    let node = &bed.state.nodes[0];
+    let hyperpod = bed.state.hyperpod.as_ref().unwrap();
+    let instance = hyperpod
+        .nodes
+        .iter()
+        .find(|(_, ip)| **ip == node.address)
+        .unwrap()
+        .0
+        .clone();
+    let imds = bed.control(
+        "POST",
+        "/_bed/hyperpod/imds",
+        &serde_json::json!({"cluster": hyperpod.cluster, "instance_id": instance}),
+    );
+    let keys_before = crate::common::bed::private_lines(&node.ssh_dir);
+    let env = [(
+        "AWS_EC2_METADATA_SERVICE_ENDPOINT".to_owned(),
+        imds["endpoint"].as_str().unwrap().to_owned(),
+    )];
+    let ssh_dir = node.ssh_dir.display().to_string();
+    // As the bed for now: the node role's grant on the signer is still to write.
+    let run = bed.run_as_env(
+        crate::common::bed::Role::BedRoot,
+        &["enroll", "--function", &arn, "--ssh-dir", &ssh_dir, "--output", "json"],
+        &env,
+    );
+    assert_eq!(run.code, 0, "{}\n{}", run.stderr, run.stdout);
+    let report = run.json();
+    assert_eq!(report["instance_id"], instance.as_str(), "{report}");
+    for kind in ["ed25519", "ecdsa", "rsa"] {
+        let listed = std::process::Command::new(crate::common::support::require("ssh-keygen"))
+            .arg("-L")
+            .arg("-f")
+            .arg(node.ssh_dir.join(format!("ssh_host_{kind}_key-cert.pub")))
+            .output()
+            .unwrap();
+        assert!(
+            listed.status.success(),
+            "{kind}: {}",
+            String::from_utf8_lossy(&listed.stderr)
+        );
+        assert!(
+            String::from_utf8_lossy(&listed.stdout).contains(&node.address),
+            "{kind}"
+        );
+    }
+    assert_eq!(crate::common::bed::private_lines(&node.ssh_dir), keys_before);
+}

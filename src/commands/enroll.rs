@@ -1,0 +1,43 @@
+//! `hostkeyctl enroll` (work in progress): parses, runs
+//! [`crate::enrolment::node::enrol_node`] with IMDS and the signer
+//! function, prints what it wrote.
+
+use crate::aws;
+use crate::aws::imds::InstanceMetadata;
+use crate::aws::lambda::LambdaSigner;
+use crate::cli::{EnrollArgs, GlobalArgs};
+use crate::enrolment::node::enrol_node;
+use crate::exit::{Failure, Status};
+use crate::output::{self, OutputFormat};
+
+/// Runs `enroll`.
+pub async fn run(args: &EnrollArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
+    let config = aws::load_config(&global.aws).await?;
+    let now = i64::try_from(crate::certificate::now_unix()).unwrap_or(i64::MAX);
+    let written = enrol_node(
+        &args.ssh_dir,
+        &args.principals,
+        &InstanceMetadata::default(),
+        &LambdaSigner::new(&config, &args.function),
+        now,
+    )
+    .await
+    .map_err(|e| Failure::with_status(Status::Aws, anyhow::anyhow!("{e}")))?;
+    match output {
+        OutputFormat::Json => output::print_json(&serde_json::json!({
+            "instance_id": written.instance_id,
+            "principals": written.principals,
+            "certificates": written.files,
+            "ca_fingerprint": written.ca,
+        }))
+        .map_err(Failure::usage)?,
+        _ => {
+            println!("enrolled {} for {}", written.instance_id, written.principals.join(", "));
+            println!("CA {}", written.ca);
+            for file in &written.files {
+                println!("  {}", file.display());
+            }
+        }
+    }
+    Ok(Status::Success)
+}
