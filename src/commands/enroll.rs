@@ -6,6 +6,7 @@ use crate::aws;
 use crate::aws::imds::InstanceMetadata;
 use crate::aws::lambda::LambdaSigner;
 use crate::cli::{EnrollArgs, GlobalArgs};
+use crate::enrolment::configure::{configure_client, configure_sshd};
 use crate::enrolment::node::enrol_node;
 use crate::exit::{Failure, Status};
 use crate::output::{self, OutputFormat};
@@ -23,6 +24,21 @@ pub async fn run(args: &EnrollArgs, global: &GlobalArgs, output: OutputFormat) -
     )
     .await
     .map_err(|e| Failure::with_status(Status::Aws, anyhow::anyhow!("{e}")))?;
+    let sshd = crate::install::sshd::Sshd {
+        binary: args.sshd.clone(),
+        config: args
+            .sshd_config
+            .clone()
+            .unwrap_or_else(|| args.ssh_dir.join("sshd_config")),
+    };
+    let method = args.reload_command.clone().map_or(
+        crate::install::sshd::ReloadMethod::Auto,
+        crate::install::sshd::ReloadMethod::Command,
+    );
+    let failed =
+        |e: crate::enrolment::node::NodeError| Failure::with_status(Status::Incomplete, anyhow::anyhow!("{e}"));
+    configure_sshd(&sshd, &method, &written.files).map_err(failed)?;
+    configure_client(&args.client_dir, &written.ca_line, &args.trust).map_err(failed)?;
     match output {
         OutputFormat::Json => output::print_json(&serde_json::json!({
             "instance_id": written.instance_id,

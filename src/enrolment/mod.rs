@@ -7,6 +7,7 @@
 //! ListClusterNodes and DescribeClusterNode, EC2 tags, the bindings'
 //! secret), `hostkeyctl enroll` on the node, and docs/cluster-trust.md.
 
+pub mod configure;
 pub mod identity;
 pub mod node;
 pub mod proof;

@@ -55,6 +55,8 @@ pub struct Written {
     pub files: Vec<PathBuf>,
     /// The CA's fingerprint.
     pub ca: String,
+    /// The CA's public line, as the certificates name it.
+    pub ca_line: String,
 }
 
 /// Why enrolment wrote nothing.
@@ -143,8 +145,8 @@ fn match_certificates(
             })?;
         cas.push(
             PublicKey::from(cert.signature_key().clone())
-                .fingerprint(HashAlg::Sha256)
-                .to_string(),
+                .to_openssh()
+                .map_err(|e| bad(e.to_string()))?,
         );
         let mut file = path.clone().into_os_string();
         file.push("-cert.pub");
@@ -175,7 +177,11 @@ pub async fn enrol_node(
     })?;
     drop(private);
     let answer = signer.enrol(&req, asked).await.map_err(NodeError::Signer)?;
-    let (files, ca) = match_certificates(&answer, &keys)?;
+    let (files, ca_line) = match_certificates(&answer, &keys)?;
+    let ca = PublicKey::from_openssh(&ca_line)
+        .map_err(|e| NodeError::Answer(e.to_string()))?
+        .fingerprint(HashAlg::Sha256)
+        .to_string();
     let options = WriteOptions {
         mode: 0o644,
         owner: None,
@@ -192,5 +198,6 @@ pub async fn enrol_node(
         principals: answer.principals,
         files: files.into_iter().map(|(p, _)| p).collect(),
         ca,
+        ca_line,
     })
 }

@@ -254,15 +254,38 @@ fn enroll_writes_a_certificate_beside_each_of_the_nodes_own_keys() {
         &serde_json::json!({"cluster": hyperpod.cluster, "instance_id": instance}),
     );
     let keys_before = crate::common::bed::private_lines(&node.ssh_dir);
-    let env = [(
+    let mut env: Vec<(String, String)> = node
+        .env
+        .iter()
+        .filter(|(k, _)| k.starts_with("HOSTKEYCTL_"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    env.push((
         "AWS_EC2_METADATA_SERVICE_ENDPOINT".to_owned(),
         imds["endpoint"].as_str().unwrap().to_owned(),
-    )];
+    ));
     let ssh_dir = node.ssh_dir.display().to_string();
+    let client_dir = bed.dir().join("client-of-enrolled");
+    std::fs::create_dir_all(&client_dir).unwrap();
+    let client = client_dir.display().to_string();
     // As the bed for now: the node role's grant on the signer is still to write.
     let run = bed.run_as_env(
         crate::common::bed::Role::BedRoot,
-        &["enroll", "--function", &arn, "--ssh-dir", &ssh_dir, "--output", "json"],
+        &[
+            "enroll",
+            "--function",
+            &arn,
+            "--ssh-dir",
+            &ssh_dir,
+            "--client-dir",
+            &client,
+            "--trust",
+            "*.ec2.internal",
+            "--trust",
+            "127.*",
+            "--output",
+            "json",
+        ],
         &env,
     );
     assert_eq!(run.code, 0, "{}\n{}", run.stderr, run.stdout);
@@ -286,4 +309,58 @@ fn enroll_writes_a_certificate_beside_each_of_the_nodes_own_keys() {
         );
     }
     assert_eq!(crate::common::bed::private_lines(&node.ssh_dir), keys_before);
+    // A client with enroll's trust alone logs in by name and by address.
+    let dns = format!("ip-{}.ec2.internal", node.address.replace('.', "-"));
+    let config = client_dir.join("ssh_config");
+    std::fs::write(
+        &config,
+        format!(
+            "Include {client}/ssh_config.d/*.conf\nHost {dns}\n    Hostname {}\n",
+            node.address
+        ),
+    )
+    .unwrap();
+    // Without enroll's trust the same strict login fails: the check can fail.
+    let bare = client_dir.join("ssh_config.bare");
+    std::fs::write(
+        &bare,
+        format!(
+            "Host {dns}\n    Hostname {}\n    StrictHostKeyChecking yes\n",
+            node.address
+        ),
+    )
+    .unwrap();
+    for (file, works) in [(&bare, false), (&config, true)] {
+        for target in [dns.as_str(), node.address.as_str()] {
+            let out = login(bed.state.client_key.as_path(), file, target);
+            let said = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                out.status.success() && !said.contains("WARNING"),
+                works,
+                "{target}: {said}"
+            );
+        }
+    }
+}
+
+/// A strict, batch `ssh root@target true` with `config` and no user
+/// known_hosts.
+fn login(key: &std::path::Path, config: &std::path::Path, target: &str) -> std::process::Output {
+    std::process::Command::new(crate::common::support::require("ssh"))
+        .arg("-F")
+        .arg(config)
+        .arg("-i")
+        .arg(key)
+        .args([
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+            "-o",
+            "ConnectTimeout=5",
+        ])
+        .arg(format!("root@{target}"))
+        .arg("true")
+        .output()
+        .unwrap()
 }
