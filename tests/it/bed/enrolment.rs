@@ -222,13 +222,10 @@ fn the_signer_certifies_a_nodes_own_keys_for_awss_names_and_refuses_a_replay() {
     assert!(failed && answer.to_string().contains("a replay"), "{answer}");
 }
 
-/// `hostkeyctl enroll` on a node: its identity from its IMDS (IMDSv2), its
-/// own keys' proofs, the signer function; a certificate beside each key
-/// that `ssh-keygen -L` verifies. The node's key files are unchanged.
-#[test]
-fn enroll_writes_a_certificate_beside_each_of_the_nodes_own_keys() {
+/// A bed with a KMS CA, the bindings table and the signer; its ARN.
+fn cluster_bed(nodes: usize) -> (TestBed, tokio::runtime::Runtime, String) {
     let bed = TestBed::start(BedOptions {
-        nodes: 1,
+        nodes,
         ..BedOptions::default()
     });
     bed.cli("ca init")
@@ -239,21 +236,34 @@ fn enroll_writes_a_certificate_beside_each_of_the_nodes_own_keys() {
     let config = runtime.block_on(bed.sdk_config(1));
     create_table(&runtime, &config, "hostkeyctl-enrolment");
     let arn = deploy_signer(&bed);
-    let node = &bed.state.nodes[0];
+    (bed, runtime, arn)
+}
+
+/// The instance id HyperPod gives the node at `address`.
+fn instance_of(bed: &TestBed, address: &str) -> String {
     let hyperpod = bed.state.hyperpod.as_ref().unwrap();
-    let instance = hyperpod
-        .nodes
-        .iter()
-        .find(|(_, ip)| **ip == node.address)
-        .unwrap()
-        .0
-        .clone();
+    hyperpod.nodes.iter().find(|(_, ip)| *ip == address).unwrap().0.clone()
+}
+
+/// The private DNS name HyperPod reports for an address.
+fn dns_of(address: &str) -> String {
+    format!("ip-{}.ec2.internal", address.replace('.', "-"))
+}
+
+/// `hostkeyctl enroll` run on `node` (its environment, its IMDS, its own
+/// /etc/ssh as both sshd's and the client's directory).
+fn enroll(bed: &TestBed, node: &crate::common::bed::Node, arn: &str) -> crate::common::bed::Run {
+    enroll_as(bed, node, arn, &instance_of(bed, &node.address))
+}
+
+/// [`enroll`] for the node that is now instance `instance`.
+fn enroll_as(bed: &TestBed, node: &crate::common::bed::Node, arn: &str, instance: &str) -> crate::common::bed::Run {
+    let hyperpod = bed.state.hyperpod.as_ref().unwrap();
     let imds = bed.control(
         "POST",
         "/_bed/hyperpod/imds",
         &serde_json::json!({"cluster": hyperpod.cluster, "instance_id": instance}),
     );
-    let keys_before = crate::common::bed::private_lines(&node.ssh_dir);
     let mut env: Vec<(String, String)> = node
         .env
         .iter()
@@ -264,21 +274,18 @@ fn enroll_writes_a_certificate_beside_each_of_the_nodes_own_keys() {
         "AWS_EC2_METADATA_SERVICE_ENDPOINT".to_owned(),
         imds["endpoint"].as_str().unwrap().to_owned(),
     ));
-    let ssh_dir = node.ssh_dir.display().to_string();
-    let client_dir = bed.dir().join("client-of-enrolled");
-    std::fs::create_dir_all(&client_dir).unwrap();
-    let client = client_dir.display().to_string();
+    let dir = node.ssh_dir.display().to_string();
     // As the bed for now: the node role's grant on the signer is still to write.
-    let run = bed.run_as_env(
+    bed.run_as_env(
         crate::common::bed::Role::BedRoot,
         &[
             "enroll",
             "--function",
-            &arn,
+            arn,
             "--ssh-dir",
-            &ssh_dir,
+            &dir,
             "--client-dir",
-            &client,
+            &dir,
             "--trust",
             "*.ec2.internal",
             "--trust",
@@ -287,10 +294,43 @@ fn enroll_writes_a_certificate_beside_each_of_the_nodes_own_keys() {
             "json",
         ],
         &env,
-    );
+    )
+}
+
+/// The ssh_config a node's users have: enroll's drop-in, and names that
+/// resolve (the bed has no DNS: each name's address, as the VPC's DNS).
+fn client_config(bed: &TestBed, node: &crate::common::bed::Node) -> std::path::PathBuf {
+    let mut text = format!("Include {}/ssh_config.d/*.conf\n", node.ssh_dir.display());
+    for other in &bed.state.nodes {
+        text.push_str(&format!(
+            "Host {}\n    Hostname {}\n",
+            dns_of(&other.address),
+            other.address
+        ));
+    }
+    let path = node.ssh_dir.join("ssh_config.users");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// `hostkeyctl enroll` on a node: its identity from its IMDS (IMDSv2), its
+/// own keys' proofs, the signer function; a certificate beside each key
+/// that `ssh-keygen -L` verifies. The node's key files are unchanged; a
+/// client with enroll's trust alone logs in by name and by address, and a
+/// strict client without it is refused.
+#[test]
+fn enroll_writes_a_certificate_beside_each_of_the_nodes_own_keys() {
+    let (bed, _runtime, arn) = cluster_bed(1);
+    let node = &bed.state.nodes[0];
+    let keys_before = crate::common::bed::private_lines(&node.ssh_dir);
+    let run = enroll(&bed, node, &arn);
     assert_eq!(run.code, 0, "{}\n{}", run.stderr, run.stdout);
     let report = run.json();
-    assert_eq!(report["instance_id"], instance.as_str(), "{report}");
+    assert_eq!(
+        report["instance_id"],
+        instance_of(&bed, &node.address).as_str(),
+        "{report}"
+    );
     for kind in ["ed25519", "ecdsa", "rsa"] {
         let listed = std::process::Command::new(crate::common::support::require("ssh-keygen"))
             .arg("-L")
@@ -309,19 +349,8 @@ fn enroll_writes_a_certificate_beside_each_of_the_nodes_own_keys() {
         );
     }
     assert_eq!(crate::common::bed::private_lines(&node.ssh_dir), keys_before);
-    // A client with enroll's trust alone logs in by name and by address.
-    let dns = format!("ip-{}.ec2.internal", node.address.replace('.', "-"));
-    let config = client_dir.join("ssh_config");
-    std::fs::write(
-        &config,
-        format!(
-            "Include {client}/ssh_config.d/*.conf\nHost {dns}\n    Hostname {}\n",
-            node.address
-        ),
-    )
-    .unwrap();
-    // Without enroll's trust the same strict login fails: the check can fail.
-    let bare = client_dir.join("ssh_config.bare");
+    let dns = dns_of(&node.address);
+    let bare = bed.dir().join("ssh_config.bare");
     std::fs::write(
         &bare,
         format!(
@@ -330,6 +359,7 @@ fn enroll_writes_a_certificate_beside_each_of_the_nodes_own_keys() {
         ),
     )
     .unwrap();
+    let config = client_config(&bed, node);
     for (file, works) in [(&bare, false), (&config, true)] {
         for target in [dns.as_str(), node.address.as_str()] {
             let out = login(bed.state.client_key.as_path(), file, target);
@@ -341,6 +371,120 @@ fn enroll_writes_a_certificate_beside_each_of_the_nodes_own_keys() {
             );
         }
     }
+}
+
+/// Six nodes, each with its own keys, enrolled: from every node to every
+/// other, by name and by address, strict (30 ordered pairs x 2): every
+/// login succeeds with no warning.
+#[test]
+fn six_enrolled_nodes_reach_each_other_strictly_by_name_and_address() {
+    let (bed, _runtime, arn) = cluster_bed(6);
+    for node in &bed.state.nodes {
+        let run = enroll(&bed, node, &arn);
+        assert_eq!(run.code, 0, "{}: {}", node.name, run.stderr);
+    }
+    let failed = all_pairs(&bed);
+    assert!(failed.is_empty(), "{failed:#?}");
+    replace_a_node(&bed, &arn);
+}
+
+/// HyperPod replaces the last node: a new instance at the same address,
+/// with new keys and nothing of hostkeyctl's. Before its enrolment every
+/// other node refuses it (strict, batch: never a prompt); after it, the 60
+/// logins succeed again, and no other node's files changed.
+fn replace_a_node(bed: &TestBed, arn: &str) {
+    let node = bed.state.nodes.last().unwrap();
+    let others: Vec<_> = bed.state.nodes.iter().filter(|n| n.address != node.address).collect();
+    let before: Vec<_> = others
+        .iter()
+        .map(|n| crate::common::bed::snapshot(&n.ssh_dir))
+        .collect();
+    for entry in std::fs::read_dir(&node.ssh_dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("ssh_host_") || name.starts_with("ssh_known_hosts") {
+            std::fs::remove_file(&path).unwrap();
+        }
+    }
+    for dir in ["sshd_config.d", "ssh_config.d"] {
+        let _ = std::fs::remove_dir_all(node.ssh_dir.join(dir));
+        std::fs::create_dir_all(node.ssh_dir.join(dir)).unwrap();
+    }
+    for kind in ["ed25519", "ecdsa", "rsa"] {
+        let status = std::process::Command::new(crate::common::support::require("ssh-keygen"))
+            .args(["-q", "-t", kind, "-N", ""])
+            .arg("-f")
+            .arg(node.ssh_dir.join(format!("ssh_host_{kind}_key")))
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    let reload = node.env.get("HOSTKEYCTL_RELOAD_COMMAND").unwrap();
+    assert!(
+        std::process::Command::new("sh")
+            .args(["-c", reload])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let successor = "i-0a0000000000fffff".to_owned();
+    bed.control(
+        "POST",
+        "/_bed/hyperpod/replace",
+        &serde_json::json!({
+            "cluster": bed.state.hyperpod.as_ref().unwrap().cluster,
+            "instance_id": instance_of(bed, &node.address),
+            "successor": successor,
+            "address": node.address,
+        }),
+    );
+    let new_key = ssh_key::PublicKey::read_openssh_file(&node.ssh_dir.join("ssh_host_ed25519_key.pub"))
+        .unwrap()
+        .fingerprint(ssh_key::HashAlg::Sha256)
+        .to_string();
+    crate::common::bed::wait_until("sshd serves the new keys", std::time::Duration::from_secs(10), || {
+        crate::common::bed::keyscan(&node.address, 22, "ssh-ed25519").as_deref() == Some(new_key.as_str())
+    });
+    for from in &others {
+        let out = login(
+            bed.state.client_key.as_path(),
+            &client_config(bed, from),
+            &dns_of(&node.address),
+        );
+        assert!(
+            !out.status.success(),
+            "{} accepted the replaced node before its enrolment",
+            from.name
+        );
+    }
+    let run = enroll_as(bed, node, arn, &successor);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let failed = all_pairs(bed);
+    assert!(failed.is_empty(), "after the replacement: {failed:#?}");
+    let after: Vec<_> = others
+        .iter()
+        .map(|n| crate::common::bed::snapshot(&n.ssh_dir))
+        .collect();
+    assert_eq!(before, after, "another node's files changed");
+}
+
+/// Every ordered pair of distinct nodes, by name and by address, from the
+/// first node's users' config: the failures (pair, stderr).
+fn all_pairs(bed: &TestBed) -> Vec<String> {
+    let mut failed = Vec::new();
+    for from in &bed.state.nodes {
+        let config = client_config(bed, from);
+        for to in bed.state.nodes.iter().filter(|n| n.address != from.address) {
+            for target in [dns_of(&to.address), to.address.clone()] {
+                let out = login(bed.state.client_key.as_path(), &config, &target);
+                let said = String::from_utf8_lossy(&out.stderr).into_owned();
+                if !out.status.success() || said.contains("WARNING") {
+                    failed.push(format!("{} -> {target}: {said}", from.name));
+                }
+            }
+        }
+    }
+    failed
 }
 
 /// A strict, batch `ssh root@target true` with `config` and no user
