@@ -438,7 +438,7 @@ fn replace_a_node(bed: &TestBed, arn: &str) {
             "address": node.address,
         }),
     );
-    let new_key = ssh_key::PublicKey::read_openssh_file(&node.ssh_dir.join("ssh_host_ed25519_key.pub"))
+    let new_key = ssh_key::PublicKey::read_openssh_file(node.ssh_dir.join("ssh_host_ed25519_key.pub"))
         .unwrap()
         .fingerprint(ssh_key::HashAlg::Sha256)
         .to_string();
