@@ -25,6 +25,7 @@ SSM document actions      ``arn:aws:ssm:REGION:ACCOUNT:document/NAME``
                           does not check instance targets' instances)
 SageMaker cluster calls   the cluster's ARN
 KMS calls with a KeyId    the key's ARN (an alias resolved to its key)
+DynamoDB item calls       the table's ARN (``TableName``)
 Lambda configuration      the function's ARN (from the request's path)
 ELB Register/Deregister   the target group's ARN (``TargetGroupArn``)
 CompleteLifecycleAction   the Auto Scaling group's ARN
@@ -69,7 +70,7 @@ EXAMPLE_TARGET_GROUP = "targetgroup/my-cluster-login/"
 # The Auto Scaling group whose launch hook admission completes.
 EXAMPLE_GROUP = "autoScalingGroupName/my-cluster-login"
 # The roles of iam/<role>.json.
-ROLES = ("admin", "rotation", "node", "auditor", "signer", "rotation-lambda", "admission")
+ROLES = ("admin", "rotation", "node", "auditor", "signer", "rotation-lambda", "admission", "enrolment")
 # The bed's own calls (setting up load balancers, reading what a test
 # checks, tampering on purpose): allowed everything, never a role under test.
 BED_ROOT = "bed-root"
@@ -325,6 +326,8 @@ class Enforcer:
             return [self.group_arn(str(request.get("AutoScalingGroupName", "")), region)]
         if service == "sagemaker" and action in SAGEMAKER_CLUSTER_ACTIONS:
             return [self.cluster_arn(str(request.get("ClusterName", "")), region)]
+        if service == "dynamodb" and "TableName" in request:
+            return [f"arn:aws:dynamodb:{region}:{self.account}:table/{request['TableName']}"]
         if service == "kms" and "KeyId" in request:
             return [kms.key_arn(self.account, region, str(request["KeyId"]))]
         return ["*"]
@@ -334,7 +337,9 @@ class Enforcer:
     ) -> JsonObject:
         """Checks what `resources` names; returns the parsed JSON request."""
         try:
-            request = json.loads(body) if body and service in ("secretsmanager", "ssm", "sagemaker", "kms") else {}
+            request = (
+                json.loads(body) if body and service in ("secretsmanager", "ssm", "sagemaker", "kms", "dynamodb") else {}
+            )
         except ValueError:
             request = {}
         if service in ("elasticloadbalancing", "autoscaling") and body:

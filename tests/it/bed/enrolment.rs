@@ -97,14 +97,13 @@ fn create_table(runtime: &tokio::runtime::Runtime, config: &aws_config::SdkConfi
     });
 }
 
-/// The signer function (`HOSTKEYCTL_FUNCTION=enrolment`), as the bed's
-/// own principal for now (its role is still to write), trusting the bed's
-/// identity key. Its ARN.
+/// The signer function (`HOSTKEYCTL_FUNCTION=enrolment`), signing as
+/// iam/enrolment.json, trusting the bed's identity key. Its ARN.
 fn deploy_signer(bed: &TestBed) -> String {
     let (dir, bootstrap) = crate::bed::scheduled::function_task(bed, "signer-task");
     let key = bed.control("POST", "/_bed/iid-key", &serde_json::json!({}));
     let mut env: serde_json::Map<String, serde_json::Value> = bed
-        .aws_env(crate::common::bed::Role::BedRoot)
+        .aws_env(crate::common::bed::Role::Enrolment)
         .into_iter()
         .map(|(k, v)| (k.to_owned(), serde_json::Value::String(v)))
         .collect();
@@ -165,7 +164,7 @@ fn invoke(
     event: &serde_json::Value,
 ) -> (bool, serde_json::Value) {
     runtime.block_on(async {
-        let out = aws_sdk_lambda::Client::new(&bed.sdk_config(1).await)
+        let out = aws_sdk_lambda::Client::new(&bed.sdk_config_as(crate::common::bed::Role::Node, 1).await)
             .invoke()
             .function_name(arn)
             .payload(aws_sdk_lambda::primitives::Blob::new(event.to_string()))
@@ -275,9 +274,9 @@ fn enroll_as(bed: &TestBed, node: &crate::common::bed::Node, arn: &str, instance
         imds["endpoint"].as_str().unwrap().to_owned(),
     ));
     let dir = node.ssh_dir.display().to_string();
-    // As the bed for now: the node role's grant on the signer is still to write.
+    // As the node role: its one grant on the signer.
     bed.run_as_env(
-        crate::common::bed::Role::BedRoot,
+        crate::common::bed::Role::Node,
         &[
             "enroll",
             "--function",
@@ -386,6 +385,15 @@ fn six_enrolled_nodes_reach_each_other_strictly_by_name_and_address() {
     let failed = all_pairs(&bed);
     assert!(failed.is_empty(), "{failed:#?}");
     replace_a_node(&bed, &arn);
+    // The shipped policies were enough: the signer and the nodes were never refused.
+    let usage = bed.iam_usage();
+    for user in ["hostkeyctl-enrolment", "hostkeyctl-node"] {
+        assert!(usage["denied"].get(user).is_none(), "{user} was refused: {usage}");
+    }
+    assert!(
+        usage["allowed"]["hostkeyctl-enrolment"]["kms:Sign"].as_u64() >= Some(21),
+        "{usage}"
+    );
 }
 
 /// HyperPod replaces the last node: a new instance at the same address,

@@ -21,6 +21,8 @@ pub enum Role {
     RotationLambda,
     /// `iam/admission.json`: `admit`.
     Admission,
+    /// `iam/enrolment.json`: the enrolment signer function.
+    Enrolment,
     /// The bed itself (never a role under test).
     BedRoot,
 }
@@ -36,6 +38,7 @@ impl Role {
             Role::Signer => "signer",
             Role::RotationLambda => "rotation-lambda",
             Role::Admission => "admission",
+            Role::Enrolment => "enrolment",
             Role::BedRoot => "bed-root",
         }
     }
@@ -53,7 +56,9 @@ impl Role {
             "bootstrap" => Role::RotationLambda,
             "audit" => Role::Auditor,
             "admit" => Role::Admission,
-            "install" => Role::Node,
+            "install" | "enroll" => Role::Node,
+            // The signer's own name for the binary (HOSTKEYCTL_FUNCTION=enrolment).
+            "enrolment" => Role::Enrolment,
             "sign" => Role::Signer,
             "known-hosts" if args.iter().any(|a| a.starts_with("--ca-secret-id")) => Role::Signer,
             _ => Role::Admin,

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::common::roles::Role;
 
-const ROLES: [&str; 7] = [
+const ROLES: [&str; 8] = [
     "admin",
     "rotation",
     "node",
@@ -19,13 +19,14 @@ const ROLES: [&str; 7] = [
     "signer",
     "rotation-lambda",
     "admission",
+    "enrolment",
 ];
 /// Actions AWS checks on the caller's behalf inside a call the code makes:
 /// RotateSecret needs `lambda:InvokeFunction` on the rotation function (its
 /// API reference), and CreateKey with Tags needs `kms:TagResource` (the
 /// KMS API reference, CreateKey). The code never names them.
 const IMPLIED: [&str; 2] = ["lambda:InvokeFunction", "kms:TagResource"];
-const AWS_SERVICES: [&str; 9] = [
+const AWS_SERVICES: [&str; 10] = [
     "autoscaling",
     "cloudwatch",
     "lambda",
@@ -35,6 +36,7 @@ const AWS_SERVICES: [&str; 9] = [
     "elasticloadbalancing",
     "sagemaker",
     "kms",
+    "dynamodb",
 ];
 
 fn root() -> &'static Path {
@@ -133,6 +135,7 @@ fn docs_list_exactly_each_policys_actions_and_the_code_calls_exactly_what_is_gra
             "auditor" => Role::Auditor,
             "rotation-lambda" => Role::RotationLambda,
             "admission" => Role::Admission,
+            "enrolment" => Role::Enrolment,
             _ => Role::Signer,
         };
         for command in commands {
@@ -231,6 +234,24 @@ fn the_policies_scope_every_grant() {
                 }
                 // Starting a rotation, and pinning its function to its
                 // secret: the rotation role, on hostkeyctl's function alone.
+                // A node reaches the enrolment signer, and nothing else of Lambda.
+                "lambda" if role == "node" => assert_eq!(
+                    (acts.as_slice(), resources.as_slice()),
+                    (
+                        ["lambda:InvokeFunction".to_owned()].as_slice(),
+                        ["arn:aws:lambda:*:111122223333:function:hostkeyctl-enrolment*".to_owned()].as_slice()
+                    ),
+                    "{st}"
+                ),
+                // The enrolment signer's bindings table, items only.
+                "dynamodb" => assert_eq!(
+                    (role, resources.as_slice()),
+                    (
+                        "enrolment",
+                        ["arn:aws:dynamodb:*:111122223333:table/hostkeyctl-enrolment*".to_owned()].as_slice()
+                    ),
+                    "{st}"
+                ),
                 "lambda" => {
                     assert_eq!(role, "rotation", "{st}");
                     assert_eq!(
@@ -289,7 +310,10 @@ fn kms_statement_is_scoped(role: &str, st: &Value, acts: &[String], resources: &
             assert_eq!(st["Condition"], tagged, "{st}");
         }
         [a] if a == "kms:Sign" => {
-            assert!(["signer", "rotation", "rotation-lambda"].contains(&role), "{st}");
+            assert!(
+                ["signer", "rotation", "rotation-lambda", "enrolment"].contains(&role),
+                "{st}"
+            );
             assert_eq!(resources, keys.as_slice(), "{st}");
             assert_eq!(st["Condition"], tagged, "{st}");
         }
@@ -353,6 +377,7 @@ fn the_ca_nodes_and_auditors_hold_only_their_grants() {
         on_cas("rotation-lambda"),
         ["secretsmanager:GetSecretValue".to_owned()].into()
     );
+    assert_eq!(on_cas("enrolment"), ["secretsmanager:GetSecretValue".to_owned()].into());
     assert_eq!(
         on_cas("admin"),
         [
@@ -362,10 +387,12 @@ fn the_ca_nodes_and_auditors_hold_only_their_grants() {
         ]
         .into()
     );
-    // A node reads the key sets and reports its own compliance; nothing else.
+    // A node reads the key sets, reports its own compliance and asks the
+    // enrolment signer (which alone holds kms:Sign); nothing else.
     assert_eq!(
         actions("node"),
         [
+            "lambda:InvokeFunction".to_owned(),
             "secretsmanager:GetSecretValue".to_owned(),
             "ssm:PutComplianceItems".to_owned()
         ]
