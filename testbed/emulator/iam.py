@@ -70,6 +70,8 @@ EXAMPLE_TARGET_GROUP = "targetgroup/my-cluster-login/"
 # The Auto Scaling group whose launch hook admission completes.
 EXAMPLE_GROUP = "autoScalingGroupName/my-cluster-login"
 # The roles of iam/<role>.json.
+# The services whose requests are JSON documents the checks read.
+JSON_BODIES = ("secretsmanager", "ssm", "sagemaker", "kms", "dynamodb")
 ROLES = ("admin", "rotation", "node", "auditor", "signer", "rotation-lambda", "admission", "enrolment")
 # The bed's own calls (setting up load balancers, reading what a test
 # checks, tampering on purpose): allowed everything, never a role under test.
@@ -337,9 +339,7 @@ class Enforcer:
     ) -> JsonObject:
         """Checks what `resources` names; returns the parsed JSON request."""
         try:
-            request = (
-                json.loads(body) if body and service in ("secretsmanager", "ssm", "sagemaker", "kms", "dynamodb") else {}
-            )
+            request = json.loads(body) if body and service in JSON_BODIES else {}
         except ValueError:
             request = {}
         if service in ("elasticloadbalancing", "autoscaling") and body:
