@@ -42,6 +42,7 @@ ROLES = {
     "signer": "sign: host certificates with the CA (the only role that reads it, besides rotate)",
     "rotation-lambda": "the scheduled rotation's Lambda function (what rotate does, from inside Lambda)",
     "admission": "admit: register and deregister the login target group's targets, public fingerprints only",
+    "enrolment": "the enrolment signer's Lambda function: certificates for cluster nodes' own keys, through the KMS CA",
 }
 
 

@@ -511,7 +511,7 @@ pub struct EnrollArgs {
     pub ssh_dir: PathBuf,
     /// A name this node expects its certificates to carry (repeatable): the
     /// signer refuses the request if AWS does not give the node that name.
-    #[arg(long = "principal", value_name = "NAME")]
+    #[arg(long = "principal", value_name = "NAME", value_delimiter = ',')]
     pub principals: Vec<crate::certificate::Principal>,
     /// sshd's main config (default: DIR/sshd_config).
     #[arg(long, env = "HOSTKEYCTL_SSHD_CONFIG", value_name = "FILE")]
@@ -529,7 +529,7 @@ pub struct EnrollArgs {
     /// A host pattern of the cluster's nodes (repeatable: `*.ec2.internal`,
     /// `ip-10-1-*`, `10.1.*`): this node's ssh trusts the CA for them, with
     /// StrictHostKeyChecking yes.
-    #[arg(long = "trust", value_name = "PATTERN")]
+    #[arg(long = "trust", value_name = "PATTERN", value_delimiter = ',')]
     pub trust: Vec<String>,
 }
 

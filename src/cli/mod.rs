@@ -184,9 +184,9 @@ pub enum Command {
     )]
     Sessions(SessionsArgs),
     #[cfg(feature = "admin")]
-    /// On a cluster node (as root): prove which instance it is and get host
-    /// certificates for its own keys from the cluster's signer (work in
-    /// progress: the certificates are written, sshd is not yet configured).
+    /// On a cluster node (as root): prove which instance it is, get host
+    /// certificates for its own keys from the cluster's signer, make sshd
+    /// serve them, and make this node's ssh trust the cluster's CA, strictly.
     #[command(after_help = "Examples:
   hostkeyctl enroll --function arn:aws:lambda:eu-west-1:111122223333:function:hostkeyctl-enrolment")]
     Enroll(EnrollArgs),
