@@ -64,7 +64,6 @@ pub mod discovery;
 #[cfg(feature = "admin")]
 pub mod dispatch;
 pub mod document;
-#[cfg(feature = "admin")]
 pub mod enrolment;
 pub mod escape;
 pub mod exit;

@@ -23,7 +23,7 @@ pub mod dynamodb;
 pub mod ec2;
 #[cfg(feature = "admin")]
 pub mod elb;
-#[cfg(feature = "admin")]
+pub mod enrol_signer;
 pub mod imds;
 #[cfg(feature = "admin")]
 pub mod kms;

@@ -499,40 +499,6 @@ impl RolloutArgs {
     }
 }
 
-/// `hostkeyctl enroll`.
-#[derive(Debug, Args)]
-pub struct EnrollArgs {
-    /// The cluster's signer: the enrolment function's ARN.
-    #[arg(long, value_name = "ARN")]
-    pub function: String,
-    /// Where the node's host keys are; each certificate is written beside
-    /// its key.
-    #[arg(long, default_value = "/etc/ssh", value_name = "DIR")]
-    pub ssh_dir: PathBuf,
-    /// A name this node expects its certificates to carry (repeatable): the
-    /// signer refuses the request if AWS does not give the node that name.
-    #[arg(long = "principal", value_name = "NAME", value_delimiter = ',')]
-    pub principals: Vec<crate::certificate::Principal>,
-    /// sshd's main config (default: DIR/sshd_config).
-    #[arg(long, env = "HOSTKEYCTL_SSHD_CONFIG", value_name = "FILE")]
-    pub sshd_config: Option<PathBuf>,
-    /// The sshd binary (for `sshd -t`).
-    #[arg(long, env = "HOSTKEYCTL_SSHD", default_value = "/usr/sbin/sshd", value_name = "PATH")]
-    pub sshd: PathBuf,
-    /// Shell command that reloads sshd (default: the systemd ssh/sshd unit,
-    /// else SIGHUP to the pid in sshd's PidFile).
-    #[arg(long, env = "HOSTKEYCTL_RELOAD_COMMAND", value_name = "CMD")]
-    pub reload_command: Option<String>,
-    /// The ssh client's directory (ssh_known_hosts, ssh_config.d).
-    #[arg(long, default_value = "/etc/ssh", value_name = "DIR")]
-    pub client_dir: PathBuf,
-    /// A host pattern of the cluster's nodes (repeatable: `*.ec2.internal`,
-    /// `ip-10-1-*`, `10.1.*`): this node's ssh trusts the CA for them, with
-    /// StrictHostKeyChecking yes.
-    #[arg(long = "trust", value_name = "PATTERN", value_delimiter = ',')]
-    pub trust: Vec<String>,
-}
-
 /// `hostkeyctl sessions`.
 #[derive(Debug, Args)]
 pub struct SessionsArgs {

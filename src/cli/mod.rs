@@ -10,6 +10,7 @@ mod admin;
 
 #[cfg(feature = "admin")]
 mod admit;
+mod enroll;
 #[cfg(feature = "admin")]
 mod known_hosts;
 pub mod renamed;
@@ -22,6 +23,7 @@ mod schedule;
 pub use admin::*;
 #[cfg(feature = "admin")]
 pub use admit::*;
+pub use enroll::*;
 #[cfg(feature = "admin")]
 pub use known_hosts::*;
 #[cfg(feature = "admin")]
@@ -69,6 +71,9 @@ pub struct GlobalArgs {
 }
 
 /// The commands.
+// Parsed once per process: the variants' sizes do not matter (in the node
+// build, install's arguments dwarf enroll's).
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     #[cfg(feature = "admin")]
@@ -183,7 +188,6 @@ pub enum Command {
         after_help = "Examples:\n  hostkeyctl sessions --target hyperpod:my-cluster/login-group --step s3://my-lifecycle-bucket/lifecycle/hostkeyctl > sessions.sh\n  sh sessions.sh   (from a terminal, never piped: each session reads its stdin)"
     )]
     Sessions(SessionsArgs),
-    #[cfg(feature = "admin")]
     /// On a cluster node (as root): prove which instance it is, get host
     /// certificates for its own keys from the cluster's signer, make sshd
     /// serve them, and make this node's ssh trust the cluster's CA, strictly.

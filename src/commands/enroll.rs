@@ -3,8 +3,8 @@
 //! function, prints what it wrote.
 
 use crate::aws;
+use crate::aws::enrol_signer::LambdaSigner;
 use crate::aws::imds::InstanceMetadata;
-use crate::aws::lambda::LambdaSigner;
 use crate::cli::{EnrollArgs, GlobalArgs};
 use crate::enrolment::configure::{configure_client, configure_sshd};
 use crate::enrolment::node::enrol_node;

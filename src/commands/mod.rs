@@ -11,7 +11,6 @@ pub mod audit;
 pub mod ca;
 #[cfg(feature = "admin")]
 pub mod common;
-#[cfg(feature = "admin")]
 pub mod enroll;
 #[cfg(feature = "admin")]
 pub mod init;
@@ -82,8 +81,7 @@ pub async fn run(cli: Cli) -> Result<Status, Failure> {
         Command::Schedule(command) => schedule::run(&command, &cli.global, output).await,
         #[cfg(feature = "admin")]
         Command::Sessions(args) => sessions::run(&args, &cli.global).await,
-        #[cfg(feature = "admin")]
-        Command::Enroll(args) => enroll::run(&args, &cli.global, output).await,
+        Command::Enroll(args) => enroll::run(&args, &cli.global, cli.global.output.resolve()).await,
         #[cfg(feature = "admin")]
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
