@@ -263,20 +263,14 @@ fn enroll_as(bed: &TestBed, node: &crate::common::bed::Node, arn: &str, instance
         "/_bed/hyperpod/imds",
         &serde_json::json!({"cluster": hyperpod.cluster, "instance_id": instance}),
     );
-    let mut env: Vec<(String, String)> = node
-        .env
-        .iter()
-        .filter(|(k, _)| k.starts_with("HOSTKEYCTL_"))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    env.push((
+    let env = [(
         "AWS_EC2_METADATA_SERVICE_ENDPOINT".to_owned(),
         imds["endpoint"].as_str().unwrap().to_owned(),
-    ));
+    )];
     let dir = node.ssh_dir.display().to_string();
-    // As the node role: its one grant on the signer.
-    bed.run_as_env(
-        crate::common::bed::Role::Node,
+    // The node build, as the node role: its one grant on the signer.
+    bed.node_run(
+        node,
         &[
             "enroll",
             "--function",

@@ -90,12 +90,20 @@ impl TestBed {
     /// Runs `hostkeyctl install` on a node as the SSM agent would (the
     /// node's environment), with extra arguments.
     pub fn install_on(&self, node: &Node, args: &[&str]) -> Run {
+        let mut all = vec!["install"];
+        all.extend(args);
+        self.node_run(node, &all, &[])
+    }
+
+    /// Runs the node build on a node, as its root would (the node role,
+    /// the node's environment, then `env`).
+    pub fn node_run(&self, node: &Node, args: &[&str], env: &[(String, String)]) -> Run {
         let out = assert_cmd::Command::new(crate::common::support::node_binary())
             .env_remove("HOSTKEYCTL_OUTPUT")
             .env_remove("AWS_PROFILE")
             .envs(self.aws_env(Role::Node))
             .envs(node.env.iter())
-            .arg("install")
+            .envs(env.iter().cloned())
             .args(args)
             .timeout(Duration::from_secs(120))
             .output()
