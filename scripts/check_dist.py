@@ -6,8 +6,10 @@ Checks, each failing with what is wrong:
   - each binary is an ELF for its architecture and needs at most GLIBC_2.17
     (objdump -T), the figure printed;
   - the node builds are at most 10 MB, have `enroll` and `install` as their
-    only commands and refuse the admin commands; `cargo tree` of the node build has no
-    EC2, ELB, SageMaker, KMS or DynamoDB SDK (the SSM SDK only for PutComplianceItems, the Lambda SDK only for Invoke), no tables and no progress bars;
+    only commands and refuse the admin commands; `cargo tree` of the node
+    build has no EC2, ELB, SageMaker, KMS or DynamoDB SDK (the SSM SDK only
+    for PutComplianceItems, the Lambda SDK only for Invoke), no tables and
+    no progress bars;
   - the aarch64 node build runs `--version` under qemu-user;
   - each Lambda zip holds `bootstrap` alone (0755), an ELF for its
     architecture needing at most the glibc of provided.al2023 (2.34; the
@@ -114,7 +116,8 @@ def node(arch):
     )
     helped = run([*prefix, str(path), "--help"])
     commands = help_commands(helped.stdout)
-    check(commands == ["enroll", "install"], f"{path.name} has enroll and install as its only commands (has {commands})")
+    only = ["enroll", "install"]
+    check(commands == only, f"{path.name} has enroll and install as its only commands (has {commands})")
     refused = run([*prefix, str(path), "push", "--secret-id", "x"])
     check(
         refused.returncode == 2 and "unrecognized subcommand" in refused.stderr,

@@ -125,6 +125,11 @@ def main() -> int:
     up.add_argument(
         "--hyperpod-workers", type=int, default=0, help="HyperPod worker nodes (no sshd) beside the login group"
     )
+    up.add_argument(
+        "--hyperpod-groups",
+        default="",
+        help="the sshd nodes' HyperPod instance groups, in order, as NAME=COUNT,... (default: all in login-group)",
+    )
     up.add_argument("--profile", action="append", default=[], help=f"add a profile node ({', '.join(PROFILES)})")
     up.add_argument(
         "--no-iam",

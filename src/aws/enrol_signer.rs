@@ -21,18 +21,10 @@ impl LambdaSigner {
     }
 }
 
-impl crate::enrolment::node::Signer for LambdaSigner {
-    fn audience(&self) -> &str {
-        &self.function
-    }
-
-    async fn enrol(
-        &self,
-        request: &crate::enrolment::proof::EnrolRequest,
-        asked: &[crate::certificate::Principal],
-    ) -> Result<crate::enrolment::node::Answer, String> {
+impl LambdaSigner {
+    /// Invokes the function with `payload`: its answer, or its refusal.
+    async fn invoke(&self, payload: serde_json::Value) -> Result<Vec<u8>, String> {
         let call = Call::new("lambda:InvokeFunction", format!("function {}", self.function));
-        let payload = serde_json::json!({ "request": request, "asked": asked });
         let out = self
             .client
             .invoke()
@@ -51,6 +43,34 @@ impl crate::enrolment::node::Signer for LambdaSigner {
                     .unwrap_or("the function failed"),
             ));
         }
+        Ok(body)
+    }
+}
+
+impl crate::enrolment::node::Signer for LambdaSigner {
+    fn audience(&self) -> &str {
+        &self.function
+    }
+
+    async fn enrol(
+        &self,
+        request: &crate::enrolment::proof::EnrolRequest,
+        asked: &[crate::certificate::Principal],
+    ) -> Result<crate::enrolment::node::Answer, String> {
+        let body = self
+            .invoke(serde_json::json!({ "request": request, "asked": asked }))
+            .await?;
         serde_json::from_slice(&body).map_err(|e| format!("the signer's answer is not one: {e}"))
+    }
+
+    async fn ca(&self) -> Result<String, String> {
+        let body = self.invoke(serde_json::json!({ "ca": true })).await?;
+        let answer: serde_json::Value =
+            serde_json::from_slice(&body).map_err(|e| format!("the signer's answer is not one: {e}"))?;
+        answer
+            .get("ca")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned)
+            .ok_or_else(|| "the signer's answer has no CA".to_owned())
     }
 }

@@ -1,13 +1,12 @@
-//! `hostkeyctl enroll` (work in progress): parses, runs
-//! [`crate::enrolment::node::enrol_node`] with IMDS and the signer
-//! function, prints what it wrote.
+//! `hostkeyctl enroll`: parses, runs [`crate::enrolment::host::enroll`]
+//! with IMDS, the signer function and this node's sshd, prints what it did.
 
 use crate::aws;
 use crate::aws::enrol_signer::LambdaSigner;
 use crate::aws::imds::InstanceMetadata;
 use crate::cli::{EnrollArgs, GlobalArgs};
-use crate::enrolment::configure::{configure_client, configure_sshd};
-use crate::enrolment::node::enrol_node;
+use crate::enrolment::host::{Setup, enroll};
+use crate::enrolment::node::NodeError;
 use crate::exit::{Failure, Status};
 use crate::output::{self, OutputFormat};
 
@@ -15,15 +14,6 @@ use crate::output::{self, OutputFormat};
 pub async fn run(args: &EnrollArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
     let config = aws::load_config(&global.aws).await?;
     let now = i64::try_from(crate::certificate::now_unix()).unwrap_or(i64::MAX);
-    let written = enrol_node(
-        &args.ssh_dir,
-        &args.principals,
-        &InstanceMetadata::default(),
-        &LambdaSigner::new(&config, &args.function),
-        now,
-    )
-    .await
-    .map_err(|e| Failure::with_status(Status::Aws, anyhow::anyhow!("{e}")))?;
     let sshd = crate::install::sshd::Sshd {
         binary: args.sshd.clone(),
         config: args
@@ -35,24 +25,47 @@ pub async fn run(args: &EnrollArgs, global: &GlobalArgs, output: OutputFormat) -
         crate::install::sshd::ReloadMethod::Auto,
         crate::install::sshd::ReloadMethod::Command,
     );
-    let failed =
-        |e: crate::enrolment::node::NodeError| Failure::with_status(Status::Incomplete, anyhow::anyhow!("{e}"));
-    configure_sshd(&sshd, &method, &written.files).map_err(failed)?;
-    configure_client(&args.client_dir, &written.ca_line, &args.trust).map_err(failed)?;
+    let setup = Setup {
+        ssh_dir: &args.ssh_dir,
+        asked: &args.principals,
+        client_dir: &args.client_dir,
+        trust: &args.trust,
+    };
+    let signer = LambdaSigner::new(&config, &args.function);
+    let report = enroll(&setup, &InstanceMetadata::default(), &signer, &sshd, &method, now)
+        .await
+        .map_err(|e| {
+            let status = match e {
+                NodeError::Usage(_) | NodeError::NoKeys(_) => Status::Usage,
+                NodeError::Imds(_) | NodeError::Signer(_) => Status::Aws,
+                NodeError::Key { .. } | NodeError::Answer(_) | NodeError::Write { .. } => Status::Incomplete,
+            };
+            Failure::with_status(status, anyhow::anyhow!("{e}"))
+        })?;
+    let files: Vec<_> = report.enrolled.as_ref().map(|w| w.files.clone()).unwrap_or_default();
     match output {
         OutputFormat::Json => output::print_json(&serde_json::json!({
-            "instance_id": written.instance_id,
-            "principals": written.principals,
-            "certificates": written.files,
-            "ca_fingerprint": written.ca,
+            "instance_id": report.enrolled.as_ref().map(|w| w.instance_id.clone()),
+            "principals": report.enrolled.as_ref().map(|w| w.principals.clone()),
+            "certificates": files,
+            "ca_fingerprint": report.ca,
+            "login_node": report.enrolled.is_none(),
+            "sshd_reload": report.reload,
+            "trusted": report.trusted,
         }))
         .map_err(Failure::usage)?,
         _ => {
-            println!("enrolled {} for {}", written.instance_id, written.principals.join(", "));
-            println!("CA {}", written.ca);
-            for file in &written.files {
+            match &report.enrolled {
+                Some(w) => println!("enrolled {} for {}", w.instance_id, w.principals.join(", ")),
+                None => println!(
+                    "login node: hostkeyctl install serves the canonical set here, so its keys are not enrolled"
+                ),
+            }
+            println!("CA {}", report.ca);
+            for file in &files {
                 println!("  {}", file.display());
             }
+            println!("strict for {}", report.trusted.join(", "));
         }
     }
     Ok(Status::Success)

@@ -1,5 +1,5 @@
-//! What `hostkeyctl enroll` sets up once the certificates are written
-//! (work in progress): sshd serves them, and this node's ssh client trusts
+//! What `hostkeyctl enroll` sets up once the certificates are written:
+//! sshd serves them, and this node's ssh client trusts
 //! the CA for the cluster's names, strictly.
 //!
 //! - sshd: a drop-in [`SSHD_DROP_IN`] with one `HostCertificate` per
@@ -100,7 +100,47 @@ fn with_block(text: &str, block: &str) -> String {
     out
 }
 
-/// This node's client trusts `ca_line` for `patterns`, strictly.
+const TOP_BEGIN: &str =
+    "# BEGIN hostkeyctl enrolment: read first, so the cluster is checked strictly (hostkeyctl enroll)";
+const TOP_END: &str = "# END hostkeyctl enrolment";
+
+/// `ssh_config` with a marked `Include` of `drop_in` at its top, unless a
+/// line above its first `Host` or `Match` already includes
+/// `ssh_config.d/*.conf` (Debian's and Ubuntu's file). ParallelCluster's
+/// cookbook writes an `ssh_config` with no `Include` and a `Match exec`
+/// that turns checking off for every VPC address, and OpenSSH keeps the
+/// first value it reads: the drop-in must come before it.
+fn with_include(text: &str, drop_in: &Path) -> String {
+    let mut rest = String::new();
+    let mut inside = false;
+    for line in text.lines() {
+        if line == TOP_BEGIN {
+            inside = true;
+        } else if line == TOP_END && inside {
+            inside = false;
+        } else if !inside {
+            rest.push_str(line);
+            rest.push('\n');
+        }
+    }
+    let includes_first = rest
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .take_while(|l| {
+            let word = l.split_whitespace().next().unwrap_or("").to_ascii_lowercase();
+            word != "host" && word != "match"
+        })
+        .any(|l| l.to_ascii_lowercase().starts_with("include") && l.contains("ssh_config.d/*.conf"));
+    if includes_first {
+        return rest;
+    }
+    format!("{TOP_BEGIN}\nInclude {}\n{TOP_END}\n{rest}", drop_in.display())
+}
+
+/// This node's client trusts `ca_line` for `patterns`, strictly: the
+/// `@cert-authority` block, the drop-in, and the drop-in read before
+/// anything in `ssh_config` that could turn checking off.
 pub fn configure_client(client_dir: &Path, ca_line: &str, patterns: &[String]) -> Result<(), NodeError> {
     if patterns.is_empty() {
         return Ok(());
@@ -119,19 +159,48 @@ pub fn configure_client(client_dir: &Path, ca_line: &str, patterns: &[String]) -
         path: conf_dir.clone(),
         reason: e.to_string(),
     })?;
+    let drop_in = conf_dir.join(CLIENT_DROP_IN);
     write(
-        &conf_dir.join(CLIENT_DROP_IN),
+        &drop_in,
         &format!(
             "# hostkeyctl enroll: the cluster's nodes are checked against its CA, strictly\nHost {}\n    StrictHostKeyChecking yes\n    UpdateHostKeys no\n    GlobalKnownHostsFile {}\n",
             patterns.join(" "),
             known.display()
         ),
-    )
+    )?;
+    let main = client_dir.join("ssh_config");
+    let text = std::fs::read_to_string(&main).unwrap_or_default();
+    let updated = with_include(&text, &drop_in);
+    if updated != text {
+        write(&main, &updated)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
-    use super::with_block;
+    use super::{with_block, with_include};
+    use std::path::Path;
+
+    #[test]
+    fn the_drop_in_is_included_before_any_host_or_match_once() {
+        let drop_in = Path::new("/etc/ssh/ssh_config.d/00-hostkeyctl-cluster.conf");
+        // Debian and Ubuntu: the directory is included at the top already.
+        let debian = "Include /etc/ssh/ssh_config.d/*.conf\n\nHost *\n    SendEnv LANG LC_*\n";
+        assert_eq!(with_include(debian, drop_in), debian);
+        // ParallelCluster's cookbook: no Include, a Match that turns checking off.
+        let pcluster = "Host *\n  UseRoaming no\nMatch exec \"ssh_target_checker.sh %h\"\n  StrictHostKeyChecking no\n";
+        let once = with_include(pcluster, drop_in);
+        assert!(
+            once.starts_with("# BEGIN hostkeyctl enrolment") && once.ends_with(pcluster),
+            "{once}"
+        );
+        assert!(once.contains("\nInclude /etc/ssh/ssh_config.d/00-hostkeyctl-cluster.conf\n"));
+        assert_eq!(with_include(&once, drop_in), once, "a second enroll adds nothing");
+        // An Include below a Host line is read too late.
+        let late = "Host *\n  StrictHostKeyChecking no\nInclude /etc/ssh/ssh_config.d/*.conf\n";
+        assert!(with_include(late, drop_in).starts_with("# BEGIN"));
+    }
 
     #[test]
     fn the_block_is_replaced_and_every_other_line_kept() {

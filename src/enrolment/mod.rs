@@ -2,12 +2,10 @@
 //! certificates for its own keys (which never leave it), for the names AWS
 //! gives that instance, never for names it asks for.
 //!
-//! Work in progress (issue 46): the signer's decision. Still to come: the
-//! Lambda function type that runs it, the adapters (HyperPod's
-//! ListClusterNodes and DescribeClusterNode, EC2 tags, the bindings'
-//! secret), `hostkeyctl enroll` on the node, and docs/cluster-trust.md.
+//! docs/cluster-trust.md has the design, the checks and what they prove.
 
 pub mod configure;
+pub mod host;
 pub mod identity;
 pub mod node;
 pub mod proof;
@@ -176,12 +174,12 @@ pub enum EnrolError {
     },
     /// Other keys than the instance first enrolled.
     #[error(
-        "instance {0} enrolled other host keys before: a node keeps its keys; a replaced node is a new instance. If this node's keys really changed, remove its binding first"
+        "instance {0} enrolled other host keys before: a node keeps its keys; a replaced node is a new instance. If this node's keys really changed, remove its binding first (docs/cluster-trust.md, \"Bindings\")"
     )]
     Bound(String),
     /// First enrolment too long after the instance started.
     #[error(
-        "instance {instance} started {age} s ago and never enrolled: a first enrolment is accepted only within {limit} s of the start; remove nothing, enrol the node at provisioning, or admit it by hand"
+        "instance {instance} started {age} s ago and never enrolled: a first enrolment is accepted only within {limit} s of the start: enrol nodes at provisioning; to enrol nodes that were running before, raise HOSTKEYCTL_ENROL_FIRST_WITHIN_HOURS for a while (docs/cluster-trust.md)"
     )]
     LateFirst {
         /// The instance.

@@ -1,4 +1,4 @@
-//! The node's side of enrolment (`hostkeyctl enroll`, work in progress):
+//! The node's side of enrolment (`hostkeyctl enroll`):
 //! read its own host keys, prove them over its identity document, ask the
 //! signer, check what came back, and write each certificate beside its key.
 //!
@@ -31,6 +31,8 @@ pub trait Signer: Sync {
     /// Sends the request; the signer's answer or its refusal.
     fn enrol(&self, request: &EnrolRequest, asked: &[Principal])
     -> impl Future<Output = Result<Answer, String>> + Send;
+    /// The CA's public line (a login node takes the trust alone).
+    fn ca(&self) -> impl Future<Output = Result<String, String>> + Send;
 }
 
 /// What the signer answers.
@@ -62,6 +64,9 @@ pub struct Written {
 /// Why enrolment wrote nothing.
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
+    /// What was asked cannot be done.
+    #[error("{0}")]
+    Usage(String),
     /// No managed host key in the directory.
     #[error("no host key to enrol in {0} (ssh_host_ed25519_key, _ecdsa_key or _rsa_key)")]
     NoKeys(PathBuf),

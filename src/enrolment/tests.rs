@@ -340,6 +340,9 @@ impl super::node::Signer for InProcess<'_> {
             }),
         })
     }
+    async fn ca(&self) -> Result<String, String> {
+        Ok(self.ca.public_line())
+    }
 }
 
 fn key_dir(keys: &[ssh_key::PrivateKey]) -> tempfile::TempDir {

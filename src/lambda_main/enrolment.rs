@@ -1,4 +1,4 @@
-//! The enrolment signer (work in progress, issue 46): the same
+//! The enrolment signer (docs/cluster-trust.md): the same
 //! `bootstrap`, configured with `HOSTKEYCTL_FUNCTION=enrolment`, answers a
 //! node's `EnrolRequest` with host certificates for its own keys
 //! ([`hostkeyctl::enrolment::enrol`]). Its configuration says which
@@ -26,15 +26,24 @@ pub const CA_VAR: &str = "HOSTKEYCTL_ENROL_CA_SECRET_ID";
 pub const TABLE_VAR: &str = "HOSTKEYCTL_ENROL_TABLE";
 /// Certificate validity in hours (default 24).
 pub const VALIDITY_VAR: &str = "HOSTKEYCTL_ENROL_VALIDITY_HOURS";
+/// How long after an instance's start its first enrolment is accepted,
+/// in hours (default 1). Raised for a while to enrol nodes that were
+/// running before enrolment was set up (docs/cluster-trust.md).
+pub const FIRST_WITHIN_VAR: &str = "HOSTKEYCTL_ENROL_FIRST_WITHIN_HOURS";
 /// Identity keys beyond AWS's table: `REGION=SPKI_BASE64`, comma-separated.
 pub const IID_KEYS_VAR: &str = "HOSTKEYCTL_ENROL_IID_KEYS";
 
-/// What an invocation carries.
+/// What an invocation carries: a node's request, or `{"ca": true}` (a
+/// login node serving the set takes the CA's public key alone).
 #[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Event {
-    request: EnrolRequest,
+    #[serde(default)]
+    request: Option<EnrolRequest>,
     #[serde(default)]
     asked: Vec<String>,
+    #[serde(default)]
+    ca: bool,
 }
 
 /// The signer's settings, read once when the function starts.
@@ -43,6 +52,7 @@ struct Settings {
     ca: SecretId,
     table: String,
     validity_hours: u64,
+    first_within_hours: u64,
     keys: IidKeys,
 }
 
@@ -53,15 +63,17 @@ fn settings(var: impl Fn(&str) -> Option<String>) -> Result<Settings, String> {
             .filter(|v| !v.is_empty())
             .ok_or_else(|| format!("{name} is not set: the enrolment function needs it (docs/cluster-trust.md)"))
     };
-    let validity_hours = match var(VALIDITY_VAR) {
-        None => 24,
+    let hours = |name: &str, default: u64, most: u64| match var(name) {
+        None => Ok(default),
         Some(v) => v
             .trim()
             .parse::<u64>()
             .ok()
-            .filter(|h| (1..=24 * 30).contains(h))
-            .ok_or_else(|| format!("{VALIDITY_VAR} must be 1 to 720 hours"))?,
+            .filter(|h| (1..=most).contains(h))
+            .ok_or_else(|| format!("{name} must be 1 to {most} hours")),
     };
+    let validity_hours = hours(VALIDITY_VAR, 24, 24 * 30)?;
+    let first_within_hours = hours(FIRST_WITHIN_VAR, 1, 24 * 366)?;
     let mut keys = IidKeys::aws();
     for pair in var(IID_KEYS_VAR)
         .unwrap_or_default()
@@ -82,6 +94,7 @@ fn settings(var: impl Fn(&str) -> Option<String>) -> Result<Settings, String> {
         ca: SecretId::parse(&need(CA_VAR)?).map_err(|e| format!("{CA_VAR}: {e}"))?,
         table: need(TABLE_VAR)?,
         validity_hours,
+        first_within_hours,
         keys,
     })
 }
@@ -146,6 +159,11 @@ async fn answer(
 ) -> Result<serde_json::Value, String> {
     let audience = event.context.invoked_function_arn.clone();
     let parsed: Event = serde_json::from_value(event.payload).map_err(|e| format!("not an enrolment request: {e}"))?;
+    let request = match (parsed.request, parsed.ca) {
+        (None, true) => return Ok(serde_json::json!({ "ca": ca.public_line() })),
+        (Some(request), false) => request,
+        _ => return Err("not an enrolment request: send a request, or ca: true alone".to_owned()),
+    };
     let asked = parsed
         .asked
         .iter()
@@ -157,10 +175,10 @@ async fn answer(
         audience,
         validity: settings.validity_hours * 3_600,
         skew: 300,
-        first_within: 3_600,
+        first_within: i64::try_from(settings.first_within_hours * 3_600).unwrap_or(i64::MAX),
     };
     let now = i64::try_from(hostkeyctl::certificate::now_unix()).unwrap_or(i64::MAX);
-    let enrolled = enrol(&parsed.request, &asked, cluster, bindings, ca, &policy, now)
+    let enrolled = enrol(&request, &asked, cluster, bindings, ca, &policy, now)
         .await
         .map_err(|e| e.to_string())?;
     eprintln!(
@@ -182,7 +200,7 @@ async fn answer(
 
 #[cfg(test)]
 mod tests {
-    use super::{CA_VAR, CLUSTER_VAR, IID_KEYS_VAR, TABLE_VAR, VALIDITY_VAR, settings};
+    use super::{CA_VAR, CLUSTER_VAR, FIRST_WITHIN_VAR, IID_KEYS_VAR, TABLE_VAR, VALIDITY_VAR, settings};
 
     #[test]
     fn the_signer_is_configured_whole_or_not_at_all() {
@@ -201,6 +219,13 @@ mod tests {
         let mut long = base.to_vec();
         long.push((VALIDITY_VAR, "10000"));
         assert!(with(&long).err().unwrap().contains("1 to 720"));
+        let mut window = base.to_vec();
+        window.push((FIRST_WITHIN_VAR, "0"));
+        assert!(with(&window).err().unwrap().contains("1 to 8784"));
+        window.pop();
+        window.push((FIRST_WITHIN_VAR, "720"));
+        assert_eq!(with(&window).ok().unwrap().first_within_hours, 720);
+        assert_eq!(with(&base).ok().unwrap().first_within_hours, 1);
         let mut bad = base.to_vec();
         bad.push((IID_KEYS_VAR, "us-east-1"));
         assert!(with(&bad).err().unwrap().contains("REGION=SPKI"));

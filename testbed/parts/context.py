@@ -38,6 +38,7 @@ class Options:
     no_ssm: bool
     virtual_shared: bool
     hyperpod_workers: int
+    hyperpod_groups: str
     profile: list[str]
     no_iam: bool
     bin_dir: str | None

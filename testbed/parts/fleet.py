@@ -207,7 +207,14 @@ def register_hyperpod(bed: BedContext, net: int, sm: Any) -> None:
 
     cluster = bed.args.cluster
     groups = []
-    for name, count in (("login-group", len(bed.launched())), ("worker-group", bed.args.hyperpod_workers)):
+    sshd = sshd_groups(bed.args.hyperpod_groups, len(bed.launched()))
+    if bed.args.hyperpod_workers and "worker-group" in sshd:
+        raise ValueError("--hyperpod-workers adds a worker-group: name the sshd nodes' groups otherwise")
+    offsets, first = {}, 0
+    for name, count in sshd.items():
+        offsets[name] = first
+        first += count
+    for name, count in [*sshd.items(), ("worker-group", bed.args.hyperpod_workers)]:
         if count:
             groups.append(
                 {
@@ -230,8 +237,8 @@ def register_hyperpod(bed: BedContext, net: int, sm: Any) -> None:
     ):
         node.instance_id = f"i-{0x0A0000000000000 + i:017x}"
         n = int(old_id.rsplit("-", 1)[1])
-        if node.instance_group_name == "login-group":
-            ip = bed.nodes[n].address
+        if node.instance_group_name in offsets:
+            ip = bed.nodes[offsets[node.instance_group_name] + n].address
         else:
             # Workers at addresses where nothing listens (connections refused).
             ip = f"127.{net}.{2 + n // 200}.{10 + n % 200}"
@@ -241,4 +248,21 @@ def register_hyperpod(bed: BedContext, net: int, sm: Any) -> None:
         renamed[node.instance_id] = node
         addresses[node.instance_id] = ip
     model.nodes = renamed
-    bed.state["hyperpod"] = {"cluster": cluster, "nodes": addresses}
+    groups_of = {i: n.instance_group_name for i, n in renamed.items()}
+    bed.state["hyperpod"] = {"cluster": cluster, "nodes": addresses, "groups": groups_of}
+
+
+def sshd_groups(spec: str, nodes: int) -> dict[str, int]:
+    """``--hyperpod-groups``: NAME=COUNT,... in order, covering the ``nodes``
+    sshd nodes; empty, all of them in login-group."""
+    if not spec:
+        return {"login-group": nodes}
+    groups: dict[str, int] = {}
+    for part in spec.split(","):
+        name, _, count = part.partition("=")
+        if not name or not count.isdigit() or name in groups:
+            raise ValueError(f"--hyperpod-groups: {part!r} is not NAME=COUNT (each NAME once)")
+        groups[name] = int(count)
+    if sum(groups.values()) != nodes:
+        raise ValueError(f"--hyperpod-groups: {sum(groups.values())} nodes named, the bed has {nodes} sshd nodes")
+    return groups

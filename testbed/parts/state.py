@@ -35,10 +35,12 @@ class Elb(TypedDict):
 
 
 class HyperPod(TypedDict):
-    """The HyperPod cluster: its name, and node id -> address."""
+    """The HyperPod cluster: its name, node id -> address, node id ->
+    instance group."""
 
     cluster: str
     nodes: dict[str, str]
+    groups: dict[str, str]
 
 
 class Lb(TypedDict):

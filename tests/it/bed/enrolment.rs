@@ -1,10 +1,14 @@
-//! Enrolment's pieces on the bed (work in progress, issue 46): the
-//! bindings' conditional writes against the emulator's DynamoDB.
+//! Enrolment on the bed (docs/cluster-trust.md): the bindings' conditional
+//! writes against the emulator's DynamoDB, the signer function refusing
+//! forgeries with nothing signed, `hostkeyctl enroll` on a node and on a
+//! login node that serves the canonical set. The six-node cluster is in
+//! `enrolment_cluster`.
 
 use hostkeyctl::aws::dynamodb::DynamoBindings;
 use hostkeyctl::enrolment::{Binding, Bindings};
 
-use crate::common::bed::{BedOptions, TestBed};
+use crate::common::bed::{BedOptions, Node, Role, Run, TestBed, private_lines, snapshot};
+use crate::common::support::require;
 
 /// One writer wins from a read; a writer holding a stale read, or a second
 /// first enrolment, writes nothing.
@@ -16,32 +20,7 @@ fn a_binding_is_written_only_over_what_was_read() {
     });
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let config = runtime.block_on(bed.sdk_config(1));
-    runtime.block_on(async {
-        use aws_sdk_dynamodb::types::{
-            AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
-        };
-        aws_sdk_dynamodb::Client::new(&config)
-            .create_table()
-            .table_name("hostkeyctl-enrolment")
-            .billing_mode(BillingMode::PayPerRequest)
-            .attribute_definitions(
-                AttributeDefinition::builder()
-                    .attribute_name("instance_id")
-                    .attribute_type(ScalarAttributeType::S)
-                    .build()
-                    .unwrap(),
-            )
-            .key_schema(
-                KeySchemaElement::builder()
-                    .attribute_name("instance_id")
-                    .key_type(KeyType::Hash)
-                    .build()
-                    .unwrap(),
-            )
-            .send()
-            .await
-            .unwrap();
-    });
+    create_table(&runtime, &config, "hostkeyctl-enrolment");
     let bindings = DynamoBindings::new(&config, "hostkeyctl-enrolment");
     let first = Binding {
         fingerprints: vec!["SHA256:a".to_owned(), "SHA256:b".to_owned()],
@@ -127,15 +106,10 @@ fn deploy_signer(bed: &TestBed) -> String {
     arn
 }
 
-/// What node `node` sends: its own keys' proofs over its identity document.
-fn node_request(bed: &TestBed, node: &crate::common::bed::Node, audience: &str, at: i64) -> serde_json::Value {
+/// What a node sends: `keys_of`'s own keys' proofs over the identity
+/// document of `instance`, asking for `asked`.
+fn node_request(bed: &TestBed, keys_of: &Node, instance: &str, audience: &str, asked: &[&str]) -> serde_json::Value {
     let hyperpod = bed.state.hyperpod.as_ref().unwrap();
-    let instance = hyperpod
-        .nodes
-        .iter()
-        .find(|(_, ip)| **ip == node.address)
-        .map(|(id, _)| id.clone())
-        .unwrap();
     let iid = bed.control(
         "POST",
         "/_bed/hyperpod/iid",
@@ -143,8 +117,9 @@ fn node_request(bed: &TestBed, node: &crate::common::bed::Node, audience: &str, 
     );
     let keys: Vec<ssh_key::PrivateKey> = ["ed25519", "ecdsa", "rsa"]
         .iter()
-        .map(|k| ssh_key::PrivateKey::read_openssh_file(node.ssh_dir.join(format!("ssh_host_{k}_key"))).unwrap())
+        .map(|k| ssh_key::PrivateKey::read_openssh_file(keys_of.ssh_dir.join(format!("ssh_host_{k}_key"))).unwrap())
         .collect();
+    let at = i64::try_from(hostkeyctl::certificate::now_unix()).unwrap();
     let request = hostkeyctl::enrolment::proof::request(
         iid["document"].as_str().unwrap(),
         iid["signature"].as_str().unwrap(),
@@ -153,10 +128,10 @@ fn node_request(bed: &TestBed, node: &crate::common::bed::Node, audience: &str, 
         audience,
     )
     .unwrap();
-    serde_json::json!({ "request": request, "asked": [] })
+    serde_json::json!({ "request": request, "asked": asked })
 }
 
-/// Invokes the signer as the bed: (function error?, payload).
+/// Invokes the signer as a node: (function error?, payload).
 fn invoke(
     bed: &TestBed,
     runtime: &tokio::runtime::Runtime,
@@ -164,7 +139,7 @@ fn invoke(
     event: &serde_json::Value,
 ) -> (bool, serde_json::Value) {
     runtime.block_on(async {
-        let out = aws_sdk_lambda::Client::new(&bed.sdk_config_as(crate::common::bed::Role::Node, 1).await)
+        let out = aws_sdk_lambda::Client::new(&bed.sdk_config_as(Role::Node, 1).await)
             .invoke()
             .function_name(arn)
             .payload(aws_sdk_lambda::primitives::Blob::new(event.to_string()))
@@ -176,59 +151,110 @@ fn invoke(
     })
 }
 
-/// A HyperPod node's own keys, certified by the KMS CA for the names
-/// AWS reports for it (checked by real `ssh-keygen -L`); the same request
-/// again is a replay and signs nothing.
+/// `ssh-keygen -L` of a certificate file: its text (it must list).
+pub(crate) fn listed(file: &std::path::Path) -> String {
+    let out = std::process::Command::new(require("ssh-keygen"))
+        .arg("-L")
+        .arg("-f")
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The principals `ssh-keygen -L` lists.
+pub(crate) fn principals_listed(text: &str) -> Vec<String> {
+    let after = text.split("Principals:").nth(1).unwrap_or_default();
+    after
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with("                "))
+        .map(|l| l.trim().to_owned())
+        .collect()
+}
+
+/// The names AWS reports for the node at `address`, as certified.
+pub(crate) fn names_of(address: &str) -> Vec<String> {
+    let dns = dns_of(address);
+    let short = dns.split('.').next().unwrap().to_owned();
+    vec![dns, short, address.to_owned()]
+}
+
+/// A HyperPod node's own keys, certified by the KMS CA for exactly the
+/// names AWS reports (real `ssh-keygen -L`). Then each forgery is refused
+/// with its reason and no `kms:Sign` call: the same request again (a
+/// replay); another node's keys with this node's identity document;
+/// names that are not the node's; an instance that is no longer a node
+/// of the cluster.
 #[test]
-fn the_signer_certifies_a_nodes_own_keys_for_awss_names_and_refuses_a_replay() {
-    let bed = TestBed::start(BedOptions {
-        nodes: 1,
-        ..BedOptions::default()
-    });
-    bed.cli("ca init")
-        .args(&["--ca-secret-id", "hostkeyctl-ca/hp", "--kms"])
-        .run()
-        .ok();
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let config = runtime.block_on(bed.sdk_config(1));
-    create_table(&runtime, &config, "hostkeyctl-enrolment");
-    let arn = deploy_signer(&bed);
-    let node = &bed.state.nodes[0];
-    let now = i64::try_from(hostkeyctl::certificate::now_unix()).unwrap();
-    let event = node_request(&bed, node, &arn, now);
+fn the_signer_certifies_a_nodes_own_keys_for_awss_names_and_refuses_forgeries() {
+    let (bed, runtime, arn) = cluster_bed(2, "", "ed25519");
+    let (first, second) = (&bed.state.nodes[0], &bed.state.nodes[1]);
+    let (one, two) = (instance_of(&bed, &first.address), instance_of(&bed, &second.address));
+    let event = node_request(&bed, first, &one, &arn, &[]);
     let (failed, answer) = invoke(&bed, &runtime, &arn, &event);
     assert!(!failed, "{answer}");
-    let dns = format!("ip-{}.ec2.internal", node.address.replace('.', "-"));
-    let short = dns.split('.').next().unwrap().to_owned();
     let certificates = answer["certificates"].as_array().unwrap();
     assert_eq!(certificates.len(), 3, "{answer}");
     for (i, line) in certificates.iter().enumerate() {
         let file = bed.dir().join(format!("enrolled-{i}-cert.pub"));
         std::fs::write(&file, line.as_str().unwrap()).unwrap();
-        let listed = std::process::Command::new(crate::common::support::require("ssh-keygen"))
-            .arg("-L")
-            .arg("-f")
-            .arg(&file)
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&listed.stdout);
-        assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
-        for name in [&dns, &short, &node.address] {
-            assert!(text.contains(&format!("\n                {name}\n")), "{name}: {text}");
-        }
+        assert_eq!(principals_listed(&listed(&file)), names_of(&first.address));
     }
-    let (failed, answer) = invoke(&bed, &runtime, &arn, &event);
-    assert!(failed && answer.to_string().contains("a replay"), "{answer}");
+    let signed = bed.counts().get("kms:Sign").copied().unwrap_or(0);
+    // The second node's own document, before HyperPod replaces it.
+    let gone = node_request(&bed, second, &two, &arn, &[]);
+    bed.control(
+        "POST",
+        "/_bed/hyperpod/replace",
+        &serde_json::json!({
+            "cluster": bed.state.hyperpod.as_ref().unwrap().cluster,
+            "instance_id": two,
+            "successor": "i-0a0000000000eeeee",
+            "address": second.address,
+        }),
+    );
+    let dns = dns_of(&first.address);
+    let forgeries = [
+        ("a replay", event.clone(), "a replay"),
+        (
+            "another node's keys with this node's document",
+            node_request(&bed, second, &one, &arn, &[]),
+            "enrolled other host keys",
+        ),
+        (
+            "another node's name",
+            node_request(&bed, first, &one, &arn, &[dns.as_str(), "login9.example"]),
+            "not its names",
+        ),
+        ("an instance no longer in the cluster", gone, "no node of this cluster"),
+    ];
+    for (what, forged, reason) in forgeries {
+        let (failed, answer) = invoke(&bed, &runtime, &arn, &forged);
+        assert!(failed && answer.to_string().contains(reason), "{what}: {answer}");
+    }
+    assert_eq!(
+        bed.counts().get("kms:Sign").copied().unwrap_or(0),
+        signed,
+        "a forgery was signed"
+    );
 }
 
-/// A bed with a KMS CA, the bindings table and the signer; its ARN.
-fn cluster_bed(nodes: usize) -> (TestBed, tokio::runtime::Runtime, String) {
+/// A bed of `nodes` HyperPod nodes in `groups`, with a KMS CA of
+/// `algorithm`, the bindings table and the signer; its ARN.
+pub(crate) fn cluster_bed(
+    nodes: usize,
+    groups: &'static str,
+    algorithm: &str,
+) -> (TestBed, tokio::runtime::Runtime, String) {
     let bed = TestBed::start(BedOptions {
         nodes,
+        hyperpod_groups: groups,
         ..BedOptions::default()
     });
     bed.cli("ca init")
-        .args(&["--ca-secret-id", "hostkeyctl-ca/hp", "--kms"])
+        .args(&["--ca-secret-id", "hostkeyctl-ca/hp", "--kms", "--algorithm", algorithm])
         .run()
         .ok();
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -239,24 +265,20 @@ fn cluster_bed(nodes: usize) -> (TestBed, tokio::runtime::Runtime, String) {
 }
 
 /// The instance id HyperPod gives the node at `address`.
-fn instance_of(bed: &TestBed, address: &str) -> String {
+pub(crate) fn instance_of(bed: &TestBed, address: &str) -> String {
     let hyperpod = bed.state.hyperpod.as_ref().unwrap();
     hyperpod.nodes.iter().find(|(_, ip)| *ip == address).unwrap().0.clone()
 }
 
 /// The private DNS name HyperPod reports for an address.
-fn dns_of(address: &str) -> String {
+pub(crate) fn dns_of(address: &str) -> String {
     format!("ip-{}.ec2.internal", address.replace('.', "-"))
 }
 
-/// `hostkeyctl enroll` run on `node` (its environment, its IMDS, its own
-/// /etc/ssh as both sshd's and the client's directory).
-fn enroll(bed: &TestBed, node: &crate::common::bed::Node, arn: &str) -> crate::common::bed::Run {
-    enroll_as(bed, node, arn, &instance_of(bed, &node.address))
-}
-
-/// [`enroll`] for the node that is now instance `instance`.
-fn enroll_as(bed: &TestBed, node: &crate::common::bed::Node, arn: &str, instance: &str) -> crate::common::bed::Run {
+/// `hostkeyctl enroll` (the node build, as the node role) run on `node`
+/// as instance `instance`: its environment, its IMDS, its own /etc/ssh as
+/// both sshd's and the client's directory.
+pub(crate) fn enroll_as(bed: &TestBed, node: &Node, arn: &str, instance: &str) -> Run {
     let hyperpod = bed.state.hyperpod.as_ref().unwrap();
     let imds = bed.control(
         "POST",
@@ -268,7 +290,6 @@ fn enroll_as(bed: &TestBed, node: &crate::common::bed::Node, arn: &str, instance
         imds["endpoint"].as_str().unwrap().to_owned(),
     )];
     let dir = node.ssh_dir.display().to_string();
-    // The node build, as the node role: its one grant on the signer.
     bed.node_run(
         node,
         &[
@@ -280,9 +301,7 @@ fn enroll_as(bed: &TestBed, node: &crate::common::bed::Node, arn: &str, instance
             "--client-dir",
             &dir,
             "--trust",
-            "*.ec2.internal",
-            "--trust",
-            "127.*",
+            "*.ec2.internal,ip-127-*,127.*",
             "--output",
             "json",
         ],
@@ -290,15 +309,21 @@ fn enroll_as(bed: &TestBed, node: &crate::common::bed::Node, arn: &str, instance
     )
 }
 
-/// The ssh_config a node's users have: enroll's drop-in, and names that
-/// resolve (the bed has no DNS: each name's address, as the VPC's DNS).
-fn client_config(bed: &TestBed, node: &crate::common::bed::Node) -> std::path::PathBuf {
-    let mut text = format!("Include {}/ssh_config.d/*.conf\n", node.ssh_dir.display());
+/// [`enroll_as`] the instance HyperPod reports at the node's address.
+pub(crate) fn enroll(bed: &TestBed, node: &Node, arn: &str) -> Run {
+    enroll_as(bed, node, arn, &instance_of(bed, &node.address))
+}
+
+/// The ssh_config a node's users have: the node's `ssh_config` (as
+/// `/etc/ssh/ssh_config`), and names that resolve (the bed has no DNS:
+/// each name's address, as the VPC's DNS).
+pub(crate) fn client_config(bed: &TestBed, node: &Node) -> std::path::PathBuf {
+    let mut text = format!("Include {}/ssh_config\n", node.ssh_dir.display());
     for other in &bed.state.nodes {
+        let names = names_of(&other.address);
         text.push_str(&format!(
-            "Host {}\n    Hostname {}\n",
-            dns_of(&other.address),
-            other.address
+            "Host {} {}\n    Hostname {}\n",
+            names[0], names[1], other.address
         ));
     }
     let path = node.ssh_dir.join("ssh_config.users");
@@ -306,16 +331,59 @@ fn client_config(bed: &TestBed, node: &crate::common::bed::Node) -> std::path::P
     path
 }
 
-/// `hostkeyctl enroll` on a node: its identity from its IMDS (IMDSv2), its
-/// own keys' proofs, the signer function; a certificate beside each key
-/// that `ssh-keygen -L` verifies. The node's key files are unchanged; a
-/// client with enroll's trust alone logs in by name and by address, and a
-/// strict client without it is refused.
+/// What HyperPod's base-config leaves on every node (its
+/// `utils/ssh-to-compute.sh`, with `Match exec` true for every host where
+/// it greps slurm.conf), under Ubuntu's `ssh_config`, which includes
+/// `ssh_config.d/*.conf` at its top: no checking at all.
+pub(crate) fn base_config(node: &Node) {
+    let dir = node.ssh_dir.join("ssh_config.d");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("initsmhp-ssh.conf"),
+        "Match host * exec \"true\"\n    StrictHostKeyChecking no\n    HostbasedAuthentication no\n    CheckHostIP no\n    UserKnownHostsFile /dev/null\n",
+    )
+    .unwrap();
+    std::fs::write(
+        node.ssh_dir.join("ssh_config"),
+        format!("Include {}/*.conf\n\nHost *\n    SendEnv LANG LC_*\n", dir.display()),
+    )
+    .unwrap();
+}
+
+/// What ParallelCluster's cookbook writes as `ssh_config`: no `Include`,
+/// and a `Match exec` (its ssh_target_checker.sh: any VPC address) that
+/// turns checking off.
+const PARALLELCLUSTER_SSH_CONFIG: &str = "Host *\n  UseRoaming no\n  GssapiAuthentication yes\nMatch exec \"true\"\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n";
+
+/// `ssh -G`'s StrictHostKeyChecking for `target` with `config`.
+fn strictness(config: &std::path::Path, target: &str) -> String {
+    let out = std::process::Command::new(require("ssh"))
+        .arg("-G")
+        .arg("-F")
+        .arg(config)
+        .arg(target)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("stricthostkeychecking ").map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// `hostkeyctl enroll` on a node, with an RSA CA in KMS: a certificate
+/// beside each of its own keys, for exactly AWS's names, signed with
+/// `rsa-sha2-512`; the key files unchanged. A client with enroll's trust
+/// alone logs in by every name, and a strict client without it is
+/// refused. A login node whose keys `hostkeyctl install` manages keeps
+/// the canonical set and its sshd untouched, and gains the trust alone:
+/// its users reach the enrolled node strictly, through the `ssh_config`
+/// ParallelCluster writes (which turns checking off for every address).
 #[test]
-fn enroll_writes_a_certificate_beside_each_of_the_nodes_own_keys() {
-    let (bed, _runtime, arn) = cluster_bed(1);
-    let node = &bed.state.nodes[0];
-    let keys_before = crate::common::bed::private_lines(&node.ssh_dir);
+fn enroll_certifies_a_nodes_own_keys_and_a_login_node_gains_the_trust() {
+    let (bed, _runtime, arn) = cluster_bed(2, "", "rsa");
+    let (node, login_node) = (&bed.state.nodes[0], &bed.state.nodes[1]);
+    base_config(node);
+    let keys_before = private_lines(&node.ssh_dir);
     let run = enroll(&bed, node, &arn);
     assert_eq!(run.code, 0, "{}\n{}", run.stderr, run.stdout);
     let report = run.json();
@@ -324,38 +392,26 @@ fn enroll_writes_a_certificate_beside_each_of_the_nodes_own_keys() {
         instance_of(&bed, &node.address).as_str(),
         "{report}"
     );
+    assert_eq!(report["login_node"], false, "{report}");
     for kind in ["ed25519", "ecdsa", "rsa"] {
-        let listed = std::process::Command::new(crate::common::support::require("ssh-keygen"))
-            .arg("-L")
-            .arg("-f")
-            .arg(node.ssh_dir.join(format!("ssh_host_{kind}_key-cert.pub")))
-            .output()
-            .unwrap();
-        assert!(
-            listed.status.success(),
-            "{kind}: {}",
-            String::from_utf8_lossy(&listed.stderr)
-        );
-        assert!(
-            String::from_utf8_lossy(&listed.stdout).contains(&node.address),
-            "{kind}"
-        );
+        let text = listed(&node.ssh_dir.join(format!("ssh_host_{kind}_key-cert.pub")));
+        assert_eq!(principals_listed(&text), names_of(&node.address), "{kind}");
+        assert!(text.contains("(using rsa-sha2-512)"), "{kind}: {text}");
     }
-    assert_eq!(crate::common::bed::private_lines(&node.ssh_dir), keys_before);
-    let dns = dns_of(&node.address);
+    assert_eq!(private_lines(&node.ssh_dir), keys_before);
     let bare = bed.dir().join("ssh_config.bare");
-    std::fs::write(
-        &bare,
-        format!(
-            "Host {dns}\n    Hostname {}\n    StrictHostKeyChecking yes\n",
+    let mut text = String::new();
+    for name in names_of(&node.address) {
+        text.push_str(&format!(
+            "Host {name}\n    Hostname {}\n    StrictHostKeyChecking yes\n",
             node.address
-        ),
-    )
-    .unwrap();
+        ));
+    }
+    std::fs::write(&bare, text).unwrap();
     let config = client_config(&bed, node);
     for (file, works) in [(&bare, false), (&config, true)] {
-        for target in [dns.as_str(), node.address.as_str()] {
-            let out = login(bed.state.client_key.as_path(), file, target);
+        for target in names_of(&node.address) {
+            let out = login(bed.state.client_key.as_path(), file, &target);
             let said = String::from_utf8_lossy(&out.stderr);
             assert_eq!(
                 out.status.success() && !said.contains("WARNING"),
@@ -364,135 +420,38 @@ fn enroll_writes_a_certificate_beside_each_of_the_nodes_own_keys() {
             );
         }
     }
-}
 
-/// Six nodes, each with its own keys, enrolled: from every node to every
-/// other, by name and by address, strict (30 ordered pairs x 2): every
-/// login succeeds with no warning.
-#[test]
-fn six_enrolled_nodes_reach_each_other_strictly_by_name_and_address() {
-    let (bed, _runtime, arn) = cluster_bed(6);
-    for node in &bed.state.nodes {
-        let run = enroll(&bed, node, &arn);
-        assert_eq!(run.code, 0, "{}: {}", node.name, run.stderr);
+    bed.init_generated("hostkeys/hp");
+    bed.install_on(login_node, &["--secret-id", "hostkeys/hp"]).ok();
+    std::fs::write(login_node.ssh_dir.join("ssh_config"), PARALLELCLUSTER_SSH_CONFIG).unwrap();
+    let from_login = client_config(&bed, login_node);
+    assert_eq!(strictness(&from_login, &node.address), "false");
+    let keys_and_sshd = |dir: &std::path::Path| -> Vec<_> {
+        snapshot(dir)
+            .into_iter()
+            .filter(|(name, ..)| name.starts_with("ssh_host_") || name == "sshd_config")
+            .collect()
+    };
+    let served = keys_and_sshd(&login_node.ssh_dir);
+    let run = enroll(&bed, login_node, &arn);
+    assert_eq!(run.code, 0, "{}\n{}", run.stderr, run.stdout);
+    assert_eq!(run.json()["login_node"], true, "{}", run.stdout);
+    let after = keys_and_sshd(&login_node.ssh_dir);
+    let drop_in = login_node.ssh_dir.join("sshd_config.d/50-hostkeyctl-enrolment.conf");
+    assert!(!drop_in.exists(), "a login node's sshd got enrolment's drop-in");
+    assert_eq!(after, served, "the login node's keys or sshd changed");
+    for target in names_of(&node.address) {
+        assert_eq!(strictness(&from_login, &target), "true", "{target}");
+        let out = login(bed.state.client_key.as_path(), &from_login, &target);
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && !said.contains("WARNING"), "{target}: {said}");
     }
-    let failed = all_pairs(&bed);
-    assert!(failed.is_empty(), "{failed:#?}");
-    replace_a_node(&bed, &arn);
-    // The shipped policies were enough: the signer and the nodes were never refused.
-    let usage = bed.iam_usage();
-    for user in ["hostkeyctl-enrolment", "hostkeyctl-node"] {
-        assert!(usage["denied"].get(user).is_none(), "{user} was refused: {usage}");
-    }
-    assert!(
-        usage["allowed"]["hostkeyctl-enrolment"]["kms:Sign"].as_u64() >= Some(21),
-        "{usage}"
-    );
-}
-
-/// HyperPod replaces the last node: a new instance at the same address,
-/// with new keys and nothing of hostkeyctl's. Before its enrolment every
-/// other node refuses it (strict, batch: never a prompt); after it, the 60
-/// logins succeed again, and no other node's files changed.
-fn replace_a_node(bed: &TestBed, arn: &str) {
-    let node = bed.state.nodes.last().unwrap();
-    let others: Vec<_> = bed.state.nodes.iter().filter(|n| n.address != node.address).collect();
-    let before: Vec<_> = others
-        .iter()
-        .map(|n| crate::common::bed::snapshot(&n.ssh_dir))
-        .collect();
-    for entry in std::fs::read_dir(&node.ssh_dir).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        if name.starts_with("ssh_host_") || name.starts_with("ssh_known_hosts") {
-            std::fs::remove_file(&path).unwrap();
-        }
-    }
-    for dir in ["sshd_config.d", "ssh_config.d"] {
-        let _ = std::fs::remove_dir_all(node.ssh_dir.join(dir));
-        std::fs::create_dir_all(node.ssh_dir.join(dir)).unwrap();
-    }
-    for kind in ["ed25519", "ecdsa", "rsa"] {
-        let status = std::process::Command::new(crate::common::support::require("ssh-keygen"))
-            .args(["-q", "-t", kind, "-N", ""])
-            .arg("-f")
-            .arg(node.ssh_dir.join(format!("ssh_host_{kind}_key")))
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-    let reload = node.env.get("HOSTKEYCTL_RELOAD_COMMAND").unwrap();
-    assert!(
-        std::process::Command::new("sh")
-            .args(["-c", reload])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let successor = "i-0a0000000000fffff".to_owned();
-    bed.control(
-        "POST",
-        "/_bed/hyperpod/replace",
-        &serde_json::json!({
-            "cluster": bed.state.hyperpod.as_ref().unwrap().cluster,
-            "instance_id": instance_of(bed, &node.address),
-            "successor": successor,
-            "address": node.address,
-        }),
-    );
-    let new_key = ssh_key::PublicKey::read_openssh_file(node.ssh_dir.join("ssh_host_ed25519_key.pub"))
-        .unwrap()
-        .fingerprint(ssh_key::HashAlg::Sha256)
-        .to_string();
-    crate::common::bed::wait_until("sshd serves the new keys", std::time::Duration::from_secs(10), || {
-        crate::common::bed::keyscan(&node.address, 22, "ssh-ed25519").as_deref() == Some(new_key.as_str())
-    });
-    for from in &others {
-        let out = login(
-            bed.state.client_key.as_path(),
-            &client_config(bed, from),
-            &dns_of(&node.address),
-        );
-        assert!(
-            !out.status.success(),
-            "{} accepted the replaced node before its enrolment",
-            from.name
-        );
-    }
-    let run = enroll_as(bed, node, arn, &successor);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let failed = all_pairs(bed);
-    assert!(failed.is_empty(), "after the replacement: {failed:#?}");
-    let after: Vec<_> = others
-        .iter()
-        .map(|n| crate::common::bed::snapshot(&n.ssh_dir))
-        .collect();
-    assert_eq!(before, after, "another node's files changed");
-}
-
-/// Every ordered pair of distinct nodes, by name and by address, from the
-/// first node's users' config: the failures (pair, stderr).
-fn all_pairs(bed: &TestBed) -> Vec<String> {
-    let mut failed = Vec::new();
-    for from in &bed.state.nodes {
-        let config = client_config(bed, from);
-        for to in bed.state.nodes.iter().filter(|n| n.address != from.address) {
-            for target in [dns_of(&to.address), to.address.clone()] {
-                let out = login(bed.state.client_key.as_path(), &config, &target);
-                let said = String::from_utf8_lossy(&out.stderr).into_owned();
-                if !out.status.success() || said.contains("WARNING") {
-                    failed.push(format!("{} -> {target}: {said}", from.name));
-                }
-            }
-        }
-    }
-    failed
 }
 
 /// A strict, batch `ssh root@target true` with `config` and no user
 /// known_hosts.
-fn login(key: &std::path::Path, config: &std::path::Path, target: &str) -> std::process::Output {
-    std::process::Command::new(crate::common::support::require("ssh"))
+pub(crate) fn login(key: &std::path::Path, config: &std::path::Path, target: &str) -> std::process::Output {
+    std::process::Command::new(require("ssh"))
         .arg("-F")
         .arg(config)
         .arg("-i")

@@ -40,6 +40,10 @@ pub struct BedOptions {
     pub profiles: Vec<&'static str>,
     /// HyperPod worker nodes (no sshd) beside the login group.
     pub hyperpod_workers: usize,
+    /// The sshd nodes' HyperPod instance groups, in order
+    /// (`controller-machine=1,login-group=2,worker-group=3`); empty, all
+    /// in `login-group`.
+    pub hyperpod_groups: &'static str,
     /// SSM cannot reach the nodes (a pull-only fleet).
     pub no_ssm: bool,
     /// The last N login nodes boot, but are launched in EC2 (and reached
@@ -86,6 +90,7 @@ impl Default for BedOptions {
             no_reexec: false,
             profiles: Vec::new(),
             hyperpod_workers: 0,
+            hyperpod_groups: "",
             no_ssm: false,
             held: 0,
             documents: true,
@@ -153,6 +158,8 @@ pub struct HyperPod {
     pub cluster: String,
     /// Each node's instance id and its address.
     pub nodes: HashMap<String, String>,
+    /// Each node's instance id and its instance group.
+    pub groups: HashMap<String, String>,
 }
 
 /// An instance that is not a login node of the cluster.
@@ -264,6 +271,9 @@ impl TestBed {
             cmd.arg("--no-reexec");
         }
         cmd.arg("--hyperpod-workers").arg(options.hyperpod_workers.to_string());
+        if !options.hyperpod_groups.is_empty() {
+            cmd.arg("--hyperpod-groups").arg(options.hyperpod_groups);
+        }
         if options.no_ssm {
             cmd.arg("--no-ssm");
         }

@@ -1,0 +1,94 @@
+//! `hostkeyctl enroll`'s one flow, on the node: enrol its own keys, make
+//! sshd serve the certificates, make its ssh client trust the CA for the
+//! cluster's patterns, strictly.
+//!
+//! A login node whose keys `hostkeyctl install` manages serves the
+//! canonical set, which rotates and may carry the set's own certificates
+//! (sshd holds one certificate per key): its keys are not enrolled, and
+//! it gets the client trust alone, so its users reach the cluster's nodes
+//! strictly (docs/cluster-trust.md, "Login nodes").
+
+use std::path::{Path, PathBuf};
+
+use super::configure::{configure_client, configure_sshd};
+use super::node::{Imds, NodeError, Signer, Written, enrol_node};
+use crate::certificate::Principal;
+use crate::install::sshd::{ReloadMethod, SshdControl};
+
+/// What the node is asked to do.
+#[derive(Debug)]
+pub struct Setup<'a> {
+    /// Where its host keys are.
+    pub ssh_dir: &'a Path,
+    /// Names it expects its certificates to carry.
+    pub asked: &'a [Principal],
+    /// The ssh client's directory.
+    pub client_dir: &'a Path,
+    /// The cluster's host patterns.
+    pub trust: &'a [String],
+}
+
+/// What `enroll` did.
+#[derive(Debug)]
+pub struct Report {
+    /// The node's certificates, or `None` on a login node serving the set.
+    pub enrolled: Option<Written>,
+    /// The CA's fingerprint.
+    pub ca: String,
+    /// How sshd was reloaded (`None` when it was left alone).
+    pub reload: Option<String>,
+    /// The patterns this node's ssh now checks strictly against the CA.
+    pub trusted: Vec<String>,
+}
+
+/// True when `hostkeyctl install` manages the host keys sshd serves (its
+/// drop-in, or its block in the main config).
+pub fn serves_the_set(sshd_config: &Path) -> bool {
+    let drop_in = sshd_config
+        .parent()
+        .unwrap_or(Path::new("/"))
+        .join("sshd_config.d")
+        .join(crate::install::sshd_config::DROP_IN_NAME);
+    drop_in.exists()
+        || std::fs::read_to_string(sshd_config)
+            .is_ok_and(|t| t.lines().any(|l| l == crate::install::sshd_config::BEGIN_MARK))
+}
+
+/// Enrols the node (or, on a login node serving the set, takes the CA
+/// only) and configures sshd and the client. Nothing is written unless
+/// the signer's answer checks; a failed `sshd -t` puts the old drop-in back.
+pub async fn enroll(
+    setup: &Setup<'_>,
+    imds: &impl Imds,
+    signer: &impl Signer,
+    sshd: &impl SshdControl,
+    method: &ReloadMethod,
+    now: i64,
+) -> Result<Report, NodeError> {
+    if setup.trust.is_empty() {
+        return Err(NodeError::Usage(
+            "no --trust pattern: name the cluster's nodes (`--trust 'ip-10-1-*,10.1.*'`), so its ssh checks them against the CA".to_owned(),
+        ));
+    }
+    let (enrolled, ca_line, reload) = if serves_the_set(sshd.config()) {
+        let ca_line = signer.ca().await.map_err(NodeError::Signer)?;
+        (None, ca_line, None)
+    } else {
+        let written = enrol_node(setup.ssh_dir, setup.asked, imds, signer, now).await?;
+        let files: Vec<PathBuf> = written.files.clone();
+        let reload = configure_sshd(sshd, method, &files)?;
+        let line = written.ca_line.clone();
+        (Some(written), line, Some(reload))
+    };
+    let ca = ssh_key::PublicKey::from_openssh(ca_line.trim())
+        .map_err(|e| NodeError::Answer(format!("the CA is not a public key: {e}")))?
+        .fingerprint(ssh_key::HashAlg::Sha256)
+        .to_string();
+    configure_client(setup.client_dir, &ca_line, setup.trust)?;
+    Ok(Report {
+        enrolled,
+        ca,
+        reload,
+        trusted: setup.trust.to_vec(),
+    })
+}

@@ -1,0 +1,145 @@
+//! A HyperPod cluster of six nodes (1 controller, 2 login, 3 compute),
+//! each with its own keys, enrolled with a P-256 CA in KMS: every node
+//! reaches every other strictly by each of its names; a replaced compute
+//! node is refused until it enrols, and no other node changes
+//! (docs/cluster-trust.md).
+
+use crate::bed::enrolment::{base_config, client_config, enroll, enroll_as, instance_of, login, names_of};
+use crate::common::bed::{Node, TestBed, keyscan, snapshot, wait_until};
+use crate::common::support::require;
+
+/// Six nodes enrolled: from every node to every other, by private DNS
+/// name, host name and address, strict (30 ordered pairs x 3): every
+/// login succeeds with no warning. Then a compute node is replaced.
+#[test]
+fn six_enrolled_nodes_reach_each_other_strictly_by_every_name() {
+    let groups = "controller-machine=1,login-group=2,worker-group=3";
+    let (bed, _runtime, arn) = crate::bed::enrolment::cluster_bed(6, groups, "ecdsa");
+    let hyperpod = bed.state.hyperpod.as_ref().unwrap();
+    let mut layout: Vec<&str> = bed
+        .state
+        .nodes
+        .iter()
+        .map(|n| hyperpod.groups[&instance_of(&bed, &n.address)].as_str())
+        .collect();
+    layout.dedup();
+    assert_eq!(layout, ["controller-machine", "login-group", "worker-group"]);
+    for node in &bed.state.nodes {
+        base_config(node);
+        let run = enroll(&bed, node, &arn);
+        assert_eq!(run.code, 0, "{}: {}", node.name, run.stderr);
+    }
+    let failed = all_pairs(&bed);
+    assert!(failed.is_empty(), "{failed:#?}");
+    replace_a_compute_node(&bed, &arn);
+    // The shipped policies were enough: the signer and the nodes were never refused.
+    let usage = bed.iam_usage();
+    for user in ["hostkeyctl-enrolment", "hostkeyctl-node"] {
+        assert!(usage["denied"].get(user).is_none(), "{user} was refused: {usage}");
+    }
+    assert!(
+        usage["allowed"]["hostkeyctl-enrolment"]["kms:Sign"].as_u64() >= Some(21),
+        "{usage}"
+    );
+}
+
+/// HyperPod replaces the last compute node: a new instance at the same
+/// address, with new keys and nothing of hostkeyctl's. Before its
+/// enrolment every other node refuses it (strict, batch: never a prompt);
+/// after it, the 90 logins succeed again, and no other node's files
+/// changed.
+fn replace_a_compute_node(bed: &TestBed, arn: &str) {
+    let node = bed.state.nodes.last().unwrap();
+    let old = instance_of(bed, &node.address);
+    assert_eq!(bed.state.hyperpod.as_ref().unwrap().groups[&old], "worker-group");
+    let others: Vec<&Node> = bed.state.nodes.iter().filter(|n| n.address != node.address).collect();
+    let before: Vec<_> = others.iter().map(|n| snapshot(&n.ssh_dir)).collect();
+    new_keys_and_nothing_else(node);
+    base_config(node);
+    let successor = "i-0a0000000000fffff".to_owned();
+    bed.control(
+        "POST",
+        "/_bed/hyperpod/replace",
+        &serde_json::json!({
+            "cluster": bed.state.hyperpod.as_ref().unwrap().cluster,
+            "instance_id": old,
+            "successor": successor,
+            "address": node.address,
+        }),
+    );
+    let new_key = ssh_key::PublicKey::read_openssh_file(node.ssh_dir.join("ssh_host_ed25519_key.pub"))
+        .unwrap()
+        .fingerprint(ssh_key::HashAlg::Sha256)
+        .to_string();
+    wait_until("sshd serves the new keys", std::time::Duration::from_secs(10), || {
+        keyscan(&node.address, 22, "ssh-ed25519").as_deref() == Some(new_key.as_str())
+    });
+    for from in &others {
+        for target in names_of(&node.address) {
+            let out = login(bed.state.client_key.as_path(), &client_config(bed, from), &target);
+            assert!(
+                !out.status.success(),
+                "{} accepted the replaced node at {target} before its enrolment",
+                from.name
+            );
+        }
+    }
+    let run = enroll_as(bed, node, arn, &successor);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let failed = all_pairs(bed);
+    assert!(failed.is_empty(), "after the replacement: {failed:#?}");
+    let after: Vec<_> = others.iter().map(|n| snapshot(&n.ssh_dir)).collect();
+    assert_eq!(before, after, "another node's files changed");
+}
+
+/// The node as a new instance: new host keys, none of hostkeyctl's files,
+/// sshd reloaded onto them.
+fn new_keys_and_nothing_else(node: &Node) {
+    for entry in std::fs::read_dir(&node.ssh_dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("ssh_host_") || name.starts_with("ssh_known_hosts") || name == "ssh_config" {
+            std::fs::remove_file(&path).unwrap();
+        }
+    }
+    for dir in ["sshd_config.d", "ssh_config.d"] {
+        let _ = std::fs::remove_dir_all(node.ssh_dir.join(dir));
+        std::fs::create_dir_all(node.ssh_dir.join(dir)).unwrap();
+    }
+    for kind in ["ed25519", "ecdsa", "rsa"] {
+        let status = std::process::Command::new(require("ssh-keygen"))
+            .args(["-q", "-t", kind, "-N", ""])
+            .arg("-f")
+            .arg(node.ssh_dir.join(format!("ssh_host_{kind}_key")))
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    let reload = node.env.get("HOSTKEYCTL_RELOAD_COMMAND").unwrap();
+    assert!(
+        std::process::Command::new("sh")
+            .args(["-c", reload])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
+/// Every ordered pair of distinct nodes, by each of the target's names,
+/// from the source node's users' config: the failures (pair, stderr).
+fn all_pairs(bed: &TestBed) -> Vec<String> {
+    let mut failed = Vec::new();
+    for from in &bed.state.nodes {
+        let config = client_config(bed, from);
+        for to in bed.state.nodes.iter().filter(|n| n.address != from.address) {
+            for target in names_of(&to.address) {
+                let out = login(bed.state.client_key.as_path(), &config, &target);
+                let said = String::from_utf8_lossy(&out.stderr).into_owned();
+                if !out.status.success() || said.contains("WARNING") {
+                    failed.push(format!("{} -> {target}: {said}", from.name));
+                }
+            }
+        }
+    }
+    failed
+}
