@@ -1,0 +1,119 @@
+"""The enrolment signer's part of cloudformation/hostkeyctl.json
+(docs/cluster-trust.md, "Setting it up"): with EnrolmentCluster set, the
+bindings table (DynamoDB, one item per instance), and the `bootstrap` of
+the rotation's zip configured as the signer (HOSTKEYCTL_FUNCTION=enrolment)
+with its role (iam/enrolment.json through the template's EnrolmentPolicy).
+The names start with hostkeyctl-enrolment, as the node and signer policies
+grant."""
+
+MANAGED = "arn:${AWS::Partition}:iam::aws:policy/service-role/"
+
+PARAMETERS = {
+    "EnrolmentCluster": {
+        "Type": "String",
+        "Default": "",
+        "AllowedPattern": "^$|^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$",
+        "Description": (
+            "The HyperPod cluster whose nodes enrol (hostkeyctl enroll, docs/cluster-trust.md): the stack "
+            "creates the signer function and its bindings table. Empty: no enrolment."
+        ),
+    },
+    "EnrolmentCaSecretId": {
+        "Type": "String",
+        "Default": "hostkeyctl-ca/my-cluster",
+        "AllowedPattern": "^hostkeyctl-ca/[A-Za-z0-9/_+=.@-]+$",
+        "Description": "The CA secret (`hostkeyctl ca init --kms`), under hostkeyctl-ca/ as the policies grant.",
+    },
+    "EnrolmentValidityHours": {
+        "Type": "Number",
+        "Default": 24,
+        "MinValue": 1,
+        "MaxValue": 720,
+        "Description": "How long a node's certificates are valid; nodes renew before half of it.",
+    },
+    "EnrolmentFirstWithinHours": {
+        "Type": "Number",
+        "Default": 1,
+        "MinValue": 1,
+        "MaxValue": 8784,
+        "Description": (
+            "How long after an instance's start its first enrolment is accepted. Raise it for a while to "
+            "enrol nodes that were running before, then put it back."
+        ),
+    },
+}
+
+CONDITIONS = {"CreateEnrolment": {"Fn::Not": [{"Fn::Equals": [{"Ref": "EnrolmentCluster"}, ""]}]}}
+
+OUTPUTS = {
+    "EnrolmentFunctionArn": {
+        "Condition": "CreateEnrolment",
+        "Value": {"Fn::GetAtt": ["EnrolmentFunction", "Arn"]},
+    },
+    "EnrolmentTableName": {"Condition": "CreateEnrolment", "Value": {"Ref": "EnrolmentTable"}},
+}
+
+
+def resources() -> dict:
+    """The bindings table, the signer's role and function."""
+    return {
+        "EnrolmentTable": {
+            "Type": "AWS::DynamoDB::Table",
+            "Condition": "CreateEnrolment",
+            "DeletionPolicy": "Retain",
+            "UpdateReplacePolicy": "Retain",
+            "Properties": {
+                "TableName": {"Fn::Sub": "hostkeyctl-enrolment-${AWS::StackName}"},
+                "BillingMode": "PAY_PER_REQUEST",
+                "AttributeDefinitions": [{"AttributeName": "instance_id", "AttributeType": "S"}],
+                "KeySchema": [{"AttributeName": "instance_id", "KeyType": "HASH"}],
+                "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
+            },
+        },
+        "EnrolmentFunctionRole": {
+            "Type": "AWS::IAM::Role",
+            "Condition": "CreateEnrolment",
+            "Properties": {
+                "Description": "hostkeyctl's enrolment signer (iam/enrolment.json)",
+                "AssumeRolePolicyDocument": {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Principal": {"Service": "lambda.amazonaws.com"},
+                            "Action": "sts:AssumeRole",
+                        }
+                    ],
+                },
+                "ManagedPolicyArns": [
+                    {"Ref": "EnrolmentPolicy"},
+                    {"Fn::Sub": MANAGED + "AWSLambdaBasicExecutionRole"},
+                ],
+            },
+        },
+        "EnrolmentFunction": {
+            "Type": "AWS::Lambda::Function",
+            "Condition": "CreateEnrolment",
+            "Properties": {
+                "FunctionName": {"Fn::Sub": "hostkeyctl-enrolment-${AWS::StackName}"},
+                "Description": "hostkeyctl enrolment: host certificates for cluster nodes' own keys",
+                "Runtime": "provided.al2023",
+                "Handler": "bootstrap",
+                "Architectures": [{"Ref": "RotationArchitecture"}],
+                "Code": {"S3Bucket": {"Ref": "RotationCodeBucket"}, "S3Key": {"Ref": "RotationCodeKey"}},
+                "Role": {"Fn::GetAtt": ["EnrolmentFunctionRole", "Arn"]},
+                "Timeout": 30,
+                "MemorySize": 256,
+                "Environment": {
+                    "Variables": {
+                        "HOSTKEYCTL_FUNCTION": "enrolment",
+                        "HOSTKEYCTL_ENROL_CLUSTER": {"Ref": "EnrolmentCluster"},
+                        "HOSTKEYCTL_ENROL_CA_SECRET_ID": {"Ref": "EnrolmentCaSecretId"},
+                        "HOSTKEYCTL_ENROL_TABLE": {"Ref": "EnrolmentTable"},
+                        "HOSTKEYCTL_ENROL_VALIDITY_HOURS": {"Ref": "EnrolmentValidityHours"},
+                        "HOSTKEYCTL_ENROL_FIRST_WITHIN_HOURS": {"Ref": "EnrolmentFirstWithinHours"},
+                    }
+                },
+            },
+        },
+    }
