@@ -8,6 +8,7 @@ a slow machine; it prints what it measured.
     python3 scripts/bench.py push    [--instances 1000]
     python3 scripts/bench.py rotate  [--instances 1000]
     python3 scripts/bench.py audit   [--nodes 3 --repeats 50 --samples 150]
+    python3 scripts/bench.py enrol   [--instances 1000 --quota 30 --parallel 8] (bench_enrol.py)
     python3 scripts/bench.py all
 
 Uses the shipped admin build, as `make dist` stages it (`make bench` builds it).
@@ -29,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench_common import BIN, CORES, Bed, host_busy, median_ms, proc_cpu, run_cpu, run_rss, timed
+from bench_enrol import bench_enrol
 
 
 def bench_keygen(runs: int) -> None:
@@ -439,7 +441,7 @@ def bench_penalties(nodes: int, samples: int) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["keygen", "install", "push", "rotate", "audit", "penalties", "all"])
+    parser.add_argument("what", choices=["keygen", "install", "push", "rotate", "audit", "penalties", "enrol", "all"])
     parser.add_argument("--runs", type=int, default=None)
     parser.add_argument(
         "--instances",
@@ -452,6 +454,8 @@ def main() -> int:
     )
     parser.add_argument("--repeats", type=int, default=50, help="direct probes per node and key type")
     parser.add_argument("--samples", type=int, default=150, help="load balancer samples per key type")
+    parser.add_argument("--quota", type=int, default=30, help="enrol: the emulated KMS Sign quota per second")
+    parser.add_argument("--parallel", type=int, default=8, help="enrol: nodes enrolling at a time")
     args = parser.parse_args()
     if not BIN.exists():
         raise SystemExit(f"{BIN} is missing: run `make bench` (builds it) or `make dist`")
@@ -471,6 +475,8 @@ def main() -> int:
             bench_push(n)
         if args.what in ("rotate", "all"):
             bench_rotate(n)
+        if args.what in ("enrol", "all"):
+            bench_enrol(n, args.quota, args.parallel, args.runs or 5)
     return 0
 
 
