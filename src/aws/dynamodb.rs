@@ -4,7 +4,7 @@
 //! both win, and enrolments of different instances never contend.
 //!
 //! Item: `instance_id` (S, the key), `fingerprints` (L of S, sorted),
-//! `last_issued_at` (N).
+//! `last_issued_at_ms` (N).
 
 use std::collections::HashMap;
 
@@ -39,8 +39,8 @@ fn item(instance_id: &str, binding: &Binding) -> HashMap<String, AttributeValue>
             AttributeValue::L(binding.fingerprints.iter().cloned().map(AttributeValue::S).collect()),
         ),
         (
-            "last_issued_at".to_owned(),
-            AttributeValue::N(binding.last_issued_at.to_string()),
+            "last_issued_at_ms".to_owned(),
+            AttributeValue::N(binding.last_issued_at_ms.to_string()),
         ),
     ])
 }
@@ -57,14 +57,14 @@ fn binding(item: &HashMap<String, AttributeValue>) -> Result<Binding, String> {
             .collect::<Result<Vec<_>, _>>()?,
         _ => return Err("the item has no fingerprints list".to_owned()),
     };
-    let last_issued_at = item
-        .get("last_issued_at")
+    let last_issued_at_ms = item
+        .get("last_issued_at_ms")
         .and_then(|v| v.as_n().ok())
         .and_then(|n| n.parse().ok())
-        .ok_or_else(|| "the item has no last_issued_at number".to_owned())?;
+        .ok_or_else(|| "the item has no last_issued_at_ms number".to_owned())?;
     Ok(Binding {
         fingerprints,
-        last_issued_at,
+        last_issued_at_ms,
     })
 }
 
@@ -99,8 +99,8 @@ impl Bindings for DynamoBindings {
         put = match previous {
             None => put.condition_expression("attribute_not_exists(instance_id)"),
             Some(p) => put
-                .condition_expression("last_issued_at = :last AND fingerprints = :fingerprints")
-                .expression_attribute_values(":last", AttributeValue::N(p.last_issued_at.to_string()))
+                .condition_expression("last_issued_at_ms = :last AND fingerprints = :fingerprints")
+                .expression_attribute_values(":last", AttributeValue::N(p.last_issued_at_ms.to_string()))
                 .expression_attribute_values(
                     ":fingerprints",
                     AttributeValue::L(p.fingerprints.iter().cloned().map(AttributeValue::S).collect()),

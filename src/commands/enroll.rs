@@ -13,7 +13,9 @@ use crate::output::{self, OutputFormat};
 /// Runs `enroll`.
 pub async fn run(args: &EnrollArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
     let config = aws::load_config(&global.aws).await?;
-    let now = i64::try_from(crate::certificate::now_unix()).unwrap_or(i64::MAX);
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
     let sshd = crate::install::sshd::Sshd {
         binary: args.sshd.clone(),
         config: args
@@ -32,7 +34,7 @@ pub async fn run(args: &EnrollArgs, global: &GlobalArgs, output: OutputFormat) -
         trust: &args.trust,
     };
     let signer = LambdaSigner::new(&config, &args.function);
-    let report = enroll(&setup, &InstanceMetadata::default(), &signer, &sshd, &method, now)
+    let report = enroll(&setup, &InstanceMetadata::default(), &signer, &sshd, &method, now_ms)
         .await
         .map_err(|e| {
             let status = match e {

@@ -57,13 +57,14 @@ pub fn serves_the_set(sshd_config: &Path) -> bool {
 /// Enrols the node (or, on a login node serving the set, takes the CA
 /// only) and configures sshd and the client. Nothing is written unless
 /// the signer's answer checks; a failed `sshd -t` puts the old drop-in back.
+/// `now_ms`: Unix milliseconds.
 pub async fn enroll(
     setup: &Setup<'_>,
     imds: &impl Imds,
     signer: &impl Signer,
     sshd: &impl SshdControl,
     method: &ReloadMethod,
-    now: i64,
+    now_ms: i64,
 ) -> Result<Report, NodeError> {
     if setup.trust.is_empty() {
         return Err(NodeError::Usage(
@@ -74,7 +75,7 @@ pub async fn enroll(
         let ca_line = signer.ca().await.map_err(NodeError::Signer)?;
         (None, ca_line, None)
     } else {
-        let written = enrol_node(setup.ssh_dir, setup.asked, imds, signer, now).await?;
+        let written = enrol_node(setup.ssh_dir, setup.asked, imds, signer, now_ms).await?;
         let files: Vec<PathBuf> = written.files.clone();
         let reload = configure_sshd(sshd, method, &files)?;
         let line = written.ca_line.clone();

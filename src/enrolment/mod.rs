@@ -65,8 +65,8 @@ pub trait ClusterNodes: Sync {
 pub struct Binding {
     /// SHA-256 fingerprints of its host keys, sorted.
     pub fingerprints: Vec<String>,
-    /// The last `issued_at` accepted.
-    pub last_issued_at: i64,
+    /// The last `issued_at_ms` accepted (Unix milliseconds).
+    pub last_issued_at_ms: i64,
 }
 
 /// Where bindings are kept, with a compare and swap.
@@ -130,7 +130,7 @@ pub enum EnrolError {
         "the request was made at {issued_at} and the signer's time is {now}: more than {skew} s apart (check the node's clock)"
     )]
     Stale {
-        /// The request's time.
+        /// The request's time (Unix seconds).
         issued_at: i64,
         /// The signer's.
         now: i64,
@@ -191,13 +191,13 @@ pub enum EnrolError {
     },
     /// A request not later than one already accepted.
     #[error(
-        "a request made at {issued_at} for instance {instance} is not later than the last accepted ({last}): a replay"
+        "a request made at {issued_at_ms} for instance {instance} is not later than the last accepted ({last}): a replay"
     )]
     Replay {
         /// The instance.
         instance: String,
         /// This request's time.
-        issued_at: i64,
+        issued_at_ms: i64,
         /// The last accepted.
         last: i64,
     },
@@ -235,9 +235,9 @@ async fn prove(
     if request.audience != policy.audience {
         return Err(EnrolError::Audience(crate::escape::escape(&request.audience)));
     }
-    if (now - request.issued_at).abs() > policy.skew {
+    if (now.saturating_mul(1000) - request.issued_at_ms).abs() > policy.skew.saturating_mul(1000) {
         return Err(EnrolError::Stale {
-            issued_at: request.issued_at,
+            issued_at: request.issued_at_ms / 1000,
             now,
             skew: policy.skew,
         });
@@ -306,11 +306,11 @@ pub async fn enrol(
             });
         }
         Some(b) if b.fingerprints != fingerprints => return Err(EnrolError::Bound(instance)),
-        Some(b) if request.issued_at <= b.last_issued_at => {
+        Some(b) if request.issued_at_ms <= b.last_issued_at_ms => {
             return Err(EnrolError::Replay {
                 instance,
-                issued_at: request.issued_at,
-                last: b.last_issued_at,
+                issued_at_ms: request.issued_at_ms,
+                last: b.last_issued_at_ms,
             });
         }
         _ => {}
@@ -320,13 +320,13 @@ pub async fn enrol(
         principals: member.names.clone(),
         valid_after: now_u.saturating_sub(crate::certificate::BACKDATE_SECS),
         valid_before: now_u.saturating_add(policy.validity),
-        serial: u64::try_from(request.issued_at).unwrap_or(0),
+        serial: u64::try_from(request.issued_at_ms).unwrap_or(0),
         key_id: format!("hostkeyctl enrol instance={instance}"),
     };
     let certificates: Vec<Certificate> = sign_keys(ca, &keys, &sign)?.into_iter().map(|(_, c)| c).collect();
     let binding = Binding {
         fingerprints,
-        last_issued_at: request.issued_at,
+        last_issued_at_ms: request.issued_at_ms,
     };
     if !bindings
         .put(&instance, &binding, previous.as_ref())

@@ -164,19 +164,19 @@ fn match_certificates(
     Ok((out, cas.remove(0)))
 }
 
-/// Enrols the node whose keys are in `ssh_dir`: nothing is written unless
-/// every certificate checks.
+/// Enrols the node whose keys are in `ssh_dir` at `now_ms` (Unix
+/// milliseconds): nothing is written unless every certificate checks.
 pub async fn enrol_node(
     ssh_dir: &Path,
     asked: &[Principal],
     imds: &impl Imds,
     signer: &impl Signer,
-    now: i64,
+    now_ms: i64,
 ) -> Result<Written, NodeError> {
     let keys = own_keys(ssh_dir)?;
     let (document, signature) = imds.identity().await.map_err(NodeError::Imds)?;
     let private: Vec<PrivateKey> = keys.iter().map(|(_, k)| k.clone()).collect();
-    let req = request(&document, &signature, &private, now, signer.audience()).map_err(|e| NodeError::Key {
+    let req = request(&document, &signature, &private, now_ms, signer.audience()).map_err(|e| NodeError::Key {
         path: ssh_dir.to_path_buf(),
         reason: e.to_string(),
     })?;

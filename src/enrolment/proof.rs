@@ -25,8 +25,9 @@ pub struct EnrolRequest {
     pub signature: String,
     /// The host keys to certify (OpenSSH public lines).
     pub host_keys: Vec<String>,
-    /// When the node made the request (Unix seconds).
-    pub issued_at: i64,
+    /// When the node made the request (Unix milliseconds: a renewal in
+    /// the same second is still later than the last).
+    pub issued_at_ms: i64,
     /// The signer it is meant for (the function's ARN).
     pub audience: String,
     /// One SSHSIG (PEM) per host key, over [`signed_bytes`].
@@ -45,10 +46,10 @@ pub enum ProofError {
 }
 
 /// The bytes each host key signs.
-pub fn signed_bytes(document: &str, host_keys: &[String], issued_at: i64, audience: &str) -> Vec<u8> {
+pub fn signed_bytes(document: &str, host_keys: &[String], issued_at_ms: i64, audience: &str) -> Vec<u8> {
     let digest = hex::encode(sha2::Sha256::digest(document.as_bytes()));
     format!(
-        "hostkeyctl-enrol-v1\naudience {audience}\nissued {issued_at}\ndocument {digest}\n{}\n",
+        "hostkeyctl-enrol-v1\naudience {audience}\nissued {issued_at_ms}\ndocument {digest}\n{}\n",
         host_keys.join("\n")
     )
     .into_bytes()
@@ -59,7 +60,7 @@ pub fn request(
     document: &str,
     signature: &str,
     keys: &[PrivateKey],
-    issued_at: i64,
+    issued_at_ms: i64,
     audience: &str,
 ) -> Result<EnrolRequest, ProofError> {
     let host_keys: Vec<String> = keys
@@ -70,7 +71,7 @@ pub fn request(
                 .map_err(|e| ProofError::Malformed(e.to_string()))
         })
         .collect::<Result<_, _>>()?;
-    let message = signed_bytes(document, &host_keys, issued_at, audience);
+    let message = signed_bytes(document, &host_keys, issued_at_ms, audience);
     let proofs = keys
         .iter()
         .map(|k| {
@@ -83,7 +84,7 @@ pub fn request(
         document: document.to_owned(),
         signature: signature.to_owned(),
         host_keys,
-        issued_at,
+        issued_at_ms,
         audience: audience.to_owned(),
         proofs,
     })
@@ -101,7 +102,7 @@ pub fn check(request: &EnrolRequest) -> Result<Vec<PublicKey>, ProofError> {
     let message = signed_bytes(
         &request.document,
         &request.host_keys,
-        request.issued_at,
+        request.issued_at_ms,
         &request.audience,
     );
     request
@@ -149,7 +150,7 @@ mod tests {
             .clone();
         assert!(matches!(check(&swapped), Err(ProofError::NotSigned(_))));
         for change in [
-            |r: &mut super::EnrolRequest| r.issued_at += 1,
+            |r: &mut super::EnrolRequest| r.issued_at_ms += 1,
             |r: &mut super::EnrolRequest| r.audience.push('x'),
             |r: &mut super::EnrolRequest| r.document.push(' '),
         ] {

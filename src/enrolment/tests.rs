@@ -104,9 +104,11 @@ fn node_keys() -> Vec<ssh_key::PrivateKey> {
     set.keys().map(|k| k.private_key().clone()).collect()
 }
 
+/// `member`'s request made at `at` (Unix seconds; the request carries
+/// milliseconds).
 fn ask(aws: &Aws, member: &Member, keys: &[ssh_key::PrivateKey], at: i64) -> EnrolRequest {
     let (document, signature) = aws.imds(&member.instance_id, &member.private_ip.to_string(), NOW - 60);
-    request(&document, &signature, keys, at, AUDIENCE).unwrap()
+    request(&document, &signature, keys, at * 1000, AUDIENCE).unwrap()
 }
 
 #[tokio::test]
@@ -143,6 +145,12 @@ async fn a_member_gets_certificates_for_its_own_keys_and_awss_names_and_every_fo
     )
     .await;
     assert!(renewed.is_ok(), "{renewed:?}");
+    // Another renewal in the same second (the step's enroll, then its
+    // timer's first run) is later by milliseconds: not a replay.
+    let (document, signature) = aws.imds(&compute_1().instance_id, "10.1.0.11", NOW - 60);
+    let soon = request(&document, &signature, &keys, (NOW + 600) * 1000 + 1, AUDIENCE).unwrap();
+    let again = enrol(&soon, &[], &cluster, &bound, &ca, &policy, NOW + 600).await;
+    assert!(again.is_ok(), "{again:?}");
 }
 
 fn refused(e: Result<super::Enrolled, EnrolError>) -> String {
@@ -168,7 +176,7 @@ async fn assert_forgeries_refused(
     // Another instance claimed with this instance's signature.
     let mut forged = ask(aws, &compute_1(), keys, NOW + 2);
     forged.document = forged.document.replace("c001", "c002");
-    let forged = request(&forged.document, &forged.signature, keys, NOW + 2, AUDIENCE).unwrap();
+    let forged = request(&forged.document, &forged.signature, keys, (NOW + 2) * 1000, AUDIENCE).unwrap();
     let said = refused(enrol(&forged, &[], cluster, bound, ca, &policy, NOW + 2).await);
     assert!(said.contains("signature does not verify"), "{said}");
     // An instance AWS signed, but no node of the cluster.
@@ -324,7 +332,7 @@ impl super::node::Signer for InProcess<'_> {
             self.bound,
             self.ca,
             &self.aws.policy(),
-            request.issued_at,
+            request.issued_at_ms / 1000,
         )
         .await
         .map_err(|e| e.to_string())?;
@@ -374,7 +382,7 @@ async fn a_node_writes_a_certificate_beside_each_key_and_nothing_from_a_wrong_an
         ca: &ca,
         swap_in: None,
     };
-    let written = super::node::enrol_node(dir.path(), &[], &imds, &signer, NOW)
+    let written = super::node::enrol_node(dir.path(), &[], &imds, &signer, NOW * 1000)
         .await
         .unwrap();
     assert_eq!(written.files.len(), 2);
@@ -408,7 +416,7 @@ async fn a_node_writes_a_certificate_beside_each_key_and_nothing_from_a_wrong_an
         swap_in: Some(foreign),
         ..signer
     };
-    let err = super::node::enrol_node(dir.path(), &[], &imds, &wrong, NOW + 10)
+    let err = super::node::enrol_node(dir.path(), &[], &imds, &wrong, (NOW + 10) * 1000)
         .await
         .unwrap_err();
     assert!(err.to_string().contains("no key of this node"), "{err}");

@@ -24,15 +24,15 @@ fn a_binding_is_written_only_over_what_was_read() {
     let bindings = DynamoBindings::new(&config, "hostkeyctl-enrolment");
     let first = Binding {
         fingerprints: vec!["SHA256:a".to_owned(), "SHA256:b".to_owned()],
-        last_issued_at: 100,
+        last_issued_at_ms: 100,
     };
     let later = Binding {
-        last_issued_at: 200,
+        last_issued_at_ms: 200,
         ..first.clone()
     };
     let other = Binding {
         fingerprints: vec!["SHA256:thief".to_owned()],
-        last_issued_at: 150,
+        last_issued_at_ms: 150,
     };
     runtime.block_on(async {
         let id = "i-0000000000000c001";
@@ -119,7 +119,7 @@ fn node_request(bed: &TestBed, keys_of: &Node, instance: &str, audience: &str, a
         .iter()
         .map(|k| ssh_key::PrivateKey::read_openssh_file(keys_of.ssh_dir.join(format!("ssh_host_{k}_key"))).unwrap())
         .collect();
-    let at = i64::try_from(hostkeyctl::certificate::now_unix()).unwrap();
+    let at = i64::try_from(hostkeyctl::certificate::now_unix()).unwrap() * 1000;
     let request = hostkeyctl::enrolment::proof::request(
         iid["document"].as_str().unwrap(),
         iid["signature"].as_str().unwrap(),
