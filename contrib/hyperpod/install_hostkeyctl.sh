@@ -1,6 +1,10 @@
 #!/bin/bash
 # HyperPod lifecycle step: give this login node the cluster's one SSH host
 # identity with hostkeyctl, and keep it converged with a systemd timer.
+# With HOSTKEYCTL_ENROL_FUNCTION set, every node (controller, login,
+# compute) also enrols: host certificates for its own keys, and its ssh
+# checking the cluster's nodes strictly (docs/cluster-trust.md), renewed by
+# a timer.
 #
 # Put this folder (contrib/hyperpod/, plus the two units of
 # contrib/systemd/ and the binaries hostkeyctl-x86_64 / hostkeyctl-aarch64)
@@ -37,7 +41,11 @@
 # each script with sudo, which resets the environment, so a setting in the
 # environment would work by hand and be lost at provisioning. The step
 # ignores these names in its environment, and says so.
-#   HOSTKEYCTL_SECRET_ID      the key set secret (name or ARN)           required
+#   HOSTKEYCTL_SECRET_ID      the key set secret (name or ARN)  required on login nodes
+#   HOSTKEYCTL_ENROL_FUNCTION the enrolment signer's ARN (the template's
+#                             EnrolmentFunctionArn): every node enrols
+#   HOSTKEYCTL_ENROL_TRUST    the cluster's host patterns, comma-separated
+#                             (`*.ec2.internal,ip-10-1-*,10.1.*`)  required with it
 #   HOSTKEYCTL_REGION         the secret's region; default: the cluster's
 #                             (ClusterConfig.ClusterArn in resource_config.json),
 #                             else the SDK's (the instance metadata)
@@ -70,7 +78,8 @@
 # that sits beside it: whoever can write the binary's bucket could write
 # that too. The lifecycle bucket itself (this script, hostkeyctl.env) is
 # trusted as HyperPod trusts it: it runs as root on every node.
-# Exit: 0 done, or not a login node, or the keys' install will be retried
+# Exit: 0 done, or not a login node (and no enrolment), or the keys'
+# install or the enrolment will be retried
 # by the timer, or the keys are installed and the set's certificates need
 # renewal (install's exit 6: the timer installs them once signed again); 1 provisioning must stop: the binary, its checksum, the
 # settings or the configs are wrong, this node is not in the config, or
@@ -85,7 +94,7 @@ fail() {
 }
 
 ignored=()
-for name in HOSTKEYCTL_SECRET_ID HOSTKEYCTL_REGION HOSTKEYCTL_SHA256_X86_64 HOSTKEYCTL_SHA256_AARCH64 \
+for name in HOSTKEYCTL_SECRET_ID HOSTKEYCTL_ENROL_FUNCTION HOSTKEYCTL_ENROL_TRUST HOSTKEYCTL_REGION HOSTKEYCTL_SHA256_X86_64 HOSTKEYCTL_SHA256_AARCH64 \
   HOSTKEYCTL_BINARY_S3_URI HOSTKEYCTL_METRICS_DIR HOSTKEYCTL_REPORT_COMPLIANCE HOSTKEYCTL_FIND_RETRY_SECONDS HOSTKEYCTL_RETRY_SECONDS HOSTKEYCTL_SELF_IP \
   HOSTKEYCTL_ROOT HOSTKEYCTL_RESOURCE_CONFIG HOSTKEYCTL_PROVISIONING_PARAMETERS; do
   if [ -n "${!name+set}" ]; then
@@ -101,6 +110,13 @@ if [ ${#ignored[@]} -gt 0 ]; then
   log "ignoring ${ignored[*]} from the environment (sudo resets it at provisioning): set them in $HERE/hostkeyctl.env"
 fi
 
+enrol=${HOSTKEYCTL_ENROL_FUNCTION:-}
+if [ -n "$enrol" ]; then
+  [[ "$enrol" =~ ^arn:aws[a-z-]*:lambda:[a-z0-9-]+:[0-9]{12}:function:[A-Za-z0-9_-]+$ ]] ||
+    fail "HOSTKEYCTL_ENROL_FUNCTION '$enrol' is not a Lambda function ARN (the template's EnrolmentFunctionArn)"
+  [[ "${HOSTKEYCTL_ENROL_TRUST:-}" =~ ^[A-Za-z0-9.*?:_-]+(,[A-Za-z0-9.*?:_-]+)*$ ]] ||
+    fail "HOSTKEYCTL_ENROL_TRUST '${HOSTKEYCTL_ENROL_TRUST:-}' is not the cluster's host patterns, comma-separated (e.g. *.ec2.internal,ip-10-1-*,10.1.*)"
+fi
 node_type=${1:-}
 case "$node_type" in
   "" | login | controller | compute) ;;
@@ -210,8 +226,10 @@ PY
 
 case "$node_type" in
   controller | compute)
-    log "this node is a $node_type node, not a login node: nothing to do"
-    exit 0
+    if [ -z "$enrol" ]; then
+      log "this node is a $node_type node, not a login node: nothing to do"
+      exit 0
+    fi
     ;;
 esac
 attempts=7
@@ -240,17 +258,24 @@ if [ -z "$node_type" ]; then
     absent) fail "this node ($ip) is in no instance group of $resource_config after 7 looks: it may be a login node, so provisioning stops (pass the node type as the first argument, as lifecycle_script.py knows it)" ;;
     unknown) fail "cannot tell whether this node is a login node: $resource_config has no SlurmConfig.NodeType and there is no $provisioning_parameters (pass the node type as the first argument, or the provisioning parameters as the third)" ;;
     no-login-group)
-      log "this cluster has no login group ($provisioning_parameters names no login_group): nothing to do"
-      exit 0
+      if [ -z "$enrol" ]; then
+        log "this cluster has no login group ($provisioning_parameters names no login_group): nothing to do"
+        exit 0
+      fi
+      kind=compute
       ;;
   esac
   node_type=$kind
 fi
 if [ "$node_type" != login ]; then
-  log "this node ($ip${group:+, instance group $group}) is a $node_type node, not a login node: nothing to do"
-  exit 0
+  if [ -z "$enrol" ]; then
+    log "this node ($ip${group:+, instance group $group}) is a $node_type node, not a login node: nothing to do"
+    exit 0
+  fi
+  log "$node_type node $ip${group:+ (instance group $group)}: it enrols, and serves its own keys"
+else
+  log "login node $ip${group:+ (instance group $group)}"
 fi
-log "login node $ip${group:+ (instance group $group)}"
 
 region=${HOSTKEYCTL_REGION:-$cluster_region}
 if [ -n "${HOSTKEYCTL_REGION:-}" ]; then
@@ -261,7 +286,7 @@ else
   log "no region in hostkeyctl.env or $resource_config: the SDK's (instance metadata)"
 fi
 
-[ -n "${HOSTKEYCTL_SECRET_ID:-}" ] || fail "HOSTKEYCTL_SECRET_ID is not set (in hostkeyctl.env beside this script)"
+[ "$node_type" != login ] || [ -n "${HOSTKEYCTL_SECRET_ID:-}" ] || fail "HOSTKEYCTL_SECRET_ID is not set (in hostkeyctl.env beside this script)"
 # The metrics file: in node_exporter's textfile directory, made here (root's,
 # 0755: node_exporter reads it as any user). The unit may write the default
 # directory; another one gets a drop-in that lets it.
@@ -317,13 +342,16 @@ else
   log "installed $bin ($actual)"
 fi
 
-# The timer's settings, then the units; each written only when it changes.
+# The timers' settings, then the units; each written only when it changes.
 put() { # put MODE SOURCE DEST
   if cmp -s "$2" "$3"; then return 0; fi
   mkdir -p "$(dirname "$3")"
   install -m "$1" "$2" "$3.new" && mv -f "$3.new" "$3"
   log "wrote $3"
 }
+units=$HERE
+[ -f "$units/hostkeyctl-install.service" ] || units="$HERE/../systemd"
+if [ "$node_type" = login ]; then
 {
   echo "# Written by the hostkeyctl lifecycle step; read by hostkeyctl-install.service."
   echo "HOSTKEYCTL_SECRET_ID=$HOSTKEYCTL_SECRET_ID"
@@ -332,8 +360,6 @@ put() { # put MODE SOURCE DEST
   if [ -n "$report_compliance" ]; then echo "HOSTKEYCTL_REPORT_COMPLIANCE=true"; fi
 } >"$scratch/settings"
 put 0644 "$scratch/settings" "$ROOT/etc/default/hostkeyctl"
-units=$HERE
-[ -f "$units/hostkeyctl-install.service" ] || units="$HERE/../systemd"
 for unit in hostkeyctl-install.service hostkeyctl-install.timer; do
   [ -f "$units/$unit" ] || fail "$unit is missing beside this script"
   put 0644 "$units/$unit" "$ROOT/etc/systemd/system/$unit"
@@ -404,3 +430,45 @@ fi
 systemctl daemon-reload
 systemctl enable --now hostkeyctl-install.timer
 log "hostkeyctl-install.timer enabled"
+fi
+
+[ -n "$enrol" ] || exit 0
+# Enrolment, after the install: on a login node that serves the set,
+# enroll leaves its keys and sshd alone and writes the client trust.
+args=(enroll --function "$enrol" --trust "$HOSTKEYCTL_ENROL_TRUST" --client-dir "$ROOT/etc/ssh")
+if [ -n "$region" ]; then args+=(--region "$region"); fi
+rc=0
+for attempt in 1 2 3 4 5; do
+  rc=0
+  "$bin" "${args[@]}" >"$scratch/stdout" 2>"$scratch/stderr" || rc=$?
+  sed 's/^/  hostkeyctl: /' "$scratch/stdout" "$scratch/stderr"
+  case $rc in
+    0)
+      log "enrolled"
+      break
+      ;;
+    2) fail "hostkeyctl enroll refused its input (exit 2, its message is above): check HOSTKEYCTL_ENROL_FUNCTION and HOSTKEYCTL_ENROL_TRUST" ;;
+  esac
+  if [ "$attempt" -lt 5 ]; then
+    log "attempt $attempt: hostkeyctl enroll exited $rc; retrying"
+    sleep $((attempt * ${HOSTKEYCTL_RETRY_SECONDS:-10}))
+  else
+    # Exit 0 all the same (failing the step fails the cluster's creation);
+    # the other nodes refuse this one until it enrols, never silently.
+    log "WARNING: not enrolled (exit $rc, said above): the other nodes refuse this one until it enrols; the timer retries"
+  fi
+done
+{
+  echo "# Written by the hostkeyctl lifecycle step; read by hostkeyctl-enroll.service."
+  echo "HOSTKEYCTL_ENROL_FUNCTION=$enrol"
+  echo "HOSTKEYCTL_ENROL_TRUST=$HOSTKEYCTL_ENROL_TRUST"
+  if [ -n "$region" ]; then echo "AWS_REGION=$region"; fi
+} >"$scratch/enroll"
+put 0644 "$scratch/enroll" "$ROOT/etc/default/hostkeyctl-enroll"
+for unit in hostkeyctl-enroll.service hostkeyctl-enroll.timer; do
+  [ -f "$units/$unit" ] || fail "$unit is missing beside this script"
+  put 0644 "$units/$unit" "$ROOT/etc/systemd/system/$unit"
+done
+systemctl daemon-reload
+systemctl enable --now hostkeyctl-enroll.timer
+log "hostkeyctl-enroll.timer enabled"

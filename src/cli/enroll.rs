@@ -13,7 +13,7 @@ pub struct EnrollArgs {
     pub function: String,
     /// Where the node's host keys are; each certificate is written beside
     /// its key.
-    #[arg(long, default_value = "/etc/ssh", value_name = "DIR")]
+    #[arg(long, env = "HOSTKEYCTL_SSH_DIR", default_value = "/etc/ssh", value_name = "DIR")]
     pub ssh_dir: PathBuf,
     /// A name this node expects its certificates to carry (repeatable): the
     /// signer refuses the request if AWS does not give the node that name.

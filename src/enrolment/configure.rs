@@ -145,6 +145,10 @@ pub fn configure_client(client_dir: &Path, ca_line: &str, patterns: &[String]) -
     if patterns.is_empty() {
         return Ok(());
     }
+    crate::fsutil::create_dir_all(client_dir, 0o755).map_err(|e| NodeError::Write {
+        path: client_dir.to_path_buf(),
+        reason: e.to_string(),
+    })?;
     let known = client_dir.join("ssh_known_hosts");
     let text = std::fs::read_to_string(&known).unwrap_or_default();
     write(
