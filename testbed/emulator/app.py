@@ -57,6 +57,7 @@ class Emulator(StateManager, RotationPlane, LambdaApi, LifecyclePlane, ClusterPl
         self.command_order: list[str] = []
         self.counts: dict[str, int] = {}
         self.fault_counts: dict[str, int] = {}
+        self.quota_used: dict[str, tuple[int, int]] = {}
         self.lock = threading.Lock()
         self.processes: set[subprocess.Popen[bytes]] = set()
         self.control_hooks: dict[str, Callable[[JsonObject], object]] = {}
@@ -76,6 +77,21 @@ class Emulator(StateManager, RotationPlane, LambdaApi, LifecyclePlane, ClusterPl
         self.control_hooks["/_bed/kms/private"] = self._kms_private
 
     # ----------------------------------------------------------------- WSGI
+
+    def _over_quota(self, key: str, quota: int | None) -> bool:
+        """A call of ``key`` beyond its quota in this one-second interval
+        (under the lock): counted as ``key:throttled``."""
+        if quota is None:
+            return False
+        second = int(time.time())
+        start, used = self.quota_used.get(key, (second, 0))
+        if start != second:
+            start, used = second, 0
+        self.quota_used[key] = (start, used + 1)
+        if used < quota:
+            return False
+        self.counts[f"{key}:throttled"] = self.counts.get(f"{key}:throttled", 0) + 1
+        return True
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
@@ -116,7 +132,7 @@ class Emulator(StateManager, RotationPlane, LambdaApi, LifecyclePlane, ClusterPl
                 faults.throttle_fraction > 0
                 and (not faults.throttle_actions or action in faults.throttle_actions or key in faults.throttle_actions)
                 and self.rng.random() < faults.throttle_fraction
-            )
+            ) or self._over_quota(key, faults.quotas.get(key))
         if faults.latency_ms:
             time.sleep(faults.latency_ms / 1000)
         try:

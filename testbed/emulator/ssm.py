@@ -67,6 +67,11 @@ class Faults:
     # SendCommand of these documents is denied (e.g. AWS-RunShellScript:
     # a role that may only send hostkeyctl's own document).
     deny_documents: list[str] = field(default_factory=list)
+    # Request quotas, {"kms:Sign": 300}: calls of that action beyond the
+    # figure in one second are throttled, as KMS counts its quotas "in each
+    # one-second interval" (KMS Developer Guide, "Request quotas"), with
+    # ThrottlingException (its "throttling" page).
+    quotas: dict[str, int] = field(default_factory=dict)
     seed: int = 1
 
     def update(self, changes: JsonObject) -> None:
