@@ -8,7 +8,7 @@ a slow machine; it prints what it measured.
     python3 scripts/bench.py push    [--instances 1000]
     python3 scripts/bench.py rotate  [--instances 1000]
     python3 scripts/bench.py audit   [--nodes 3 --repeats 50 --samples 150]
-    python3 scripts/bench.py enrol   [--instances 1000 --quota 30 --parallel 8] (bench_enrol.py)
+    python3 scripts/bench.py enrol   [--instances 1000 --quota 15 --parallel 8] (bench_enrol.py)
     python3 scripts/bench.py all
 
 Uses the shipped admin build, as `make dist` stages it (`make bench` builds it).
@@ -454,7 +454,7 @@ def main() -> int:
     )
     parser.add_argument("--repeats", type=int, default=50, help="direct probes per node and key type")
     parser.add_argument("--samples", type=int, default=150, help="load balancer samples per key type")
-    parser.add_argument("--quota", type=int, default=30, help="enrol: the emulated KMS Sign quota per second")
+    parser.add_argument("--quota", type=int, default=15, help="enrol: the emulated KMS Sign quota per second")
     parser.add_argument("--parallel", type=int, default=8, help="enrol: nodes enrolling at a time")
     args = parser.parse_args()
     if not BIN.exists():

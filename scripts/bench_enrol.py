@@ -3,7 +3,7 @@
 1. `hostkeyctl enroll` (the node build, as nodes run it) on a HyperPod
    node of the bed: a first enrolment and renewals, each from process start
    to the reloaded sshd, against the 2 s it may add to provisioning, and
-   against `hostkeyctl install` converging the same node in the same run.
+   against `hostkeyctl install` converging another node in the same run.
 2. N enrolments (default 1,000) of HyperPod nodes through the signer
    function, with the emulator's KMS throttling `Sign` at a quota
    (the `quotas` fault, per one-second interval as KMS counts): how many
@@ -104,9 +104,11 @@ def provisioning(bed: Bed, arn: str, renewals: int) -> None:
         t, code, err = enroll(bed, arn, instance, Path(node["ssh_dir"]), node["env"], ["--client-dir", str(client)])
         assert code == 0, err + bed.function_log.read_text(errors="replace")[-2000:]
         times.append(t)
+    # The baseline on the other node: install refuses a node whose sshd
+    # serves certificates it did not install.
     made = bed.hk("init", "--secret-id", "hostkeys/bench", "--output", "json")
     assert made.returncode == 0, made.stderr
-    env = {**bed.env, **node["env"]}
+    env = {**bed.env, **bed.state["nodes"][1]["env"]}
     start = time.perf_counter()
     done = subprocess.run(
         [str(NODE_BIN), "install", "--secret-id", "hostkeys/bench", "--quiet"], env=env, capture_output=True
@@ -116,7 +118,7 @@ def provisioning(bed: Bed, arn: str, renewals: int) -> None:
     renewal = statistics.median(times[1:]) if renewals else times[0]
     print(f"   first enrolment {times[0] * 1000:7.1f} ms   renewal (median of {renewals}) {renewal * 1000:7.1f} ms")
     print(f"   goal: < 2000 ms added to provisioning: first enrolment = {times[0] / 2:.3f}x the goal")
-    print(f"   baseline: install converging the same node, same run: {install * 1000:.1f} ms;")
+    print(f"   baseline: install converging another node, same run: {install * 1000:.1f} ms;")
     print(f"   first enrolment = {times[0] / install:.2f}x install")
 
 
@@ -164,8 +166,9 @@ def many(bed: Bed, arn: str, count: int, quota: int, parallel: int) -> None:
         wall = time.perf_counter() - start
         after = bed.control("/_bed/counts")
         assert isinstance(after, dict)
-        signs = after.get("kms:Sign", 0) - before.get("kms:Sign", 0)
         throttled = after.get("kms:Sign:throttled", 0) - before.get("kms:Sign:throttled", 0)
+        # The emulator counts every call, the throttled ones too.
+        signs = after.get("kms:Sign", 0) - before.get("kms:Sign", 0) - throttled
         ok = sum(1 for _, code, _ in results if code == 0)
         failed = [err.strip().splitlines()[-1] for _, code, err in results if code != 0]
         rate = signs / wall
@@ -192,7 +195,7 @@ def bench_enrol(count: int, quota: int, parallel: int, renewals: int) -> None:
     print(f"== enrolment: enroll on one node, then {count} nodes through the signer at an emulated KMS Sign quota")
     if not NODE_BIN.exists():
         raise SystemExit(f"{NODE_BIN} is missing: run `make dist`")
-    bed = Bed(nodes=1, extra=["--hyperpod-workers", str(count)])
+    bed = Bed(nodes=2, extra=["--hyperpod-workers", str(count)])
     try:
         arn = deploy(bed)
         provisioning(bed, arn, renewals)
