@@ -14,8 +14,18 @@ PARAMETERS = {
         "Default": "",
         "AllowedPattern": "^$|^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$",
         "Description": (
-            "The HyperPod cluster whose nodes enrol (hostkeyctl enroll, docs/cluster-trust.md): the stack "
-            "creates the signer function and its bindings table. Empty: no enrolment."
+            "The cluster whose nodes enrol (hostkeyctl enroll, docs/cluster-trust.md): a HyperPod cluster's or "
+            "a ParallelCluster cluster's name. The stack creates the signer function and its bindings table. "
+            "Empty: no enrolment."
+        ),
+    },
+    "EnrolmentClusterKind": {
+        "Type": "String",
+        "Default": "hyperpod",
+        "AllowedValues": ["hyperpod", "parallelcluster"],
+        "Description": (
+            "How the signer knows the cluster's nodes: HyperPod's DescribeClusterNode, or EC2's "
+            "DescribeInstances and the parallelcluster:cluster-name tag."
         ),
     },
     "EnrolmentCaSecretId": {
@@ -104,10 +114,18 @@ def resources() -> dict:
                 "Role": {"Fn::GetAtt": ["EnrolmentFunctionRole", "Arn"]},
                 "Timeout": 30,
                 "MemorySize": 256,
+                # Each enrolment is three kms:Sign calls, made one after
+                # the other: one environment made 23 a second on the test
+                # bed (bench.py enrol), so ten stay under KMS's default ECC
+                # quota (300/s, shared with the account's other ECC keys).
+                # Lambda throttles the rest; the nodes retry
+                # (docs/cluster-trust.md, "Performance and quotas").
+                "ReservedConcurrentExecutions": 10,
                 "Environment": {
                     "Variables": {
                         "HOSTKEYCTL_FUNCTION": "enrolment",
                         "HOSTKEYCTL_ENROL_CLUSTER": {"Ref": "EnrolmentCluster"},
+                        "HOSTKEYCTL_ENROL_CLUSTER_KIND": {"Ref": "EnrolmentClusterKind"},
                         "HOSTKEYCTL_ENROL_CA_SECRET_ID": {"Ref": "EnrolmentCaSecretId"},
                         "HOSTKEYCTL_ENROL_TABLE": {"Ref": "EnrolmentTable"},
                         "HOSTKEYCTL_ENROL_VALIDITY_HOURS": {"Ref": "EnrolmentValidityHours"},

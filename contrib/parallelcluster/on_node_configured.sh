@@ -5,7 +5,7 @@
 #
 # It runs the same step as HyperPod's lifecycle (contrib/hyperpod/), told
 # that this is a login node: put that folder (install_hostkeyctl.sh, its
-# hostkeyctl.env, the two units of contrib/systemd/ and the binaries
+# hostkeyctl.env, the units of contrib/systemd/ and the binaries
 # hostkeyctl-x86_64 / hostkeyctl-aarch64) at s3://BUCKET/PREFIX, and give
 # that URI as the action's one argument:
 #
@@ -19,13 +19,33 @@
 #
 # The pool's role needs s3:GetObject and s3:ListBucket there (an
 # Iam.AdditionalIamPolicies entry, or S3Access) and the node policy of
-# iam/node.json. Exit: the step's (0 done or retried by the timer; 1
+# iam/node.json.
+#
+# With enrolment (HOSTKEYCTL_ENROL_FUNCTION in hostkeyctl.env, a signer of
+# HOSTKEYCTL_ENROL_CLUSTER_KIND=parallelcluster: docs/cluster-trust.md),
+# give the same action to the head node and to every Slurm queue, with the
+# node type as a second argument (controller or compute): they enrol.
+#   Scheduling:
+#     SlurmQueues:
+#       - CustomActions:
+#           OnNodeConfigured:
+#             Script: s3://BUCKET/PREFIX/on_node_configured.sh
+#             Args: [s3://BUCKET/PREFIX, compute]
+# Exit: the step's (0 done or retried by the timer; 1
 # provisioning must stop: the settings, the binary or its checksum are wrong).
 set -euo pipefail
 
 # On stderr: what ParallelCluster keeps of a failed custom action.
 log() { echo "[hostkeyctl custom action] $*" >&2; }
 step=${1:-}
+node_type=${2:-login}
+case "$node_type" in
+  login | controller | compute) ;;
+  *)
+    log "ERROR: the node type is '$node_type': give login, controller or compute as the action's second argument"
+    exit 1
+    ;;
+esac
 case "$step" in
   s3://?*) ;;
   *)
@@ -41,4 +61,4 @@ aws s3 cp --recursive --only-show-errors "${step%/}" "$dir/hostkeyctl" || {
   log "ERROR: cannot download $step: the pool's role needs s3:GetObject and s3:ListBucket on it"
   exit 1
 }
-bash "$dir/hostkeyctl/install_hostkeyctl.sh" login
+bash "$dir/hostkeyctl/install_hostkeyctl.sh" "$node_type"

@@ -29,6 +29,8 @@ pub mod imds;
 pub mod kms;
 #[cfg(feature = "admin")]
 pub mod lambda;
+#[cfg(feature = "admin")]
+pub mod pcluster;
 #[cfg(feature = "hyperpod")]
 pub mod sagemaker;
 pub mod secretsmanager;

@@ -10,16 +10,21 @@ use std::sync::Arc;
 use lambda_runtime::{LambdaEvent, service_fn};
 
 use hostkeyctl::aws::dynamodb::DynamoBindings;
+use hostkeyctl::aws::pcluster::ParallelClusterNodes;
 use hostkeyctl::aws::sagemaker::HyperPodNodes;
 use hostkeyctl::certificate::{CaKey, Principal};
 use hostkeyctl::enrolment::identity::IidKeys;
 use hostkeyctl::enrolment::proof::EnrolRequest;
-use hostkeyctl::enrolment::{Policy, enrol};
+use hostkeyctl::enrolment::{ClusterNodes, Member, Policy, enrol};
 use hostkeyctl::ids::SecretId;
 use hostkeyctl::store::SecretStore;
 
-/// The HyperPod cluster (name or ARN) whose nodes enrol.
+/// The cluster whose nodes enrol: a HyperPod cluster's name or ARN, or a
+/// ParallelCluster cluster's name.
 pub const CLUSTER_VAR: &str = "HOSTKEYCTL_ENROL_CLUSTER";
+/// What the cluster is: `hyperpod` (the default: DescribeClusterNode) or
+/// `parallelcluster` (DescribeInstances and the cluster's tag).
+pub const KIND_VAR: &str = "HOSTKEYCTL_ENROL_CLUSTER_KIND";
 /// The CA secret.
 pub const CA_VAR: &str = "HOSTKEYCTL_ENROL_CA_SECRET_ID";
 /// The bindings' DynamoDB table.
@@ -46,9 +51,32 @@ struct Event {
     ca: bool,
 }
 
+/// Where membership comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    HyperPod,
+    ParallelCluster,
+}
+
+/// The cluster's nodes, of either kind.
+enum Nodes {
+    HyperPod(HyperPodNodes),
+    ParallelCluster(ParallelClusterNodes),
+}
+
+impl ClusterNodes for Nodes {
+    async fn member(&self, instance_id: &str) -> Result<Option<Member>, hostkeyctl::aws_error::AwsError> {
+        match self {
+            Nodes::HyperPod(n) => n.member(instance_id).await,
+            Nodes::ParallelCluster(n) => n.member(instance_id).await,
+        }
+    }
+}
+
 /// The signer's settings, read once when the function starts.
 struct Settings {
     cluster: String,
+    kind: Kind,
     ca: SecretId,
     table: String,
     validity_hours: u64,
@@ -89,8 +117,19 @@ fn settings(var: impl Fn(&str) -> Option<String>) -> Result<Settings, String> {
         keys.add(region.trim(), spki)
             .map_err(|e| format!("{IID_KEYS_VAR}: {e}"))?;
     }
+    let kind = match var(KIND_VAR).as_deref().map(str::trim) {
+        None | Some("" | "hyperpod") => Kind::HyperPod,
+        Some("parallelcluster") => Kind::ParallelCluster,
+        Some(other) => {
+            return Err(format!(
+                "{KIND_VAR} is {}: it is hyperpod or parallelcluster",
+                hostkeyctl::escape::escape(other)
+            ));
+        }
+    };
     Ok(Settings {
         cluster: need(CLUSTER_VAR)?,
+        kind,
         ca: SecretId::parse(&need(CA_VAR)?).map_err(|e| format!("{CA_VAR}: {e}"))?,
         table: need(TABLE_VAR)?,
         validity_hours,
@@ -128,7 +167,10 @@ pub fn main(
         Ok(s) => s,
         Err(message) => return usage(message),
     };
-    let cluster = HyperPodNodes::new(&config, &settings.cluster);
+    let cluster = match settings.kind {
+        Kind::HyperPod => Nodes::HyperPod(HyperPodNodes::new(&config, &settings.cluster)),
+        Kind::ParallelCluster => Nodes::ParallelCluster(ParallelClusterNodes::new(&config, &settings.cluster)),
+    };
     let bindings = DynamoBindings::new(&config, &settings.table);
     let shared = Arc::new((settings, region, ca, cluster, bindings));
     let handler = service_fn(move |event: LambdaEvent<serde_json::Value>| {
@@ -153,7 +195,7 @@ async fn answer(
     settings: &Settings,
     region: &str,
     ca: &CaKey,
-    cluster: &HyperPodNodes,
+    cluster: &Nodes,
     bindings: &DynamoBindings,
     event: LambdaEvent<serde_json::Value>,
 ) -> Result<serde_json::Value, String> {
@@ -200,7 +242,9 @@ async fn answer(
 
 #[cfg(test)]
 mod tests {
-    use super::{CA_VAR, CLUSTER_VAR, FIRST_WITHIN_VAR, IID_KEYS_VAR, TABLE_VAR, VALIDITY_VAR, settings};
+    use super::{
+        CA_VAR, CLUSTER_VAR, FIRST_WITHIN_VAR, IID_KEYS_VAR, KIND_VAR, Kind, TABLE_VAR, VALIDITY_VAR, settings,
+    };
 
     #[test]
     fn the_signer_is_configured_whole_or_not_at_all() {
@@ -226,6 +270,13 @@ mod tests {
         window.push((FIRST_WITHIN_VAR, "720"));
         assert_eq!(with(&window).ok().unwrap().first_within_hours, 720);
         assert_eq!(with(&base).ok().unwrap().first_within_hours, 1);
+        assert_eq!(with(&base).ok().unwrap().kind, Kind::HyperPod);
+        let mut kind = base.to_vec();
+        kind.push((KIND_VAR, "parallelcluster"));
+        assert_eq!(with(&kind).ok().unwrap().kind, Kind::ParallelCluster);
+        kind.pop();
+        kind.push((KIND_VAR, "slurm"));
+        assert!(with(&kind).err().unwrap().contains("hyperpod or parallelcluster"));
         let mut bad = base.to_vec();
         bad.push((IID_KEYS_VAR, "us-east-1"));
         assert!(with(&bad).err().unwrap().contains("REGION=SPKI"));

@@ -25,6 +25,9 @@ with ``X-aws-ec2-metadata-token-ttl-seconds``, then each ``GET`` with
 ``X-aws-ec2-metadata-token``; 401 without a token), serving
 ``/latest/meta-data/instance-id`` and the two identity paths. Whether
 HyperPod's IMDS serves the document is not confirmed; on EC2 it does.
+``POST /_bed/ec2/imds`` (``instance_id``) does the same for an EC2
+instance (a ParallelCluster node): its document from moto's instance
+(its private address, its launch time as ``pendingTime``).
 
 The bed's nodes are its sshd nodes, so both go through the control API:
 ``POST /_bed/hyperpod/status`` (``cluster``, ``instance_id``, ``status``)
@@ -69,16 +72,35 @@ class ClusterPlane:
         self.control_hooks["/_bed/hyperpod/iid"] = self._hyperpod_iid  # type: ignore[attr-defined]
         self.control_hooks["/_bed/iid-key"] = self._iid_key  # type: ignore[attr-defined]
         self.control_hooks["/_bed/hyperpod/imds"] = self._hyperpod_imds  # type: ignore[attr-defined]
+        self.control_hooks["/_bed/ec2/imds"] = self._ec2_imds  # type: ignore[attr-defined]
         self.iid_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.started = time.time()
 
     def _hyperpod_imds(self, request: JsonObject) -> JsonObject:
-        identity = self._hyperpod_iid(request)
         node = _cluster(self.region, str(request["cluster"])).nodes[str(request["instance_id"])]
+        return self._imds(self._hyperpod_iid(request), str(node.instance_id))
+
+    def _ec2_imds(self, request: JsonObject) -> JsonObject:
+        from moto.ec2.models import ec2_backends
+
+        from . import ACCOUNT
+
+        instance = ec2_backends[ACCOUNT][self.region].get_instance(str(request["instance_id"]))
+        # moto keeps launch_time as ISO 8601, with a "T" or a blank.
+        launched = time.strptime(str(instance.launch_time)[:19].replace("T", " "), "%Y-%m-%d %H:%M:%S")
+        return self._imds(
+            self._signed(
+                instance.id, time.strftime("%Y-%m-%dT%H:%M:%SZ", launched), str(instance.private_ip_address or "")
+            ),
+            instance.id,
+        )
+
+    def _imds(self, identity: JsonObject, instance_id: str) -> JsonObject:
+        """An IMDSv2 of its own, serving `identity` and `instance_id`."""
         paths = {
             "/latest/dynamic/instance-identity/document": str(identity["document"]),
             "/latest/dynamic/instance-identity/signature": str(identity["signature"]),
-            "/latest/meta-data/instance-id": str(node.instance_id),
+            "/latest/meta-data/instance-id": instance_id,
         }
         tokens: set[str] = set()
 
@@ -124,20 +146,24 @@ class ClusterPlane:
         return {"region": self.region, "spki": base64.b64encode(spki).decode()}
 
     def _hyperpod_iid(self, request: JsonObject) -> JsonObject:
-        from . import ACCOUNT
-
         node = _cluster(self.region, str(request["cluster"])).nodes[str(request["instance_id"])]
         pending = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(getattr(node, "bed_pending", self.started)))
+        return self._signed(str(node.instance_id), pending, getattr(node, "bed_ip", ""))
+
+    def _signed(self, instance_id: str, pending: str, private_ip: str) -> JsonObject:
+        """The identity document of an instance, and its signature."""
+        from . import ACCOUNT
+
         document = json.dumps(
             {
                 "accountId": ACCOUNT,
                 "architecture": "x86_64",
                 "availabilityZone": f"{self.region}a",
                 "imageId": "ami-0123456789abcdef0",
-                "instanceId": node.instance_id,
+                "instanceId": instance_id,
                 "instanceType": "ml.m5.xlarge",
                 "pendingTime": pending,
-                "privateIp": getattr(node, "bed_ip", ""),
+                "privateIp": private_ip,
                 "region": self.region,
                 "version": "2017-09-30",
             },

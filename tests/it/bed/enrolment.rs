@@ -49,7 +49,7 @@ fn a_binding_is_written_only_over_what_was_read() {
 }
 
 /// The bindings table, as the bed (CloudFormation will make it).
-fn create_table(runtime: &tokio::runtime::Runtime, config: &aws_config::SdkConfig, name: &str) {
+pub(crate) fn create_table(runtime: &tokio::runtime::Runtime, config: &aws_config::SdkConfig, name: &str) {
     use aws_sdk_dynamodb::types::{AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType};
     runtime.block_on(async {
         aws_sdk_dynamodb::Client::new(config)
@@ -76,9 +76,10 @@ fn create_table(runtime: &tokio::runtime::Runtime, config: &aws_config::SdkConfi
     });
 }
 
-/// The signer function (`HOSTKEYCTL_FUNCTION=enrolment`), signing as
-/// iam/enrolment.json, trusting the bed's identity key. Its ARN.
-fn deploy_signer(bed: &TestBed) -> String {
+/// The signer function (`HOSTKEYCTL_FUNCTION=enrolment`) of the `kind`
+/// cluster `cluster`, signing as iam/enrolment.json, trusting the bed's
+/// identity key. Its ARN.
+pub(crate) fn deploy_signer(bed: &TestBed, kind: &str, cluster: &str) -> String {
     let (dir, bootstrap) = crate::bed::scheduled::function_task(bed, "signer-task");
     let key = bed.control("POST", "/_bed/iid-key", &serde_json::json!({}));
     let mut env: serde_json::Map<String, serde_json::Value> = bed
@@ -89,7 +90,8 @@ fn deploy_signer(bed: &TestBed) -> String {
     env.insert("HOME".to_owned(), serde_json::json!(dir.display().to_string()));
     let variables = serde_json::json!({
         "HOSTKEYCTL_FUNCTION": "enrolment",
-        "HOSTKEYCTL_ENROL_CLUSTER": bed.state.hyperpod.as_ref().unwrap().cluster,
+        "HOSTKEYCTL_ENROL_CLUSTER": cluster,
+        "HOSTKEYCTL_ENROL_CLUSTER_KIND": kind,
         "HOSTKEYCTL_ENROL_CA_SECRET_ID": "hostkeyctl-ca/hp",
         "HOSTKEYCTL_ENROL_TABLE": "hostkeyctl-enrolment",
         "HOSTKEYCTL_ENROL_IID_KEYS": format!("{}={}", key["region"].as_str().unwrap(), key["spki"].as_str().unwrap()),
@@ -260,7 +262,8 @@ pub(crate) fn cluster_bed(
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let config = runtime.block_on(bed.sdk_config(1));
     create_table(&runtime, &config, "hostkeyctl-enrolment");
-    let arn = deploy_signer(&bed);
+    let cluster = bed.state.hyperpod.as_ref().unwrap().cluster.clone();
+    let arn = deploy_signer(&bed, "hyperpod", &cluster);
     (bed, runtime, arn)
 }
 
@@ -275,9 +278,8 @@ pub(crate) fn dns_of(address: &str) -> String {
     format!("ip-{}.ec2.internal", address.replace('.', "-"))
 }
 
-/// `hostkeyctl enroll` (the node build, as the node role) run on `node`
-/// as instance `instance`: its environment, its IMDS, its own /etc/ssh as
-/// both sshd's and the client's directory.
+/// `hostkeyctl enroll` run on `node` as HyperPod's instance `instance`
+/// ([`enroll_with`] that instance's IMDS).
 pub(crate) fn enroll_as(bed: &TestBed, node: &Node, arn: &str, instance: &str) -> Run {
     let hyperpod = bed.state.hyperpod.as_ref().unwrap();
     let imds = bed.control(
@@ -285,10 +287,14 @@ pub(crate) fn enroll_as(bed: &TestBed, node: &Node, arn: &str, instance: &str) -
         "/_bed/hyperpod/imds",
         &serde_json::json!({"cluster": hyperpod.cluster, "instance_id": instance}),
     );
-    let env = [(
-        "AWS_EC2_METADATA_SERVICE_ENDPOINT".to_owned(),
-        imds["endpoint"].as_str().unwrap().to_owned(),
-    )];
+    enroll_with(bed, node, arn, imds["endpoint"].as_str().unwrap())
+}
+
+/// `hostkeyctl enroll` (the node build, as the node role) run on `node`
+/// with the IMDS at `imds`: its environment, its own /etc/ssh as both
+/// sshd's and the client's directory.
+pub(crate) fn enroll_with(bed: &TestBed, node: &Node, arn: &str, imds: &str) -> Run {
+    let env = [("AWS_EC2_METADATA_SERVICE_ENDPOINT".to_owned(), imds.to_owned())];
     let dir = node.ssh_dir.display().to_string();
     bed.node_run(
         node,

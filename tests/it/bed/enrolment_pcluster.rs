@@ -1,0 +1,72 @@
+//! Enrolment on ParallelCluster: the signer, configured with
+//! `HOSTKEYCTL_ENROL_CLUSTER_KIND=parallelcluster`, knows a node by EC2's
+//! `DescribeInstances` and the `parallelcluster:cluster-name` tag that
+//! ParallelCluster 3 puts on every instance it launches. The bed's nodes
+//! carry ParallelCluster's tags alone; an instance of another cluster is
+//! refused with nothing signed (docs/cluster-trust.md).
+
+use crate::bed::enrolment::{client_config, create_table, deploy_signer, enroll_with, login, names_of};
+use crate::common::bed::{BedOptions, TestBed};
+
+/// The EC2 instance's own IMDS endpoint.
+fn imds(bed: &TestBed, instance_id: &str) -> String {
+    let answer = bed.control(
+        "POST",
+        "/_bed/ec2/imds",
+        &serde_json::json!({ "instance_id": instance_id }),
+    );
+    answer["endpoint"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn parallelcluster_nodes_enrol_by_their_tag_and_another_clusters_instance_is_refused() {
+    let bed = TestBed::start(BedOptions {
+        nodes: 3,
+        parallelcluster_tags: true,
+        ..BedOptions::default()
+    });
+    bed.cli("ca init")
+        .args(&["--ca-secret-id", "hostkeyctl-ca/hp", "--kms"])
+        .run()
+        .ok();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let config = runtime.block_on(bed.sdk_config(1));
+    create_table(&runtime, &config, "hostkeyctl-enrolment");
+    let cluster = bed.state.hyperpod.as_ref().unwrap().cluster.clone();
+    let arn = deploy_signer(&bed, "parallelcluster", &cluster);
+    for node in &bed.state.nodes {
+        let run = enroll_with(&bed, node, &arn, &imds(&bed, &node.instance_id));
+        assert_eq!(run.code, 0, "{}: {}", node.name, run.stderr);
+    }
+    let mut failed = Vec::new();
+    for from in &bed.state.nodes {
+        let config = client_config(&bed, from);
+        for to in bed.state.nodes.iter().filter(|n| n.address != from.address) {
+            for target in names_of(&to.address) {
+                let out = login(bed.state.client_key.as_path(), &config, &target);
+                let said = String::from_utf8_lossy(&out.stderr).into_owned();
+                if !out.status.success() || said.contains("WARNING") {
+                    failed.push(format!("{} -> {target}: {said}", from.name));
+                }
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{failed:#?}");
+
+    // Another cluster's instance, with a node's keys: refused, nothing signed.
+    let other = bed
+        .state
+        .noise
+        .iter()
+        .find(|n| n.kind.contains("'other'"))
+        .unwrap()
+        .instance_id
+        .clone();
+    let signed = bed.counts().get("kms:Sign").copied().unwrap_or(0);
+    let run = enroll_with(&bed, &bed.state.nodes[0], &arn, &imds(&bed, &other));
+    assert_eq!(run.code, 4, "{}", run.stderr);
+    assert!(run.stderr.contains("is no node of this cluster"), "{}", run.stderr);
+    assert_eq!(bed.counts().get("kms:Sign").copied().unwrap_or(0), signed);
+    let usage = bed.iam_usage();
+    assert!(usage["denied"].get("hostkeyctl-enrolment").is_none(), "{usage}");
+}
