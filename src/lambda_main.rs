@@ -64,7 +64,7 @@ const RUNTIME_VARS: [&str; 4] = [
 pub fn runtime_env_problem(get: impl Fn(&str) -> Option<String>) -> Option<String> {
     if let Some(missing) = RUNTIME_VARS.iter().find(|v| get(v).is_none()) {
         return Some(format!(
-            "{missing} is not set: `bootstrap` is the rotation function for the Lambda runtime; run `hostkeyctl` for the command line"
+            "{missing} is not set: `bootstrap` is the rotation, admission or enrolment function for the Lambda runtime; run `hostkeyctl` for the command line"
         ));
     }
     let memory = get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE").unwrap_or_default();

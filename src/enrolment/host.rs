@@ -41,6 +41,16 @@ pub struct Report {
     pub trusted: Vec<String>,
 }
 
+/// A host pattern as known_hosts and ssh_config take it, and nothing that
+/// could end its line or field there: `*.ec2.internal`, `ip-10-1-*`,
+/// `10.1.*`.
+pub fn is_pattern(p: &str) -> bool {
+    !p.is_empty()
+        && p.len() <= 253
+        && p.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':' | '*' | '?'))
+}
+
 /// True when `hostkeyctl install` manages the host keys sshd serves (its
 /// drop-in, or its block in the main config).
 pub fn serves_the_set(sshd_config: &Path) -> bool {
@@ -71,6 +81,12 @@ pub async fn enroll(
             "no --trust pattern: name the cluster's nodes (`--trust 'ip-10-1-*,10.1.*'`), so its ssh checks them against the CA".to_owned(),
         ));
     }
+    if let Some(bad) = setup.trust.iter().find(|p| !is_pattern(p)) {
+        return Err(NodeError::Usage(format!(
+            "--trust {} is not a host pattern: letters, digits, '.', '-', '_', ':' and the wildcards '*' and '?' only (known_hosts and ssh_config take no CIDR)",
+            crate::escape::escape(bad)
+        )));
+    }
     let (enrolled, ca_line, reload) = if serves_the_set(sshd.config()) {
         let ca_line = signer.ca().await.map_err(NodeError::Signer)?;
         (None, ca_line, None)
@@ -92,4 +108,19 @@ pub async fn enroll(
         reload,
         trusted: setup.trust.to_vec(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_pattern;
+
+    #[test]
+    fn only_host_patterns_reach_known_hosts_and_ssh_config() {
+        for good in ["*.ec2.internal", "ip-10-1-*", "10.1.*", "node-?", "fe80::1"] {
+            assert!(is_pattern(good), "{good}");
+        }
+        for bad in ["", "10.1.0.0/16", "a b", "a,b", "a\nHost *", "!bad", "x\"", "a#b"] {
+            assert!(!is_pattern(bad), "{bad:?}");
+        }
+    }
 }
