@@ -63,8 +63,10 @@ impl crate::enrolment::node::Signer for LambdaSigner {
         serde_json::from_slice(&body).map_err(|e| format!("the signer's answer is not one: {e}"))
     }
 
-    async fn ca(&self) -> Result<String, String> {
-        let body = self.invoke(serde_json::json!({ "ca": true })).await?;
+    async fn ca(&self, request: &crate::enrolment::proof::EnrolRequest) -> Result<String, String> {
+        let body = self
+            .invoke(serde_json::json!({ "ca": true, "request": request }))
+            .await?;
         let answer: serde_json::Value =
             serde_json::from_slice(&body).map_err(|e| format!("the signer's answer is not one: {e}"))?;
         answer

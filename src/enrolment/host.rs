@@ -4,14 +4,15 @@
 //!
 //! A login node whose keys `hostkeyctl install` manages serves the
 //! canonical set, which rotates and may carry the set's own certificates
-//! (sshd holds one certificate per key): its keys are not enrolled, and
-//! it gets the client trust alone, so its users reach the cluster's nodes
-//! strictly (docs/cluster-trust.md, "Login nodes").
+//! (sshd holds one certificate per key): its keys are not certified. It
+//! claims its instance (so nobody else enrols it) and gets the client
+//! trust alone, so its users reach the cluster's nodes strictly
+//! (docs/cluster-trust.md, "Login nodes").
 
 use std::path::{Path, PathBuf};
 
 use super::configure::{configure_client, configure_sshd};
-use super::node::{Imds, NodeError, Signer, Written, enrol_node};
+use super::node::{Imds, NodeError, Signer, Written, claim_node, enrol_node};
 use crate::certificate::Principal;
 use crate::install::sshd::{ReloadMethod, SshdControl};
 
@@ -88,7 +89,7 @@ pub async fn enroll(
         )));
     }
     let (enrolled, ca_line, reload) = if serves_the_set(sshd.config()) {
-        let ca_line = signer.ca().await.map_err(NodeError::Signer)?;
+        let ca_line = claim_node(setup.ssh_dir, imds, signer, now_ms).await?;
         (None, ca_line, None)
     } else {
         let written = enrol_node(setup.ssh_dir, setup.asked, imds, signer, now_ms).await?;

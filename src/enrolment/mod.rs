@@ -342,5 +342,49 @@ pub async fn enrol(
     })
 }
 
+/// A login node's claim (`{"ca": true}` with its request): proven as an
+/// enrolment is, it binds an unbound instance to the keys it serves (the
+/// set's) and signs nothing. Its instance then enrols no other keys: a
+/// user who can read the login node's IMDS cannot get certificates for
+/// its names. A bound instance's claim is accepted as it is: the set
+/// rotates, and a claim certifies nothing. Returns the instance.
+pub async fn claim(
+    request: &EnrolRequest,
+    cluster: &impl ClusterNodes,
+    bindings: &impl Bindings,
+    policy: &Policy,
+    now: i64,
+) -> Result<String, EnrolError> {
+    let Proven { keys, identity, .. } = prove(request, &[], cluster, policy, now).await?;
+    let instance = identity.instance_id.clone();
+    if bindings.get(&instance).await.map_err(EnrolError::Bindings)?.is_some() {
+        return Ok(instance);
+    }
+    if now - identity.pending_time > policy.first_within {
+        return Err(EnrolError::LateFirst {
+            instance,
+            age: now - identity.pending_time,
+            limit: policy.first_within,
+        });
+    }
+    let mut fingerprints: Vec<String> = keys
+        .iter()
+        .map(|k| k.fingerprint(HashAlg::Sha256).to_string())
+        .collect();
+    fingerprints.sort();
+    let binding = Binding {
+        fingerprints,
+        last_issued_at_ms: request.issued_at_ms,
+    };
+    if !bindings
+        .put(&instance, &binding, None)
+        .await
+        .map_err(EnrolError::Bindings)?
+    {
+        return Err(EnrolError::Raced(instance));
+    }
+    Ok(instance)
+}
+
 #[cfg(test)]
 mod tests;

@@ -31,8 +31,9 @@ pub trait Signer: Sync {
     /// Sends the request; the signer's answer or its refusal.
     fn enrol(&self, request: &EnrolRequest, asked: &[Principal])
     -> impl Future<Output = Result<Answer, String>> + Send;
-    /// The CA's public line (a login node takes the trust alone).
-    fn ca(&self) -> impl Future<Output = Result<String, String>> + Send;
+    /// The CA's public line, for a login node that takes the trust alone;
+    /// `request` (its keys' proof) claims its instance.
+    fn ca(&self, request: &EnrolRequest) -> impl Future<Output = Result<String, String>> + Send;
 }
 
 /// What the signer answers.
@@ -162,6 +163,25 @@ fn match_certificates(
         return Err(bad(format!("the certificates come from {} CAs", cas.len())));
     }
     Ok((out, cas.remove(0)))
+}
+
+/// A login node's claim: its keys' proof over its identity document,
+/// sent for the CA's public line.
+pub async fn claim_node(
+    ssh_dir: &Path,
+    imds: &impl Imds,
+    signer: &impl Signer,
+    now_ms: i64,
+) -> Result<String, NodeError> {
+    let keys = own_keys(ssh_dir)?;
+    let (document, signature) = imds.identity().await.map_err(NodeError::Imds)?;
+    let private: Vec<PrivateKey> = keys.into_iter().map(|(_, k)| k).collect();
+    let req = request(&document, &signature, &private, now_ms, signer.audience()).map_err(|e| NodeError::Key {
+        path: ssh_dir.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    drop(private);
+    signer.ca(&req).await.map_err(NodeError::Signer)
 }
 
 /// Enrols the node whose keys are in `ssh_dir` at `now_ms` (Unix

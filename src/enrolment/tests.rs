@@ -348,7 +348,16 @@ impl super::node::Signer for InProcess<'_> {
             }),
         })
     }
-    async fn ca(&self) -> Result<String, String> {
+    async fn ca(&self, request: &EnrolRequest) -> Result<String, String> {
+        super::claim(
+            request,
+            self.cluster,
+            self.bound,
+            &self.aws.policy(),
+            request.issued_at_ms / 1000,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
         Ok(self.ca.public_line())
     }
 }
@@ -426,4 +435,26 @@ async fn a_node_writes_a_certificate_beside_each_key_and_nothing_from_a_wrong_an
         .map(|f| std::fs::read_to_string(f).unwrap())
         .collect();
     assert_eq!(before, after, "a certificate was replaced by a wrong answer");
+}
+
+#[tokio::test]
+async fn a_login_nodes_claim_binds_its_instance_and_signs_nothing() {
+    let aws = Aws::new();
+    let ca = CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
+    let cluster = Cluster(vec![compute_1()]);
+    let bound = Bound::default();
+    let policy = aws.policy();
+    let set = node_keys();
+    let claimed = super::claim(&ask(&aws, &compute_1(), &set, NOW), &cluster, &bound, &policy, NOW).await;
+    assert_eq!(claimed.unwrap(), compute_1().instance_id);
+    let after_claim = bound.0.lock().unwrap().clone();
+    assert_eq!(after_claim.len(), 1);
+    // Whoever else holds the document enrols nothing for its names.
+    let thief = ask(&aws, &compute_1(), &node_keys(), NOW + 1);
+    let said = refused(enrol(&thief, &[], &cluster, &bound, &ca, &policy, NOW + 1).await);
+    assert!(said.contains("enrolled other host keys"), "{said}");
+    // The set rotates: the node's next claim is accepted, the binding kept.
+    let rotated = ask(&aws, &compute_1(), &node_keys(), NOW + 2);
+    assert!(super::claim(&rotated, &cluster, &bound, &policy, NOW + 2).await.is_ok());
+    assert_eq!(*bound.0.lock().unwrap(), after_claim);
 }

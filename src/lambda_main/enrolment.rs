@@ -15,7 +15,7 @@ use hostkeyctl::aws::sagemaker::HyperPodNodes;
 use hostkeyctl::certificate::{CaKey, Principal};
 use hostkeyctl::enrolment::identity::IidKeys;
 use hostkeyctl::enrolment::proof::EnrolRequest;
-use hostkeyctl::enrolment::{ClusterNodes, Member, Policy, enrol};
+use hostkeyctl::enrolment::{ClusterNodes, Member, Policy, claim, enrol};
 use hostkeyctl::ids::SecretId;
 use hostkeyctl::store::SecretStore;
 
@@ -38,8 +38,8 @@ pub const FIRST_WITHIN_VAR: &str = "HOSTKEYCTL_ENROL_FIRST_WITHIN_HOURS";
 /// Identity keys beyond AWS's table: `REGION=SPKI_BASE64`, comma-separated.
 pub const IID_KEYS_VAR: &str = "HOSTKEYCTL_ENROL_IID_KEYS";
 
-/// What an invocation carries: a node's request, or `{"ca": true}` (a
-/// login node serving the set takes the CA's public key alone).
+/// What an invocation carries: a node's request, or with `"ca": true` a
+/// login node's claim (it serves the set: the CA's public key alone).
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Event {
@@ -201,10 +201,8 @@ async fn answer(
 ) -> Result<serde_json::Value, String> {
     let audience = event.context.invoked_function_arn.clone();
     let parsed: Event = serde_json::from_value(event.payload).map_err(|e| format!("not an enrolment request: {e}"))?;
-    let request = match (parsed.request, parsed.ca) {
-        (None, true) => return Ok(serde_json::json!({ "ca": ca.public_line() })),
-        (Some(request), false) => request,
-        _ => return Err("not an enrolment request: send a request, or ca: true alone".to_owned()),
+    let Some(request) = parsed.request else {
+        return Err("not an enrolment request: it has no request".to_owned());
     };
     let asked = parsed
         .asked
@@ -220,6 +218,16 @@ async fn answer(
         first_within: i64::try_from(settings.first_within_hours * 3_600).unwrap_or(i64::MAX),
     };
     let now = i64::try_from(hostkeyctl::certificate::now_unix()).unwrap_or(i64::MAX);
+    if parsed.ca {
+        if !asked.is_empty() {
+            return Err("a login node's claim asks for no names".to_owned());
+        }
+        let instance = claim(&request, cluster, bindings, &policy, now)
+            .await
+            .map_err(|e| e.to_string())?;
+        eprintln!("claimed {instance} (a login node: the CA alone)");
+        return Ok(serde_json::json!({ "ca": ca.public_line() }));
+    }
     let enrolled = enrol(&request, &asked, cluster, bindings, ca, &policy, now)
         .await
         .map_err(|e| e.to_string())?;

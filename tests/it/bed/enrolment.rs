@@ -381,12 +381,13 @@ fn strictness(config: &std::path::Path, target: &str) -> String {
 /// `rsa-sha2-512`; the key files unchanged. A client with enroll's trust
 /// alone logs in by every name, and a strict client without it is
 /// refused. A login node whose keys `hostkeyctl install` manages keeps
-/// the canonical set and its sshd untouched, and gains the trust alone:
+/// the canonical set and its sshd untouched, claims its instance (another
+/// key set with its identity document is refused), and gains the trust:
 /// its users reach the enrolled node strictly, through the `ssh_config`
 /// ParallelCluster writes (which turns checking off for every address).
 #[test]
 fn enroll_certifies_a_nodes_own_keys_and_a_login_node_gains_the_trust() {
-    let (bed, _runtime, arn) = cluster_bed(2, "", "rsa");
+    let (bed, runtime, arn) = cluster_bed(2, "", "rsa");
     let (node, login_node) = (&bed.state.nodes[0], &bed.state.nodes[1]);
     base_config(node);
     let keys_before = private_lines(&node.ssh_dir);
@@ -445,6 +446,14 @@ fn enroll_certifies_a_nodes_own_keys_and_a_login_node_gains_the_trust() {
     let after = keys_and_sshd(&login_node.ssh_dir);
     let drop_in = login_node.ssh_dir.join("sshd_config.d/50-hostkeyctl-enrolment.conf");
     assert!(!drop_in.exists(), "a login node's sshd got enrolment's drop-in");
+    // It claimed its instance: another key set with its document gets nothing.
+    let login_instance = instance_of(&bed, &login_node.address);
+    let forged = node_request(&bed, node, &login_instance, &arn, &[]);
+    let (failed, answer) = invoke(&bed, &runtime, &arn, &forged);
+    assert!(
+        failed && answer.to_string().contains("enrolled other host keys"),
+        "{answer}"
+    );
     assert_eq!(after, served, "the login node's keys or sshd changed");
     for target in names_of(&node.address) {
         assert_eq!(strictness(&from_login, &target), "true", "{target}");
