@@ -46,6 +46,7 @@ ROLES = {
     "rotation-lambda": "the scheduled rotation's Lambda function (what rotate does, from inside Lambda)",
     "admission": "admit: register and deregister the login target group's targets, public fingerprints only",
     "enrolment": "the enrolment signer's Lambda function: certificates for cluster nodes' own keys, through the KMS CA",
+    "cluster-node": "hostkeyctl enroll on controller and compute nodes: invoke the enrolment signer, nothing else",
 }
 
 

@@ -110,12 +110,20 @@ if [ ${#ignored[@]} -gt 0 ]; then
   log "ignoring ${ignored[*]} from the environment (sudo resets it at provisioning): set them in $HERE/hostkeyctl.env"
 fi
 
+# A misspelt setting (HOSTKEYCTL_ENROLL_FUNCTION) would be ignored in
+# silence: name every HOSTKEYCTL_ variable the step does not know.
+known=" HOSTKEYCTL_SECRET_ID HOSTKEYCTL_ENROL_FUNCTION HOSTKEYCTL_ENROL_TRUST HOSTKEYCTL_REGION HOSTKEYCTL_SHA256_X86_64 HOSTKEYCTL_SHA256_AARCH64 HOSTKEYCTL_BINARY_S3_URI HOSTKEYCTL_METRICS_DIR HOSTKEYCTL_REPORT_COMPLIANCE HOSTKEYCTL_FIND_RETRY_SECONDS HOSTKEYCTL_RETRY_SECONDS HOSTKEYCTL_SELF_IP HOSTKEYCTL_ROOT HOSTKEYCTL_RESOURCE_CONFIG HOSTKEYCTL_PROVISIONING_PARAMETERS "
+if [ -f "$HERE/hostkeyctl.env" ]; then
+  while read -r name; do
+    case "$known" in *" $name "*) ;; *) log "WARNING: $name in hostkeyctl.env is no setting of this step (a misspelling? the names are in its header)" ;; esac
+  done < <(sed -n 's/^[[:space:]]*\(export[[:space:]]\{1,\}\)\{0,1\}\(HOSTKEYCTL_[A-Za-z0-9_]*\)=.*/\2/p' "$HERE/hostkeyctl.env")
+fi
 enrol=${HOSTKEYCTL_ENROL_FUNCTION:-}
 if [ -n "$enrol" ]; then
   [[ "$enrol" =~ ^arn:aws[a-z-]*:lambda:[a-z0-9-]+:[0-9]{12}:function:[A-Za-z0-9_-]+$ ]] ||
     fail "HOSTKEYCTL_ENROL_FUNCTION '$enrol' is not a Lambda function ARN (the template's EnrolmentFunctionArn)"
-  [[ "${HOSTKEYCTL_ENROL_TRUST:-}" =~ ^[A-Za-z0-9.*?:_-]+(,[A-Za-z0-9.*?:_-]+)*$ ]] ||
-    fail "HOSTKEYCTL_ENROL_TRUST '${HOSTKEYCTL_ENROL_TRUST:-}' is not the cluster's host patterns, comma-separated (e.g. *.ec2.internal,ip-10-1-*,10.1.*)"
+  [[ "${HOSTKEYCTL_ENROL_TRUST:-}" =~ ^!?[A-Za-z0-9.*?:_-]+(,!?[A-Za-z0-9.*?:_-]+)*$ ]] ||
+    fail "HOSTKEYCTL_ENROL_TRUST '${HOSTKEYCTL_ENROL_TRUST:-}' is not the cluster's host patterns, comma-separated (e.g. ip-10-1-*.ec2.internal,ip-10-1-*,10.1.*; no CIDR)"
 fi
 node_type=${1:-}
 case "$node_type" in
@@ -437,6 +445,10 @@ fi
 # enroll leaves its keys and sshd alone and writes the client trust.
 args=(enroll --function "$enrol" --trust "$HOSTKEYCTL_ENROL_TRUST" --client-dir "$ROOT/etc/ssh")
 if [ -n "$region" ]; then args+=(--region "$region"); fi
+# A login node claims its instance and takes the trust alone, even when
+# its install has not succeeded yet (its own keys must get no certificate:
+# install would then refuse the node).
+if [ "$node_type" = login ]; then args+=(--login-node); fi
 rc=0
 for attempt in 1 2 3 4 5; do
   rc=0
@@ -463,6 +475,7 @@ done
   echo "HOSTKEYCTL_ENROL_FUNCTION=$enrol"
   echo "HOSTKEYCTL_ENROL_TRUST=$HOSTKEYCTL_ENROL_TRUST"
   if [ -n "$region" ]; then echo "AWS_REGION=$region"; fi
+  if [ "$node_type" = login ]; then echo "HOSTKEYCTL_ENROL_LOGIN_NODE=true"; fi
 } >"$scratch/enroll"
 put 0644 "$scratch/enroll" "$ROOT/etc/default/hostkeyctl-enroll"
 for unit in hostkeyctl-enroll.service hostkeyctl-enroll.timer; do

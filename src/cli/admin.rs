@@ -511,7 +511,7 @@ pub struct SessionsArgs {
     pub step: crate::sessions::StepUri,
     /// Tell the step the node type instead of letting it find the type in
     /// each node's configs, as it does at node creation (the default: a
-    /// group named by mistake then installs nothing on compute nodes).
+    /// group named by mistake then installs no key set on compute nodes).
     #[arg(long, value_enum, value_name = "TYPE")]
     pub node_type: Option<crate::sessions::NodeType>,
 }

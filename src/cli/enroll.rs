@@ -37,4 +37,9 @@ pub struct EnrollArgs {
     /// StrictHostKeyChecking yes.
     #[arg(long = "trust", value_name = "PATTERN", value_delimiter = ',')]
     pub trust: Vec<String>,
+    /// This is a login node: it serves (or will serve, once `install` has
+    /// run) the canonical set, so its keys get no certificate; it claims
+    /// its instance and takes the trust alone.
+    #[arg(long, env = "HOSTKEYCTL_ENROL_LOGIN_NODE")]
+    pub login_node: bool,
 }

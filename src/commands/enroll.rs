@@ -32,6 +32,7 @@ pub async fn run(args: &EnrollArgs, global: &GlobalArgs, output: OutputFormat) -
         asked: &args.principals,
         client_dir: &args.client_dir,
         trust: &args.trust,
+        login: args.login_node,
     };
     let signer = LambdaSigner::new(&config, &args.function);
     let report = enroll(&setup, &InstanceMetadata::default(), &signer, &sshd, &method, now_ms)
@@ -40,7 +41,9 @@ pub async fn run(args: &EnrollArgs, global: &GlobalArgs, output: OutputFormat) -
             let status = match e {
                 NodeError::Usage(_) | NodeError::NoKeys(_) => Status::Usage,
                 NodeError::Imds(_) | NodeError::Signer(_) => Status::Aws,
-                NodeError::Key { .. } | NodeError::Answer(_) | NodeError::Write { .. } => Status::Incomplete,
+                NodeError::Key { .. } | NodeError::Answer(_) | NodeError::Write { .. } | NodeError::Sshd(_) => {
+                    Status::Incomplete
+                }
             };
             Failure::with_status(status, anyhow::anyhow!("{e}"))
         })?;

@@ -38,26 +38,59 @@ fn write(path: &Path, text: &str) -> Result<(), NodeError> {
     })
 }
 
-/// sshd serves `certificates`: the drop-in, `sshd -t`, the reload. On a
-/// failed test the previous drop-in (or none) is put back and sshd is not
-/// reloaded.
+/// The drop-in's directory, and whether the main config includes the
+/// drop-in by name: an `Include` of that directory whose pattern matches
+/// [`SSHD_DROP_IN`] as sshd's glob(3) does (a relative path is sshd's
+/// config directory's).
+fn sshd_reads_drop_in(sshd: &impl SshdControl) -> (PathBuf, bool) {
+    let base = sshd.config().parent().unwrap_or(Path::new("/"));
+    let dir = base.join("sshd_config.d");
+    let main = std::fs::read_to_string(sshd.config()).unwrap_or_default();
+    let included = main
+        .lines()
+        .map(str::trim)
+        .filter(|l| {
+            l.split_whitespace()
+                .next()
+                .is_some_and(|w| w.eq_ignore_ascii_case("include"))
+        })
+        .flat_map(|l| l.split_whitespace().skip(1))
+        .any(|arg| {
+            let path = base.join(arg);
+            path.parent() == Some(dir.as_path())
+                && path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|pattern| crate::install::sshd_config::include_matches(pattern, SSHD_DROP_IN))
+        });
+    (dir, included)
+}
+
+/// Before anything is asked of the signer: sshd will read enrolment's
+/// drop-in (OpenSSH 8.2 and later read `Include`; older ones cannot).
+pub fn preflight_sshd(sshd: &impl SshdControl) -> Result<(), NodeError> {
+    let (dir, included) = sshd_reads_drop_in(sshd);
+    if included {
+        return Ok(());
+    }
+    Err(NodeError::Sshd(format!(
+        "{} does not include {}/{SSHD_DROP_IN}: add `Include {}/*.conf` at its top (OpenSSH 8.2 or later), then enroll again; nothing was asked or written",
+        sshd.config().display(),
+        dir.display(),
+        dir.display()
+    )))
+}
+
+/// sshd serves `certificates`: the drop-in, `sshd -t`, the reload, then
+/// `sshd -T` must list them. On a failed test the previous drop-in (or
+/// none) is put back and sshd is not reloaded.
 pub fn configure_sshd(
     sshd: &impl SshdControl,
     method: &ReloadMethod,
     certificates: &[PathBuf],
 ) -> Result<String, NodeError> {
-    let dir = sshd.config().parent().unwrap_or(Path::new("/")).join("sshd_config.d");
-    let main = std::fs::read_to_string(sshd.config()).unwrap_or_default();
-    if !main.lines().any(|l| {
-        let l = l.trim();
-        l.to_ascii_lowercase().starts_with("include") && l.contains("sshd_config.d")
-    }) {
-        return Err(NodeError::Answer(format!(
-            "{} includes no sshd_config.d: add `Include {}/*.conf` at its top, then enroll again",
-            sshd.config().display(),
-            dir.display()
-        )));
-    }
+    preflight_sshd(sshd)?;
+    let (dir, _) = sshd_reads_drop_in(sshd);
     let path = dir.join(SSHD_DROP_IN);
     let before = std::fs::read_to_string(&path).ok();
     let mut text = String::from("# hostkeyctl enroll: this node's host certificates, signed for its own keys\n");
@@ -73,17 +106,36 @@ pub fn configure_sshd(
                 reason: e.to_string(),
             }),
         };
-        return Err(NodeError::Answer(format!(
-            "sshd -t refused the certificates ({e}); the drop-in was {}",
+        return Err(NodeError::Sshd(format!(
+            "sshd -t refused the certificates ({e}); the drop-in was {}, sshd was not reloaded; the certificates are written beside the keys",
             if restored.is_ok() { "put back" } else { "NOT put back" }
         )));
     }
-    sshd.reload(method)
-        .map_err(|e| NodeError::Answer(format!("sshd reload: {e}")))
+    let effective = sshd.effective().map_err(|e| NodeError::Sshd(format!("sshd -T: {e}")))?;
+    let missing: Vec<String> = certificates
+        .iter()
+        .map(|c| c.display().to_string())
+        .filter(|c| !effective.host_certificates.contains(c))
+        .collect();
+    if !missing.is_empty() {
+        return Err(NodeError::Sshd(format!(
+            "sshd -T does not list {} as hostcertificate: another setting wins over {}; sshd was not reloaded",
+            missing.join(", "),
+            path.display()
+        )));
+    }
+    sshd.reload(method).map_err(|e| {
+        NodeError::Sshd(format!(
+            "the reload failed ({e}); {} passed sshd -t and stays",
+            path.display()
+        ))
+    })
 }
 
-/// Replaces the marked block of `text` with `block` (appended when absent).
-fn with_block(text: &str, block: &str) -> String {
+/// Replaces the marked block of `text` with `block` (appended when
+/// absent). A block with no end is refused: everything after it would be
+/// lost.
+fn with_block(text: &str, block: &str) -> Result<String, String> {
     let mut out = String::new();
     let mut inside = false;
     for line in text.lines() {
@@ -96,8 +148,13 @@ fn with_block(text: &str, block: &str) -> String {
             out.push('\n');
         }
     }
+    if inside {
+        return Err(format!(
+            "it has \"{BEGIN}\" with no \"{END}\" after it: remove the broken block by hand"
+        ));
+    }
     out.push_str(&format!("{BEGIN}\n{block}{END}\n"));
-    out
+    Ok(out)
 }
 
 const TOP_BEGIN: &str =
@@ -110,7 +167,7 @@ const TOP_END: &str = "# END hostkeyctl enrolment";
 /// cookbook writes an `ssh_config` with no `Include` and a `Match exec`
 /// that turns checking off for every VPC address, and OpenSSH keeps the
 /// first value it reads: the drop-in must come before it.
-fn with_include(text: &str, drop_in: &Path) -> String {
+fn with_include(text: &str, drop_in: &Path) -> Result<String, String> {
     let mut rest = String::new();
     let mut inside = false;
     for line in text.lines() {
@@ -123,6 +180,11 @@ fn with_include(text: &str, drop_in: &Path) -> String {
             rest.push('\n');
         }
     }
+    if inside {
+        return Err(format!(
+            "it has \"{TOP_BEGIN}\" with no \"{TOP_END}\" after it: remove the broken block by hand"
+        ));
+    }
     let includes_first = rest
         .lines()
         .map(str::trim)
@@ -133,37 +195,47 @@ fn with_include(text: &str, drop_in: &Path) -> String {
         })
         .any(|l| l.to_ascii_lowercase().starts_with("include") && l.contains("ssh_config.d/*.conf"));
     if includes_first {
-        return rest;
+        return Ok(rest);
     }
-    format!("{TOP_BEGIN}\nInclude {}\n{TOP_END}\n{rest}", drop_in.display())
+    Ok(format!("{TOP_BEGIN}\nInclude {}\n{TOP_END}\n{rest}", drop_in.display()))
 }
 
 /// This node's client trusts `ca_line` for `patterns`, strictly: the
 /// `@cert-authority` block, the drop-in, and the drop-in read before
-/// anything in `ssh_config` that could turn checking off.
+/// anything in `ssh_config` that could turn checking off. The CA is
+/// written as its key alone (a comment could carry a line of its own);
+/// every file is worked out before any is written.
 pub fn configure_client(client_dir: &Path, ca_line: &str, patterns: &[String]) -> Result<(), NodeError> {
     if patterns.is_empty() {
         return Ok(());
     }
+    let ca = ssh_key::PublicKey::from_openssh(ca_line.trim())
+        .and_then(|k| ssh_key::PublicKey::from(k.key_data().clone()).to_openssh())
+        .map_err(|e| NodeError::Answer(format!("the CA is not a public key: {e}")))?;
     crate::fsutil::create_dir_all(client_dir, 0o755).map_err(|e| NodeError::Write {
         path: client_dir.to_path_buf(),
         reason: e.to_string(),
     })?;
+    let broken = |path: &Path, why: String| NodeError::Write {
+        path: path.to_path_buf(),
+        reason: why,
+    };
     let known = client_dir.join("ssh_known_hosts");
-    let text = std::fs::read_to_string(&known).unwrap_or_default();
-    write(
-        &known,
-        &with_block(
-            &text,
-            &format!("@cert-authority {} {}\n", patterns.join(","), ca_line.trim()),
-        ),
-    )?;
+    let known_text = with_block(
+        &std::fs::read_to_string(&known).unwrap_or_default(),
+        &format!("@cert-authority {} {ca}\n", patterns.join(",")),
+    )
+    .map_err(|why| broken(&known, why))?;
     let conf_dir = client_dir.join("ssh_config.d");
+    let drop_in = conf_dir.join(CLIENT_DROP_IN);
+    let main = client_dir.join("ssh_config");
+    let main_text = std::fs::read_to_string(&main).unwrap_or_default();
+    let updated = with_include(&main_text, &drop_in).map_err(|why| broken(&main, why))?;
+    write(&known, &known_text)?;
     crate::fsutil::create_dir_all(&conf_dir, 0o755).map_err(|e| NodeError::Write {
         path: conf_dir.clone(),
         reason: e.to_string(),
     })?;
-    let drop_in = conf_dir.join(CLIENT_DROP_IN);
     write(
         &drop_in,
         &format!(
@@ -172,10 +244,7 @@ pub fn configure_client(client_dir: &Path, ca_line: &str, patterns: &[String]) -
             known.display()
         ),
     )?;
-    let main = client_dir.join("ssh_config");
-    let text = std::fs::read_to_string(&main).unwrap_or_default();
-    let updated = with_include(&text, &drop_in);
-    if updated != text {
+    if updated != main_text {
         write(&main, &updated)?;
     }
     Ok(())
@@ -191,27 +260,36 @@ mod tests {
         let drop_in = Path::new("/etc/ssh/ssh_config.d/00-hostkeyctl-cluster.conf");
         // Debian and Ubuntu: the directory is included at the top already.
         let debian = "Include /etc/ssh/ssh_config.d/*.conf\n\nHost *\n    SendEnv LANG LC_*\n";
-        assert_eq!(with_include(debian, drop_in), debian);
+        assert_eq!(with_include(debian, drop_in).unwrap(), debian);
         // ParallelCluster's cookbook: no Include, a Match that turns checking off.
         let pcluster = "Host *\n  UseRoaming no\nMatch exec \"ssh_target_checker.sh %h\"\n  StrictHostKeyChecking no\n";
-        let once = with_include(pcluster, drop_in);
+        let once = with_include(pcluster, drop_in).unwrap();
         assert!(
             once.starts_with("# BEGIN hostkeyctl enrolment") && once.ends_with(pcluster),
             "{once}"
         );
         assert!(once.contains("\nInclude /etc/ssh/ssh_config.d/00-hostkeyctl-cluster.conf\n"));
-        assert_eq!(with_include(&once, drop_in), once, "a second enroll adds nothing");
+        assert_eq!(
+            with_include(&once, drop_in).unwrap(),
+            once,
+            "a second enroll adds nothing"
+        );
         // An Include below a Host line is read too late.
         let late = "Host *\n  StrictHostKeyChecking no\nInclude /etc/ssh/ssh_config.d/*.conf\n";
-        assert!(with_include(late, drop_in).starts_with("# BEGIN"));
+        assert!(with_include(late, drop_in).unwrap().starts_with("# BEGIN"));
+        // A block with no end: refused, nothing after it is lost.
+        let cut = once.replace("# END hostkeyctl enrolment\n", "");
+        assert!(with_include(&cut, drop_in).is_err());
     }
 
     #[test]
     fn the_block_is_replaced_and_every_other_line_kept() {
-        let once = with_block("node-a ssh-ed25519 AAAA\n", "@cert-authority x ssh-ed25519 CA1\n");
-        let twice = with_block(&once, "@cert-authority x ssh-ed25519 CA2\n");
+        let once = with_block("node-a ssh-ed25519 AAAA\n", "@cert-authority x ssh-ed25519 CA1\n").unwrap();
+        let twice = with_block(&once, "@cert-authority x ssh-ed25519 CA2\n").unwrap();
         assert!(twice.starts_with("node-a ssh-ed25519 AAAA\n"), "{twice}");
         assert!(twice.contains("CA2") && !twice.contains("CA1"), "{twice}");
         assert_eq!(twice.matches("BEGIN hostkeyctl").count(), 1);
+        let cut = twice.replace("# END hostkeyctl enrolment\n", "");
+        assert!(with_block(&format!("{cut}node-b ssh-ed25519 BBBB\n"), "x\n").is_err());
     }
 }

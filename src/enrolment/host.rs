@@ -27,6 +27,10 @@ pub struct Setup<'a> {
     pub client_dir: &'a Path,
     /// The cluster's host patterns.
     pub trust: &'a [String],
+    /// A login node (it serves, or will serve, the canonical set): it
+    /// claims its instance and takes the trust alone, even before
+    /// `install` has run.
+    pub login: bool,
 }
 
 /// What `enroll` did.
@@ -44,12 +48,17 @@ pub struct Report {
 
 /// A host pattern as known_hosts and ssh_config take it, and nothing that
 /// could end its line or field there: `*.ec2.internal`, `ip-10-1-*`,
-/// `10.1.*`.
+/// `10.1.*`, or one negated (`!10.1.17.*`: the login nodes left out).
+/// Wildcards alone (`*`) would make every host strict and trust the CA for
+/// all of them: refused.
 pub fn is_pattern(p: &str) -> bool {
-    !p.is_empty()
-        && p.len() <= 253
-        && p.chars()
+    let body = p.strip_prefix('!').unwrap_or(p);
+    !body.is_empty()
+        && body.len() <= 253
+        && body
+            .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':' | '*' | '?'))
+        && body.chars().any(|c| c.is_ascii_alphanumeric())
 }
 
 /// True when `hostkeyctl install` manages the host keys sshd serves (its
@@ -84,14 +93,15 @@ pub async fn enroll(
     }
     if let Some(bad) = setup.trust.iter().find(|p| !is_pattern(p)) {
         return Err(NodeError::Usage(format!(
-            "--trust {} is not a host pattern: letters, digits, '.', '-', '_', ':' and the wildcards '*' and '?' only (known_hosts and ssh_config take no CIDR)",
+            "--trust {} is not a host pattern: letters, digits, '.', '-', '_', ':' and the wildcards '*' and '?', at least one letter or digit, optionally after a leading '!' (known_hosts and ssh_config take no CIDR)",
             crate::escape::escape(bad)
         )));
     }
-    let (enrolled, ca_line, reload) = if serves_the_set(sshd.config()) {
+    let (enrolled, ca_line, reload) = if setup.login || serves_the_set(sshd.config()) {
         let ca_line = claim_node(setup.ssh_dir, imds, signer, now_ms).await?;
         (None, ca_line, None)
     } else {
+        super::configure::preflight_sshd(sshd)?;
         let written = enrol_node(setup.ssh_dir, setup.asked, imds, signer, now_ms).await?;
         let files: Vec<PathBuf> = written.files.clone();
         let reload = configure_sshd(sshd, method, &files)?;
@@ -117,10 +127,29 @@ mod tests {
 
     #[test]
     fn only_host_patterns_reach_known_hosts_and_ssh_config() {
-        for good in ["*.ec2.internal", "ip-10-1-*", "10.1.*", "node-?", "fe80::1"] {
+        for good in [
+            "*.ec2.internal",
+            "ip-10-1-*",
+            "10.1.*",
+            "node-?",
+            "fe80::1",
+            "!10.1.17.*",
+        ] {
             assert!(is_pattern(good), "{good}");
         }
-        for bad in ["", "10.1.0.0/16", "a b", "a,b", "a\nHost *", "!bad", "x\"", "a#b"] {
+        for bad in [
+            "",
+            "*",
+            "*.*",
+            "!",
+            "!!a",
+            "10.1.0.0/16",
+            "a b",
+            "a,b",
+            "a\nHost *",
+            "x\"",
+            "a#b",
+        ] {
             assert!(!is_pattern(bad), "{bad:?}");
         }
     }

@@ -231,7 +231,6 @@ async fn prove(
     policy: &Policy,
     now: i64,
 ) -> Result<Proven, EnrolError> {
-    let keys = proof::check(request)?;
     if request.audience != policy.audience {
         return Err(EnrolError::Audience(crate::escape::escape(&request.audience)));
     }
@@ -242,7 +241,9 @@ async fn prove(
             skew: policy.skew,
         });
     }
+    // AWS's signature first (one RSA verification), then the keys' proofs.
     let identity = identity::verify(&request.document, &request.signature, &policy.keys)?;
+    let keys = proof::check(request)?;
     let instance = identity.instance_id.clone();
     if identity.region != policy.region {
         return Err(EnrolError::Region {

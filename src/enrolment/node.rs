@@ -85,6 +85,9 @@ pub enum NodeError {
     /// The signer refused or could not be reached.
     #[error("the signer refused: {0}")]
     Signer(String),
+    /// sshd cannot serve the certificates.
+    #[error("sshd: {0}")]
+    Sshd(String),
     /// The answer is not what was asked.
     #[error("the signer's answer cannot be used: {0}; nothing was written")]
     Answer(String),
@@ -156,7 +159,11 @@ fn match_certificates(
         );
         let mut file = path.clone().into_os_string();
         file.push("-cert.pub");
-        out.push((PathBuf::from(file), format!("{}\n", line.trim())));
+        // Written as its own encoding, with no comment of the answer's.
+        let mut clean = cert.clone();
+        clean.set_comment("");
+        let text = clean.to_openssh().map_err(|e| bad(e.to_string()))?;
+        out.push((PathBuf::from(file), format!("{text}\n")));
     }
     cas.dedup();
     if cas.len() != 1 {

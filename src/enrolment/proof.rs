@@ -34,6 +34,9 @@ pub struct EnrolRequest {
     pub proofs: Vec<String>,
 }
 
+/// At most one key per managed algorithm (ed25519, ecdsa, rsa).
+pub const MAX_KEYS: usize = 3;
+
 /// Why a request's proof does not hold.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ProofError {
@@ -92,9 +95,12 @@ pub fn request(
 
 /// The host keys of `request`, each shown to have signed it.
 pub fn check(request: &EnrolRequest) -> Result<Vec<PublicKey>, ProofError> {
-    if request.host_keys.is_empty() || request.host_keys.len() != request.proofs.len() {
+    if request.host_keys.is_empty()
+        || request.host_keys.len() > MAX_KEYS
+        || request.host_keys.len() != request.proofs.len()
+    {
         return Err(ProofError::Malformed(format!(
-            "{} host keys and {} proofs",
+            "{} host keys and {} proofs (1 to {MAX_KEYS} keys, one proof each)",
             request.host_keys.len(),
             request.proofs.len()
         )));
@@ -116,7 +122,19 @@ pub fn check(request: &EnrolRequest) -> Result<Vec<PublicKey>, ProofError> {
                 .map_err(|_| ProofError::NotSigned(key.fingerprint(HashAlg::Sha256).to_string()))?;
             Ok(PublicKey::new(key.key_data().clone(), ""))
         })
-        .collect()
+        .collect::<Result<Vec<_>, _>>()
+        .and_then(|keys| {
+            let mut kinds: Vec<String> = keys.iter().map(|k| k.algorithm().as_str().to_owned()).collect();
+            kinds.sort();
+            kinds.dedup();
+            if kinds.len() == keys.len() {
+                Ok(keys)
+            } else {
+                Err(ProofError::Malformed(
+                    "two host keys of one type: a node enrols one key per type".to_owned(),
+                ))
+            }
+        })
 }
 
 #[cfg(test)]
@@ -161,5 +179,12 @@ mod tests {
         let mut short = req.clone();
         short.proofs.pop();
         assert!(matches!(check(&short), Err(ProofError::Malformed(_))));
+        // Two keys of one type, or more keys than types: refused.
+        let twice = [keys[0].clone(), own_keys()[0].clone()];
+        let doubled = request("{\"doc\":1}", "sig", &twice, 1_000, &req.audience).unwrap();
+        assert!(matches!(check(&doubled), Err(ProofError::Malformed(m)) if m.contains("one key per type")));
+        let many: Vec<_> = (0..4).map(|_| own_keys()[0].clone()).collect();
+        let many = request("{\"doc\":1}", "sig", &many, 1_000, &req.audience).unwrap();
+        assert!(matches!(check(&many), Err(ProofError::Malformed(m)) if m.contains("1 to 3 keys")));
     }
 }

@@ -72,7 +72,7 @@ EXAMPLE_GROUP = "autoScalingGroupName/my-cluster-login"
 # The roles of iam/<role>.json.
 # The services whose requests are JSON documents the checks read.
 JSON_BODIES = ("secretsmanager", "ssm", "sagemaker", "kms", "dynamodb")
-ROLES = ("admin", "rotation", "node", "auditor", "signer", "rotation-lambda", "admission", "enrolment")
+ROLES = ("admin", "rotation", "node", "auditor", "signer", "rotation-lambda", "admission", "enrolment", "cluster-node")
 # The bed's own calls (setting up load balancers, reading what a test
 # checks, tampering on purpose): allowed everything, never a role under test.
 BED_ROOT = "bed-root"

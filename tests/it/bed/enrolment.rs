@@ -290,11 +290,18 @@ pub(crate) fn enroll_as(bed: &TestBed, node: &Node, arn: &str, instance: &str) -
     enroll_with(bed, node, arn, imds["endpoint"].as_str().unwrap())
 }
 
-/// `hostkeyctl enroll` (the node build, as the node role) run on `node`
-/// with the IMDS at `imds`: its environment, its own /etc/ssh as both
-/// sshd's and the client's directory.
+/// `hostkeyctl enroll` (the node build, as the cluster-node role: the
+/// signer's Invoke alone) run on `node` with the IMDS at `imds`: its
+/// environment, its own /etc/ssh as both sshd's and the client's
+/// directory.
 pub(crate) fn enroll_with(bed: &TestBed, node: &Node, arn: &str, imds: &str) -> Run {
-    let env = [("AWS_EC2_METADATA_SERVICE_ENDPOINT".to_owned(), imds.to_owned())];
+    let mut env: Vec<(String, String)> = bed
+        .aws_env(Role::ClusterNode)
+        .into_iter()
+        .filter(|(k, _)| k.starts_with("AWS_ACCESS_KEY_ID") || k.starts_with("AWS_SECRET_ACCESS_KEY"))
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+    env.push(("AWS_EC2_METADATA_SERVICE_ENDPOINT".to_owned(), imds.to_owned()));
     let dir = node.ssh_dir.display().to_string();
     bed.node_run(
         node,

@@ -34,11 +34,16 @@ fn six_enrolled_nodes_reach_each_other_strictly_by_every_name() {
     replace_a_compute_node(&bed, &arn);
     // The shipped policies were enough: the signer and the nodes were never refused.
     let usage = bed.iam_usage();
-    for user in ["hostkeyctl-enrolment", "hostkeyctl-node"] {
+    for user in ["hostkeyctl-enrolment", "hostkeyctl-cluster-node"] {
         assert!(usage["denied"].get(user).is_none(), "{user} was refused: {usage}");
     }
     assert!(
         usage["allowed"]["hostkeyctl-enrolment"]["kms:Sign"].as_u64() >= Some(21),
+        "{usage}"
+    );
+    // The nodes enrolled with the signer's Invoke alone.
+    assert!(
+        usage["allowed"]["hostkeyctl-cluster-node"]["lambda:InvokeFunction"].as_u64() >= Some(7),
         "{usage}"
     );
 }

@@ -30,6 +30,8 @@ fn the_lifecycle_step_enrols_every_node_type() {
     let mut lifecycle = Lifecycle::new();
     lifecycle.set("HOSTKEYCTL_ENROL_FUNCTION", Some(&arn));
     lifecycle.set("HOSTKEYCTL_ENROL_TRUST", Some("*.ec2.internal,ip-127-*,127.*"));
+    // A misspelt setting is named, not ignored in silence.
+    lifecycle.set("HOSTKEYCTL_ENROLL_TRUST", Some("10.1.*"));
 
     let endpoint = imds(&bed, compute);
     let env = [("AWS_EC2_METADATA_SERVICE_ENDPOINT", endpoint.as_str())];
@@ -37,6 +39,10 @@ fn the_lifecycle_step_enrols_every_node_type() {
     assert_eq!(code, 0, "{log}");
     assert!(
         log.contains("compute node") && log.contains("[hostkeyctl lifecycle] enrolled"),
+        "{log}"
+    );
+    assert!(
+        log.contains("WARNING: HOSTKEYCTL_ENROLL_TRUST in hostkeyctl.env is no setting of this step"),
         "{log}"
     );
     for kind in ["ed25519", "ecdsa", "rsa"] {

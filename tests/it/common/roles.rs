@@ -23,6 +23,8 @@ pub enum Role {
     Admission,
     /// `iam/enrolment.json`: the enrolment signer function.
     Enrolment,
+    /// `iam/cluster-node.json`: `enroll` on controller and compute nodes.
+    ClusterNode,
     /// The bed itself (never a role under test).
     BedRoot,
 }
@@ -39,6 +41,7 @@ impl Role {
             Role::RotationLambda => "rotation-lambda",
             Role::Admission => "admission",
             Role::Enrolment => "enrolment",
+            Role::ClusterNode => "cluster-node",
             Role::BedRoot => "bed-root",
         }
     }
@@ -56,7 +59,8 @@ impl Role {
             "bootstrap" => Role::RotationLambda,
             "audit" => Role::Auditor,
             "admit" => Role::Admission,
-            "install" | "enroll" => Role::Node,
+            "install" => Role::Node,
+            "enroll" => Role::ClusterNode,
             // The signer's own name for the binary (HOSTKEYCTL_FUNCTION=enrolment).
             "enrolment" => Role::Enrolment,
             "sign" => Role::Signer,

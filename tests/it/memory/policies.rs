@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::common::roles::Role;
 
-const ROLES: [&str; 8] = [
+const ROLES: [&str; 9] = [
     "admin",
     "rotation",
     "node",
@@ -20,6 +20,7 @@ const ROLES: [&str; 8] = [
     "rotation-lambda",
     "admission",
     "enrolment",
+    "cluster-node",
 ];
 /// Actions AWS checks on the caller's behalf inside a call the code makes:
 /// RotateSecret needs `lambda:InvokeFunction` on the rotation function (its
@@ -136,6 +137,7 @@ fn docs_list_exactly_each_policys_actions_and_the_code_calls_exactly_what_is_gra
             "rotation-lambda" => Role::RotationLambda,
             "admission" => Role::Admission,
             "enrolment" => Role::Enrolment,
+            "cluster-node" => Role::ClusterNode,
             _ => Role::Signer,
         };
         for command in commands {
@@ -248,7 +250,7 @@ fn the_policies_scope_every_grant() {
 fn enrolment_or_lambda_is_scoped(role: &str, st: &Value, acts: &[String], resources: &[String]) {
     match acts[0].split(':').next().unwrap() {
         // A node reaches the enrolment signer, and nothing else of Lambda.
-        "lambda" if role == "node" => {
+        "lambda" if role == "node" || role == "cluster-node" => {
             assert_eq!(acts, ["lambda:InvokeFunction"], "{st}");
             assert_eq!(
                 resources,
@@ -385,6 +387,9 @@ fn the_ca_nodes_and_auditors_hold_only_their_grants() {
             .collect()
     };
     assert!(on_cas("node").is_empty() && on_cas("auditor").is_empty());
+    // Controller and compute nodes: the signer's Invoke, nothing else (no
+    // key set: a job there would read the login nodes' keys).
+    assert_eq!(actions("cluster-node"), ["lambda:InvokeFunction".to_owned()].into());
     assert_eq!(on_cas("signer"), ["secretsmanager:GetSecretValue".to_owned()].into());
     assert_eq!(on_cas("rotation"), ["secretsmanager:GetSecretValue".to_owned()].into());
     assert_eq!(
