@@ -4,7 +4,8 @@
 //! both win, and enrolments of different instances never contend.
 //!
 //! Item: `instance_id` (S, the key), `fingerprints` (L of S, sorted),
-//! `last_issued_at_ms` (N).
+//! `last_issued_at_ms` (N), `host_keys` (L of S), `revoked` (BOOL; an
+//! admin's `UpdateItem` sets it, and no enrolment writes over it).
 
 use std::collections::HashMap;
 
@@ -42,21 +43,34 @@ fn item(instance_id: &str, binding: &Binding) -> HashMap<String, AttributeValue>
             "last_issued_at_ms".to_owned(),
             AttributeValue::N(binding.last_issued_at_ms.to_string()),
         ),
+        (
+            "host_keys".to_owned(),
+            AttributeValue::L(binding.host_keys.iter().cloned().map(AttributeValue::S).collect()),
+        ),
+        ("revoked".to_owned(), AttributeValue::Bool(binding.revoked)),
     ])
 }
 
-fn binding(item: &HashMap<String, AttributeValue>) -> Result<Binding, String> {
-    let fingerprints = match item.get("fingerprints") {
+fn strings(item: &HashMap<String, AttributeValue>, name: &str) -> Result<Vec<String>, String> {
+    match item.get(name) {
         Some(AttributeValue::L(list)) => list
             .iter()
             .map(|v| {
                 v.as_s()
                     .cloned()
-                    .map_err(|_| "a fingerprint is not a string".to_owned())
+                    .map_err(|_| format!("an item of {name} is not a string"))
             })
-            .collect::<Result<Vec<_>, _>>()?,
-        _ => return Err("the item has no fingerprints list".to_owned()),
-    };
+            .collect(),
+        None => Ok(Vec::new()),
+        Some(_) => Err(format!("the item's {name} is not a list")),
+    }
+}
+
+fn binding(item: &HashMap<String, AttributeValue>) -> Result<Binding, String> {
+    if !item.contains_key("fingerprints") {
+        return Err("the item has no fingerprints list".to_owned());
+    }
+    let fingerprints = strings(item, "fingerprints")?;
     let last_issued_at_ms = item
         .get("last_issued_at_ms")
         .and_then(|v| v.as_n().ok())
@@ -65,6 +79,8 @@ fn binding(item: &HashMap<String, AttributeValue>) -> Result<Binding, String> {
     Ok(Binding {
         fingerprints,
         last_issued_at_ms,
+        host_keys: strings(item, "host_keys")?,
+        revoked: matches!(item.get("revoked"), Some(AttributeValue::Bool(true))),
     })
 }
 
@@ -98,8 +114,12 @@ impl Bindings for DynamoBindings {
             .set_item(Some(item(instance_id, new)));
         put = match previous {
             None => put.condition_expression("attribute_not_exists(instance_id)"),
+            // Not over a revocation made since the read.
             Some(p) => put
-                .condition_expression("last_issued_at_ms = :last AND fingerprints = :fingerprints")
+                .condition_expression(
+                    "last_issued_at_ms = :last AND fingerprints = :fingerprints AND (attribute_not_exists(revoked) OR revoked = :no)",
+                )
+                .expression_attribute_values(":no", AttributeValue::Bool(false))
                 .expression_attribute_values(":last", AttributeValue::N(p.last_issued_at_ms.to_string()))
                 .expression_attribute_values(
                     ":fingerprints",
@@ -115,6 +135,90 @@ impl Bindings for DynamoBindings {
                 Ok(false)
             }
             Err(e) => Err(AwsError::from_sdk(e, &call).to_string()),
+        }
+    }
+
+    async fn revoked_keys(&self) -> Result<Vec<String>, String> {
+        let items = self.scan(Some("revoked = :yes")).await.map_err(|e| e.to_string())?;
+        let mut out = Vec::new();
+        for item in &items {
+            out.extend(strings(item, "host_keys")?);
+        }
+        Ok(out)
+    }
+}
+
+impl DynamoBindings {
+    /// Every item (or those `filter` keeps), page by page.
+    async fn scan(&self, filter: Option<&str>) -> Result<Vec<HashMap<String, AttributeValue>>, AwsError> {
+        let call = Call::new("dynamodb:Scan", format!("table {}", self.table));
+        let mut items = Vec::new();
+        let mut start = None;
+        loop {
+            let mut scan = self
+                .client
+                .scan()
+                .table_name(&self.table)
+                .consistent_read(true)
+                .set_exclusive_start_key(start.take());
+            if let Some(f) = filter {
+                scan = scan
+                    .filter_expression(f)
+                    .expression_attribute_values(":yes", AttributeValue::Bool(true));
+            }
+            let out = scan.send().await.map_err(|e| AwsError::from_sdk(e, &call))?;
+            items.extend(out.items().iter().cloned());
+            match out.last_evaluated_key() {
+                Some(k) if !k.is_empty() => start = Some(k.clone()),
+                _ => return Ok(items),
+            }
+        }
+    }
+}
+
+impl crate::enrolment::admin::BindingsAdmin for DynamoBindings {
+    async fn list(&self) -> Result<Vec<(String, Binding)>, AwsError> {
+        let mut out = Vec::new();
+        for item in self.scan(None).await? {
+            let Some(AttributeValue::S(id)) = item.get("instance_id") else {
+                continue;
+            };
+            let parsed = binding(&item).map_err(|message| AwsError::Service {
+                action: "dynamodb:Scan",
+                resource: format!("table {}", self.table),
+                code: "BadItem".to_owned(),
+                message: format!("instance {id}: {message}"),
+            })?;
+            out.push((id.clone(), parsed));
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+
+    async fn revoke(&self, instance_id: &str) -> Result<bool, AwsError> {
+        let call = Call::new(
+            "dynamodb:UpdateItem",
+            format!("table {}, instance {instance_id}", self.table),
+        );
+        match self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("instance_id", AttributeValue::S(instance_id.to_owned()))
+            .update_expression("SET revoked = :yes")
+            .condition_expression("attribute_exists(instance_id)")
+            .expression_attribute_values(":yes", AttributeValue::Bool(true))
+            .send()
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(AwsError::from_sdk(e, &call)),
         }
     }
 }

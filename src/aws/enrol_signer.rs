@@ -63,16 +63,13 @@ impl crate::enrolment::node::Signer for LambdaSigner {
         serde_json::from_slice(&body).map_err(|e| format!("the signer's answer is not one: {e}"))
     }
 
-    async fn ca(&self, request: &crate::enrolment::proof::EnrolRequest) -> Result<String, String> {
+    async fn ca(
+        &self,
+        request: &crate::enrolment::proof::EnrolRequest,
+    ) -> Result<crate::enrolment::node::Trust, String> {
         let body = self
             .invoke(serde_json::json!({ "ca": true, "request": request }))
             .await?;
-        let answer: serde_json::Value =
-            serde_json::from_slice(&body).map_err(|e| format!("the signer's answer is not one: {e}"))?;
-        answer
-            .get("ca")
-            .and_then(serde_json::Value::as_str)
-            .map(str::to_owned)
-            .ok_or_else(|| "the signer's answer has no CA".to_owned())
+        serde_json::from_slice(&body).map_err(|e| format!("the signer's answer is not one: {e}"))
     }
 }

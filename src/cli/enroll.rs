@@ -43,3 +43,38 @@ pub struct EnrollArgs {
     #[arg(long, env = "HOSTKEYCTL_ENROL_LOGIN_NODE")]
     pub login_node: bool,
 }
+
+/// `hostkeyctl enrolment`: the admin's side of the bindings table.
+#[cfg(feature = "admin")]
+#[derive(Debug, clap::Subcommand)]
+pub enum EnrolmentCommand {
+    /// List every instance that enrolled: its key fingerprints, its last
+    /// enrolment, and whether it is revoked.
+    List(EnrolmentTableArgs),
+    /// Revoke instances: they enrol no more, and every node's trust lists
+    /// their keys as @revoked at its next renewal (within 15 minutes with
+    /// the shipped timer), so their certificates stop working before they
+    /// expire.
+    Revoke(EnrolmentRevokeArgs),
+}
+
+/// The bindings table.
+#[cfg(feature = "admin")]
+#[derive(Debug, Args)]
+pub struct EnrolmentTableArgs {
+    /// The bindings table (the stack's output EnrolmentTableName).
+    #[arg(long, value_name = "TABLE")]
+    pub table: String,
+}
+
+/// `enrolment revoke`.
+#[cfg(feature = "admin")]
+#[derive(Debug, Args)]
+pub struct EnrolmentRevokeArgs {
+    /// The bindings table (the stack's output EnrolmentTableName).
+    #[arg(long, value_name = "TABLE")]
+    pub table: String,
+    /// An instance to revoke (repeatable, or comma-separated).
+    #[arg(long = "instance", value_name = "ID", required = true, value_delimiter = ',')]
+    pub instances: Vec<String>,
+}

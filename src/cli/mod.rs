@@ -192,8 +192,17 @@ pub enum Command {
     /// certificates for its own keys from the cluster's signer, make sshd
     /// serve them, and make this node's ssh trust the cluster's CA, strictly.
     #[command(after_help = "Examples:
-  hostkeyctl enroll --function arn:aws:lambda:eu-west-1:111122223333:function:hostkeyctl-enrolment")]
+  hostkeyctl enroll --function arn:aws:lambda:eu-west-1:111122223333:function:hostkeyctl-enrolment-hostkeyctl-my-cluster --trust 'ip-10-1-*.eu-west-1.compute.internal,ip-10-1-*,10.1.*'
+  hostkeyctl enroll --login-node --function arn:aws:lambda:eu-west-1:111122223333:function:hostkeyctl-enrolment-hostkeyctl-my-cluster --trust 'ip-10-1-*,10.1.*'")]
     Enroll(EnrollArgs),
+    #[cfg(feature = "admin")]
+    /// The enrolment signer's bindings: list the instances that enrolled,
+    /// or revoke some (docs/cluster-trust.md).
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  hostkeyctl enrolment list --table hostkeyctl-enrolment-hostkeyctl-my-cluster\n  hostkeyctl enrolment revoke --table hostkeyctl-enrolment-hostkeyctl-my-cluster --instance i-0123456789abcdef0"
+    )]
+    Enrolment(EnrolmentCommand),
     #[cfg(feature = "admin")]
     /// Print a shell completion script (for packages and dotfiles).
     #[command(

@@ -13,6 +13,8 @@ pub mod ca;
 pub mod common;
 pub mod enroll;
 #[cfg(feature = "admin")]
+pub mod enrolment;
+#[cfg(feature = "admin")]
 pub mod init;
 pub mod install;
 #[cfg(feature = "admin")]
@@ -82,6 +84,8 @@ pub async fn run(cli: Cli) -> Result<Status, Failure> {
         #[cfg(feature = "admin")]
         Command::Sessions(args) => sessions::run(&args, &cli.global).await,
         Command::Enroll(args) => enroll::run(&args, &cli.global, cli.global.output.resolve()).await,
+        #[cfg(feature = "admin")]
+        Command::Enrolment(command) => enrolment::run(&command, &cli.global, output).await,
         #[cfg(feature = "admin")]
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();

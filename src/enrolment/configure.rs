@@ -200,12 +200,18 @@ fn with_include(text: &str, drop_in: &Path) -> Result<String, String> {
     Ok(format!("{TOP_BEGIN}\nInclude {}\n{TOP_END}\n{rest}", drop_in.display()))
 }
 
-/// This node's client trusts `ca_line` for `patterns`, strictly: the
-/// `@cert-authority` block, the drop-in, and the drop-in read before
+/// This node's client trusts `ca_line` for `patterns`, strictly, except
+/// the `revoked` keys: the `@cert-authority` and `@revoked` block, the
+/// drop-in, and the drop-in read before
 /// anything in `ssh_config` that could turn checking off. The CA is
 /// written as its key alone (a comment could carry a line of its own);
 /// every file is worked out before any is written.
-pub fn configure_client(client_dir: &Path, ca_line: &str, patterns: &[String]) -> Result<(), NodeError> {
+pub fn configure_client(
+    client_dir: &Path,
+    ca_line: &str,
+    revoked: &[String],
+    patterns: &[String],
+) -> Result<(), NodeError> {
     if patterns.is_empty() {
         return Ok(());
     }
@@ -221,11 +227,16 @@ pub fn configure_client(client_dir: &Path, ca_line: &str, patterns: &[String]) -
         reason: why,
     };
     let known = client_dir.join("ssh_known_hosts");
-    let known_text = with_block(
-        &std::fs::read_to_string(&known).unwrap_or_default(),
-        &format!("@cert-authority {} {ca}\n", patterns.join(",")),
-    )
-    .map_err(|why| broken(&known, why))?;
+    let mut block = format!("@cert-authority {} {ca}\n", patterns.join(","));
+    for line in revoked {
+        // Revoked instances' keys: refused even with a valid certificate.
+        let key = ssh_key::PublicKey::from_openssh(line.trim())
+            .and_then(|k| ssh_key::PublicKey::from(k.key_data().clone()).to_openssh())
+            .map_err(|e| NodeError::Answer(format!("a revoked key is not a public key: {e}")))?;
+        block.push_str(&format!("@revoked {} {key}\n", patterns.join(",")));
+    }
+    let known_text =
+        with_block(&std::fs::read_to_string(&known).unwrap_or_default(), &block).map_err(|why| broken(&known, why))?;
     let conf_dir = client_dir.join("ssh_config.d");
     let drop_in = conf_dir.join(CLIENT_DROP_IN);
     let main = client_dir.join("ssh_config");

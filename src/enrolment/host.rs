@@ -44,6 +44,8 @@ pub struct Report {
     pub reload: Option<String>,
     /// The patterns this node's ssh now checks strictly against the CA.
     pub trusted: Vec<String>,
+    /// How many revoked keys its trust lists.
+    pub revoked: usize,
 }
 
 /// A host pattern as known_hosts and ssh_config take it, and nothing that
@@ -97,27 +99,29 @@ pub async fn enroll(
             crate::escape::escape(bad)
         )));
     }
-    let (enrolled, ca_line, reload) = if setup.login || serves_the_set(sshd.config()) {
-        let ca_line = claim_node(setup.ssh_dir, imds, signer, now_ms).await?;
-        (None, ca_line, None)
+    let (enrolled, ca_line, revoked, reload) = if setup.login || serves_the_set(sshd.config()) {
+        let trust = claim_node(setup.ssh_dir, imds, signer, now_ms).await?;
+        (None, trust.ca, trust.revoked, None)
     } else {
         super::configure::preflight_sshd(sshd)?;
         let written = enrol_node(setup.ssh_dir, setup.asked, imds, signer, now_ms).await?;
         let files: Vec<PathBuf> = written.files.clone();
         let reload = configure_sshd(sshd, method, &files)?;
         let line = written.ca_line.clone();
-        (Some(written), line, Some(reload))
+        let revoked = written.revoked.clone();
+        (Some(written), line, revoked, Some(reload))
     };
     let ca = ssh_key::PublicKey::from_openssh(ca_line.trim())
         .map_err(|e| NodeError::Answer(format!("the CA is not a public key: {e}")))?
         .fingerprint(ssh_key::HashAlg::Sha256)
         .to_string();
-    configure_client(setup.client_dir, &ca_line, setup.trust)?;
+    configure_client(setup.client_dir, &ca_line, &revoked, setup.trust)?;
     Ok(Report {
         enrolled,
         ca,
         reload,
         trusted: setup.trust.to_vec(),
+        revoked: revoked.len(),
     })
 }
 

@@ -4,6 +4,8 @@
 //!
 //! docs/cluster-trust.md has the design, the checks and what they prove.
 
+#[cfg(feature = "admin")]
+pub mod admin;
 pub mod configure;
 pub mod host;
 pub mod identity;
@@ -67,6 +69,13 @@ pub struct Binding {
     pub fingerprints: Vec<String>,
     /// The last `issued_at_ms` accepted (Unix milliseconds).
     pub last_issued_at_ms: i64,
+    /// Its host keys (OpenSSH public lines): what a revocation names.
+    #[serde(default)]
+    pub host_keys: Vec<String>,
+    /// Revoked by an admin (`hostkeyctl enrolment revoke`): it enrols no
+    /// more, and every node's trust lists its keys as `@revoked`.
+    #[serde(default)]
+    pub revoked: bool,
 }
 
 /// Where bindings are kept, with a compare and swap.
@@ -81,6 +90,23 @@ pub trait Bindings: Sync {
         binding: &Binding,
         previous: Option<&Binding>,
     ) -> impl Future<Output = Result<bool, String>> + Send;
+    /// The host keys of every revoked binding.
+    fn revoked_keys(&self) -> impl Future<Output = Result<Vec<String>, String>> + Send;
+}
+
+/// The keys every node's trust lists as `@revoked`: each revoked
+/// binding's keys, re-encoded (no comment), each once.
+pub async fn revoked(bindings: &impl Bindings) -> Result<Vec<String>, EnrolError> {
+    let mut out: Vec<String> = Vec::new();
+    for line in bindings.revoked_keys().await.map_err(EnrolError::Bindings)? {
+        let key = ssh_key::PublicKey::from_openssh(&line)
+            .and_then(|k| ssh_key::PublicKey::from(k.key_data().clone()).to_openssh())
+            .map_err(|e| EnrolError::Bindings(format!("a revoked key does not parse: {e}")))?;
+        if !out.contains(&key) {
+            out.push(key);
+        }
+    }
+    Ok(out)
 }
 
 /// The signer's settings.
@@ -189,6 +215,11 @@ pub enum EnrolError {
         /// The limit.
         limit: i64,
     },
+    /// Revoked by an admin.
+    #[error(
+        "instance {0} is revoked (hostkeyctl enrolment revoke): it enrols no more; a replacement is a new instance"
+    )]
+    Revoked(String),
     /// A request not later than one already accepted.
     #[error(
         "a request made at {issued_at_ms} for instance {instance} is not later than the last accepted ({last}): a replay"
@@ -299,6 +330,7 @@ pub async fn enrol(
     fingerprints.sort();
     let previous = bindings.get(&instance).await.map_err(EnrolError::Bindings)?;
     match &previous {
+        Some(b) if b.revoked => return Err(EnrolError::Revoked(instance)),
         None if now - identity.pending_time > policy.first_within => {
             return Err(EnrolError::LateFirst {
                 instance,
@@ -328,6 +360,8 @@ pub async fn enrol(
     let binding = Binding {
         fingerprints,
         last_issued_at_ms: request.issued_at_ms,
+        host_keys: public_lines(&keys),
+        revoked: false,
     };
     if !bindings
         .put(&instance, &binding, previous.as_ref())
@@ -358,8 +392,10 @@ pub async fn claim(
 ) -> Result<String, EnrolError> {
     let Proven { keys, identity, .. } = prove(request, &[], cluster, policy, now).await?;
     let instance = identity.instance_id.clone();
-    if bindings.get(&instance).await.map_err(EnrolError::Bindings)?.is_some() {
-        return Ok(instance);
+    match bindings.get(&instance).await.map_err(EnrolError::Bindings)? {
+        Some(b) if b.revoked => return Err(EnrolError::Revoked(instance)),
+        Some(_) => return Ok(instance),
+        None => {}
     }
     if now - identity.pending_time > policy.first_within {
         return Err(EnrolError::LateFirst {
@@ -376,6 +412,8 @@ pub async fn claim(
     let binding = Binding {
         fingerprints,
         last_issued_at_ms: request.issued_at_ms,
+        host_keys: public_lines(&keys),
+        revoked: false,
     };
     if !bindings
         .put(&instance, &binding, None)
@@ -385,6 +423,13 @@ pub async fn claim(
         return Err(EnrolError::Raced(instance));
     }
     Ok(instance)
+}
+
+/// Keys as OpenSSH public lines, with no comment.
+fn public_lines(keys: &[ssh_key::PublicKey]) -> Vec<String> {
+    keys.iter()
+        .filter_map(|k| ssh_key::PublicKey::from(k.key_data().clone()).to_openssh().ok())
+        .collect()
 }
 
 #[cfg(test)]

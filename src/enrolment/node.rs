@@ -31,9 +31,20 @@ pub trait Signer: Sync {
     /// Sends the request; the signer's answer or its refusal.
     fn enrol(&self, request: &EnrolRequest, asked: &[Principal])
     -> impl Future<Output = Result<Answer, String>> + Send;
-    /// The CA's public line, for a login node that takes the trust alone;
-    /// `request` (its keys' proof) claims its instance.
-    fn ca(&self, request: &EnrolRequest) -> impl Future<Output = Result<String, String>> + Send;
+    /// The CA's public line and the revoked keys, for a login node that
+    /// takes the trust alone; `request` (its keys' proof) claims its
+    /// instance.
+    fn ca(&self, request: &EnrolRequest) -> impl Future<Output = Result<Trust, String>> + Send;
+}
+
+/// The cluster's trust: its CA, and the keys of revoked instances.
+#[derive(Clone, Debug, serde::Deserialize)]
+pub struct Trust {
+    /// The CA's public line.
+    pub ca: String,
+    /// Revoked host keys (public lines).
+    #[serde(default)]
+    pub revoked: Vec<String>,
 }
 
 /// What the signer answers.
@@ -45,6 +56,9 @@ pub struct Answer {
     pub principals: Vec<String>,
     /// One certificate line per key.
     pub certificates: Vec<String>,
+    /// Revoked host keys (public lines).
+    #[serde(default)]
+    pub revoked: Vec<String>,
 }
 
 /// What enrolment wrote.
@@ -60,6 +74,8 @@ pub struct Written {
     pub ca: String,
     /// The CA's public line, as the certificates name it.
     pub ca_line: String,
+    /// Revoked host keys (public lines), from the signer.
+    pub revoked: Vec<String>,
 }
 
 /// Why enrolment wrote nothing.
@@ -179,7 +195,7 @@ pub async fn claim_node(
     imds: &impl Imds,
     signer: &impl Signer,
     now_ms: i64,
-) -> Result<String, NodeError> {
+) -> Result<Trust, NodeError> {
     let keys = own_keys(ssh_dir)?;
     let (document, signature) = imds.identity().await.map_err(NodeError::Imds)?;
     let private: Vec<PrivateKey> = keys.into_iter().map(|(_, k)| k).collect();
@@ -231,5 +247,6 @@ pub async fn enrol_node(
         files: files.into_iter().map(|(p, _)| p).collect(),
         ca,
         ca_line,
+        revoked: answer.revoked,
     })
 }

@@ -85,6 +85,14 @@ impl Bindings for Bound {
         all.insert(instance_id.to_owned(), binding.clone());
         Ok(true)
     }
+    async fn revoked_keys(&self) -> Result<Vec<String>, String> {
+        let all = self.0.lock().unwrap();
+        Ok(all
+            .values()
+            .filter(|b| b.revoked)
+            .flat_map(|b| b.host_keys.clone())
+            .collect())
+    }
 }
 
 fn names(list: &[&str]) -> Vec<Principal> {
@@ -346,9 +354,10 @@ impl super::node::Signer for InProcess<'_> {
                     .map(crate::certificate::certificate_line)
                     .collect()
             }),
+            revoked: Vec::new(),
         })
     }
-    async fn ca(&self, request: &EnrolRequest) -> Result<String, String> {
+    async fn ca(&self, request: &EnrolRequest) -> Result<super::node::Trust, String> {
         super::claim(
             request,
             self.cluster,
@@ -358,7 +367,10 @@ impl super::node::Signer for InProcess<'_> {
         )
         .await
         .map_err(|e| e.to_string())?;
-        Ok(self.ca.public_line())
+        Ok(super::node::Trust {
+            ca: self.ca.public_line(),
+            revoked: Vec::new(),
+        })
     }
 }
 

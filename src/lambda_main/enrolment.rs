@@ -15,7 +15,7 @@ use hostkeyctl::aws::sagemaker::HyperPodNodes;
 use hostkeyctl::certificate::{CaKey, Principal};
 use hostkeyctl::enrolment::identity::IidKeys;
 use hostkeyctl::enrolment::proof::EnrolRequest;
-use hostkeyctl::enrolment::{ClusterNodes, Member, Policy, claim, enrol};
+use hostkeyctl::enrolment::{ClusterNodes, Member, Policy, claim, enrol, revoked};
 use hostkeyctl::ids::SecretId;
 use hostkeyctl::store::SecretStore;
 
@@ -226,7 +226,8 @@ async fn answer(
             .await
             .map_err(|e| e.to_string())?;
         eprintln!("claimed {instance} (a login node: the CA alone)");
-        return Ok(serde_json::json!({ "ca": ca.public_line() }));
+        let revoked = revoked(bindings).await.map_err(|e| e.to_string())?;
+        return Ok(serde_json::json!({ "ca": ca.public_line(), "revoked": revoked }));
     }
     let enrolled = enrol(&request, &asked, cluster, bindings, ca, &policy, now)
         .await
@@ -241,10 +242,13 @@ async fn answer(
             .collect::<Vec<_>>()
             .join(",")
     );
+    // Every node learns the revoked keys at each renewal.
+    let revoked = revoked(bindings).await.map_err(|e| e.to_string())?;
     Ok(serde_json::json!({
         "instance_id": enrolled.instance_id,
         "principals": enrolled.principals,
         "certificates": enrolled.certificates.iter().map(hostkeyctl::certificate::certificate_line).collect::<Vec<_>>(),
+        "revoked": revoked,
     }))
 }
 

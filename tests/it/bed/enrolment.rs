@@ -11,7 +11,8 @@ use crate::common::bed::{BedOptions, Node, Role, Run, TestBed, private_lines, sn
 use crate::common::support::require;
 
 /// One writer wins from a read; a writer holding a stale read, or a second
-/// first enrolment, writes nothing.
+/// first enrolment, writes nothing; nor does one that read before a
+/// revocation.
 #[test]
 fn a_binding_is_written_only_over_what_was_read() {
     let bed = TestBed::start(BedOptions {
@@ -25,6 +26,8 @@ fn a_binding_is_written_only_over_what_was_read() {
     let first = Binding {
         fingerprints: vec!["SHA256:a".to_owned(), "SHA256:b".to_owned()],
         last_issued_at_ms: 100,
+        host_keys: vec!["ssh-ed25519 KEY-A".to_owned(), "ecdsa-sha2-nistp256 KEY-B".to_owned()],
+        revoked: false,
     };
     let later = Binding {
         last_issued_at_ms: 200,
@@ -33,6 +36,8 @@ fn a_binding_is_written_only_over_what_was_read() {
     let other = Binding {
         fingerprints: vec!["SHA256:thief".to_owned()],
         last_issued_at_ms: 150,
+        host_keys: Vec::new(),
+        revoked: false,
     };
     runtime.block_on(async {
         let id = "i-0000000000000c001";
@@ -45,6 +50,21 @@ fn a_binding_is_written_only_over_what_was_read() {
         // A writer that read `first` before `later` was written loses.
         assert!(!bindings.put(id, &other, Some(&first)).await.unwrap());
         assert_eq!(bindings.get(id).await.unwrap(), Some(later.clone()));
+        // An admin revokes it: an enrolment that read it before loses, and
+        // the revoked keys are listed; an unknown instance is said so.
+        use hostkeyctl::enrolment::admin::BindingsAdmin;
+        assert!(bindings.revoke(id).await.unwrap());
+        assert!(!bindings.revoke("i-0000000000000ffff").await.unwrap());
+        let renewal = Binding {
+            last_issued_at_ms: 300,
+            ..later.clone()
+        };
+        assert!(!bindings.put(id, &renewal, Some(&later)).await.unwrap());
+        assert!(bindings.get(id).await.unwrap().unwrap().revoked);
+        assert_eq!(bindings.revoked_keys().await.unwrap(), later.host_keys);
+        let listed = bindings.list().await.unwrap();
+        assert_eq!(listed.len(), 1);
+        assert!(listed[0].1.revoked);
     });
 }
 
@@ -303,7 +323,7 @@ pub(crate) fn enroll_with(bed: &TestBed, node: &Node, arn: &str, imds: &str) -> 
         .collect();
     env.push(("AWS_EC2_METADATA_SERVICE_ENDPOINT".to_owned(), imds.to_owned()));
     let dir = node.ssh_dir.display().to_string();
-    bed.node_run(
+    let run = bed.node_run(
         node,
         &[
             "enroll",
@@ -319,7 +339,23 @@ pub(crate) fn enroll_with(bed: &TestBed, node: &Node, arn: &str, imds: &str) -> 
             "json",
         ],
         &env,
-    )
+    );
+    // enroll returns once sshd was told to reload (SIGHUP): a login in the
+    // next instant may meet the restarting listener. Wait for it to offer
+    // the certificate, as a client next in line would.
+    if run.code == 0 && run.json()["login_node"] == false {
+        crate::common::bed::wait_until(
+            "sshd offers the certificate",
+            std::time::Duration::from_secs(10),
+            || {
+                std::process::Command::new(require("ssh-keyscan"))
+                    .args(["-c", "-t", "ed25519", &node.address])
+                    .output()
+                    .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("-cert-v01@openssh.com"))
+            },
+        );
+    }
+    run
 }
 
 /// [`enroll_as`] the instance HyperPod reports at the node's address.

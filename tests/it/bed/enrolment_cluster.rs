@@ -148,3 +148,85 @@ fn all_pairs(bed: &TestBed) -> Vec<String> {
     }
     failed
 }
+
+/// An admin revokes an enrolled node (`hostkeyctl enrolment revoke`, as
+/// the admin role): its next enrolment is refused, every other node lists
+/// its keys as `@revoked` at its renewal, and from then on they refuse
+/// it although its certificates are still valid; the others still reach
+/// each other. An instance with no binding is named, exit 3.
+#[test]
+fn a_revoked_node_is_refused_by_the_others_after_their_renewal() {
+    let (bed, _runtime, arn) = crate::bed::enrolment::cluster_bed(3, "", "ed25519");
+    for node in &bed.state.nodes {
+        let run = enroll(&bed, node, &arn);
+        assert_eq!(run.code, 0, "{}: {}", node.name, run.stderr);
+    }
+    let [first, second, gone] = [&bed.state.nodes[0], &bed.state.nodes[1], &bed.state.nodes[2]];
+    let target = names_of(&gone.address)[0].clone();
+    let reach = |from: &Node, to: &str| login(bed.state.client_key.as_path(), &client_config(&bed, from), to);
+    let out = reach(first, &target);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let instance = instance_of(&bed, &gone.address);
+    let run = bed.run(&[
+        "enrolment",
+        "revoke",
+        "--table",
+        "hostkeyctl-enrolment",
+        "--instance",
+        &instance,
+    ]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let run = bed.run(&[
+        "enrolment",
+        "revoke",
+        "--table",
+        "hostkeyctl-enrolment",
+        "--instance",
+        "i-0fffffffffffffff0",
+    ]);
+    assert_eq!(run.code, 3, "{}", run.stdout);
+    assert_eq!(
+        run.json()["unknown"],
+        serde_json::json!(["i-0fffffffffffffff0"]),
+        "{}",
+        run.stdout
+    );
+    let listed = bed.run(&[
+        "enrolment",
+        "list",
+        "--table",
+        "hostkeyctl-enrolment",
+        "--output",
+        "json",
+    ]);
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    let revoked: Vec<_> = listed.json()["bindings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["revoked"] == true)
+        .map(|b| b["instance_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(revoked, std::slice::from_ref(&instance));
+
+    let run = enroll(&bed, gone, &arn);
+    assert_eq!(run.code, 4, "{}", run.stderr);
+    assert!(run.stderr.contains("is revoked"), "{}", run.stderr);
+    for node in [first, second] {
+        let run = enroll(&bed, node, &arn);
+        assert_eq!(run.code, 0, "{}: {}", node.name, run.stderr);
+        let known = std::fs::read_to_string(node.ssh_dir.join("ssh_known_hosts")).unwrap();
+        assert_eq!(known.matches("@revoked ").count(), 3, "{known}");
+    }
+    for name in names_of(&gone.address) {
+        let out = reach(first, &name);
+        assert!(!out.status.success(), "{name}: the revoked node was accepted");
+    }
+    assert!(reach(first, &names_of(&second.address)[0]).status.success());
+    assert!(reach(second, &names_of(&first.address)[2]).status.success());
+    let usage = bed.iam_usage();
+    for user in ["hostkeyctl-admin", "hostkeyctl-enrolment", "hostkeyctl-cluster-node"] {
+        assert!(usage["denied"].get(user).is_none(), "{user} was refused: {usage}");
+    }
+}

@@ -61,7 +61,9 @@ impl Role {
             "admit" => Role::Admission,
             "install" => Role::Node,
             "enroll" => Role::ClusterNode,
-            // The signer's own name for the binary (HOSTKEYCTL_FUNCTION=enrolment).
+            // `enrolment list|revoke` is the admin's; the signer's own name
+            // for the binary (HOSTKEYCTL_FUNCTION=enrolment) is the role's.
+            "enrolment" if args.iter().any(|a| *a == "list" || *a == "revoke") => Role::Admin,
             "enrolment" => Role::Enrolment,
             "sign" => Role::Signer,
             "known-hosts" if args.iter().any(|a| a.starts_with("--ca-secret-id")) => Role::Signer,

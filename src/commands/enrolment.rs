@@ -1,0 +1,70 @@
+//! `hostkeyctl enrolment list|revoke`: the enrolment signer's bindings
+//! ([`crate::enrolment::admin`]).
+
+use crate::aws;
+use crate::aws::dynamodb::DynamoBindings;
+use crate::cli::{EnrolmentCommand, GlobalArgs};
+use crate::enrolment::admin::{BindingsAdmin, revoke};
+use crate::exit::{Failure, Status};
+use crate::output::{self, OutputFormat};
+
+/// Runs `enrolment`.
+pub async fn run(command: &EnrolmentCommand, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
+    let config = aws::load_config(&global.aws).await?;
+    match command {
+        EnrolmentCommand::List(args) => {
+            let table = DynamoBindings::new(&config, &args.table);
+            let bindings = table.list().await?;
+            if output == OutputFormat::Json {
+                let rows: Vec<_> = bindings
+                    .iter()
+                    .map(|(id, b)| {
+                        serde_json::json!({
+                            "instance_id": id,
+                            "fingerprints": b.fingerprints,
+                            "last_enrolled_ms": b.last_issued_at_ms,
+                            "revoked": b.revoked,
+                        })
+                    })
+                    .collect();
+                output::print_json(&serde_json::json!({ "bindings": rows })).map_err(Failure::usage)?;
+            } else {
+                for (id, b) in &bindings {
+                    println!(
+                        "{id}  {}  {}",
+                        if b.revoked { "REVOKED" } else { "enrolled" },
+                        b.fingerprints.join(" ")
+                    );
+                }
+                println!("{} instance(s)", bindings.len());
+            }
+            Ok(Status::Success)
+        }
+        EnrolmentCommand::Revoke(args) => {
+            let table = DynamoBindings::new(&config, &args.table);
+            let done = revoke(&table, &args.instances).await?;
+            if output == OutputFormat::Json {
+                output::print_json(&done).map_err(Failure::usage)?;
+            } else {
+                for id in &done.revoked {
+                    println!(
+                        "revoked {id}: it enrols no more; every node lists its keys as @revoked at its next renewal"
+                    );
+                }
+                for id in &done.unknown {
+                    println!(
+                        "{id}: no binding in {} (it never enrolled, or was removed): nothing to revoke",
+                        args.table
+                    );
+                }
+            }
+            // An instance that could not be revoked is named; the run did
+            // not do all it was asked.
+            Ok(if done.unknown.is_empty() {
+                Status::Success
+            } else {
+                Status::Incomplete
+            })
+        }
+    }
+}
