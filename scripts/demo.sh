@@ -24,7 +24,11 @@
 #  11-12. revocation, a State Manager association, Compliance and metrics;
 #  13. scheduled rotation: Secrets Manager's schedule runs the Lambda
 #      function (this binary as `bootstrap`), which promotes the set the
-#      nodes offered for an interval: a plain-key user, 20 connections.
+#      nodes offered for an interval: a plain-key user, 20 connections;
+#  14. inside the cluster (a second bed: a controller and two compute
+#      nodes of a HyperPod cluster): each node enrols its own keys, the
+#      nodes reach each other strictly by name and address, and a revoked
+#      node is refused once the others renew.
 # Every command signs as the IAM role docs/iam.md names for it, and the
 # bed's AWS emulator enforces that role's policy (iam/*.json).
 #
@@ -41,6 +45,7 @@ BIN_DIR="$TARGET_DIR/debug"
 HOSTKEYCTL="$BIN_DIR/hostkeyctl"
 WORK=$(mktemp -d /tmp/hostkeyctl-demo.XXXXXX)
 BED_PID=""
+CLUSTER_PID=""
 
 exec 3>&2 # the commands shown, whatever a command's stderr is redirected to
 bold() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
@@ -57,10 +62,12 @@ run() {
 
 teardown() {
   local rc=$?
-  if [ -n "$BED_PID" ] && kill -0 "$BED_PID" 2>/dev/null; then
-    kill -TERM "$BED_PID" 2>/dev/null || true
-    wait "$BED_PID" 2>/dev/null || true
-  fi
+  for pid in "$BED_PID" "$CLUSTER_PID"; do
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+      kill -TERM "$pid" 2>/dev/null || true
+      wait "$pid" 2>/dev/null || true
+    fi
+  done
   if [ $rc -eq 0 ]; then
     rm -rf "$WORK"
   else
@@ -83,7 +90,9 @@ for _ in $(seq 1 600); do
 done
 [ -s "$WORK/ready.json" ] || { echo "demo: the bed did not come up in 60 s" >&2; cat "$WORK/bed.log" >&2; exit 1; }
 
-state() { python3 -c "import json,sys; s=json.load(open('$WORK/ready.json')); print(eval(sys.argv[1]))" "$1"; }
+# The bed whose state is read (section 14 switches to the cluster's).
+STATE_FILE=$WORK/ready.json
+state() { python3 -c "import json,sys; s=json.load(open(sys.argv[2])); print(eval(sys.argv[1]))" "$1" "$STATE_FILE"; }
 LB=$(state 's["lb"]["address"]')
 CLIENT_KEY=$(state 's["client_key"]')
 NODES=$(state '" ".join(n["name"] for n in s["nodes"])')
@@ -376,4 +385,109 @@ say "(RotationEnabled and LastRotatedDate: what Security Hub's SecretsManager.1 
 TWENTY_OPTS=()
 twenty
 
-bold "Done: one host identity behind the load balancer, rotated without a warning"
+bold "14. Inside the cluster: each node its own keys, certified for the names AWS gives it"
+python3 testbed/bed.py up --dir "$WORK/cluster" --nodes 3 --hyperpod-groups controller-machine=1,worker-group=2 \
+  --bin-dir "$BIN_DIR" >"$WORK/cluster.json" 2>"$WORK/cluster.log" &
+CLUSTER_PID=$!
+for _ in $(seq 1 600); do
+  [ -s "$WORK/cluster.json" ] && break
+  kill -0 "$CLUSTER_PID" 2>/dev/null || { cat "$WORK/cluster.log" >&2; exit 1; }
+  sleep 0.1
+done
+STATE_FILE=$WORK/cluster.json
+AWS_ENDPOINT_URL=$(state 's["endpoint"]')
+say "a second bed: a HyperPod cluster's controller and two compute nodes, each serving keys of its own"
+run admin "$HOSTKEYCTL" ca init --ca-secret-id hostkeyctl-ca/cluster --kms --algorithm ecdsa -q >/dev/null
+SIGNER=arn:aws:lambda:us-east-1:123456789012:function:hostkeyctl-enrolment-demo
+mkdir -p "$WORK/signer"
+cp "$HOSTKEYCTL" "$WORK/signer/bootstrap"
+# What the template's EnrolmentCluster creates: the bindings table and the
+# signer (this binary as `bootstrap`, HOSTKEYCTL_FUNCTION=enrolment,
+# signing as iam/enrolment.json). The bed signs each node's identity
+# document with a key of its own, which the signer is told to trust.
+python3 - "$STATE_FILE" "$SIGNER" "$WORK/signer/bootstrap" <<'PY'
+import json, os, sys, urllib.request as u
+import boto3
+state, arn, bootstrap = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
+endpoint, root, signer = state["endpoint"], state["credentials"]["bed-root"], state["credentials"]["enrolment"]
+boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1",
+             aws_access_key_id=root["access_key_id"], aws_secret_access_key=root["secret_access_key"]).create_table(
+    TableName="hostkeyctl-enrolment-demo", BillingMode="PAY_PER_REQUEST",
+    AttributeDefinitions=[{"AttributeName": "instance_id", "AttributeType": "S"}],
+    KeySchema=[{"AttributeName": "instance_id", "KeyType": "HASH"}])
+post = lambda path, body: json.loads(u.urlopen(u.Request(endpoint + path, data=json.dumps(body).encode(), method="POST")).read())
+key = post("/_bed/iid-key", {})
+env = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": signer["access_key_id"],
+       "AWS_SECRET_ACCESS_KEY": signer["secret_access_key"], "AWS_REGION": "us-east-1",
+       "AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/dev/null",
+       "AWS_SHARED_CREDENTIALS_FILE": "/dev/null", "HOME": os.path.dirname(bootstrap)}
+variables = {"HOSTKEYCTL_FUNCTION": "enrolment", "HOSTKEYCTL_ENROL_CLUSTER": state["hyperpod"]["cluster"],
+             "HOSTKEYCTL_ENROL_CA_SECRET_ID": "hostkeyctl-ca/cluster", "HOSTKEYCTL_ENROL_TABLE": "hostkeyctl-enrolment-demo",
+             "HOSTKEYCTL_ENROL_IID_KEYS": f"{key['region']}={key['spki']}"}
+post("/_bed/lambda/register", {"arn": arn, "bootstrap": bootstrap, "env": env, "variables": variables})
+PY
+CLUSTER_NODES=$(state 'len(s["nodes"])')
+node() { state "s['nodes'][$1]['$2']"; }
+instance() { state "next(i for i, ip in s['hyperpod']['nodes'].items() if ip == s['nodes'][$1]['address'])"; }
+# enroll I: node I's root runs the node build's enroll (the cluster-node
+# role: the signer's Invoke alone), with that node's IMDS.
+enroll() {
+  local imds
+  imds=$(python3 -c "import json, sys, urllib.request as u; print(json.loads(u.urlopen(u.Request(sys.argv[1] + '/_bed/hyperpod/imds', data=json.dumps({'cluster': sys.argv[2], 'instance_id': sys.argv[3]}).encode(), method='POST')).read())['endpoint'])" \
+    "$AWS_ENDPOINT_URL" "$(state 's["hyperpod"]["cluster"]')" "$(instance "$1")")
+  mapfile -t NODE_ENV < <(state "'\\n'.join(f'{k}={v}' for k, v in s['nodes'][$1]['env'].items() if k.startswith('HOSTKEYCTL_'))")
+  (
+    export "${NODE_ENV[@]}" AWS_EC2_METADATA_SERVICE_ENDPOINT="$imds"
+    run cluster-node "$HOSTKEYCTL" enroll --function "$SIGNER" --client-dir "$(node "$1" ssh_dir)" \
+      --trust '*.ec2.internal,ip-127-*,127.*' --output table
+  )
+}
+for i in $(seq 0 $((CLUSTER_NODES - 1))); do enroll "$i" | sed 's/^/   | /'; done
+say "its certificate, as ssh-keygen -L reads it: the names AWS reports, nothing the node asked for"
+ssh-keygen -L -f "$(node 0 ssh_dir)/ssh_host_ecdsa_key-cert.pub" | sed -n '/Signing CA/p;/Principals/,/Critical/p' | sed 's/^/   | /'
+# A node's users: its ssh_config (as /etc/ssh/ssh_config), and names that
+# resolve (the bed has no DNS: each name's address).
+cluster_ssh() {
+  local from=$1 to=$2 config="$WORK/cluster-ssh-$1"
+  {
+    echo "Include $(node "$from" ssh_dir)/ssh_config"
+    for j in $(seq 0 $((CLUSTER_NODES - 1))); do
+      local ip
+      ip=$(node "$j" address)
+      echo "Host ip-${ip//./-}.ec2.internal ip-${ip//./-}"
+      echo "    Hostname $ip"
+    done
+  } >"$config"
+  ssh -F "$config" -i "$(state 's["client_key"]')" -o BatchMode=yes -o UserKnownHostsFile=/dev/null \
+    -o ConnectTimeout=5 "root@$to" true 2>&1
+}
+pairs() {
+  local ok=0 bad=0 skip=${1:-}
+  for i in $(seq 0 $((CLUSTER_NODES - 1))); do
+    [ "$i" = "$skip" ] && continue
+    for j in $(seq 0 $((CLUSTER_NODES - 1))); do
+      [ "$i" = "$j" ] && continue
+      local ip
+      ip=$(node "$j" address)
+      for name in "ip-${ip//./-}.ec2.internal" "ip-${ip//./-}" "$ip"; do
+        if out=$(cluster_ssh "$i" "$name") && ! grep -q WARNING <<<"$out"; then ok=$((ok + 1)); else bad=$((bad + 1)); fi
+      done
+    done
+  done
+  say "$ok strict logins between nodes succeeded, $bad refused (StrictHostKeyChecking yes, no prompt)"
+  [ "$bad" -eq 0 ]
+}
+pairs
+say "an admin revokes the third node; the others renew (their timer's work) and learn its keys as @revoked:"
+STORE=$STATE_FILE
+run admin "$HOSTKEYCTL" enrolment revoke --table hostkeyctl-enrolment-demo --instance "$(instance 2)" --output table \
+  | sed 's/^/   | /'
+for i in 0 1; do enroll "$i" >/dev/null; done
+gone=$(node 2 address)
+if cluster_ssh 0 "$gone" >/dev/null; then say "node 3 was still accepted"; exit 1; fi
+say "node 1 now refuses node 3 (its certificate is still valid); nodes 1 and 2 still reach each other:"
+cluster_ssh 0 "$(node 1 address)" >/dev/null || { say "node 1 -> node 2 was refused"; exit 1; }
+say "node 1 -> node 2: ok"
+STATE_FILE=$STORE
+
+bold "Done: one host identity behind the load balancer, rotated without a warning; strict checking inside the cluster"
