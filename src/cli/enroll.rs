@@ -11,24 +11,13 @@ pub struct EnrollArgs {
     /// The cluster's signer: the enrolment function's ARN.
     #[arg(long, value_name = "ARN")]
     pub function: String,
-    /// Where the node's host keys are; each certificate is written beside
-    /// its key.
-    #[arg(long, env = "HOSTKEYCTL_SSH_DIR", default_value = "/etc/ssh", value_name = "DIR")]
-    pub ssh_dir: PathBuf,
+    /// The node's key files and sshd.
+    #[command(flatten)]
+    pub node: super::NodeSshdArgs,
     /// A name this node expects its certificates to carry (repeatable): the
     /// signer refuses the request if AWS does not give the node that name.
     #[arg(long = "principal", value_name = "NAME", value_delimiter = ',')]
     pub principals: Vec<crate::certificate::Principal>,
-    /// sshd's main config (default: DIR/sshd_config).
-    #[arg(long, env = "HOSTKEYCTL_SSHD_CONFIG", value_name = "FILE")]
-    pub sshd_config: Option<PathBuf>,
-    /// The sshd binary (for `sshd -t`).
-    #[arg(long, env = "HOSTKEYCTL_SSHD", default_value = "/usr/sbin/sshd", value_name = "PATH")]
-    pub sshd: PathBuf,
-    /// Shell command that reloads sshd (default: the systemd ssh/sshd unit,
-    /// else SIGHUP to the pid in sshd's PidFile).
-    #[arg(long, env = "HOSTKEYCTL_RELOAD_COMMAND", value_name = "CMD")]
-    pub reload_command: Option<String>,
     /// The ssh client's directory (ssh_known_hosts, ssh_config.d).
     #[arg(long, default_value = "/etc/ssh", value_name = "DIR")]
     pub client_dir: PathBuf,
@@ -36,7 +25,7 @@ pub struct EnrollArgs {
     /// `ip-10-1-*`, `10.1.*`): this node's ssh trusts the CA for them, with
     /// StrictHostKeyChecking yes.
     #[arg(long = "trust", value_name = "PATTERN", value_delimiter = ',')]
-    pub trust: Vec<String>,
+    pub trust: Vec<crate::enrolment::configure::HostPattern>,
     /// This is a login node: it serves (or will serve, once `install` has
     /// run) the canonical set, so its keys get no certificate; it claims
     /// its instance and takes the trust alone.

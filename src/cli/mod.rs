@@ -256,19 +256,9 @@ pub struct InstallArgs {
         requires = "next_version_id"
     )]
     pub expect_next: Vec<Fingerprint>,
-    /// Directory of the ssh_host_<alg>_key files.
-    #[arg(long, env = "HOSTKEYCTL_SSH_DIR", default_value = "/etc/ssh", value_name = "DIR")]
-    pub ssh_dir: PathBuf,
-    /// sshd's main config (default: DIR/sshd_config).
-    #[arg(long, env = "HOSTKEYCTL_SSHD_CONFIG", value_name = "FILE")]
-    pub sshd_config: Option<PathBuf>,
-    /// The sshd binary (for `sshd -t` and `sshd -T`).
-    #[arg(long, env = "HOSTKEYCTL_SSHD", default_value = "/usr/sbin/sshd", value_name = "PATH")]
-    pub sshd: PathBuf,
-    /// Shell command that reloads sshd (default: the systemd ssh/sshd unit,
-    /// else SIGHUP to the pid in sshd's PidFile).
-    #[arg(long, env = "HOSTKEYCTL_RELOAD_COMMAND", value_name = "CMD")]
-    pub reload_command: Option<String>,
+    /// The node's key files and sshd.
+    #[command(flatten)]
+    pub node: NodeSshdArgs,
     /// Write the files only: no reload, and so no check of what is served.
     #[arg(long)]
     pub no_reload: bool,
@@ -336,7 +326,26 @@ pub struct InstallArgs {
     pub report_compliance: bool,
 }
 
-impl InstallArgs {
+/// A node's key files and its sshd, as `install` and `enroll` take them.
+#[derive(Debug, Args)]
+pub struct NodeSshdArgs {
+    /// Directory of the ssh_host_<alg>_key files (enroll writes each
+    /// certificate beside its key).
+    #[arg(long, env = "HOSTKEYCTL_SSH_DIR", default_value = "/etc/ssh", value_name = "DIR")]
+    pub ssh_dir: PathBuf,
+    /// sshd's main config (default: DIR/sshd_config).
+    #[arg(long, env = "HOSTKEYCTL_SSHD_CONFIG", value_name = "FILE")]
+    pub sshd_config: Option<PathBuf>,
+    /// The sshd binary (for `sshd -t` and `sshd -T`).
+    #[arg(long, env = "HOSTKEYCTL_SSHD", default_value = "/usr/sbin/sshd", value_name = "PATH")]
+    pub sshd: PathBuf,
+    /// Shell command that reloads sshd (default: the systemd ssh/sshd unit,
+    /// else SIGHUP to the pid in sshd's PidFile).
+    #[arg(long, env = "HOSTKEYCTL_RELOAD_COMMAND", value_name = "CMD")]
+    pub reload_command: Option<String>,
+}
+
+impl NodeSshdArgs {
     /// The node's sshd as the options name it.
     pub fn sshd(&self) -> crate::install::sshd::Sshd {
         crate::install::sshd::Sshd {
@@ -346,6 +355,21 @@ impl InstallArgs {
                 .clone()
                 .unwrap_or_else(|| self.ssh_dir.join("sshd_config")),
         }
+    }
+
+    /// How sshd is reloaded: the command, or found from the system.
+    pub fn reload(&self) -> crate::install::sshd::ReloadMethod {
+        match &self.reload_command {
+            Some(cmd) => crate::install::sshd::ReloadMethod::Command(cmd.clone()),
+            None => crate::install::sshd::ReloadMethod::Auto,
+        }
+    }
+}
+
+impl InstallArgs {
+    /// The node's sshd as the options name it.
+    pub fn sshd(&self) -> crate::install::sshd::Sshd {
+        self.node.sshd()
     }
 
     /// The validated request: `install` (which reads the secret) or
@@ -358,7 +382,7 @@ impl InstallArgs {
             return Ok(RunRequest::Check(CheckRequest {
                 secret: self.secret_id.clone().map(|s| (s, selector)),
                 expect: self.expect.clone(),
-                ssh_dir: self.ssh_dir.clone(),
+                ssh_dir: self.node.ssh_dir.clone(),
                 verify_address: self.verify_address.clone(),
                 state_dir: self.state_dir.clone(),
                 verify_timeout: std::time::Duration::from_secs(self.verify_timeout),
@@ -367,16 +391,14 @@ impl InstallArgs {
         let secret_id = self.secret_id.clone().ok_or(RunError::NoSecret)?;
         let reload = if self.no_reload {
             crate::install::sshd::ReloadMethod::None
-        } else if let Some(cmd) = &self.reload_command {
-            crate::install::sshd::ReloadMethod::Command(cmd.clone())
         } else {
-            crate::install::sshd::ReloadMethod::Auto
+            self.node.reload()
         };
         Ok(RunRequest::Install(Box::new(crate::install::InstallOptions {
             secret_id,
             selector,
             expect: self.expect.clone(),
-            ssh_dir: self.ssh_dir.clone(),
+            ssh_dir: self.node.ssh_dir.clone(),
             reload,
             verify_address: self.verify_address.clone(),
             state_dir: self.state_dir.clone(),

@@ -16,19 +16,10 @@ pub async fn run(args: &EnrollArgs, global: &GlobalArgs, output: OutputFormat) -
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    let sshd = crate::install::sshd::Sshd {
-        binary: args.sshd.clone(),
-        config: args
-            .sshd_config
-            .clone()
-            .unwrap_or_else(|| args.ssh_dir.join("sshd_config")),
-    };
-    let method = args.reload_command.clone().map_or(
-        crate::install::sshd::ReloadMethod::Auto,
-        crate::install::sshd::ReloadMethod::Command,
-    );
+    let sshd = args.node.sshd();
+    let method = args.node.reload();
     let setup = Setup {
-        ssh_dir: &args.ssh_dir,
+        ssh_dir: &args.node.ssh_dir,
         asked: &args.principals,
         client_dir: &args.client_dir,
         trust: &args.trust,

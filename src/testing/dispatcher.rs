@@ -90,8 +90,8 @@ pub fn install_args(node: &MemNode, line: &str) -> Result<crate::cli::InstallArg
     let Command::Install(mut args) = cli.command else {
         return Err("not an install command".to_owned());
     };
-    args.ssh_dir = node.ssh_dir.clone();
-    args.sshd_config = Some(node.config.clone());
+    args.node.ssh_dir = node.ssh_dir.clone();
+    args.node.sshd_config = Some(node.config.clone());
     args.state_dir = node.root.join("var/lib/hostkeyctl");
     args.lock_file = Some(node.root.join("run/hostkeyctl.lock"));
     args.verify_address = node
@@ -99,7 +99,7 @@ pub fn install_args(node: &MemNode, line: &str) -> Result<crate::cli::InstallArg
         .private_ip
         .as_ref()
         .map(|ip| HostPort::new(ip.clone(), 22));
-    args.reload_command = Some("reload".to_owned());
+    args.node.reload_command = Some("reload".to_owned());
     args.verify_timeout = 0;
     args.lock_timeout = 1;
     Ok(args)
