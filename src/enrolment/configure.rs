@@ -38,6 +38,49 @@ fn write(path: &Path, text: &str) -> Result<(), NodeError> {
     })
 }
 
+/// A host pattern as known_hosts and ssh_config take it, and nothing that
+/// could end its line or field there: `*.ec2.internal`, `ip-10-1-*`,
+/// `10.1.*`, or one negated (`!10.1.17.*`: the login nodes left out).
+/// Wildcards alone (`*`) would make every host strict and trust the CA for
+/// all of them: refused.
+fn is_pattern(p: &str) -> bool {
+    let body = p.strip_prefix('!').unwrap_or(p);
+    !body.is_empty()
+        && body.len() <= 253
+        && body
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':' | '*' | '?'))
+        && body.chars().any(|c| c.is_ascii_alphanumeric())
+}
+
+/// A host pattern of the cluster's nodes, checked as [`is_pattern`] says:
+/// the only form in which a pattern reaches `ssh_known_hosts` or
+/// `ssh_config`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostPattern(String);
+
+impl HostPattern {
+    /// The pattern.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::str::FromStr for HostPattern {
+    type Err = String;
+
+    fn from_str(p: &str) -> Result<Self, String> {
+        if is_pattern(p) {
+            Ok(HostPattern(p.to_owned()))
+        } else {
+            Err(format!(
+                "{} is not a host pattern: letters, digits, '.', '-', '_', ':' and the wildcards '*' and '?', at least one letter or digit, optionally after a leading '!' (known_hosts and ssh_config take no CIDR)",
+                crate::escape::escape(p)
+            ))
+        }
+    }
+}
+
 /// The drop-in's directory, and whether the main config includes the
 /// drop-in by name: an `Include` of that directory whose pattern matches
 /// [`SSHD_DROP_IN`] as sshd's glob(3) does (a relative path is sshd's
@@ -91,6 +134,10 @@ pub fn configure_sshd(
 ) -> Result<String, NodeError> {
     preflight_sshd(sshd)?;
     let (dir, _) = sshd_reads_drop_in(sshd);
+    crate::fsutil::create_dir_all(&dir, 0o755).map_err(|e| NodeError::Write {
+        path: dir.clone(),
+        reason: e.to_string(),
+    })?;
     let path = dir.join(SSHD_DROP_IN);
     let before = std::fs::read_to_string(&path).ok();
     let mut text = String::from("# hostkeyctl enroll: this node's host certificates, signed for its own keys\n");
@@ -210,8 +257,9 @@ pub fn configure_client(
     client_dir: &Path,
     ca_line: &str,
     revoked: &[String],
-    patterns: &[String],
+    patterns: &[HostPattern],
 ) -> Result<(), NodeError> {
+    let patterns: Vec<&str> = patterns.iter().map(HostPattern::as_str).collect();
     if patterns.is_empty() {
         return Ok(());
     }
@@ -263,7 +311,7 @@ pub fn configure_client(
 
 #[cfg(test)]
 mod tests {
-    use super::{with_block, with_include};
+    use super::{HostPattern, is_pattern, with_block, with_include};
     use std::path::Path;
 
     #[test]
@@ -302,5 +350,35 @@ mod tests {
         assert_eq!(twice.matches("BEGIN hostkeyctl").count(), 1);
         let cut = twice.replace("# END hostkeyctl enrolment\n", "");
         assert!(with_block(&format!("{cut}node-b ssh-ed25519 BBBB\n"), "x\n").is_err());
+    }
+
+    #[test]
+    fn only_host_patterns_reach_known_hosts_and_ssh_config() {
+        for good in [
+            "*.ec2.internal",
+            "ip-10-1-*",
+            "10.1.*",
+            "node-?",
+            "fe80::1",
+            "!10.1.17.*",
+        ] {
+            assert!(is_pattern(good), "{good}");
+        }
+        for bad in [
+            "",
+            "*",
+            "*.*",
+            "!",
+            "!!a",
+            "10.1.0.0/16",
+            "a b",
+            "a,b",
+            "a\nHost *",
+            "x\"",
+            "a#b",
+        ] {
+            assert!(!is_pattern(bad), "{bad:?}");
+            assert!(bad.parse::<HostPattern>().is_err(), "{bad:?}");
+        }
     }
 }

@@ -323,11 +323,7 @@ pub async fn enrol(
 ) -> Result<Enrolled, EnrolError> {
     let Proven { keys, identity, member } = prove(request, asked, cluster, policy, now).await?;
     let instance = identity.instance_id.clone();
-    let mut fingerprints: Vec<String> = keys
-        .iter()
-        .map(|k| k.fingerprint(HashAlg::Sha256).to_string())
-        .collect();
-    fingerprints.sort();
+    let fingerprints = sorted_fingerprints(&keys);
     let previous = bindings.get(&instance).await.map_err(EnrolError::Bindings)?;
     match &previous {
         Some(b) if b.revoked => return Err(EnrolError::Revoked(instance)),
@@ -404,11 +400,7 @@ pub async fn claim(
             limit: policy.first_within,
         });
     }
-    let mut fingerprints: Vec<String> = keys
-        .iter()
-        .map(|k| k.fingerprint(HashAlg::Sha256).to_string())
-        .collect();
-    fingerprints.sort();
+    let fingerprints = sorted_fingerprints(&keys);
     let binding = Binding {
         fingerprints,
         last_issued_at_ms: request.issued_at_ms,
@@ -425,6 +417,16 @@ pub async fn claim(
     Ok(instance)
 }
 
+/// The keys' SHA-256 fingerprints, sorted: what a binding compares.
+fn sorted_fingerprints(keys: &[ssh_key::PublicKey]) -> Vec<String> {
+    let mut out: Vec<String> = keys
+        .iter()
+        .map(|k| k.fingerprint(HashAlg::Sha256).to_string())
+        .collect();
+    out.sort();
+    out
+}
+
 /// Keys as OpenSSH public lines, with no comment.
 fn public_lines(keys: &[ssh_key::PublicKey]) -> Vec<String> {
     keys.iter()
@@ -434,3 +436,5 @@ fn public_lines(keys: &[ssh_key::PublicKey]) -> Vec<String> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_host;

@@ -15,16 +15,16 @@ use crate::aws_error::AwsError;
 use crate::certificate::{CaKey, Principal};
 use crate::keyset::{HostKey, KeyAlgorithm, KeySet};
 
-const NOW: i64 = 1_800_000_000;
-const AUDIENCE: &str = "arn:aws:lambda:us-east-1:111122223333:function:hostkeyctl-enrolment";
+pub(super) const NOW: i64 = 1_800_000_000;
+pub(super) const AUDIENCE: &str = "arn:aws:lambda:us-east-1:111122223333:function:hostkeyctl-enrolment";
 
-struct Aws {
+pub(super) struct Aws {
     key: rsa::RsaPrivateKey,
     keys: IidKeys,
 }
 
 impl Aws {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         let key = rsa::RsaPrivateKey::new(&mut rand::rng(), 2048).unwrap();
         let spki = key.to_public_key().to_public_key_der().unwrap();
         let mut keys = IidKeys::default();
@@ -34,7 +34,7 @@ impl Aws {
     }
 
     /// The document and signature IMDS serves instance `id` at `ip`.
-    fn imds(&self, id: &str, ip: &str, started: i64) -> (String, String) {
+    pub(super) fn imds(&self, id: &str, ip: &str, started: i64) -> (String, String) {
         let pending = time::OffsetDateTime::from_unix_timestamp(started)
             .unwrap()
             .format(&time::format_description::well_known::Rfc3339)
@@ -50,7 +50,7 @@ impl Aws {
         (document, base64ct::Base64::encode_string(&sig))
     }
 
-    fn policy(&self) -> Policy {
+    pub(super) fn policy(&self) -> Policy {
         Policy {
             keys: self.keys.clone(),
             region: "us-east-1".to_owned(),
@@ -62,7 +62,7 @@ impl Aws {
     }
 }
 
-struct Cluster(Vec<Member>);
+pub(super) struct Cluster(pub(super) Vec<Member>);
 
 impl ClusterNodes for Cluster {
     async fn member(&self, instance_id: &str) -> Result<Option<Member>, AwsError> {
@@ -71,7 +71,7 @@ impl ClusterNodes for Cluster {
 }
 
 #[derive(Default)]
-struct Bound(Mutex<BTreeMap<String, Binding>>);
+pub(super) struct Bound(pub(super) Mutex<BTreeMap<String, Binding>>);
 
 impl Bindings for Bound {
     async fn get(&self, instance_id: &str) -> Result<Option<Binding>, String> {
@@ -99,7 +99,7 @@ fn names(list: &[&str]) -> Vec<Principal> {
     list.iter().map(|n| Principal::parse(n).unwrap()).collect()
 }
 
-fn compute_1() -> Member {
+pub(super) fn compute_1() -> Member {
     Member {
         instance_id: "i-0000000000000c001".to_owned(),
         private_ip: "10.1.0.11".parse().unwrap(),
@@ -107,7 +107,7 @@ fn compute_1() -> Member {
     }
 }
 
-fn node_keys() -> Vec<ssh_key::PrivateKey> {
+pub(super) fn node_keys() -> Vec<ssh_key::PrivateKey> {
     let set = KeySet::generate(&[KeyAlgorithm::Ed25519, KeyAlgorithm::Ecdsa], 0).unwrap();
     set.keys().map(|k| k.private_key().clone()).collect()
 }
@@ -311,7 +311,7 @@ async fn a_first_enrolment_long_after_the_instance_started_is_refused() {
     assert!(bound.0.lock().unwrap().is_empty());
 }
 
-struct FakeImds(String, String);
+pub(super) struct FakeImds(pub(super) String, pub(super) String);
 
 impl super::node::Imds for FakeImds {
     async fn identity(&self) -> Result<(String, String), String> {
@@ -320,12 +320,12 @@ impl super::node::Imds for FakeImds {
 }
 
 /// The signer in process, or one that answers another node's certificates.
-struct InProcess<'a> {
-    aws: &'a Aws,
-    cluster: &'a Cluster,
-    bound: &'a Bound,
-    ca: &'a CaKey,
-    swap_in: Option<Vec<String>>,
+pub(super) struct InProcess<'a> {
+    pub(super) aws: &'a Aws,
+    pub(super) cluster: &'a Cluster,
+    pub(super) bound: &'a Bound,
+    pub(super) ca: &'a CaKey,
+    pub(super) swap_in: Option<Vec<String>>,
 }
 
 impl super::node::Signer for InProcess<'_> {
@@ -374,7 +374,7 @@ impl super::node::Signer for InProcess<'_> {
     }
 }
 
-fn key_dir(keys: &[ssh_key::PrivateKey]) -> tempfile::TempDir {
+pub(super) fn key_dir(keys: &[ssh_key::PrivateKey]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     for (key, name) in keys.iter().zip(["ssh_host_ed25519_key", "ssh_host_ecdsa_key"]) {
         std::fs::write(

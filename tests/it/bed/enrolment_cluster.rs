@@ -132,7 +132,7 @@ fn new_keys_and_nothing_else(node: &Node) {
 
 /// Every ordered pair of distinct nodes, by each of the target's names,
 /// from the source node's users' config: the failures (pair, stderr).
-fn all_pairs(bed: &TestBed) -> Vec<String> {
+pub(crate) fn all_pairs(bed: &TestBed) -> Vec<String> {
     let mut failed = Vec::new();
     for from in &bed.state.nodes {
         let config = client_config(bed, from);

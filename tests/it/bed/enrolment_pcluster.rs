@@ -5,7 +5,7 @@
 //! carry ParallelCluster's tags alone; an instance of another cluster is
 //! refused with nothing signed (docs/cluster-trust.md).
 
-use crate::bed::enrolment::{client_config, create_table, deploy_signer, enroll_with, login, names_of};
+use crate::bed::enrolment::{create_table, deploy_signer, enroll_with};
 use crate::common::bed::{BedOptions, TestBed};
 
 /// The EC2 instance's own IMDS endpoint.
@@ -38,19 +38,7 @@ fn parallelcluster_nodes_enrol_by_their_tag_and_another_clusters_instance_is_ref
         let run = enroll_with(&bed, node, &arn, &imds(&bed, &node.instance_id));
         assert_eq!(run.code, 0, "{}: {}", node.name, run.stderr);
     }
-    let mut failed = Vec::new();
-    for from in &bed.state.nodes {
-        let config = client_config(&bed, from);
-        for to in bed.state.nodes.iter().filter(|n| n.address != from.address) {
-            for target in names_of(&to.address) {
-                let out = login(bed.state.client_key.as_path(), &config, &target);
-                let said = String::from_utf8_lossy(&out.stderr).into_owned();
-                if !out.status.success() || said.contains("WARNING") {
-                    failed.push(format!("{} -> {target}: {said}", from.name));
-                }
-            }
-        }
-    }
+    let failed = crate::bed::enrolment_cluster::all_pairs(&bed);
     assert!(failed.is_empty(), "{failed:#?}");
 
     // Another cluster's instance, with a node's keys: refused, nothing signed.

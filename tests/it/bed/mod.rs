@@ -15,7 +15,7 @@ mod certificates;
 mod certificates_audit;
 mod clients;
 pub(crate) mod enrolment;
-mod enrolment_cluster;
+pub(crate) mod enrolment_cluster;
 mod enrolment_pcluster;
 mod enrolment_step;
 mod iam;

@@ -1,0 +1,160 @@
+//! `enroll`'s flow on a node ([`super::host::enroll`]) with a recording
+//! sshd: a login node gets the trust and no certificate even before
+//! `install` ran; sshd must include enrolment's drop-in by name before the
+//! signer is asked, and list the certificates before the reload; the
+//! client trust carries the CA's key alone and the revoked keys.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::configure::HostPattern;
+use super::host::{Setup, enroll};
+use super::node::NodeError;
+use super::tests::{Aws, Bound, Cluster, FakeImds, InProcess, NOW, compute_1, key_dir, node_keys};
+use crate::certificate::CaKey;
+use crate::install::sshd::{Effective, ReloadMethod, SshdControl, SshdError};
+use crate::keyset::{HostKey, KeyAlgorithm};
+
+/// sshd as a config file, `sshd -T`'s certificates, and a reload flag.
+struct FakeSshd {
+    config: PathBuf,
+    lists_certificates: bool,
+    reloaded: AtomicBool,
+}
+
+impl SshdControl for FakeSshd {
+    fn config(&self) -> &Path {
+        &self.config
+    }
+    fn test(&self) -> Result<(), SshdError> {
+        Ok(())
+    }
+    fn effective(&self) -> Result<Effective, SshdError> {
+        let dir = self.config.parent().unwrap();
+        let certs = ["ssh_host_ed25519_key-cert.pub", "ssh_host_ecdsa_key-cert.pub"];
+        Ok(Effective {
+            host_certificates: if self.lists_certificates {
+                certs.iter().map(|c| dir.join(c).display().to_string()).collect()
+            } else {
+                Vec::new()
+            },
+            ..Effective::default()
+        })
+    }
+    fn reload(&self, _method: &ReloadMethod) -> Result<String, SshdError> {
+        self.reloaded.store(true, Ordering::SeqCst);
+        Ok("reloaded".to_owned())
+    }
+}
+
+/// A node directory with `main` as sshd_config, and its sshd.
+fn node(main: &str, lists_certificates: bool) -> (tempfile::TempDir, FakeSshd) {
+    let dir = key_dir(&node_keys());
+    let config = dir.path().join("sshd_config");
+    std::fs::write(&config, main.replace("DIR", &dir.path().display().to_string())).unwrap();
+    let sshd = FakeSshd {
+        config,
+        lists_certificates,
+        reloaded: AtomicBool::new(false),
+    };
+    (dir, sshd)
+}
+
+async fn run(dir: &Path, sshd: &FakeSshd, login: bool, bound: &Bound) -> Result<super::host::Report, NodeError> {
+    let aws = Aws::new();
+    let ca = CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
+    let cluster = Cluster(vec![compute_1()]);
+    let (document, signature) = aws.imds(&compute_1().instance_id, "10.1.0.11", NOW - 60);
+    let signer = InProcess {
+        aws: &aws,
+        cluster: &cluster,
+        bound,
+        ca: &ca,
+        swap_in: None,
+    };
+    let trust: Vec<HostPattern> = vec!["ip-10-1-*".parse().unwrap(), "10.1.*".parse().unwrap()];
+    let setup = Setup {
+        ssh_dir: dir,
+        asked: &[],
+        client_dir: &dir.join("client"),
+        trust: &trust,
+        login,
+    };
+    enroll(
+        &setup,
+        &FakeImds(document, signature),
+        &signer,
+        sshd,
+        &ReloadMethod::Auto,
+        NOW * 1000,
+    )
+    .await
+}
+
+fn certificates(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with("-cert.pub"))
+        .count()
+}
+
+#[tokio::test]
+async fn a_login_node_takes_the_trust_and_no_certificate_before_install_ran() {
+    // No install drop-in yet (its install failed at first boot): --login-node decides.
+    let (dir, sshd) = node("Include DIR/sshd_config.d/*.conf\n", true);
+    let bound = Bound::default();
+    let report = run(dir.path(), &sshd, true, &bound).await.unwrap();
+    assert!(report.enrolled.is_none());
+    assert_eq!(certificates(dir.path()), 0);
+    assert!(!sshd.reloaded.load(Ordering::SeqCst));
+    assert_eq!(bound.0.lock().unwrap().len(), 1, "the login node claimed its instance");
+    let known = std::fs::read_to_string(dir.path().join("client/ssh_known_hosts")).unwrap();
+    assert!(
+        known.contains("@cert-authority ip-10-1-*,10.1.* ssh-ed25519 "),
+        "{known}"
+    );
+}
+
+#[tokio::test]
+async fn sshd_must_read_the_drop_in_before_the_signer_is_asked_and_list_the_certificates_before_the_reload() {
+    // An Include of another file of the directory: sshd would never read ours.
+    let (dir, sshd) = node("Include DIR/sshd_config.d/10-other.conf\n", true);
+    let bound = Bound::default();
+    let err = run(dir.path(), &sshd, false, &bound).await.unwrap_err();
+    assert!(
+        matches!(err, NodeError::Sshd(ref m) if m.contains("does not include")),
+        "{err}"
+    );
+    assert!(bound.0.lock().unwrap().is_empty(), "the signer was asked");
+    assert_eq!(certificates(dir.path()), 0);
+
+    // Read, but another setting wins: sshd -T lists no certificate.
+    let (dir, sshd) = node("Include DIR/sshd_config.d/*.conf\n", false);
+    let err = run(dir.path(), &sshd, false, &bound).await.unwrap_err();
+    assert!(
+        matches!(err, NodeError::Sshd(ref m) if m.contains("does not list")),
+        "{err}"
+    );
+    assert!(!sshd.reloaded.load(Ordering::SeqCst));
+
+    let (dir, sshd) = node("Include DIR/sshd_config.d/5*.conf\n", true);
+    let report = run(dir.path(), &sshd, false, &Bound::default()).await.unwrap();
+    assert!(report.enrolled.is_some() && sshd.reloaded.load(Ordering::SeqCst));
+    assert_eq!(certificates(dir.path()), 2);
+}
+
+#[test]
+fn the_client_trust_carries_the_cas_key_alone_and_each_revoked_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap();
+    let ca_line = format!("{} x\n@cert-authority * ssh-ed25519 EVIL", ca.public_line().trim());
+    let key = node_keys()[0].public_key().clone();
+    let revoked = format!("{} with a comment", key.to_openssh().unwrap());
+    let bare = ssh_key::PublicKey::from(key.key_data().clone()).to_openssh().unwrap();
+    let trust: Vec<HostPattern> = vec!["10.1.*".parse().unwrap()];
+    super::configure::configure_client(dir.path(), &ca_line, std::slice::from_ref(&revoked), &trust).unwrap();
+    let known = std::fs::read_to_string(dir.path().join("ssh_known_hosts")).unwrap();
+    assert!(!known.contains("EVIL") && !known.contains(" x\n"), "{known}");
+    assert_eq!(known.matches("@cert-authority ").count(), 1, "{known}");
+    assert!(known.contains(&format!("@revoked 10.1.* {bare}\n")), "{known}");
+}
