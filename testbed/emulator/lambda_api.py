@@ -1,5 +1,9 @@
-"""The Lambda API for the bed's rotation functions: what `hostkeyctl
-schedule enable` calls to pin a function to its secret.
+"""The Lambda API for the bed's functions: what `hostkeyctl schedule
+enable` calls to pin a function to its secret, and ``Invoke``, which a
+node's `hostkeyctl enroll` calls on the enrolment signer
+(``POST /2015-03-31/functions/NAME/invocations``, RequestResponse: a
+function error is HTTP 200 with ``X-Amz-Function-Error``, its payload
+``errorType`` and ``errorMessage``; Lambda API reference, "Invoke").
 
 ``GetFunctionConfiguration`` (``GET /2015-03-31/functions/NAME/configuration``)
 and ``UpdateFunctionConfiguration`` (``PUT`` on the same path) answer for
