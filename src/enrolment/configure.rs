@@ -171,12 +171,48 @@ pub fn configure_sshd(
             path.display()
         )));
     }
+    if let Some(pinned) = &effective.host_key_algorithms {
+        let unoffered = unoffered(pinned, certificates);
+        if !unoffered.is_empty() {
+            return Err(NodeError::Sshd(format!(
+                "sshd's HostKeyAlgorithms ({pinned}) has no certificate algorithm for {}, so sshd would not offer those certificates; sshd was not reloaded. On a login node, `hostkeyctl install` pins them at its next run (the timer's); elsewhere, add the `-cert-v01@openssh.com` algorithms to the setting that pins it",
+                unoffered.join(", ")
+            )));
+        }
+    }
     sshd.reload(method).map_err(|e| {
         NodeError::Sshd(format!(
             "the reload failed ({e}); {} passed sshd -t and stays",
             path.display()
         ))
     })
+}
+
+/// The certificate files among `certificates` whose certificate algorithm
+/// `pinned` (sshd's `HostKeyAlgorithms`) leaves out. A file that does not
+/// read is left to sshd, which said it loads.
+fn unoffered(pinned: &str, certificates: &[PathBuf]) -> Vec<String> {
+    let allowed: Vec<&str> = pinned.split(',').map(str::trim).collect();
+    certificates
+        .iter()
+        .filter(|path| {
+            let Some(cert) = std::fs::read_to_string(path)
+                .ok()
+                .and_then(|t| ssh_key::Certificate::from_openssh(t.trim()).ok())
+            else {
+                return false;
+            };
+            let names: Vec<String> = match cert.public_key().algorithm() {
+                ssh_key::Algorithm::Rsa { .. } => ["rsa-sha2-512", "rsa-sha2-256", "ssh-rsa"]
+                    .iter()
+                    .map(|n| format!("{n}-cert-v01@openssh.com"))
+                    .collect(),
+                other => vec![format!("{}-cert-v01@openssh.com", other.as_str())],
+            };
+            !names.iter().any(|n| allowed.contains(&n.as_str()))
+        })
+        .map(|p| p.display().to_string())
+        .collect()
 }
 
 /// Replaces the marked block of `text` with `block` (appended when
@@ -311,8 +347,46 @@ pub fn configure_client(
 
 #[cfg(test)]
 mod tests {
-    use super::{HostPattern, is_pattern, with_block, with_include};
+    use super::{HostPattern, is_pattern, unoffered, with_block, with_include};
+    use crate::keyset::{HostKey, KeyAlgorithm};
     use std::path::Path;
+
+    #[test]
+    fn a_pin_without_the_certificates_algorithm_is_found_before_the_reload() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut files = Vec::new();
+        for a in [KeyAlgorithm::Ed25519, KeyAlgorithm::Rsa] {
+            let ca = crate::certificate::CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
+            let key = HostKey::generate(a, crate::keyset::MIN_RSA_BITS)
+                .unwrap()
+                .private_key()
+                .public_key()
+                .clone();
+            let request = crate::certificate::SignRequest {
+                principals: vec![crate::certificate::Principal::parse("n1").unwrap()],
+                valid_after: 0,
+                valid_before: u64::MAX,
+                serial: 1,
+                key_id: "t".to_owned(),
+            };
+            let (_, cert) = crate::certificate::sign_keys(&ca, &[key], &request).unwrap().remove(0);
+            let path = dir.path().join(format!("{}-cert.pub", a.short_name()));
+            std::fs::write(&path, crate::certificate::certificate_line(&cert)).unwrap();
+            files.push(path);
+        }
+        let names = |v: Vec<String>| {
+            v.iter()
+                .map(|p| p.rsplit('/').next().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        };
+        // install's pin of a set without certificates, by an earlier release.
+        let plain = "ssh-ed25519,ecdsa-sha2-nistp256,rsa-sha2-512,rsa-sha2-256";
+        assert_eq!(names(unoffered(plain, &files)), ["ed25519-cert.pub", "rsa-cert.pub"]);
+        let pinned = format!("ssh-ed25519-cert-v01@openssh.com,rsa-sha2-256-cert-v01@openssh.com,{plain}");
+        assert!(unoffered(&pinned, &files).is_empty());
+        let half = format!("ssh-ed25519-cert-v01@openssh.com,{plain}");
+        assert_eq!(names(unoffered(&half, &files)), ["rsa-cert.pub"]);
+    }
 
     #[test]
     fn the_drop_in_is_included_before_any_host_or_match_once() {
