@@ -441,13 +441,13 @@ log "hostkeyctl-install.timer enabled"
 fi
 
 [ -n "$enrol" ] || exit 0
-# Enrolment, after the install: a login node that serves the set is
-# certified on the set's keys for its own names, beside the set's files.
+# Enrolment, after the install: on a login node that serves the set,
+# enroll leaves its keys and sshd alone and writes the client trust.
 args=(enroll --function "$enrol" --trust "$HOSTKEYCTL_ENROL_TRUST" --client-dir "$ROOT/etc/ssh")
 if [ -n "$region" ]; then args+=(--region "$region"); fi
-# A login node says so, even when its install has not succeeded yet: it
-# then takes the trust alone and binds nothing, so the set's keys bind it
-# at the timer's enrolment after the install.
+# A login node claims its instance and takes the trust alone, even when
+# its install has not succeeded yet (its own keys must get no certificate:
+# install would then refuse the node).
 if [ "$node_type" = login ]; then args+=(--login-node); fi
 rc=0
 for attempt in 1 2 3 4 5; do

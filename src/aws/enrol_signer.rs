@@ -63,23 +63,12 @@ impl crate::enrolment::node::Signer for LambdaSigner {
         serde_json::from_slice(&body).map_err(|e| format!("the signer's answer is not one: {e}"))
     }
 
-    async fn login(
-        &self,
-        request: &crate::enrolment::proof::EnrolRequest,
-        certify: &[String],
-    ) -> Result<crate::enrolment::node::Answer, String> {
-        let body = self
-            .invoke(serde_json::json!({ "login": true, "request": request, "certify": certify }))
-            .await?;
-        serde_json::from_slice(&body).map_err(|e| format!("the signer's answer is not one: {e}"))
-    }
-
-    async fn trust(
+    async fn ca(
         &self,
         request: &crate::enrolment::proof::EnrolRequest,
     ) -> Result<crate::enrolment::node::Trust, String> {
         let body = self
-            .invoke(serde_json::json!({ "trust": true, "request": request }))
+            .invoke(serde_json::json!({ "ca": true, "request": request }))
             .await?;
         serde_json::from_slice(&body).map_err(|e| format!("the signer's answer is not one: {e}"))
     }

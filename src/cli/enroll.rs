@@ -27,8 +27,8 @@ pub struct EnrollArgs {
     #[arg(long = "trust", value_name = "PATTERN", value_delimiter = ',')]
     pub trust: Vec<crate::enrolment::configure::HostPattern>,
     /// This is a login node: it serves (or will serve, once `install` has
-    /// run) the canonical set. Its certificates are for the set's keys,
-    /// in files of their own; before the install it takes the trust alone.
+    /// run) the canonical set, so its keys get no certificate; it claims
+    /// its instance and takes the trust alone.
     #[arg(long, env = "HOSTKEYCTL_ENROL_LOGIN_NODE")]
     pub login_node: bool,
 }

@@ -45,24 +45,17 @@ pub async fn run(args: &EnrollArgs, global: &GlobalArgs, output: OutputFormat) -
             "principals": report.enrolled.as_ref().map(|w| w.principals.clone()),
             "certificates": files,
             "ca_fingerprint": report.ca,
-            "login_node": report.login,
-            "note": report.note,
+            "login_node": report.enrolled.is_none(),
             "sshd_reload": report.reload,
             "trusted": report.trusted,
         }))
         .map_err(Failure::usage)?,
         _ => {
             match &report.enrolled {
-                Some(w) if report.login => println!(
-                    "login node {}: the set's keys certified for {}",
-                    w.instance_id,
-                    w.principals.join(", ")
-                ),
                 Some(w) => println!("enrolled {} for {}", w.instance_id, w.principals.join(", ")),
-                None => println!("login node: the trust alone"),
-            }
-            if let Some(note) = &report.note {
-                eprintln!("note: {note}");
+                None => println!(
+                    "login node: hostkeyctl install serves the canonical set here, so its keys are not enrolled"
+                ),
             }
             println!("CA {}", report.ca);
             for file in &files {

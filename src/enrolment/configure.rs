@@ -175,8 +175,9 @@ pub fn configure_sshd(
         let unoffered = unoffered(pinned, certificates);
         if !unoffered.is_empty() {
             return Err(NodeError::Sshd(format!(
-                "sshd's HostKeyAlgorithms ({pinned}) has no certificate algorithm for {}, so sshd would not offer those certificates; sshd was not reloaded. On a login node, `hostkeyctl install` pins them at its next run (the timer's); elsewhere, add the `-cert-v01@openssh.com` algorithms to the setting that pins it",
-                unoffered.join(", ")
+                "sshd's HostKeyAlgorithms ({pinned}) has no certificate algorithm for {}, so sshd would not offer those certificates and strict clients would refuse this node; sshd was not reloaded ({} stays, as sshd -t passed). Add the `-cert-v01@openssh.com` algorithms of those types to the setting that pins it (`sshd -T | grep hostkeyalgorithms` shows the value), then enroll again",
+                unoffered.join(", "),
+                path.display()
             )));
         }
     }
@@ -379,7 +380,7 @@ mod tests {
                 .map(|p| p.rsplit('/').next().unwrap().to_owned())
                 .collect::<Vec<_>>()
         };
-        // install's pin of a set without certificates, by an earlier release.
+        // A pin of plain algorithms alone (a hardened sshd_config, say).
         let plain = "ssh-ed25519,ecdsa-sha2-nistp256,rsa-sha2-512,rsa-sha2-256";
         assert_eq!(names(unoffered(plain, &files)), ["ed25519-cert.pub", "rsa-cert.pub"]);
         let pinned = format!("ssh-ed25519-cert-v01@openssh.com,rsa-sha2-256-cert-v01@openssh.com,{plain}");

@@ -9,7 +9,6 @@ pub mod admin;
 pub mod configure;
 pub mod host;
 pub mod identity;
-pub mod login;
 pub mod node;
 pub mod proof;
 
@@ -233,19 +232,6 @@ pub enum EnrolError {
         /// The last accepted.
         last: i64,
     },
-    /// A login node proves none of the keys it is bound to.
-    #[error(
-        "instance {0} is bound to host keys it proves none of: a login node keeps one bound key across a rotation (enroll runs during the overlap, when it holds both sets). If the set was replaced without an overlap, remove its binding, then enroll again (docs/cluster-trust.md, \"Login nodes\")"
-    )]
-    Continuity(String),
-    /// A key to certify that the request does not prove.
-    #[error("instance {instance} asked to certify {fingerprint}, a key its request does not prove")]
-    NotProven {
-        /// The instance.
-        instance: String,
-        /// The fingerprint asked for.
-        fingerprint: String,
-    },
     /// Another enrolment of the instance won the race.
     #[error("another enrolment of instance {0} ran at the same time; enrol again")]
     Raced(String),
@@ -262,20 +248,15 @@ pub enum EnrolError {
 
 /// What a request proves, before the bindings are read: the node's keys,
 /// its identity and the cluster's record of it.
-pub(crate) struct Proven {
-    /// The keys the request proves.
-    pub(crate) keys: Vec<ssh_key::PublicKey>,
-    /// The identity document's.
-    pub(crate) identity: identity::Identity,
-    /// The cluster's record of the instance.
-    pub(crate) member: Member,
+struct Proven {
+    keys: Vec<ssh_key::PublicKey>,
+    identity: identity::Identity,
+    member: Member,
 }
 
-/// The checks that need no binding (module documentation), in order;
-/// `per_type` keys of each type at most (a login node proves two).
-pub(crate) async fn prove(
+/// The checks that need no binding (module documentation), in order.
+async fn prove(
     request: &EnrolRequest,
-    per_type: usize,
     asked: &[Principal],
     cluster: &impl ClusterNodes,
     policy: &Policy,
@@ -293,7 +274,7 @@ pub(crate) async fn prove(
     }
     // AWS's signature first (one RSA verification), then the keys' proofs.
     let identity = identity::verify(&request.document, &request.signature, &policy.keys)?;
-    let keys = proof::check_per_type(request, per_type)?;
+    let keys = proof::check(request)?;
     let instance = identity.instance_id.clone();
     if identity.region != policy.region {
         return Err(EnrolError::Region {
@@ -340,7 +321,7 @@ pub async fn enrol(
     policy: &Policy,
     now: i64,
 ) -> Result<Enrolled, EnrolError> {
-    let Proven { keys, identity, member } = prove(request, 1, asked, cluster, policy, now).await?;
+    let Proven { keys, identity, member } = prove(request, asked, cluster, policy, now).await?;
     let instance = identity.instance_id.clone();
     let fingerprints = sorted_fingerprints(&keys);
     let previous = bindings.get(&instance).await.map_err(EnrolError::Bindings)?;
@@ -405,7 +386,7 @@ pub async fn claim(
     policy: &Policy,
     now: i64,
 ) -> Result<String, EnrolError> {
-    let Proven { keys, identity, .. } = prove(request, 1, &[], cluster, policy, now).await?;
+    let Proven { keys, identity, .. } = prove(request, &[], cluster, policy, now).await?;
     let instance = identity.instance_id.clone();
     match bindings.get(&instance).await.map_err(EnrolError::Bindings)? {
         Some(b) if b.revoked => return Err(EnrolError::Revoked(instance)),
@@ -437,7 +418,7 @@ pub async fn claim(
 }
 
 /// The keys' SHA-256 fingerprints, sorted: what a binding compares.
-pub(crate) fn sorted_fingerprints(keys: &[ssh_key::PublicKey]) -> Vec<String> {
+fn sorted_fingerprints(keys: &[ssh_key::PublicKey]) -> Vec<String> {
     let mut out: Vec<String> = keys
         .iter()
         .map(|k| k.fingerprint(HashAlg::Sha256).to_string())
@@ -447,7 +428,7 @@ pub(crate) fn sorted_fingerprints(keys: &[ssh_key::PublicKey]) -> Vec<String> {
 }
 
 /// Keys as OpenSSH public lines, with no comment.
-pub(crate) fn public_lines(keys: &[ssh_key::PublicKey]) -> Vec<String> {
+fn public_lines(keys: &[ssh_key::PublicKey]) -> Vec<String> {
     keys.iter()
         .filter_map(|k| ssh_key::PublicKey::from(k.key_data().clone()).to_openssh().ok())
         .collect()
@@ -457,5 +438,3 @@ pub(crate) fn public_lines(keys: &[ssh_key::PublicKey]) -> Vec<String> {
 mod tests;
 #[cfg(test)]
 mod tests_host;
-#[cfg(test)]
-mod tests_login;

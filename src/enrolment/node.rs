@@ -31,13 +31,10 @@ pub trait Signer: Sync {
     /// Sends the request; the signer's answer or its refusal.
     fn enrol(&self, request: &EnrolRequest, asked: &[Principal])
     -> impl Future<Output = Result<Answer, String>> + Send;
-    /// A login node's request: `request` proves the keys it holds (the
-    /// set, and the next set during an overlap), `certify` lists the
-    /// SHA-256 fingerprints of those to certify.
-    fn login(&self, request: &EnrolRequest, certify: &[String]) -> impl Future<Output = Result<Answer, String>> + Send;
-    /// The CA's public line and the revoked keys, for a login node whose
-    /// install has not run (nothing is bound).
-    fn trust(&self, request: &EnrolRequest) -> impl Future<Output = Result<Trust, String>> + Send;
+    /// The CA's public line and the revoked keys, for a login node that
+    /// takes the trust alone; `request` (its keys' proof) claims its
+    /// instance.
+    fn ca(&self, request: &EnrolRequest) -> impl Future<Output = Result<Trust, String>> + Send;
 }
 
 /// The cluster's trust: its CA, and the keys of revoked instances.
@@ -62,10 +59,6 @@ pub struct Answer {
     /// Revoked host keys (public lines).
     #[serde(default)]
     pub revoked: Vec<String>,
-    /// The CA's public line (a login node's answer may carry no
-    /// certificate to name it).
-    #[serde(default)]
-    pub ca: Option<String>,
 }
 
 /// What enrolment wrote.
@@ -144,14 +137,11 @@ fn own_keys(ssh_dir: &Path) -> Result<Vec<(PathBuf, PrivateKey)>, NodeError> {
     Ok(keys)
 }
 
-/// Each certificate of `answer` paired with the file it goes to (the
-/// certified key's file and `suffix`), and the CA's public line; refused
-/// unless each is a host certificate of one of `keys`, one for each, all
-/// by one CA (the answer's `ca` too, when it names one).
+/// Each certificate of `answer` paired with the key file it certifies;
+/// refused unless each is a host certificate of one of `keys`, all by one CA.
 fn match_certificates(
     answer: &Answer,
     keys: &[(PathBuf, PrivateKey)],
-    suffix: &str,
 ) -> Result<(Vec<(PathBuf, String)>, String), NodeError> {
     let bad = |m: String| NodeError::Answer(m);
     if answer.certificates.len() != keys.len() {
@@ -163,14 +153,6 @@ fn match_certificates(
     }
     let mut out = Vec::new();
     let mut cas = Vec::new();
-    if let Some(line) = &answer.ca {
-        let ca = PublicKey::from_openssh(line.trim()).map_err(|e| bad(format!("the CA is not a public key: {e}")))?;
-        cas.push(
-            PublicKey::from(ca.key_data().clone())
-                .to_openssh()
-                .map_err(|e| bad(e.to_string()))?,
-        );
-    }
     for line in &answer.certificates {
         let cert = Certificate::from_openssh(line).map_err(|e| bad(format!("not a certificate: {e}")))?;
         if cert.cert_type() != ssh_key::certificate::CertType::Host {
@@ -192,10 +174,7 @@ fn match_certificates(
                 .map_err(|e| bad(e.to_string()))?,
         );
         let mut file = path.clone().into_os_string();
-        file.push(suffix);
-        if out.iter().any(|(p, _): &(PathBuf, String)| p.as_os_str() == file) {
-            return Err(bad(format!("two certificates for {}", path.display())));
-        }
+        file.push("-cert.pub");
         // Written as its own encoding, with no comment of the answer's.
         let mut clean = cert.clone();
         clean.set_comment("");
@@ -203,45 +182,50 @@ fn match_certificates(
         out.push((PathBuf::from(file), format!("{text}\n")));
     }
     cas.dedup();
-    match cas.len() {
-        1 => Ok((out, cas.remove(0))),
-        0 => Err(bad("it names no CA".to_owned())),
-        n => Err(bad(format!("the certificates come from {n} CAs"))),
+    if cas.len() != 1 {
+        return Err(bad(format!("the certificates come from {} CAs", cas.len())));
     }
+    Ok((out, cas.remove(0)))
 }
 
-/// The proof of `keys` over the node's identity document.
-async fn prove_keys(
-    ssh_dir: &Path,
-    keys: &[(PathBuf, PrivateKey)],
-    imds: &impl Imds,
-    audience: &str,
-    now_ms: i64,
-) -> Result<EnrolRequest, NodeError> {
-    let (document, signature) = imds.identity().await.map_err(NodeError::Imds)?;
-    let private: Vec<PrivateKey> = keys.iter().map(|(_, k)| k.clone()).collect();
-    request(&document, &signature, &private, now_ms, audience).map_err(|e| NodeError::Key {
-        path: ssh_dir.to_path_buf(),
-        reason: e.to_string(),
-    })
-}
-
-/// A login node before its install: its keys' proof, sent for the CA's
-/// public line and the revoked keys; nothing is bound.
-pub async fn trust_node(
+/// A login node's claim: its keys' proof over its identity document,
+/// sent for the CA's public line.
+pub async fn claim_node(
     ssh_dir: &Path,
     imds: &impl Imds,
     signer: &impl Signer,
     now_ms: i64,
 ) -> Result<Trust, NodeError> {
     let keys = own_keys(ssh_dir)?;
-    let req = prove_keys(ssh_dir, &keys, imds, signer.audience(), now_ms).await?;
-    drop(keys);
-    signer.trust(&req).await.map_err(NodeError::Signer)
+    let (document, signature) = imds.identity().await.map_err(NodeError::Imds)?;
+    let private: Vec<PrivateKey> = keys.into_iter().map(|(_, k)| k).collect();
+    let req = request(&document, &signature, &private, now_ms, signer.audience()).map_err(|e| NodeError::Key {
+        path: ssh_dir.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    drop(private);
+    signer.ca(&req).await.map_err(NodeError::Signer)
 }
 
-/// Writes each certificate file, then says what was written.
-fn write_certificates(answer: Answer, files: Vec<(PathBuf, String)>, ca_line: String) -> Result<Written, NodeError> {
+/// Enrols the node whose keys are in `ssh_dir` at `now_ms` (Unix
+/// milliseconds): nothing is written unless every certificate checks.
+pub async fn enrol_node(
+    ssh_dir: &Path,
+    asked: &[Principal],
+    imds: &impl Imds,
+    signer: &impl Signer,
+    now_ms: i64,
+) -> Result<Written, NodeError> {
+    let keys = own_keys(ssh_dir)?;
+    let (document, signature) = imds.identity().await.map_err(NodeError::Imds)?;
+    let private: Vec<PrivateKey> = keys.iter().map(|(_, k)| k.clone()).collect();
+    let req = request(&document, &signature, &private, now_ms, signer.audience()).map_err(|e| NodeError::Key {
+        path: ssh_dir.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    drop(private);
+    let answer = signer.enrol(&req, asked).await.map_err(NodeError::Signer)?;
+    let (files, ca_line) = match_certificates(&answer, &keys)?;
     let ca = PublicKey::from_openssh(&ca_line)
         .map_err(|e| NodeError::Answer(e.to_string()))?
         .fingerprint(HashAlg::Sha256)
@@ -265,64 +249,4 @@ fn write_certificates(answer: Answer, files: Vec<(PathBuf, String)>, ca_line: St
         ca_line,
         revoked: answer.revoked,
     })
-}
-
-/// Enrols the node whose keys are in `ssh_dir` at `now_ms` (Unix
-/// milliseconds): nothing is written unless every certificate checks.
-pub async fn enrol_node(
-    ssh_dir: &Path,
-    asked: &[Principal],
-    imds: &impl Imds,
-    signer: &impl Signer,
-    now_ms: i64,
-) -> Result<Written, NodeError> {
-    let keys = own_keys(ssh_dir)?;
-    let req = prove_keys(ssh_dir, &keys, imds, signer.audience(), now_ms).await?;
-    let answer = signer.enrol(&req, asked).await.map_err(NodeError::Signer)?;
-    let (files, ca_line) = match_certificates(&answer, &keys, "-cert.pub")?;
-    write_certificates(answer, files, ca_line)
-}
-
-/// Where a login node's certificates go: beside the key, apart from the
-/// set's own (`install` writes `<key>-cert.pub`).
-pub const LOGIN_CERT_SUFFIX: &str = crate::install::sshd_config::ENROLMENT_CERT_SUFFIX;
-
-/// The keys a login node holds: the set it serves (the managed files) and,
-/// during a rotation's overlap, the next set (`install`'s
-/// `hostkeyctl_next_*_key`).
-pub fn login_keys(ssh_dir: &Path) -> Result<Vec<(PathBuf, PrivateKey)>, NodeError> {
-    let mut keys = own_keys(ssh_dir)?;
-    for a in crate::keyset::KeyAlgorithm::ALL {
-        let path = crate::install::next_private_path(ssh_dir, a);
-        if path.exists() {
-            let key = PrivateKey::read_openssh_file(&path).map_err(|e| NodeError::Key {
-                path: path.clone(),
-                reason: e.to_string(),
-            })?;
-            keys.push((path, key));
-        }
-    }
-    Ok(keys)
-}
-
-/// Enrols a login node: every key of `keys` proven, those of `certify`
-/// (their files) certified into `<key>` + [`LOGIN_CERT_SUFFIX`]. Nothing
-/// is written unless every certificate checks.
-pub async fn enrol_login_node(
-    ssh_dir: &Path,
-    keys: &[(PathBuf, PrivateKey)],
-    certify: &[PathBuf],
-    imds: &impl Imds,
-    signer: &impl Signer,
-    now_ms: i64,
-) -> Result<Written, NodeError> {
-    let req = prove_keys(ssh_dir, keys, imds, signer.audience(), now_ms).await?;
-    let wanted: Vec<(PathBuf, PrivateKey)> = keys.iter().filter(|(p, _)| certify.contains(p)).cloned().collect();
-    let fingerprints: Vec<String> = wanted
-        .iter()
-        .map(|(_, k)| k.public_key().fingerprint(HashAlg::Sha256).to_string())
-        .collect();
-    let answer = signer.login(&req, &fingerprints).await.map_err(NodeError::Signer)?;
-    let (files, ca_line) = match_certificates(&answer, &wanted, LOGIN_CERT_SUFFIX)?;
-    write_certificates(answer, files, ca_line)
 }

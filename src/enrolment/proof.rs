@@ -93,20 +93,14 @@ pub fn request(
     })
 }
 
-/// The host keys of `request`, each shown to have signed it: one per
-/// type ([`MAX_KEYS`] at most).
+/// The host keys of `request`, each shown to have signed it.
 pub fn check(request: &EnrolRequest) -> Result<Vec<PublicKey>, ProofError> {
-    check_per_type(request, 1)
-}
-
-/// As [`check`], with up to `per_type` keys of each type: a login node
-/// proves the set and, during a rotation's overlap, the next set.
-pub fn check_per_type(request: &EnrolRequest, per_type: usize) -> Result<Vec<PublicKey>, ProofError> {
-    let max = MAX_KEYS * per_type;
-    if request.host_keys.is_empty() || request.host_keys.len() > max || request.host_keys.len() != request.proofs.len()
+    if request.host_keys.is_empty()
+        || request.host_keys.len() > MAX_KEYS
+        || request.host_keys.len() != request.proofs.len()
     {
         return Err(ProofError::Malformed(format!(
-            "{} host keys and {} proofs (1 to {max} keys, one proof each)",
+            "{} host keys and {} proofs (1 to {MAX_KEYS} keys, one proof each)",
             request.host_keys.len(),
             request.proofs.len()
         )));
@@ -132,16 +126,13 @@ pub fn check_per_type(request: &EnrolRequest, per_type: usize) -> Result<Vec<Pub
         .and_then(|keys| {
             let mut kinds: Vec<String> = keys.iter().map(|k| k.algorithm().as_str().to_owned()).collect();
             kinds.sort();
-            let crowded = kinds.windows(per_type + 1).any(|w| w.iter().all(|k| *k == w[0]));
-            let mut fingerprints: Vec<String> = keys.iter().map(|k| k.fingerprint(HashAlg::Sha256).to_string()).collect();
-            fingerprints.sort();
-            fingerprints.dedup();
-            if crowded || fingerprints.len() != keys.len() {
-                Err(ProofError::Malformed(format!(
-                    "more than {per_type} host key(s) of one type, or one key twice: a node enrols one key per type (a login node two, during a rotation)"
-                )))
-            } else {
+            kinds.dedup();
+            if kinds.len() == keys.len() {
                 Ok(keys)
+            } else {
+                Err(ProofError::Malformed(
+                    "two host keys of one type: a node enrols one key per type".to_owned(),
+                ))
             }
         })
 }

@@ -95,7 +95,7 @@ impl Bindings for Bound {
     }
 }
 
-pub(super) fn names(list: &[&str]) -> Vec<Principal> {
+fn names(list: &[&str]) -> Vec<Principal> {
     list.iter().map(|n| Principal::parse(n).unwrap()).collect()
 }
 
@@ -114,7 +114,7 @@ pub(super) fn node_keys() -> Vec<ssh_key::PrivateKey> {
 
 /// `member`'s request made at `at` (Unix seconds; the request carries
 /// milliseconds).
-pub(super) fn ask(aws: &Aws, member: &Member, keys: &[ssh_key::PrivateKey], at: i64) -> EnrolRequest {
+fn ask(aws: &Aws, member: &Member, keys: &[ssh_key::PrivateKey], at: i64) -> EnrolRequest {
     let (document, signature) = aws.imds(&member.instance_id, &member.private_ip.to_string(), NOW - 60);
     request(&document, &signature, keys, at * 1000, AUDIENCE).unwrap()
 }
@@ -161,7 +161,7 @@ async fn a_member_gets_certificates_for_its_own_keys_and_awss_names_and_every_fo
     assert!(again.is_ok(), "{again:?}");
 }
 
-pub(super) fn refused(e: Result<super::Enrolled, EnrolError>) -> String {
+fn refused(e: Result<super::Enrolled, EnrolError>) -> String {
     e.expect_err("refused").to_string()
 }
 
@@ -355,35 +355,10 @@ impl super::node::Signer for InProcess<'_> {
                     .collect()
             }),
             revoked: Vec::new(),
-            ca: None,
         })
     }
-    async fn login(&self, request: &EnrolRequest, certify: &[String]) -> Result<super::node::Answer, String> {
-        let enrolled = super::login::enrol_login(
-            request,
-            certify,
-            self.cluster,
-            self.bound,
-            self.ca,
-            &self.aws.policy(),
-            request.issued_at_ms / 1000,
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-        Ok(super::node::Answer {
-            instance_id: enrolled.instance_id,
-            principals: enrolled.principals.iter().map(|p| p.as_str().to_owned()).collect(),
-            certificates: enrolled
-                .certificates
-                .iter()
-                .map(crate::certificate::certificate_line)
-                .collect(),
-            revoked: Vec::new(),
-            ca: Some(self.ca.public_line()),
-        })
-    }
-    async fn trust(&self, request: &EnrolRequest) -> Result<super::node::Trust, String> {
-        super::login::trust(
+    async fn ca(&self, request: &EnrolRequest) -> Result<super::node::Trust, String> {
+        super::claim(
             request,
             self.cluster,
             self.bound,

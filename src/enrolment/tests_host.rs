@@ -1,8 +1,9 @@
 //! `enroll`'s flow on a node ([`super::host::enroll`]) with a recording
 //! sshd: a login node gets the trust and no certificate even before
 //! `install` ran; sshd must include enrolment's drop-in by name before the
-//! signer is asked, and list the certificates before the reload; the
-//! client trust carries the CA's key alone and the revoked keys.
+//! signer is asked, and list the certificates (and offer their algorithms)
+//! before the reload; the client trust carries the CA's key alone and the
+//! revoked keys.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,6 +20,8 @@ use crate::keyset::{HostKey, KeyAlgorithm};
 struct FakeSshd {
     config: PathBuf,
     lists_certificates: bool,
+    /// `sshd -T`'s hostkeyalgorithms, when a setting pins it.
+    pinned: Option<String>,
     reloaded: AtomicBool,
 }
 
@@ -29,27 +32,16 @@ impl SshdControl for FakeSshd {
     fn test(&self) -> Result<(), SshdError> {
         Ok(())
     }
-    /// sshd -T's certificates: every drop-in's `HostCertificate` lines,
-    /// in order (or none, when another setting wins).
     fn effective(&self) -> Result<Effective, SshdError> {
-        let dir = self.config.parent().unwrap().join("sshd_config.d");
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .map(|d| d.map(|e| e.unwrap().path()).collect())
-            .unwrap_or_default();
-        files.sort();
-        let host_certificates = files
-            .iter()
-            .flat_map(|f| {
-                std::fs::read_to_string(f)
-                    .unwrap()
-                    .lines()
-                    .filter_map(|l| l.strip_prefix("HostCertificate ").map(str::to_owned))
-                    .collect::<Vec<_>>()
-            })
-            .filter(|_| self.lists_certificates)
-            .collect();
+        let dir = self.config.parent().unwrap();
+        let certs = ["ssh_host_ed25519_key-cert.pub", "ssh_host_ecdsa_key-cert.pub"];
         Ok(Effective {
-            host_certificates,
+            host_certificates: if self.lists_certificates {
+                certs.iter().map(|c| dir.join(c).display().to_string()).collect()
+            } else {
+                Vec::new()
+            },
+            host_key_algorithms: self.pinned.clone(),
             ..Effective::default()
         })
     }
@@ -67,6 +59,7 @@ fn node(main: &str, lists_certificates: bool) -> (tempfile::TempDir, FakeSshd) {
     let sshd = FakeSshd {
         config,
         lists_certificates,
+        pinned: None,
         reloaded: AtomicBool::new(false),
     };
     (dir, sshd)
@@ -111,16 +104,15 @@ fn certificates(dir: &Path) -> usize {
 }
 
 #[tokio::test]
-async fn a_login_node_takes_the_trust_and_binds_nothing_before_install_ran() {
+async fn a_login_node_takes_the_trust_and_no_certificate_before_install_ran() {
     // No install drop-in yet (its install failed at first boot): --login-node decides.
     let (dir, sshd) = node("Include DIR/sshd_config.d/*.conf\n", true);
     let bound = Bound::default();
     let report = run(dir.path(), &sshd, true, &bound).await.unwrap();
-    assert!(report.enrolled.is_none() && report.login);
+    assert!(report.enrolled.is_none());
     assert_eq!(certificates(dir.path()), 0);
     assert!(!sshd.reloaded.load(Ordering::SeqCst));
-    // Its own keys, which the set will replace, must not bind the instance.
-    assert!(bound.0.lock().unwrap().is_empty(), "the login node bound its own keys");
+    assert_eq!(bound.0.lock().unwrap().len(), 1, "the login node claimed its instance");
     let known = std::fs::read_to_string(dir.path().join("client/ssh_known_hosts")).unwrap();
     assert!(
         known.contains("@cert-authority ip-10-1-*,10.1.* ssh-ed25519 "),
@@ -150,6 +142,16 @@ async fn sshd_must_read_the_drop_in_before_the_signer_is_asked_and_list_the_cert
     );
     assert!(!sshd.reloaded.load(Ordering::SeqCst));
 
+    // Listed, but a pin of plain algorithms would keep them from clients.
+    let (dir, mut sshd) = node("Include DIR/sshd_config.d/*.conf\n", true);
+    sshd.pinned = Some("ssh-ed25519,ecdsa-sha2-nistp256,rsa-sha2-512".to_owned());
+    let err = run(dir.path(), &sshd, false, &Bound::default()).await.unwrap_err();
+    assert!(
+        matches!(err, NodeError::Sshd(ref m) if m.contains("no certificate algorithm")),
+        "{err}"
+    );
+    assert!(!sshd.reloaded.load(Ordering::SeqCst));
+
     let (dir, sshd) = node("Include DIR/sshd_config.d/5*.conf\n", true);
     let report = run(dir.path(), &sshd, false, &Bound::default()).await.unwrap();
     assert!(report.enrolled.is_some() && sshd.reloaded.load(Ordering::SeqCst));
@@ -170,108 +172,4 @@ fn the_client_trust_carries_the_cas_key_alone_and_each_revoked_key() {
     assert!(!known.contains("EVIL") && !known.contains(" x\n"), "{known}");
     assert_eq!(known.matches("@cert-authority ").count(), 1, "{known}");
     assert!(known.contains(&format!("@revoked 10.1.* {bare}\n")), "{known}");
-}
-
-/// The set's own certificate for `key`, where install puts it, and
-/// install's drop-in naming it.
-fn the_set_certifies(dir: &Path, key: &ssh_key::PrivateKey) {
-    let ca = CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
-    let request = crate::certificate::SignRequest {
-        principals: vec![crate::certificate::Principal::parse("login.example").unwrap()],
-        valid_after: 0,
-        valid_before: u64::MAX,
-        serial: 1,
-        key_id: "the set".to_owned(),
-    };
-    let public = key.public_key().clone();
-    let (_, cert) = crate::certificate::sign_keys(&ca, std::slice::from_ref(&public), &request)
-        .unwrap()
-        .remove(0);
-    let path = dir.join("ssh_host_ed25519_key-cert.pub");
-    std::fs::write(&path, crate::certificate::certificate_line(&cert)).unwrap();
-    std::fs::create_dir_all(dir.join("sshd_config.d")).unwrap();
-    std::fs::write(
-        dir.join("sshd_config.d")
-            .join(crate::install::sshd_config::DROP_IN_NAME),
-        format!("HostCertificate {}\n", path.display()),
-    )
-    .unwrap();
-}
-
-#[tokio::test]
-async fn a_login_node_serving_the_set_is_certified_on_the_keys_the_sets_own_certificates_leave() {
-    let (dir, sshd) = node("Include DIR/sshd_config.d/*.conf\n", true);
-    let keys = super::node::login_keys(dir.path()).unwrap();
-    the_set_certifies(dir.path(), &keys[0].1);
-    // A certificate of an earlier set, for a key the node no longer holds.
-    let stale = dir.path().join("hostkeyctl_next_rsa_key-enrolment-cert.pub");
-    std::fs::write(&stale, "old").unwrap();
-    let bound = Bound::default();
-    let report = run(dir.path(), &sshd, false, &bound).await.unwrap();
-    assert!(report.login, "install's drop-in makes it a login node");
-    let written = report.enrolled.unwrap();
-    let ecdsa = dir.path().join("ssh_host_ecdsa_key-enrolment-cert.pub");
-    assert_eq!(
-        written.files,
-        std::slice::from_ref(&ecdsa),
-        "the set's certificate covers ed25519"
-    );
-    let cert = ssh_key::Certificate::read_file(&ecdsa).unwrap();
-    assert_eq!(cert.public_key(), keys[1].1.public_key().key_data());
-    let note = report.note.unwrap_or_default();
-    assert!(
-        note.contains("ssh_host_ed25519_key") && note.contains("left to them"),
-        "{note}"
-    );
-    let drop_in = std::fs::read_to_string(dir.path().join("sshd_config.d/50-hostkeyctl-enrolment.conf")).unwrap();
-    assert!(
-        drop_in.contains(&format!("HostCertificate {}", ecdsa.display())),
-        "{drop_in}"
-    );
-    assert!(sshd.reloaded.load(Ordering::SeqCst));
-    assert!(!stale.exists(), "a stale enrolment certificate stayed");
-    assert_eq!(bound.0.lock().unwrap().len(), 1, "the login node bound the set");
-    // Its keys are the set's: asking for names is refused before anything.
-    let err = enroll(
-        &Setup {
-            ssh_dir: dir.path(),
-            asked: &[crate::certificate::Principal::parse("compute-1").unwrap()],
-            client_dir: &dir.path().join("client"),
-            trust: &["10.1.*".parse().unwrap()],
-            login: true,
-        },
-        &super::tests::FakeImds(String::new(), String::new()),
-        &Refuses,
-        &sshd,
-        &ReloadMethod::Auto,
-        NOW * 1000,
-    )
-    .await
-    .unwrap_err();
-    assert!(
-        matches!(err, NodeError::Usage(ref m) if m.contains("--principal")),
-        "{err}"
-    );
-}
-
-/// A signer that must not be asked.
-struct Refuses;
-
-impl super::node::Signer for Refuses {
-    fn audience(&self) -> &str {
-        "none"
-    }
-    async fn enrol(
-        &self,
-        _: &super::proof::EnrolRequest,
-        _: &[crate::certificate::Principal],
-    ) -> Result<super::node::Answer, String> {
-        panic!("asked")
-    }
-    async fn login(&self, _: &super::proof::EnrolRequest, _: &[String]) -> Result<super::node::Answer, String> {
-        panic!("asked")
-    }
-    async fn trust(&self, _: &super::proof::EnrolRequest) -> Result<super::node::Trust, String> {
-        panic!("asked")
-    }
 }

@@ -29,9 +29,8 @@ pub(super) struct CertPlan {
     pub files: Vec<(PathBuf, Certificate)>,
     /// `HostCertificate` lines of hostkeyctl's settings.
     pub lines: Vec<String>,
-    /// Whether the certificate algorithms are pinned: a certificate will
-    /// be served, or sshd reads drop-ins (see [`super::plan`]).
-    pub pins: bool,
+    /// Whether any certificate will be served (pins the cert algorithms).
+    pub served: bool,
     /// What each type must serve after the reload.
     pub expected: BTreeMap<ScanAlgorithm, Certificate>,
     /// The set's certificates left out: expired or not yet valid.
@@ -111,7 +110,7 @@ pub(super) fn plan_certificates(
                     });
                 };
                 kept.extend(algorithm_of(cert));
-                plan.pins = true;
+                plan.served = true;
             }
         }
         ExistingCertificates::Replace => replaced.extend(foreign),
@@ -141,7 +140,7 @@ pub(super) fn plan_certificates(
         plan.lines.push(path.display().to_string());
         plan.files.push((path, cert.clone()));
     }
-    plan.pins |= !certificates.is_empty();
+    plan.served |= !certificates.is_empty();
     Ok(plan)
 }
 
@@ -197,11 +196,7 @@ pub(super) fn foreign_certificates(sshd: &impl SshdControl, texts: &[String], ow
     };
     let mut out: Vec<Foreign> = Vec::new();
     for path in configured {
-        // A login node's enrolment certificates are hostkeyctl's too: they
-        // certify the set's keys for the node's own names, and enroll
-        // renews them after a rotation (docs/cluster-trust.md).
-        let enrolment = path.ends_with(sshd_config::ENROLMENT_CERT_SUFFIX);
-        if enrolment || ours.contains(&path) || out.iter().any(|f| f.path == path) {
+        if ours.contains(&path) || out.iter().any(|f| f.path == path) {
             continue;
         }
         let cert = std::fs::read_to_string(&path)

@@ -212,7 +212,7 @@ fn desired_files(inputs: FileInputs<'_>) -> Result<Vec<Desired>, InstallError> {
     out.extend(certificate_files(certificates)?);
     let wanted = sshd_config::Settings {
         algorithms: keys.algorithms(),
-        certificates: certificates.pins,
+        certificates: certificates.served,
         host_keys: listed,
         host_certificates: certificates.lines.clone(),
         version_addendum: next.map(crate::keyset::KeySet::next_marker),
@@ -473,14 +473,7 @@ pub(super) async fn prepare(
         Placement::Inline(_) => sshd_config::block_text(&main_text),
     };
     let foreign = foreign_certificates(sshd, &texts, &own_settings);
-    let mut cert_plan = plan_certificates(options, &keys, &certificates, &foreign)?;
-    // Where sshd reads drop-ins (OpenSSH 8.2 and later, which know every
-    // certificate algorithm's name), the certificate algorithms are pinned
-    // even with no certificate: sshd offers only those it holds, and a
-    // login node's enrolment certificates (docs/cluster-trust.md) are
-    // offered without waiting for this run. Older sshd (Amazon Linux 2's
-    // 7.4 does not know rsa-sha2-*-cert-v01) gets them only with the set's.
-    cert_plan.pins |= matches!(placement, Placement::DropIn(_));
+    let cert_plan = plan_certificates(options, &keys, &certificates, &foreign)?;
     report.certificates_left_out.clone_from(&cert_plan.left_out);
     let desired = desired_files(FileInputs {
         keys: &keys,
@@ -509,7 +502,7 @@ pub(super) async fn prepare(
         desired,
         verify_address,
         reload,
-        pins_certificates: cert_plan.pins,
+        pins_certificates: cert_plan.served,
         certificates: cert_plan.expected,
         _lock: lock,
     })

@@ -18,10 +18,6 @@ use crate::keyset::KeyAlgorithm;
 
 /// The drop-in file name (sorts first, so it wins).
 pub const DROP_IN_NAME: &str = "00-hostkeyctl.conf";
-/// How a login node's enrolment certificates end (`<key>` and this,
-/// beside the key; `hostkeyctl enroll` writes them): hostkeyctl's own, so
-/// not foreign to install, which writes the set's as `<key>-cert.pub`.
-pub const ENROLMENT_CERT_SUFFIX: &str = "-enrolment-cert.pub";
 /// First line of the inline block.
 pub const BEGIN_MARK: &str = "# BEGIN hostkeyctl: serve only the canonical host keys (docs/install.md)";
 /// Last line of the inline block.

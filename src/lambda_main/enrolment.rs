@@ -14,9 +14,8 @@ use hostkeyctl::aws::pcluster::ParallelClusterNodes;
 use hostkeyctl::aws::sagemaker::HyperPodNodes;
 use hostkeyctl::certificate::{CaKey, Principal};
 use hostkeyctl::enrolment::identity::IidKeys;
-use hostkeyctl::enrolment::login::{enrol_login, trust};
 use hostkeyctl::enrolment::proof::EnrolRequest;
-use hostkeyctl::enrolment::{ClusterNodes, Enrolled, Member, Policy, claim, enrol, revoked};
+use hostkeyctl::enrolment::{ClusterNodes, Member, Policy, claim, enrol, revoked};
 use hostkeyctl::ids::SecretId;
 use hostkeyctl::store::SecretStore;
 
@@ -39,11 +38,8 @@ pub const FIRST_WITHIN_VAR: &str = "HOSTKEYCTL_ENROL_FIRST_WITHIN_HOURS";
 /// Identity keys beyond AWS's table: `REGION=SPKI_BASE64`, comma-separated.
 pub const IID_KEYS_VAR: &str = "HOSTKEYCTL_ENROL_IID_KEYS";
 
-/// What an invocation carries: a node's request; with `"login": true`
-/// a login node's (it serves the set; `certify` lists the fingerprints of
-/// the keys to certify); with `"trust": true` a login node's before its
-/// install (the CA alone, nothing bound); with `"ca": true` the claim of
-/// a login node of an earlier release (binds, signs nothing).
+/// What an invocation carries: a node's request, or with `"ca": true` a
+/// login node's claim (it serves the set: the CA's public key alone).
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Event {
@@ -53,12 +49,6 @@ struct Event {
     asked: Vec<String>,
     #[serde(default)]
     ca: bool,
-    #[serde(default)]
-    login: bool,
-    #[serde(default)]
-    certify: Vec<String>,
-    #[serde(default)]
-    trust: bool,
 }
 
 /// Where membership comes from.
@@ -228,37 +218,10 @@ async fn answer(
         first_within: i64::try_from(settings.first_within_hours * 3_600).unwrap_or(i64::MAX),
     };
     let now = i64::try_from(hostkeyctl::certificate::now_unix()).unwrap_or(i64::MAX);
-    let modes = [parsed.ca, parsed.login, parsed.trust].iter().filter(|m| **m).count();
-    if modes > 1 || (!parsed.login && !parsed.certify.is_empty()) {
-        return Err(
-            "not an enrolment request: at most one of ca, login and trust, and certify only with login".to_owned(),
-        );
-    }
-    if modes == 1 && !asked.is_empty() {
-        return Err(
-            "a login node's request asks for no names: its certificates carry the names AWS gives it".to_owned(),
-        );
-    }
-    if parsed.trust {
-        let instance = trust(&request, cluster, bindings, &policy, now)
-            .await
-            .map_err(|e| e.to_string())?;
-        eprintln!("trust for {instance} (a login node before its install: nothing bound)");
-        let revoked = revoked(bindings).await.map_err(|e| e.to_string())?;
-        return Ok(serde_json::json!({ "ca": ca.public_line(), "revoked": revoked }));
-    }
-    if parsed.login {
-        let enrolled = enrol_login(&request, &parsed.certify, cluster, bindings, ca, &policy, now)
-            .await
-            .map_err(|e| e.to_string())?;
-        eprintln!(
-            "enrolled login node {}: {} certificates",
-            enrolled.instance_id,
-            enrolled.certificates.len()
-        );
-        return answer_with(&enrolled, ca, bindings).await;
-    }
     if parsed.ca {
+        if !asked.is_empty() {
+            return Err("a login node's claim asks for no names".to_owned());
+        }
         let instance = claim(&request, cluster, bindings, &policy, now)
             .await
             .map_err(|e| e.to_string())?;
@@ -279,18 +242,12 @@ async fn answer(
             .collect::<Vec<_>>()
             .join(",")
     );
-    answer_with(&enrolled, ca, bindings).await
-}
-
-/// The answer to an enrolment: the certificates, the CA, and the revoked
-/// keys (every node learns them at each renewal).
-async fn answer_with(enrolled: &Enrolled, ca: &CaKey, bindings: &DynamoBindings) -> Result<serde_json::Value, String> {
+    // Every node learns the revoked keys at each renewal.
     let revoked = revoked(bindings).await.map_err(|e| e.to_string())?;
     Ok(serde_json::json!({
         "instance_id": enrolled.instance_id,
         "principals": enrolled.principals,
         "certificates": enrolled.certificates.iter().map(hostkeyctl::certificate::certificate_line).collect::<Vec<_>>(),
-        "ca": ca.public_line(),
         "revoked": revoked,
     }))
 }

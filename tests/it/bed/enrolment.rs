@@ -7,7 +7,7 @@
 use hostkeyctl::aws::dynamodb::DynamoBindings;
 use hostkeyctl::enrolment::{Binding, Bindings};
 
-use crate::common::bed::{BedOptions, Node, Role, Run, TestBed, private_lines};
+use crate::common::bed::{BedOptions, Node, Role, Run, TestBed, private_lines, snapshot};
 use crate::common::support::require;
 
 /// One writer wins from a read; a writer holding a stale read, or a second
@@ -130,13 +130,7 @@ pub(crate) fn deploy_signer(bed: &TestBed, kind: &str, cluster: &str) -> String 
 
 /// What a node sends: `keys_of`'s own keys' proofs over the identity
 /// document of `instance`, asking for `asked`.
-pub(crate) fn node_request(
-    bed: &TestBed,
-    keys_of: &Node,
-    instance: &str,
-    audience: &str,
-    asked: &[&str],
-) -> serde_json::Value {
+fn node_request(bed: &TestBed, keys_of: &Node, instance: &str, audience: &str, asked: &[&str]) -> serde_json::Value {
     let hyperpod = bed.state.hyperpod.as_ref().unwrap();
     let iid = bed.control(
         "POST",
@@ -160,7 +154,7 @@ pub(crate) fn node_request(
 }
 
 /// Invokes the signer as a node: (function error?, payload).
-pub(crate) fn invoke(
+fn invoke(
     bed: &TestBed,
     runtime: &tokio::runtime::Runtime,
     arn: &str,
@@ -321,11 +315,6 @@ pub(crate) fn enroll_as(bed: &TestBed, node: &Node, arn: &str, instance: &str) -
 /// environment, its own /etc/ssh as both sshd's and the client's
 /// directory.
 pub(crate) fn enroll_with(bed: &TestBed, node: &Node, arn: &str, imds: &str) -> Run {
-    enroll_with_env(bed, node, arn, imds, &[])
-}
-
-/// [`enroll_with`], with `extra` in its environment.
-fn enroll_with_env(bed: &TestBed, node: &Node, arn: &str, imds: &str, extra: &[(String, String)]) -> Run {
     let mut env: Vec<(String, String)> = bed
         .aws_env(Role::ClusterNode)
         .into_iter()
@@ -333,7 +322,6 @@ fn enroll_with_env(bed: &TestBed, node: &Node, arn: &str, imds: &str, extra: &[(
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
     env.push(("AWS_EC2_METADATA_SERVICE_ENDPOINT".to_owned(), imds.to_owned()));
-    env.extend_from_slice(extra);
     let dir = node.ssh_dir.display().to_string();
     let run = bed.node_run(
         node,
@@ -355,7 +343,7 @@ fn enroll_with_env(bed: &TestBed, node: &Node, arn: &str, imds: &str, extra: &[(
     // enroll returns once sshd was told to reload (SIGHUP): a login in the
     // next instant may meet the restarting listener. Wait for it to offer
     // the certificate, as a client next in line would.
-    if run.code == 0 && run.json()["certificates"].as_array().is_some_and(|c| !c.is_empty()) {
+    if run.code == 0 && run.json()["login_node"] == false {
         crate::common::bed::wait_until(
             "sshd offers the certificate",
             std::time::Duration::from_secs(10),
@@ -414,7 +402,7 @@ pub(crate) fn base_config(node: &Node) {
 /// What ParallelCluster's cookbook writes as `ssh_config`: no `Include`,
 /// and a `Match exec` (its ssh_target_checker.sh: any VPC address) that
 /// turns checking off.
-pub(crate) const PARALLELCLUSTER_SSH_CONFIG: &str = "Host *\n  UseRoaming no\n  GssapiAuthentication yes\nMatch exec \"true\"\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n";
+const PARALLELCLUSTER_SSH_CONFIG: &str = "Host *\n  UseRoaming no\n  GssapiAuthentication yes\nMatch exec \"true\"\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n";
 
 /// `ssh -G`'s StrictHostKeyChecking for `target` with `config`.
 fn strictness(config: &std::path::Path, target: &str) -> String {
@@ -435,12 +423,14 @@ fn strictness(config: &std::path::Path, target: &str) -> String {
 /// beside each of its own keys, for exactly AWS's names, signed with
 /// `rsa-sha2-512`; the key files unchanged. A client with enroll's trust
 /// alone logs in by every name, and a strict client without it is
-/// refused. A login node's users reach it strictly through the
-/// `ssh_config` ParallelCluster writes (which turns checking off for every
-/// address). Login nodes serving the set are in `enrolment_login`.
+/// refused. A login node whose keys `hostkeyctl install` manages keeps
+/// the canonical set and its sshd untouched, claims its instance (another
+/// key set with its identity document is refused), and gains the trust:
+/// its users reach the enrolled node strictly, through the `ssh_config`
+/// ParallelCluster writes (which turns checking off for every address).
 #[test]
 fn enroll_certifies_a_nodes_own_keys_and_a_login_node_gains_the_trust() {
-    let (bed, _runtime, arn) = cluster_bed(2, "", "rsa");
+    let (bed, runtime, arn) = cluster_bed(2, "", "rsa");
     let (node, login_node) = (&bed.state.nodes[0], &bed.state.nodes[1]);
     base_config(node);
     let keys_before = private_lines(&node.ssh_dir);
@@ -481,30 +471,39 @@ fn enroll_certifies_a_nodes_own_keys_and_a_login_node_gains_the_trust() {
         }
     }
 
-    // A login node (before its install: the trust alone).
+    bed.init_generated("hostkeys/hp");
+    bed.install_on(login_node, &["--secret-id", "hostkeys/hp"]).ok();
     std::fs::write(login_node.ssh_dir.join("ssh_config"), PARALLELCLUSTER_SSH_CONFIG).unwrap();
     let from_login = client_config(&bed, login_node);
     assert_eq!(strictness(&from_login, &node.address), "false");
-    let run = enroll_login_before_install(&bed, login_node, &arn);
+    let keys_and_sshd = |dir: &std::path::Path| -> Vec<_> {
+        snapshot(dir)
+            .into_iter()
+            .filter(|(name, ..)| name.starts_with("ssh_host_") || name == "sshd_config")
+            .collect()
+    };
+    let served = keys_and_sshd(&login_node.ssh_dir);
+    let run = enroll(&bed, login_node, &arn);
     assert_eq!(run.code, 0, "{}\n{}", run.stderr, run.stdout);
     assert_eq!(run.json()["login_node"], true, "{}", run.stdout);
+    let after = keys_and_sshd(&login_node.ssh_dir);
+    let drop_in = login_node.ssh_dir.join("sshd_config.d/50-hostkeyctl-enrolment.conf");
+    assert!(!drop_in.exists(), "a login node's sshd got enrolment's drop-in");
+    // It claimed its instance: another key set with its document gets nothing.
+    let login_instance = instance_of(&bed, &login_node.address);
+    let forged = node_request(&bed, node, &login_instance, &arn, &[]);
+    let (failed, answer) = invoke(&bed, &runtime, &arn, &forged);
+    assert!(
+        failed && answer.to_string().contains("enrolled other host keys"),
+        "{answer}"
+    );
+    assert_eq!(after, served, "the login node's keys or sshd changed");
     for target in names_of(&node.address) {
         assert_eq!(strictness(&from_login, &target), "true", "{target}");
         let out = login(bed.state.client_key.as_path(), &from_login, &target);
         let said = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success() && !said.contains("WARNING"), "{target}: {said}");
     }
-}
-
-/// `enroll --login-node` on a login node whose install has not run.
-fn enroll_login_before_install(bed: &TestBed, node: &Node, arn: &str) -> Run {
-    let imds = bed.control(
-        "POST",
-        "/_bed/hyperpod/imds",
-        &serde_json::json!({"cluster": bed.state.hyperpod.as_ref().unwrap().cluster, "instance_id": instance_of(bed, &node.address)}),
-    );
-    let login = [("HOSTKEYCTL_ENROL_LOGIN_NODE".to_owned(), "true".to_owned())];
-    enroll_with_env(bed, node, arn, imds["endpoint"].as_str().unwrap(), &login)
 }
 
 /// A strict, batch `ssh root@target true` with `config` and no user

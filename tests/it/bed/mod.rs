@@ -16,7 +16,6 @@ mod certificates_audit;
 mod clients;
 pub(crate) mod enrolment;
 pub(crate) mod enrolment_cluster;
-mod enrolment_login;
 mod enrolment_pcluster;
 mod enrolment_step;
 mod iam;
