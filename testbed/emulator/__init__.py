@@ -1,7 +1,7 @@
 """The AWS side of the hostkeyctl test bed (a package: ``app`` the WSGI
 application, ``ssm`` the command plane and its agent, ``secretsmanager``,
-``kms`` and ``patches`` where moto differs from AWS, ``iam`` the policies
-enforced).
+``kms``, ``ec2_tags`` and ``patches`` where moto differs from AWS, ``iam``
+the policies enforced).
 
 The moto server (EC2, Secrets Manager, the rest of SSM) runs in-process
 behind a WSGI layer that adds what the tests need and moto lacks:

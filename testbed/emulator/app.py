@@ -22,6 +22,7 @@ from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_ba
 from . import cbor, kms, lambda_api, patches
 from .associations import ASSOCIATION_ACTIONS, StateManager
 from .autoscaling import LifecyclePlane
+from .ec2_tags import check_tags
 from .errors import JSON_SERVICES, ApiError, denied, throttled
 from .hyperpod import ClusterPlane
 from .iam import Enforcer, Principal, Refused
@@ -145,6 +146,8 @@ class Emulator(StateManager, RotationPlane, LambdaApi, LifecyclePlane, ClusterPl
                 raise ApiError("InternalFailure", f"injected failure of {action} call {interrupt['n']}", 500)
             if service == "secretsmanager":
                 self._check_secretsmanager(action, body, region or self.region)
+            if service == "ec2":
+                check_tags(action, body)
             if service == "secretsmanager" and action == "RotateSecret":
                 return self._json(start_response, 200, self.rotate_secret(json.loads(body or b"{}")))
             if service == "autoscaling" and (completed := self.autoscaling(action, body)) is not None:
