@@ -14,18 +14,20 @@ PARAMETERS = {
         "Default": "",
         "AllowedPattern": "^$|^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$",
         "Description": (
-            "The cluster whose nodes enrol (hostkeyctl enroll, docs/cluster-trust.md): a HyperPod cluster's or "
-            "a ParallelCluster cluster's name. The stack creates the signer function and its bindings table. "
+            "The cluster whose nodes enrol (hostkeyctl enroll, docs/cluster-trust.md): a HyperPod cluster's name, "
+            "a ParallelCluster cluster's name, or an EC2 Auto Scaling group's name. "
+            "The stack creates the signer function and its bindings table. "
             "Empty: no enrolment."
         ),
     },
     "EnrolmentClusterKind": {
         "Type": "String",
         "Default": "hyperpod",
-        "AllowedValues": ["hyperpod", "parallelcluster"],
+        "AllowedValues": ["hyperpod", "parallelcluster", "autoscaling"],
         "Description": (
             "How the signer knows the cluster's nodes: HyperPod's DescribeClusterNode, or EC2's "
-            "DescribeInstances and the parallelcluster:cluster-name tag."
+            "DescribeInstances and the parallelcluster:cluster-name tag, or the aws:autoscaling:groupName tag "
+            "Auto Scaling puts on its instances."
         ),
     },
     "EnrolmentCaSecretId": {

@@ -1,36 +1,56 @@
-//! ParallelCluster's nodes, as the enrolment signer asks for them: EC2's
-//! `DescribeInstances` of the one instance, a member when it is pending or
-//! running and carries the cluster's `parallelcluster:cluster-name` tag,
-//! which ParallelCluster 3 puts on the head node, every compute node and
-//! every login node it launches.
+//! Cluster nodes known by an EC2 tag, as the enrolment signer asks for
+//! them: EC2's `DescribeInstances` of the one instance, a member when it is
+//! pending or running and carries the tag with the cluster's value.
+//!
+//! - ParallelCluster 3 puts `parallelcluster:cluster-name` on the head
+//!   node, every compute node and every login node it launches. Whoever
+//!   may tag instances may also make one a node: docs/cluster-trust.md.
+//! - EC2 Auto Scaling puts `aws:autoscaling:groupName` on every instance
+//!   it launches or attaches. Tag keys beginning `aws:` are AWS's: EC2
+//!   refuses them in `CreateTags` and `RunInstances` (the EC2 API
+//!   Reference, "Tag"), so only Auto Scaling makes an instance a member.
 
 use crate::aws::{AwsError, Call};
 
 /// The tag ParallelCluster 3 puts on every instance of a cluster.
-pub const CLUSTER_TAG: &str = "parallelcluster:cluster-name";
+pub const PARALLELCLUSTER_TAG: &str = "parallelcluster:cluster-name";
+/// The tag EC2 Auto Scaling puts on every instance of a group.
+pub const AUTO_SCALING_TAG: &str = "aws:autoscaling:groupName";
 
-/// The instances of a ParallelCluster cluster ([`crate::enrolment::ClusterNodes`]).
+/// The instances that carry one tag with one value
+/// ([`crate::enrolment::ClusterNodes`]).
 #[derive(Clone, Debug)]
-pub struct ParallelClusterNodes {
+pub struct TaggedNodes {
     client: aws_sdk_ec2::Client,
-    cluster: String,
+    tag: &'static str,
+    value: String,
 }
 
-impl ParallelClusterNodes {
-    /// The nodes of the cluster named `cluster`.
-    pub fn new(config: &aws_config::SdkConfig, cluster: &str) -> Self {
-        ParallelClusterNodes {
+impl TaggedNodes {
+    /// The nodes of the ParallelCluster cluster named `cluster`.
+    pub fn parallelcluster(config: &aws_config::SdkConfig, cluster: &str) -> Self {
+        Self::new(config, PARALLELCLUSTER_TAG, cluster)
+    }
+
+    /// The instances of the Auto Scaling group named `group`.
+    pub fn auto_scaling_group(config: &aws_config::SdkConfig, group: &str) -> Self {
+        Self::new(config, AUTO_SCALING_TAG, group)
+    }
+
+    fn new(config: &aws_config::SdkConfig, tag: &'static str, value: &str) -> Self {
+        TaggedNodes {
             client: aws_sdk_ec2::Client::new(config),
-            cluster: cluster.to_owned(),
+            tag,
+            value: value.to_owned(),
         }
     }
 }
 
-impl crate::enrolment::ClusterNodes for ParallelClusterNodes {
+impl crate::enrolment::ClusterNodes for TaggedNodes {
     async fn member(&self, instance_id: &str) -> Result<Option<crate::enrolment::Member>, AwsError> {
         let call = Call::new(
             "ec2:DescribeInstances",
-            format!("instance {instance_id} of ParallelCluster cluster {}", self.cluster),
+            format!("instance {instance_id} ({}={})", self.tag, self.value),
         );
         let answer = match self.client.describe_instances().instance_ids(instance_id).send().await {
             Ok(a) => a,
@@ -60,7 +80,7 @@ impl crate::enrolment::ClusterNodes for ParallelClusterNodes {
         let tagged = instance
             .tags()
             .iter()
-            .any(|t| t.key() == Some(CLUSTER_TAG) && t.value() == Some(self.cluster.as_str()));
+            .any(|t| t.key() == Some(self.tag) && t.value() == Some(self.value.as_str()));
         if !tagged || !["pending", "running"].contains(&state.as_str()) {
             return Ok(None);
         }

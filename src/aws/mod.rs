@@ -22,6 +22,8 @@ pub mod dynamodb;
 #[cfg(feature = "admin")]
 pub mod ec2;
 #[cfg(feature = "admin")]
+pub mod ec2_members;
+#[cfg(feature = "admin")]
 pub mod elb;
 pub mod enrol_signer;
 pub mod imds;
@@ -29,8 +31,6 @@ pub mod imds;
 pub mod kms;
 #[cfg(feature = "admin")]
 pub mod lambda;
-#[cfg(feature = "admin")]
-pub mod pcluster;
 #[cfg(feature = "hyperpod")]
 pub mod sagemaker;
 pub mod secretsmanager;

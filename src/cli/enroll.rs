@@ -19,7 +19,7 @@ pub struct EnrollArgs {
     #[arg(long = "principal", value_name = "NAME", value_delimiter = ',')]
     pub principals: Vec<crate::certificate::Principal>,
     /// The ssh client's directory (ssh_known_hosts, ssh_config.d).
-    #[arg(long, default_value = "/etc/ssh", value_name = "DIR")]
+    #[arg(long, env = "HOSTKEYCTL_CLIENT_DIR", default_value = "/etc/ssh", value_name = "DIR")]
     pub client_dir: PathBuf,
     /// A host pattern of the cluster's nodes (repeatable: `*.ec2.internal`,
     /// `ip-10-1-*`, `10.1.*`): this node's ssh trusts the CA for them, with

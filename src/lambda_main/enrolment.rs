@@ -10,7 +10,7 @@ use std::sync::Arc;
 use lambda_runtime::{LambdaEvent, service_fn};
 
 use hostkeyctl::aws::dynamodb::DynamoBindings;
-use hostkeyctl::aws::pcluster::ParallelClusterNodes;
+use hostkeyctl::aws::ec2_members::TaggedNodes;
 use hostkeyctl::aws::sagemaker::HyperPodNodes;
 use hostkeyctl::certificate::{CaKey, Principal};
 use hostkeyctl::enrolment::identity::IidKeys;
@@ -19,11 +19,13 @@ use hostkeyctl::enrolment::{ClusterNodes, Member, Policy, claim, enrol, revoked}
 use hostkeyctl::ids::SecretId;
 use hostkeyctl::store::SecretStore;
 
-/// The cluster whose nodes enrol: a HyperPod cluster's name or ARN, or a
-/// ParallelCluster cluster's name.
+/// The cluster whose nodes enrol: a HyperPod cluster's name or ARN, a
+/// ParallelCluster cluster's name, or an Auto Scaling group's name.
 pub const CLUSTER_VAR: &str = "HOSTKEYCTL_ENROL_CLUSTER";
-/// What the cluster is: `hyperpod` (the default: DescribeClusterNode) or
-/// `parallelcluster` (DescribeInstances and the cluster's tag).
+/// What the cluster is: `hyperpod` (the default: DescribeClusterNode),
+/// `parallelcluster` (DescribeInstances and the cluster's tag) or
+/// `autoscaling` (DescribeInstances and the group's `aws:` tag, which only
+/// Auto Scaling writes).
 pub const KIND_VAR: &str = "HOSTKEYCTL_ENROL_CLUSTER_KIND";
 /// The CA secret.
 pub const CA_VAR: &str = "HOSTKEYCTL_ENROL_CA_SECRET_ID";
@@ -56,19 +58,20 @@ struct Event {
 enum Kind {
     HyperPod,
     ParallelCluster,
+    AutoScaling,
 }
 
-/// The cluster's nodes, of either kind.
+/// The cluster's nodes: HyperPod's, or instances known by a tag.
 enum Nodes {
     HyperPod(HyperPodNodes),
-    ParallelCluster(ParallelClusterNodes),
+    Tagged(TaggedNodes),
 }
 
 impl ClusterNodes for Nodes {
     async fn member(&self, instance_id: &str) -> Result<Option<Member>, hostkeyctl::aws_error::AwsError> {
         match self {
             Nodes::HyperPod(n) => n.member(instance_id).await,
-            Nodes::ParallelCluster(n) => n.member(instance_id).await,
+            Nodes::Tagged(n) => n.member(instance_id).await,
         }
     }
 }
@@ -120,9 +123,10 @@ fn settings(var: impl Fn(&str) -> Option<String>) -> Result<Settings, String> {
     let kind = match var(KIND_VAR).as_deref().map(str::trim) {
         None | Some("" | "hyperpod") => Kind::HyperPod,
         Some("parallelcluster") => Kind::ParallelCluster,
+        Some("autoscaling") => Kind::AutoScaling,
         Some(other) => {
             return Err(format!(
-                "{KIND_VAR} is {}: it is hyperpod or parallelcluster",
+                "{KIND_VAR} is {}: it is hyperpod, parallelcluster or autoscaling",
                 hostkeyctl::escape::escape(other)
             ));
         }
@@ -169,7 +173,8 @@ pub fn main(
     };
     let cluster = match settings.kind {
         Kind::HyperPod => Nodes::HyperPod(HyperPodNodes::new(&config, &settings.cluster)),
-        Kind::ParallelCluster => Nodes::ParallelCluster(ParallelClusterNodes::new(&config, &settings.cluster)),
+        Kind::ParallelCluster => Nodes::Tagged(TaggedNodes::parallelcluster(&config, &settings.cluster)),
+        Kind::AutoScaling => Nodes::Tagged(TaggedNodes::auto_scaling_group(&config, &settings.cluster)),
     };
     let bindings = DynamoBindings::new(&config, &settings.table);
     let shared = Arc::new((settings, region, ca, cluster, bindings));
@@ -288,7 +293,15 @@ mod tests {
         assert_eq!(with(&kind).ok().unwrap().kind, Kind::ParallelCluster);
         kind.pop();
         kind.push((KIND_VAR, "slurm"));
-        assert!(with(&kind).err().unwrap().contains("hyperpod or parallelcluster"));
+        assert!(
+            with(&kind)
+                .err()
+                .unwrap()
+                .contains("hyperpod, parallelcluster or autoscaling")
+        );
+        kind.pop();
+        kind.push((KIND_VAR, "autoscaling"));
+        assert_eq!(with(&kind).ok().unwrap().kind, Kind::AutoScaling);
         let mut bad = base.to_vec();
         bad.push((IID_KEYS_VAR, "us-east-1"));
         assert!(with(&bad).err().unwrap().contains("REGION=SPKI"));

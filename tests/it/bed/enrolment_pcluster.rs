@@ -9,7 +9,7 @@ use crate::bed::enrolment::{create_table, deploy_signer, enroll_with};
 use crate::common::bed::{BedOptions, TestBed};
 
 /// The EC2 instance's own IMDS endpoint.
-fn imds(bed: &TestBed, instance_id: &str) -> String {
+pub(crate) fn imds(bed: &TestBed, instance_id: &str) -> String {
     let answer = bed.control(
         "POST",
         "/_bed/ec2/imds",

@@ -3,12 +3,28 @@
 
 use std::path::Path;
 
-/// The cloud-init example carries contrib/systemd's units verbatim.
+/// The cloud-init examples carry contrib/systemd's units verbatim.
 #[test]
-fn the_cloud_init_example_embeds_the_unit_files() {
+fn the_cloud_init_examples_embed_the_unit_files() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("contrib");
-    let example = std::fs::read_to_string(root.join("cloud-init/hostkeyctl.yaml")).unwrap();
-    for unit in ["hostkeyctl-install.service", "hostkeyctl-install.timer"] {
+    for (file, units) in [
+        (
+            "hostkeyctl.yaml",
+            ["hostkeyctl-install.service", "hostkeyctl-install.timer"],
+        ),
+        (
+            "hostkeyctl-enroll.yaml",
+            ["hostkeyctl-enroll.service", "hostkeyctl-enroll.timer"],
+        ),
+    ] {
+        embeds(&root, file, &units);
+    }
+}
+
+/// `contrib/cloud-init/<file>` holds each of `units` as a `content: |` block.
+fn embeds(root: &Path, file: &str, units: &[&str]) {
+    let example = std::fs::read_to_string(root.join("cloud-init").join(file)).unwrap();
+    for unit in units {
         let text = std::fs::read_to_string(root.join("systemd").join(unit)).unwrap();
         let indented: String = text
             .lines()
@@ -20,6 +36,6 @@ fn the_cloud_init_example_embeds_the_unit_files() {
                 }
             })
             .collect();
-        assert!(example.contains(&indented), "{unit} differs in the cloud-init example");
+        assert!(example.contains(&indented), "{unit} differs in {file}");
     }
 }

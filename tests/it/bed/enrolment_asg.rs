@@ -1,0 +1,169 @@
+//! Enrolment on an EC2 Auto Scaling group: the signer, configured with
+//! `HOSTKEYCTL_ENROL_CLUSTER_KIND=autoscaling`, knows a node by EC2's
+//! `DescribeInstances` and the `aws:autoscaling:groupName` tag, which Auto
+//! Scaling puts on the group's instances and nobody else can write
+//! (docs/cluster-trust.md, "EC2 fleets"). One node enrols as the cloud-init
+//! example's `runcmd` runs it, the other as its timer's unit does.
+
+use std::path::Path;
+
+use crate::bed::enrolment::{create_table, deploy_signer, enroll_with};
+use crate::bed::enrolment_pcluster::imds;
+use crate::common::bed::{BedOptions, Node, Role, Run, TestBed};
+
+const GROUP: &str = "fleet";
+
+/// The cloud-init example, as contrib/ ships it.
+fn example() -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("contrib/cloud-init/hostkeyctl-enroll.yaml"))
+        .unwrap()
+}
+
+/// The example's `runcmd` line that enrols (its `sh -c` script), and its
+/// `/etc/default/hostkeyctl-enroll` with the bed's signer and patterns.
+fn enrolment_step(arn: &str) -> (String, String) {
+    let text = example();
+    let script = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- [sh, -c, '"))
+        .find(|l| l.contains(" enroll "))
+        .and_then(|l| l.strip_suffix("']"))
+        .expect("the example enrols in a `sh -c` runcmd line")
+        .to_owned();
+    let block = text
+        .split("- path: /etc/default/hostkeyctl-enroll")
+        .nth(1)
+        .unwrap()
+        .split("- path:")
+        .next()
+        .unwrap();
+    let mut defaults = String::new();
+    for line in block
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("HOSTKEYCTL_") || l.starts_with("AWS_"))
+    {
+        let (name, _) = line.split_once('=').unwrap();
+        let value = match name {
+            "HOSTKEYCTL_ENROL_FUNCTION" => arn.to_owned(),
+            "HOSTKEYCTL_ENROL_TRUST" => "*.ec2.internal,ip-127-*,127.*".to_owned(),
+            "AWS_REGION" => "us-east-1".to_owned(),
+            other => panic!("the example sets {other}, which this test does not know"),
+        };
+        defaults.push_str(&format!("{name}={value}\n"));
+    }
+    (script, defaults)
+}
+
+/// The example's enrolment step on `node`: its script, with only the
+/// binary's and the defaults file's paths made the bed's, run as the
+/// node's root with the cluster-node role and the node's IMDS.
+fn cloud_init_enrol(bed: &TestBed, node: &Node, arn: &str) -> Run {
+    let (script, defaults) = enrolment_step(arn);
+    let file = bed.dir().join(format!("hostkeyctl-enroll.{}", node.name));
+    std::fs::write(&file, defaults).unwrap();
+    let binary = crate::common::support::node_binary();
+    let script = script
+        .replace("/etc/default/hostkeyctl-enroll", &file.display().to_string())
+        .replace("/usr/local/bin/hostkeyctl", &binary.display().to_string());
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(&script)
+        .env_remove("HOSTKEYCTL_OUTPUT")
+        .env_remove("AWS_PROFILE")
+        .envs(bed.aws_env(Role::ClusterNode))
+        .envs(node.env.iter())
+        .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds(bed, &node.instance_id))
+        .env("HOSTKEYCTL_CLIENT_DIR", &node.ssh_dir)
+        .output()
+        .unwrap();
+    Run::from(out)
+}
+
+#[test]
+fn an_auto_scaling_groups_instances_enrol_and_no_tag_makes_another_instance_a_member() {
+    let bed = TestBed::start(BedOptions {
+        nodes: 2,
+        ..BedOptions::default()
+    });
+    bed.cli("ca init")
+        .args(&["--ca-secret-id", "hostkeyctl-ca/hp", "--kms"])
+        .run()
+        .ok();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let config = runtime.block_on(bed.sdk_config(1));
+    create_table(&runtime, &config, "hostkeyctl-enrolment");
+    runtime.block_on(async {
+        aws_sdk_autoscaling::Client::new(&config)
+            .create_auto_scaling_group()
+            .auto_scaling_group_name(GROUP)
+            .instance_id(&bed.state.nodes[0].instance_id)
+            .availability_zones("us-east-1a")
+            .min_size(0)
+            .max_size(4)
+            .desired_capacity(0)
+            .send()
+            .await
+            .unwrap();
+    });
+    for node in &bed.state.nodes {
+        let joined = bed.control(
+            "POST",
+            "/_bed/autoscaling/launch",
+            &serde_json::json!({"group": GROUP, "instance_id": node.instance_id}),
+        );
+        assert_eq!(joined["state"], "InService", "{joined}");
+    }
+    let arn = deploy_signer(&bed, "autoscaling", GROUP);
+    let (first, second) = (&bed.state.nodes[0], &bed.state.nodes[1]);
+    let run = cloud_init_enrol(&bed, first, &arn);
+    assert_eq!(run.code, 0, "{}\n{}", run.stderr, run.stdout);
+    let run = enroll_with(&bed, second, &arn, &imds(&bed, &second.instance_id));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let failed = crate::bed::enrolment_cluster::all_pairs(&bed);
+    assert!(failed.is_empty(), "{failed:#?}");
+
+    // An instance outside the group, with a node's keys: refused, nothing
+    // signed; and EC2 refuses to give it the group's tag.
+    let other = bed
+        .state
+        .noise
+        .iter()
+        .find(|n| n.state == "running")
+        .unwrap()
+        .instance_id
+        .clone();
+    let signed = bed.counts().get("kms:Sign").copied().unwrap_or(0);
+    let refused = || {
+        let run = enroll_with(&bed, first, &arn, &imds(&bed, &other));
+        assert_eq!(run.code, 4, "{}", run.stderr);
+        assert!(run.stderr.contains("is no node of this cluster"), "{}", run.stderr);
+    };
+    refused();
+    let tagged = runtime.block_on(async {
+        aws_sdk_ec2::Client::new(&config)
+            .create_tags()
+            .resources(&other)
+            .tags(
+                aws_sdk_ec2::types::Tag::builder()
+                    .key("aws:autoscaling:groupName")
+                    .value(GROUP)
+                    .build(),
+            )
+            .send()
+            .await
+    });
+    let said = format!("{:?}", tagged.unwrap_err());
+    assert!(
+        said.contains("InvalidParameterValue") && said.contains("reserved"),
+        "{said}"
+    );
+    refused();
+    assert_eq!(
+        bed.counts().get("kms:Sign").copied().unwrap_or(0),
+        signed,
+        "a forgery was signed"
+    );
+    let usage = bed.iam_usage();
+    assert!(usage["denied"].get("hostkeyctl-enrolment").is_none(), "{usage}");
+}
