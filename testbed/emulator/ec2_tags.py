@@ -7,8 +7,9 @@ Modelled from the EC2 API Reference, ``Tag``: a key "may not begin with
 CloudFormation its ``aws:cloudformation:*`` tags; a caller cannot create,
 change or delete such a tag. EC2 answers ``InvalidParameterValue``, "Value
 ( aws:autoscaling:groupName ) for parameter key is invalid. Tag keys
-starting with 'aws:' are reserved for internal use" (as AWS words it in
-answers quoted in public issue threads). The enrolment signer's Auto
+starting with 'aws:' are reserved for internal use" (AWS's answer as quoted
+in github.com/andrewfarley/aws-automated-daily-instance-ami-snapshots
+#7). The enrolment signer's Auto
 Scaling membership rests on this rule (docs/cluster-trust.md).
 
 Auto Scaling's own tagging goes through moto's backend, not this API, and
@@ -34,7 +35,7 @@ def check_tags(action: str, body: bytes) -> None:
         if not name.endswith(".Key"):
             continue
         for key in values:
-            if key.lower().startswith("aws:"):
+            if key.startswith("aws:"):
                 raise ApiError(
                     "InvalidParameterValue",
                     f"Value ( {key} ) for parameter key is invalid. "

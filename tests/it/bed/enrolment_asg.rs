@@ -3,7 +3,8 @@
 //! `DescribeInstances` and the `aws:autoscaling:groupName` tag, which Auto
 //! Scaling puts on the group's instances and nobody else can write
 //! (docs/cluster-trust.md, "EC2 fleets"). One node enrols as the cloud-init
-//! example's `runcmd` runs it, the other as its timer's unit does.
+//! example's `runcmd` runs it (its settings file gives the Region), the
+//! other with enroll's flags.
 
 use std::path::Path;
 
@@ -21,7 +22,7 @@ fn example() -> String {
 
 /// The example's `runcmd` line that enrols (its `sh -c` script), and its
 /// `/etc/default/hostkeyctl-enroll` with the bed's signer and patterns.
-fn enrolment_step(arn: &str) -> (String, String) {
+fn enrolment_step(arn: &str, region: &str) -> (String, String) {
     let text = example();
     let script = text
         .lines()
@@ -47,7 +48,7 @@ fn enrolment_step(arn: &str) -> (String, String) {
         let value = match name {
             "HOSTKEYCTL_ENROL_FUNCTION" => arn.to_owned(),
             "HOSTKEYCTL_ENROL_TRUST" => "*.ec2.internal,ip-127-*,127.*".to_owned(),
-            "AWS_REGION" => "us-east-1".to_owned(),
+            "AWS_REGION" => region.to_owned(),
             other => panic!("the example sets {other}, which this test does not know"),
         };
         defaults.push_str(&format!("{name}={value}\n"));
@@ -59,7 +60,7 @@ fn enrolment_step(arn: &str) -> (String, String) {
 /// binary's and the defaults file's paths made the bed's, run as the
 /// node's root with the cluster-node role and the node's IMDS.
 fn cloud_init_enrol(bed: &TestBed, node: &Node, arn: &str) -> Run {
-    let (script, defaults) = enrolment_step(arn);
+    let (script, defaults) = enrolment_step(arn, &bed.state.region);
     let file = bed.dir().join(format!("hostkeyctl-enroll.{}", node.name));
     std::fs::write(&file, defaults).unwrap();
     let binary = crate::common::support::node_binary();
@@ -73,6 +74,9 @@ fn cloud_init_enrol(bed: &TestBed, node: &Node, arn: &str) -> Run {
         .env_remove("AWS_PROFILE")
         .envs(bed.aws_env(Role::ClusterNode))
         .envs(node.env.iter())
+        // The example's settings file must give the Region.
+        .env_remove("AWS_REGION")
+        .env_remove("AWS_DEFAULT_REGION")
         .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds(bed, &node.instance_id))
         .env("HOSTKEYCTL_CLIENT_DIR", &node.ssh_dir)
         .output()
