@@ -9,8 +9,8 @@ change or delete such a tag. EC2 answers ``InvalidParameterValue``, "Value
 ( aws:autoscaling:groupName ) for parameter key is invalid. Tag keys
 starting with 'aws:' are reserved for internal use" (AWS's answer as quoted
 in github.com/andrewfarley/aws-automated-daily-instance-ami-snapshots
-#7). The enrolment signer's Auto
-Scaling membership rests on this rule (docs/cluster-trust.md).
+#7). The enrolment signer's Auto Scaling membership rests on this rule
+(docs/cluster-trust.md).
 
 Auto Scaling's own tagging goes through moto's backend, not this API, and
 is unaffected.

@@ -180,13 +180,17 @@ pub(crate) fn terminate(bed: &TestBed, instance: &str) {
 /// with its own keys. The old address is removed; the successor is held
 /// out (no login reaches it) until its install has run, then admitted, and
 /// logins reach it. Returns the window in which logins could fail: from
-/// the old node's end until the balancer no longer had it.
+/// the old node's end until the balancer no longer had it, its old worker
+/// included (as in [`a_drifted_node_is_drained`]: the reload takes over the
+/// listening socket, and until the old worker ends it may still send a
+/// login where the old configuration said).
 pub(crate) fn a_replaced_node_gives_way_to_a_successor_once_it_serves(
     bed: &TestBed,
     old: &Node,
     new: &Node,
 ) -> (Instant, Instant) {
     let start = Instant::now();
+    let workers = lb_workers(bed);
     bed.stop_node(&old.name);
     terminate(bed, &old.instance_id);
     bed.launch_node(&new.name);
@@ -194,6 +198,10 @@ pub(crate) fn a_replaced_node_gives_way_to_a_successor_once_it_serves(
     assert_eq!(code, 1, "a cluster node serving other keys is drift: {report}");
     assert_eq!(decision_of(&report, &old.address), "remove", "{report}");
     assert_eq!(decision_of(&report, &new.address), "hold", "{report}");
+    wait_until("the balancer's old worker to end", Duration::from_secs(30), || {
+        let now = lb_workers(bed);
+        now.len() == 1 && !workers.contains(&now[0])
+    });
     let end = Instant::now();
     assert!(
         !backends(bed).contains(&format!("{}:22", old.address)),
