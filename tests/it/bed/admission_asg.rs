@@ -15,13 +15,13 @@ const GROUP: &str = "hp-login";
 const OTHER: &str = "hp-other";
 const HOOK: &str = "wait-for-the-set";
 
-/// The group and its launch hook, as the admin's stack makes them (the
-/// bed's own account): based on a node's instance, none launched yet.
-fn group_with_hook(bed: &TestBed, name: &str, template_instance: &str) {
+/// A group as the admin's stack makes it (the bed's own account): based
+/// on a node's instance, none launched yet.
+pub(crate) fn create_group(bed: &TestBed, name: &str, template_instance: &str) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let asg = aws_sdk_autoscaling::Client::new(&bed.sdk_config(1).await);
-        asg.create_auto_scaling_group()
+        aws_sdk_autoscaling::Client::new(&bed.sdk_config(1).await)
+            .create_auto_scaling_group()
             .auto_scaling_group_name(name)
             .instance_id(template_instance)
             .availability_zones("us-east-1a")
@@ -31,6 +31,15 @@ fn group_with_hook(bed: &TestBed, name: &str, template_instance: &str) {
             .send()
             .await
             .unwrap();
+    });
+}
+
+/// [`create_group`] with its launch hook.
+fn group_with_hook(bed: &TestBed, name: &str, template_instance: &str) {
+    create_group(bed, name, template_instance);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let asg = aws_sdk_autoscaling::Client::new(&bed.sdk_config(1).await);
         asg.put_lifecycle_hook()
             .auto_scaling_group_name(name)
             .lifecycle_hook_name(HOOK)

@@ -275,6 +275,19 @@ pub(crate) fn cluster_bed(
         hyperpod_groups: groups,
         ..BedOptions::default()
     });
+    let cluster = bed.state.hyperpod.as_ref().unwrap().cluster.clone();
+    let (runtime, arn) = with_signer(&bed, algorithm, "hyperpod", &cluster);
+    (bed, runtime, arn)
+}
+
+/// On `bed`: a KMS CA of `algorithm`, the bindings table, and the signer
+/// for the cluster `cluster` of `kind`; a runtime, and the signer's ARN.
+pub(crate) fn with_signer(
+    bed: &TestBed,
+    algorithm: &str,
+    kind: &str,
+    cluster: &str,
+) -> (tokio::runtime::Runtime, String) {
     bed.cli("ca init")
         .args(&["--ca-secret-id", "hostkeyctl-ca/hp", "--kms", "--algorithm", algorithm])
         .run()
@@ -282,9 +295,8 @@ pub(crate) fn cluster_bed(
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let config = runtime.block_on(bed.sdk_config(1));
     create_table(&runtime, &config, "hostkeyctl-enrolment");
-    let cluster = bed.state.hyperpod.as_ref().unwrap().cluster.clone();
-    let arn = deploy_signer(&bed, "hyperpod", &cluster);
-    (bed, runtime, arn)
+    let arn = deploy_signer(bed, kind, cluster);
+    (runtime, arn)
 }
 
 /// The instance id HyperPod gives the node at `address`.

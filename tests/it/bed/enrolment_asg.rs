@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use crate::bed::enrolment::{create_table, deploy_signer, enroll_with};
+use crate::bed::enrolment::{enroll_with, with_signer};
 use crate::bed::enrolment_pcluster::imds;
 use crate::common::bed::{BedOptions, Node, Role, Run, TestBed};
 
@@ -90,26 +90,9 @@ fn an_auto_scaling_groups_instances_enrol_and_no_tag_makes_another_instance_a_me
         nodes: 2,
         ..BedOptions::default()
     });
-    bed.cli("ca init")
-        .args(&["--ca-secret-id", "hostkeyctl-ca/hp", "--kms"])
-        .run()
-        .ok();
-    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (runtime, arn) = with_signer(&bed, "ecdsa", "autoscaling", GROUP);
     let config = runtime.block_on(bed.sdk_config(1));
-    create_table(&runtime, &config, "hostkeyctl-enrolment");
-    runtime.block_on(async {
-        aws_sdk_autoscaling::Client::new(&config)
-            .create_auto_scaling_group()
-            .auto_scaling_group_name(GROUP)
-            .instance_id(&bed.state.nodes[0].instance_id)
-            .availability_zones("us-east-1a")
-            .min_size(0)
-            .max_size(4)
-            .desired_capacity(0)
-            .send()
-            .await
-            .unwrap();
-    });
+    crate::bed::admission_asg::create_group(&bed, GROUP, &bed.state.nodes[0].instance_id);
     for node in &bed.state.nodes {
         let joined = bed.control(
             "POST",
@@ -118,7 +101,6 @@ fn an_auto_scaling_groups_instances_enrol_and_no_tag_makes_another_instance_a_me
         );
         assert_eq!(joined["state"], "InService", "{joined}");
     }
-    let arn = deploy_signer(&bed, "autoscaling", GROUP);
     let (first, second) = (&bed.state.nodes[0], &bed.state.nodes[1]);
     let run = cloud_init_enrol(&bed, first, &arn);
     assert_eq!(run.code, 0, "{}\n{}", run.stderr, run.stdout);

@@ -5,7 +5,7 @@
 //! carry ParallelCluster's tags alone; an instance of another cluster is
 //! refused with nothing signed (docs/cluster-trust.md).
 
-use crate::bed::enrolment::{create_table, deploy_signer, enroll_with};
+use crate::bed::enrolment::{enroll_with, with_signer};
 use crate::common::bed::{BedOptions, TestBed};
 
 /// The EC2 instance's own IMDS endpoint.
@@ -25,15 +25,8 @@ fn parallelcluster_nodes_enrol_by_their_tag_and_another_clusters_instance_is_ref
         parallelcluster_tags: true,
         ..BedOptions::default()
     });
-    bed.cli("ca init")
-        .args(&["--ca-secret-id", "hostkeyctl-ca/hp", "--kms"])
-        .run()
-        .ok();
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let config = runtime.block_on(bed.sdk_config(1));
-    create_table(&runtime, &config, "hostkeyctl-enrolment");
     let cluster = bed.state.hyperpod.as_ref().unwrap().cluster.clone();
-    let arn = deploy_signer(&bed, "parallelcluster", &cluster);
+    let (_runtime, arn) = with_signer(&bed, "ecdsa", "parallelcluster", &cluster);
     for node in &bed.state.nodes {
         let run = enroll_with(&bed, node, &arn, &imds(&bed, &node.instance_id));
         assert_eq!(run.code, 0, "{}: {}", node.name, run.stderr);

@@ -5,7 +5,7 @@
 
 mod admin;
 mod admission;
-mod admission_asg;
+pub(crate) mod admission_asg;
 mod admission_hyperpod;
 mod association;
 mod audit;
