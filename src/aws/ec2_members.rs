@@ -47,6 +47,13 @@ impl TaggedNodes {
 }
 
 impl crate::enrolment::ClusterNodes for TaggedNodes {
+    fn membership(&self) -> String {
+        format!(
+            "a pending or running EC2 instance with the tag {}={}",
+            self.tag, self.value
+        )
+    }
+
     async fn member(&self, instance_id: &str) -> Result<Option<crate::enrolment::Member>, AwsError> {
         let call = Call::new(
             "ec2:DescribeInstances",

@@ -152,6 +152,13 @@ impl HyperPodNodes {
 const ENROLLING: [&str; 3] = ["Pending", "Running", "SystemUpdating"];
 
 impl crate::enrolment::ClusterNodes for HyperPodNodes {
+    fn membership(&self) -> String {
+        format!(
+            "a node of HyperPod cluster {} that DescribeClusterNode reports",
+            self.cluster
+        )
+    }
+
     async fn member(&self, instance_id: &str) -> Result<Option<crate::enrolment::Member>, AwsError> {
         let call = Call::new(
             "sagemaker:DescribeClusterNode",

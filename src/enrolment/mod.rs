@@ -58,6 +58,9 @@ pub fn names_of(private_dns: Option<&str>, ip: IpAddr) -> Vec<Principal> {
 pub trait ClusterNodes: Sync {
     /// The node that is instance `instance_id`, if it is one.
     fn member(&self, instance_id: &str) -> impl Future<Output = Result<Option<Member>, AwsError>> + Send;
+    /// How membership is decided, as a refusal names it
+    /// (`EC2 tag aws:autoscaling:groupName=fleet`).
+    fn membership(&self) -> String;
 }
 
 /// What the signer remembers of an instance: the keys it first enrolled
@@ -174,8 +177,15 @@ pub enum EnrolError {
         expected: String,
     },
     /// Not a node of the cluster.
-    #[error("instance {0} is no node of this cluster")]
-    NotMember(String),
+    #[error(
+        "instance {instance} is no node of this cluster ({membership}): if it should be one, check the signer's HOSTKEYCTL_ENROL_CLUSTER and HOSTKEYCTL_ENROL_CLUSTER_KIND (the stack's EnrolmentCluster and EnrolmentClusterKind)"
+    )]
+    NotMember {
+        /// The instance.
+        instance: String,
+        /// How membership is decided.
+        membership: String,
+    },
     /// The document's address is not the node's.
     #[error("instance {instance} reports address {document}, and the cluster says {cluster}")]
     Address {
@@ -283,10 +293,10 @@ async fn prove(
             expected: policy.region.clone(),
         });
     }
-    let member = cluster
-        .member(&instance)
-        .await?
-        .ok_or_else(|| EnrolError::NotMember(crate::escape::escape(&instance)))?;
+    let member = cluster.member(&instance).await?.ok_or_else(|| EnrolError::NotMember {
+        instance: crate::escape::escape(&instance),
+        membership: cluster.membership(),
+    })?;
     if member.private_ip != identity.private_ip {
         return Err(EnrolError::Address {
             instance,

@@ -65,6 +65,10 @@ impl Aws {
 pub(super) struct Cluster(pub(super) Vec<Member>);
 
 impl ClusterNodes for Cluster {
+    fn membership(&self) -> String {
+        "the test's members".to_owned()
+    }
+
     async fn member(&self, instance_id: &str) -> Result<Option<Member>, AwsError> {
         Ok(self.0.iter().find(|m| m.instance_id == instance_id).cloned())
     }

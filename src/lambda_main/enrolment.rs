@@ -68,6 +68,13 @@ enum Nodes {
 }
 
 impl ClusterNodes for Nodes {
+    fn membership(&self) -> String {
+        match self {
+            Nodes::HyperPod(n) => n.membership(),
+            Nodes::Tagged(n) => n.membership(),
+        }
+    }
+
     async fn member(&self, instance_id: &str) -> Result<Option<Member>, hostkeyctl::aws_error::AwsError> {
         match self {
             Nodes::HyperPod(n) => n.member(instance_id).await,

@@ -124,6 +124,13 @@ fn an_auto_scaling_groups_instances_enrol_and_no_tag_makes_another_instance_a_me
         let run = enroll_with(&bed, first, &arn, &imds(&bed, &other));
         assert_eq!(run.code, 4, "{}", run.stderr);
         assert!(run.stderr.contains("is no node of this cluster"), "{}", run.stderr);
+        // The refusal says how membership is decided, and what to check.
+        assert!(
+            run.stderr.contains("tag aws:autoscaling:groupName=fleet")
+                && run.stderr.contains("HOSTKEYCTL_ENROL_CLUSTER_KIND"),
+            "{}",
+            run.stderr
+        );
     };
     refused();
     let tagged = runtime.block_on(async {
