@@ -14,13 +14,22 @@ use serde_json::Value;
 
 use crate::common::bed::{BedOptions, Node, SECRET, TARGETS, TestBed, change_ed25519_key_by_hand, wait_until};
 
-/// One login through the balancer: when it started, and what went wrong.
+/// One login through the balancer: when it started and ended, and what
+/// went wrong.
 pub(crate) struct Login {
     pub(crate) at: Instant,
+    pub(crate) done: Instant,
     pub(crate) failure: Option<String>,
 }
 
 impl Login {
+    /// Whether the login was under way at some time in `window`: one that
+    /// started just before a change can meet it (a handshake takes a
+    /// while, longer on a loaded host).
+    pub(crate) fn during(&self, window: &(Instant, Instant)) -> bool {
+        self.at <= window.1 && self.done >= window.0
+    }
+
     /// Whether the client warned about or refused the host key (not a
     /// connection that failed).
     pub(crate) fn warned(&self) -> bool {
@@ -55,7 +64,11 @@ pub(crate) fn log_in_until(
         let o = bed.ssh_lb(known_hosts, options);
         let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
         let failure = (!o.status.success() || stderr.contains("WARNING")).then_some(stderr);
-        out.push(Login { at, failure });
+        out.push(Login {
+            at,
+            done: Instant::now(),
+            failure,
+        });
         count.fetch_add(1, Ordering::Relaxed);
         // The pace of the client, not a wait for a condition.
         std::thread::sleep(Duration::from_millis(200).saturating_sub(at.elapsed()));
@@ -385,10 +398,10 @@ fn admission_lets_users_reach_only_nodes_serving_the_set() {
         (client.join().unwrap(), (replaced, drifted))
     });
     let failed: Vec<&Login> = logins.iter().filter(|l| l.failure.is_some()).collect();
-    let in_window = |w: &(Instant, Instant)| failed.iter().filter(|l| l.at >= w.0 && l.at <= w.1).count();
+    let in_window = |w: &(Instant, Instant)| failed.iter().filter(|l| l.during(w)).count();
     let outside: Vec<&String> = failed
         .iter()
-        .filter(|l| ![windows.0, windows.1].iter().any(|w| l.at >= w.0 && l.at <= w.1))
+        .filter(|l| ![windows.0, windows.1].iter().any(|w| l.during(w)))
         .filter_map(|l| l.failure.as_ref())
         .collect();
     eprintln!(
