@@ -31,6 +31,28 @@ pub struct EnrollArgs {
     /// its instance and takes the trust alone.
     #[arg(long, env = "HOSTKEYCTL_ENROL_LOGIN_NODE")]
     pub login_node: bool,
+    /// The port of the login nodes' listener for the cluster (not the
+    /// load balancer's). On a login node: a second sshd serves the node's
+    /// own keys there, certified like every node's, while the canonical
+    /// set stays on the main sshd. On every node: ssh reaches
+    /// --login-hosts on this port. Give the same value to every node.
+    #[arg(long, env = "HOSTKEYCTL_ENROL_CLUSTER_PORT", value_name = "PORT")]
+    pub cluster_port: Option<u16>,
+    /// A host pattern of the login nodes (repeatable: `ip-10-1-17-*`,
+    /// `10.1.17.*`): every node's ssh reaches them on --cluster-port.
+    #[arg(
+        long = "login-hosts",
+        env = "HOSTKEYCTL_ENROL_LOGIN_HOSTS",
+        value_name = "PATTERN",
+        value_delimiter = ','
+    )]
+    pub login_hosts: Vec<crate::enrolment::configure::HostPattern>,
+    /// How a login node's listener runs: `systemd` (the unit
+    /// hostkeyctl-cluster-sshd.service, enabled), `direct` (enroll starts
+    /// sshd, and HUPs it by its pid file later), or `auto` (systemd when
+    /// it runs the host).
+    #[arg(long, env = "HOSTKEYCTL_ENROL_LISTENER_SERVICE", default_value = "auto", value_name = "HOW", value_parser = ["auto", "systemd", "direct"])]
+    pub listener_service: String,
 }
 
 /// `hostkeyctl enrolment`: the admin's side of the bindings table.

@@ -81,6 +81,54 @@ impl std::str::FromStr for HostPattern {
     }
 }
 
+/// Where the cluster reaches its login nodes: their patterns, and the port
+/// of their listener for the cluster (`--login-hosts`, `--cluster-port`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoginRoute {
+    /// The login nodes' names and addresses.
+    pub hosts: Vec<HostPattern>,
+    /// Their listener's port.
+    pub port: u16,
+}
+
+impl LoginRoute {
+    /// The route the two settings give, if any; each without the other is
+    /// refused, as is port 22 (the load balancer's sshd).
+    pub fn new(hosts: &[HostPattern], port: Option<u16>) -> Result<Option<LoginRoute>, String> {
+        match (hosts.is_empty(), port) {
+            (true, None) => Ok(None),
+            (false, None) => Err(
+                "--login-hosts without --cluster-port: give the port of the login nodes' listener for the cluster too"
+                    .to_owned(),
+            ),
+            (true, Some(_)) => Err(
+                "--cluster-port without --login-hosts: name the login nodes (`--login-hosts 'ip-10-1-17-*,10.1.17.*'`), so every node reaches them on that port".to_owned(),
+            ),
+            (false, Some(0 | 22)) => Err(
+                "--cluster-port must be a port of its own, not 0 or 22: the load balancer forwards users to port 22, where the canonical set is served".to_owned(),
+            ),
+            (false, Some(port)) => {
+                if hosts.iter().any(|h| h.as_str().starts_with('!')) {
+                    return Err("--login-hosts takes no negated pattern: name the login nodes".to_owned());
+                }
+                Ok(Some(LoginRoute {
+                    hosts: hosts.to_vec(),
+                    port,
+                }))
+            }
+        }
+    }
+
+    /// The names known_hosts matches for a host on this port
+    /// (`[ip-10-1-17-*]:2222`).
+    fn known_hosts_patterns(&self) -> Vec<String> {
+        self.hosts
+            .iter()
+            .map(|h| format!("[{}]:{}", h.as_str(), self.port))
+            .collect()
+    }
+}
+
 /// The drop-in's directory, and whether the main config includes the
 /// drop-in by name: an `Include` of that directory whose pattern matches
 /// [`SSHD_DROP_IN`] as sshd's glob(3) does (a relative path is sshd's
@@ -295,10 +343,16 @@ pub fn configure_client(
     ca_line: &str,
     revoked: &[String],
     patterns: &[HostPattern],
+    route: Option<&LoginRoute>,
 ) -> Result<(), NodeError> {
-    let patterns: Vec<&str> = patterns.iter().map(HostPattern::as_str).collect();
-    if patterns.is_empty() {
+    let host_patterns: Vec<&str> = patterns.iter().map(HostPattern::as_str).collect();
+    if host_patterns.is_empty() {
         return Ok(());
+    }
+    // known_hosts names a host on another port `[name]:port`.
+    let mut patterns: Vec<String> = host_patterns.iter().map(|p| (*p).to_owned()).collect();
+    if let Some(route) = route {
+        patterns.extend(route.known_hosts_patterns());
     }
     let ca = ssh_key::PublicKey::from_openssh(ca_line.trim())
         .and_then(|k| ssh_key::PublicKey::from(k.key_data().clone()).to_openssh())
@@ -332,14 +386,21 @@ pub fn configure_client(
         path: conf_dir.clone(),
         reason: e.to_string(),
     })?;
-    write(
-        &drop_in,
-        &format!(
-            "# hostkeyctl enroll: the cluster's nodes are checked against its CA, strictly\nHost {}\n    StrictHostKeyChecking yes\n    UpdateHostKeys no\n    GlobalKnownHostsFile {}\n",
-            patterns.join(" "),
-            known.display()
-        ),
-    )?;
+    let strict = format!(
+        "    StrictHostKeyChecking yes\n    UpdateHostKeys no\n    GlobalKnownHostsFile {}\n",
+        known.display()
+    );
+    let mut text = String::from("# hostkeyctl enroll: the cluster's nodes are checked against its CA, strictly\n");
+    if let Some(route) = route {
+        let hosts: Vec<&str> = route.hosts.iter().map(HostPattern::as_str).collect();
+        text.push_str(&format!(
+            "# The login nodes serve the cluster on a listener of their own (the load balancer's port serves the canonical set)\nHost {}\n    Port {}\n{strict}",
+            hosts.join(" "),
+            route.port
+        ));
+    }
+    text.push_str(&format!("Host {}\n{strict}", host_patterns.join(" ")));
+    write(&drop_in, &text)?;
     if updated != main_text {
         write(&main, &updated)?;
     }

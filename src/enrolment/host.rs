@@ -7,11 +7,15 @@
 //! (sshd holds one certificate per key): its keys are not certified. It
 //! claims its instance (so nobody else enrols it) and gets the client
 //! trust alone, so its users reach the cluster's nodes strictly
-//! (docs/cluster-trust.md, "Login nodes").
+//! (docs/cluster-trust.md, "Login nodes"). With a cluster port, it serves
+//! the cluster instead from a listener of its own ([`super::listener`]):
+//! its own keys, certified like every node's, on a port the load balancer
+//! does not forward.
 
 use std::path::{Path, PathBuf};
 
-use super::configure::{HostPattern, configure_client, configure_sshd};
+use super::configure::{HostPattern, LoginRoute, configure_client, configure_sshd};
+use super::listener::{DIR_NAME, Listener, Service};
 use super::node::{Imds, NodeError, Signer, Written, claim_node, enrol_node};
 use crate::certificate::Principal;
 use crate::install::sshd::{ReloadMethod, SshdControl};
@@ -31,13 +35,21 @@ pub struct Setup<'a> {
     /// claims its instance and takes the trust alone, even before
     /// `install` has run.
     pub login: bool,
+    /// The login nodes' listener for the cluster: on a login node, serve
+    /// it; on every node, reach the login nodes there.
+    pub route: Option<&'a LoginRoute>,
+    /// How a login node's listener runs.
+    pub service: Service,
 }
 
 /// What `enroll` did.
 #[derive(Debug)]
 pub struct Report {
-    /// The node's certificates, or `None` on a login node serving the set.
+    /// The node's certificates, or `None` on a login node serving the set
+    /// with no listener for the cluster.
     pub enrolled: Option<Written>,
+    /// A login node's listener for the cluster: its port, when it serves one.
+    pub listener: Option<u16>,
     /// The CA's fingerprint.
     pub ca: String,
     /// How sshd was reloaded (`None` when it was left alone).
@@ -78,24 +90,54 @@ pub async fn enroll(
             "no --trust pattern: name the cluster's nodes (`--trust 'ip-10-1-*,10.1.*'`), so its ssh checks them against the CA".to_owned(),
         ));
     }
-    let (enrolled, ca_line, revoked, reload) = if setup.login || serves_the_set(sshd.config()) {
-        let trust = claim_node(setup.ssh_dir, imds, signer, now_ms).await?;
-        (None, trust.ca, trust.revoked, None)
-    } else {
-        super::configure::preflight_sshd(sshd)?;
-        let written = enrol_node(setup.ssh_dir, setup.asked, imds, signer, now_ms).await?;
-        let files: Vec<PathBuf> = written.files.clone();
-        let reload = configure_sshd(sshd, method, &files)?;
-        let line = written.ca_line.clone();
-        let revoked = written.revoked.clone();
-        (Some(written), line, revoked, Some(reload))
+    let login = setup.login || serves_the_set(sshd.config());
+    let (enrolled, ca_line, revoked, reload) = match (login, setup.route) {
+        (true, Some(route)) => {
+            let binary = sshd.binary().ok_or_else(|| {
+                NodeError::Usage("a login node's cluster listener needs a real sshd to run".to_owned())
+            })?;
+            let main = crate::install::sshd::Sshd {
+                binary: binary.to_path_buf(),
+                config: sshd.config().to_path_buf(),
+            };
+            let listener = Listener {
+                port: route.port,
+                dir: setup.ssh_dir.join(DIR_NAME),
+                service: setup.service.clone(),
+            };
+            // Before anything is asked: the port is not the main sshd's.
+            let effective = sshd
+                .effective()
+                .map_err(|e| NodeError::Sshd(format!("sshd -T of the main config: {e}")))?;
+            listener.check_port(&effective)?;
+            listener.ensure_keys()?;
+            let written = enrol_node(&listener.dir, setup.asked, imds, signer, now_ms).await?;
+            let reload = listener.serve(&main, &written.files)?;
+            let line = written.ca_line.clone();
+            let revoked = written.revoked.clone();
+            (Some(written), line, revoked, Some(reload))
+        }
+        (true, None) => {
+            let trust = claim_node(setup.ssh_dir, imds, signer, now_ms).await?;
+            (None, trust.ca, trust.revoked, None)
+        }
+        (false, _) => {
+            super::configure::preflight_sshd(sshd)?;
+            let written = enrol_node(setup.ssh_dir, setup.asked, imds, signer, now_ms).await?;
+            let files: Vec<PathBuf> = written.files.clone();
+            let reload = configure_sshd(sshd, method, &files)?;
+            let line = written.ca_line.clone();
+            let revoked = written.revoked.clone();
+            (Some(written), line, revoked, Some(reload))
+        }
     };
     let ca = ssh_key::PublicKey::from_openssh(ca_line.trim())
         .map_err(|e| NodeError::Answer(format!("the CA is not a public key: {e}")))?
         .fingerprint(ssh_key::HashAlg::Sha256)
         .to_string();
-    configure_client(setup.client_dir, &ca_line, &revoked, setup.trust)?;
+    configure_client(setup.client_dir, &ca_line, &revoked, setup.trust, setup.route)?;
     Ok(Report {
+        listener: setup.route.filter(|_| login).map(|r| r.port),
         enrolled,
         ca,
         reload,

@@ -9,6 +9,8 @@ pub mod admin;
 pub mod configure;
 pub mod host;
 pub mod identity;
+pub mod listener;
+mod listener_config;
 pub mod node;
 pub mod proof;
 

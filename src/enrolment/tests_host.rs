@@ -84,6 +84,8 @@ async fn run(dir: &Path, sshd: &FakeSshd, login: bool, bound: &Bound) -> Result<
         client_dir: &dir.join("client"),
         trust: &trust,
         login,
+        route: None,
+        service: super::listener::Service::Direct,
     };
     enroll(
         &setup,
@@ -167,9 +169,55 @@ fn the_client_trust_carries_the_cas_key_alone_and_each_revoked_key() {
     let revoked = format!("{} with a comment", key.to_openssh().unwrap());
     let bare = ssh_key::PublicKey::from(key.key_data().clone()).to_openssh().unwrap();
     let trust: Vec<HostPattern> = vec!["10.1.*".parse().unwrap()];
-    super::configure::configure_client(dir.path(), &ca_line, std::slice::from_ref(&revoked), &trust).unwrap();
+    super::configure::configure_client(dir.path(), &ca_line, std::slice::from_ref(&revoked), &trust, None).unwrap();
     let known = std::fs::read_to_string(dir.path().join("ssh_known_hosts")).unwrap();
     assert!(!known.contains("EVIL") && !known.contains(" x\n"), "{known}");
     assert_eq!(known.matches("@cert-authority ").count(), 1, "{known}");
     assert!(known.contains(&format!("@revoked 10.1.* {bare}\n")), "{known}");
+}
+
+#[test]
+fn the_login_nodes_are_reached_on_their_listener_and_trusted_there() {
+    use super::configure::LoginRoute;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap();
+    let trust: Vec<HostPattern> = vec!["ip-10-1-*".parse().unwrap(), "10.1.*".parse().unwrap()];
+    let logins: Vec<HostPattern> = vec!["ip-10-1-17-*".parse().unwrap(), "10.1.17.*".parse().unwrap()];
+    for (hosts, port, said) in [
+        (&logins[..], None, "without --cluster-port"),
+        (&[][..], Some(2222), "without --login-hosts"),
+        (&logins[..], Some(22), "not 0 or 22"),
+    ] {
+        let refused = LoginRoute::new(hosts, port).unwrap_err();
+        assert!(refused.contains(said), "{refused}");
+    }
+    let negated: Vec<HostPattern> = vec!["!10.1.17.*".parse().unwrap()];
+    assert!(LoginRoute::new(&negated, Some(2222)).is_err());
+    assert_eq!(LoginRoute::new(&[], None).unwrap(), None);
+    let route = LoginRoute::new(&logins, Some(2222)).unwrap().unwrap();
+    let revoked = node_keys()[0].public_key().to_openssh().unwrap();
+    super::configure::configure_client(
+        dir.path(),
+        &ca.public_line(),
+        std::slice::from_ref(&revoked),
+        &trust,
+        Some(&route),
+    )
+    .unwrap();
+    let known = std::fs::read_to_string(dir.path().join("ssh_known_hosts")).unwrap();
+    let names = "ip-10-1-*,10.1.*,[ip-10-1-17-*]:2222,[10.1.17.*]:2222";
+    assert!(
+        known.contains(&format!("@cert-authority {names} ssh-ed25519 ")),
+        "{known}"
+    );
+    assert!(known.contains(&format!("@revoked {names} ")), "{known}");
+    let config = std::fs::read_to_string(dir.path().join("ssh_config.d/00-hostkeyctl-cluster.conf")).unwrap();
+    let login_block = config
+        .find("Host ip-10-1-17-* 10.1.17.*\n    Port 2222\n    StrictHostKeyChecking yes")
+        .unwrap();
+    // The login nodes' block comes first: ssh keeps the first Port.
+    assert!(
+        login_block < config.find("Host ip-10-1-* 10.1.*\n").unwrap(),
+        "{config}"
+    );
 }

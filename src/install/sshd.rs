@@ -90,6 +90,11 @@ pub trait SshdControl: Sync {
     fn resolve_reload(&self, method: &ReloadMethod) -> Result<ReloadMethod, SshdError> {
         Ok(method.clone())
     }
+    /// The sshd binary, when this is a real sshd (a login node's cluster
+    /// listener runs another of it).
+    fn binary(&self) -> Option<&Path> {
+        None
+    }
 }
 
 impl SshdControl for Sshd {
@@ -111,6 +116,10 @@ impl SshdControl for Sshd {
 
     fn resolve_reload(&self, method: &ReloadMethod) -> Result<ReloadMethod, SshdError> {
         Sshd::resolve_reload(self, method)
+    }
+
+    fn binary(&self) -> Option<&Path> {
+        Some(&self.binary)
     }
 }
 
@@ -255,6 +264,11 @@ impl Sshd {
     /// `sshd -T`: the effective settings hostkeyctl cares about.
     pub fn effective(&self) -> Result<Effective, SshdError> {
         Ok(Effective::parse(&self.run("-T")?))
+    }
+
+    /// `sshd -T`'s whole output.
+    pub fn dump(&self) -> Result<String, SshdError> {
+        self.run("-T")
     }
 
     /// Reloads sshd. Returns what was done, for the report.

@@ -313,13 +313,7 @@ pub(crate) fn dns_of(address: &str) -> String {
 /// `hostkeyctl enroll` run on `node` as HyperPod's instance `instance`
 /// ([`enroll_with`] that instance's IMDS).
 pub(crate) fn enroll_as(bed: &TestBed, node: &Node, arn: &str, instance: &str) -> Run {
-    let hyperpod = bed.state.hyperpod.as_ref().unwrap();
-    let imds = bed.control(
-        "POST",
-        "/_bed/hyperpod/imds",
-        &serde_json::json!({"cluster": hyperpod.cluster, "instance_id": instance}),
-    );
-    enroll_with(bed, node, arn, imds["endpoint"].as_str().unwrap())
+    enroll_with(bed, node, arn, &imds_of(bed, instance))
 }
 
 /// `hostkeyctl enroll` (the node build, as the cluster-node role: the
@@ -327,6 +321,11 @@ pub(crate) fn enroll_as(bed: &TestBed, node: &Node, arn: &str, instance: &str) -
 /// environment, its own /etc/ssh as both sshd's and the client's
 /// directory.
 pub(crate) fn enroll_with(bed: &TestBed, node: &Node, arn: &str, imds: &str) -> Run {
+    enroll_with_args(bed, node, arn, imds, &[])
+}
+
+/// [`enroll_with`], with `extra` arguments.
+pub(crate) fn enroll_with_args(bed: &TestBed, node: &Node, arn: &str, imds: &str, extra: &[&str]) -> Run {
     let mut env: Vec<(String, String)> = bed
         .aws_env(Role::ClusterNode)
         .into_iter()
@@ -335,23 +334,21 @@ pub(crate) fn enroll_with(bed: &TestBed, node: &Node, arn: &str, imds: &str) -> 
         .collect();
     env.push(("AWS_EC2_METADATA_SERVICE_ENDPOINT".to_owned(), imds.to_owned()));
     let dir = node.ssh_dir.display().to_string();
-    let run = bed.node_run(
-        node,
-        &[
-            "enroll",
-            "--function",
-            arn,
-            "--ssh-dir",
-            &dir,
-            "--client-dir",
-            &dir,
-            "--trust",
-            "*.ec2.internal,ip-127-*,127.*",
-            "--output",
-            "json",
-        ],
-        &env,
-    );
+    let mut args = vec![
+        "enroll",
+        "--function",
+        arn,
+        "--ssh-dir",
+        &dir,
+        "--client-dir",
+        &dir,
+        "--trust",
+        "*.ec2.internal,ip-127-*,127.*",
+        "--output",
+        "json",
+    ];
+    args.extend(extra);
+    let run = bed.node_run(node, &args, &env);
     // enroll returns once sshd was told to reload (SIGHUP): a login in the
     // next instant may meet the restarting listener. Wait for it to offer
     // the certificate, as a client next in line would.
@@ -373,6 +370,17 @@ pub(crate) fn enroll_with(bed: &TestBed, node: &Node, arn: &str, imds: &str) -> 
 /// [`enroll_as`] the instance HyperPod reports at the node's address.
 pub(crate) fn enroll(bed: &TestBed, node: &Node, arn: &str) -> Run {
     enroll_as(bed, node, arn, &instance_of(bed, &node.address))
+}
+
+/// The IMDS endpoint of HyperPod's instance `instance`.
+pub(crate) fn imds_of(bed: &TestBed, instance: &str) -> String {
+    let hyperpod = bed.state.hyperpod.as_ref().unwrap();
+    let imds = bed.control(
+        "POST",
+        "/_bed/hyperpod/imds",
+        &serde_json::json!({"cluster": hyperpod.cluster, "instance_id": instance}),
+    );
+    imds["endpoint"].as_str().unwrap().to_owned()
 }
 
 /// The ssh_config a node's users have: the node's `ssh_config` (as
@@ -414,7 +422,7 @@ pub(crate) fn base_config(node: &Node) {
 /// What ParallelCluster's cookbook writes as `ssh_config`: no `Include`,
 /// and a `Match exec` (its ssh_target_checker.sh: any VPC address) that
 /// turns checking off.
-const PARALLELCLUSTER_SSH_CONFIG: &str = "Host *\n  UseRoaming no\n  GssapiAuthentication yes\nMatch exec \"true\"\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n";
+pub(crate) const PARALLELCLUSTER_SSH_CONFIG: &str = "Host *\n  UseRoaming no\n  GssapiAuthentication yes\nMatch exec \"true\"\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n";
 
 /// `ssh -G`'s StrictHostKeyChecking for `target` with `config`.
 fn strictness(config: &std::path::Path, target: &str) -> String {

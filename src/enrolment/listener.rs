@@ -1,0 +1,454 @@
+//! A login node's listener for the cluster (`enroll --login-node
+//! --cluster-port PORT`): a second sshd that serves this node's own keys
+//! with their certificates on a port the load balancer does not forward,
+//! so the cluster reaches the login node strictly, like every other node,
+//! while users behind the load balancer keep meeting the canonical set on
+//! the main sshd and never see a certificate.
+//!
+//! Why a second sshd: sshd serves every host key and certificate it holds
+//! to every client (no `Match` scopes `HostKey` or `HostCertificate`), and
+//! Go's `x/crypto/ssh` refuses an untrusted certificate instead of falling
+//! back to the key it knows (docs/design-notes.md, "Login nodes serving
+//! the set take the trust alone").
+//!
+//! Its configuration is the main sshd's, so the same users log in the same
+//! way: a copy of the main config and every file it includes, with the
+//! settings that say what is served (`HostKey`, `HostCertificate`,
+//! `HostKeyAlgorithms`, `HostKeyAgent`), where (`Port`, `ListenAddress`) and
+//! its `PidFile` commented out, and this listener's in front. Each enroll
+//! writes it again from the main config (so edits there reach it at the
+//! next renewal) into a directory named after its content, checks it with
+//! `sshd -t` and `sshd -T`, and only then points the listener at it.
+
+use std::path::{Path, PathBuf};
+
+use sha2::Digest;
+
+use super::listener_config::{PLACE, copy_config, same_otherwise};
+use super::node::NodeError;
+use crate::fsutil::{WriteOptions, write_atomic};
+use crate::hostport::HostPort;
+use crate::install::sshd::{Effective, Sshd, sshd_pid};
+use crate::keyset::{HostKey, KeyAlgorithm};
+
+/// The listener's directory under the ssh directory: its keys, their
+/// certificates and its configuration.
+pub const DIR_NAME: &str = "hostkeyctl-cluster";
+/// The systemd unit that runs the listener.
+pub const UNIT: &str = "hostkeyctl-cluster-sshd.service";
+/// The key types the listener serves (generated once, kept).
+const KEY_TYPES: [KeyAlgorithm; 2] = [KeyAlgorithm::Ed25519, KeyAlgorithm::Ecdsa];
+/// How the listener's sshd is run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Service {
+    /// A systemd unit ([`UNIT`]), kept in the listener's directory (which
+    /// the enroll timer's sandbox may write), linked and enabled with
+    /// `systemctl enable PATH`, started or reloaded.
+    Systemd,
+    /// sshd started as a daemon by enroll, and sent SIGHUP by its pid file
+    /// afterwards (hosts without systemd).
+    Direct,
+}
+
+impl Service {
+    /// systemd when it runs this host, else direct.
+    pub fn detect() -> Self {
+        if Path::new("/run/systemd/system").is_dir() {
+            Service::Systemd
+        } else {
+            Service::Direct
+        }
+    }
+}
+
+/// The listener of a login node.
+#[derive(Clone, Debug)]
+pub struct Listener {
+    /// Its port.
+    pub port: u16,
+    /// Its directory (`<ssh dir>/hostkeyctl-cluster`).
+    pub dir: PathBuf,
+    /// How its sshd runs.
+    pub service: Service,
+}
+
+fn write_err(path: &Path, e: impl std::fmt::Display) -> NodeError {
+    NodeError::Write {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    }
+}
+
+fn write(path: &Path, text: &str, mode: u32) -> Result<(), NodeError> {
+    let options = WriteOptions {
+        mode,
+        owner: None,
+        overwrite: true,
+    };
+    write_atomic(path, text.as_bytes(), &options).map_err(|e| write_err(path, e))
+}
+
+impl Listener {
+    /// Its main configuration file.
+    pub fn config(&self) -> PathBuf {
+        self.dir.join("sshd_config")
+    }
+
+    /// Its host keys, each generated the first time and kept after: the
+    /// binding the signer holds for this instance names them.
+    pub fn ensure_keys(&self) -> Result<(), NodeError> {
+        crate::fsutil::create_dir_all(&self.dir, 0o755).map_err(|e| write_err(&self.dir, e))?;
+        for algorithm in KEY_TYPES {
+            let path = self.dir.join(algorithm.private_file_name());
+            if path.exists() {
+                continue;
+            }
+            let key = HostKey::generate(algorithm, crate::keyset::MIN_RSA_BITS).map_err(|e| NodeError::Key {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?;
+            // The public file first: a private key alone is what a later
+            // run takes as complete.
+            write(
+                &self.dir.join(algorithm.public_file_name()),
+                &format!("{}\n", key.public_line()),
+                0o644,
+            )?;
+            let options = WriteOptions {
+                mode: 0o600,
+                owner: None,
+                overwrite: false,
+            };
+            write_atomic(&path, key.reveal_private_openssh().as_bytes(), &options).map_err(|e| write_err(&path, e))?;
+        }
+        Ok(())
+    }
+
+    /// The port is free of the main sshd's listeners (the load balancer
+    /// forwards to those).
+    pub fn check_port(&self, main: &Effective) -> Result<(), NodeError> {
+        let taken = main
+            .listen
+            .iter()
+            .filter_map(|l| HostPort::parse(l.split_whitespace().next()?).ok())
+            .any(|hp| hp.port() == self.port);
+        if taken {
+            return Err(NodeError::Usage(format!(
+                "--cluster-port {} is a port the main sshd listens on (sshd -T: {}): the cluster's listener needs a port of its own that the load balancer does not forward",
+                self.port,
+                main.listen.join(", ")
+            )));
+        }
+        Ok(())
+    }
+
+    /// Writes the listener's configuration from `main` (the main sshd),
+    /// checks it, starts or reloads the listener, and says how.
+    /// `certificates` are the files enrolment wrote in [`Listener::dir`].
+    /// A configuration that fails a check is removed, and the listener
+    /// keeps the one it had.
+    pub fn serve(&self, main: &Sshd, certificates: &[PathBuf]) -> Result<String, NodeError> {
+        let effective = main
+            .effective()
+            .map_err(|e| NodeError::Sshd(format!("sshd -T of the main config: {e}")))?;
+        self.check_port(&effective)?;
+        let copies = copy_config(&main.config)?;
+        let pid_file = self.pid_file(&effective);
+        let head = self.head(&effective, &pid_file, certificates)?;
+        let digest = {
+            let mut h = sha2::Sha256::new();
+            h.update(head.as_bytes());
+            for (name, text) in &copies {
+                h.update(name.as_bytes());
+                h.update(text.as_bytes());
+            }
+            hex::encode(h.finalize())[..12].to_owned()
+        };
+        let copy_dir = self.dir.join(format!("config-{digest}"));
+        crate::fsutil::create_dir_all(&copy_dir, 0o755).map_err(|e| write_err(&copy_dir, e))?;
+        let place = |name: &str| copy_dir.join(name);
+        for (name, text) in &copies {
+            let text = text.replace(PLACE, &copy_dir.display().to_string());
+            write(&place(name), &text, 0o644)?;
+        }
+        // A name of this run's own: a renewal and a provisioning step may meet.
+        let next = self.dir.join(format!("sshd_config.next.{}", std::process::id()));
+        write(
+            &next,
+            &format!("{head}Include {}\n", place(&copies[0].0).display()),
+            0o644,
+        )?;
+        let candidate = Sshd {
+            binary: main.binary.clone(),
+            config: next.clone(),
+        };
+        let checked = candidate
+            .test()
+            .map_err(|e| format!("sshd -t: {e}"))
+            .and_then(|()| candidate.dump().map_err(|e| format!("sshd -T: {e}")))
+            .and_then(|dump| {
+                self.serves_only_its_own(&Effective::parse(&dump), certificates)?;
+                let main_dump = main.dump().map_err(|e| format!("sshd -T of the main config: {e}"))?;
+                same_otherwise(&main_dump, &dump)
+            });
+        if let Err(why) = checked {
+            let _ = std::fs::remove_file(&next);
+            let in_use = std::fs::read_to_string(self.config()).is_ok_and(|t| t.contains(&digest));
+            if !in_use {
+                let _ = std::fs::remove_dir_all(&copy_dir);
+            }
+            return Err(NodeError::Sshd(format!(
+                "the cluster listener's configuration (from {}) does not check ({why}); the listener keeps what it had",
+                main.config.display()
+            )));
+        }
+        std::fs::rename(&next, self.config()).map_err(|e| write_err(&self.config(), e))?;
+        self.prune(&copy_dir);
+        let listener = Sshd {
+            binary: main.binary.clone(),
+            config: self.config(),
+        };
+        self.start(&listener, &pid_file)
+    }
+
+    /// Next to the main sshd's pid file (`/run/sshd.pid`):
+    /// `/run/hostkeyctl-cluster-sshd.pid`.
+    fn pid_file(&self, main: &Effective) -> PathBuf {
+        let main_pid = main
+            .pid_file
+            .as_deref()
+            .filter(|p| *p != "none")
+            .unwrap_or("/run/sshd.pid");
+        Path::new(main_pid)
+            .parent()
+            .unwrap_or(Path::new("/run"))
+            .join("hostkeyctl-cluster-sshd.pid")
+    }
+
+    /// What the listener's configuration sets before the main config's
+    /// copy (sshd keeps the first value of each).
+    fn head(&self, main: &Effective, pid_file: &Path, certificates: &[PathBuf]) -> Result<String, NodeError> {
+        let mut out = format!(
+            "# hostkeyctl enroll: this login node's listener for the cluster, on port {}.\n# Written from the main sshd's configuration at every enroll: edit that, then enroll again.\nPort {}\n",
+            self.port, self.port
+        );
+        for listen in &main.listen {
+            let mut words = listen.split_whitespace();
+            let Some(Ok(at)) = words.next().map(HostPort::parse) else {
+                continue;
+            };
+            let rest: Vec<&str> = words.collect();
+            let moved = HostPort::new(at.host(), self.port);
+            out.push_str(&format!("ListenAddress {moved}{}\n", suffix(&rest)));
+        }
+        out.push_str(&format!("PidFile {}\n", pid_file.display()));
+        let mut algorithms: Vec<String> = Vec::new();
+        let mut plain: Vec<String> = Vec::new();
+        for algorithm in KEY_TYPES {
+            let key = self.dir.join(algorithm.private_file_name());
+            out.push_str(&format!("HostKey {}\n", key.display()));
+            let name = algorithm.key_type();
+            algorithms.push(format!("{name}-cert-v01@openssh.com"));
+            plain.push(name.to_owned());
+        }
+        for cert in certificates {
+            out.push_str(&format!("HostCertificate {}\n", cert.display()));
+        }
+        algorithms.extend(plain);
+        out.push_str(&format!("HostKeyAlgorithms {}\n", algorithms.join(",")));
+        Ok(out)
+    }
+
+    /// `sshd -T` of the candidate lists this listener's keys and
+    /// certificates alone, and only its port.
+    fn serves_only_its_own(&self, e: &Effective, certificates: &[PathBuf]) -> Result<(), String> {
+        let keys: Vec<String> = KEY_TYPES
+            .iter()
+            .map(|a| self.dir.join(a.private_file_name()).display().to_string())
+            .collect();
+        if e.host_keys != keys {
+            return Err(format!("it would serve the host keys {:?}, not {keys:?}", e.host_keys));
+        }
+        let certs: Vec<String> = certificates.iter().map(|c| c.display().to_string()).collect();
+        if e.host_certificates != certs {
+            return Err(format!(
+                "it would serve the certificates {:?}, not {certs:?}",
+                e.host_certificates
+            ));
+        }
+        let elsewhere: Vec<&String> = e
+            .listen
+            .iter()
+            .filter(|l| {
+                l.split_whitespace()
+                    .next()
+                    .and_then(|a| HostPort::parse(a).ok())
+                    .is_none_or(|hp| hp.port() != self.port)
+            })
+            .collect();
+        if !elsewhere.is_empty() || e.listen.is_empty() {
+            return Err(format!(
+                "it would listen on {:?}, not port {} alone",
+                e.listen, self.port
+            ));
+        }
+        Ok(())
+    }
+
+    /// Removes the copies of earlier configurations.
+    fn prune(&self, keep: &Path) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let old = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("config-"));
+            if old && path != keep {
+                let _ = std::fs::remove_dir_all(&path);
+            }
+        }
+    }
+
+    /// Starts the listener, or reloads it when it runs.
+    fn start(&self, listener: &Sshd, pid_file: &Path) -> Result<String, NodeError> {
+        match &self.service {
+            Service::Direct => match sshd_pid(pid_file, Path::new("/proc")) {
+                Ok(pid) => run("kill", &["-HUP", &pid.to_string()]),
+                Err(_) => {
+                    // sshd without -D becomes a daemon and writes its pid
+                    // file once it listens.
+                    let config = listener.config.display().to_string();
+                    let log = self.dir.join("sshd.log").display().to_string();
+                    // With no environment of enroll's (its AWS credentials).
+                    let started = std::process::Command::new(&listener.binary)
+                        .args(["-f", &config, "-E", &log])
+                        .env_clear()
+                        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+                        .stdin(std::process::Stdio::null())
+                        .output()
+                        .map_err(|e| NodeError::Sshd(format!("cannot run {}: {e}", listener.binary.display())))?;
+                    if !started.status.success() {
+                        return Err(NodeError::Sshd(format!(
+                            "the cluster listener did not start ({} -f {config}: {}): {}",
+                            listener.binary.display(),
+                            started.status,
+                            String::from_utf8_lossy(&started.stderr).trim()
+                        )));
+                    }
+                    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                    while sshd_pid(pid_file, Path::new("/proc")).is_err() {
+                        if std::time::Instant::now() > deadline {
+                            return Err(NodeError::Sshd(format!(
+                                "the cluster listener started ({} -f {config}) but wrote no pid to {} within 10 s: {log} says why",
+                                listener.binary.display(),
+                                pid_file.display()
+                            )));
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                    }
+                    Ok(format!("started {} -f {config}", listener.binary.display()))
+                }
+            },
+            Service::Systemd => {
+                // systemd (PID 1) links and enables it: the timer's
+                // sandbox cannot write /etc/systemd/system, and need not.
+                let unit = self.dir.join(UNIT);
+                let text = unit_text(&listener.binary, &listener.config, pid_file);
+                let changed = std::fs::read_to_string(&unit).ok().as_deref() != Some(text.as_str());
+                if changed {
+                    write(&unit, &text, 0o644)?;
+                }
+                run("systemctl", &["enable", &unit.display().to_string()])?;
+                if changed {
+                    run("systemctl", &["daemon-reload"])?;
+                }
+                run("systemctl", &["reload-or-restart", UNIT])
+            }
+        }
+    }
+}
+
+/// ` rdomain NAME` and the like, after a listen address.
+fn suffix(rest: &[&str]) -> String {
+    if rest.is_empty() {
+        String::new()
+    } else {
+        format!(" {}", rest.join(" "))
+    }
+}
+
+/// The unit that runs the listener.
+pub fn unit_text(binary: &Path, config: &Path, pid_file: &Path) -> String {
+    format!(
+        "# hostkeyctl enroll: this login node's sshd for the cluster's own traffic (docs/cluster-trust.md, \"Login nodes\")\n[Unit]\nDescription=OpenSSH server for the cluster (hostkeyctl)\nAfter=network.target\n\n[Service]\nExecStartPre={b} -t -f {c}\nExecStart={b} -D -f {c}\nExecReload={b} -t -f {c}\nExecReload=/bin/kill -HUP $MAINPID\nPIDFile={p}\nKillMode=process\nRestart=on-failure\nRestartPreventExitStatus=255\nRuntimeDirectory=sshd\nRuntimeDirectoryMode=0755\nRuntimeDirectoryPreserve=yes\n\n[Install]\nWantedBy=multi-user.target\n",
+        b = binary.display(),
+        c = config.display(),
+        p = pid_file.display()
+    )
+}
+
+fn run(program: &str, args: &[&str]) -> Result<String, NodeError> {
+    let what = format!("{program} {}", args.join(" "));
+    let out = std::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| NodeError::Sshd(format!("cannot run {program}: {e}")))?;
+    if out.status.success() {
+        Ok(what)
+    } else {
+        Err(NodeError::Sshd(format!(
+            "{what} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Listener, Service};
+    use crate::install::sshd::Effective;
+
+    #[test]
+    fn the_head_moves_every_listen_address_to_the_port_and_serves_its_own_keys() {
+        let listener = Listener {
+            port: 2222,
+            dir: "/etc/ssh/hostkeyctl-cluster".into(),
+            service: Service::Direct,
+        };
+        let main = Effective::parse(
+            "listenaddress [::]:22\nlistenaddress 0.0.0.0:22\nlistenaddress 10.0.0.5:22 rdomain blue\npidfile /run/sshd.pid\n",
+        );
+        let head = listener
+            .head(
+                &main,
+                &listener.pid_file(&main),
+                &["/etc/ssh/hostkeyctl-cluster/ssh_host_ed25519_key-cert.pub".into()],
+            )
+            .unwrap();
+        for line in [
+            "ListenAddress [::]:2222\n",
+            "ListenAddress 0.0.0.0:2222\n",
+            "ListenAddress 10.0.0.5:2222 rdomain blue\n",
+            "PidFile /run/hostkeyctl-cluster-sshd.pid\n",
+            "HostKey /etc/ssh/hostkeyctl-cluster/ssh_host_ed25519_key\n",
+            "HostCertificate /etc/ssh/hostkeyctl-cluster/ssh_host_ed25519_key-cert.pub\n",
+            "HostKeyAlgorithms ssh-ed25519-cert-v01@openssh.com,ecdsa-sha2-nistp256-cert-v01@openssh.com,ssh-ed25519,ecdsa-sha2-nistp256\n",
+        ] {
+            assert!(head.contains(line), "{line}: {head}");
+        }
+        assert!(listener.check_port(&main).is_ok());
+        let on_22 = Listener { port: 22, ..listener };
+        assert!(
+            on_22
+                .check_port(&main)
+                .unwrap_err()
+                .to_string()
+                .contains("the main sshd listens on")
+        );
+    }
+}

@@ -1,0 +1,225 @@
+//! The configuration of a login node's listener for the cluster
+//! ([`super::listener`]): the main sshd's, copied with every file it
+//! includes, the listener's own settings commented out; and the check
+//! that every other setting stays the main sshd's.
+
+use std::path::{Path, PathBuf};
+
+use super::node::NodeError;
+
+/// The settings the listener's configuration sets itself.
+pub(super) const OWN: [&str; 7] = [
+    "hostkey",
+    "hostcertificate",
+    "hostkeyalgorithms",
+    "hostkeyagent",
+    "port",
+    "listenaddress",
+    "pidfile",
+];
+/// sshd's own limit on nested `Include`s.
+const MAX_DEPTH: usize = 16;
+
+/// Where a copy's directory goes in its text, replaced once it is known.
+pub(super) const PLACE: &str = "\u{0}HOSTKEYCTL_COPY_DIR\u{0}";
+
+/// The main config and every file it includes, each as `(name, text)`
+/// with the listener's own settings commented out and each `Include`
+/// pointing at the copies (first: the main config's). An `Include` keeps
+/// its place, inside a `Match` too, so each copy means what its original
+/// means.
+pub(super) fn copy_config(main: &Path) -> Result<Vec<(String, String)>, NodeError> {
+    let base = main.parent().unwrap_or(Path::new("/")).to_path_buf();
+    let mut copies: Vec<(PathBuf, String, String)> = Vec::new();
+    copy_file(main, &base, 0, &mut copies)?;
+    Ok(copies.into_iter().map(|(_, name, text)| (name, text)).collect())
+}
+
+fn copy_file(
+    path: &Path,
+    base: &Path,
+    depth: usize,
+    copies: &mut Vec<(PathBuf, String, String)>,
+) -> Result<String, NodeError> {
+    if depth > MAX_DEPTH {
+        return Err(NodeError::Sshd(format!(
+            "{} is included more than {MAX_DEPTH} levels deep (an Include loop?)",
+            path.display()
+        )));
+    }
+    if let Some((_, name, _)) = copies.iter().find(|(p, ..)| p == path) {
+        return Ok(name.clone());
+    }
+    let text =
+        std::fs::read_to_string(path).map_err(|e| NodeError::Sshd(format!("cannot read {}: {e}", path.display())))?;
+    let file = path.file_name().and_then(|n| n.to_str()).unwrap_or("config");
+    let name = format!("{:02}-{}", copies.len(), file);
+    let index = copies.len();
+    copies.push((path.to_path_buf(), name.clone(), String::new()));
+    let mut out = String::new();
+    for line in text.lines() {
+        let trimmed = line.trim_start();
+        let keyword = trimmed
+            .split(|c: char| c.is_whitespace() || c == '=')
+            .next()
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        if OWN.contains(&keyword.as_str()) {
+            out.push_str(&format!("# (the cluster listener sets its own) {line}\n"));
+        } else if keyword == "include" {
+            let args = trimmed[keyword.len()..].trim_start_matches(|c: char| c.is_whitespace() || c == '=');
+            let mut targets = Vec::new();
+            for arg in args.split_whitespace() {
+                for found in expand(base, arg) {
+                    targets.push(copy_file(&found, base, depth + 1, copies)?);
+                }
+            }
+            if targets.is_empty() {
+                out.push_str(&format!("# (includes nothing now) {line}\n"));
+            } else {
+                let places: Vec<String> = targets.iter().map(|t| format!("{PLACE}/{t}")).collect();
+                out.push_str(&format!("# {line}\nInclude {}\n", places.join(" ")));
+            }
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    copies[index].2 = out;
+    Ok(name)
+}
+
+/// The files an `Include` argument names, as sshd's glob(3) finds them
+/// (sorted; a relative path is the config directory's).
+fn expand(base: &Path, arg: &str) -> Vec<PathBuf> {
+    let path = base.join(arg);
+    let Some(pattern) = path.file_name().and_then(|n| n.to_str()) else {
+        return Vec::new();
+    };
+    let parent = path.parent().unwrap_or(Path::new("/"));
+    if !pattern.contains(['*', '?', '[']) {
+        return if path.is_file() { vec![path] } else { Vec::new() };
+    }
+    let mut found: Vec<PathBuf> = std::fs::read_dir(parent)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| {
+                    e.file_name()
+                        .to_str()
+                        .is_some_and(|n| crate::install::sshd_config::include_matches(pattern, n))
+                })
+                .map(|e| e.path())
+                .filter(|p| p.is_file())
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found
+}
+
+/// Every setting of `sshd -T` that the listener does not set itself is the
+/// main sshd's: the same users log in the same way on both (an `Include`
+/// the copy missed would show here).
+pub(super) fn same_otherwise(main: &str, listener: &str) -> Result<(), String> {
+    let others = |text: &str| -> std::collections::BTreeSet<String> {
+        text.lines()
+            .filter(|l| !OWN.contains(&l.split(' ').next().unwrap_or("")))
+            .map(str::to_owned)
+            .collect()
+    };
+    let (main, listener) = (others(main), others(listener));
+    let differ: Vec<String> = main
+        .symmetric_difference(&listener)
+        .filter_map(|l| l.split(' ').next())
+        .map(str::to_owned)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    if differ.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "its {} would differ from the main sshd's (sshd -T of each shows how)",
+            differ.join(", ")
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::copy_config;
+
+    #[test]
+    fn the_copy_keeps_every_setting_but_what_the_listener_sets_and_follows_includes_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let etc = dir.path().join("etc");
+        std::fs::create_dir_all(etc.join("sshd_config.d")).unwrap();
+        std::fs::write(
+            etc.join("sshd_config"),
+            "Include sshd_config.d/*.conf\nPort 22\nListenAddress 10.0.0.5:22\nHostKey /etc/ssh/ssh_host_ed25519_key\nPasswordAuthentication no\nMatch Group admins\n    Include sshd_config.d/admins.extra\n    AllowTcpForwarding no\n",
+        )
+        .unwrap();
+        std::fs::write(
+            etc.join("sshd_config.d/00-hostkeyctl.conf"),
+            "HostKeyAlgorithms ssh-ed25519\n",
+        )
+        .unwrap();
+        std::fs::write(etc.join("sshd_config.d/10-site.conf"), "PermitRootLogin no\n").unwrap();
+        std::fs::write(etc.join("sshd_config.d/.hidden.conf"), "PermitRootLogin yes\n").unwrap();
+        std::fs::write(etc.join("sshd_config.d/admins.extra"), "X11Forwarding no\n").unwrap();
+        let copies = copy_config(&etc.join("sshd_config")).unwrap();
+        let names: Vec<&str> = copies.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "00-sshd_config",
+                "01-00-hostkeyctl.conf",
+                "02-10-site.conf",
+                "03-admins.extra"
+            ]
+        );
+        let main = &copies[0].1;
+        assert!(main.contains("/01-00-hostkeyctl.conf "), "{main}");
+        assert!(
+            main.contains("# (the cluster listener sets its own) Port 22\n"),
+            "{main}"
+        );
+        assert!(
+            main.contains("# (the cluster listener sets its own) ListenAddress"),
+            "{main}"
+        );
+        assert!(
+            main.contains("# (the cluster listener sets its own) HostKey "),
+            "{main}"
+        );
+        assert!(main.contains("\nPasswordAuthentication no\n"), "{main}");
+        // The include inside the Match stays inside it.
+        let at = main.find("Match Group admins").unwrap();
+        assert!(
+            main[at..].contains("/03-admins.extra\n    AllowTcpForwarding no"),
+            "{main}"
+        );
+        assert!(
+            copies[1]
+                .1
+                .starts_with("# (the cluster listener sets its own) HostKeyAlgorithms")
+        );
+        assert_eq!(copies[2].1, "PermitRootLogin no\n");
+    }
+
+    #[test]
+    fn a_setting_of_the_main_sshd_the_listener_lacks_is_named() {
+        let main = "port 22\npasswordauthentication no\nhostkey /a\nmaxsessions 10\n";
+        assert!(
+            super::same_otherwise(
+                main,
+                "port 2222\nhostkey /b\npasswordauthentication no\nmaxsessions 10\n"
+            )
+            .is_ok()
+        );
+        let weaker =
+            super::same_otherwise(main, "port 2222\npasswordauthentication yes\nmaxsessions 10\n").unwrap_err();
+        assert!(weaker.contains("its passwordauthentication would differ"), "{weaker}");
+    }
+}

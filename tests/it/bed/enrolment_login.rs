@@ -1,0 +1,243 @@
+//! Login nodes that serve the canonical set gain a certificate like every
+//! other node, on a listener of their own for the cluster
+//! (`enroll --login-node --cluster-port`, docs/cluster-trust.md, "Login
+//! nodes"): the cluster reaches them strictly by every name, and users
+//! behind the load balancer (port 22) still meet the set alone, with no
+//! certificate offered.
+
+use crate::bed::enrolment::{
+    client_config, cluster_bed, enroll_with_args, imds_of, instance_of, listed, login, names_of, principals_listed,
+};
+use crate::common::bed::{Node, Run, TestBed, snapshot, wait_until};
+use crate::common::support::require;
+
+const PORT: &str = "2222";
+
+/// The certificate types `ssh-keyscan -c` sees at `address`:`port`.
+fn certificates_offered(address: &str, port: &str) -> Vec<String> {
+    let out = std::process::Command::new(require("ssh-keyscan"))
+        .args(["-c", "-p", port, address])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_whitespace().nth(1).map(str::to_owned))
+        .collect()
+}
+
+/// Strict logins from each of `from` to each of `to` (itself left out), by
+/// every name and the address, with the node's own ssh_config: each must
+/// succeed with no warning.
+fn strict_logins(bed: &TestBed, from: &[&Node], to: &[&Node]) {
+    for source in from {
+        let config = client_config(bed, source);
+        for target in to.iter().filter(|n| n.address != source.address) {
+            for name in names_of(&target.address) {
+                let out = login(bed.state.client_key.as_path(), &config, &name);
+                let said = String::from_utf8_lossy(&out.stderr);
+                assert!(
+                    out.status.success() && !said.contains("WARNING"),
+                    "{} -> {name}: {said}",
+                    source.address
+                );
+            }
+        }
+    }
+}
+
+/// A strict user with the set's lines for `node` logs in on its port 22
+/// (what the load balancer forwards to).
+fn set_user_logs_in(bed: &TestBed, node: &Node) {
+    let lines = bed.cli("known-hosts").secret().args(&["--host", &node.address]).run();
+    lines.ok();
+    let known_hosts = bed.dir().join("set_known_hosts");
+    std::fs::write(&known_hosts, &lines.stdout).unwrap();
+    let out = std::process::Command::new(require("ssh"))
+        .args(["-F", "/dev/null", "-i"])
+        .arg(&bed.state.client_key)
+        .args(["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o"])
+        .arg(format!("UserKnownHostsFile={}", known_hosts.display()))
+        .arg(format!("root@{}", node.address))
+        .arg("true")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// The listener's configuration copies (`config-*`) in `dir`.
+fn copies_in(dir: &std::path::Path) -> Vec<std::ffi::OsString> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().starts_with("config-"))
+        .collect()
+}
+
+/// Runs `enrol` while the node's main config includes, first, a quoted
+/// path with a space (which the listener's copy does not follow) holding
+/// `MaxAuthTries 2`; the config is put back after.
+fn with_an_include_the_copy_cannot_follow(node: &Node, enrol: impl FnOnce() -> Run) -> Run {
+    let main = node.ssh_dir.join("sshd_config");
+    let odd = node.ssh_dir.join("odd dir");
+    std::fs::create_dir_all(&odd).unwrap();
+    std::fs::write(odd.join("tight.conf"), "MaxAuthTries 2\n").unwrap();
+    let text = std::fs::read_to_string(&main).unwrap();
+    std::fs::write(&main, format!("Include \"{}/*.conf\"\n{text}", odd.display())).unwrap();
+    let run = enrol();
+    std::fs::write(&main, text).unwrap();
+    run
+}
+
+/// Stops the login nodes' listeners when the test ends, however it ends.
+struct Listeners(Vec<std::path::PathBuf>);
+
+impl Drop for Listeners {
+    fn drop(&mut self) {
+        for pid_file in &self.0 {
+            if let Ok(pid) = std::fs::read_to_string(pid_file) {
+                let _ = std::process::Command::new("kill").arg(pid.trim()).status();
+            }
+        }
+    }
+}
+
+/// The listener's pid, once its pid file names one (sshd rewrites the
+/// file as it comes back from a SIGHUP).
+fn listener_pid(node: &Node) -> String {
+    let file = node.root.join("run/hostkeyctl-cluster-sshd.pid");
+    let mut pid = String::new();
+    wait_until("the listener's pid file", std::time::Duration::from_secs(10), || {
+        pid = std::fs::read_to_string(&file).unwrap_or_default().trim().to_owned();
+        !pid.is_empty()
+    });
+    pid
+}
+
+/// `enroll` on `node` with the login nodes' route (`route`), as a login
+/// node with its listener run directly when `login_node`.
+fn enrol(bed: &TestBed, arn: &str, node: &Node, route: &[&str], login_node: bool) -> Run {
+    let mut args = route.to_vec();
+    if login_node {
+        args.extend(["--login-node", "--listener-service", "direct"]);
+    }
+    let imds = imds_of(bed, &instance_of(bed, &node.address));
+    enroll_with_args(bed, node, arn, &imds, &args)
+}
+
+/// The set's keys and the main sshd's configuration, as files.
+fn keys_and_sshd(node: &Node) -> Vec<(String, u64, u32)> {
+    snapshot(&node.ssh_dir)
+        .into_iter()
+        .filter(|(name, ..)| name.starts_with("ssh_host_") || name.starts_with("sshd_config"))
+        .collect()
+}
+
+/// The login node's listener offers its certificates, for exactly AWS's
+/// names, and its main sshd none.
+fn serves_its_certificates_on_the_listener_alone(node: &Node) {
+    wait_until(
+        "the listener offers its certificates",
+        std::time::Duration::from_secs(10),
+        || certificates_offered(&node.address, PORT).len() == 2,
+    );
+    let dir = node.ssh_dir.join("hostkeyctl-cluster");
+    for kind in ["ed25519", "ecdsa"] {
+        let text = listed(&dir.join(format!("ssh_host_{kind}_key-cert.pub")));
+        assert_eq!(principals_listed(&text), names_of(&node.address), "{kind}");
+    }
+    assert!(
+        certificates_offered(&node.address, "22").is_empty(),
+        "the main sshd offers a certificate"
+    );
+}
+
+/// `sshd -T` of the listener's configuration on `node`.
+fn listener_settings(node: &Node) -> String {
+    let out = std::process::Command::new("/usr/sbin/sshd")
+        .args(["-T", "-f"])
+        .arg(node.ssh_dir.join("hostkeyctl-cluster/sshd_config"))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Two login nodes serving the set, and a compute node. Each login node
+/// enrols with a listener for the cluster on its own port:
+/// - its own keys there, certified for exactly AWS's names; the set's keys
+///   and the main sshd untouched;
+/// - the main sshd (what the load balancer forwards to) offers no
+///   certificate, and a strict user with the set's lines logs in there;
+/// - every node reaches every other strictly by every name and address,
+///   the login nodes on the listener, through the login-hosts route;
+/// - a renewal reloads the listener (same pid) and keeps one copy of the
+///   configuration; a change to the main config reaches the listener;
+/// - a main config the copy cannot follow is refused, named, and the
+///   listener keeps what it had.
+#[test]
+fn login_nodes_serve_the_cluster_a_certificate_on_their_own_listener_and_users_the_set_alone() {
+    let (bed, _runtime, arn) = cluster_bed(3, "", "ecdsa");
+    let nodes = &bed.state.nodes;
+    let (compute, logins) = (&nodes[0], &nodes[1..]);
+    let _stop = Listeners(
+        logins
+            .iter()
+            .map(|n| n.root.join("run/hostkeyctl-cluster-sshd.pid"))
+            .collect(),
+    );
+    bed.init_generated("hostkeys/hk");
+    for node in logins {
+        bed.install_on(node, &["--secret-id", "hostkeys/hk"]).ok();
+    }
+    let login_hosts: Vec<String> = logins.iter().flat_map(|n| names_of(&n.address)).collect();
+    let login_hosts = login_hosts.join(",");
+    let route = ["--login-hosts", login_hosts.as_str(), "--cluster-port", PORT];
+    enrol(&bed, &arn, compute, &route, false).ok();
+    for node in logins {
+        let before = keys_and_sshd(node);
+        let run = enrol(&bed, &arn, node, &route, true);
+        run.ok();
+        let report = run.json();
+        assert_eq!(report["login_node"], true, "{report}");
+        assert_eq!(report["cluster_listener_port"], 2222, "{report}");
+        serves_its_certificates_on_the_listener_alone(node);
+        assert_eq!(keys_and_sshd(node), before, "the set or the main sshd changed");
+        // What the load balancer forwards to (TCP, port 22): the set alone
+        // (the bed's balancer also fronts the compute node, so each login
+        // node is asked directly).
+        set_user_logs_in(&bed, node);
+    }
+    let all: Vec<&Node> = nodes.iter().collect();
+    strict_logins(&bed, &all, &all);
+
+    // A renewal reloads the listener in place; an edit of the main config
+    // reaches it.
+    let login_a = &logins[0];
+    let pid = listener_pid(login_a);
+    let main = login_a.ssh_dir.join("sshd_config");
+    let text = std::fs::read_to_string(&main).unwrap();
+    std::fs::write(&main, format!("{text}MaxSessions 7\n")).unwrap();
+    enrol(&bed, &arn, login_a, &route, true).ok();
+    assert_eq!(listener_pid(login_a), pid, "the listener restarted");
+    let dir = login_a.ssh_dir.join("hostkeyctl-cluster");
+    let copies = copies_in(&dir);
+    assert_eq!(copies.len(), 1, "older copies of the configuration stayed");
+    let settings = listener_settings(login_a);
+    assert!(settings.contains("\nmaxsessions 7\n"), "{settings}");
+    let listen = format!("\nlistenaddress {}:2222\n", login_a.address);
+    assert!(settings.contains(&listen) && !settings.contains(":22\n"), "{settings}");
+    serves_its_certificates_on_the_listener_alone(login_a);
+
+    let refused = with_an_include_the_copy_cannot_follow(login_a, || enrol(&bed, &arn, login_a, &route, true));
+    assert_eq!(refused.code, 3, "{}\n{}", refused.stderr, refused.stdout);
+    let named = "its maxauthtries would differ from the main sshd's";
+    assert!(refused.stderr.contains(named), "{}", refused.stderr);
+    assert_eq!(listener_pid(login_a), pid, "the listener restarted");
+    assert_eq!(
+        copies_in(&dir),
+        copies,
+        "the refused copy stayed, or the served one went"
+    );
+    strict_logins(&bed, &[compute, &logins[1]], &[login_a]);
+}
