@@ -46,6 +46,13 @@
 #                             EnrolmentFunctionArn): every node enrols
 #   HOSTKEYCTL_ENROL_TRUST    the cluster's host patterns, comma-separated
 #                             (`*.ec2.internal,ip-10-1-*,10.1.*`)  required with it
+#   HOSTKEYCTL_ENROL_CLUSTER_PORT, HOSTKEYCTL_ENROL_LOGIN_HOSTS
+#                             a port for the cluster's own traffic to the login
+#                             nodes (not 22), and the login nodes' patterns
+#                             (`ip-10-1-17-*,10.1.17.*`): each login node serves
+#                             a certificate there from a second sshd, and every
+#                             node reaches the login nodes there, strictly.
+#                             Both or neither (docs/cluster-trust.md, "Login nodes")
 #   HOSTKEYCTL_REGION         the secret's region; default: the cluster's
 #                             (ClusterConfig.ClusterArn in resource_config.json),
 #                             else the SDK's (the instance metadata)
@@ -94,7 +101,7 @@ fail() {
 }
 
 ignored=()
-for name in HOSTKEYCTL_SECRET_ID HOSTKEYCTL_ENROL_FUNCTION HOSTKEYCTL_ENROL_TRUST HOSTKEYCTL_REGION HOSTKEYCTL_SHA256_X86_64 HOSTKEYCTL_SHA256_AARCH64 \
+for name in HOSTKEYCTL_SECRET_ID HOSTKEYCTL_ENROL_FUNCTION HOSTKEYCTL_ENROL_TRUST HOSTKEYCTL_ENROL_CLUSTER_PORT HOSTKEYCTL_ENROL_LOGIN_HOSTS HOSTKEYCTL_REGION HOSTKEYCTL_SHA256_X86_64 HOSTKEYCTL_SHA256_AARCH64 \
   HOSTKEYCTL_BINARY_S3_URI HOSTKEYCTL_METRICS_DIR HOSTKEYCTL_REPORT_COMPLIANCE HOSTKEYCTL_FIND_RETRY_SECONDS HOSTKEYCTL_RETRY_SECONDS HOSTKEYCTL_SELF_IP \
   HOSTKEYCTL_ROOT HOSTKEYCTL_RESOURCE_CONFIG HOSTKEYCTL_PROVISIONING_PARAMETERS; do
   if [ -n "${!name+set}" ]; then
@@ -112,7 +119,7 @@ fi
 
 # A misspelt setting (HOSTKEYCTL_ENROLL_FUNCTION) would be ignored in
 # silence: name every HOSTKEYCTL_ variable the step does not know.
-known=" HOSTKEYCTL_SECRET_ID HOSTKEYCTL_ENROL_FUNCTION HOSTKEYCTL_ENROL_TRUST HOSTKEYCTL_REGION HOSTKEYCTL_SHA256_X86_64 HOSTKEYCTL_SHA256_AARCH64 HOSTKEYCTL_BINARY_S3_URI HOSTKEYCTL_METRICS_DIR HOSTKEYCTL_REPORT_COMPLIANCE HOSTKEYCTL_FIND_RETRY_SECONDS HOSTKEYCTL_RETRY_SECONDS HOSTKEYCTL_SELF_IP HOSTKEYCTL_ROOT HOSTKEYCTL_RESOURCE_CONFIG HOSTKEYCTL_PROVISIONING_PARAMETERS "
+known=" HOSTKEYCTL_SECRET_ID HOSTKEYCTL_ENROL_FUNCTION HOSTKEYCTL_ENROL_TRUST HOSTKEYCTL_ENROL_CLUSTER_PORT HOSTKEYCTL_ENROL_LOGIN_HOSTS HOSTKEYCTL_REGION HOSTKEYCTL_SHA256_X86_64 HOSTKEYCTL_SHA256_AARCH64 HOSTKEYCTL_BINARY_S3_URI HOSTKEYCTL_METRICS_DIR HOSTKEYCTL_REPORT_COMPLIANCE HOSTKEYCTL_FIND_RETRY_SECONDS HOSTKEYCTL_RETRY_SECONDS HOSTKEYCTL_SELF_IP HOSTKEYCTL_ROOT HOSTKEYCTL_RESOURCE_CONFIG HOSTKEYCTL_PROVISIONING_PARAMETERS "
 if [ -f "$HERE/hostkeyctl.env" ]; then
   while read -r name; do
     case "$known" in *" $name "*) ;; *) log "WARNING: $name in hostkeyctl.env is no setting of this step (a misspelling? the names are in its header)" ;; esac
@@ -124,6 +131,14 @@ if [ -n "$enrol" ]; then
     fail "HOSTKEYCTL_ENROL_FUNCTION '$enrol' is not a Lambda function ARN (the template's EnrolmentFunctionArn)"
   [[ "${HOSTKEYCTL_ENROL_TRUST:-}" =~ ^!?[A-Za-z0-9.*?:_-]+(,!?[A-Za-z0-9.*?:_-]+)*$ ]] ||
     fail "HOSTKEYCTL_ENROL_TRUST '${HOSTKEYCTL_ENROL_TRUST:-}' is not the cluster's host patterns, comma-separated (e.g. ip-10-1-*.ec2.internal,ip-10-1-*,10.1.*; no CIDR)"
+  cluster_port=${HOSTKEYCTL_ENROL_CLUSTER_PORT:-}
+  login_hosts=${HOSTKEYCTL_ENROL_LOGIN_HOSTS:-}
+  if [ -n "$cluster_port$login_hosts" ]; then
+    [[ "$cluster_port" =~ ^[1-9][0-9]{0,4}$ ]] && [ "$cluster_port" -le 65535 ] && [ "$cluster_port" -ne 22 ] ||
+      fail "HOSTKEYCTL_ENROL_CLUSTER_PORT '$cluster_port' is not a port of its own for the cluster (1 to 65535, not 22: the load balancer's); it goes with HOSTKEYCTL_ENROL_LOGIN_HOSTS"
+    [[ "$login_hosts" =~ ^[A-Za-z0-9.*?:_-]+(,[A-Za-z0-9.*?:_-]+)*$ ]] ||
+      fail "HOSTKEYCTL_ENROL_LOGIN_HOSTS '$login_hosts' is not the login nodes' host patterns, comma-separated (e.g. ip-10-1-17-*,10.1.17.*); it goes with HOSTKEYCTL_ENROL_CLUSTER_PORT"
+  fi
 fi
 node_type=${1:-}
 case "$node_type" in
@@ -449,6 +464,9 @@ if [ -n "$region" ]; then args+=(--region "$region"); fi
 # its install has not succeeded yet (its own keys must get no certificate:
 # install would then refuse the node).
 if [ "$node_type" = login ]; then args+=(--login-node); fi
+# Every node reaches the login nodes on their listener for the cluster;
+# a login node serves it (its own keys, certified, on a second sshd).
+if [ -n "$cluster_port" ]; then args+=(--cluster-port "$cluster_port" --login-hosts "$login_hosts"); fi
 rc=0
 for attempt in 1 2 3 4 5; do
   rc=0
@@ -476,6 +494,10 @@ done
   echo "HOSTKEYCTL_ENROL_TRUST=$HOSTKEYCTL_ENROL_TRUST"
   if [ -n "$region" ]; then echo "AWS_REGION=$region"; fi
   if [ "$node_type" = login ]; then echo "HOSTKEYCTL_ENROL_LOGIN_NODE=true"; fi
+  if [ -n "$cluster_port" ]; then
+    echo "HOSTKEYCTL_ENROL_CLUSTER_PORT=$cluster_port"
+    echo "HOSTKEYCTL_ENROL_LOGIN_HOSTS=$login_hosts"
+  fi
 } >"$scratch/enroll"
 put 0644 "$scratch/enroll" "$ROOT/etc/default/hostkeyctl-enroll"
 for unit in hostkeyctl-enroll.service hostkeyctl-enroll.timer; do

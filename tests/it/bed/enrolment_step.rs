@@ -85,19 +85,7 @@ fn the_lifecycle_step_enrols_every_node_type() {
         "{log}"
     );
 
-    // A login node: the set, then the trust alone.
-    let endpoint = imds(&bed, login);
-    let env = [("AWS_EC2_METADATA_SERVICE_ENDPOINT", endpoint.as_str())];
-    let (code, log) = lifecycle.run(&bed, login, &login.address, &["login"], &env);
-    assert_eq!(code, 0, "{log}");
-    assert!(log.contains("host keys installed and verified"), "{log}");
-    assert!(log.contains("\"login_node\": true"), "{log}");
-    assert!(!login.ssh_dir.join("ssh_host_ed25519_key-cert.pub").exists(), "{log}");
-    assert!(
-        lifecycle
-            .calls()
-            .contains("systemctl enable --now hostkeyctl-install.timer")
-    );
+    a_login_node_gets_its_listener(&bed, &mut lifecycle, login);
 
     // Settings that cannot work stop provisioning, before the binary.
     for (key, value, said) in [
@@ -111,6 +99,11 @@ fn the_lifecycle_step_enrols_every_node_type() {
             "10.1.0.0/16",
             "is not the cluster's host patterns",
         ),
+        (
+            "HOSTKEYCTL_ENROL_CLUSTER_PORT",
+            "22",
+            "is not a port of its own for the cluster",
+        ),
     ] {
         let mut bad = Lifecycle::new();
         bad.set("HOSTKEYCTL_ENROL_FUNCTION", Some(&arn));
@@ -121,4 +114,53 @@ fn the_lifecycle_step_enrols_every_node_type() {
         assert!(log.contains(said), "{log}");
         assert!(!bad.root().exists(), "{key}: something was installed");
     }
+}
+
+/// The step on a login node with the listener's settings: the set, and its
+/// own keys certified on its listener for the cluster, run by systemd (the
+/// recording stand-in here); the settings kept for the timer.
+fn a_login_node_gets_its_listener(bed: &TestBed, lifecycle: &mut Lifecycle, login: &Node) {
+    // A login node: the set, and its own keys certified on its listener
+    // for the cluster, run by systemd (the recording stand-in here).
+    lifecycle.set("HOSTKEYCTL_ENROL_CLUSTER_PORT", Some("2222"));
+    lifecycle.set("HOSTKEYCTL_ENROL_LOGIN_HOSTS", Some(&login.address));
+    let endpoint = imds(bed, login);
+    let env = [
+        ("AWS_EC2_METADATA_SERVICE_ENDPOINT", endpoint.as_str()),
+        ("HOSTKEYCTL_ENROL_LISTENER_SERVICE", "systemd"),
+    ];
+    let (code, log) = lifecycle.run(bed, login, &login.address, &["login"], &env);
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("host keys installed and verified"), "{log}");
+    assert!(log.contains("\"login_node\": true"), "{log}");
+    assert!(log.contains("\"cluster_listener_port\": 2222"), "{log}");
+    assert!(!login.ssh_dir.join("ssh_host_ed25519_key-cert.pub").exists(), "{log}");
+    let listener = login.ssh_dir.join("hostkeyctl-cluster");
+    let text = listed(&listener.join("ssh_host_ed25519_key-cert.pub"));
+    assert_eq!(principals_listed(&text), names_of(&login.address));
+    let unit = listener.join("hostkeyctl-cluster-sshd.service");
+    let calls = lifecycle.calls();
+    for call in [
+        "systemctl enable --now hostkeyctl-install.timer".to_owned(),
+        format!("systemctl enable {}", unit.display()),
+        "systemctl reload-or-restart hostkeyctl-cluster-sshd.service".to_owned(),
+    ] {
+        assert!(calls.contains(&call), "{call}: {calls}");
+    }
+    let unit_text = std::fs::read_to_string(&unit).unwrap();
+    assert!(
+        unit_text.contains(&format!(
+            "ExecStart=/usr/sbin/sshd -D -f {}/sshd_config\n",
+            listener.display()
+        )),
+        "{unit_text}"
+    );
+    let settings = std::fs::read_to_string(lifecycle.root().join("etc/default/hostkeyctl-enroll")).unwrap();
+    assert!(
+        settings.contains(&format!(
+            "HOSTKEYCTL_ENROL_CLUSTER_PORT=2222\nHOSTKEYCTL_ENROL_LOGIN_HOSTS={}\n",
+            login.address
+        )),
+        "{settings}"
+    );
 }
