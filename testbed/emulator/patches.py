@@ -8,7 +8,11 @@ explicitly (``apply()``, once) rather than at import:
 * ``DescribeInstances`` paged by instances, as EC2 does (moto pages by
   reservations);
 * a resource's own tags read directly (moto filtered every tag of the
-  region per instance), and every scan of all tags counted.
+  region per instance), and every scan of all tags counted;
+* ``ListSecretVersionIds`` with each version's own ``CreatedDate`` (API
+  reference, SecretVersionsListEntry: "The date and time this version of
+  the secret was created"); moto 5.2 answers the time of the call, so two
+  reads a second apart differed, and versions could not be ordered.
 """
 
 from __future__ import annotations
@@ -43,7 +47,9 @@ def apply() -> None:
 
 
 def _patch_moto() -> None:
-    """The ELBv2 and SageMaker behaviour moto lacks (module docstring)."""
+    """The ELBv2, SageMaker, EC2 and Secrets Manager behaviour moto lacks
+    (module docstring)."""
+    _patch_secret_versions()
     from moto.elbv2.models import FakeHealthStatus, FakeTargetGroup
     from moto.sagemaker.models import ClusterNode
 
@@ -136,3 +142,24 @@ def _patch_moto() -> None:
         return real_describe_tags(self, filters)
 
     TagBackend.describe_tags = describe_tags  # type: ignore[method-assign]
+
+
+def _patch_secret_versions() -> None:
+    """ListSecretVersionIds dates each version by its creation (module
+    docstring), as GetSecretValue already does."""
+    import json
+
+    from moto.secretsmanager.models import SecretsManagerBackend
+
+    real_list = SecretsManagerBackend.list_secret_version_ids
+
+    def list_secret_version_ids(self: SecretsManagerBackend, secret_id: str) -> str:
+        answer = json.loads(real_list(self, secret_id))
+        versions = self.secrets[secret_id].versions
+        for entry in answer.get("Versions", []):
+            created = versions.get(entry.get("VersionId"), {}).get("createdate")
+            if isinstance(created, (int, float)):
+                entry["CreatedDate"] = created
+        return json.dumps(answer)
+
+    SecretsManagerBackend.list_secret_version_ids = list_secret_version_ids  # type: ignore[method-assign]

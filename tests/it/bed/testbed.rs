@@ -469,8 +469,29 @@ async fn put_with_awscurrent_after_a_stage_move_leaves_one_current() {
             .map(|v| v.version_id().unwrap_or_default().to_owned())
             .collect()
     };
-    assert_eq!(holding("AWSCURRENT"), [third]);
+    assert_eq!(holding("AWSCURRENT"), [third.clone()]);
     assert_eq!(holding("AWSPREVIOUS"), [second]);
     let value = sm.get_secret_value().secret_id("s").send().await.unwrap();
     assert_eq!(value.secret_string(), Some("c"));
+
+    // Each version's CreatedDate is its creation's, as GetSecretValue
+    // says, however much later the list is read (moto answered the time
+    // of the call).
+    let created = value.created_date().copied().unwrap();
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    };
+    let made = u64::try_from(created.secs()).unwrap();
+    crate::common::bed::wait_until("a second to pass", std::time::Duration::from_secs(5), || {
+        now() > made + 1
+    });
+    let versions = sm.list_secret_version_ids().secret_id("s").send().await.unwrap();
+    let listed = versions
+        .versions()
+        .iter()
+        .find(|v| v.version_id() == Some(third.as_str()));
+    assert_eq!(listed.and_then(|v| v.created_date()), Some(&created));
 }
