@@ -119,6 +119,25 @@ impl LoginRoute {
         }
     }
 
+    /// Refuses login patterns that are also trust patterns: every node
+    /// such a pattern covers would be reached on the listener's port,
+    /// where only login nodes listen.
+    pub fn check_against(&self, trust: &[HostPattern]) -> Result<(), String> {
+        let same: Vec<&str> = self
+            .hosts
+            .iter()
+            .filter(|h| trust.contains(h))
+            .map(HostPattern::as_str)
+            .collect();
+        if same.is_empty() {
+            return Ok(());
+        }
+        Err(format!(
+            "--login-hosts {} is also a --trust pattern: every node it covers would be reached on --cluster-port, where only login nodes listen; name the login nodes alone (`ip-10-1-17-*,10.1.17.*`)",
+            same.join(",")
+        ))
+    }
+
     /// The names known_hosts matches for a host on this port
     /// (`[ip-10-1-17-*]:2222`).
     fn known_hosts_patterns(&self) -> Vec<String> {

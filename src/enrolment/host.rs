@@ -90,29 +90,13 @@ pub async fn enroll(
             "no --trust pattern: name the cluster's nodes (`--trust 'ip-10-1-*,10.1.*'`), so its ssh checks them against the CA".to_owned(),
         ));
     }
+    if let Some(route) = setup.route {
+        route.check_against(setup.trust).map_err(NodeError::Usage)?;
+    }
     let login = setup.login || serves_the_set(sshd.config());
     let (enrolled, ca_line, revoked, reload) = match (login, setup.route) {
         (true, Some(route)) => {
-            let binary = sshd.binary().ok_or_else(|| {
-                NodeError::Usage("a login node's cluster listener needs a real sshd to run".to_owned())
-            })?;
-            let main = crate::install::sshd::Sshd {
-                binary: binary.to_path_buf(),
-                config: sshd.config().to_path_buf(),
-            };
-            let listener = Listener {
-                port: route.port,
-                dir: setup.ssh_dir.join(DIR_NAME),
-                service: setup.service.clone(),
-            };
-            // Before anything is asked: the port is not the main sshd's.
-            let effective = sshd
-                .effective()
-                .map_err(|e| NodeError::Sshd(format!("sshd -T of the main config: {e}")))?;
-            listener.check_port(&effective)?;
-            listener.ensure_keys()?;
-            let written = enrol_node(&listener.dir, setup.asked, imds, signer, now_ms).await?;
-            let reload = listener.serve(&main, &written.files)?;
+            let (written, reload) = enrol_listener(setup, route, imds, signer, sshd, now_ms).await?;
             let line = written.ca_line.clone();
             let revoked = written.revoked.clone();
             (Some(written), line, revoked, Some(reload))
@@ -144,4 +128,60 @@ pub async fn enroll(
         trusted: setup.trust.iter().map(|p| p.as_str().to_owned()).collect(),
         revoked: revoked.len(),
     })
+}
+
+/// A login node's listener for the cluster: its keys enrolled, the client
+/// trust written (before the listener, so a listener that fails never
+/// holds back a revocation), then the listener served. When the signer
+/// refuses or cannot be reached, the listener's configuration still
+/// follows the main sshd's, with the certificates it has.
+async fn enrol_listener(
+    setup: &Setup<'_>,
+    route: &LoginRoute,
+    imds: &impl Imds,
+    signer: &impl Signer,
+    sshd: &impl SshdControl,
+    now_ms: i64,
+) -> Result<(Written, String), NodeError> {
+    let binary = sshd
+        .binary()
+        .ok_or_else(|| NodeError::Usage("a login node's cluster listener needs a real sshd to run".to_owned()))?;
+    let main = crate::install::sshd::Sshd {
+        binary: binary.to_path_buf(),
+        config: sshd.config().to_path_buf(),
+    };
+    let listener = Listener {
+        port: route.port,
+        dir: setup.ssh_dir.join(DIR_NAME),
+        service: setup.service.clone(),
+    };
+    // Before anything is asked: the port is not the main sshd's.
+    listener.preflight()?;
+    let effective = sshd
+        .effective()
+        .map_err(|e| NodeError::Sshd(format!("sshd -T of the main config: {e}")))?;
+    listener.check_port(&effective)?;
+    listener.ensure_keys()?;
+    let written = match enrol_node(&listener.dir, setup.asked, imds, signer, now_ms).await {
+        Ok(written) => written,
+        Err(refused) => {
+            let had = listener.certificates();
+            if listener.config().exists()
+                && !had.is_empty()
+                && let Err(also) = listener.serve(&main, &had)
+            {
+                return Err(NodeError::Sshd(format!("{refused}; and {also}")));
+            }
+            return Err(refused);
+        }
+    };
+    configure_client(
+        setup.client_dir,
+        &written.ca_line,
+        &written.revoked,
+        setup.trust,
+        Some(route),
+    )?;
+    let reload = listener.serve(&main, &written.files)?;
+    Ok((written, reload))
 }

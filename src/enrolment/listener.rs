@@ -142,73 +142,189 @@ impl Listener {
         Ok(())
     }
 
+    /// What cannot work, before anything is asked or written: a listener
+    /// run directly from inside a systemd service (the enroll timer's),
+    /// which systemd would kill when the run ends.
+    pub fn preflight(&self) -> Result<(), NodeError> {
+        if self.service == Service::Direct && std::env::var_os("INVOCATION_ID").is_some() {
+            return Err(NodeError::Usage(
+                "--listener-service direct inside a systemd service (the enroll timer's, say): systemd would kill the listener when the run ends; use systemd (or auto)".to_owned(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The certificates a past enrolment left (what the listener serves
+    /// until the next one).
+    pub fn certificates(&self) -> Vec<PathBuf> {
+        KEY_TYPES
+            .iter()
+            .map(|a| self.dir.join(format!("{}-cert.pub", a.private_file_name())))
+            .filter(|p| p.is_file())
+            .collect()
+    }
+
     /// Writes the listener's configuration from `main` (the main sshd),
     /// checks it, starts or reloads the listener, and says how.
     /// `certificates` are the files enrolment wrote in [`Listener::dir`].
-    /// A configuration that fails a check is removed, and the listener
-    /// keeps the one it had.
+    /// One enroll at a time (a lock in the directory). A configuration
+    /// that fails a check is removed and the listener is stopped: it would
+    /// no longer log users in as the main sshd does (fail closed; the
+    /// cluster then cannot reach this node, users behind the load
+    /// balancer still can).
     pub fn serve(&self, main: &Sshd, certificates: &[PathBuf]) -> Result<String, NodeError> {
+        let _lock = self.lock()?;
         let effective = main
             .effective()
             .map_err(|e| NodeError::Sshd(format!("sshd -T of the main config: {e}")))?;
         self.check_port(&effective)?;
-        let copies = copy_config(&main.config)?;
         let pid_file = self.pid_file(&effective);
-        let head = self.head(&effective, &pid_file, certificates)?;
-        let digest = {
-            let mut h = sha2::Sha256::new();
-            h.update(head.as_bytes());
-            for (name, text) in &copies {
-                h.update(name.as_bytes());
-                h.update(text.as_bytes());
+        match self.write_checked(main, &effective, &pid_file, certificates) {
+            Ok(()) => {}
+            Err(why) => {
+                let stopped = self.stop(&pid_file);
+                return Err(NodeError::Sshd(format!(
+                    "the cluster listener's configuration (from {}) does not check ({why}); {stopped}",
+                    main.config.display()
+                )));
             }
-            hex::encode(h.finalize())[..12].to_owned()
-        };
-        let copy_dir = self.dir.join(format!("config-{digest}"));
-        crate::fsutil::create_dir_all(&copy_dir, 0o755).map_err(|e| write_err(&copy_dir, e))?;
-        let place = |name: &str| copy_dir.join(name);
-        for (name, text) in &copies {
-            let text = text.replace(PLACE, &copy_dir.display().to_string());
-            write(&place(name), &text, 0o644)?;
         }
-        // A name of this run's own: a renewal and a provisioning step may meet.
-        let next = self.dir.join(format!("sshd_config.next.{}", std::process::id()));
-        write(
-            &next,
-            &format!("{head}Include {}\n", place(&copies[0].0).display()),
-            0o644,
-        )?;
-        let candidate = Sshd {
-            binary: main.binary.clone(),
-            config: next.clone(),
-        };
-        let checked = candidate
-            .test()
-            .map_err(|e| format!("sshd -t: {e}"))
-            .and_then(|()| candidate.dump().map_err(|e| format!("sshd -T: {e}")))
-            .and_then(|dump| {
-                self.serves_only_its_own(&Effective::parse(&dump), certificates)?;
-                let main_dump = main.dump().map_err(|e| format!("sshd -T of the main config: {e}"))?;
-                same_otherwise(&main_dump, &dump)
-            });
-        if let Err(why) = checked {
-            let _ = std::fs::remove_file(&next);
-            let in_use = std::fs::read_to_string(self.config()).is_ok_and(|t| t.contains(&digest));
-            if !in_use {
-                let _ = std::fs::remove_dir_all(&copy_dir);
-            }
-            return Err(NodeError::Sshd(format!(
-                "the cluster listener's configuration (from {}) does not check ({why}); the listener keeps what it had",
-                main.config.display()
-            )));
-        }
-        std::fs::rename(&next, self.config()).map_err(|e| write_err(&self.config(), e))?;
-        self.prune(&copy_dir);
         let listener = Sshd {
             binary: main.binary.clone(),
             config: self.config(),
         };
         self.start(&listener, &pid_file)
+    }
+
+    /// Enrolls on one node run one at a time here: a run must never remove
+    /// the copy another has just put in use.
+    fn lock(&self) -> Result<std::fs::File, NodeError> {
+        crate::fsutil::create_dir_all(&self.dir, 0o755).map_err(|e| write_err(&self.dir, e))?;
+        let path = self.dir.join(".lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| write_err(&path, e))?;
+        file.lock().map_err(|e| write_err(&path, e))?;
+        Ok(file)
+    }
+
+    /// Writes the configuration in a directory named after its content,
+    /// checks it, and puts it in use; or says why not, with nothing of it
+    /// left.
+    fn write_checked(
+        &self,
+        main: &Sshd,
+        effective: &Effective,
+        pid_file: &Path,
+        certificates: &[PathBuf],
+    ) -> Result<(), String> {
+        let copies = copy_config(&main.config).map_err(|e| e.to_string())?;
+        let mut keys = Vec::new();
+        for algorithm in KEY_TYPES {
+            let public = self.dir.join(algorithm.public_file_name());
+            keys.push(std::fs::read_to_string(&public).map_err(|e| format!("{}: {e}", public.display()))?);
+        }
+        let digest = {
+            let mut h = sha2::Sha256::new();
+            for key in &keys {
+                h.update(key.as_bytes());
+            }
+            for cert in certificates {
+                h.update(cert.display().to_string().as_bytes());
+            }
+            h.update(effective.listen.join(",").as_bytes());
+            h.update(pid_file.display().to_string().as_bytes());
+            for (name, text, mode) in &copies {
+                h.update(format!("{name}\0{mode}\0{text}\0").as_bytes());
+            }
+            hex::encode(h.finalize())[..12].to_owned()
+        };
+        let copy_dir = self.dir.join(format!("config-{digest}"));
+        let place = copy_dir.display().to_string();
+        if place.contains(['"', '\\']) {
+            return Err(format!(
+                "{place} has a quote or a backslash, which sshd's Include cannot name"
+            ));
+        }
+        let written = (|| -> Result<String, String> {
+            crate::fsutil::create_dir_all(&copy_dir, 0o755).map_err(|e| e.to_string())?;
+            // The listener's keys by hard links inside the copy: without it
+            // (removed by hand, say) sshd finds no host key and refuses to
+            // start, instead of starting with the includes it lost.
+            for algorithm in KEY_TYPES {
+                let link = copy_dir.join(algorithm.private_file_name());
+                if !link.exists() {
+                    std::fs::hard_link(self.dir.join(algorithm.private_file_name()), &link)
+                        .map_err(|e| format!("{}: {e}", link.display()))?;
+                }
+            }
+            for (name, text, mode) in &copies[1..] {
+                write(&copy_dir.join(name), &text.replace(PLACE, &place), *mode).map_err(|e| e.to_string())?;
+            }
+            let head = self.head(effective, pid_file, &copy_dir, certificates);
+            Ok(format!("{head}{}", copies[0].1.replace(PLACE, &place)))
+        })();
+        let next = self.dir.join(format!("sshd_config.next.{}", std::process::id()));
+        let checked = written.and_then(|text| {
+            write(&next, &text, copies[0].2).map_err(|e| e.to_string())?;
+            let candidate = Sshd {
+                binary: main.binary.clone(),
+                config: next.clone(),
+            };
+            candidate.test().map_err(|e| format!("sshd -t: {e}"))?;
+            let dump = candidate.dump().map_err(|e| format!("sshd -T: {e}"))?;
+            self.serves_only_its_own(&Effective::parse(&dump), &copy_dir, certificates)?;
+            let main_dump = main.dump().map_err(|e| format!("sshd -T of the main config: {e}"))?;
+            same_otherwise(&main_dump, &dump)
+        });
+        if let Err(why) = checked {
+            let _ = std::fs::remove_file(&next);
+            if !self.in_use(&copy_dir) {
+                let _ = std::fs::remove_dir_all(&copy_dir);
+            }
+            return Err(why);
+        }
+        std::fs::rename(&next, self.config()).map_err(|e| format!("{}: {e}", self.config().display()))?;
+        self.prune();
+        Ok(())
+    }
+
+    /// Whether the configuration in use names `copy_dir`.
+    fn in_use(&self, copy_dir: &Path) -> bool {
+        std::fs::read_to_string(self.config()).is_ok_and(|t| t.contains(&copy_dir.display().to_string()))
+    }
+
+    /// Stops the listener (a configuration that no longer checks must not
+    /// keep serving), and says what was done.
+    fn stop(&self, pid_file: &Path) -> String {
+        let done = match &self.service {
+            Service::Systemd => run("systemctl", &["stop", UNIT]).map(|_| ()),
+            Service::Direct => match self.running(pid_file) {
+                Some(pid) => run("kill", &[&pid.to_string()]).map(|_| ()),
+                None => Ok(()),
+            },
+        };
+        match done {
+            Ok(()) => "the cluster listener is stopped (users behind the load balancer are not affected)".to_owned(),
+            Err(e) => format!("the cluster listener could NOT be stopped ({e}): stop it by hand"),
+        }
+    }
+
+    /// The pid of this listener's sshd: the pid file's sshd, started with
+    /// this configuration (a pid reused by a session's sshd is not it).
+    fn running(&self, pid_file: &Path) -> Option<u32> {
+        let pid = sshd_pid(pid_file, Path::new("/proc")).ok()?;
+        // Its arguments, or the title sshd sets over them
+        // (`sshd: /usr/sbin/sshd -f CONFIG [listener] ...`).
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let config = self.config().display().to_string();
+        String::from_utf8_lossy(&cmdline)
+            .replace('\0', " ")
+            .contains(&format!(" {config}"))
+            .then_some(pid)
     }
 
     /// Next to the main sshd's pid file (`/run/sshd.pid`):
@@ -227,7 +343,7 @@ impl Listener {
 
     /// What the listener's configuration sets before the main config's
     /// copy (sshd keeps the first value of each).
-    fn head(&self, main: &Effective, pid_file: &Path, certificates: &[PathBuf]) -> Result<String, NodeError> {
+    fn head(&self, main: &Effective, pid_file: &Path, copy_dir: &Path, certificates: &[PathBuf]) -> String {
         let mut out = format!(
             "# hostkeyctl enroll: this login node's listener for the cluster, on port {}.\n# Written from the main sshd's configuration at every enroll: edit that, then enroll again.\nPort {}\n",
             self.port, self.port
@@ -241,12 +357,12 @@ impl Listener {
             let moved = HostPort::new(at.host(), self.port);
             out.push_str(&format!("ListenAddress {moved}{}\n", suffix(&rest)));
         }
-        out.push_str(&format!("PidFile {}\n", pid_file.display()));
+        out.push_str(&format!("PidFile {}\nVersionAddendum none\n", pid_file.display()));
         let mut algorithms: Vec<String> = Vec::new();
         let mut plain: Vec<String> = Vec::new();
         for algorithm in KEY_TYPES {
-            let key = self.dir.join(algorithm.private_file_name());
-            out.push_str(&format!("HostKey {}\n", key.display()));
+            let key = copy_dir.join(algorithm.private_file_name());
+            out.push_str(&format!("HostKey \"{}\"\n", key.display()));
             let name = algorithm.key_type();
             algorithms.push(format!("{name}-cert-v01@openssh.com"));
             plain.push(name.to_owned());
@@ -256,15 +372,15 @@ impl Listener {
         }
         algorithms.extend(plain);
         out.push_str(&format!("HostKeyAlgorithms {}\n", algorithms.join(",")));
-        Ok(out)
+        out
     }
 
     /// `sshd -T` of the candidate lists this listener's keys and
     /// certificates alone, and only its port.
-    fn serves_only_its_own(&self, e: &Effective, certificates: &[PathBuf]) -> Result<(), String> {
+    fn serves_only_its_own(&self, e: &Effective, copy_dir: &Path, certificates: &[PathBuf]) -> Result<(), String> {
         let keys: Vec<String> = KEY_TYPES
             .iter()
-            .map(|a| self.dir.join(a.private_file_name()).display().to_string())
+            .map(|a| copy_dir.join(a.private_file_name()).display().to_string())
             .collect();
         if e.host_keys != keys {
             return Err(format!("it would serve the host keys {:?}, not {keys:?}", e.host_keys));
@@ -295,19 +411,22 @@ impl Listener {
         Ok(())
     }
 
-    /// Removes the copies of earlier configurations.
-    fn prune(&self, keep: &Path) {
+    /// Removes the copies of earlier configurations: every one but the
+    /// one in use (read again, under the lock).
+    fn prune(&self) {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return;
         };
         for entry in entries.flatten() {
             let path = entry.path();
-            let old = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("config-"));
-            if old && path != keep {
-                let _ = std::fs::remove_dir_all(&path);
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let stale_next = name.starts_with("sshd_config.next.");
+            if (name.starts_with("config-") && !self.in_use(&path)) || stale_next {
+                let _ = if stale_next {
+                    std::fs::remove_file(&path)
+                } else {
+                    std::fs::remove_dir_all(&path)
+                };
             }
         }
     }
@@ -315,9 +434,9 @@ impl Listener {
     /// Starts the listener, or reloads it when it runs.
     fn start(&self, listener: &Sshd, pid_file: &Path) -> Result<String, NodeError> {
         match &self.service {
-            Service::Direct => match sshd_pid(pid_file, Path::new("/proc")) {
-                Ok(pid) => run("kill", &["-HUP", &pid.to_string()]),
-                Err(_) => {
+            Service::Direct => match self.running(pid_file) {
+                Some(pid) => run("kill", &["-HUP", &pid.to_string()]),
+                None => {
                     // sshd without -D becomes a daemon and writes its pid
                     // file once it listens.
                     let config = listener.config.display().to_string();
@@ -339,7 +458,7 @@ impl Listener {
                         )));
                     }
                     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-                    while sshd_pid(pid_file, Path::new("/proc")).is_err() {
+                    while self.running(pid_file).is_none() {
                         if std::time::Instant::now() > deadline {
                             return Err(NodeError::Sshd(format!(
                                 "the cluster listener started ({} -f {config}) but wrote no pid to {} within 10 s: {log} says why",
@@ -380,10 +499,14 @@ fn suffix(rest: &[&str]) -> String {
     }
 }
 
-/// The unit that runs the listener.
+/// The unit that runs the listener. It stops with the main sshd's unit
+/// (`PartOf`: an admin who stops ssh stops SSH), not where Debian's
+/// `sshd_not_to_be_run` says sshd must not run, and makes sshd's
+/// privilege separation directory itself rather than share ssh.service's
+/// `RuntimeDirectory`, which systemd removes when ssh.service stops.
 pub fn unit_text(binary: &Path, config: &Path, pid_file: &Path) -> String {
     format!(
-        "# hostkeyctl enroll: this login node's sshd for the cluster's own traffic (docs/cluster-trust.md, \"Login nodes\")\n[Unit]\nDescription=OpenSSH server for the cluster (hostkeyctl)\nAfter=network.target\n\n[Service]\nExecStartPre={b} -t -f {c}\nExecStart={b} -D -f {c}\nExecReload={b} -t -f {c}\nExecReload=/bin/kill -HUP $MAINPID\nPIDFile={p}\nKillMode=process\nRestart=on-failure\nRestartPreventExitStatus=255\nRuntimeDirectory=sshd\nRuntimeDirectoryMode=0755\nRuntimeDirectoryPreserve=yes\n\n[Install]\nWantedBy=multi-user.target\n",
+        "# hostkeyctl enroll: this login node's sshd for the cluster's own traffic (docs/cluster-trust.md, \"Login nodes\")\n[Unit]\nDescription=OpenSSH server for the cluster (hostkeyctl)\nAfter=network-online.target ssh.service sshd.service\nWants=network-online.target\nPartOf=ssh.service sshd.service\nConditionPathExists=!/etc/ssh/sshd_not_to_be_run\n\n[Service]\nExecStartPre=/usr/bin/mkdir -p -m 0755 /run/sshd\nExecStartPre={b} -t -f {c}\nExecStart={b} -D -f {c}\nExecReload=/usr/bin/mkdir -p -m 0755 /run/sshd\nExecReload={b} -t -f {c}\nExecReload=/bin/kill -HUP $MAINPID\nPIDFile={p}\nKillMode=process\nRestart=on-failure\nRestartPreventExitStatus=255\n\n[Install]\nWantedBy=multi-user.target\n",
         b = binary.display(),
         c = config.display(),
         p = pid_file.display()
@@ -423,19 +546,18 @@ mod tests {
         let main = Effective::parse(
             "listenaddress [::]:22\nlistenaddress 0.0.0.0:22\nlistenaddress 10.0.0.5:22 rdomain blue\npidfile /run/sshd.pid\n",
         );
-        let head = listener
-            .head(
-                &main,
-                &listener.pid_file(&main),
-                &["/etc/ssh/hostkeyctl-cluster/ssh_host_ed25519_key-cert.pub".into()],
-            )
-            .unwrap();
+        let head = listener.head(
+            &main,
+            &listener.pid_file(&main),
+            std::path::Path::new("/etc/ssh/hostkeyctl-cluster/config-x"),
+            &["/etc/ssh/hostkeyctl-cluster/ssh_host_ed25519_key-cert.pub".into()],
+        );
         for line in [
             "ListenAddress [::]:2222\n",
             "ListenAddress 0.0.0.0:2222\n",
             "ListenAddress 10.0.0.5:2222 rdomain blue\n",
             "PidFile /run/hostkeyctl-cluster-sshd.pid\n",
-            "HostKey /etc/ssh/hostkeyctl-cluster/ssh_host_ed25519_key\n",
+            "HostKey \"/etc/ssh/hostkeyctl-cluster/config-x/ssh_host_ed25519_key\"\n",
             "HostCertificate /etc/ssh/hostkeyctl-cluster/ssh_host_ed25519_key-cert.pub\n",
             "HostKeyAlgorithms ssh-ed25519-cert-v01@openssh.com,ecdsa-sha2-nistp256-cert-v01@openssh.com,ssh-ed25519,ecdsa-sha2-nistp256\n",
         ] {

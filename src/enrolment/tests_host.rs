@@ -195,6 +195,13 @@ fn the_login_nodes_are_reached_on_their_listener_and_trusted_there() {
     assert!(LoginRoute::new(&negated, Some(2222)).is_err());
     assert_eq!(LoginRoute::new(&[], None).unwrap(), None);
     let route = LoginRoute::new(&logins, Some(2222)).unwrap().unwrap();
+    assert!(route.check_against(&trust).is_ok());
+    let broad = LoginRoute::new(&trust[1..], Some(2222)).unwrap().unwrap();
+    let refused = broad.check_against(&trust).unwrap_err();
+    assert!(
+        refused.contains("--login-hosts 10.1.* is also a --trust pattern"),
+        "{refused}"
+    );
     let revoked = node_keys()[0].public_key().to_openssh().unwrap();
     super::configure::configure_client(
         dir.path(),

@@ -75,19 +75,37 @@ fn copies_in(dir: &std::path::Path) -> Vec<std::ffi::OsString> {
         .collect()
 }
 
-/// Runs `enrol` while the node's main config includes, first, a quoted
-/// path with a space (which the listener's copy does not follow) holding
-/// `MaxAuthTries 2`; the config is put back after.
-fn with_an_include_the_copy_cannot_follow(node: &Node, enrol: impl FnOnce() -> Run) -> Run {
+/// Runs `enrol` while the node's main config starts with `include` (its
+/// arguments), which names a directory `odd dir` holding `tight.conf`:
+/// `MaxSessions 7` and a `Match` block; the config is put back after.
+fn with_an_include(node: &Node, include: &str, enrol: impl FnOnce() -> Run) -> Run {
     let main = node.ssh_dir.join("sshd_config");
     let odd = node.ssh_dir.join("odd dir");
     std::fs::create_dir_all(&odd).unwrap();
-    std::fs::write(odd.join("tight.conf"), "MaxAuthTries 2\n").unwrap();
+    std::fs::write(
+        odd.join("tight.conf"),
+        "MaxSessions 7\nMatch User nobody\n    ForceCommand /bin/false\n",
+    )
+    .unwrap();
     let text = std::fs::read_to_string(&main).unwrap();
-    std::fs::write(&main, format!("Include \"{}/*.conf\"\n{text}", odd.display())).unwrap();
+    let include = include.replace("DIR", &node.ssh_dir.display().to_string());
+    std::fs::write(&main, format!("Include {include}\n{text}")).unwrap();
     let run = enrol();
     std::fs::write(&main, text).unwrap();
     run
+}
+
+/// The certificate the listener on `node` serves (`ssh-keyscan -c`).
+fn served_certificate(node: &Node) -> String {
+    let out = std::process::Command::new(require("ssh-keyscan"))
+        .args(["-c", "-t", "ed25519", "-p", PORT, &node.address])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| !l.starts_with('#'))
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// Stops the login nodes' listeners when the test ends, however it ends.
@@ -153,10 +171,10 @@ fn serves_its_certificates_on_the_listener_alone(node: &Node) {
     );
 }
 
-/// `sshd -T` of the listener's configuration on `node`.
-fn listener_settings(node: &Node) -> String {
+/// `sshd -T -C connection` of the listener's configuration on `node`.
+fn listener_settings(node: &Node, connection: &str) -> String {
     let out = std::process::Command::new("/usr/sbin/sshd")
-        .args(["-T", "-f"])
+        .args(["-T", "-C", connection, "-f"])
         .arg(node.ssh_dir.join("hostkeyctl-cluster/sshd_config"))
         .output()
         .unwrap();
@@ -171,10 +189,11 @@ fn listener_settings(node: &Node) -> String {
 ///   certificate, and a strict user with the set's lines logs in there;
 /// - every node reaches every other strictly by every name and address,
 ///   the login nodes on the listener, through the login-hosts route;
-/// - a renewal reloads the listener (same pid) and keeps one copy of the
-///   configuration; a change to the main config reaches the listener;
+/// - a renewal reloads the listener (same pid, the new certificate) and
+///   keeps one copy of the configuration; a change to the main config
+///   reaches the listener, `Match` blocks of a quoted `Include` too;
 /// - a main config the copy cannot follow is refused, named, and the
-///   listener keeps what it had.
+///   listener stopped until a run that checks.
 #[test]
 fn login_nodes_serve_the_cluster_a_certificate_on_their_own_listener_and_users_the_set_alone() {
     let (bed, _runtime, arn) = cluster_bed(3, "", "ecdsa");
@@ -211,33 +230,45 @@ fn login_nodes_serve_the_cluster_a_certificate_on_their_own_listener_and_users_t
     let all: Vec<&Node> = nodes.iter().collect();
     strict_logins(&bed, &all, &all);
 
-    // A renewal reloads the listener in place; an edit of the main config
-    // reaches it.
+    // A renewal reloads the listener in place (its pid, a new
+    // certificate); an edit of the main config reaches it, a Match block in
+    // a quoted Include of a directory with a space too.
     let login_a = &logins[0];
     let pid = listener_pid(login_a);
-    let main = login_a.ssh_dir.join("sshd_config");
-    let text = std::fs::read_to_string(&main).unwrap();
-    std::fs::write(&main, format!("{text}MaxSessions 7\n")).unwrap();
-    enrol(&bed, &arn, login_a, &route, true).ok();
+    let before = served_certificate(login_a);
+    let renewed = with_an_include(login_a, "\"DIR/odd dir/*.conf\"", || {
+        enrol(&bed, &arn, login_a, &route, true)
+    });
+    renewed.ok();
     assert_eq!(listener_pid(login_a), pid, "the listener restarted");
+    wait_until(
+        "the renewed certificate is served",
+        std::time::Duration::from_secs(10),
+        || {
+            let now = served_certificate(login_a);
+            !now.is_empty() && now != before
+        },
+    );
     let dir = login_a.ssh_dir.join("hostkeyctl-cluster");
-    let copies = copies_in(&dir);
-    assert_eq!(copies.len(), 1, "older copies of the configuration stayed");
-    let settings = listener_settings(login_a);
+    assert_eq!(copies_in(&dir).len(), 1, "older copies of the configuration stayed");
+    let settings = listener_settings(login_a, "user=nobody,host=x,addr=127.0.0.1");
     assert!(settings.contains("\nmaxsessions 7\n"), "{settings}");
+    assert!(settings.contains("\nforcecommand /bin/false\n"), "{settings}");
     let listen = format!("\nlistenaddress {}:2222\n", login_a.address);
     assert!(settings.contains(&listen) && !settings.contains(":22\n"), "{settings}");
-    serves_its_certificates_on_the_listener_alone(login_a);
 
-    let refused = with_an_include_the_copy_cannot_follow(login_a, || enrol(&bed, &arn, login_a, &route, true));
+    // An Include the copy cannot follow as sshd would is refused, named,
+    // and the listener stopped (it would no longer match the main sshd);
+    // the next good run starts it again.
+    let refused = with_an_include(login_a, "DIR/*/tight.conf", || enrol(&bed, &arn, login_a, &route, true));
     assert_eq!(refused.code, 3, "{}\n{}", refused.stderr, refused.stdout);
-    let named = "its maxauthtries would differ from the main sshd's";
-    assert!(refused.stderr.contains(named), "{}", refused.stderr);
-    assert_eq!(listener_pid(login_a), pid, "the listener restarted");
-    assert_eq!(
-        copies_in(&dir),
-        copies,
-        "the refused copy stayed, or the served one went"
-    );
+    for said in ["a wildcard in a directory", "the cluster listener is stopped"] {
+        assert!(refused.stderr.contains(said), "{said}: {}", refused.stderr);
+    }
+    wait_until("the listener stops", std::time::Duration::from_secs(10), || {
+        certificates_offered(&login_a.address, PORT).is_empty()
+    });
+    enrol(&bed, &arn, login_a, &route, true).ok();
+    serves_its_certificates_on_the_listener_alone(login_a);
     strict_logins(&bed, &[compute, &logins[1]], &[login_a]);
 }

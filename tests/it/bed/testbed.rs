@@ -469,7 +469,7 @@ async fn put_with_awscurrent_after_a_stage_move_leaves_one_current() {
             .map(|v| v.version_id().unwrap_or_default().to_owned())
             .collect()
     };
-    assert_eq!(holding("AWSCURRENT"), [third.clone()]);
+    assert_eq!(holding("AWSCURRENT"), std::slice::from_ref(&third));
     assert_eq!(holding("AWSPREVIOUS"), [second]);
     let value = sm.get_secret_value().secret_id("s").send().await.unwrap();
     assert_eq!(value.secret_string(), Some("c"));
