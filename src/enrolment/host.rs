@@ -155,25 +155,20 @@ async fn enrol_listener(
         dir: setup.ssh_dir.join(DIR_NAME),
         service: setup.service.clone(),
     };
-    // Before anything is asked: the port is not the main sshd's.
     listener.preflight()?;
+    let _lock = listener.lock()?;
+    // Before anything is asked: the main sshd answers sshd -T and the port
+    // is not its; failing that, the listener stops (fail closed).
     let effective = sshd
         .effective()
-        .map_err(|e| NodeError::Sshd(format!("sshd -T of the main config: {e}")))?;
-    listener.check_port(&effective)?;
+        .map_err(|e| listener.fail_closed(&format!("sshd -T of the main config: {e}"), None))?;
+    listener
+        .check_port(&effective)
+        .map_err(|e| listener.fail_closed(&e.to_string(), None))?;
     listener.ensure_keys()?;
     let written = match enrol_node(&listener.dir, setup.asked, imds, signer, now_ms).await {
         Ok(written) => written,
-        Err(refused) => {
-            let had = listener.certificates();
-            if listener.config().exists()
-                && !had.is_empty()
-                && let Err(also) = listener.serve(&main, &had)
-            {
-                return Err(NodeError::Sshd(format!("{refused}; and {also}")));
-            }
-            return Err(refused);
-        }
+        Err(refused) => return Err(after_refusal(refused, setup, route, &listener, &main, imds, signer, now_ms).await),
     };
     configure_client(
         setup.client_dir,
@@ -184,4 +179,47 @@ async fn enrol_listener(
     )?;
     let reload = listener.serve(&main, &written.files)?;
     Ok((written, reload))
+}
+
+/// After the signer refused the listener's keys (or could not be asked):
+/// the trust still follows the signer's (a claim of a bound instance gives
+/// the CA and the revoked keys), and the listener the main sshd's
+/// configuration, with the certificates it has. The refusal, and what
+/// else failed.
+#[allow(clippy::too_many_arguments)]
+async fn after_refusal(
+    refused: NodeError,
+    setup: &Setup<'_>,
+    route: &LoginRoute,
+    listener: &Listener,
+    main: &crate::install::sshd::Sshd,
+    imds: &impl Imds,
+    signer: &impl Signer,
+    now_ms: i64,
+) -> NodeError {
+    let mut also = Vec::new();
+    match claim_node(&listener.dir, imds, signer, now_ms).await {
+        Ok(trust) => {
+            if let Err(e) = configure_client(setup.client_dir, &trust.ca, &trust.revoked, setup.trust, Some(route)) {
+                also.push(format!("the client trust: {e}"));
+            }
+        }
+        Err(e) => also.push(format!("the client trust was not renewed ({e})")),
+    }
+    let had = listener.certificates();
+    if listener.config().exists()
+        && !had.is_empty()
+        && let Err(e) = listener.serve(main, &had)
+    {
+        also.push(e.to_string());
+    }
+    if also.is_empty() {
+        return refused;
+    }
+    let more = also.join("; ");
+    match refused {
+        NodeError::Signer(m) => NodeError::Signer(format!("{m}; and {more}")),
+        NodeError::Imds(m) => NodeError::Imds(format!("{m}; and {more}")),
+        other => NodeError::Sshd(format!("{other}; and {more}")),
+    }
 }

@@ -28,7 +28,7 @@ use super::listener_config::{PLACE, copy_config, same_otherwise};
 use super::node::NodeError;
 use crate::fsutil::{WriteOptions, write_atomic};
 use crate::hostport::HostPort;
-use crate::install::sshd::{Effective, Sshd, sshd_pid};
+use crate::install::sshd::{Effective, Sshd};
 use crate::keyset::{HostKey, KeyAlgorithm};
 
 /// The listener's directory under the ssh directory: its keys, their
@@ -79,7 +79,7 @@ fn write_err(path: &Path, e: impl std::fmt::Display) -> NodeError {
     }
 }
 
-fn write(path: &Path, text: &str, mode: u32) -> Result<(), NodeError> {
+pub(super) fn write(path: &Path, text: &str, mode: u32) -> Result<(), NodeError> {
     let options = WriteOptions {
         mode,
         owner: None,
@@ -173,32 +173,54 @@ impl Listener {
     /// cluster then cannot reach this node, users behind the load
     /// balancer still can).
     pub fn serve(&self, main: &Sshd, certificates: &[PathBuf]) -> Result<String, NodeError> {
-        let _lock = self.lock()?;
         let effective = main
             .effective()
-            .map_err(|e| NodeError::Sshd(format!("sshd -T of the main config: {e}")))?;
-        self.check_port(&effective)?;
+            .map_err(|e| self.fail_closed(&format!("sshd -T of the main config: {e}"), None))?;
         let pid_file = self.pid_file(&effective);
-        match self.write_checked(main, &effective, &pid_file, certificates) {
-            Ok(()) => {}
-            Err(why) => {
-                let stopped = self.stop(&pid_file);
-                return Err(NodeError::Sshd(format!(
-                    "the cluster listener's configuration (from {}) does not check ({why}); {stopped}",
-                    main.config.display()
-                )));
+        self.check_port(&effective)
+            .map_err(|e| self.fail_closed(&e.to_string(), Some(&pid_file)))?;
+        // The main sshd runs (and how): the listener never outlives it.
+        let main_unit = match main.resolve_reload(&crate::install::sshd::ReloadMethod::Auto) {
+            Ok(crate::install::sshd::ReloadMethod::Systemd(unit)) => Some(format!("{unit}.service")),
+            Ok(crate::install::sshd::ReloadMethod::SocketActivated { socket, .. }) => Some(socket),
+            Ok(_) => None,
+            Err(e) => {
+                return Err(self.fail_closed(
+                    &format!("the main sshd does not run ({e}), and the listener never runs without it"),
+                    Some(&pid_file),
+                ));
             }
+        };
+        if let Err(why) = self.write_checked(main, &effective, &pid_file, certificates) {
+            return Err(self.fail_closed(
+                &format!(
+                    "its configuration, written from {}, does not check: {why}",
+                    main.config.display()
+                ),
+                Some(&pid_file),
+            ));
         }
         let listener = Sshd {
             binary: main.binary.clone(),
             config: self.config(),
         };
-        self.start(&listener, &pid_file)
+        let done = self.start(&listener, &pid_file, main_unit.as_deref())?;
+        self.prune();
+        Ok(done)
+    }
+
+    /// The listener stopped (and, under systemd, disabled, so a reboot does
+    /// not start it on what failed), and `why` with what was done.
+    pub fn fail_closed(&self, why: &str, pid_file: Option<&Path>) -> NodeError {
+        let default_pid = self.pid_file(&Effective::default());
+        let stopped = self.stop(pid_file.unwrap_or(&default_pid));
+        NodeError::Sshd(format!("the cluster listener: {why}; {stopped}"))
     }
 
     /// Enrolls on one node run one at a time here: a run must never remove
-    /// the copy another has just put in use.
-    fn lock(&self) -> Result<std::fs::File, NodeError> {
+    /// the copy another has just put in use. Held from before the keys are
+    /// made until the listener runs.
+    pub fn lock(&self) -> Result<std::fs::File, NodeError> {
         crate::fsutil::create_dir_all(&self.dir, 0o755).map_err(|e| write_err(&self.dir, e))?;
         let path = self.dir.join(".lock");
         let file = std::fs::OpenOptions::new()
@@ -281,50 +303,23 @@ impl Listener {
             same_otherwise(&main_dump, &dump)
         });
         if let Err(why) = checked {
-            let _ = std::fs::remove_file(&next);
+            // Kept for the admin to compare (`sshd -T -f` of each); its
+            // copies go, so nothing can start it.
+            let refused = self.dir.join("sshd_config.refused");
+            let _ = std::fs::rename(&next, &refused);
             if !self.in_use(&copy_dir) {
                 let _ = std::fs::remove_dir_all(&copy_dir);
             }
-            return Err(why);
+            return Err(format!("{why} (what was refused: {})", refused.display()));
         }
+        let _ = std::fs::remove_file(self.dir.join("sshd_config.refused"));
         std::fs::rename(&next, self.config()).map_err(|e| format!("{}: {e}", self.config().display()))?;
-        self.prune();
         Ok(())
     }
 
     /// Whether the configuration in use names `copy_dir`.
     fn in_use(&self, copy_dir: &Path) -> bool {
         std::fs::read_to_string(self.config()).is_ok_and(|t| t.contains(&copy_dir.display().to_string()))
-    }
-
-    /// Stops the listener (a configuration that no longer checks must not
-    /// keep serving), and says what was done.
-    fn stop(&self, pid_file: &Path) -> String {
-        let done = match &self.service {
-            Service::Systemd => run("systemctl", &["stop", UNIT]).map(|_| ()),
-            Service::Direct => match self.running(pid_file) {
-                Some(pid) => run("kill", &[&pid.to_string()]).map(|_| ()),
-                None => Ok(()),
-            },
-        };
-        match done {
-            Ok(()) => "the cluster listener is stopped (users behind the load balancer are not affected)".to_owned(),
-            Err(e) => format!("the cluster listener could NOT be stopped ({e}): stop it by hand"),
-        }
-    }
-
-    /// The pid of this listener's sshd: the pid file's sshd, started with
-    /// this configuration (a pid reused by a session's sshd is not it).
-    fn running(&self, pid_file: &Path) -> Option<u32> {
-        let pid = sshd_pid(pid_file, Path::new("/proc")).ok()?;
-        // Its arguments, or the title sshd sets over them
-        // (`sshd: /usr/sbin/sshd -f CONFIG [listener] ...`).
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-        let config = self.config().display().to_string();
-        String::from_utf8_lossy(&cmdline)
-            .replace('\0', " ")
-            .contains(&format!(" {config}"))
-            .then_some(pid)
     }
 
     /// Next to the main sshd's pid file (`/run/sshd.pid`):
@@ -430,64 +425,6 @@ impl Listener {
             }
         }
     }
-
-    /// Starts the listener, or reloads it when it runs.
-    fn start(&self, listener: &Sshd, pid_file: &Path) -> Result<String, NodeError> {
-        match &self.service {
-            Service::Direct => match self.running(pid_file) {
-                Some(pid) => run("kill", &["-HUP", &pid.to_string()]),
-                None => {
-                    // sshd without -D becomes a daemon and writes its pid
-                    // file once it listens.
-                    let config = listener.config.display().to_string();
-                    let log = self.dir.join("sshd.log").display().to_string();
-                    // With no environment of enroll's (its AWS credentials).
-                    let started = std::process::Command::new(&listener.binary)
-                        .args(["-f", &config, "-E", &log])
-                        .env_clear()
-                        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-                        .stdin(std::process::Stdio::null())
-                        .output()
-                        .map_err(|e| NodeError::Sshd(format!("cannot run {}: {e}", listener.binary.display())))?;
-                    if !started.status.success() {
-                        return Err(NodeError::Sshd(format!(
-                            "the cluster listener did not start ({} -f {config}: {}): {}",
-                            listener.binary.display(),
-                            started.status,
-                            String::from_utf8_lossy(&started.stderr).trim()
-                        )));
-                    }
-                    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-                    while self.running(pid_file).is_none() {
-                        if std::time::Instant::now() > deadline {
-                            return Err(NodeError::Sshd(format!(
-                                "the cluster listener started ({} -f {config}) but wrote no pid to {} within 10 s: {log} says why",
-                                listener.binary.display(),
-                                pid_file.display()
-                            )));
-                        }
-                        std::thread::sleep(std::time::Duration::from_millis(20));
-                    }
-                    Ok(format!("started {} -f {config}", listener.binary.display()))
-                }
-            },
-            Service::Systemd => {
-                // systemd (PID 1) links and enables it: the timer's
-                // sandbox cannot write /etc/systemd/system, and need not.
-                let unit = self.dir.join(UNIT);
-                let text = unit_text(&listener.binary, &listener.config, pid_file);
-                let changed = std::fs::read_to_string(&unit).ok().as_deref() != Some(text.as_str());
-                if changed {
-                    write(&unit, &text, 0o644)?;
-                }
-                run("systemctl", &["enable", &unit.display().to_string()])?;
-                if changed {
-                    run("systemctl", &["daemon-reload"])?;
-                }
-                run("systemctl", &["reload-or-restart", UNIT])
-            }
-        }
-    }
 }
 
 /// ` rdomain NAME` and the like, after a listen address.
@@ -496,38 +433,6 @@ fn suffix(rest: &[&str]) -> String {
         String::new()
     } else {
         format!(" {}", rest.join(" "))
-    }
-}
-
-/// The unit that runs the listener. It stops with the main sshd's unit
-/// (`PartOf`: an admin who stops ssh stops SSH), not where Debian's
-/// `sshd_not_to_be_run` says sshd must not run, and makes sshd's
-/// privilege separation directory itself rather than share ssh.service's
-/// `RuntimeDirectory`, which systemd removes when ssh.service stops.
-pub fn unit_text(binary: &Path, config: &Path, pid_file: &Path) -> String {
-    format!(
-        "# hostkeyctl enroll: this login node's sshd for the cluster's own traffic (docs/cluster-trust.md, \"Login nodes\")\n[Unit]\nDescription=OpenSSH server for the cluster (hostkeyctl)\nAfter=network-online.target ssh.service sshd.service\nWants=network-online.target\nPartOf=ssh.service sshd.service\nConditionPathExists=!/etc/ssh/sshd_not_to_be_run\n\n[Service]\nExecStartPre=/usr/bin/mkdir -p -m 0755 /run/sshd\nExecStartPre={b} -t -f {c}\nExecStart={b} -D -f {c}\nExecReload=/usr/bin/mkdir -p -m 0755 /run/sshd\nExecReload={b} -t -f {c}\nExecReload=/bin/kill -HUP $MAINPID\nPIDFile={p}\nKillMode=process\nRestart=on-failure\nRestartPreventExitStatus=255\n\n[Install]\nWantedBy=multi-user.target\n",
-        b = binary.display(),
-        c = config.display(),
-        p = pid_file.display()
-    )
-}
-
-fn run(program: &str, args: &[&str]) -> Result<String, NodeError> {
-    let what = format!("{program} {}", args.join(" "));
-    let out = std::process::Command::new(program)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|e| NodeError::Sshd(format!("cannot run {program}: {e}")))?;
-    if out.status.success() {
-        Ok(what)
-    } else {
-        Err(NodeError::Sshd(format!(
-            "{what} failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        )))
     }
 }
 

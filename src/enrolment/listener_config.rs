@@ -35,6 +35,8 @@ pub(super) const PLACE: &str = "\u{0}HOSTKEYCTL_COPY_DIR\u{0}";
 /// brace) is refused, never skipped: a file of `Match` blocks lost that
 /// way would not show in `sshd -T`.
 pub(super) fn copy_config(main: &Path) -> Result<Vec<(String, String, u32)>, NodeError> {
+    // sshd reads a relative Include from its own directory, /etc/ssh,
+    // wherever the config is: relative paths are followed there only.
     let base = main.parent().unwrap_or(Path::new("/")).to_path_buf();
     let mut copies: Vec<(PathBuf, String, String, u32)> = Vec::new();
     copy_file(main, &base, 0, &mut copies)?;
@@ -46,7 +48,7 @@ pub(super) fn copy_config(main: &Path) -> Result<Vec<(String, String, u32)>, Nod
 
 fn refuse(path: &Path, line: &str, why: &str) -> NodeError {
     NodeError::Sshd(format!(
-        "{}: `{}`: {why}; the cluster listener copies the main config exactly or not at all: write it plainly (one unquoted path or glob per argument, wildcards in the file name only), then enroll again",
+        "{}: `{}`: {why}; the cluster listener copies the main config exactly or not at all: write the Include plainly (full paths, each bare or in double quotes, wildcards * and ? in the file name only, no comment on the line), then enroll again",
         path.display(),
         crate::escape::escape(line.trim())
     ))
@@ -115,9 +117,17 @@ fn copy_file(
 /// quotes. Single quotes and backslashes (which sshd also reads) are
 /// refused rather than guessed at.
 fn split_args(text: &str) -> Result<Vec<String>, String> {
-    let text = text.split(" #").next().unwrap_or(text);
+    // A comment after the paths, `=` (which OpenSSH 8.2 splits at) and
+    // anything but ASCII (blanks sshd does not split at) read differently
+    // across sshd versions.
     if text.contains(['\'', '\\']) {
         return Err("a single quote or a backslash".to_owned());
+    }
+    if text.contains(['#', '=']) {
+        return Err("a '#' or '=' (a comment or a separator that sshd versions read differently)".to_owned());
+    }
+    if !text.is_ascii() {
+        return Err("a character that is not ASCII".to_owned());
     }
     let mut out = Vec::new();
     let mut rest = text.trim();
@@ -150,6 +160,15 @@ fn expand(base: &Path, arg: &str) -> Result<Vec<PathBuf>, String> {
     if arg.contains(['{', '}']) {
         return Err("a brace".to_owned());
     }
+    if arg.contains(['[', ']']) {
+        return Err("a bracket (a glob(3) class this does not read as sshd does)".to_owned());
+    }
+    if !Path::new(arg).is_absolute() && base != Path::new("/etc/ssh") {
+        return Err(format!(
+            "a relative path, which sshd reads from /etc/ssh while this config is in {}",
+            base.display()
+        ));
+    }
     let path = base.join(arg);
     let Some(pattern) = path.file_name().and_then(|n| n.to_str()) else {
         return Err("no file name".to_owned());
@@ -158,23 +177,25 @@ fn expand(base: &Path, arg: &str) -> Result<Vec<PathBuf>, String> {
     if parent.to_string_lossy().contains(['*', '?', '[']) {
         return Err("a wildcard in a directory".to_owned());
     }
-    if !pattern.contains(['*', '?', '[']) {
+    if !pattern.contains(['*', '?']) {
         return Ok(if path.is_file() { vec![path] } else { Vec::new() });
     }
-    let mut found: Vec<PathBuf> = std::fs::read_dir(parent)
-        .map(|entries| {
-            entries
-                .flatten()
-                .filter(|e| {
-                    e.file_name()
-                        .to_str()
-                        .is_some_and(|n| crate::install::sshd_config::include_matches(pattern, n))
-                })
-                .map(|e| e.path())
-                .filter(|p| p.is_file())
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(parent).into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        // sshd matches bytes; this matches characters: only ASCII names
+        // read the same.
+        let Some(name) = name.to_str().filter(|n| n.is_ascii()) else {
+            return Err(format!(
+                "{} holds a file name that is not ASCII ({})",
+                parent.display(),
+                crate::escape::escape(&name.to_string_lossy())
+            ));
+        };
+        if crate::install::sshd_config::include_matches(pattern, name) && entry.path().is_file() {
+            found.push(entry.path());
+        }
+    }
     found.sort();
     Ok(found)
 }
@@ -219,7 +240,8 @@ mod tests {
         std::fs::create_dir_all(etc.join("my dir")).unwrap();
         std::fs::write(
             etc.join("sshd_config"),
-            "Include sshd_config.d/*.conf\nPort 22\nListenAddress 10.0.0.5:22\nHostKey /etc/ssh/ssh_host_ed25519_key\nPasswordAuthentication no\nMatch Group admins\n    Include \"my dir/admins extra\"\n    AllowTcpForwarding no\n",
+            "Include ETC/sshd_config.d/*.conf\nPort 22\nListenAddress 10.0.0.5:22\nHostKey /etc/ssh/ssh_host_ed25519_key\nPasswordAuthentication no\nMatch Group admins\n    Include \"ETC/my dir/admins extra\"\n    AllowTcpForwarding no\n"
+                .replace("ETC", &etc.display().to_string()),
         )
         .unwrap();
         std::fs::write(
@@ -257,7 +279,7 @@ mod tests {
     #[test]
     fn an_include_it_cannot_follow_as_sshd_does_is_refused_never_skipped() {
         assert_eq!(split_args("a \"b c\"  d").unwrap(), ["a", "b c", "d"]);
-        for bad in ["'a b'", "a\\ b", "\"a", "\"a\"b", "a\"b"] {
+        for bad in ["'a b'", "a\\ b", "\"a", "\"a\"b", "a\"b", "a\t# b", "a=b", "a\u{a0}b"] {
             assert!(split_args(bad).is_err(), "{bad}");
         }
         let dir = tempfile::tempdir().unwrap();
@@ -268,15 +290,19 @@ mod tests {
         )
         .unwrap();
         for (include, said) in [
-            ("*/x.conf", "a wildcard in a directory"),
-            ("d1/{x,y}.conf", "a brace"),
-            ("'d1/x.conf'", "a single quote"),
+            ("D/*/x.conf", "a wildcard in a directory"),
+            ("D/d1/{x,y}.conf", "a brace"),
+            ("D/d1/[xy].conf", "a bracket"),
+            ("'D/d1/x.conf'", "a single quote"),
+            ("d1/x.conf", "a relative path, which sshd reads from /etc/ssh"),
         ] {
+            let include = include.replace('D', &dir.path().display().to_string());
             std::fs::write(dir.path().join("sshd_config"), format!("Include {include}\n")).unwrap();
             let refused = copy_config(&dir.path().join("sshd_config")).unwrap_err().to_string();
             assert!(refused.contains(said), "{include}: {refused}");
         }
-        std::fs::write(dir.path().join("sshd_config"), "Include \"d1/*.conf\"\n").unwrap();
+        let quoted = format!("Include \"{}/d1/*.conf\"\n", dir.path().display());
+        std::fs::write(dir.path().join("sshd_config"), quoted).unwrap();
         let copies = copy_config(&dir.path().join("sshd_config")).unwrap();
         assert_eq!(copies[1].1, "Match User a\n    ForceCommand /bin/false\n");
     }

@@ -11,6 +11,7 @@ pub mod host;
 pub mod identity;
 pub mod listener;
 mod listener_config;
+mod listener_service;
 pub mod node;
 pub mod proof;
 

@@ -95,19 +95,6 @@ fn with_an_include(node: &Node, include: &str, enrol: impl FnOnce() -> Run) -> R
     run
 }
 
-/// The certificate the listener on `node` serves (`ssh-keyscan -c`).
-fn served_certificate(node: &Node) -> String {
-    let out = std::process::Command::new(require("ssh-keyscan"))
-        .args(["-c", "-t", "ed25519", "-p", PORT, &node.address])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find(|l| !l.starts_with('#'))
-        .unwrap_or_default()
-        .to_owned()
-}
-
 /// Stops the login nodes' listeners when the test ends, however it ends.
 struct Listeners(Vec<std::path::PathBuf>);
 
@@ -189,11 +176,12 @@ fn listener_settings(node: &Node, connection: &str) -> String {
 ///   certificate, and a strict user with the set's lines logs in there;
 /// - every node reaches every other strictly by every name and address,
 ///   the login nodes on the listener, through the login-hosts route;
-/// - a renewal reloads the listener (same pid, the new certificate) and
+/// - a renewal reloads the listener (same pid, a SIGHUP in its log) and
 ///   keeps one copy of the configuration; a change to the main config
 ///   reaches the listener, `Match` blocks of a quoted `Include` too;
 /// - a main config the copy cannot follow is refused, named, and the
-///   listener stopped until a run that checks.
+///   listener stopped until a run that checks; so is
+///   the listener of a node whose main sshd does not run.
 #[test]
 fn login_nodes_serve_the_cluster_a_certificate_on_their_own_listener_and_users_the_set_alone() {
     let (bed, _runtime, arn) = cluster_bed(3, "", "ecdsa");
@@ -235,20 +223,19 @@ fn login_nodes_serve_the_cluster_a_certificate_on_their_own_listener_and_users_t
     // a quoted Include of a directory with a space too.
     let login_a = &logins[0];
     let pid = listener_pid(login_a);
-    let before = served_certificate(login_a);
+    let hups = || {
+        let log = std::fs::read_to_string(login_a.ssh_dir.join("hostkeyctl-cluster/sshd.log")).unwrap_or_default();
+        log.matches("Received SIGHUP").count()
+    };
+    let before = hups();
     let renewed = with_an_include(login_a, "\"DIR/odd dir/*.conf\"", || {
         enrol(&bed, &arn, login_a, &route, true)
     });
     renewed.ok();
+    wait_until("the listener reloads", std::time::Duration::from_secs(10), || {
+        hups() > before
+    });
     assert_eq!(listener_pid(login_a), pid, "the listener restarted");
-    wait_until(
-        "the renewed certificate is served",
-        std::time::Duration::from_secs(10),
-        || {
-            let now = served_certificate(login_a);
-            !now.is_empty() && now != before
-        },
-    );
     let dir = login_a.ssh_dir.join("hostkeyctl-cluster");
     assert_eq!(copies_in(&dir).len(), 1, "older copies of the configuration stayed");
     let settings = listener_settings(login_a, "user=nobody,host=x,addr=127.0.0.1");
@@ -262,7 +249,10 @@ fn login_nodes_serve_the_cluster_a_certificate_on_their_own_listener_and_users_t
     // the next good run starts it again.
     let refused = with_an_include(login_a, "DIR/*/tight.conf", || enrol(&bed, &arn, login_a, &route, true));
     assert_eq!(refused.code, 3, "{}\n{}", refused.stderr, refused.stdout);
-    for said in ["a wildcard in a directory", "the cluster listener is stopped"] {
+    for said in [
+        "a wildcard in a directory",
+        "the listener is stopped until a run succeeds",
+    ] {
         assert!(refused.stderr.contains(said), "{said}: {}", refused.stderr);
     }
     wait_until("the listener stops", std::time::Duration::from_secs(10), || {
@@ -270,5 +260,25 @@ fn login_nodes_serve_the_cluster_a_certificate_on_their_own_listener_and_users_t
     });
     enrol(&bed, &arn, login_a, &route, true).ok();
     serves_its_certificates_on_the_listener_alone(login_a);
+
+    // The listener never runs without the main sshd: with the main sshd's
+    // pid file naming no sshd, a run stops it.
+    let login_b = &logins[1];
+    let main_pid = login_b.root.join("run/sshd.pid");
+    let held = std::fs::read_to_string(&main_pid).unwrap();
+    std::fs::write(&main_pid, "999999999\n").unwrap();
+    let stopped = enrol(&bed, &arn, login_b, &route, true);
+    std::fs::write(&main_pid, held).unwrap();
+    assert_eq!(stopped.code, 3, "{}\n{}", stopped.stderr, stopped.stdout);
+    assert!(
+        stopped.stderr.contains("the main sshd does not run"),
+        "{}",
+        stopped.stderr
+    );
+    wait_until("the listener stops", std::time::Duration::from_secs(10), || {
+        certificates_offered(&login_b.address, PORT).is_empty()
+    });
+    enrol(&bed, &arn, login_b, &route, true).ok();
+    serves_its_certificates_on_the_listener_alone(login_b);
     strict_logins(&bed, &[compute, &logins[1]], &[login_a]);
 }
