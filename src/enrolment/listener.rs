@@ -143,12 +143,15 @@ impl Listener {
     }
 
     /// What cannot work, before anything is asked or written: a listener
-    /// run directly from inside a systemd service (the enroll timer's),
-    /// which systemd would kill when the run ends.
+    /// run directly from inside the enroll timer's service, which systemd
+    /// would kill when the run ends.
     pub fn preflight(&self) -> Result<(), NodeError> {
-        if self.service == Service::Direct && std::env::var_os("INVOCATION_ID").is_some() {
+        // The shipped timer's service, by its control group.
+        let in_timer =
+            std::fs::read_to_string("/proc/self/cgroup").is_ok_and(|t| t.contains("hostkeyctl-enroll.service"));
+        if self.service == Service::Direct && in_timer {
             return Err(NodeError::Usage(
-                "--listener-service direct inside a systemd service (the enroll timer's, say): systemd would kill the listener when the run ends; use systemd (or auto)".to_owned(),
+                "--listener-service direct inside hostkeyctl-enroll.service: systemd would kill the listener when the run ends; use systemd (or auto)".to_owned(),
             ));
         }
         Ok(())
