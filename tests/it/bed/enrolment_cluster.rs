@@ -133,10 +133,16 @@ fn new_keys_and_nothing_else(node: &Node) {
 /// Every ordered pair of distinct nodes, by each of the target's names,
 /// from the source node's users' config: the failures (pair, stderr).
 pub(crate) fn all_pairs(bed: &TestBed) -> Vec<String> {
+    let nodes: Vec<&Node> = bed.state.nodes.iter().collect();
+    pairs(bed, &nodes, &nodes)
+}
+
+/// [`all_pairs`] from each of `from` to each of `to`.
+pub(crate) fn pairs(bed: &TestBed, from: &[&Node], to: &[&Node]) -> Vec<String> {
     let mut failed = Vec::new();
-    for from in &bed.state.nodes {
+    for from in from {
         let config = client_config(bed, from);
-        for to in bed.state.nodes.iter().filter(|n| n.address != from.address) {
+        for to in to.iter().filter(|n| n.address != from.address) {
             for target in names_of(&to.address) {
                 let out = login(bed.state.client_key.as_path(), &config, &target);
                 let said = String::from_utf8_lossy(&out.stderr).into_owned();

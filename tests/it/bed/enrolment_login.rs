@@ -5,9 +5,8 @@
 //! behind the load balancer (port 22) still meet the set alone, with no
 //! certificate offered.
 
-use crate::bed::enrolment::{
-    client_config, cluster_bed, enroll_with_args, imds_of, instance_of, listed, login, names_of, principals_listed,
-};
+use crate::bed::enrolment::{cluster_bed, enroll_with_args, imds_of, instance_of, listed, names_of, principals_listed};
+use crate::bed::enrolment_cluster::pairs;
 use crate::common::bed::{Node, Run, TestBed, snapshot, wait_until};
 use crate::common::support::require;
 
@@ -26,24 +25,11 @@ fn certificates_offered(address: &str, port: &str) -> Vec<String> {
         .collect()
 }
 
-/// Strict logins from each of `from` to each of `to` (itself left out), by
-/// every name and the address, with the node's own ssh_config: each must
-/// succeed with no warning.
+/// Strict logins from each of `from` to each of `to` by every name
+/// ([`pairs`]): each succeeds with no warning.
 fn strict_logins(bed: &TestBed, from: &[&Node], to: &[&Node]) {
-    for source in from {
-        let config = client_config(bed, source);
-        for target in to.iter().filter(|n| n.address != source.address) {
-            for name in names_of(&target.address) {
-                let out = login(bed.state.client_key.as_path(), &config, &name);
-                let said = String::from_utf8_lossy(&out.stderr);
-                assert!(
-                    out.status.success() && !said.contains("WARNING"),
-                    "{} -> {name}: {said}",
-                    source.address
-                );
-            }
-        }
-    }
+    let failed = pairs(bed, from, to);
+    assert!(failed.is_empty(), "{failed:#?}");
 }
 
 /// A strict user with the set's lines for `node` logs in on its port 22
