@@ -114,7 +114,15 @@ impl Listener {
                 if changed {
                     run("systemctl", &["daemon-reload"])?;
                 }
-                run("systemctl", &["reload-or-restart", UNIT])
+                let done = run("systemctl", &["reload-or-restart", UNIT])?;
+                // A start its conditions skip (sshd_not_to_be_run) succeeds
+                // with nothing running: not a success here.
+                run("systemctl", &["is-active", "--quiet", UNIT]).map_err(|_| {
+                    NodeError::Sshd(format!(
+                        "{UNIT} is not active after `systemctl reload-or-restart` (a condition such as /etc/ssh/sshd_not_to_be_run, or a failed start): `systemctl status {UNIT}` says why"
+                    ))
+                })?;
+                Ok(done)
             }
         }
     }
