@@ -119,9 +119,13 @@ pub async fn enroll(
         .map_err(|e| NodeError::Answer(format!("the CA is not a public key: {e}")))?
         .fingerprint(ssh_key::HashAlg::Sha256)
         .to_string();
-    configure_client(setup.client_dir, &ca_line, &revoked, setup.trust, setup.route)?;
+    let listener = setup.route.filter(|_| login).map(|r| r.port);
+    if listener.is_none() {
+        // (The listener's branch wrote it before serving.)
+        configure_client(setup.client_dir, &ca_line, &revoked, setup.trust, setup.route)?;
+    }
     Ok(Report {
-        listener: setup.route.filter(|_| login).map(|r| r.port),
+        listener,
         enrolled,
         ca,
         reload,
@@ -159,16 +163,28 @@ async fn enrol_listener(
     let _lock = listener.lock()?;
     // Before anything is asked: the main sshd answers sshd -T and the port
     // is not its; failing that, the listener stops (fail closed).
-    let effective = sshd
-        .effective()
+    let main_dump = main
+        .dump()
         .map_err(|e| listener.fail_closed(&format!("sshd -T of the main config: {e}"), None))?;
     listener
-        .check_port(&effective)
+        .check_port(&crate::install::sshd::Effective::parse(&main_dump))
         .map_err(|e| listener.fail_closed(&e.to_string(), None))?;
     listener.ensure_keys()?;
     let written = match enrol_node(&listener.dir, setup.asked, imds, signer, now_ms).await {
         Ok(written) => written,
-        Err(refused) => return Err(after_refusal(refused, setup, route, &listener, &main, imds, signer, now_ms).await),
+        Err(refused) => {
+            return Err(after_refusal(
+                refused,
+                setup,
+                route,
+                &listener,
+                (&main, &main_dump),
+                imds,
+                signer,
+                now_ms,
+            )
+            .await);
+        }
     };
     configure_client(
         setup.client_dir,
@@ -177,7 +193,7 @@ async fn enrol_listener(
         setup.trust,
         Some(route),
     )?;
-    let reload = listener.serve(&main, &written.files)?;
+    let reload = listener.serve(&main, &main_dump, &written.files)?;
     Ok((written, reload))
 }
 
@@ -192,7 +208,7 @@ async fn after_refusal(
     setup: &Setup<'_>,
     route: &LoginRoute,
     listener: &Listener,
-    main: &crate::install::sshd::Sshd,
+    (main, main_dump): (&crate::install::sshd::Sshd, &str),
     imds: &impl Imds,
     signer: &impl Signer,
     now_ms: i64,
@@ -209,7 +225,7 @@ async fn after_refusal(
     let had = listener.certificates();
     if listener.config().exists()
         && !had.is_empty()
-        && let Err(e) = listener.serve(main, &had)
+        && let Err(e) = listener.serve(main, main_dump, &had)
     {
         also.push(e.to_string());
     }

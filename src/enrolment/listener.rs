@@ -146,10 +146,8 @@ impl Listener {
     /// run directly from inside the enroll timer's service, which systemd
     /// would kill when the run ends.
     pub fn preflight(&self) -> Result<(), NodeError> {
-        // The shipped timer's service, by its control group.
-        let in_timer =
-            std::fs::read_to_string("/proc/self/cgroup").is_ok_and(|t| t.contains("hostkeyctl-enroll.service"));
-        if self.service == Service::Direct && in_timer {
+        let cgroup = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        if self.service == Service::Direct && in_enroll_timer(&cgroup) {
             return Err(NodeError::Usage(
                 "--listener-service direct inside hostkeyctl-enroll.service: systemd would kill the listener when the run ends; use systemd (or auto)".to_owned(),
             ));
@@ -169,16 +167,15 @@ impl Listener {
 
     /// Writes the listener's configuration from `main` (the main sshd),
     /// checks it, starts or reloads the listener, and says how.
+    /// `main_dump` is the main sshd's `sshd -T`, read once per run;
     /// `certificates` are the files enrolment wrote in [`Listener::dir`].
     /// One enroll at a time (a lock in the directory). A configuration
     /// that fails a check is removed and the listener is stopped: it would
     /// no longer log users in as the main sshd does (fail closed; the
     /// cluster then cannot reach this node, users behind the load
     /// balancer still can).
-    pub fn serve(&self, main: &Sshd, certificates: &[PathBuf]) -> Result<String, NodeError> {
-        let effective = main
-            .effective()
-            .map_err(|e| self.fail_closed(&format!("sshd -T of the main config: {e}"), None))?;
+    pub fn serve(&self, main: &Sshd, main_dump: &str, certificates: &[PathBuf]) -> Result<String, NodeError> {
+        let effective = Effective::parse(main_dump);
         let pid_file = self.pid_file(&effective);
         self.check_port(&effective)
             .map_err(|e| self.fail_closed(&e.to_string(), Some(&pid_file)))?;
@@ -194,7 +191,7 @@ impl Listener {
                 ));
             }
         };
-        if let Err(why) = self.write_checked(main, &effective, &pid_file, certificates) {
+        if let Err(why) = self.write_checked(main, main_dump, &pid_file, certificates) {
             return Err(self.fail_closed(
                 &format!(
                     "its configuration, written from {}, does not check: {why}",
@@ -242,10 +239,11 @@ impl Listener {
     fn write_checked(
         &self,
         main: &Sshd,
-        effective: &Effective,
+        main_dump: &str,
         pid_file: &Path,
         certificates: &[PathBuf],
     ) -> Result<(), String> {
+        let effective = &Effective::parse(main_dump);
         let copies = copy_config(&main.config).map_err(|e| e.to_string())?;
         let mut keys = Vec::new();
         for algorithm in KEY_TYPES {
@@ -302,8 +300,7 @@ impl Listener {
             candidate.test().map_err(|e| format!("sshd -t: {e}"))?;
             let dump = candidate.dump().map_err(|e| format!("sshd -T: {e}"))?;
             self.serves_only_its_own(&Effective::parse(&dump), &copy_dir, certificates)?;
-            let main_dump = main.dump().map_err(|e| format!("sshd -T of the main config: {e}"))?;
-            same_otherwise(&main_dump, &dump)
+            same_otherwise(main_dump, &dump)
         });
         if let Err(why) = checked {
             // Kept for the admin to compare (`sshd -T -f` of each); its
@@ -430,6 +427,15 @@ impl Listener {
     }
 }
 
+/// Whether `/proc/self/cgroup` (`cgroup`) is the shipped timer's service:
+/// a unit whose processes systemd kills when its run ends.
+fn in_enroll_timer(cgroup: &str) -> bool {
+    cgroup
+        .lines()
+        .filter_map(|l| l.rsplit('/').next())
+        .any(|unit| unit == "hostkeyctl-enroll.service")
+}
+
 /// ` rdomain NAME` and the like, after a listen address.
 fn suffix(rest: &[&str]) -> String {
     if rest.is_empty() {
@@ -443,6 +449,20 @@ fn suffix(rest: &[&str]) -> String {
 mod tests {
     use super::{Listener, Service};
     use crate::install::sshd::Effective;
+
+    #[test]
+    fn a_direct_listener_is_refused_inside_the_enroll_timers_service_alone() {
+        let direct = Listener {
+            port: 2222,
+            dir: "/etc/ssh/hostkeyctl-cluster".into(),
+            service: Service::Direct,
+        };
+        assert!(super::in_enroll_timer("0::/system.slice/hostkeyctl-enroll.service\n"));
+        assert!(!super::in_enroll_timer("0::/system.slice/actions.runner.x.service\n"));
+        assert!(!super::in_enroll_timer("0::/user.slice/user-0.slice/session-1.scope\n"));
+        // This test's own process is no timer's: allowed.
+        assert!(direct.preflight().is_ok());
+    }
 
     #[test]
     fn the_head_moves_every_listen_address_to_the_port_and_serves_its_own_keys() {
