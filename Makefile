@@ -77,7 +77,7 @@ check: lint
 test:
 	rm -f target/stage-times
 	./scripts/stage.sh deps $(MAKE) -j2 --output-sync=target deps deny-tool
-	./scripts/stage.sh dist $(MAKE) dist
+	./scripts/stage.sh dist $(MAKE) dist DIST_LAMBDA_ARCHES=x86_64
 	./scripts/stage.sh style $(MAKE) style
 	./scripts/stage.sh lint-other $(MAKE) lint-aws lint-units lint-workflows deny
 	./scripts/stage.sh check-dist python3 scripts/check_dist.py
@@ -85,12 +85,15 @@ test:
 	./scripts/stage.sh --report
 
 # What ships (scripts/dist.sh): the node build for x86_64 and aarch64 and
-# glibc 2.17, the admin build, .deb and .rpm, SHA256SUMS, in dist/.
+# glibc 2.17, the admin build, the Lambda zips, .deb and .rpm, SHA256SUMS,
+# in dist/. make test passes DIST_LAMBDA_ARCHES=x86_64: the arm64 zip is the
+# release workflow's arm64 job (scripts/release-arm64.sh).
 deps-dist:
 	./scripts/install-dist-deps.sh
 
+DIST_LAMBDA_ARCHES ?= x86_64 arm64
 dist: deps-dist
-	./scripts/dist.sh
+	DIST_LAMBDA_ARCHES="$(DIST_LAMBDA_ARCHES)" ./scripts/dist.sh
 
 # The shipped builds checked: objdump, qemu-user, dpkg-deb, rpm, cargo tree.
 dist-check: dist

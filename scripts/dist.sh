@@ -4,9 +4,11 @@
 #                                            for glibc 2.17 and later
 #   hostkeyctl-admin-x86_64                 the admin build (every command)
 #   hostkeyctl-lambda-x86_64.zip,
-#   hostkeyctl-lambda-arm64.zip             the scheduled rotation's Lambda
-#                                            function: the admin build as
-#                                            `bootstrap` (provided.al2023)
+#   hostkeyctl-lambda-arm64.zip             the Lambda functions (scheduled
+#                                            rotation, admission, the
+#                                            enrolment signer): the admin
+#                                            build as `bootstrap`
+#                                            (provided.al2023)
 #   hostkeyctl_VERSION-1_amd64.deb,
 #   hostkeyctl-VERSION-1.x86_64.rpm         the admin build, the systemd
 #                                            units, completions, man pages
@@ -17,6 +19,12 @@
 #   SHA256SUMS                              of all of the above
 # Cross-built with cargo-zigbuild (scripts/install-dist-deps.sh installs it);
 # packaged with dpkg-deb and rpmbuild (scripts/package.sh).
+#
+# DIST_LAMBDA_ARCHES (default "x86_64 arm64") chooses the Lambda zips. make
+# test builds x86_64 alone: the arm64 admin build is the slowest build of
+# all on an x86_64 machine, and the release workflow builds it natively on
+# an arm64 runner, where its test runs too (CONTRIBUTING.md, "What runs
+# where").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,16 +47,26 @@ for arch in x86_64 aarch64; do
   install -m 0755 "$target_dir/$arch-unknown-linux-gnu/dist-node/hostkeyctl" "$out/hostkeyctl-$arch"
 done
 
-echo "dist: admin build (x86_64, aarch64 for the Lambda function; glibc $glibc)"
-cargo zigbuild --locked --quiet --profile dist --target "x86_64-unknown-linux-gnu.$glibc" \
-  --target "aarch64-unknown-linux-gnu.$glibc" --target-dir "$target_dir"
+lambda_arches=${DIST_LAMBDA_ARCHES-x86_64 arm64}
+admin_targets=(--target "x86_64-unknown-linux-gnu.$glibc")
+for arch in $lambda_arches; do
+  case $arch in
+    x86_64) ;;
+    arm64) admin_targets+=(--target "aarch64-unknown-linux-gnu.$glibc") ;;
+    *) echo "dist: DIST_LAMBDA_ARCHES: $arch is not x86_64 or arm64" >&2; exit 2 ;;
+  esac
+done
+echo "dist: admin build (x86_64; Lambda zips: ${lambda_arches:-none}; glibc $glibc)"
+cargo zigbuild --locked --quiet --profile dist "${admin_targets[@]}" --target-dir "$target_dir"
 admin=$out/hostkeyctl-admin-x86_64
 install -m 0755 "$target_dir/x86_64-unknown-linux-gnu/dist/hostkeyctl" "$admin"
 
 echo "dist: Lambda function zips (bootstrap)"
-for pair in x86_64:x86_64 aarch64:arm64; do
-  python3 scripts/lambda_zip.py "$target_dir/${pair%%:*}-unknown-linux-gnu/dist/hostkeyctl" \
-    "$out/hostkeyctl-lambda-${pair##*:}.zip"
+for arch in $lambda_arches; do
+  triple=x86_64
+  [ "$arch" = arm64 ] && triple=aarch64
+  python3 scripts/lambda_zip.py "$target_dir/$triple-unknown-linux-gnu/dist/hostkeyctl" \
+    "$out/hostkeyctl-lambda-$arch.zip"
 done
 
 echo "dist: completions and man pages"
