@@ -70,7 +70,7 @@ def deploy(bed: Bed) -> str:
         "HOSTKEYCTL_ENROL_CLUSTER": bed.state["hyperpod"]["cluster"],
         "HOSTKEYCTL_ENROL_CA_SECRET_ID": SECRET,
         "HOSTKEYCTL_ENROL_TABLE": TABLE,
-        "HOSTKEYCTL_ENROL_IID_KEYS": f"{key['region']}={key['spki']}",
+        "HOSTKEYCTL_ENROL_IID_KEYS_REPLACE": f"{key['region']}={key['spki']}",
     }
     registered = bed.control(
         "/_bed/lambda/register",

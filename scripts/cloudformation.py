@@ -59,6 +59,7 @@ def substitute(value):
             "hostkeyctl-ca/",
             "targetgroup/my-cluster-login/",
             "autoScalingGroupName/my-cluster-login",
+            "hostkeyctl-enrolment-hostkeyctl-my-cluster",
         )
     ):
         return {
@@ -67,6 +68,8 @@ def substitute(value):
             .replace("hostkeyctl-ca/", "${CaSecretNamePrefix}")
             .replace("targetgroup/my-cluster-login/", "targetgroup/${AdmissionTargetGroupName}/")
             .replace("autoScalingGroupName/my-cluster-login", "autoScalingGroupName/${AdmissionAutoScalingGroupName}")
+            # Each stack's nodes reach its own signer, and its signer its own table.
+            .replace("hostkeyctl-enrolment-hostkeyctl-my-cluster", "hostkeyctl-enrolment-${AWS::StackName}")
         }
     if isinstance(value, list):
         return [substitute(v) for v in value]

@@ -3,8 +3,8 @@
 bindings table (DynamoDB, one item per instance), and the `bootstrap` of
 the rotation's zip configured as the signer (HOSTKEYCTL_FUNCTION=enrolment)
 with its role (iam/enrolment.json through the template's EnrolmentPolicy).
-The names start with hostkeyctl-enrolment, as the node and signer policies
-grant."""
+The names are hostkeyctl-enrolment-STACK, as the node and signer policies
+grant (each stack's nodes invoke its own signer alone)."""
 
 MANAGED = "arn:${AWS::Partition}:iam::aws:policy/service-role/"
 
@@ -36,12 +36,24 @@ PARAMETERS = {
         "AllowedPattern": "^hostkeyctl-ca/[A-Za-z0-9/_+=.@-]+$",
         "Description": "The CA secret (`hostkeyctl ca init --kms`), under hostkeyctl-ca/ as the policies grant.",
     },
+    "EnrolmentSetSecretId": {
+        "Type": "String",
+        "Default": "",
+        "AllowedPattern": "^$|^[A-Za-z0-9/_+=.@-]+$",
+        "Description": (
+            "The canonical key set's secret (under SecretNamePrefix): the signer reads its public fingerprints "
+            "(DescribeSecret, never the keys) and certifies none of them. Empty: no set to refuse by name."
+        ),
+    },
     "EnrolmentValidityHours": {
         "Type": "Number",
-        "Default": 24,
+        "Default": 48,
         "MinValue": 1,
         "MaxValue": 720,
-        "Description": "How long a node's certificates are valid; nodes renew before half of it.",
+        "Description": (
+            "How long a node's certificates are valid. Nodes renew every 15 to 20 minutes; 48 hours outlast a "
+            "day-long outage of the signer (docs/cluster-trust.md, 'Performance and quotas')."
+        ),
     },
     "EnrolmentFirstWithinHours": {
         "Type": "Number",
@@ -116,12 +128,14 @@ def resources() -> dict:
                 "Role": {"Fn::GetAtt": ["EnrolmentFunctionRole", "Arn"]},
                 "Timeout": 30,
                 "MemorySize": 256,
-                # Each enrolment is three kms:Sign calls, made one after
+                # Each signing is up to three kms:Sign calls, made one after
                 # the other: one environment made 23 a second on the test
                 # bed (bench.py enrol), so ten stay under KMS's default ECC
                 # quota (300/s, shared with the account's other ECC keys).
-                # Lambda throttles the rest; the nodes retry
-                # (docs/cluster-trust.md, "Performance and quotas").
+                # A node signs at most once in 10 minutes, and a refusal
+                # costs no Sign. Lambda throttles the rest; the nodes retry
+                # with jitter (docs/cluster-trust.md, "Performance and
+                # quotas").
                 "ReservedConcurrentExecutions": 10,
                 "Environment": {
                     "Variables": {
@@ -130,6 +144,7 @@ def resources() -> dict:
                         "HOSTKEYCTL_ENROL_CLUSTER_KIND": {"Ref": "EnrolmentClusterKind"},
                         "HOSTKEYCTL_ENROL_CA_SECRET_ID": {"Ref": "EnrolmentCaSecretId"},
                         "HOSTKEYCTL_ENROL_TABLE": {"Ref": "EnrolmentTable"},
+                        "HOSTKEYCTL_ENROL_SET_SECRET_ID": {"Ref": "EnrolmentSetSecretId"},
                         "HOSTKEYCTL_ENROL_VALIDITY_HOURS": {"Ref": "EnrolmentValidityHours"},
                         "HOSTKEYCTL_ENROL_FIRST_WITHIN_HOURS": {"Ref": "EnrolmentFirstWithinHours"},
                     }

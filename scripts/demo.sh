@@ -423,7 +423,7 @@ env = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": signer["access_key_id"
        "AWS_SHARED_CREDENTIALS_FILE": "/dev/null", "HOME": os.path.dirname(bootstrap)}
 variables = {"HOSTKEYCTL_FUNCTION": "enrolment", "HOSTKEYCTL_ENROL_CLUSTER": state["hyperpod"]["cluster"],
              "HOSTKEYCTL_ENROL_CA_SECRET_ID": "hostkeyctl-ca/cluster", "HOSTKEYCTL_ENROL_TABLE": "hostkeyctl-enrolment-demo",
-             "HOSTKEYCTL_ENROL_IID_KEYS": f"{key['region']}={key['spki']}"}
+             "HOSTKEYCTL_ENROL_IID_KEYS_REPLACE": f"{key['region']}={key['spki']}"}
 post("/_bed/lambda/register", {"arn": arn, "bootstrap": bootstrap, "env": env, "variables": variables})
 PY
 CLUSTER_NODES=$(state 'len(s["nodes"])')

@@ -107,6 +107,64 @@ pub fn until(retired: &[Retired]) -> Option<u64> {
     retired.iter().map(|r| r.valid_before).max()
 }
 
+/// The secret's tag that records the keys the last revocation hostkeyctl
+/// produced names (`known-hosts --revoked` or `--krl`), so that `rotate
+/// --rollback` knows which keys clients may already refuse. Each key is
+/// its fingerprint's first [`RECORD_CHARS`] base64 characters (tag values
+/// hold 256 characters; 96 bits tell a secret's keys apart), newest
+/// certificates first, as many as fit.
+pub const TAG_REVOKED: &str = "hostkeyctl:revoked";
+/// How much of a fingerprint's base64 the record keeps.
+pub const RECORD_CHARS: usize = 16;
+/// A tag value's limit (Secrets Manager, TagResource).
+const TAG_VALUE_MAX: usize = 256;
+
+/// A fingerprint as the record keeps it.
+pub fn recorded_form(fingerprint: &Fingerprint) -> String {
+    let text = fingerprint.to_string();
+    let base64 = text.strip_prefix("SHA256:").unwrap_or(&text);
+    base64.chars().take(RECORD_CHARS).collect()
+}
+
+/// The record's value for a revocation of `retired` (empty: nothing).
+pub fn record_value(retired: &[Retired]) -> String {
+    let mut newest: Vec<&Retired> = retired.iter().collect();
+    newest.sort_by_key(|r| std::cmp::Reverse(r.valid_before));
+    let mut value = String::new();
+    for r in newest {
+        let entry = recorded_form(&r.fingerprint);
+        if value.len() + entry.len() + 1 > TAG_VALUE_MAX {
+            break;
+        }
+        if !value.is_empty() {
+            value.push(' ');
+        }
+        value.push_str(&entry);
+    }
+    value
+}
+
+/// Records in the secret's tags that a revocation of `retired` was
+/// produced ([`TAG_REVOKED`]); done before the revocation is written, so a
+/// revocation that reached a client is always recorded.
+pub async fn record(store: &impl SecretStore, secret: &SecretId, retired: &[Retired]) -> Result<(), StoreError> {
+    store
+        .tag(secret, &[(TAG_REVOKED.to_owned(), record_value(retired))])
+        .await
+}
+
+/// The keys of `keys` that the last revocation hostkeyctl produced for
+/// this secret names (its tags, as `DescribeSecret` answers them).
+pub fn revoked_before<'a>(tags: &[(String, String)], keys: &'a [Fingerprint]) -> Vec<&'a Fingerprint> {
+    let Some((_, value)) = tags.iter().find(|(k, _)| k == TAG_REVOKED) else {
+        return Vec::new();
+    };
+    let named: Vec<&str> = value.split_whitespace().collect();
+    keys.iter()
+        .filter(|fp| named.contains(&recorded_form(fp).as_str()))
+        .collect()
+}
+
 /// What a revocation of `retired` is for and until when, for the operator.
 pub fn summary(retired: &[Retired]) -> String {
     match until(retired).map(crate::certificate::rfc3339) {

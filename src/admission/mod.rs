@@ -241,6 +241,10 @@ impl AdmissionReport {
         if any(&|p| p.decision == Decision::HeldBack) {
             return Status::Incomplete;
         }
+        // A stranger kept because it serves the set: someone looks.
+        if any(&|p| !p.observed.member && p.decision == Decision::Keep && p.observed.target_state.is_some()) {
+            return Status::Incomplete;
+        }
         if any(&|p| p.observed.member && matches!(p.observed.serving, Serving::Other(_))) {
             return Status::Drift;
         }
@@ -440,48 +444,55 @@ impl<S: SecretStore, F: Fleet, G: TargetGroups, H: LifecycleHooks, P: Prober> Ad
             )));
         }
         let mut observed = who_is_where(group, nodes);
-        let members = observed.iter().filter(|o| o.member).count();
-        let strangers = observed
-            .iter()
-            .filter(|o| !o.member && o.target_state.is_some())
-            .count();
-        if strangers > members {
-            return Err(AdmissionError::Refused(format!(
-                "{strangers} targets of {} are no node of {}, more than its {members} nodes: --target probably names only part of the fleet; check it (or deregister them by hand) before admission removes them",
-                group.name,
-                crate::discovery::describe_specs(&req.cluster)
-            )));
+        // Each node at every port users reach it on: each its target is
+        // registered on (judged on all of them), else --port.
+        let mut ports: BTreeMap<&str, Vec<u16>> = BTreeMap::new();
+        for t in &group.targets {
+            if let Some(port) = t.port {
+                let list = ports.entry(t.id.as_str()).or_default();
+                if !list.contains(&port) {
+                    list.push(port);
+                }
+            }
         }
-        // Each node at the port users reach it on: its target's, when
-        // registered on one.
-        let ports: BTreeMap<&str, u16> = group
-            .targets
-            .iter()
-            .filter_map(|t| Some((t.id.as_str(), t.port?)))
-            .collect();
         // Answers go back to nodes by position, never by name: names (a
         // Name tag) are neither unique nor the node's to choose.
         let (probed, endpoints): (Vec<usize>, Vec<Endpoint>) = observed
             .iter()
             .enumerate()
-            .filter_map(|(i, o)| {
-                let host = o.address.clone()?;
-                let port = ports.get(o.target_id.as_str()).copied().unwrap_or(req.port);
-                Some((
-                    i,
-                    Endpoint {
-                        name: o.name.clone(),
-                        host,
-                        port,
-                    },
-                ))
+            .flat_map(|(i, o)| {
+                let host = o.address.clone();
+                let at = ports
+                    .get(o.target_id.as_str())
+                    .cloned()
+                    .unwrap_or_else(|| vec![req.port]);
+                at.into_iter().filter_map(move |port| {
+                    Some((
+                        i,
+                        Endpoint {
+                            name: o.name.clone(),
+                            host: host.clone()?,
+                            port,
+                        },
+                    ))
+                })
             })
             .unzip();
         let findings = audit::check_against(self.prober.clone(), self.policy.clone(), &endpoints, expected).await;
-        for (&i, (_, f)) in probed.iter().zip(&findings) {
-            observed[i].serving = serving_of(f);
+        let mut served: Vec<Serving> = findings.iter().map(|(_, f)| serving_of(f)).collect();
+        self.promoting(&mut served, &endpoints, expected).await;
+        for (i, o) in observed.iter_mut().enumerate() {
+            let at: Vec<(u16, Serving)> = probed
+                .iter()
+                .zip(&endpoints)
+                .zip(&served)
+                .filter(|((j, _), _)| **j == i)
+                .map(|((_, e), s)| (e.port, s.clone()))
+                .collect();
+            if !at.is_empty() {
+                o.serving = whom::on_every_port(at);
+            }
         }
-        self.promoting(&mut observed, &probed, &endpoints, expected).await;
         Ok(observed)
     }
 
@@ -490,21 +501,15 @@ impl<S: SecretStore, F: Fleet, G: TargetGroups, H: LifecycleHooks, P: Prober> Ad
     /// caught up with (the set was the announced one until it became
     /// AWSCURRENT). Told apart from drift by the banner alone, as the
     /// promotion gate tells that a node loaded the announced set.
-    async fn promoting(
-        &self,
-        observed: &mut [Observed],
-        probed: &[usize],
-        endpoints: &[Endpoint],
-        expected: &Expected,
-    ) {
+    async fn promoting(&self, served: &mut [Serving], endpoints: &[Endpoint], expected: &Expected) {
         let Some(algorithm) = expected.by_type.keys().next().copied() else {
             return;
         };
-        let (others, asked): (Vec<Endpoint>, Vec<usize>) = probed
+        let (others, asked): (Vec<Endpoint>, Vec<usize>) = endpoints
             .iter()
-            .zip(endpoints)
-            .filter(|(i, _)| matches!(observed[**i].serving, Serving::Other(_)))
-            .map(|(i, e)| (e.clone(), *i))
+            .enumerate()
+            .filter(|(i, _)| matches!(served[*i], Serving::Other(_)))
+            .map(|(i, e)| (e.clone(), i))
             .unzip();
         if others.is_empty() {
             return;
@@ -516,8 +521,8 @@ impl<S: SecretStore, F: Fleet, G: TargetGroups, H: LifecycleHooks, P: Prober> Ad
             if answer.hello.as_ref().and_then(|h| h.next_marker()) != Some(marker.as_str()) {
                 continue;
             }
-            if let Serving::Other(what) = &observed[i].serving {
-                observed[i].serving = Serving::Promoting(what.clone());
+            if let Serving::Other(what) = &served[i] {
+                served[i] = Serving::Promoting(what.clone());
             }
         }
     }

@@ -143,8 +143,21 @@ impl Limits {
 /// never when no target serves the set (users would be left with no node
 /// at all: a node with the wrong keys still beats none), and never a
 /// removal that would take the last target serving the set.
+///
+/// Strangers (targets that are no node of the cluster) are removed only
+/// when they do not serve the set, and none at all while they outnumber
+/// the cluster's nodes: a stranger serving the set may be a node whose
+/// tags someone changed (`ec2:CreateTags` is all it takes), and a flock
+/// of strangers is someone's registrations (or a `--target` naming part
+/// of the fleet), for a person to look at. Neither stops the admission of
+/// the cluster's nodes.
 pub fn decide(mut observed: Vec<Observed>, limits: Limits) -> Vec<NodePlan> {
     observed.sort_by(|a, b| (!a.member, &a.name).cmp(&(!b.member, &b.name)));
+    let members = observed.iter().filter(|o| o.member).count();
+    let strangers = observed
+        .iter()
+        .filter(|o| !o.member && o.target_state.is_some())
+        .count();
     // A target the cluster reports leaving is no capacity to keep: with
     // none but leaving ones serving the set, nothing is drained.
     let serving_targets = observed
@@ -160,6 +173,15 @@ pub fn decide(mut observed: Vec<Observed>, limits: Limits) -> Vec<NodePlan> {
         .count();
     let mut drained = draining;
     let mut plans: Vec<NodePlan> = observed.into_iter().map(first_decision).collect();
+    if strangers > members {
+        for plan in plans.iter_mut().filter(|p| p.decision == Decision::Remove) {
+            plan.reason = format!(
+                "would remove: {}; held back: {strangers} targets are no node of the cluster, more than its {members} nodes: --target may name only part of the fleet, or someone registered them; none is removed until that is checked (deregister them by hand)",
+                plan.reason
+            );
+            plan.decision = Decision::HeldBack;
+        }
+    }
     // Drifted members first (they harm users), then members leaving, then
     // strangers that answer.
     let mut order: Vec<usize> = (0..plans.len())
@@ -274,6 +296,14 @@ fn first_decision(o: Observed) -> NodePlan {
             format!("a target that could not be checked ({why}); the load balancer's health check decides"),
         ),
         (true, _, Serving::NotAsked) => (Decision::Hold, "has no address to check".to_owned()),
+        // Users who reach it meet the set: kept, whoever changed its tags.
+        (false, true, Serving::Set | Serving::Promoting(_)) => (
+            Decision::Keep,
+            format!(
+                "{}: kept, as users who reach it meet the set; find out why it is no node of the cluster (its tags changed? --target too narrow?)",
+                stranger(&o.serving)
+            ),
+        ),
         (false, true, serving) => (Decision::Remove, stranger(serving)),
         (false, false, _) => (Decision::Keep, "no node of the cluster and not a target".to_owned()),
     };
@@ -443,17 +473,47 @@ mod tests {
         assert!(all.iter().all(|(_, d)| *d == Decision::HeldBack), "{all:?}");
     }
 
+    /// A1: whoever may tag instances can take a node out of a `tag:`
+    /// target; it still serves the set, so it is never removed, however
+    /// many runs follow.
     #[test]
-    fn a_stranger_serving_the_set_is_never_the_last_one_taken() {
-        let got = decisions(
-            vec![
-                node("a", true, Some("healthy"), other()),
-                node("z", false, Some("healthy"), Serving::Set),
-            ],
-            5,
-        );
-        assert_eq!(got[0].1, Decision::Drain, "{got:?}");
-        assert_eq!(got[1].1, Decision::HeldBack, "{got:?}");
+    fn a_stranger_serving_the_set_is_kept_run_after_run() {
+        let mut observed = vec![
+            node("a", true, Some("healthy"), Serving::Set),
+            node("x", false, Some("healthy"), Serving::Set),
+            node(
+                "y",
+                false,
+                Some("healthy"),
+                Serving::Promoting("the previous key".into()),
+            ),
+        ];
+        observed.extend((0..3).map(|i| node(&format!("m{i}"), true, Some("healthy"), Serving::Set)));
+        for _ in 0..3 {
+            let got = decide(observed.clone(), Limits { max_drain: 5 });
+            assert!(got.iter().all(|p| p.decision == Decision::Keep), "{got:?}");
+            let x = got.iter().find(|p| p.observed.name == "x").unwrap();
+            assert!(x.reason.contains("no node of the cluster"), "{}", x.reason);
+        }
+    }
+
+    /// A2: someone with RegisterTargets adds more strangers than there are
+    /// nodes: none is removed (a person looks first), and the nodes that
+    /// serve the set are still admitted.
+    #[test]
+    fn a_flock_of_strangers_is_held_out_and_the_nodes_are_still_admitted() {
+        let mut observed = vec![
+            node("a", true, Some("healthy"), Serving::Set),
+            node("new", true, None, Serving::Set),
+        ];
+        observed.extend((0..5).map(|i| node(&format!("s{i}"), false, Some("unhealthy"), other())));
+        let got = decide(observed, Limits { max_drain: 1 });
+        assert_eq!(got[0].decision, Decision::Keep);
+        assert_eq!(got[1].decision, Decision::Admit);
+        for p in &got[2..] {
+            assert_eq!(p.decision, Decision::HeldBack, "{p:?}");
+            assert!(p.reason.contains("more than its 2 nodes"), "{}", p.reason);
+        }
     }
 
     #[test]
@@ -484,6 +544,8 @@ mod tests {
         let got = decisions(
             vec![
                 node("a", true, Some("healthy"), Serving::Set),
+                node("b", true, Some("healthy"), Serving::Set),
+                node("c", true, Some("healthy"), Serving::Set),
                 node("x", false, Some("healthy"), unanswered()),
                 node("y", false, Some("healthy"), unanswered()),
                 node("z", false, Some("unhealthy"), unanswered()),
@@ -491,9 +553,8 @@ mod tests {
             1,
         );
         assert_eq!(
-            got,
-            vec![
-                ("a".into(), Decision::Keep),
+            got[3..],
+            [
                 ("x".into(), Decision::Remove),
                 ("y".into(), Decision::HeldBack),
                 ("z".into(), Decision::Remove)

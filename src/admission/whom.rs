@@ -63,6 +63,27 @@ pub(super) fn who_is_where(group: &Group, nodes: Vec<Target>) -> Vec<Observed> {
     observed
 }
 
+/// What a node registered on several ports serves: the set only if every
+/// port serves it; else what the first port that does not serves, named
+/// (a node judged on one port alone could serve other keys on another).
+pub(super) fn on_every_port(mut at: Vec<(u16, Serving)>) -> Serving {
+    if at.len() == 1 {
+        return at.remove(0).1;
+    }
+    let named = |port: u16, what: &str| format!("port {port}: {what}");
+    let first = |want: fn(&Serving) -> bool| at.iter().find(|(_, s)| want(s)).cloned();
+    if let Some((port, Serving::Other(what))) = first(|s| matches!(s, Serving::Other(_))) {
+        return Serving::Other(named(port, &what));
+    }
+    if let Some((port, Serving::Unknown(why))) = first(|s| matches!(s, Serving::Unknown(_))) {
+        return Serving::Unknown(named(port, &why));
+    }
+    if let Some((port, Serving::Promoting(what))) = first(|s| matches!(s, Serving::Promoting(_))) {
+        return Serving::Promoting(named(port, &what));
+    }
+    Serving::Set
+}
+
 /// What a node's findings say it serves.
 pub(super) fn serving_of(findings: &[Finding]) -> Serving {
     if !findings.is_empty() && findings.iter().all(|f| f.status == Verdict::Ok) {
@@ -85,4 +106,30 @@ pub(super) fn serving_of(findings: &[Finding]) -> Serving {
         .find_map(|f| f.detail.clone())
         .unwrap_or_else(|| "no answer".to_owned());
     Serving::Unknown(why)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Serving, on_every_port};
+
+    /// A3: a node registered on two ports is judged on both.
+    #[test]
+    fn a_node_serves_the_set_only_if_every_port_it_is_registered_on_does() {
+        assert_eq!(
+            on_every_port(vec![(22, Serving::Set), (2022, Serving::Set)]),
+            Serving::Set
+        );
+        assert_eq!(
+            on_every_port(vec![
+                (22, Serving::Set),
+                (2022, Serving::Other("ssh-ed25519 its own".into()))
+            ]),
+            Serving::Other("port 2022: ssh-ed25519 its own".into())
+        );
+        assert_eq!(
+            on_every_port(vec![(22, Serving::Unknown("refused".into())), (2022, Serving::Set)]),
+            Serving::Unknown("port 22: refused".into())
+        );
+        assert_eq!(on_every_port(vec![(22, Serving::Set)]), Serving::Set);
+    }
 }

@@ -5,7 +5,11 @@
 //!
 //! Item: `instance_id` (S, the key), `fingerprints` (L of S, sorted),
 //! `last_issued_at_ms` (N), `host_keys` (L of S), `revoked` (BOOL; an
-//! admin's `UpdateItem` sets it, and no enrolment writes over it).
+//! admin's `UpdateItem` sets it, and no enrolment writes over it),
+//! `claim` (BOOL: a login node's claim, certified for no key),
+//! `certificates` (L of S) and `certified_at` (N): the last signing,
+//! answered again to a renewal within the signer's period. Items written
+//! before those three existed read as no claim and no certificates kept.
 
 use std::collections::HashMap;
 
@@ -48,6 +52,15 @@ fn item(instance_id: &str, binding: &Binding) -> HashMap<String, AttributeValue>
             AttributeValue::L(binding.host_keys.iter().cloned().map(AttributeValue::S).collect()),
         ),
         ("revoked".to_owned(), AttributeValue::Bool(binding.revoked)),
+        ("claim".to_owned(), AttributeValue::Bool(binding.claim)),
+        (
+            "certificates".to_owned(),
+            AttributeValue::L(binding.certificates.iter().cloned().map(AttributeValue::S).collect()),
+        ),
+        (
+            "certified_at".to_owned(),
+            AttributeValue::N(binding.certified_at.to_string()),
+        ),
     ])
 }
 
@@ -76,11 +89,22 @@ fn binding(item: &HashMap<String, AttributeValue>) -> Result<Binding, String> {
         .and_then(|v| v.as_n().ok())
         .and_then(|n| n.parse().ok())
         .ok_or_else(|| "the item has no last_issued_at_ms number".to_owned())?;
+    let certified_at = match item.get("certified_at") {
+        None => 0,
+        Some(v) => v
+            .as_n()
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| "the item's certified_at is not a number".to_owned())?,
+    };
     Ok(Binding {
         fingerprints,
         last_issued_at_ms,
         host_keys: strings(item, "host_keys")?,
         revoked: matches!(item.get("revoked"), Some(AttributeValue::Bool(true))),
+        claim: matches!(item.get("claim"), Some(AttributeValue::Bool(true))),
+        certificates: strings(item, "certificates")?,
+        certified_at,
     })
 }
 

@@ -60,6 +60,12 @@ pub struct RotateArgs {
     /// every node serves it (docs/rotation.md, "Rolling back").
     #[arg(long, conflicts_with_all = ["abort", "resume", "overlap", "finish", "stop_after"])]
     pub rollback: bool,
+    /// With --rollback: roll back although the last revocation hostkeyctl
+    /// produced (known-hosts --krl or --revoked) names the previous keys.
+    /// Clients that hold that revocation refuse every node until they get
+    /// one produced after the rollback.
+    #[arg(long, requires = "rollback")]
+    pub force: bool,
     /// How long a set must have been announced before it is promoted, so
     /// that clients learn it: e.g. 24h, 7d, 0. Default: the schedule's
     /// interval less a tenth, at least 24h (24h without a schedule). 0
@@ -142,6 +148,7 @@ impl RotateArgs {
             overlap: self.overlap,
             finish: self.finish,
             rollback: self.rollback,
+            force: self.force,
             stop_after: self.stop_after,
             pull: self.pull.then(|| {
                 std::time::Duration::from_secs(self.wait.unwrap_or(if self.finish { FINISH_WAIT } else { 0 }))

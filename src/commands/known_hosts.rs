@@ -74,6 +74,9 @@ async fn revocation(
     let now = crate::certificate::now_unix();
     let retired = crate::revocation::retired(store, secret_id, now).await?;
     let summary = crate::revocation::summary(&retired);
+    // Recorded before anything is written: `rotate --rollback` then knows
+    // which keys clients may refuse (docs/certificates.md, "Revoking").
+    crate::revocation::record(store, secret_id, &retired).await?;
     match to {
         Revocation::Lines(hosts) => {
             let text = crate::revocation::revoked_lines(&retired, &hosts.patterns().join(","));

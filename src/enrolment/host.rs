@@ -4,9 +4,11 @@
 //!
 //! A login node whose keys `hostkeyctl install` manages serves the
 //! canonical set, which rotates and may carry the set's own certificates
-//! (sshd holds one certificate per key): its keys are not certified. It
-//! claims its instance (so nobody else enrols it) and gets the client
-//! trust alone, so its users reach the cluster's nodes strictly
+//! (sshd holds one certificate per key): its keys are never certified. It
+//! claims its instance (certified for no key, so nobody who copies its
+//! identity document gets a certificate for its names, whatever keys they
+//! hold, the set's included) and gets the client trust alone, so its users
+//! reach the cluster's nodes strictly
 //! (docs/cluster-trust.md, "Login nodes"). With a cluster port, it serves
 //! the cluster instead from a listener of its own ([`super::listener`]):
 //! its own keys, certified like every node's, on a port the load balancer
@@ -16,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use super::configure::{HostPattern, LoginRoute, configure_client, configure_sshd};
 use super::listener::{DIR_NAME, Listener, Service};
-use super::node::{Imds, NodeError, Signer, Written, claim_node, enrol_node};
+use super::node::{Imds, NodeError, Signer, TrustAsk, Written, enrol_node, trust_node};
 use crate::certificate::Principal;
 use crate::install::sshd::{ReloadMethod, SshdControl};
 
@@ -102,7 +104,7 @@ pub async fn enroll(
             (Some(written), line, revoked, Some(reload))
         }
         (true, None) => {
-            let trust = claim_node(setup.ssh_dir, imds, signer, now_ms).await?;
+            let trust = trust_node(setup.ssh_dir, imds, signer, now_ms, TrustAsk::Claim).await?;
             (None, trust.ca, trust.revoked, None)
         }
         (false, _) => {
@@ -198,8 +200,9 @@ async fn enrol_listener(
 }
 
 /// After the signer refused the listener's keys (or could not be asked):
-/// the trust still follows the signer's (a claim of a bound instance gives
-/// the CA and the revoked keys), and the listener the main sshd's
+/// the trust still follows the signer's (a request for the trust alone,
+/// which binds nothing, gives the CA and the revoked keys), and the
+/// listener the main sshd's
 /// configuration, with the certificates it has. The refusal, and what
 /// else failed.
 #[allow(clippy::too_many_arguments)]
@@ -214,7 +217,7 @@ async fn after_refusal(
     now_ms: i64,
 ) -> NodeError {
     let mut also = Vec::new();
-    match claim_node(&listener.dir, imds, signer, now_ms).await {
+    match trust_node(&listener.dir, imds, signer, now_ms, TrustAsk::Trust).await {
         Ok(trust) => {
             if let Err(e) = configure_client(setup.client_dir, &trust.ca, &trust.revoked, setup.trust, Some(route)) {
                 also.push(format!("the client trust: {e}"));

@@ -43,29 +43,84 @@ const SHARED_KEY_REGIONS: [&str; 17] = [
     "ap-southeast-2",
 ];
 
-/// The public keys that sign identity documents, by Region.
+/// Where a Region's key comes from: what the signer logs for each
+/// document it believes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeySource {
+    /// AWS's, built in.
+    Aws,
+    /// Configured for a Region the table lacks.
+    Added,
+    /// Configured in place of AWS's, explicitly (a test bed's signer).
+    Replaced,
+}
+
+impl std::fmt::Display for KeySource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            KeySource::Aws => "AWS's key, built in",
+            KeySource::Added => "a configured key (HOSTKEYCTL_ENROL_IID_KEYS)",
+            KeySource::Replaced => "a configured key IN PLACE OF AWS's (HOSTKEYCTL_ENROL_IID_KEYS_REPLACE)",
+        })
+    }
+}
+
+/// The public keys that sign identity documents, by Region, with where
+/// each comes from.
 #[derive(Clone, Debug, Default)]
-pub struct IidKeys(BTreeMap<String, rsa::RsaPublicKey>);
+pub struct IidKeys(BTreeMap<String, (rsa::RsaPublicKey, KeySource)>);
 
 impl IidKeys {
     /// AWS's keys (module documentation).
     pub fn aws() -> Self {
-        let mut keys = IidKeys::default();
-        for region in SHARED_KEY_REGIONS {
-            keys.add(region, SHARED_KEY).expect("the shared key parses");
-        }
-        keys
+        let key = parse_spki("us-east-1", SHARED_KEY).expect("the shared key parses");
+        IidKeys(
+            SHARED_KEY_REGIONS
+                .iter()
+                .map(|r| ((*r).to_owned(), (key.clone(), KeySource::Aws)))
+                .collect(),
+        )
     }
 
-    /// Trusts `spki_base64` (a SubjectPublicKeyInfo) for `region`: a Region
-    /// the table lacks, or a test bed's own signer.
+    /// Trusts `spki_base64` (a SubjectPublicKeyInfo) for `region`, a
+    /// Region with no key yet. A Region AWS's table holds is refused:
+    /// whoever may change the signer's configuration must not make it
+    /// believe documents AWS did not sign ([`IidKeys::replace`] says so
+    /// explicitly).
     pub fn add(&mut self, region: &str, spki_base64: &str) -> Result<(), IdentityError> {
-        let der =
-            base64ct::Base64::decode_vec(spki_base64.trim()).map_err(|_| IdentityError::Key(region.to_owned()))?;
-        let key = rsa::RsaPublicKey::from_public_key_der(&der).map_err(|_| IdentityError::Key(region.to_owned()))?;
-        self.0.insert(region.to_owned(), key);
+        if let Some((_, source)) = self.0.get(region) {
+            return Err(IdentityError::Known {
+                region: crate::escape::escape(region),
+                by: *source,
+            });
+        }
+        let key = parse_spki(region, spki_base64)?;
+        self.0.insert(region.to_owned(), (key, KeySource::Added));
         Ok(())
     }
+
+    /// Trusts `spki_base64` for `region` in place of any key it had: a
+    /// test bed's own signer, never AWS's Regions in production.
+    pub fn replace(&mut self, region: &str, spki_base64: &str) -> Result<(), IdentityError> {
+        let key = parse_spki(region, spki_base64)?;
+        self.0.insert(region.to_owned(), (key, KeySource::Replaced));
+        Ok(())
+    }
+
+    /// Each Region whose key is not AWS's built-in one, with its source.
+    pub fn configured(&self) -> Vec<(String, KeySource)> {
+        self.0
+            .iter()
+            .filter(|(_, (_, s))| *s != KeySource::Aws)
+            .map(|(r, (_, s))| (r.clone(), *s))
+            .collect()
+    }
+}
+
+fn parse_spki(region: &str, spki_base64: &str) -> Result<rsa::RsaPublicKey, IdentityError> {
+    let der = base64ct::Base64::decode_vec(spki_base64.trim())
+        .map_err(|_| IdentityError::Key(crate::escape::escape(region)))?;
+    rsa::RsaPublicKey::from_public_key_der(&der).map_err(|_| IdentityError::Key(crate::escape::escape(region)))
 }
 
 /// What a verified identity document says.
@@ -81,6 +136,8 @@ pub struct Identity {
     pub private_ip: IpAddr,
     /// `pendingTime`: when the instance started (Unix seconds).
     pub pending_time: i64,
+    /// Which key verified the document.
+    pub verified_by: KeySource,
 }
 
 #[derive(serde::Deserialize)]
@@ -105,6 +162,16 @@ pub enum IdentityError {
     /// A configured key does not parse.
     #[error("the identity key configured for Region {0} is not an RSA SubjectPublicKeyInfo in base64")]
     Key(String),
+    /// A configured key for a Region that has AWS's.
+    #[error(
+        "Region {region} already has {by}: a configured key may only add a Region hostkeyctl does not know. Remove it from HOSTKEYCTL_ENROL_IID_KEYS: a key in place of AWS's would make the signer believe documents AWS never signed"
+    )]
+    Known {
+        /// The Region.
+        region: String,
+        /// Where its key comes from.
+        by: KeySource,
+    },
     /// The signature is not AWS's over these bytes.
     #[error("the instance identity document's signature does not verify with AWS's key for its Region")]
     Signature,
@@ -115,7 +182,7 @@ pub enum IdentityError {
 pub fn verify(document: &str, signature_base64: &str, keys: &IidKeys) -> Result<Identity, IdentityError> {
     // The Region picks the key; nothing else is read before the signature holds.
     let raw: RawIdentity = serde_json::from_str(document).map_err(|e| IdentityError::Shape(e.to_string()))?;
-    let key = keys
+    let (key, source) = keys
         .0
         .get(&raw.region)
         .ok_or_else(|| IdentityError::UnknownRegion(crate::escape::escape(&raw.region)))?;
@@ -137,6 +204,7 @@ pub fn verify(document: &str, signature_base64: &str, keys: &IidKeys) -> Result<
         region: raw.region,
         private_ip,
         pending_time,
+        verified_by: *source,
     })
 }
 

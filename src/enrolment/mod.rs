@@ -3,6 +3,12 @@
 //! gives that instance, never for names it asks for.
 //!
 //! docs/cluster-trust.md has the design, the checks and what they prove.
+//!
+//! The signer's side: [`signer`] (what a request gets, and in which order
+//! it is checked: everything that needs no AWS call first, KMS last),
+//! [`identity`] and [`proof`] (what a request proves); the node's side:
+//! [`host`] (`enroll`'s flow), [`node`] (one request), [`configure`] and
+//! the listener's files.
 
 #[cfg(feature = "admin")]
 pub mod admin;
@@ -14,15 +20,18 @@ mod listener_config;
 mod listener_service;
 pub mod node;
 pub mod proof;
+pub mod signer;
+
+pub use signer::{Cache, Trusted, claim, enrol, revoked, trust};
 
 use std::net::IpAddr;
 
-use ssh_key::{Certificate, HashAlg};
+use ssh_key::Certificate;
 
 use crate::aws_error::AwsError;
-use crate::certificate::{CaKey, Principal, SignError, SignRequest, sign_keys};
+use crate::certificate::{Principal, SignError};
 use identity::{IdentityError, IidKeys};
-use proof::{EnrolRequest, ProofError};
+use proof::ProofError;
 
 /// A node of the cluster, as AWS reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,21 +76,36 @@ pub trait ClusterNodes: Sync {
 }
 
 /// What the signer remembers of an instance: the keys it first enrolled
-/// (trust on first use, as SPIRE and Teleport do) and the last request time
-/// it accepted (a replay is never later).
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// (trust on first use, as SPIRE and Teleport do), the last request time
+/// it accepted (a replay is never later), and the certificates it last
+/// signed for them (answered again, without a Sign, to a renewal that
+/// comes sooner than [`Policy::renew_every`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Binding {
-    /// SHA-256 fingerprints of its host keys, sorted.
+    /// SHA-256 fingerprints of its host keys, sorted; of a claim, the
+    /// keys that made it (the set the login node served then).
     pub fingerprints: Vec<String>,
     /// The last `issued_at_ms` accepted (Unix milliseconds).
     pub last_issued_at_ms: i64,
-    /// Its host keys (OpenSSH public lines): what a revocation names.
+    /// Its certified host keys (OpenSSH public lines): what a revocation
+    /// names. A claim's are none: it was certified for no key.
     #[serde(default)]
     pub host_keys: Vec<String>,
     /// Revoked by an admin (`hostkeyctl enrolment revoke`): it enrols no
     /// more, and every node's trust lists its keys as `@revoked`.
     #[serde(default)]
     pub revoked: bool,
+    /// A login node's claim (`enroll --login-node` without a listener):
+    /// its instance is taken, and no key is ever certified for it. A login
+    /// node's certificates are for keys of its own, on its listener.
+    #[serde(default)]
+    pub claim: bool,
+    /// The certificates last signed for these keys (OpenSSH lines).
+    #[serde(default)]
+    pub certificates: Vec<String>,
+    /// When they were signed (Unix seconds; 0: none kept).
+    #[serde(default)]
+    pub certified_at: i64,
 }
 
 /// Where bindings are kept, with a compare and swap.
@@ -89,7 +113,7 @@ pub trait Bindings: Sync {
     /// The binding of `instance_id`.
     fn get(&self, instance_id: &str) -> impl Future<Output = Result<Option<Binding>, String>> + Send;
     /// Stores `binding` if the instance's binding is still `previous`;
-    /// `false` when another enrolment changed it first.
+    /// `false` when another enrolment (or a revocation) changed it first.
     fn put(
         &self,
         instance_id: &str,
@@ -100,19 +124,22 @@ pub trait Bindings: Sync {
     fn revoked_keys(&self) -> impl Future<Output = Result<Vec<String>, String>> + Send;
 }
 
-/// The keys every node's trust lists as `@revoked`: each revoked
-/// binding's keys, re-encoded (no comment), each once.
-pub async fn revoked(bindings: &impl Bindings) -> Result<Vec<String>, EnrolError> {
-    let mut out: Vec<String> = Vec::new();
-    for line in bindings.revoked_keys().await.map_err(EnrolError::Bindings)? {
-        let key = ssh_key::PublicKey::from_openssh(&line)
-            .and_then(|k| ssh_key::PublicKey::from(k.key_data().clone()).to_openssh())
-            .map_err(|e| EnrolError::Bindings(format!("a revoked key does not parse: {e}")))?;
-        if !out.contains(&key) {
-            out.push(key);
-        }
+/// The canonical set's keys as the signer knows them: the public
+/// fingerprints `hostkeyctl` keeps in the set's secret's tags
+/// (`hostkeyctl:fp:*`, written by `init` and every promotion, readable
+/// with `DescribeSecret` alone: never a private key). The signer never
+/// certifies them, and never lists them as revoked: they are every login
+/// node's, for users behind the load balancer.
+pub trait SetKeys: Sync {
+    /// Their SHA-256 fingerprints (empty when no set is configured).
+    fn fingerprints(&self) -> impl Future<Output = Result<Vec<String>, String>> + Send;
+}
+
+/// No canonical set configured: nothing to refuse by it.
+impl SetKeys for () {
+    async fn fingerprints(&self) -> Result<Vec<String>, String> {
+        Ok(Vec::new())
     }
-    Ok(out)
 }
 
 /// The signer's settings.
@@ -132,6 +159,10 @@ pub struct Policy {
     /// in seconds: later, a stolen document could enrol a thief's keys
     /// first.
     pub first_within: i64,
+    /// A renewal sooner than this after the last signing (seconds) is
+    /// answered with the certificates of that signing: at most one set of
+    /// KMS signatures per instance per period, however often it asks.
+    pub renew_every: i64,
 }
 
 /// What the signer gave.
@@ -143,6 +174,11 @@ pub struct Enrolled {
     pub principals: Vec<Principal>,
     /// One certificate per host key.
     pub certificates: Vec<Certificate>,
+    /// Signed for this request (`false`: the binding's certificates of a
+    /// signing less than [`Policy::renew_every`] ago, no KMS call).
+    pub signed: bool,
+    /// Which key verified the identity document.
+    pub verified_by: identity::KeySource,
 }
 
 /// Why nothing was signed. Each says what to do.
@@ -233,6 +269,26 @@ pub enum EnrolError {
         "instance {0} is revoked (hostkeyctl enrolment revoke): it enrols no more; a replacement is a new instance"
     )]
     Revoked(String),
+    /// A login node's claim: certified for no key.
+    #[error(
+        "instance {0} is a login node that took the cluster's trust alone (its claim): it is certified for no key. To serve the cluster from a listener of its own (enroll --cluster-port), remove its binding first and enrol it within the first-enrolment window (docs/cluster-trust.md, \"Bindings\")"
+    )]
+    Claimed(String),
+    /// Keys of the canonical set, which every login node serves to users.
+    #[error(
+        "instance {instance} asked certificates for {fingerprints:?}, keys of the canonical set that every login node serves to users behind the load balancer: a login node is certified for keys of its own, on its listener for the cluster (enroll --login-node --cluster-port); nothing was signed or bound"
+    )]
+    SetKeys {
+        /// The instance.
+        instance: String,
+        /// The set's keys it presented.
+        fingerprints: Vec<String>,
+    },
+    /// A login node's claim over a binding that certifies keys.
+    #[error(
+        "instance {0} holds certificates for keys that are not this login node's (a binding made before claims certified no key, for a set rotated since; or someone else's enrolment with its identity document): a login node without a listener is certified for no key. Remove its binding (docs/cluster-trust.md, \"Bindings\"); its next run claims it again"
+    )]
+    ClaimOverBinding(String),
     /// A request not later than one already accepted.
     #[error(
         "a request made at {issued_at_ms} for instance {instance} is not later than the last accepted ({last}): a replay"
@@ -257,194 +313,6 @@ pub enum EnrolError {
     /// Signing failed.
     #[error(transparent)]
     Sign(#[from] SignError),
-}
-
-/// What a request proves, before the bindings are read: the node's keys,
-/// its identity and the cluster's record of it.
-struct Proven {
-    keys: Vec<ssh_key::PublicKey>,
-    identity: identity::Identity,
-    member: Member,
-}
-
-/// The checks that need no binding (module documentation), in order.
-async fn prove(
-    request: &EnrolRequest,
-    asked: &[Principal],
-    cluster: &impl ClusterNodes,
-    policy: &Policy,
-    now: i64,
-) -> Result<Proven, EnrolError> {
-    if request.audience != policy.audience {
-        return Err(EnrolError::Audience(crate::escape::escape(&request.audience)));
-    }
-    if (now.saturating_mul(1000) - request.issued_at_ms).abs() > policy.skew.saturating_mul(1000) {
-        return Err(EnrolError::Stale {
-            issued_at: request.issued_at_ms / 1000,
-            now,
-            skew: policy.skew,
-        });
-    }
-    // AWS's signature first (one RSA verification), then the keys' proofs.
-    let identity = identity::verify(&request.document, &request.signature, &policy.keys)?;
-    let keys = proof::check(request)?;
-    let instance = identity.instance_id.clone();
-    if identity.region != policy.region {
-        return Err(EnrolError::Region {
-            instance,
-            region: identity.region,
-            expected: policy.region.clone(),
-        });
-    }
-    let member = cluster.member(&instance).await?.ok_or_else(|| EnrolError::NotMember {
-        instance: crate::escape::escape(&instance),
-        membership: cluster.membership(),
-    })?;
-    if member.private_ip != identity.private_ip {
-        return Err(EnrolError::Address {
-            instance,
-            document: identity.private_ip,
-            cluster: member.private_ip,
-        });
-    }
-    let extra: Vec<String> = asked
-        .iter()
-        .filter(|p| !member.names.contains(p))
-        .map(|p| p.as_str().to_owned())
-        .collect();
-    if !extra.is_empty() {
-        return Err(EnrolError::Principals {
-            instance,
-            asked: extra,
-            names: member.names.iter().map(|p| p.as_str().to_owned()).collect(),
-        });
-    }
-    Ok(Proven { keys, identity, member })
-}
-
-/// Decides `request` and signs, or says why not (nothing signed, nothing
-/// bound). `asked` are names the node expects: any that AWS does not give
-/// it refuses the request, so a misconfigured node learns it at once.
-pub async fn enrol(
-    request: &EnrolRequest,
-    asked: &[Principal],
-    cluster: &impl ClusterNodes,
-    bindings: &impl Bindings,
-    ca: &CaKey,
-    policy: &Policy,
-    now: i64,
-) -> Result<Enrolled, EnrolError> {
-    let Proven { keys, identity, member } = prove(request, asked, cluster, policy, now).await?;
-    let instance = identity.instance_id.clone();
-    let fingerprints = sorted_fingerprints(&keys);
-    let previous = bindings.get(&instance).await.map_err(EnrolError::Bindings)?;
-    match &previous {
-        Some(b) if b.revoked => return Err(EnrolError::Revoked(instance)),
-        None if now - identity.pending_time > policy.first_within => {
-            return Err(EnrolError::LateFirst {
-                instance,
-                age: now - identity.pending_time,
-                limit: policy.first_within,
-            });
-        }
-        Some(b) if b.fingerprints != fingerprints => return Err(EnrolError::Bound(instance)),
-        Some(b) if request.issued_at_ms <= b.last_issued_at_ms => {
-            return Err(EnrolError::Replay {
-                instance,
-                issued_at_ms: request.issued_at_ms,
-                last: b.last_issued_at_ms,
-            });
-        }
-        _ => {}
-    }
-    let now_u = u64::try_from(now).unwrap_or(0);
-    let sign = SignRequest {
-        principals: member.names.clone(),
-        valid_after: now_u.saturating_sub(crate::certificate::BACKDATE_SECS),
-        valid_before: now_u.saturating_add(policy.validity),
-        serial: u64::try_from(request.issued_at_ms).unwrap_or(0),
-        key_id: format!("hostkeyctl enrol instance={instance}"),
-    };
-    let certificates: Vec<Certificate> = sign_keys(ca, &keys, &sign)?.into_iter().map(|(_, c)| c).collect();
-    let binding = Binding {
-        fingerprints,
-        last_issued_at_ms: request.issued_at_ms,
-        host_keys: public_lines(&keys),
-        revoked: false,
-    };
-    if !bindings
-        .put(&instance, &binding, previous.as_ref())
-        .await
-        .map_err(EnrolError::Bindings)?
-    {
-        return Err(EnrolError::Raced(instance));
-    }
-    Ok(Enrolled {
-        instance_id: instance,
-        principals: member.names,
-        certificates,
-    })
-}
-
-/// A login node's claim (`{"ca": true}` with its request): proven as an
-/// enrolment is, it binds an unbound instance to the keys it serves (the
-/// set's) and signs nothing. Its instance then enrols no other keys: a
-/// user who can read the login node's IMDS cannot get certificates for
-/// its names. A bound instance's claim is accepted as it is: the set
-/// rotates, and a claim certifies nothing. Returns the instance.
-pub async fn claim(
-    request: &EnrolRequest,
-    cluster: &impl ClusterNodes,
-    bindings: &impl Bindings,
-    policy: &Policy,
-    now: i64,
-) -> Result<String, EnrolError> {
-    let Proven { keys, identity, .. } = prove(request, &[], cluster, policy, now).await?;
-    let instance = identity.instance_id.clone();
-    match bindings.get(&instance).await.map_err(EnrolError::Bindings)? {
-        Some(b) if b.revoked => return Err(EnrolError::Revoked(instance)),
-        Some(_) => return Ok(instance),
-        None => {}
-    }
-    if now - identity.pending_time > policy.first_within {
-        return Err(EnrolError::LateFirst {
-            instance,
-            age: now - identity.pending_time,
-            limit: policy.first_within,
-        });
-    }
-    let fingerprints = sorted_fingerprints(&keys);
-    let binding = Binding {
-        fingerprints,
-        last_issued_at_ms: request.issued_at_ms,
-        host_keys: public_lines(&keys),
-        revoked: false,
-    };
-    if !bindings
-        .put(&instance, &binding, None)
-        .await
-        .map_err(EnrolError::Bindings)?
-    {
-        return Err(EnrolError::Raced(instance));
-    }
-    Ok(instance)
-}
-
-/// The keys' SHA-256 fingerprints, sorted: what a binding compares.
-fn sorted_fingerprints(keys: &[ssh_key::PublicKey]) -> Vec<String> {
-    let mut out: Vec<String> = keys
-        .iter()
-        .map(|k| k.fingerprint(HashAlg::Sha256).to_string())
-        .collect();
-    out.sort();
-    out
-}
-
-/// Keys as OpenSSH public lines, with no comment.
-fn public_lines(keys: &[ssh_key::PublicKey]) -> Vec<String> {
-    keys.iter()
-        .filter_map(|k| ssh_key::PublicKey::from(k.key_data().clone()).to_openssh().ok())
-        .collect()
 }
 
 #[cfg(test)]

@@ -31,10 +31,20 @@ pub trait Signer: Sync {
     /// Sends the request; the signer's answer or its refusal.
     fn enrol(&self, request: &EnrolRequest, asked: &[Principal])
     -> impl Future<Output = Result<Answer, String>> + Send;
-    /// The CA's public line and the revoked keys, for a login node that
-    /// takes the trust alone; `request` (its keys' proof) claims its
-    /// instance.
-    fn ca(&self, request: &EnrolRequest) -> impl Future<Output = Result<Trust, String>> + Send;
+    /// The CA's public line and the revoked keys: for a login node with
+    /// no listener, whose `request` claims its instance
+    /// ([`TrustAsk::Claim`]), or for a node whose enrolment was refused
+    /// ([`TrustAsk::Trust`]: binds nothing).
+    fn trust(&self, request: &EnrolRequest, ask: TrustAsk) -> impl Future<Output = Result<Trust, String>> + Send;
+}
+
+/// What a request for the cluster's trust is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TrustAsk {
+    /// A login node's claim: its instance taken, certified for no key.
+    Claim,
+    /// The trust alone, binding nothing.
+    Trust,
 }
 
 /// The cluster's trust: its CA, and the keys of revoked instances.
@@ -188,13 +198,15 @@ fn match_certificates(
     Ok((out, cas.remove(0)))
 }
 
-/// A login node's claim: its keys' proof over its identity document,
-/// sent for the CA's public line.
-pub async fn claim_node(
+/// The cluster's trust, asked with the proof of the keys in `ssh_dir`
+/// over the node's identity document: a login node's claim, or the trust
+/// alone ([`TrustAsk`]).
+pub async fn trust_node(
     ssh_dir: &Path,
     imds: &impl Imds,
     signer: &impl Signer,
     now_ms: i64,
+    ask: TrustAsk,
 ) -> Result<Trust, NodeError> {
     let keys = own_keys(ssh_dir)?;
     let (document, signature) = imds.identity().await.map_err(NodeError::Imds)?;
@@ -204,7 +216,7 @@ pub async fn claim_node(
         reason: e.to_string(),
     })?;
     drop(private);
-    signer.ca(&req).await.map_err(NodeError::Signer)
+    signer.trust(&req, ask).await.map_err(NodeError::Signer)
 }
 
 /// Enrols the node whose keys are in `ssh_dir` at `now_ms` (Unix

@@ -15,7 +15,7 @@ use hostkeyctl::aws::sagemaker::HyperPodNodes;
 use hostkeyctl::certificate::{CaKey, Principal};
 use hostkeyctl::enrolment::identity::IidKeys;
 use hostkeyctl::enrolment::proof::EnrolRequest;
-use hostkeyctl::enrolment::{ClusterNodes, Member, Policy, claim, enrol, revoked};
+use hostkeyctl::enrolment::{Cache, ClusterNodes, Member, Policy, SetKeys, claim, enrol, revoked, trust};
 use hostkeyctl::ids::SecretId;
 use hostkeyctl::store::SecretStore;
 
@@ -37,11 +37,30 @@ pub const VALIDITY_VAR: &str = "HOSTKEYCTL_ENROL_VALIDITY_HOURS";
 /// in hours (default 1). Raised for a while to enrol nodes that were
 /// running before enrolment was set up (docs/cluster-trust.md).
 pub const FIRST_WITHIN_VAR: &str = "HOSTKEYCTL_ENROL_FIRST_WITHIN_HOURS";
-/// Identity keys beyond AWS's table: `REGION=SPKI_BASE64`, comma-separated.
+/// Identity keys for Regions AWS's table lacks: `REGION=SPKI_BASE64`,
+/// comma-separated. A Region the table has is refused.
 pub const IID_KEYS_VAR: &str = "HOSTKEYCTL_ENROL_IID_KEYS";
+/// Identity keys in place of AWS's, same form: a test bed's own signer.
+/// Logged at every start, and with every document it verifies.
+pub const IID_KEYS_REPLACE_VAR: &str = "HOSTKEYCTL_ENROL_IID_KEYS_REPLACE";
+/// The canonical set's secret: its `hostkeyctl:fp:*` tags name the keys
+/// no instance is certified for (DescribeSecret alone).
+pub const SET_SECRET_VAR: &str = "HOSTKEYCTL_ENROL_SET_SECRET_ID";
 
-/// What an invocation carries: a node's request, or with `"ca": true` a
-/// login node's claim (it serves the set: the CA's public key alone).
+/// A renewal sooner than this after the last signing is answered with
+/// that signing's certificates: the shipped timer renews every 15
+/// minutes, so its renewals are always signed, and a node that asks in a
+/// loop costs no more than one signing per 10 minutes.
+const RENEW_EVERY_SECS: i64 = 600;
+/// How long the revoked keys and the set's fingerprints are kept between
+/// reads: a revocation reaches the nodes' next renewals within a minute
+/// more, and a flood of requests is at most one scan a minute per signer
+/// environment.
+const CACHE_SECS: i64 = 60;
+
+/// What an invocation carries: a node's request; with `"ca": true` a
+/// login node's claim (no listener: certified for no key, the cluster's
+/// trust alone); with `"trust": true` the trust alone, binding nothing.
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Event {
@@ -51,6 +70,8 @@ struct Event {
     asked: Vec<String>,
     #[serde(default)]
     ca: bool,
+    #[serde(default)]
+    trust: bool,
 }
 
 /// Where membership comes from.
@@ -92,6 +113,7 @@ struct Settings {
     validity_hours: u64,
     first_within_hours: u64,
     keys: IidKeys,
+    set: Option<SecretId>,
 }
 
 fn settings(var: impl Fn(&str) -> Option<String>) -> Result<Settings, String> {
@@ -110,23 +132,31 @@ fn settings(var: impl Fn(&str) -> Option<String>) -> Result<Settings, String> {
             .filter(|h| (1..=most).contains(h))
             .ok_or_else(|| format!("{name} must be 1 to {most} hours")),
     };
-    let validity_hours = hours(VALIDITY_VAR, 24, 24 * 30)?;
+    let validity_hours = hours(VALIDITY_VAR, 48, 24 * 30)?;
     let first_within_hours = hours(FIRST_WITHIN_VAR, 1, 24 * 366)?;
     let mut keys = IidKeys::aws();
-    for pair in var(IID_KEYS_VAR)
-        .unwrap_or_default()
-        .split(',')
-        .filter(|p| !p.trim().is_empty())
-    {
-        let (region, spki) = pair.split_once('=').ok_or_else(|| {
-            format!(
-                "{IID_KEYS_VAR}: {} is not REGION=SPKI",
-                hostkeyctl::escape::escape(pair)
-            )
-        })?;
-        keys.add(region.trim(), spki)
-            .map_err(|e| format!("{IID_KEYS_VAR}: {e}"))?;
+    for (name, replace) in [(IID_KEYS_REPLACE_VAR, true), (IID_KEYS_VAR, false)] {
+        for pair in var(name)
+            .unwrap_or_default()
+            .split(',')
+            .filter(|p| !p.trim().is_empty())
+        {
+            let (region, spki) = pair
+                .split_once('=')
+                .ok_or_else(|| format!("{name}: {} is not REGION=SPKI", hostkeyctl::escape::escape(pair)))?;
+            let added = if replace {
+                keys.replace(region.trim(), spki)
+            } else {
+                keys.add(region.trim(), spki)
+            };
+            added.map_err(|e| format!("{name}: {e}"))?;
+        }
     }
+    let set = var(SET_SECRET_VAR)
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+        .map(|v| SecretId::parse(&v).map_err(|e| format!("{SET_SECRET_VAR}: {e}")))
+        .transpose()?;
     let kind = match var(KIND_VAR).as_deref().map(str::trim) {
         None | Some("" | "hyperpod") => Kind::HyperPod,
         Some("parallelcluster") => Kind::ParallelCluster,
@@ -146,7 +176,47 @@ fn settings(var: impl Fn(&str) -> Option<String>) -> Result<Settings, String> {
         validity_hours,
         first_within_hours,
         keys,
+        set,
     })
+}
+
+/// The canonical set's keys, from its secret's tags (module
+/// documentation of [`hostkeyctl::enrolment::SetKeys`]), kept a minute.
+struct SetTags {
+    store: hostkeyctl::aws::SecretsManagerStore,
+    secret: Option<SecretId>,
+    cache: Cache<Vec<String>>,
+}
+
+impl SetKeys for SetTags {
+    async fn fingerprints(&self) -> Result<Vec<String>, String> {
+        let Some(secret) = &self.secret else {
+            return Ok(Vec::new());
+        };
+        let now = i64::try_from(hostkeyctl::certificate::now_unix()).unwrap_or(i64::MAX);
+        self.cache
+            .get(now, || async {
+                let info = self.store.describe(secret).await.map_err(|e| e.to_string())?;
+                // Tags anyone with TagResource could write: parsed strictly,
+                // and one that does not parse refuses (fail closed).
+                let tagged = info.tagged_fingerprints().map_err(|e| e.to_string())?;
+                Ok(tagged
+                    .map(|(_, fps)| fps.into_iter().map(|(_, fp)| fp.to_string()).collect())
+                    .unwrap_or_default())
+            })
+            .await
+    }
+}
+
+/// What every answer is made from, for the function's life.
+struct Signer {
+    settings: Settings,
+    region: String,
+    ca: CaKey,
+    cluster: Nodes,
+    bindings: DynamoBindings,
+    set: SetTags,
+    revoked: Cache<Vec<String>>,
 }
 
 /// Runs the enrolment function until the runtime stops it.
@@ -184,17 +254,36 @@ pub fn main(
         Kind::AutoScaling => Nodes::Tagged(TaggedNodes::auto_scaling_group(&config, &settings.cluster)),
     };
     let bindings = DynamoBindings::new(&config, &settings.table);
-    let shared = Arc::new((settings, region, ca, cluster, bindings));
+    for (region, source) in settings.keys.configured() {
+        eprintln!("identity documents of {region} are verified with {source}");
+    }
+    match &settings.set {
+        Some(secret) => eprintln!("the canonical set's keys ({secret}'s hostkeyctl:fp:* tags) are never certified"),
+        None => eprintln!(
+            "{SET_SECRET_VAR} is not set: the signer cannot refuse the canonical set's keys by name (login nodes' claims still certify none)"
+        ),
+    }
+    let set = SetTags {
+        store: hostkeyctl::aws::SecretsManagerStore::new(&config),
+        secret: settings.set.clone(),
+        cache: Cache::new(CACHE_SECS),
+    };
+    let shared = Arc::new(Signer {
+        settings,
+        region,
+        ca,
+        cluster,
+        bindings,
+        set,
+        revoked: Cache::new(CACHE_SECS),
+    });
     let handler = service_fn(move |event: LambdaEvent<serde_json::Value>| {
         let shared = shared.clone();
         async move {
-            let (settings, region, ca, cluster, bindings) = &*shared;
-            answer(settings, region, ca, cluster, bindings, event)
-                .await
-                .map_err(|message| {
-                    eprintln!("refused: {}", hostkeyctl::escape::escape_lines(&message));
-                    lambda_runtime::Error::from(message)
-                })
+            answer(&shared, event).await.map_err(|message| {
+                eprintln!("refused: {}", hostkeyctl::escape::escape_lines(&message));
+                lambda_runtime::Error::from(message)
+            })
         }
     });
     match runtime.block_on(lambda_runtime::run(handler)) {
@@ -203,14 +292,16 @@ pub fn main(
     }
 }
 
-async fn answer(
-    settings: &Settings,
-    region: &str,
-    ca: &CaKey,
-    cluster: &Nodes,
-    bindings: &DynamoBindings,
-    event: LambdaEvent<serde_json::Value>,
-) -> Result<serde_json::Value, String> {
+async fn answer(signer: &Signer, event: LambdaEvent<serde_json::Value>) -> Result<serde_json::Value, String> {
+    let Signer {
+        settings,
+        region,
+        ca,
+        cluster,
+        bindings,
+        set,
+        revoked: revoked_cache,
+    } = signer;
     let audience = event.context.invoked_function_arn.clone();
     let parsed: Event = serde_json::from_value(event.payload).map_err(|e| format!("not an enrolment request: {e}"))?;
     let Some(request) = parsed.request else {
@@ -228,34 +319,63 @@ async fn answer(
         validity: settings.validity_hours * 3_600,
         skew: 300,
         first_within: i64::try_from(settings.first_within_hours * 3_600).unwrap_or(i64::MAX),
+        renew_every: RENEW_EVERY_SECS,
     };
     let now = i64::try_from(hostkeyctl::certificate::now_unix()).unwrap_or(i64::MAX);
-    if parsed.ca {
-        if !asked.is_empty() {
-            return Err("a login node's claim asks for no names".to_owned());
-        }
-        let instance = claim(&request, cluster, bindings, &policy, now)
+    // Read after a request is accepted, never for a refused one.
+    let revoked_keys = || async {
+        revoked_cache
+            .get(now, || async {
+                revoked(bindings, set).await.map_err(|e| e.to_string())
+            })
             .await
-            .map_err(|e| e.to_string())?;
-        eprintln!("claimed {instance} (a login node: the CA alone)");
-        let revoked = revoked(bindings).await.map_err(|e| e.to_string())?;
+    };
+    if parsed.ca || parsed.trust {
+        if !asked.is_empty() {
+            return Err("a claim or a request for the trust asks for no names".to_owned());
+        }
+        if parsed.ca && parsed.trust {
+            return Err("a request is a claim (ca) or for the trust (trust), not both".to_owned());
+        }
+        let trusted = if parsed.ca {
+            claim(&request, cluster, bindings, &policy, now).await
+        } else {
+            trust(&request, cluster, bindings, &policy, now).await
+        }
+        .map_err(|e| e.to_string())?;
+        let what = if parsed.ca {
+            "claimed (a login node: certified for no key)"
+        } else {
+            "gave the trust to"
+        };
+        eprintln!(
+            "{what} {} (its identity document verified with {})",
+            trusted.instance_id, trusted.verified_by
+        );
+        let revoked = revoked_keys().await?;
         return Ok(serde_json::json!({ "ca": ca.public_line(), "revoked": revoked }));
     }
-    let enrolled = enrol(&request, &asked, cluster, bindings, ca, &policy, now)
+    let enrolled = enrol(&request, &asked, cluster, bindings, set, ca, &policy, now)
         .await
         .map_err(|e| e.to_string())?;
     eprintln!(
-        "enrolled {} for {}",
+        "{} {} for {} (its identity document verified with {})",
+        if enrolled.signed {
+            "enrolled"
+        } else {
+            "answered from its binding (signed less than 10 minutes ago)"
+        },
         enrolled.instance_id,
         enrolled
             .principals
             .iter()
             .map(Principal::as_str)
             .collect::<Vec<_>>()
-            .join(",")
+            .join(","),
+        enrolled.verified_by
     );
     // Every node learns the revoked keys at each renewal.
-    let revoked = revoked(bindings).await.map_err(|e| e.to_string())?;
+    let revoked = revoked_keys().await?;
     Ok(serde_json::json!({
         "instance_id": enrolled.instance_id,
         "principals": enrolled.principals,

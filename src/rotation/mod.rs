@@ -285,6 +285,9 @@ pub struct Request {
     /// announced by the first run, promoted by a run after the minimum
     /// overlap.
     pub rollback: bool,
+    /// With `rollback`: go on although a revocation hostkeyctl produced
+    /// names the previous keys (the report says what to hand out).
+    pub force: bool,
     /// Stop after this step.
     pub stop_after: Option<Step>,
     /// A pull fleet: never push; after a stage move, wait up to this long

@@ -35,6 +35,7 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
                 "AWSPREVIOUS (version {previous}) holds the current keys (a renewal or a copy), so there is no other set to roll back to. Nothing was changed"
             )));
         }
+        self.revocation_allows(previous, &previous_set, request, report).await?;
         let pending = match &stages.pending {
             Some((id, _)) => {
                 let pending = self
@@ -102,5 +103,41 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
             ..request
         };
         self.promote(current_set, &pending, request, report).await
+    }
+
+    /// Refuses a rollback to keys that a revocation hostkeyctl produced
+    /// names ([`crate::revocation::TAG_REVOKED`]): clients that trust the
+    /// CA with it would refuse every node. `--force` goes on, saying which
+    /// clients refuse and which revocation to hand out instead.
+    async fn revocation_allows(
+        &self,
+        previous: &crate::ids::VersionId,
+        previous_set: &StoredVersion,
+        request: Request,
+        report: &mut Report,
+    ) -> Result<(), RotationError> {
+        let info = self.store.describe(self.secret).await?;
+        let keys: Vec<crate::fingerprint::Fingerprint> = previous_set
+            .document
+            .keys
+            .keys()
+            .map(|k| k.fingerprint().clone())
+            .collect();
+        let revoked = crate::revocation::revoked_before(&info.tags, &keys);
+        if revoked.is_empty() {
+            return Ok(());
+        }
+        let named: Vec<String> = revoked.iter().map(ToString::to_string).collect();
+        let message = format!(
+            "the keys of AWSPREVIOUS (version {previous}) are revoked by the last KRL or @revoked lines hostkeyctl produced ({}): every client that trusts the CA with that revocation (RevokedHostKeys, @revoked lines) refuses every node that serves them. Roll forward instead (`hostkeyctl rotate`), or roll back with --force and then hand out a revocation produced after it (`hostkeyctl known-hosts --secret-id {} --krl FILE`, or `--revoked`), which no longer names them",
+            named.join(", "),
+            self.secret
+        );
+        if !request.force {
+            return Err(RotationError::Refused(format!("{message}. Nothing was changed")));
+        }
+        (self.say)(&format!("rollback --force: {message}"));
+        report.steps.push(format!("rollback --force: {message}"));
+        Ok(())
     }
 }

@@ -265,7 +265,7 @@ class Emulator(StateManager, RotationPlane, LambdaApi, LifecyclePlane, ClusterPl
 
     def _error(self, start_response: StartResponse, service: str, e: ApiError) -> list[bytes]:
         if service in JSON_SERVICES or service in ("unknown", "lambda"):
-            return self._json(start_response, e.status, {"__type": e.code, "message": e.message})
+            return self._json(start_response, e.status, {"__type": e.code, "message": e.message, **e.fields})
         if service == "ec2":
             xml = (
                 '<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error>'

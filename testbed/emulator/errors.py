@@ -15,6 +15,8 @@ class ApiError(Exception):
         self.code = code
         self.message = message
         self.status = status
+        # Further members of a JSON error's body (Lambda's ``Reason``).
+        self.fields: dict[str, str] = {}
 
 
 def denied(service: str, action: str, message: str) -> ApiError:

@@ -28,7 +28,7 @@ from .errors import ApiError
 from .wire import Answer
 
 if TYPE_CHECKING:
-    from .rotation import Function
+    from .functions import Function
 
 PATH = re.compile(r"^/2015-03-31/functions/(?P<name>[^/]+)/configuration/?$")
 # Invoke (Lambda API Reference, "Invoke": POST .../functions/NAME/invocations).
@@ -75,6 +75,7 @@ class LambdaApi:
             event = json.loads(body or b"{}")
         except ValueError as e:
             raise ApiError("InvalidRequestContentException", f"Could not parse request body into json: {e}", 400) from e
+        # Past its reserved concurrency: TooManyRequestsException (functions.py).
         return function.invoke(event, 60)
 
     def lambda_call(self, method: str, path: str, body: bytes, region: str, account: str) -> Answer:

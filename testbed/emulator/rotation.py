@@ -43,13 +43,9 @@ through Docker). Each behaviour names its source:
   function and of hostkeyctl sees the time pass; it then starts every
   rotation that fell due.
 
-Each function is a real ``bootstrap`` (the shipped binary) run behind a
-stand-in for the Lambda runtime API: ``GET
-/2018-06-01/runtime/invocation/next`` hands it the event with the
-``Lambda-Runtime-*`` headers, ``POST .../response`` and ``.../error`` end
-the invocation, ``POST /2018-06-01/runtime/init/error`` reports a start
-that failed. One process stays warm per function, as Lambda keeps one, and
-a new configuration starts a new one. The Lambda API's
+Each function is a real ``bootstrap`` (the shipped binary), run as Lambda
+runs it (functions.py: the runtime API, execution environments, reserved
+concurrency). The Lambda API's
 ``GetFunctionConfiguration`` and ``UpdateFunctionConfiguration`` (its
 ``Environment`` and ``RevisionId``, Lambda API reference) answer for the
 registered functions.
@@ -60,27 +56,22 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import queue
-import subprocess
 import threading
 import time
 import uuid
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, TypedDict
 
 from moto.core.models import DEFAULT_ACCOUNT_ID as ACCOUNT
 
 from .errors import ApiError
+from .functions import STEP_TIMEOUT, Function
 from .wire import Answer, JsonObject
 
 if TYPE_CHECKING:
     from moto.secretsmanager.models import FakeSecret, SecretsManagerBackend
 
 STEPS = ("createSecret", "setSecret", "testSecret", "finishSecret")
-# Lambda's own limit on one invocation; a rotation step has at most this.
-STEP_TIMEOUT = 900.0
-RUNTIME = "/2018-06-01/runtime"
 
 
 class Step(TypedDict):
@@ -135,165 +126,6 @@ def rate_seconds(expression: str | None, days: int | None) -> float | None:
     return int(n) * (86400.0 if unit.startswith("day") else 3600.0)
 
 
-class Function:
-    """A rotation function: its ``bootstrap``, environment, and the runtime
-    API stand-in it polls."""
-
-    def __init__(self, arn: str, bootstrap: str, variables: dict[str, str], runtime_env: dict[str, str], log: str):
-        self.arn = arn
-        self.bootstrap = bootstrap
-        # The function's configuration (Environment.Variables), and what
-        # Lambda itself gives the process (the role's credentials, HOME).
-        self.variables = variables
-        self.runtime_env = runtime_env
-        self.revision = str(uuid.uuid4())
-        self.log = log
-        self.events: queue.Queue[tuple[str, JsonObject]] = queue.Queue()
-        self.results: dict[str, tuple[bool, object]] = {}
-        self.done = threading.Condition()
-        self.init_error: str | None = None
-        self.process: subprocess.Popen[bytes] | None = None
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        function = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *_args: object) -> None:
-                pass
-
-            def _reply(self, status: int, body: bytes = b"{}", headers: dict[str, str] | None = None) -> None:
-                self.send_response(status)
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_GET(self) -> None:
-                if self.path != f"{RUNTIME}/invocation/next":
-                    self._reply(404)
-                    return
-                request_id, event = function.events.get()
-                deadline = int((time.time() + STEP_TIMEOUT) * 1000)
-                self._reply(
-                    200,
-                    json.dumps(event).encode(),
-                    {
-                        "Content-Type": "application/json",
-                        "Lambda-Runtime-Aws-Request-Id": request_id,
-                        "Lambda-Runtime-Deadline-Ms": str(deadline),
-                        "Lambda-Runtime-Invoked-Function-Arn": function.arn,
-                        "Lambda-Runtime-Trace-Id": f"Root=1-{uuid.uuid4().hex[:8]}-{uuid.uuid4().hex[:24]}",
-                    },
-                )
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
-                parts = self.path.split("/")
-                if self.path == f"{RUNTIME}/init/error":
-                    with function.done:
-                        function.init_error = body.decode("utf-8", "replace")
-                        function.done.notify_all()
-                    self._reply(202)
-                    return
-                if len(parts) == 6 and parts[3] == "invocation" and parts[5] in ("response", "error"):
-                    text = body.decode("utf-8", "replace")
-                    payload: object = text
-                    try:
-                        payload = json.loads(text)
-                    except ValueError:
-                        pass
-                    with function.done:
-                        function.results[parts[4]] = (parts[5] == "response", payload)
-                        function.done.notify_all()
-                    self._reply(202)
-                    return
-                self._reply(404)
-
-        return Handler
-
-    def _start(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            return
-        self.init_error = None
-        port = self.server.server_address[1]
-        name = self.arn.rsplit(":", 1)[-1]
-        env = {
-            **self.runtime_env,
-            **self.variables,
-            "AWS_LAMBDA_RUNTIME_API": f"127.0.0.1:{port}",
-            "AWS_LAMBDA_FUNCTION_NAME": name,
-            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "256",
-            "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
-            "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{name}",
-            "AWS_LAMBDA_LOG_STREAM_NAME": "bed",
-            "_HANDLER": "bootstrap",
-            "LAMBDA_TASK_ROOT": os.path.dirname(self.bootstrap),
-        }
-        with open(self.log, "ab") as log:
-            self.process = subprocess.Popen(
-                [self.bootstrap], env=env, stdout=log, stderr=log, cwd=os.path.dirname(self.bootstrap)
-            )
-
-    def invoke(self, event: JsonObject, timeout: float) -> tuple[bool, object]:
-        """One invocation: (succeeded, the response or the error)."""
-        self._start()
-        request_id = str(uuid.uuid4())
-        self.events.put((request_id, event))
-        deadline = time.monotonic() + timeout
-        with self.done:
-            while request_id not in self.results:
-                if self.init_error is not None:
-                    return False, {"errorType": "Runtime.InitError", "errorMessage": self.init_error}
-                if self.process is not None and self.process.poll() is not None:
-                    return False, {"errorType": "Runtime.ExitError", "errorMessage": f"exit {self.process.returncode}"}
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    self.stop()
-                    return False, {"errorType": "Sandbox.Timedout", "errorMessage": f"timed out after {timeout} s"}
-                self.done.wait(min(left, 0.2))
-            return self.results.pop(request_id)
-
-    def configuration(self) -> Answer:
-        """GetFunctionConfiguration's answer (the fields hostkeyctl reads)."""
-        name = self.arn.rsplit(":", 1)[-1]
-        return {
-            "FunctionName": name,
-            "FunctionArn": self.arn,
-            "Runtime": "provided.al2023",
-            "Handler": "bootstrap",
-            "Timeout": int(STEP_TIMEOUT),
-            "Environment": {"Variables": dict(self.variables)},
-            "RevisionId": self.revision,
-            "State": "Active",
-            "LastUpdateStatus": "Successful",
-        }
-
-    def update(self, variables: dict[str, str]) -> None:
-        """A new configuration: Lambda starts new processes with it."""
-        self.variables = dict(variables)
-        self.revision = str(uuid.uuid4())
-        self.stop()
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-        self.process = None
-        # An event the killed process never took would go to the next one.
-        while not self.events.empty():
-            self.events.get_nowait()
-
-    def close(self) -> None:
-        self.stop()
-        self.server.shutdown()
-        self.server.server_close()
-
-
 class RotationPlane:
     """Mixed into the emulator: RotateSecret, the functions, the clock."""
 
@@ -312,6 +144,8 @@ class RotationPlane:
         self.control_hooks["/_bed/rotations/wait"] = self._wait
         self.control_hooks["/_bed/clock"] = self._advance
         self.control_hooks["/_bed/lambda/invoke"] = self._invoke
+        self.control_hooks["/_bed/lambda/hold"] = lambda r: self._function(r["arn"]).hold(float(r["seconds"]))
+        self.control_hooks["/_bed/lambda/stats"] = lambda r: self._function(r["arn"]).stats()
         self.control_hooks["/_bed/rotate-secret"] = self.rotate_secret
         self.control_hooks["/_bed/secret-versions"] = self._versions
 
@@ -327,7 +161,15 @@ class RotationPlane:
         if old is not None:
             old.close()
         log = os.path.join(self.function_log_dir, f"lambda-{arn.rsplit(':', 1)[-1]}.log")
-        function = Function(arn, request["bootstrap"], request.get("variables", {}), request.get("env", {}), log)
+        reserved = request.get("reserved_concurrency")
+        function = Function(
+            arn,
+            request["bootstrap"],
+            request.get("variables", {}),
+            request.get("env", {}),
+            log,
+            int(reserved) if reserved is not None else None,
+        )
         with self.lock:
             self.functions[arn] = function
             if request.get("step_timeout"):
@@ -363,14 +205,24 @@ class RotationPlane:
             for version_id, v in secret.versions.items()
         ]
 
+    def _function(self, arn: str) -> Function:
+        with self.lock:
+            function = self.functions.get(arn)
+        if function is None:
+            raise ApiError("ResourceNotFoundException", f"Function not found: {arn}", 404)
+        return function
+
     def _invoke(self, request: JsonObject) -> Answer:
         """Invokes a function with any event, as anyone with
         ``lambda:InvokeFunction`` can (the function, not Secrets Manager,
         must check whose secret and which token it is given)."""
+        function = self._function(request["arn"])
         with self.lock:
-            function = self.functions[request["arn"]]
             timeout = self.step_timeout
-        ok, result = function.invoke(request["event"], timeout)
+        try:
+            ok, result = function.invoke(request["event"], timeout)
+        except ApiError as e:
+            return {"ok": False, "result": {"errorType": e.code, "errorMessage": e.message}}
         return {"ok": ok, "result": result}
 
     def _advance(self, request: JsonObject) -> Answer:

@@ -27,7 +27,7 @@ fn a_binding_is_written_only_over_what_was_read() {
         fingerprints: vec!["SHA256:a".to_owned(), "SHA256:b".to_owned()],
         last_issued_at_ms: 100,
         host_keys: vec!["ssh-ed25519 KEY-A".to_owned(), "ecdsa-sha2-nistp256 KEY-B".to_owned()],
-        revoked: false,
+        ..Binding::default()
     };
     let later = Binding {
         last_issued_at_ms: 200,
@@ -36,8 +36,7 @@ fn a_binding_is_written_only_over_what_was_read() {
     let other = Binding {
         fingerprints: vec!["SHA256:thief".to_owned()],
         last_issued_at_ms: 150,
-        host_keys: Vec::new(),
-        revoked: false,
+        ..Binding::default()
     };
     runtime.block_on(async {
         let id = "i-0000000000000c001";
@@ -98,8 +97,14 @@ pub(crate) fn create_table(runtime: &tokio::runtime::Runtime, config: &aws_confi
 
 /// The signer function (`HOSTKEYCTL_FUNCTION=enrolment`) of the `kind`
 /// cluster `cluster`, signing as iam/enrolment.json, trusting the bed's
-/// identity key. Its ARN.
+/// identity key in place of AWS's (explicitly: the bed's Region is one of
+/// AWS's), with the template's reserved concurrency (10). Its ARN.
 pub(crate) fn deploy_signer(bed: &TestBed, kind: &str, cluster: &str) -> String {
+    deploy_signer_with(bed, kind, cluster, &serde_json::json!({}))
+}
+
+/// [`deploy_signer`] with `more` variables.
+pub(crate) fn deploy_signer_with(bed: &TestBed, kind: &str, cluster: &str, more: &serde_json::Value) -> String {
     let (dir, bootstrap) = crate::bed::scheduled::function_task(bed, "signer-task");
     let key = bed.control("POST", "/_bed/iid-key", &serde_json::json!({}));
     let mut env: serde_json::Map<String, serde_json::Value> = bed
@@ -108,14 +113,17 @@ pub(crate) fn deploy_signer(bed: &TestBed, kind: &str, cluster: &str) -> String 
         .map(|(k, v)| (k.to_owned(), serde_json::Value::String(v)))
         .collect();
     env.insert("HOME".to_owned(), serde_json::json!(dir.display().to_string()));
-    let variables = serde_json::json!({
+    let mut variables = serde_json::json!({
         "HOSTKEYCTL_FUNCTION": "enrolment",
         "HOSTKEYCTL_ENROL_CLUSTER": cluster,
         "HOSTKEYCTL_ENROL_CLUSTER_KIND": kind,
         "HOSTKEYCTL_ENROL_CA_SECRET_ID": "hostkeyctl-ca/hp",
         "HOSTKEYCTL_ENROL_TABLE": "hostkeyctl-enrolment",
-        "HOSTKEYCTL_ENROL_IID_KEYS": format!("{}={}", key["region"].as_str().unwrap(), key["spki"].as_str().unwrap()),
+        "HOSTKEYCTL_ENROL_IID_KEYS_REPLACE": format!("{}={}", key["region"].as_str().unwrap(), key["spki"].as_str().unwrap()),
     });
+    for (k, v) in more.as_object().unwrap() {
+        variables[k] = v.clone();
+    }
     let arn = format!(
         "arn:aws:lambda:{}:123456789012:function:hostkeyctl-enrolment",
         bed.state.region
@@ -123,14 +131,21 @@ pub(crate) fn deploy_signer(bed: &TestBed, kind: &str, cluster: &str) -> String 
     bed.control(
         "POST",
         "/_bed/lambda/register",
-        &serde_json::json!({"arn": arn, "bootstrap": bootstrap, "variables": variables, "env": env, "step_timeout": 60}),
+        &serde_json::json!({"arn": arn, "bootstrap": bootstrap, "variables": variables, "env": env,
+            "step_timeout": 60, "reserved_concurrency": 10}),
     );
     arn
 }
 
 /// What a node sends: `keys_of`'s own keys' proofs over the identity
 /// document of `instance`, asking for `asked`.
-fn node_request(bed: &TestBed, keys_of: &Node, instance: &str, audience: &str, asked: &[&str]) -> serde_json::Value {
+pub(crate) fn node_request(
+    bed: &TestBed,
+    keys_of: &Node,
+    instance: &str,
+    audience: &str,
+    asked: &[&str],
+) -> serde_json::Value {
     let hyperpod = bed.state.hyperpod.as_ref().unwrap();
     let iid = bed.control(
         "POST",
@@ -154,7 +169,7 @@ fn node_request(bed: &TestBed, keys_of: &Node, instance: &str, audience: &str, a
 }
 
 /// Invokes the signer as a node: (function error?, payload).
-fn invoke(
+pub(crate) fn invoke(
     bed: &TestBed,
     runtime: &tokio::runtime::Runtime,
     arn: &str,
@@ -509,14 +524,20 @@ fn enroll_certifies_a_nodes_own_keys_and_a_login_node_gains_the_trust() {
     let after = keys_and_sshd(&login_node.ssh_dir);
     let drop_in = login_node.ssh_dir.join("sshd_config.d/50-hostkeyctl-enrolment.conf");
     assert!(!drop_in.exists(), "a login node's sshd got enrolment's drop-in");
-    // It claimed its instance: another key set with its document gets nothing.
+    // It claimed its instance for no key: whoever holds its document gets
+    // nothing for its names, with keys of their own or with the set's (L1:
+    // any login node's role reads the set), and nothing is signed.
     let login_instance = instance_of(&bed, &login_node.address);
-    let forged = node_request(&bed, node, &login_instance, &arn, &[]);
-    let (failed, answer) = invoke(&bed, &runtime, &arn, &forged);
-    assert!(
-        failed && answer.to_string().contains("enrolled other host keys"),
-        "{answer}"
-    );
+    let signed = bed.counts().get("kms:Sign").copied().unwrap_or(0);
+    for keys_of in [node, login_node] {
+        let forged = node_request(&bed, keys_of, &login_instance, &arn, &[]);
+        let (failed, answer) = invoke(&bed, &runtime, &arn, &forged);
+        assert!(
+            failed && answer.to_string().contains("took the cluster's trust alone"),
+            "{answer}"
+        );
+    }
+    assert_eq!(bed.counts().get("kms:Sign").copied().unwrap_or(0), signed);
     assert_eq!(after, served, "the login node's keys or sshd changed");
     for target in names_of(&node.address) {
         assert_eq!(strictness(&from_login, &target), "true", "{target}");

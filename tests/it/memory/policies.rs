@@ -249,22 +249,26 @@ fn the_policies_scope_every_grant() {
 /// enrolment signer's bindings table, items only.
 fn enrolment_or_lambda_is_scoped(role: &str, st: &Value, acts: &[String], resources: &[String]) {
     match acts[0].split(':').next().unwrap() {
-        // A node reaches the enrolment signer, and nothing else of Lambda.
+        // A node reaches its own stack's enrolment signer (the template
+        // names it after the stack, as the example's hostkeyctl-my-cluster),
+        // never another stack's, and nothing else of Lambda (D2).
         "lambda" if role == "node" || role == "cluster-node" => {
             assert_eq!(acts, ["lambda:InvokeFunction"], "{st}");
             assert_eq!(
                 resources,
-                ["arn:aws:lambda:*:111122223333:function:hostkeyctl-enrolment*"],
+                ["arn:aws:lambda:*:111122223333:function:hostkeyctl-enrolment-hostkeyctl-my-cluster"],
                 "{st}"
             );
         }
-        // The enrolment signer's bindings table, items only.
+        // The enrolment signer's bindings table, items only: the signer its
+        // own stack's; the admin every stack's.
         "dynamodb" => {
-            assert_eq!(
-                resources,
-                ["arn:aws:dynamodb:*:111122223333:table/hostkeyctl-enrolment*"],
-                "{st}"
-            );
+            let table = if role == "enrolment" {
+                "arn:aws:dynamodb:*:111122223333:table/hostkeyctl-enrolment-hostkeyctl-my-cluster"
+            } else {
+                "arn:aws:dynamodb:*:111122223333:table/hostkeyctl-enrolment*"
+            };
+            assert_eq!(resources, [table], "{st}");
             // The signer reads and writes items and lists the revoked; the
             // admin lists and revokes; nobody deletes or drops.
             let allowed: &[&str] = match role {
@@ -434,6 +438,15 @@ fn the_ca_nodes_and_auditors_hold_only_their_grants() {
             "admission may {a}"
         );
     }
+    // The enrolment signer knows the set by its public fingerprints (the
+    // secret's tags): DescribeSecret on the key sets, never their value.
+    let key_sets = "arn:aws:secretsmanager:*:111122223333:secret:hostkeys/*";
+    let signer_on_sets: BTreeSet<String> = statements("enrolment")
+        .iter()
+        .filter(|s| list(&s["Resource"]).iter().any(|r| r == key_sets))
+        .flat_map(|s| list(&s["Action"]))
+        .collect();
+    assert_eq!(signer_on_sets, ["secretsmanager:DescribeSecret".to_owned()].into());
     // The auditor sends the check document only.
     for st in statements("auditor") {
         for r in list(&st["Resource"]) {
