@@ -210,7 +210,7 @@ pub fn verify(document: &str, signature_base64: &str, keys: &IidKeys) -> Result<
 
 #[cfg(test)]
 mod tests {
-    use super::{IdentityError, IidKeys, verify};
+    use super::{IdentityError, IidKeys, KeySource, verify};
     use base64ct::Encoding;
     use rsa::pkcs8::EncodePublicKey;
     use sha2::Digest;
@@ -241,6 +241,40 @@ mod tests {
         let digest = sha2::Sha256::digest(document.as_bytes());
         let sig = key.sign(rsa::Pkcs1v15Sign::new::<sha2::Sha256>(), &digest).unwrap();
         base64ct::Base64::encode_string(&sig)
+    }
+
+    /// Whoever may change the signer's configuration must not make it
+    /// believe documents AWS never signed: a configured key only adds a
+    /// Region AWS's table lacks; one in place of AWS's is the explicit
+    /// `replace`, and every document says which key verified it.
+    #[test]
+    fn a_configured_key_only_adds_a_region_and_a_replacement_is_explicit_and_named() {
+        let (key, test_keys) = signer();
+        let spki = {
+            use rsa::pkcs8::EncodePublicKey;
+            base64ct::Base64::encode_string(key.to_public_key().to_public_key_der().unwrap().as_bytes())
+        };
+        let mut keys = IidKeys::aws();
+        let refused = keys.add("us-east-1", &spki).unwrap_err();
+        assert!(
+            matches!(refused, IdentityError::Known { ref region, by: KeySource::Aws } if region == "us-east-1"),
+            "{refused}"
+        );
+        assert!(refused.to_string().contains("may only add a Region"), "{refused}");
+        // Still AWS's key: the test key's signature is not believed.
+        assert_eq!(
+            verify(DOCUMENT, &sign(&key, DOCUMENT), &keys),
+            Err(IdentityError::Signature)
+        );
+        keys.add("mars-1", &spki).unwrap();
+        assert_eq!(keys.configured(), [("mars-1".to_owned(), KeySource::Added)]);
+        keys.replace("us-east-1", &spki).unwrap();
+        let identity = verify(DOCUMENT, &sign(&key, DOCUMENT), &keys).unwrap();
+        assert_eq!(identity.verified_by, KeySource::Replaced);
+        assert_eq!(
+            verify(DOCUMENT, &sign(&key, DOCUMENT), &test_keys).unwrap().verified_by,
+            KeySource::Added
+        );
     }
 
     #[test]

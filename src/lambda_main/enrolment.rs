@@ -53,10 +53,11 @@ pub const SET_SECRET_VAR: &str = "HOSTKEYCTL_ENROL_SET_SECRET_ID";
 /// loop costs no more than one signing per 10 minutes.
 const RENEW_EVERY_SECS: i64 = 600;
 /// How long the revoked keys and the set's fingerprints are kept between
-/// reads: a revocation reaches the nodes' next renewals within a minute
-/// more, and a flood of requests is at most one scan a minute per signer
+/// reads, in seconds (default 60, at most 900; 0 reads them for every
+/// answer): a revocation reaches the nodes' next renewals within that much
+/// more, and a flood of requests is at most one scan per period per signer
 /// environment.
-const CACHE_SECS: i64 = 60;
+pub const CACHE_VAR: &str = "HOSTKEYCTL_ENROL_CACHE_SECONDS";
 
 /// What an invocation carries: a node's request; with `"ca": true` a
 /// login node's claim (no listener: certified for no key, the cluster's
@@ -114,6 +115,7 @@ struct Settings {
     first_within_hours: u64,
     keys: IidKeys,
     set: Option<SecretId>,
+    cache_seconds: i64,
 }
 
 fn settings(var: impl Fn(&str) -> Option<String>) -> Result<Settings, String> {
@@ -152,6 +154,15 @@ fn settings(var: impl Fn(&str) -> Option<String>) -> Result<Settings, String> {
             added.map_err(|e| format!("{name}: {e}"))?;
         }
     }
+    let cache_seconds = match var(CACHE_VAR) {
+        None => 60,
+        Some(v) => v
+            .trim()
+            .parse::<i64>()
+            .ok()
+            .filter(|s| (0..=900).contains(s))
+            .ok_or_else(|| format!("{CACHE_VAR} must be 0 to 900 seconds"))?,
+    };
     let set = var(SET_SECRET_VAR)
         .map(|v| v.trim().to_owned())
         .filter(|v| !v.is_empty())
@@ -177,6 +188,7 @@ fn settings(var: impl Fn(&str) -> Option<String>) -> Result<Settings, String> {
         first_within_hours,
         keys,
         set,
+        cache_seconds,
     })
 }
 
@@ -263,10 +275,11 @@ pub fn main(
             "{SET_SECRET_VAR} is not set: the signer cannot refuse the canonical set's keys by name (login nodes' claims still certify none)"
         ),
     }
+    let cache_seconds = settings.cache_seconds;
     let set = SetTags {
         store: hostkeyctl::aws::SecretsManagerStore::new(&config),
         secret: settings.set.clone(),
-        cache: Cache::new(CACHE_SECS),
+        cache: Cache::new(cache_seconds),
     };
     let shared = Arc::new(Signer {
         settings,
@@ -275,7 +288,7 @@ pub fn main(
         cluster,
         bindings,
         set,
-        revoked: Cache::new(CACHE_SECS),
+        revoked: Cache::new(cache_seconds),
     });
     let handler = service_fn(move |event: LambdaEvent<serde_json::Value>| {
         let shared = shared.clone();
@@ -387,7 +400,8 @@ async fn answer(signer: &Signer, event: LambdaEvent<serde_json::Value>) -> Resul
 #[cfg(test)]
 mod tests {
     use super::{
-        CA_VAR, CLUSTER_VAR, FIRST_WITHIN_VAR, IID_KEYS_VAR, KIND_VAR, Kind, TABLE_VAR, VALIDITY_VAR, settings,
+        CA_VAR, CLUSTER_VAR, FIRST_WITHIN_VAR, IID_KEYS_REPLACE_VAR, IID_KEYS_VAR, KIND_VAR, Kind, TABLE_VAR,
+        VALIDITY_VAR, settings,
     };
 
     #[test]
@@ -432,5 +446,25 @@ mod tests {
         let mut bad = base.to_vec();
         bad.push((IID_KEYS_VAR, "us-east-1"));
         assert!(with(&bad).err().unwrap().contains("REGION=SPKI"));
+        // A key for a Region AWS's table holds is refused, named; the same
+        // key in place of AWS's needs its own, explicit setting.
+        let spki = "MIGfMA0GCSqGSIb3DQEBAQUAA4GNADCBiQKBgQCHvRjf/0kStpJ248khtIaN8qkDN3tkw4VjvA9nvPl2anJO+eIBUqPfQG09kZlwpWpmyO8bGB2RWqWxCwuB/dcnIob6w420k9WY5C0IIGtDRNauN3kuvGXkw3HEnF0EjYr0pcyWUvByWY4KswZV42X7Y7XSS13hOIcL6NLA+H94/QIDAQAB";
+        let over = format!("us-east-1={spki}");
+        let mut known = base.to_vec();
+        known.push((IID_KEYS_VAR, over.as_str()));
+        let said = with(&known).err().unwrap();
+        assert!(said.contains(IID_KEYS_VAR) && said.contains("may only add a Region"), "{said}");
+        let mut replaced = base.to_vec();
+        replaced.push((IID_KEYS_REPLACE_VAR, over.as_str()));
+        let keys = with(&replaced).ok().unwrap().keys;
+        assert_eq!(
+            keys.configured(),
+            [("us-east-1".to_owned(), hostkeyctl::enrolment::identity::KeySource::Replaced)]
+        );
+        let added = format!("mars-1={spki}");
+        let mut new_region = base.to_vec();
+        new_region.push((IID_KEYS_VAR, added.as_str()));
+        assert!(with(&new_region).is_ok());
+        assert_eq!(with(&base).ok().unwrap().validity_hours, 48);
     }
 }

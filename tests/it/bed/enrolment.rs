@@ -120,6 +120,9 @@ pub(crate) fn deploy_signer_with(bed: &TestBed, kind: &str, cluster: &str, more:
         "HOSTKEYCTL_ENROL_CA_SECRET_ID": "hostkeyctl-ca/hp",
         "HOSTKEYCTL_ENROL_TABLE": "hostkeyctl-enrolment",
         "HOSTKEYCTL_ENROL_IID_KEYS_REPLACE": format!("{}={}", key["region"].as_str().unwrap(), key["spki"].as_str().unwrap()),
+        // Revocations reach the next answer (production keeps them a
+        // minute: enrolment_flood sets that).
+        "HOSTKEYCTL_ENROL_CACHE_SECONDS": "0",
     });
     for (k, v) in more.as_object().unwrap() {
         variables[k] = v.clone();
@@ -285,13 +288,24 @@ pub(crate) fn cluster_bed(
     groups: &'static str,
     algorithm: &str,
 ) -> (TestBed, tokio::runtime::Runtime, String) {
+    cluster_bed_with(nodes, groups, algorithm, &serde_json::json!({}))
+}
+
+/// [`cluster_bed`], the signer with `more` variables.
+pub(crate) fn cluster_bed_with(
+    nodes: usize,
+    groups: &'static str,
+    algorithm: &str,
+    more: &serde_json::Value,
+) -> (TestBed, tokio::runtime::Runtime, String) {
     let bed = TestBed::start(BedOptions {
         nodes,
         hyperpod_groups: groups,
         ..BedOptions::default()
     });
     let cluster = bed.state.hyperpod.as_ref().unwrap().cluster.clone();
-    let (runtime, arn) = with_signer(&bed, algorithm, "hyperpod", &cluster);
+    let runtime = signer_parts(&bed, algorithm);
+    let arn = deploy_signer_with(&bed, "hyperpod", &cluster, more);
     (bed, runtime, arn)
 }
 
@@ -303,6 +317,13 @@ pub(crate) fn with_signer(
     kind: &str,
     cluster: &str,
 ) -> (tokio::runtime::Runtime, String) {
+    let runtime = signer_parts(bed, algorithm);
+    let arn = deploy_signer(bed, kind, cluster);
+    (runtime, arn)
+}
+
+/// A KMS CA of `algorithm` and the bindings table; a runtime.
+fn signer_parts(bed: &TestBed, algorithm: &str) -> tokio::runtime::Runtime {
     bed.cli("ca init")
         .args(&["--ca-secret-id", "hostkeyctl-ca/hp", "--kms", "--algorithm", algorithm])
         .run()
@@ -310,8 +331,7 @@ pub(crate) fn with_signer(
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let config = runtime.block_on(bed.sdk_config(1));
     create_table(&runtime, &config, "hostkeyctl-enrolment");
-    let arn = deploy_signer(bed, kind, cluster);
-    (runtime, arn)
+    runtime
 }
 
 /// The instance id HyperPod gives the node at `address`.

@@ -267,4 +267,59 @@ fn login_nodes_serve_the_cluster_a_certificate_on_their_own_listener_and_users_t
     enrol(&bed, &arn, login_b, &route, true).ok();
     serves_its_certificates_on_the_listener_alone(login_b);
     strict_logins(&bed, &[compute, &logins[1]], &[login_a]);
+    revoking_a_login_node_revokes_its_own_keys_alone(&bed, &arn, &route, compute, login_a, login_b);
+}
+
+/// The base64 of each public key file `pattern` matches in `dir`.
+fn public_keys(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.starts_with("ssh_host_") && name.ends_with("_key.pub")
+        })
+        .map(|e| {
+            let line = std::fs::read_to_string(e.path()).unwrap();
+            line.split_whitespace().nth(1).unwrap().to_owned()
+        })
+        .collect()
+}
+
+/// L2: a compromised login node is revoked (with a rotation of the set:
+/// docs/security.md): its own cluster keys are revoked, never the set
+/// that every login node serves; the other login node is still reached
+/// strictly, and users behind the load balancer meet the set on both.
+fn revoking_a_login_node_revokes_its_own_keys_alone(
+    bed: &TestBed,
+    arn: &str,
+    route: &[&str],
+    compute: &Node,
+    kept: &Node,
+    revoked: &Node,
+) {
+    let instance = instance_of(bed, &revoked.address);
+    bed.run(&["enrolment", "revoke", "--table", "hostkeyctl-enrolment", "--instance", &instance])
+        .ok();
+    enrol(bed, arn, compute, route, false).ok();
+    enrol(bed, arn, kept, route, true).ok();
+    let listed = std::fs::read_to_string(compute.ssh_dir.join("ssh_known_hosts")).unwrap();
+    let revoked_lines: Vec<&str> = listed.lines().filter(|l| l.starts_with("@revoked ")).collect();
+    let own = public_keys(&revoked.ssh_dir.join("hostkeyctl-cluster"));
+    assert_eq!(own.len(), 2);
+    for key in &own {
+        assert!(revoked_lines.iter().any(|l| l.contains(key.as_str())), "{key}: {listed}");
+    }
+    let set = public_keys(&revoked.ssh_dir);
+    assert_eq!(set.len(), 3, "the set's public files");
+    for key in set {
+        assert!(!listed.contains(&key), "a key of the set is revoked: {listed}");
+    }
+    assert_eq!(revoked_lines.len(), own.len(), "{listed}");
+    strict_logins(bed, &[compute], &[kept]);
+    let refused = pairs(bed, &[compute], &[revoked]);
+    assert_eq!(refused.len(), names_of(&revoked.address).len(), "{refused:#?}");
+    for node in [kept, revoked] {
+        set_user_logs_in(bed, node);
+    }
 }

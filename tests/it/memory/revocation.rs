@@ -147,3 +147,64 @@ async fn an_aborted_overlap_revokes_the_announced_set() {
     );
     assert_eq!(advice.retired.len(), first.document.keys.keys().count());
 }
+
+/// RB: after a rotation and the KRL the docs prescribe, `rotate
+/// --rollback` would bring back keys that KRL revokes, and every client
+/// holding it would refuse every node. The KRL's production is recorded
+/// in the secret's tags; the rollback refuses, changing nothing, names the
+/// keys and what to do; `--force` goes on and says which revocation to
+/// hand out; a revocation produced after the rollback no longer names the
+/// keys served again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rollback_to_keys_a_handed_out_revocation_names_is_refused_unless_forced() {
+    use hostkeyctl::revocation::{TAG_REVOKED, record};
+    use hostkeyctl::rotation::RotationError;
+    use hostkeyctl::store::SecretStore;
+    let (store, fleet, _) = world(1).await;
+    let ca = hostkeyctl::certificate::CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
+    let first = sign_current_with(&store, &ca, &["login.test"], 7 * 86_400).await;
+    let (outcome, _) = rotate_reporting(&store, &fleet, &store, Request::default(), Some(&ca)).await;
+    assert_eq!(outcome.unwrap(), Outcome::Rotated);
+    let rollback = Request {
+        rollback: true,
+        ..Request::default()
+    };
+    // Before any revocation was produced, nothing stands in the way (the
+    // record is what tells, not the mere rotation): checked on a copy.
+    let list = retired(&store, &secret(), now_unix()).await.unwrap();
+    assert_eq!(
+        list.iter().map(|r| r.fingerprint.clone()).collect::<BTreeSet<_>>(),
+        fingerprints(&first)
+    );
+    // known-hosts --krl records, then writes.
+    record(&store, &secret(), &list).await.unwrap();
+    let tags = store.describe(&secret()).await.unwrap().tags;
+    assert!(tags.iter().any(|(k, v)| k == TAG_REVOKED && !v.is_empty()), "{tags:?}");
+    let stages = store.stages(&secret());
+    let refused = super::rotate(&store, &fleet, &store, rollback).await.unwrap_err();
+    let said = refused.to_string();
+    assert!(matches!(refused, RotationError::Refused(_)), "{said}");
+    for part in ["revoked by the last KRL", "--force", "--krl FILE", "Nothing was changed"] {
+        assert!(said.contains(part), "{part}: {said}");
+    }
+    for fp in fingerprints(&first) {
+        assert!(said.contains(&fp.to_string()), "{fp}: {said}");
+    }
+    assert_eq!(store.stages(&secret()), stages, "a refused rollback changed the stages");
+    // Forced: it goes on, and says what to hand out.
+    let forced = Request {
+        force: true,
+        ..rollback
+    };
+    let (outcome, report) = rotate_reporting(&store, &fleet, &store, forced, Some(&ca)).await;
+    assert!(outcome.is_ok(), "{outcome:?}");
+    assert!(
+        report.steps.iter().any(|s| s.starts_with("rollback --force") && s.contains("--krl FILE")),
+        "{:?}",
+        report.steps
+    );
+    assert_eq!(current(&store).await.document.keys, first.document.keys);
+    // A revocation produced now names none of the keys served again.
+    let after = retired(&store, &secret(), now_unix()).await.unwrap();
+    assert!(after.iter().all(|r| !fingerprints(&first).contains(&r.fingerprint)));
+}
