@@ -398,7 +398,7 @@ STATE_FILE=$WORK/cluster.json
 AWS_ENDPOINT_URL=$(state 's["endpoint"]')
 say "a second bed: a HyperPod cluster's controller and two compute nodes, each serving keys of its own"
 run admin "$HOSTKEYCTL" ca init --ca-secret-id hostkeyctl-ca/cluster --kms --algorithm ecdsa -q >/dev/null
-SIGNER=arn:aws:lambda:us-east-1:123456789012:function:hostkeyctl-enrolment-demo
+SIGNER=arn:aws:lambda:us-east-1:123456789012:function:hostkeyctl-enrolment-hostkeyctl-my-cluster
 mkdir -p "$WORK/signer"
 cp "$HOSTKEYCTL" "$WORK/signer/bootstrap"
 # What the template's EnrolmentCluster creates: the bindings table and the
@@ -412,7 +412,7 @@ state, arn, bootstrap = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
 endpoint, root, signer = state["endpoint"], state["credentials"]["bed-root"], state["credentials"]["enrolment"]
 boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1",
              aws_access_key_id=root["access_key_id"], aws_secret_access_key=root["secret_access_key"]).create_table(
-    TableName="hostkeyctl-enrolment-demo", BillingMode="PAY_PER_REQUEST",
+    TableName="hostkeyctl-enrolment-hostkeyctl-my-cluster", BillingMode="PAY_PER_REQUEST",
     AttributeDefinitions=[{"AttributeName": "instance_id", "AttributeType": "S"}],
     KeySchema=[{"AttributeName": "instance_id", "KeyType": "HASH"}])
 post = lambda path, body: json.loads(u.urlopen(u.Request(endpoint + path, data=json.dumps(body).encode(), method="POST")).read())
@@ -422,7 +422,7 @@ env = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": signer["access_key_id"
        "AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/dev/null",
        "AWS_SHARED_CREDENTIALS_FILE": "/dev/null", "HOME": os.path.dirname(bootstrap)}
 variables = {"HOSTKEYCTL_FUNCTION": "enrolment", "HOSTKEYCTL_ENROL_CLUSTER": state["hyperpod"]["cluster"],
-             "HOSTKEYCTL_ENROL_CA_SECRET_ID": "hostkeyctl-ca/cluster", "HOSTKEYCTL_ENROL_TABLE": "hostkeyctl-enrolment-demo",
+             "HOSTKEYCTL_ENROL_CA_SECRET_ID": "hostkeyctl-ca/cluster", "HOSTKEYCTL_ENROL_TABLE": "hostkeyctl-enrolment-hostkeyctl-my-cluster",
              "HOSTKEYCTL_ENROL_IID_KEYS_REPLACE": f"{key['region']}={key['spki']}"}
 post("/_bed/lambda/register", {"arn": arn, "bootstrap": bootstrap, "env": env, "variables": variables})
 PY
@@ -480,7 +480,7 @@ pairs() {
 pairs
 say "an admin revokes the third node; the others renew (their timer's work) and learn its keys as @revoked:"
 STORE=$STATE_FILE
-run admin "$HOSTKEYCTL" enrolment revoke --table hostkeyctl-enrolment-demo --instance "$(instance 2)" --output table \
+run admin "$HOSTKEYCTL" enrolment revoke --table hostkeyctl-enrolment-hostkeyctl-my-cluster --instance "$(instance 2)" --output table \
   | sed 's/^/   | /'
 for i in 0 1; do enroll "$i" >/dev/null; done
 gone=$(node 2 address)

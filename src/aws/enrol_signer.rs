@@ -33,9 +33,15 @@ pub struct LambdaSigner {
 
 impl LambdaSigner {
     /// The signer `function` (its ARN: the audience of every proof).
+    /// The SDK tries each call twice (a dropped connection); a throttled
+    /// signer is this adapter's to ask again, for longer and with jitter
+    /// (module documentation).
     pub fn new(config: &aws_config::SdkConfig, function: &str) -> Self {
+        let lambda = aws_sdk_lambda::config::Builder::from(config)
+            .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(2))
+            .build();
         LambdaSigner {
-            client: aws_sdk_lambda::Client::new(config),
+            client: aws_sdk_lambda::Client::from_conf(lambda),
             function: function.to_owned(),
         }
     }

@@ -319,3 +319,5 @@ pub enum EnrolError {
 mod tests;
 #[cfg(test)]
 mod tests_host;
+#[cfg(test)]
+mod tests_signer;

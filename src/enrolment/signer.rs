@@ -136,7 +136,7 @@ pub async fn enrol(
             });
         }
         Some(b) if b.certified_at > 0 && now - b.certified_at < policy.renew_every => {
-            if let Some(kept) = kept(&instance, b, identity.verified_by) {
+            if let Some(kept) = kept(b, &identity, asked) {
                 return Ok(kept);
             }
         }
@@ -196,9 +196,10 @@ pub async fn enrol(
     })
 }
 
-/// The binding's certificates, as an answer, if they still parse and
-/// name principals (a binding written by hand answers nothing).
-fn kept(instance: &str, binding: &Binding, verified_by: KeySource) -> Option<Enrolled> {
+/// The binding's certificates, as an answer, if they still parse, name the
+/// document's address and every name asked for (else the full path, with
+/// the cluster's record, decides), one per bound key.
+fn kept(binding: &Binding, identity: &Identity, asked: &[Principal]) -> Option<Enrolled> {
     let certificates: Vec<Certificate> = binding
         .certificates
         .iter()
@@ -210,12 +211,14 @@ fn kept(instance: &str, binding: &Binding, verified_by: KeySource) -> Option<Enr
         .iter()
         .map(|p| Principal::parse(p).ok())
         .collect::<Option<_>>()?;
-    (certificates.len() == binding.fingerprints.len()).then(|| Enrolled {
-        instance_id: instance.to_owned(),
+    let address = Principal::parse(&identity.private_ip.to_string()).ok()?;
+    let names_all = principals.contains(&address) && asked.iter().all(|a| principals.contains(a));
+    (names_all && certificates.len() == binding.fingerprints.len()).then(|| Enrolled {
+        instance_id: identity.instance_id.clone(),
         principals,
         certificates,
         signed: false,
-        verified_by,
+        verified_by: identity.verified_by,
     })
 }
 

@@ -453,13 +453,19 @@ mod tests {
         let mut known = base.to_vec();
         known.push((IID_KEYS_VAR, over.as_str()));
         let said = with(&known).err().unwrap();
-        assert!(said.contains(IID_KEYS_VAR) && said.contains("may only add a Region"), "{said}");
+        assert!(
+            said.contains(IID_KEYS_VAR) && said.contains("may only add a Region"),
+            "{said}"
+        );
         let mut replaced = base.to_vec();
         replaced.push((IID_KEYS_REPLACE_VAR, over.as_str()));
         let keys = with(&replaced).ok().unwrap().keys;
         assert_eq!(
             keys.configured(),
-            [("us-east-1".to_owned(), hostkeyctl::enrolment::identity::KeySource::Replaced)]
+            [(
+                "us-east-1".to_owned(),
+                hostkeyctl::enrolment::identity::KeySource::Replaced
+            )]
         );
         let added = format!("mars-1={spki}");
         let mut new_region = base.to_vec();

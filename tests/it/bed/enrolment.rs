@@ -8,6 +8,13 @@ use hostkeyctl::aws::dynamodb::DynamoBindings;
 use hostkeyctl::enrolment::{Binding, Bindings};
 
 use crate::common::bed::{BedOptions, Node, Role, Run, TestBed, private_lines, snapshot};
+
+/// The bindings table and the signer, named as the template names them
+/// for a stack `hostkeyctl-my-cluster` (`hostkeyctl-enrolment-STACK`):
+/// the name the policies in iam/ grant, each stack its own.
+pub(crate) const TABLE: &str = "hostkeyctl-enrolment-hostkeyctl-my-cluster";
+/// The signer's function name.
+pub(crate) const SIGNER: &str = "hostkeyctl-enrolment-hostkeyctl-my-cluster";
 use crate::common::support::require;
 
 /// One writer wins from a read; a writer holding a stale read, or a second
@@ -21,8 +28,8 @@ fn a_binding_is_written_only_over_what_was_read() {
     });
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let config = runtime.block_on(bed.sdk_config(1));
-    create_table(&runtime, &config, "hostkeyctl-enrolment");
-    let bindings = DynamoBindings::new(&config, "hostkeyctl-enrolment");
+    create_table(&runtime, &config, TABLE);
+    let bindings = DynamoBindings::new(&config, TABLE);
     let first = Binding {
         fingerprints: vec!["SHA256:a".to_owned(), "SHA256:b".to_owned()],
         last_issued_at_ms: 100,
@@ -118,7 +125,7 @@ pub(crate) fn deploy_signer_with(bed: &TestBed, kind: &str, cluster: &str, more:
         "HOSTKEYCTL_ENROL_CLUSTER": cluster,
         "HOSTKEYCTL_ENROL_CLUSTER_KIND": kind,
         "HOSTKEYCTL_ENROL_CA_SECRET_ID": "hostkeyctl-ca/hp",
-        "HOSTKEYCTL_ENROL_TABLE": "hostkeyctl-enrolment",
+        "HOSTKEYCTL_ENROL_TABLE": TABLE,
         "HOSTKEYCTL_ENROL_IID_KEYS_REPLACE": format!("{}={}", key["region"].as_str().unwrap(), key["spki"].as_str().unwrap()),
         // Revocations reach the next answer (production keeps them a
         // minute: enrolment_flood sets that).
@@ -127,10 +134,7 @@ pub(crate) fn deploy_signer_with(bed: &TestBed, kind: &str, cluster: &str, more:
     for (k, v) in more.as_object().unwrap() {
         variables[k] = v.clone();
     }
-    let arn = format!(
-        "arn:aws:lambda:{}:123456789012:function:hostkeyctl-enrolment",
-        bed.state.region
-    );
+    let arn = format!("arn:aws:lambda:{}:123456789012:function:{SIGNER}", bed.state.region);
     bed.control(
         "POST",
         "/_bed/lambda/register",
@@ -159,7 +163,14 @@ pub(crate) fn node_request(
         .iter()
         .map(|k| ssh_key::PrivateKey::read_openssh_file(keys_of.ssh_dir.join(format!("ssh_host_{k}_key"))).unwrap())
         .collect();
-    let at = i64::try_from(hostkeyctl::certificate::now_unix()).unwrap() * 1000;
+    // Milliseconds, as a node's: two requests are never the same time.
+    let at = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap();
     let request = hostkeyctl::enrolment::proof::request(
         iid["document"].as_str().unwrap(),
         iid["signature"].as_str().unwrap(),
@@ -330,7 +341,7 @@ fn signer_parts(bed: &TestBed, algorithm: &str) -> tokio::runtime::Runtime {
         .ok();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let config = runtime.block_on(bed.sdk_config(1));
-    create_table(&runtime, &config, "hostkeyctl-enrolment");
+    create_table(&runtime, &config, TABLE);
     runtime
 }
 

@@ -178,7 +178,7 @@ fn a_revoked_node_is_refused_by_the_others_after_their_renewal() {
         "enrolment",
         "revoke",
         "--table",
-        "hostkeyctl-enrolment",
+        crate::bed::enrolment::TABLE,
         "--instance",
         &instance,
     ]);
@@ -187,7 +187,7 @@ fn a_revoked_node_is_refused_by_the_others_after_their_renewal() {
         "enrolment",
         "revoke",
         "--table",
-        "hostkeyctl-enrolment",
+        crate::bed::enrolment::TABLE,
         "--instance",
         "i-0fffffffffffffff0",
     ]);
@@ -202,7 +202,7 @@ fn a_revoked_node_is_refused_by_the_others_after_their_renewal() {
         "enrolment",
         "list",
         "--table",
-        "hostkeyctl-enrolment",
+        crate::bed::enrolment::TABLE,
         "--output",
         "json",
     ]);

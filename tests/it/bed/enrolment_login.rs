@@ -299,16 +299,27 @@ fn revoking_a_login_node_revokes_its_own_keys_alone(
     revoked: &Node,
 ) {
     let instance = instance_of(bed, &revoked.address);
-    bed.run(&["enrolment", "revoke", "--table", "hostkeyctl-enrolment", "--instance", &instance])
-        .ok();
+    bed.run(&[
+        "enrolment",
+        "revoke",
+        "--table",
+        crate::bed::enrolment::TABLE,
+        "--instance",
+        &instance,
+    ])
+    .ok();
     enrol(bed, arn, compute, route, false).ok();
     enrol(bed, arn, kept, route, true).ok();
+    serves_its_certificates_on_the_listener_alone(kept);
     let listed = std::fs::read_to_string(compute.ssh_dir.join("ssh_known_hosts")).unwrap();
     let revoked_lines: Vec<&str> = listed.lines().filter(|l| l.starts_with("@revoked ")).collect();
     let own = public_keys(&revoked.ssh_dir.join("hostkeyctl-cluster"));
     assert_eq!(own.len(), 2);
     for key in &own {
-        assert!(revoked_lines.iter().any(|l| l.contains(key.as_str())), "{key}: {listed}");
+        assert!(
+            revoked_lines.iter().any(|l| l.contains(key.as_str())),
+            "{key}: {listed}"
+        );
     }
     let set = public_keys(&revoked.ssh_dir);
     assert_eq!(set.len(), 3, "the set's public files");

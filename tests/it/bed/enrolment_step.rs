@@ -91,7 +91,7 @@ fn the_lifecycle_step_enrols_every_node_type() {
     for (key, value, said) in [
         (
             "HOSTKEYCTL_ENROL_FUNCTION",
-            "hostkeyctl-enrolment",
+            crate::bed::enrolment::TABLE,
             "is not a Lambda function ARN",
         ),
         (

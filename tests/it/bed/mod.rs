@@ -7,6 +7,7 @@ mod admin;
 mod admission;
 pub(crate) mod admission_asg;
 mod admission_hyperpod;
+mod admission_strangers;
 mod association;
 mod audit;
 mod audit_metrics;

@@ -184,7 +184,12 @@ async fn a_rollback_to_keys_a_handed_out_revocation_names_is_refused_unless_forc
     let refused = super::rotate(&store, &fleet, &store, rollback).await.unwrap_err();
     let said = refused.to_string();
     assert!(matches!(refused, RotationError::Refused(_)), "{said}");
-    for part in ["revoked by the last KRL", "--force", "--krl FILE", "Nothing was changed"] {
+    for part in [
+        "revoked by the last KRL",
+        "--force",
+        "--krl FILE",
+        "Nothing was changed",
+    ] {
         assert!(said.contains(part), "{part}: {said}");
     }
     for fp in fingerprints(&first) {
@@ -199,7 +204,10 @@ async fn a_rollback_to_keys_a_handed_out_revocation_names_is_refused_unless_forc
     let (outcome, report) = rotate_reporting(&store, &fleet, &store, forced, Some(&ca)).await;
     assert!(outcome.is_ok(), "{outcome:?}");
     assert!(
-        report.steps.iter().any(|s| s.starts_with("rollback --force") && s.contains("--krl FILE")),
+        report
+            .steps
+            .iter()
+            .any(|s| s.starts_with("rollback --force") && s.contains("--krl FILE")),
         "{:?}",
         report.steps
     );
