@@ -11,7 +11,9 @@
 //!   double ([`MemNode`], an [`crate::install::sshd::SshdControl`]) whose
 //!   served keys change only on reload; the fleet answers handshakes
 //!   ([`crate::scan::Prober`]) and runs `hostkeyctl install` command lines
-//!   in-process ([`MemDispatcher`], a [`crate::dispatch::Dispatcher`]).
+//!   in-process ([`MemDispatcher`], a [`crate::dispatch::Dispatcher`]);
+//! - [`MemTargetGroups`], [`MemHooks`]: a target group (an id and a port
+//!   per target, as ELB) and a launch hook, for admission's flow.
 //!
 //! The real adapters are what the test bed runs; these never replace it.
 
@@ -21,6 +23,7 @@ mod functions;
 mod hooked;
 mod memory_store;
 mod penalty;
+mod target_groups;
 
 pub use dispatcher::{MemDispatcher, install_args};
 pub use fleet::{MEM_BANNER, MEM_LB_ADDRESS, MEM_LB_NAME, MemFleet, MemNode, NodeFaults};
@@ -28,3 +31,4 @@ pub use functions::MemFunctions;
 pub use hooked::{Action, Call, Fault, Hooked, Op, fault_at};
 pub use memory_store::MemoryStore;
 pub use penalty::Penalty;
+pub use target_groups::{MemHooks, MemTargetGroups};

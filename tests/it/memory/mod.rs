@@ -4,6 +4,7 @@
 //! `cargo test` runs it. The bed tier runs the same flows against the real
 //! parts.
 
+mod admission;
 mod association;
 mod audit;
 mod clients;
