@@ -9,11 +9,10 @@ use hostkeyctl::enrolment::{Binding, Bindings};
 
 use crate::common::bed::{BedOptions, Node, Role, Run, TestBed, private_lines, snapshot};
 
-/// The bindings table and the signer, named as the template names them
-/// for a stack `hostkeyctl-my-cluster` (`hostkeyctl-enrolment-STACK`):
-/// the name the policies in iam/ grant, each stack its own.
+/// The bindings table, named as the template names it for a stack
+/// `hostkeyctl-my-cluster`: the name the policies in iam/ grant.
 pub(crate) const TABLE: &str = "hostkeyctl-enrolment-hostkeyctl-my-cluster";
-/// The signer's function name.
+/// The signer's function name, likewise.
 pub(crate) const SIGNER: &str = "hostkeyctl-enrolment-hostkeyctl-my-cluster";
 use crate::common::support::require;
 
