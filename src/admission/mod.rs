@@ -194,7 +194,26 @@ pub fn check(req: &AdmissionRequest) -> Result<(), AdmissionError> {
     if req.max_drain == Some(0) {
         tracing::info!("--max-drain 0: nothing is drained or removed in this run");
     }
+    if let Some(note) = membership_note(&req.cluster) {
+        tracing::warn!("{note}");
+    }
     Ok(())
+}
+
+/// What to say when the cluster's nodes are known by tags alone that
+/// anyone with `ec2:CreateTags` may write: such a tag cannot take a node
+/// serving the set out of service (it is kept), but it can hold a new
+/// node out. HyperPod's record and the `aws:` tag only Auto Scaling
+/// writes cannot be changed that way.
+pub fn membership_note(cluster: &[TargetSpec]) -> Option<String> {
+    let forgeable = |s: &TargetSpec| matches!(s, TargetSpec::Tag { key, .. } if !key.starts_with("aws:"));
+    let ids_or_record = cluster.iter().any(|s| !forgeable(s));
+    (!ids_or_record && !cluster.is_empty()).then(|| {
+        format!(
+            "{} is known by tags that whoever may tag instances (ec2:CreateTags) can change: a node serving the set is kept whatever its tags, but prefer the cluster's own record: hyperpod:CLUSTER/GROUP, or tag:aws:autoscaling:groupName=GROUP (only Auto Scaling writes aws: tags)",
+            crate::discovery::describe_specs(cluster)
+        )
+    })
 }
 
 /// The admission's outcome (`--output json`, schema `hostkeyctl-admission/v1`).
@@ -531,6 +550,20 @@ impl<S: SecretStore, F: Fleet, G: TargetGroups, H: LifecycleHooks, P: Prober> Ad
 #[cfg(test)]
 mod tests {
     use crate::keyset::{KeyAlgorithm, KeySet, marker_of};
+
+    #[test]
+    fn membership_by_tags_anyone_may_write_is_named_and_the_clusters_record_is_not() {
+        let spec = |s: &str| s.parse::<crate::discovery::TargetSpec>().unwrap();
+        let note = super::membership_note(&[spec("tag:Role=login"), spec("tag:Cluster=hp")]).unwrap();
+        assert!(note.contains("ec2:CreateTags") && note.contains("hyperpod:CLUSTER/GROUP"), "{note}");
+        for record in [
+            vec![spec("hyperpod:hp/login")],
+            vec![spec("tag:aws:autoscaling:groupName=login")],
+            vec![spec("tag:Role=login"), spec("i-0123456789abcdef0")],
+        ] {
+            assert_eq!(super::membership_note(&record), None, "{record:?}");
+        }
+    }
 
     /// Admission computes the banner word from the fingerprint tags (the
     /// expected set, by scan algorithm); install from the private set.

@@ -24,17 +24,20 @@ pub async fn run(command: &EnrolmentCommand, global: &GlobalArgs, output: Output
                             "fingerprints": b.fingerprints,
                             "last_enrolled_ms": b.last_issued_at_ms,
                             "revoked": b.revoked,
+                            "claim": b.claim,
                         })
                     })
                     .collect();
                 output::print_json(&serde_json::json!({ "bindings": rows })).map_err(Failure::usage)?;
             } else {
                 for (id, b) in &bindings {
-                    println!(
-                        "{id}  {}  {}",
-                        if b.revoked { "REVOKED" } else { "enrolled" },
-                        b.fingerprints.join(" ")
-                    );
+                    let state = match (b.revoked, b.claim) {
+                        (true, _) => "REVOKED",
+                        // A login node's claim: certified for no key.
+                        (false, true) => "claimed",
+                        (false, false) => "enrolled",
+                    };
+                    println!("{id}  {state}  {}", b.fingerprints.join(" "));
                 }
                 println!("{} instance(s)", bindings.len());
             }
