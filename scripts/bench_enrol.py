@@ -11,8 +11,11 @@
    at KMS's default quotas (RSA 500/s, ECC 300/s per account and Region:
    KMS Developer Guide, "Request quotas").
 
-The bed runs one execution environment per function (Lambda runs many), so
-the emulated quota is set below what that one environment can sign.
+The bed's Lambda runs an execution environment per concurrent invocation
+up to the function's reserved concurrency (the template's 10), as Lambda
+does; the emulated quota is set below what they can sign. A renewal within
+10 minutes of the last signing is answered from the binding, without a
+Sign: the renewals of part 1 measure that path.
 """
 
 from __future__ import annotations
@@ -74,7 +77,14 @@ def deploy(bed: Bed) -> str:
     }
     registered = bed.control(
         "/_bed/lambda/register",
-        {"arn": arn, "bootstrap": str(bootstrap), "variables": variables, "env": env, "step_timeout": 60},
+        {
+            "arn": arn,
+            "bootstrap": str(bootstrap),
+            "variables": variables,
+            "env": env,
+            "step_timeout": 60,
+            "reserved_concurrency": 10,
+        },
     )
     assert isinstance(registered, dict)
     bed.function_log = Path(registered["log"])
@@ -172,8 +182,11 @@ def many(bed: Bed, arn: str, count: int, quota: int, parallel: int) -> None:
         ok = sum(1 for _, code, _ in results if code == 0)
         failed = [err.strip().splitlines()[-1] for _, code, err in results if code != 0]
         rate = signs / wall
+        stats = bed.control("/_bed/lambda/stats", {"arn": arn})
+        assert isinstance(stats, dict)
         print(
-            f"   {ok} of {len(workers)} enrolled in {wall:.1f} s ({parallel} nodes at a time, one signer environment)"
+            f"   {ok} of {len(workers)} enrolled in {wall:.1f} s ({parallel} nodes at a time,"
+            f" {stats['environments']} signer environments, {stats['throttles']} invocations throttled)"
         )
         print(
             f"   kms:Sign {signs} answered ({signs / max(ok, 1):.1f} per enrolment), {throttled} throttled and retried"
