@@ -151,4 +151,20 @@ def resources() -> dict:
                 },
             },
         },
+        # Invoke also takes InvocationType=Event: a burst of queued events
+        # from a node role would otherwise drain at the reserved concurrency
+        # for hours (Lambda keeps events up to 6 h and retries twice). The
+        # signer answers nodes synchronously alone: queued events expire in
+        # a minute and are never retried (Lambda Developer Guide,
+        # "Configuring error handling for asynchronous invocation").
+        "EnrolmentFunctionEventInvokeConfig": {
+            "Type": "AWS::Lambda::EventInvokeConfig",
+            "Condition": "CreateEnrolment",
+            "Properties": {
+                "FunctionName": {"Ref": "EnrolmentFunction"},
+                "Qualifier": "$LATEST",
+                "MaximumRetryAttempts": 0,
+                "MaximumEventAgeInSeconds": 60,
+            },
+        },
     }

@@ -126,13 +126,23 @@ pub fn recorded_form(fingerprint: &Fingerprint) -> String {
     base64.chars().take(RECORD_CHARS).collect()
 }
 
-/// The record's value for a revocation of `retired` (empty: nothing).
-pub fn record_value(retired: &[Retired]) -> String {
+/// The record's value after a revocation of `retired`, over the record
+/// `before`: this revocation's keys, newest certificates first, then the
+/// earlier record's (clients may still hold an older revocation: a key
+/// stays recorded when its certificate expires or a rollback serves it
+/// again), as many as fit in a tag value.
+pub fn record_value(retired: &[Retired], before: &str) -> String {
     let mut newest: Vec<&Retired> = retired.iter().collect();
     newest.sort_by_key(|r| std::cmp::Reverse(r.valid_before));
+    let entries = newest
+        .into_iter()
+        .map(|r| recorded_form(&r.fingerprint))
+        .chain(before.split_whitespace().map(str::to_owned));
     let mut value = String::new();
-    for r in newest {
-        let entry = recorded_form(&r.fingerprint);
+    for entry in entries {
+        if value.split(' ').any(|e| e == entry) {
+            continue;
+        }
         if value.len() + entry.len() + 1 > TAG_VALUE_MAX {
             break;
         }
@@ -145,12 +155,22 @@ pub fn record_value(retired: &[Retired]) -> String {
 }
 
 /// Records in the secret's tags that a revocation of `retired` was
-/// produced ([`TAG_REVOKED`]); done before the revocation is written, so a
-/// revocation that reached a client is always recorded.
+/// produced ([`TAG_REVOKED`], merged with the earlier record); done before
+/// the revocation is written, so a revocation that reached a client is
+/// always recorded.
 pub async fn record(store: &impl SecretStore, secret: &SecretId, retired: &[Retired]) -> Result<(), StoreError> {
-    store
-        .tag(secret, &[(TAG_REVOKED.to_owned(), record_value(retired))])
-        .await
+    let info = store.describe(secret).await?;
+    let before = info
+        .tags
+        .iter()
+        .find(|(k, _)| k == TAG_REVOKED)
+        .map(|(_, v)| v.as_str())
+        .unwrap_or_default();
+    let value = record_value(retired, before);
+    if value == before {
+        return Ok(());
+    }
+    store.tag(secret, &[(TAG_REVOKED.to_owned(), value)]).await
 }
 
 /// The keys of `keys` that the last revocation hostkeyctl produced for

@@ -8,8 +8,9 @@
 //! admin's `UpdateItem` sets it, and no enrolment writes over it),
 //! `claim` (BOOL: a login node's claim, certified for no key),
 //! `certificates` (L of S) and `certified_at` (N): the last signing,
-//! answered again to a renewal within the signer's period. Items written
-//! before those three existed read as no claim and no certificates kept.
+//! answered again to a renewal within the signer's period; `signing_at`
+//! (N): when the last signing started. Items written before those existed
+//! read as no claim and no certificates kept.
 
 use std::collections::HashMap;
 
@@ -61,6 +62,7 @@ fn item(instance_id: &str, binding: &Binding) -> HashMap<String, AttributeValue>
             "certified_at".to_owned(),
             AttributeValue::N(binding.certified_at.to_string()),
         ),
+        ("signing_at".to_owned(), AttributeValue::N(binding.signing_at.to_string())),
     ])
 }
 
@@ -89,14 +91,17 @@ fn binding(item: &HashMap<String, AttributeValue>) -> Result<Binding, String> {
         .and_then(|v| v.as_n().ok())
         .and_then(|n| n.parse().ok())
         .ok_or_else(|| "the item has no last_issued_at_ms number".to_owned())?;
-    let certified_at = match item.get("certified_at") {
-        None => 0,
-        Some(v) => v
-            .as_n()
-            .ok()
-            .and_then(|n| n.parse().ok())
-            .ok_or_else(|| "the item's certified_at is not a number".to_owned())?,
+    let number = |name: &str| -> Result<i64, String> {
+        match item.get(name) {
+            None => Ok(0),
+            Some(v) => v
+                .as_n()
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .ok_or_else(|| format!("the item's {name} is not a number")),
+        }
     };
+    let (certified_at, signing_at) = (number("certified_at")?, number("signing_at")?);
     Ok(Binding {
         fingerprints,
         last_issued_at_ms,
@@ -105,6 +110,7 @@ fn binding(item: &HashMap<String, AttributeValue>) -> Result<Binding, String> {
         claim: matches!(item.get("claim"), Some(AttributeValue::Bool(true))),
         certificates: strings(item, "certificates")?,
         certified_at,
+        signing_at,
     })
 }
 
@@ -138,11 +144,12 @@ impl Bindings for DynamoBindings {
             .set_item(Some(item(instance_id, new)));
         put = match previous {
             None => put.condition_expression("attribute_not_exists(instance_id)"),
-            // Not over a revocation made since the read.
+            // Not over a revocation or a claim made since the read.
             Some(p) => put
                 .condition_expression(
-                    "last_issued_at_ms = :last AND fingerprints = :fingerprints AND (attribute_not_exists(revoked) OR revoked = :no)",
+                    "last_issued_at_ms = :last AND fingerprints = :fingerprints AND (attribute_not_exists(revoked) OR revoked = :no) AND (attribute_not_exists(claim) OR claim = :claimed)",
                 )
+                .expression_attribute_values(":claimed", AttributeValue::Bool(p.claim))
                 .expression_attribute_values(":no", AttributeValue::Bool(false))
                 .expression_attribute_values(":last", AttributeValue::N(p.last_issued_at_ms.to_string()))
                 .expression_attribute_values(
@@ -162,13 +169,9 @@ impl Bindings for DynamoBindings {
         }
     }
 
-    async fn revoked_keys(&self) -> Result<Vec<String>, String> {
+    async fn revoked_keys(&self) -> Result<Vec<Vec<String>>, String> {
         let items = self.scan(Some("revoked = :yes")).await.map_err(|e| e.to_string())?;
-        let mut out = Vec::new();
-        for item in &items {
-            out.extend(strings(item, "host_keys")?);
-        }
-        Ok(out)
+        items.iter().map(|item| strings(item, "host_keys")).collect()
     }
 }
 

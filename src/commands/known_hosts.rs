@@ -76,7 +76,16 @@ async fn revocation(
     let summary = crate::revocation::summary(&retired);
     // Recorded before anything is written: `rotate --rollback` then knows
     // which keys clients may refuse (docs/certificates.md, "Revoking").
-    crate::revocation::record(store, secret_id, &retired).await?;
+    crate::revocation::record(store, secret_id, &retired).await.map_err(|e| {
+        let status = crate::exit::ExitStatus::status(&e);
+        Failure::with_status(
+            status,
+            anyhow::anyhow!(
+                "{e}\n  known-hosts records what it revokes in the secret's tag {} (secretsmanager:TagResource, the admin role's) before it writes anything, so that rotate --rollback knows which keys clients refuse; nothing was written",
+                crate::revocation::TAG_REVOKED
+            ),
+        )
+    })?;
     match to {
         Revocation::Lines(hosts) => {
             let text = crate::revocation::revoked_lines(&retired, &hosts.patterns().join(","));

@@ -104,7 +104,15 @@ pub async fn enroll(
             (Some(written), line, revoked, Some(reload))
         }
         (true, None) => {
-            let trust = trust_node(setup.ssh_dir, imds, signer, now_ms, TrustAsk::Claim).await?;
+            let trust = match trust_node(setup.ssh_dir, imds, signer, now_ms, TrustAsk::Claim).await {
+                Ok(trust) => trust,
+                // Refused (a binding to keys not its own, say): the trust
+                // is still renewed, so revocations keep reaching it.
+                Err(refused @ NodeError::Signer(_)) => {
+                    return Err(trust_alone(refused, setup, imds, signer, now_ms).await);
+                }
+                Err(other) => return Err(other),
+            };
             (None, trust.ca, trust.revoked, None)
         }
         (false, _) => {
@@ -134,6 +142,28 @@ pub async fn enroll(
         trusted: setup.trust.iter().map(|p| p.as_str().to_owned()).collect(),
         revoked: revoked.len(),
     })
+}
+
+/// After the signer refused a login node's claim: the client trust renewed
+/// from a request for the trust alone (binds nothing); the refusal, and
+/// whether the trust was renewed.
+async fn trust_alone(
+    refused: NodeError,
+    setup: &Setup<'_>,
+    imds: &impl Imds,
+    signer: &impl Signer,
+    now_ms: i64,
+) -> NodeError {
+    let renewed = match trust_node(setup.ssh_dir, imds, signer, now_ms, TrustAsk::Trust).await {
+        Ok(trust) => configure_client(setup.client_dir, &trust.ca, &trust.revoked, setup.trust, setup.route)
+            .map(|()| "the client trust was renewed all the same".to_owned())
+            .unwrap_or_else(|e| format!("the client trust: {e}")),
+        Err(e) => format!("the client trust was not renewed ({e})"),
+    };
+    match refused {
+        NodeError::Signer(m) => NodeError::Signer(format!("{m}; {renewed}")),
+        other => other,
+    }
 }
 
 /// A login node's listener for the cluster: its keys enrolled, the client

@@ -106,6 +106,10 @@ pub struct Binding {
     /// When they were signed (Unix seconds; 0: none kept).
     #[serde(default)]
     pub certified_at: i64,
+    /// When the last signing started (Unix seconds): until it ends, or a
+    /// minute passes, no other request of the instance starts one.
+    #[serde(default)]
+    pub signing_at: i64,
 }
 
 /// Where bindings are kept, with a compare and swap.
@@ -120,8 +124,8 @@ pub trait Bindings: Sync {
         binding: &Binding,
         previous: Option<&Binding>,
     ) -> impl Future<Output = Result<bool, String>> + Send;
-    /// The host keys of every revoked binding.
-    fn revoked_keys(&self) -> impl Future<Output = Result<Vec<String>, String>> + Send;
+    /// The host keys of each revoked binding.
+    fn revoked_keys(&self) -> impl Future<Output = Result<Vec<Vec<String>>, String>> + Send;
 }
 
 /// The canonical set's keys as the signer knows them: the public

@@ -22,6 +22,12 @@ use ssh_key::{Certificate, HashAlg, PublicKey};
 use super::identity::{self, Identity, KeySource};
 use super::proof::{self, EnrolRequest};
 use super::{Binding, Bindings, ClusterNodes, EnrolError, Enrolled, Member, Policy, SetKeys};
+
+/// How long a signing, once its binding is written, keeps another request
+/// of the instance from starting one (seconds): overlapping requests of
+/// one instance never sign at once, and a signing that failed (KMS
+/// throttled) can be tried again a minute later.
+const SIGNING_SECS: i64 = 60;
 use crate::certificate::{CaKey, Principal, SignRequest, sign_keys};
 
 /// What a request proves by itself, with no AWS call: its keys, each
@@ -128,17 +134,20 @@ pub async fn enrol(
             });
         }
         Some(b) if b.fingerprints != fingerprints => return Err(EnrolError::Bound(instance)),
-        Some(b) if request.issued_at_ms <= b.last_issued_at_ms => {
-            return Err(EnrolError::Replay {
-                instance,
-                issued_at_ms: request.issued_at_ms,
-                last: b.last_issued_at_ms,
-            });
+        // The same request again (a retry of one that was answered but
+        // whose answer was lost): its answer again, nothing new.
+        Some(b) if request.issued_at_ms == b.last_issued_at_ms && b.certified_at * 1000 >= b.last_issued_at_ms - policy.skew * 1000 => {
+            return kept(b, &identity, asked, ca).ok_or_else(|| replay(&instance, request, b));
         }
+        Some(b) if request.issued_at_ms <= b.last_issued_at_ms => return Err(replay(&instance, request, b)),
         Some(b) if b.certified_at > 0 && now - b.certified_at < policy.renew_every => {
-            if let Some(kept) = kept(b, &identity, asked) {
+            if let Some(kept) = kept(b, &identity, asked, ca) {
                 return Ok(kept);
             }
+        }
+        // Another request of this instance is being signed right now.
+        Some(b) if b.signing_at > b.certified_at && (0..SIGNING_SECS).contains(&(now - b.signing_at)) => {
+            return Err(EnrolError::Raced(instance));
         }
         _ => {}
     }
@@ -160,6 +169,7 @@ pub async fn enrol(
         claim: false,
         certificates: previous.as_ref().map(|b| b.certificates.clone()).unwrap_or_default(),
         certified_at: previous.as_ref().map_or(0, |b| b.certified_at),
+        signing_at: now,
     };
     if !bindings
         .put(&instance, &bound, previous.as_ref())
@@ -196,15 +206,32 @@ pub async fn enrol(
     })
 }
 
-/// The binding's certificates, as an answer, if they still parse, name the
-/// document's address and every name asked for (else the full path, with
-/// the cluster's record, decides), one per bound key.
-fn kept(binding: &Binding, identity: &Identity, asked: &[Principal]) -> Option<Enrolled> {
+/// A replay's refusal.
+fn replay(instance: &str, request: &EnrolRequest, binding: &Binding) -> EnrolError {
+    EnrolError::Replay {
+        instance: instance.to_owned(),
+        issued_at_ms: request.issued_at_ms,
+        last: binding.last_issued_at_ms,
+    }
+}
+
+/// The binding's certificates, as an answer, if they still parse, come
+/// from the signer's CA (not one rotated away), name the document's
+/// address and every name asked for (else the full path, with the
+/// cluster's record, decides), one per bound key.
+fn kept(binding: &Binding, identity: &Identity, asked: &[Principal], ca: &CaKey) -> Option<Enrolled> {
     let certificates: Vec<Certificate> = binding
         .certificates
         .iter()
         .map(|line| Certificate::from_openssh(line).ok())
         .collect::<Option<_>>()?;
+    let ours = ca.public_key();
+    if certificates
+        .iter()
+        .any(|c| PublicKey::from(c.signature_key().clone()).key_data() != ours.key_data())
+    {
+        return None;
+    }
     let principals: Vec<Principal> = certificates
         .first()?
         .valid_principals()
@@ -263,11 +290,18 @@ pub async fn claim(
     match &previous {
         Some(b) if b.revoked => return Err(EnrolError::Revoked(instance)),
         Some(b) if b.claim => return Ok(trusted),
-        Some(b) if b.fingerprints != fingerprints => return Err(EnrolError::ClaimOverBinding(instance)),
+        // A binding this signer has signed for (its certificates kept) is
+        // a node's with a listener, or someone's: never taken by a claim.
+        Some(b) if b.fingerprints != fingerprints && b.certified_at > 0 => {
+            return Err(EnrolError::ClaimOverBinding(instance));
+        }
         Some(b) => {
-            // Certified before claims certified no key: now a claim.
+            // A binding from before claims certified no key (the keys the
+            // login node served then, maybe a set rotated since): now a
+            // claim. Later than any request in flight for it, so none of
+            // their writes lands over the claim.
             let migrated = Binding {
-                last_issued_at_ms: b.last_issued_at_ms.max(request.issued_at_ms),
+                last_issued_at_ms: b.last_issued_at_ms.max(request.issued_at_ms) + policy.skew * 1000 + 1,
                 ..claimed
             };
             member_of(&identity, &[], cluster).await?;
@@ -324,23 +358,34 @@ pub async fn trust(
 }
 
 /// The keys every node's trust lists as `@revoked`: each revoked
-/// binding's keys, re-encoded (no comment), each once, never a key of the
-/// canonical set (a login node's binding from before claims certified no
-/// key held the set's keys: revoking that node must not revoke the set).
+/// binding's keys, re-encoded (no comment), each once; never a binding's
+/// whose keys are all the canonical set's (a login node's binding from
+/// before claims certified no key: revoking that node must not revoke the
+/// set; a binding with a key of its own is listed whole, whatever the
+/// set's tags say).
 pub async fn revoked(bindings: &impl Bindings, set: &impl SetKeys) -> Result<Vec<String>, EnrolError> {
     let of_set = set.fingerprints().await.map_err(EnrolError::Bindings)?;
     let mut out: Vec<String> = Vec::new();
-    for line in bindings.revoked_keys().await.map_err(EnrolError::Bindings)? {
-        let key = PublicKey::from_openssh(&line)
+    for lines in bindings.revoked_keys().await.map_err(EnrolError::Bindings)? {
+        let keys = lines
+            .iter()
+            .map(|line| PublicKey::from_openssh(line))
+            .collect::<Result<Vec<_>, _>>()
             .map_err(|e| EnrolError::Bindings(format!("a revoked key does not parse: {e}")))?;
-        if of_set.contains(&key.fingerprint(HashAlg::Sha256).to_string()) {
+        if !keys.is_empty()
+            && keys
+                .iter()
+                .all(|k| of_set.contains(&k.fingerprint(HashAlg::Sha256).to_string()))
+        {
             continue;
         }
-        let key = PublicKey::from(key.key_data().clone())
-            .to_openssh()
-            .map_err(|e| EnrolError::Bindings(format!("a revoked key does not encode: {e}")))?;
-        if !out.contains(&key) {
-            out.push(key);
+        for key in keys {
+            let key = PublicKey::from(key.key_data().clone())
+                .to_openssh()
+                .map_err(|e| EnrolError::Bindings(format!("a revoked key does not encode: {e}")))?;
+            if !out.contains(&key) {
+                out.push(key);
+            }
         }
     }
     Ok(out)

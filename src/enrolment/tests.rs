@@ -90,13 +90,9 @@ impl Bindings for Bound {
         all.insert(instance_id.to_owned(), binding.clone());
         Ok(true)
     }
-    async fn revoked_keys(&self) -> Result<Vec<String>, String> {
+    async fn revoked_keys(&self) -> Result<Vec<Vec<String>>, String> {
         let all = self.0.lock().unwrap();
-        Ok(all
-            .values()
-            .filter(|b| b.revoked)
-            .flat_map(|b| b.host_keys.clone())
-            .collect())
+        Ok(all.values().filter(|b| b.revoked).map(|b| b.host_keys.clone()).collect())
     }
 }
 

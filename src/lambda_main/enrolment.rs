@@ -198,25 +198,46 @@ struct SetTags {
     store: hostkeyctl::aws::SecretsManagerStore,
     secret: Option<SecretId>,
     cache: Cache<Vec<String>>,
+    last_good: std::sync::Mutex<Vec<String>>,
 }
 
 impl SetKeys for SetTags {
+    /// Never fails an answer: a set that cannot be read (denied, or tags
+    /// that do not parse: anyone with TagResource on the secret could
+    /// write them) is logged and the last good reading kept. Claims, not
+    /// this list, are what keep a login node's names from the set.
     async fn fingerprints(&self) -> Result<Vec<String>, String> {
         let Some(secret) = &self.secret else {
             return Ok(Vec::new());
         };
         let now = i64::try_from(hostkeyctl::certificate::now_unix()).unwrap_or(i64::MAX);
-        self.cache
+        let read = self
+            .cache
             .get(now, || async {
                 let info = self.store.describe(secret).await.map_err(|e| e.to_string())?;
-                // Tags anyone with TagResource could write: parsed strictly,
-                // and one that does not parse refuses (fail closed).
                 let tagged = info.tagged_fingerprints().map_err(|e| e.to_string())?;
-                Ok(tagged
-                    .map(|(_, fps)| fps.into_iter().map(|(_, fp)| fp.to_string()).collect())
-                    .unwrap_or_default())
+                Ok::<_, String>(
+                    tagged
+                        .map(|(_, fps)| fps.into_iter().map(|(_, fp)| fp.to_string()).collect())
+                        .unwrap_or_default(),
+                )
             })
-            .await
+            .await;
+        let mut last = self.last_good.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match read {
+            Ok(fps) => {
+                last.clone_from(&fps);
+                Ok(fps)
+            }
+            Err(e) => {
+                eprintln!(
+                    "the canonical set's fingerprints ({secret}) could not be read, the last good reading ({} keys) stands: {}",
+                    last.len(),
+                    hostkeyctl::escape::escape_lines(&e)
+                );
+                Ok(last.clone())
+            }
+        }
     }
 }
 
@@ -280,7 +301,15 @@ pub fn main(
         store: hostkeyctl::aws::SecretsManagerStore::new(&config),
         secret: settings.set.clone(),
         cache: Cache::new(cache_seconds),
+        last_good: std::sync::Mutex::new(Vec::new()),
     };
+    // Read once at start: a wrong secret or a missing grant shows in the
+    // first log lines, not only at the first signing.
+    if let Some(secret) = &settings.set
+        && let Ok(fps) = runtime.block_on(set.fingerprints())
+    {
+        eprintln!("the canonical set ({secret}): {} key(s) known", fps.len());
+    }
     let shared = Arc::new(Signer {
         settings,
         region,

@@ -66,7 +66,7 @@ fn a_binding_is_written_only_over_what_was_read() {
         };
         assert!(!bindings.put(id, &renewal, Some(&later)).await.unwrap());
         assert!(bindings.get(id).await.unwrap().unwrap().revoked);
-        assert_eq!(bindings.revoked_keys().await.unwrap(), later.host_keys);
+        assert_eq!(bindings.revoked_keys().await.unwrap(), vec![later.host_keys.clone()]);
         let listed = bindings.list().await.unwrap();
         assert_eq!(listed.len(), 1);
         assert!(listed[0].1.revoked);
