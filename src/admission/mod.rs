@@ -9,6 +9,8 @@
 //! - [`text`]: the table an operator reads.
 
 pub mod plan;
+#[cfg(test)]
+mod tests_plan;
 mod text;
 mod whom;
 
@@ -19,7 +21,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-pub use plan::{Decision, Limits, NodePlan, Observed, Serving, decide};
+pub use plan::{Decision, Limits, NodePlan, Observed, Serving, decide, deregistrations};
 use whom::{serving_of, who_is_where};
 
 use crate::audit::{self, Expected};
@@ -326,9 +328,17 @@ impl<S: SecretStore, F: Fleet, G: TargetGroups, H: LifecycleHooks, P: Prober> Ad
             .iter()
             .filter(|o| o.target_state.as_deref().is_some_and(|s| s != "unused"))
             .count();
-        let limits = req
-            .max_drain
-            .map_or_else(|| Limits::default_for(in_service), |max_drain| Limits { max_drain });
+        let limits = req.max_drain.map_or_else(
+            || Limits::default_for(in_service),
+            |max_drain| Limits {
+                max_drain,
+                ..Limits::default_for(in_service)
+            },
+        );
+        let limits = Limits {
+            keep_strangers_serving: membership_note(&req.cluster).is_some(),
+            ..limits
+        };
         let waiting = match (&req.lifecycle, self.hooks) {
             (Some(l), Some(hooks)) => hooks.waiting(&l.group).await.map_err(AdmissionError::Aws)?,
             (Some(_), None) => return Err(AdmissionError::Refused("no Auto Scaling client".to_owned())),
@@ -344,10 +354,15 @@ impl<S: SecretStore, F: Fleet, G: TargetGroups, H: LifecycleHooks, P: Prober> Ad
             ids.dedup();
             ids
         };
-        let (registered, deregistered) = (ids(&[Decision::Admit]), ids(&[Decision::Drain, Decision::Remove]));
+        let registered = ids(&[Decision::Admit]);
+        let leaving = deregistrations(&nodes);
+        let deregistered: Vec<String> = leaving
+            .iter()
+            .map(|(id, port)| port.map_or_else(|| id.clone(), |p| format!("{id}:{p}")))
+            .collect();
         let mut errors = Vec::new();
         if !req.dry_run {
-            errors = self.apply(&group, &registered, &deregistered).await;
+            errors = self.apply(&group, &registered, &leaving).await;
         }
         if let Some(l) = &req.lifecycle {
             self.launch_hooks(l, &waiting, &mut nodes, req.dry_run, &mut errors)
@@ -376,10 +391,10 @@ impl<S: SecretStore, F: Fleet, G: TargetGroups, H: LifecycleHooks, P: Prober> Ad
     }
 
     /// Registers first (a node serving the set takes users before any
-    /// leaves), then deregisters each target on every port it is
-    /// registered on; a refusal of one is reported and the other is still
-    /// tried (each was decided within the limits on its own).
-    async fn apply(&self, group: &Group, register: &[String], deregister: &[String]) -> Vec<String> {
+    /// leaves), then deregisters each (target, port) decided; a refusal of
+    /// one is reported and the other is still tried (each was decided
+    /// within the limits on its own).
+    async fn apply(&self, group: &Group, register: &[String], deregister: &[(String, Option<u16>)]) -> Vec<String> {
         let mut errors = Vec::new();
         if !register.is_empty() {
             match self.groups.register(group, register).await {
@@ -387,20 +402,11 @@ impl<S: SecretStore, F: Fleet, G: TargetGroups, H: LifecycleHooks, P: Prober> Ad
                 Err(e) => errors.push(format!("registering {}: {e}", register.join(", "))),
             }
         }
-        let targets: Vec<(String, Option<u16>)> = group
-            .targets
-            .iter()
-            .filter(|t| deregister.contains(&t.id))
-            .map(|t| (t.id.clone(), t.port))
-            .collect();
-        if !targets.is_empty() {
-            match self.groups.deregister(group, &targets).await {
-                Ok(()) => tracing::info!(
-                    "deregistered {} from target group {}",
-                    deregister.join(", "),
-                    group.name
-                ),
-                Err(e) => errors.push(format!("deregistering {}: {e}", deregister.join(", "))),
+        if !deregister.is_empty() {
+            let named: Vec<&str> = deregister.iter().map(|(id, _)| id.as_str()).collect();
+            match self.groups.deregister(group, deregister).await {
+                Ok(()) => tracing::info!("deregistered {} from target group {}", named.join(", "), group.name),
+                Err(e) => errors.push(format!("deregistering {}: {e}", named.join(", "))),
             }
         }
         errors
@@ -463,54 +469,28 @@ impl<S: SecretStore, F: Fleet, G: TargetGroups, H: LifecycleHooks, P: Prober> Ad
             )));
         }
         let mut observed = who_is_where(group, nodes);
-        // Each node at every port users reach it on: each its target is
-        // registered on (judged on all of them), else --port.
-        let mut ports: BTreeMap<&str, Vec<u16>> = BTreeMap::new();
-        for t in &group.targets {
-            if let Some(port) = t.port {
-                let list = ports.entry(t.id.as_str()).or_default();
-                if !list.contains(&port) {
-                    list.push(port);
-                }
-            }
-        }
-        // Answers go back to nodes by position, never by name: names (a
-        // Name tag) are neither unique nor the node's to choose.
+        // Each entry at its registration's port, else --port. Answers go
+        // back to entries by position, never by name: names (a Name tag)
+        // are neither unique nor the node's to choose.
         let (probed, endpoints): (Vec<usize>, Vec<Endpoint>) = observed
             .iter()
             .enumerate()
-            .flat_map(|(i, o)| {
-                let host = o.address.clone();
-                let at = ports
-                    .get(o.target_id.as_str())
-                    .cloned()
-                    .unwrap_or_else(|| vec![req.port]);
-                at.into_iter().filter_map(move |port| {
-                    Some((
-                        i,
-                        Endpoint {
-                            name: o.name.clone(),
-                            host: host.clone()?,
-                            port,
-                        },
-                    ))
-                })
+            .filter_map(|(i, o)| {
+                Some((
+                    i,
+                    Endpoint {
+                        name: o.name.clone(),
+                        host: o.address.clone()?,
+                        port: o.port.unwrap_or(req.port),
+                    },
+                ))
             })
             .unzip();
         let findings = audit::check_against(self.prober.clone(), self.policy.clone(), &endpoints, expected).await;
         let mut served: Vec<Serving> = findings.iter().map(|(_, f)| serving_of(f)).collect();
         self.promoting(&mut served, &endpoints, expected).await;
-        for (i, o) in observed.iter_mut().enumerate() {
-            let at: Vec<(u16, Serving)> = probed
-                .iter()
-                .zip(&endpoints)
-                .zip(&served)
-                .filter(|((j, _), _)| **j == i)
-                .map(|((_, e), s)| (e.port, s.clone()))
-                .collect();
-            if !at.is_empty() {
-                o.serving = whom::on_every_port(at);
-            }
+        for (&i, serving) in probed.iter().zip(served) {
+            observed[i].serving = serving;
         }
         Ok(observed)
     }
@@ -555,7 +535,10 @@ mod tests {
     fn membership_by_tags_anyone_may_write_is_named_and_the_clusters_record_is_not() {
         let spec = |s: &str| s.parse::<crate::discovery::TargetSpec>().unwrap();
         let note = super::membership_note(&[spec("tag:Role=login"), spec("tag:Cluster=hp")]).unwrap();
-        assert!(note.contains("ec2:CreateTags") && note.contains("hyperpod:CLUSTER/GROUP"), "{note}");
+        assert!(
+            note.contains("ec2:CreateTags") && note.contains("hyperpod:CLUSTER/GROUP"),
+            "{note}"
+        );
         for record in [
             vec![spec("hyperpod:hp/login")],
             vec![spec("tag:aws:autoscaling:groupName=login")],

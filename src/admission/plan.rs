@@ -47,6 +47,11 @@ pub struct Observed {
     /// ...), or none when it is not registered.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target_state: Option<String>,
+    /// The port of this registration (a node registered on several ports
+    /// is one entry per port, each judged there); none when not
+    /// registered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
     /// What it served.
     #[serde(flatten)]
     pub serving: Serving,
@@ -127,6 +132,12 @@ pub struct Limits {
     /// At most this many targets deregistered that still take users
     /// (drains, and removals of targets that answer).
     pub max_drain: usize,
+    /// Strangers that serve the set are kept: the cluster is known by tags
+    /// anyone who may tag instances can change, so a stranger serving the
+    /// set may be a node whose tags were changed. Known by its own record
+    /// (HyperPod, Auto Scaling's `aws:` tag, instance ids), a stranger is
+    /// no node, whatever it serves, and is removed.
+    pub keep_strangers_serving: bool,
 }
 
 impl Limits {
@@ -134,6 +145,7 @@ impl Limits {
     pub fn default_for(in_service: usize) -> Limits {
         Limits {
             max_drain: (in_service / 3).max(1),
+            keep_strangers_serving: false,
         }
     }
 }
@@ -172,7 +184,10 @@ pub fn decide(mut observed: Vec<Observed>, limits: Limits) -> Vec<NodePlan> {
         .filter(|o| o.target_state.as_deref() == Some("draining"))
         .count();
     let mut drained = draining;
-    let mut plans: Vec<NodePlan> = observed.into_iter().map(first_decision).collect();
+    let mut plans: Vec<NodePlan> = observed
+        .into_iter()
+        .map(|o| first_decision(o, limits.keep_strangers_serving))
+        .collect();
     if strangers > members {
         for plan in plans.iter_mut().filter(|p| p.decision == Decision::Remove) {
             plan.reason = format!(
@@ -220,6 +235,18 @@ pub fn decide(mut observed: Vec<Observed>, limits: Limits) -> Vec<NodePlan> {
     plans
 }
 
+/// What a run deregisters: each drained or removed (target, port), once.
+pub fn deregistrations(plans: &[NodePlan]) -> Vec<(String, Option<u16>)> {
+    let mut out: Vec<(String, Option<u16>)> = Vec::new();
+    for p in plans {
+        let pair = (p.observed.target_id.clone(), p.observed.port);
+        if matches!(p.decision, Decision::Drain | Decision::Remove) && !out.contains(&pair) {
+            out.push(pair);
+        }
+    }
+    out
+}
+
 fn verb(decision: Decision) -> &'static str {
     match decision {
         Decision::Drain => "drain",
@@ -248,7 +275,7 @@ fn is_limited(plan: &NodePlan) -> bool {
 }
 
 /// The decision before the limits.
-fn first_decision(o: Observed) -> NodePlan {
+fn first_decision(o: Observed, keep_strangers_serving: bool) -> NodePlan {
     let draining = o.target_state.as_deref() == Some("draining");
     let (decision, reason) = match (o.member, o.in_group(), &o.serving) {
         (true, false, _) if draining => (
@@ -297,7 +324,7 @@ fn first_decision(o: Observed) -> NodePlan {
         ),
         (true, _, Serving::NotAsked) => (Decision::Hold, "has no address to check".to_owned()),
         // Users who reach it meet the set: kept, whoever changed its tags.
-        (false, true, Serving::Set | Serving::Promoting(_)) => (
+        (false, true, Serving::Set | Serving::Promoting(_)) if keep_strangers_serving => (
             Decision::Keep,
             format!(
                 "{}: kept, as users who reach it meet the set; find out why it is no node of the cluster (its tags changed? --target too narrow?)",
@@ -324,269 +351,4 @@ fn stranger(serving: &Serving) -> String {
         Serving::NotAsked => "not checked".to_owned(),
     };
     format!("a target that is no node of the cluster (a replaced node's old address?): {what}")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{Decision, Limits, Observed, Serving, decide};
-
-    fn node(name: &str, member: bool, target: Option<&str>, serving: Serving) -> Observed {
-        Observed {
-            name: name.to_owned(),
-            target_id: format!("10.0.0.{}", name.len()),
-            address: None,
-            instance_id: None,
-            member,
-            cluster_state: None,
-            target_state: target.map(str::to_owned),
-            serving,
-        }
-    }
-
-    fn other() -> Serving {
-        Serving::Other("its own keys".to_owned())
-    }
-
-    fn decisions(observed: Vec<Observed>, max_drain: usize) -> Vec<(String, Decision)> {
-        decide(observed, Limits { max_drain })
-            .into_iter()
-            .map(|p| (p.observed.name, p.decision))
-            .collect()
-    }
-
-    #[test]
-    fn a_new_node_is_admitted_only_once_it_serves_the_set() {
-        let base = || {
-            vec![
-                node("a", true, Some("healthy"), Serving::Set),
-                node("b", true, Some("healthy"), Serving::Set),
-            ]
-        };
-        let mut held = base();
-        held.push(node("new", true, None, other()));
-        assert_eq!(decisions(held, 1)[2], ("new".into(), Decision::Hold));
-        let mut booting = base();
-        booting.push(node("new", true, None, Serving::Unknown("refused".into())));
-        assert_eq!(decisions(booting, 1)[2], ("new".into(), Decision::Hold));
-        let mut ready = base();
-        ready.push(node("new", true, None, Serving::Set));
-        assert_eq!(decisions(ready, 1)[2], ("new".into(), Decision::Admit));
-        let mut pending = base();
-        let mut n = node("new", true, None, Serving::Set);
-        n.cluster_state = Some("ShuttingDown".into());
-        pending.push(n);
-        assert_eq!(decisions(pending, 1)[2], ("new".into(), Decision::Hold));
-    }
-
-    #[test]
-    fn a_target_the_cluster_reports_leaving_is_drained_within_the_limits() {
-        let leaving = |name: &str, state: &str| {
-            let mut n = node(name, true, Some("healthy"), Serving::Set);
-            n.cluster_state = Some(state.into());
-            n
-        };
-        let got = decisions(
-            vec![
-                node("a", true, Some("healthy"), Serving::Set),
-                leaving("b", "ShuttingDown"),
-                leaving("c", "SystemUpdating"),
-            ],
-            1,
-        );
-        assert_eq!(
-            got,
-            vec![
-                ("a".into(), Decision::Keep),
-                ("b".into(), Decision::Drain),
-                ("c".into(), Decision::HeldBack)
-            ]
-        );
-        // None when every target serving the set is leaving (a patch of
-        // the whole group): they are no capacity to fall back on.
-        let got = decisions(vec![leaving("a", "SystemUpdating"), leaving("b", "SystemUpdating")], 2);
-        assert_eq!(
-            got,
-            vec![("a".into(), Decision::HeldBack), ("b".into(), Decision::HeldBack)]
-        );
-        // A status that is no departure (Pending, or none given) keeps it.
-        let got = decisions(
-            vec![node("a", true, Some("healthy"), Serving::Set), leaving("b", "unknown")],
-            1,
-        );
-        assert_eq!(got[1], ("b".into(), Decision::Keep));
-        // A drifted target goes before a leaving one.
-        let got = decisions(
-            vec![
-                node("a", true, Some("healthy"), Serving::Set),
-                node("b", true, Some("healthy"), Serving::Set),
-                leaving("c", "ShuttingDown"),
-                node("d", true, Some("healthy"), other()),
-            ],
-            1,
-        );
-        assert_eq!(
-            got[2..],
-            [("c".into(), Decision::HeldBack), ("d".into(), Decision::Drain)]
-        );
-    }
-
-    #[test]
-    fn a_replaced_nodes_old_address_is_removed_without_counting_against_the_limit() {
-        let got = decisions(
-            vec![
-                node("a", true, Some("healthy"), Serving::Set),
-                node("b", true, Some("healthy"), other()),
-                node("old", false, Some("unhealthy"), Serving::Unknown("refused".into())),
-            ],
-            1,
-        );
-        assert_eq!(
-            got,
-            vec![
-                ("a".into(), Decision::Keep),
-                ("b".into(), Decision::Drain),
-                ("old".into(), Decision::Remove)
-            ]
-        );
-    }
-
-    #[test]
-    fn drains_stop_at_the_limit_and_never_at_zero_serving() {
-        let two_of_three = decisions(
-            vec![
-                node("a", true, Some("healthy"), Serving::Set),
-                node("b", true, Some("healthy"), other()),
-                node("c", true, Some("healthy"), other()),
-            ],
-            1,
-        );
-        assert_eq!(two_of_three[1].1, Decision::Drain);
-        assert_eq!(two_of_three[2].1, Decision::HeldBack);
-        let all = decisions(
-            vec![
-                node("a", true, Some("healthy"), other()),
-                node("b", true, Some("healthy"), other()),
-                node("c", true, Some("healthy"), other()),
-            ],
-            3,
-        );
-        assert!(all.iter().all(|(_, d)| *d == Decision::HeldBack), "{all:?}");
-    }
-
-    /// A1: whoever may tag instances can take a node out of a `tag:`
-    /// target; it still serves the set, so it is never removed, however
-    /// many runs follow.
-    #[test]
-    fn a_stranger_serving_the_set_is_kept_run_after_run() {
-        let mut observed = vec![
-            node("a", true, Some("healthy"), Serving::Set),
-            node("x", false, Some("healthy"), Serving::Set),
-            node(
-                "y",
-                false,
-                Some("healthy"),
-                Serving::Promoting("the previous key".into()),
-            ),
-        ];
-        observed.extend((0..3).map(|i| node(&format!("m{i}"), true, Some("healthy"), Serving::Set)));
-        for _ in 0..3 {
-            let got = decide(observed.clone(), Limits { max_drain: 5 });
-            assert!(got.iter().all(|p| p.decision == Decision::Keep), "{got:?}");
-            let x = got.iter().find(|p| p.observed.name == "x").unwrap();
-            assert!(x.reason.contains("no node of the cluster"), "{}", x.reason);
-        }
-    }
-
-    /// A2: someone with RegisterTargets adds more strangers than there are
-    /// nodes: none is removed (a person looks first), and the nodes that
-    /// serve the set are still admitted.
-    #[test]
-    fn a_flock_of_strangers_is_held_out_and_the_nodes_are_still_admitted() {
-        let mut observed = vec![
-            node("a", true, Some("healthy"), Serving::Set),
-            node("new", true, None, Serving::Set),
-        ];
-        observed.extend((0..5).map(|i| node(&format!("s{i}"), false, Some("unhealthy"), other())));
-        let got = decide(observed, Limits { max_drain: 1 });
-        assert_eq!(got[0].decision, Decision::Keep);
-        assert_eq!(got[1].decision, Decision::Admit);
-        for p in &got[2..] {
-            assert_eq!(p.decision, Decision::HeldBack, "{p:?}");
-            assert!(p.reason.contains("more than its 2 nodes"), "{}", p.reason);
-        }
-    }
-
-    #[test]
-    fn draining_targets_stay_out_and_count_against_the_limit_and_unknown_targets_stay() {
-        let got = decisions(
-            vec![
-                node("a", true, Some("healthy"), Serving::Set),
-                node("b", true, Some("draining"), Serving::Set),
-                node("c", true, Some("healthy"), Serving::Unknown("timed out".into())),
-                node("d", true, Some("healthy"), other()),
-            ],
-            1,
-        );
-        assert_eq!(
-            got,
-            vec![
-                ("a".into(), Decision::Keep),
-                ("b".into(), Decision::Hold),
-                ("c".into(), Decision::Keep),
-                ("d".into(), Decision::HeldBack)
-            ]
-        );
-    }
-
-    #[test]
-    fn a_stranger_the_load_balancer_calls_healthy_is_limited_even_if_it_does_not_answer_here() {
-        let unanswered = || Serving::Unknown("timed out".into());
-        let got = decisions(
-            vec![
-                node("a", true, Some("healthy"), Serving::Set),
-                node("b", true, Some("healthy"), Serving::Set),
-                node("c", true, Some("healthy"), Serving::Set),
-                node("x", false, Some("healthy"), unanswered()),
-                node("y", false, Some("healthy"), unanswered()),
-                node("z", false, Some("unhealthy"), unanswered()),
-            ],
-            1,
-        );
-        assert_eq!(
-            got[3..],
-            [
-                ("x".into(), Decision::Remove),
-                ("y".into(), Decision::HeldBack),
-                ("z".into(), Decision::Remove)
-            ]
-        );
-    }
-
-    #[test]
-    fn a_node_catching_up_with_a_promotion_is_kept_but_not_admitted() {
-        let promoting = || Serving::Promoting("the previous ssh-ed25519 key".to_owned());
-        let got = decisions(
-            vec![
-                node("a", true, Some("healthy"), promoting()),
-                node("b", true, Some("healthy"), Serving::Set),
-                node("c", true, None, promoting()),
-            ],
-            3,
-        );
-        assert_eq!(
-            got,
-            vec![
-                ("a".into(), Decision::Keep),
-                ("b".into(), Decision::Keep),
-                ("c".into(), Decision::Hold)
-            ]
-        );
-    }
-
-    #[test]
-    fn the_default_limit_is_a_third_and_at_least_one() {
-        assert_eq!(Limits::default_for(2).max_drain, 1);
-        assert_eq!(Limits::default_for(3).max_drain, 1);
-        assert_eq!(Limits::default_for(9).max_drain, 3);
-    }
 }

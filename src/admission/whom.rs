@@ -2,16 +2,19 @@
 //! group's targets matched (by instance id or address), and a node's
 //! handshake findings read as what it serves.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use super::{Group, Observed, Serving};
 use crate::audit::{Finding, Verdict};
 use crate::discovery::{GroupTarget, Target};
 
 /// Every cluster node (by its id in the target group's terms) and every
-/// target that is none of them, with their states; nothing asked yet.
+/// target that is none of them, with their states; nothing asked yet. A
+/// node or target registered on several ports is an entry per port, each
+/// judged where it is registered: a port serving other keys is taken out
+/// alone, and the others stay.
 pub(super) fn who_is_where(group: &Group, nodes: Vec<Target>) -> Vec<Observed> {
-    let states: BTreeMap<&str, &GroupTarget> = group.targets.iter().map(|t| (t.id.as_str(), t)).collect();
+    let registrations = |id: &str| -> Vec<&GroupTarget> { group.targets.iter().filter(|t| t.id == id).collect() };
     let mut observed = Vec::new();
     let mut members = BTreeSet::new();
     for node in nodes {
@@ -19,69 +22,69 @@ pub(super) fn who_is_where(group: &Group, nodes: Vec<Target>) -> Vec<Observed> {
             true => node.instance_id.clone(),
             false => node.address.clone(),
         };
-        let Some(target_id) = target_id else {
-            observed.push(Observed {
-                name: node.name.clone(),
-                target_id: String::new(),
-                address: node.address.clone(),
-                instance_id: node.instance_id.clone(),
-                member: true,
-                cluster_state: None,
-                target_state: None,
-                serving: Serving::NotAsked,
-            });
-            continue;
-        };
-        members.insert(target_id.clone());
-        observed.push(Observed {
+        let base = Observed {
             name: node.name.clone(),
-            target_state: states.get(target_id.as_str()).map(|t| t.health.state.clone()),
-            target_id,
+            target_id: target_id.clone().unwrap_or_default(),
             address: node.address.clone(),
             instance_id: node.instance_id.clone(),
             member: true,
             cluster_state: node.health.filter(|h| h.is_flagged()).map(|h| h.state),
+            target_state: None,
+            port: None,
             serving: Serving::NotAsked,
-        });
-    }
-    for t in &group.targets {
-        // A target registered on two ports is one node.
-        if !members.insert(t.id.clone()) {
+        };
+        let Some(target_id) = target_id else {
+            observed.push(Observed {
+                cluster_state: None,
+                ..base
+            });
+            continue;
+        };
+        if !members.insert(target_id.clone()) {
             continue;
         }
-        observed.push(Observed {
+        observed.extend(entries(base, &registrations(&target_id)));
+    }
+    let mut strangers = BTreeSet::new();
+    for t in &group.targets {
+        if members.contains(&t.id) || !strangers.insert(t.id.clone()) {
+            continue;
+        }
+        let base = Observed {
             name: t.id.clone(),
             target_id: t.id.clone(),
             address: (!t.is_instance).then(|| t.id.clone()),
             instance_id: t.is_instance.then(|| t.id.clone()),
             member: false,
             cluster_state: None,
-            target_state: Some(t.health.state.clone()),
+            target_state: None,
+            port: None,
             serving: Serving::NotAsked,
-        });
+        };
+        observed.extend(entries(base, &registrations(&t.id)));
     }
     observed
 }
 
-/// What a node registered on several ports serves: the set only if every
-/// port serves it; else what the first port that does not serves, named
-/// (a node judged on one port alone could serve other keys on another).
-pub(super) fn on_every_port(mut at: Vec<(u16, Serving)>) -> Serving {
-    if at.len() == 1 {
-        return at.remove(0).1;
+/// `base` once per registration (named with its port when there are
+/// several), or once unregistered.
+fn entries(base: Observed, registrations: &[&GroupTarget]) -> Vec<Observed> {
+    if registrations.is_empty() {
+        return vec![base];
     }
-    let named = |port: u16, what: &str| format!("port {port}: {what}");
-    let first = |want: fn(&Serving) -> bool| at.iter().find(|(_, s)| want(s)).cloned();
-    if let Some((port, Serving::Other(what))) = first(|s| matches!(s, Serving::Other(_))) {
-        return Serving::Other(named(port, &what));
-    }
-    if let Some((port, Serving::Unknown(why))) = first(|s| matches!(s, Serving::Unknown(_))) {
-        return Serving::Unknown(named(port, &why));
-    }
-    if let Some((port, Serving::Promoting(what))) = first(|s| matches!(s, Serving::Promoting(_))) {
-        return Serving::Promoting(named(port, &what));
-    }
-    Serving::Set
+    let several = registrations.len() > 1;
+    registrations
+        .iter()
+        .map(|t| Observed {
+            name: match (several, t.port) {
+                (true, Some(port)) => format!("{} (port {port})", base.name),
+                _ => base.name.clone(),
+            },
+            target_state: Some(t.health.state.clone()),
+            port: t.port,
+            ..base.clone()
+        })
+        .collect()
 }
 
 /// What a node's findings say it serves.
@@ -106,30 +109,4 @@ pub(super) fn serving_of(findings: &[Finding]) -> Serving {
         .find_map(|f| f.detail.clone())
         .unwrap_or_else(|| "no answer".to_owned());
     Serving::Unknown(why)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{Serving, on_every_port};
-
-    /// A3: a node registered on two ports is judged on both.
-    #[test]
-    fn a_node_serves_the_set_only_if_every_port_it_is_registered_on_does() {
-        assert_eq!(
-            on_every_port(vec![(22, Serving::Set), (2022, Serving::Set)]),
-            Serving::Set
-        );
-        assert_eq!(
-            on_every_port(vec![
-                (22, Serving::Set),
-                (2022, Serving::Other("ssh-ed25519 its own".into()))
-            ]),
-            Serving::Other("port 2022: ssh-ed25519 its own".into())
-        );
-        assert_eq!(
-            on_every_port(vec![(22, Serving::Unknown("refused".into())), (2022, Serving::Set)]),
-            Serving::Unknown("port 22: refused".into())
-        );
-        assert_eq!(on_every_port(vec![(22, Serving::Set)]), Serving::Set);
-    }
 }

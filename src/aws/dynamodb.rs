@@ -62,7 +62,10 @@ fn item(instance_id: &str, binding: &Binding) -> HashMap<String, AttributeValue>
             "certified_at".to_owned(),
             AttributeValue::N(binding.certified_at.to_string()),
         ),
-        ("signing_at".to_owned(), AttributeValue::N(binding.signing_at.to_string())),
+        (
+            "signing_at".to_owned(),
+            AttributeValue::N(binding.signing_at.to_string()),
+        ),
     ])
 }
 

@@ -123,33 +123,17 @@ pub async fn enrol(
     } = verify(request, policy, now)?;
     let instance = identity.instance_id.clone();
     let previous = bindings.get(&instance).await.map_err(EnrolError::Bindings)?;
-    match &previous {
-        Some(b) if b.revoked => return Err(EnrolError::Revoked(instance)),
-        Some(b) if b.claim => return Err(EnrolError::Claimed(instance)),
-        None if now - identity.pending_time > policy.first_within => {
-            return Err(EnrolError::LateFirst {
-                instance,
-                age: now - identity.pending_time,
-                limit: policy.first_within,
-            });
-        }
-        Some(b) if b.fingerprints != fingerprints => return Err(EnrolError::Bound(instance)),
-        // The same request again (a retry of one that was answered but
-        // whose answer was lost): its answer again, nothing new.
-        Some(b) if request.issued_at_ms == b.last_issued_at_ms && b.certified_at * 1000 >= b.last_issued_at_ms - policy.skew * 1000 => {
-            return kept(b, &identity, asked, ca).ok_or_else(|| replay(&instance, request, b));
-        }
-        Some(b) if request.issued_at_ms <= b.last_issued_at_ms => return Err(replay(&instance, request, b)),
-        Some(b) if b.certified_at > 0 && now - b.certified_at < policy.renew_every => {
-            if let Some(kept) = kept(b, &identity, asked, ca) {
-                return Ok(kept);
-            }
-        }
-        // Another request of this instance is being signed right now.
-        Some(b) if b.signing_at > b.certified_at && (0..SIGNING_SECS).contains(&(now - b.signing_at)) => {
-            return Err(EnrolError::Raced(instance));
-        }
-        _ => {}
+    if let Some(answer) = from_binding(
+        previous.as_ref(),
+        request,
+        &fingerprints,
+        &identity,
+        asked,
+        ca,
+        policy,
+        now,
+    )? {
+        return Ok(answer);
     }
     let known = set.fingerprints().await.map_err(EnrolError::Bindings)?;
     let of_set: Vec<String> = fingerprints.iter().filter(|f| known.contains(f)).cloned().collect();
@@ -204,6 +188,57 @@ pub async fn enrol(
         signed: true,
         verified_by: identity.verified_by,
     })
+}
+
+/// Step 2 (module documentation): what the instance's binding decides
+/// alone: a refusal, an answer from it (a retry, a renewal within the
+/// period), or nothing (`None`: go on).
+#[allow(clippy::too_many_arguments)]
+fn from_binding(
+    previous: Option<&Binding>,
+    request: &EnrolRequest,
+    fingerprints: &[String],
+    identity: &Identity,
+    asked: &[Principal],
+    ca: &CaKey,
+    policy: &Policy,
+    now: i64,
+) -> Result<Option<Enrolled>, EnrolError> {
+    let instance = identity.instance_id.clone();
+    match previous {
+        Some(b) if b.revoked => return Err(EnrolError::Revoked(instance)),
+        Some(b) if b.claim => return Err(EnrolError::Claimed(instance)),
+        None if now - identity.pending_time > policy.first_within => {
+            return Err(EnrolError::LateFirst {
+                instance,
+                age: now - identity.pending_time,
+                limit: policy.first_within,
+            });
+        }
+        Some(b) if b.fingerprints != fingerprints => return Err(EnrolError::Bound(instance)),
+        // The same request again (a retry of one that was answered but
+        // whose answer was lost): its answer again, nothing new.
+        Some(b)
+            if request.issued_at_ms == b.last_issued_at_ms
+                && b.certified_at * 1000 >= b.last_issued_at_ms - policy.skew * 1000 =>
+        {
+            return kept(b, identity, asked, ca)
+                .map(Some)
+                .ok_or_else(|| replay(&instance, request, b));
+        }
+        Some(b) if request.issued_at_ms <= b.last_issued_at_ms => return Err(replay(&instance, request, b)),
+        Some(b) if b.certified_at > 0 && now - b.certified_at < policy.renew_every => {
+            if let Some(kept) = kept(b, identity, asked, ca) {
+                return Ok(Some(kept));
+            }
+        }
+        // Another request of this instance is being signed right now.
+        Some(b) if b.signing_at > b.certified_at && (0..SIGNING_SECS).contains(&(now - b.signing_at)) => {
+            return Err(EnrolError::Raced(instance));
+        }
+        _ => {}
+    }
+    Ok(None)
 }
 
 /// A replay's refusal.

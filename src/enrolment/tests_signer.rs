@@ -263,7 +263,7 @@ async fn a_renewal_within_the_period_costs_no_signature_and_a_refusal_no_lookup_
                 .is_err()
         );
     }
-    let replay = ask(&aws, &compute_1(), &keys, later);
+    let replay = ask(&aws, &compute_1(), &keys, later - 1);
     assert!(
         enrol(&replay, &[], &cluster, &bound, &(), &ca, &policy, later + 5)
             .await

@@ -19,6 +19,7 @@ pub(crate) mod enrolment;
 mod enrolment_asg;
 pub(crate) mod enrolment_cluster;
 mod enrolment_flood;
+mod enrolment_forgeries;
 mod enrolment_login;
 pub(crate) mod enrolment_pcluster;
 mod enrolment_step;
