@@ -536,7 +536,7 @@ mod tests {
         let spec = |s: &str| s.parse::<crate::discovery::TargetSpec>().unwrap();
         let note = super::membership_note(&[spec("tag:Role=login"), spec("tag:Cluster=hp")]).unwrap();
         assert!(
-            note.contains("ec2:CreateTags") && note.contains("hyperpod:CLUSTER/GROUP"),
+            note.contains("may tag instances") && note.contains("hyperpod:CLUSTER/GROUP"),
             "{note}"
         );
         for record in [
