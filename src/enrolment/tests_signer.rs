@@ -289,3 +289,53 @@ fn a_cached_value_is_read_again_only_after_its_age() {
         assert_eq!(cache.get(5_001, read).await.unwrap(), 4);
     });
 }
+
+/// D1, overlapping requests: while a signing of the instance is under way
+/// (its binding written, its certificates not yet), another request is
+/// refused, not signed; a minute later (a signing that failed) it goes on.
+#[tokio::test]
+async fn one_signing_at_a_time_per_instance() {
+    let aws = Aws::new();
+    let ca = CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
+    let cluster = Cluster(vec![compute_1()]);
+    let bound = Bound::default();
+    let policy = aws.policy();
+    let keys = node_keys();
+    enrol(
+        &ask(&aws, &compute_1(), &keys, NOW),
+        &[],
+        &cluster,
+        &bound,
+        &(),
+        &ca,
+        &policy,
+        NOW,
+    )
+    .await
+    .unwrap();
+    // A signing started after the period, and not finished.
+    let later = NOW + policy.renew_every + 5;
+    bound
+        .0
+        .lock()
+        .unwrap()
+        .get_mut(&compute_1().instance_id)
+        .unwrap()
+        .signing_at = later - 1;
+    let overlapping = ask(&aws, &compute_1(), &keys, later);
+    let said = refused(enrol(&overlapping, &[], &cluster, &bound, &(), &ca, &policy, later).await);
+    assert!(said.contains("at the same time"), "{said}");
+    let after = later + 60;
+    let retried = enrol(
+        &ask(&aws, &compute_1(), &keys, after),
+        &[],
+        &cluster,
+        &bound,
+        &(),
+        &ca,
+        &policy,
+        after,
+    )
+    .await;
+    assert!(retried.unwrap().signed);
+}

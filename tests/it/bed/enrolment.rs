@@ -66,10 +66,23 @@ fn a_binding_is_written_only_over_what_was_read() {
         };
         assert!(!bindings.put(id, &renewal, Some(&later)).await.unwrap());
         assert!(bindings.get(id).await.unwrap().unwrap().revoked);
+        // A write that read the binding before it became a claim does not
+        // land over the claim.
+        let other_id = "i-0000000000000c002";
+        assert!(bindings.put(other_id, &first, None).await.unwrap());
+        let claimed = Binding {
+            claim: true,
+            last_issued_at_ms: 100,
+            ..first.clone()
+        };
+        assert!(bindings.put(other_id, &claimed, Some(&first)).await.unwrap());
+        assert!(!bindings.put(other_id, &later, Some(&first)).await.unwrap());
+        assert!(bindings.get(other_id).await.unwrap().unwrap().claim);
         assert_eq!(bindings.revoked_keys().await.unwrap(), vec![later.host_keys.clone()]);
         let listed = bindings.list().await.unwrap();
-        assert_eq!(listed.len(), 1);
-        assert!(listed[0].1.revoked);
+        assert_eq!(listed.len(), 2);
+        assert!(listed[0].1.revoked && !listed[0].1.claim);
+        assert!(listed[1].1.claim && !listed[1].1.revoked);
     });
 }
 
