@@ -129,6 +129,9 @@ pub enum AdmissionError {
     /// The cluster or the target group could not be read.
     #[error(transparent)]
     Discovery(#[from] DiscoveryError),
+    /// The targets reach another cluster's instances.
+    #[error(transparent)]
+    Scope(#[from] crate::discovery::scope::ScopeError),
     /// Registering or deregistering failed; says what was done before.
     #[error("{error}{}", if done.is_empty() { String::new() } else { format!(" (already done: {done})") })]
     Apply {
@@ -152,7 +155,7 @@ impl crate::exit::ExitStatus for AdmissionError {
             AdmissionError::Store(s) => s.status(),
             AdmissionError::Discovery(d) => d.status(),
             AdmissionError::Apply { error, .. } | AdmissionError::Aws(error) => error.status(),
-            AdmissionError::Refused(_) => Status::Usage,
+            AdmissionError::Refused(_) | AdmissionError::Scope(_) => Status::Usage,
         }
     }
 }
@@ -172,6 +175,8 @@ pub struct AdmissionRequest {
     pub max_drain: Option<usize>,
     /// Decide and report, change nothing.
     pub dry_run: bool,
+    /// `--allow-other-clusters` ([`crate::discovery::scope`]).
+    pub allow_other_clusters: bool,
     /// Complete the launch hook of the group's waiting instances that
     /// serve the set.
     pub lifecycle: Option<Lifecycle>,
@@ -322,6 +327,8 @@ impl<S: SecretStore, F: Fleet, G: TargetGroups, H: LifecycleHooks, P: Prober> Ad
             })?;
         let group = self.groups.group(&req.group, req.port).await?;
         let nodes = self.fleet.targets(&req.cluster).await?;
+        let secret = self.store.describe(&req.secret).await?;
+        crate::discovery::scope::check_targets(&secret.tags, &req.cluster, &nodes, req.allow_other_clusters)?;
         let observed = self.observe(req, &group, nodes, &expected).await?;
         // Draining targets count: the limit does not shrink run by run.
         let in_service = observed

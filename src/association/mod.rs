@@ -148,6 +148,9 @@ pub enum AssociationError {
         "give tag targets or instance ids, not both: State Manager would run the association only on the listed instances that also carry every tag"
     )]
     Mixed,
+    /// Tag targets that do not keep to the secret's cluster.
+    #[error(transparent)]
+    Scope(#[from] crate::discovery::scope::ScopeError),
     /// No targets.
     #[error(
         "an association needs at least one --target (tag:KEY=VALUE, as for an Auto Scaling group, or instance ids)"
@@ -280,6 +283,8 @@ pub struct DeployRequest<'a> {
     pub max_concurrency: &'a str,
     /// Rate controls.
     pub max_errors: &'a str,
+    /// `--allow-other-clusters` ([`crate::discovery::scope::check_written`]).
+    pub allow_other_clusters: bool,
 }
 
 /// What `deploy` did.
@@ -337,6 +342,8 @@ pub async fn deploy(
         );
     }
     let desired = desired_state(store, req.secret).await?;
+    let secret = store.describe(req.secret).await?;
+    crate::discovery::scope::check_written(&secret.tags, req.targets, req.allow_other_clusters)?;
     let spec = AssociationSpec {
         name: req.name.to_owned(),
         document: document.name.clone(),

@@ -252,6 +252,7 @@ impl<S: SecretStore, F: Fleet, D: Dispatcher, P: Prober> Audit<'_, S, F, D, P> {
                         instance_id: id.clone(),
                         private_ip: t.address.clone(),
                         name: Some(t.name.clone()),
+                        clusters: t.clusters.clone(),
                     });
                 }
                 if t.address.is_none() {

@@ -111,6 +111,7 @@ impl AwsFleet {
                     },
                     port: t.port,
                     health: Some(t.health),
+                    clusters: instance.map(|i| i.clusters.clone()).unwrap_or_default(),
                 }
             })
             .collect())
@@ -286,6 +287,9 @@ async fn describe(
                         .find(|t| t.key() == Some("Name"))
                         .and_then(|t| t.value())
                         .map(str::to_owned),
+                    clusters: crate::discovery::scope::clusters_of(
+                        i.tags().iter().filter_map(|t| Some((t.key()?, t.value()?))),
+                    ),
                 });
             }
         }

@@ -125,6 +125,7 @@ async fn describe(client: &Client, cluster: &str, summary: &ClusterNodeSummary) 
                 .map_or("unknown".to_owned(), |s| s.as_str().to_owned()),
             reason: status.and_then(|s| s.message()).map(str::to_owned),
         }),
+        clusters: Vec::new(),
     })
 }
 

@@ -423,6 +423,11 @@ pub struct AssociationDeployArgs {
     /// more targets (number or percentage).
     #[arg(long, default_value = "10%", value_name = "N|P%")]
     pub max_errors: String,
+    /// Deploy tag targets that do not name the secret's Cluster tag
+    /// (tag:Cluster=NAME or tag:parallelcluster:cluster-name=NAME): State
+    /// Manager resolves them on every run, in every cluster.
+    #[arg(long)]
+    pub allow_other_clusters: bool,
     #[command(flatten)]
     pub document: ConvergeDocumentArgs,
 }
@@ -463,15 +468,21 @@ pub struct RolloutArgs {
     pub timeout: u64,
     /// SSM document: hostkeyctl's own (`ssm-document deploy`), sent at its
     /// default version only when that version's SHA-256 is the document this
-    /// binary deploys (exit 2 otherwise, nothing sent); when it is not
-    /// deployed, AWS-RunShellScript with a warning. Another name sends that
-    /// custom document as it is, with its hash in the report;
-    /// AWS-RunShellScript chooses the shell document.
+    /// binary deploys, and refused when it is not deployed (exit 2, nothing
+    /// sent). Another name sends that custom document as it is, with its
+    /// hash in the report; AWS-RunShellScript sends the shell document (any
+    /// command as root on every node), only when named.
     #[arg(long, default_value = crate::ssm_document::DEFAULT_NAME, value_name = "NAME")]
     pub document: String,
     /// How the nodes call hostkeyctl (name on PATH or absolute path).
     #[arg(long, default_value = "hostkeyctl", value_name = "PATH")]
     pub node_command: Program,
+    /// Send to instances outside the secret's cluster too. By default every
+    /// instance the targets reach must carry the secret's Cluster tag
+    /// (Cluster or parallelcluster:cluster-name); a secret without one
+    /// refuses targets that reach two clusters.
+    #[arg(long)]
+    pub allow_other_clusters: bool,
 }
 
 impl RolloutArgs {

@@ -44,6 +44,11 @@ pub struct AdmitArgs {
     /// Decide and report, register and deregister nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Admit instances outside the secret's cluster too. By default every
+    /// instance the --target tags reach must carry the secret's Cluster tag
+    /// (Cluster or parallelcluster:cluster-name).
+    #[arg(long)]
+    pub allow_other_clusters: bool,
     /// Connections at once, in all.
     #[arg(long, default_value_t = 32, value_name = "N")]
     pub concurrency: usize,
@@ -69,6 +74,7 @@ impl AdmitArgs {
             port: self.port,
             max_drain: self.max_drain,
             dry_run: self.dry_run,
+            allow_other_clusters: self.allow_other_clusters,
             lifecycle: self
                 .auto_scaling_group
                 .clone()

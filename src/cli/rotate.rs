@@ -122,6 +122,8 @@ impl RotateArgs {
         rollout: &'a crate::rotation::setup::Rollout,
     ) -> crate::rotation::setup::SetupRequest<'a> {
         crate::rotation::setup::SetupRequest {
+            secret: &self.secret_id,
+            allow_other_clusters: self.rollout.allow_other_clusters,
             targets: &self.targets,
             pull: self.pull,
             rollout,

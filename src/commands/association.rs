@@ -65,6 +65,7 @@ async fn run_deploy(
         node_command: &args.document.node_command,
         max_concurrency: &args.max_concurrency,
         max_errors: &args.max_errors,
+        allow_other_clusters: args.allow_other_clusters,
     };
     let outcome = association::deploy(store, documents, associations, &request).await?;
     if output == OutputFormat::Json {

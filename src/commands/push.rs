@@ -39,6 +39,7 @@ pub async fn run(args: &PushArgs, global: &GlobalArgs, output: OutputFormat) -> 
         targets: &args.targets,
         document: &args.rollout.document,
         node_command: &args.rollout.node_command,
+        allow_other_clusters: args.rollout.allow_other_clusters,
     };
     let plan = push.plan(&request).await?;
     let (version, next) = (&plan.desired.current, plan.desired.next.as_ref());

@@ -13,6 +13,8 @@ use std::str::FromStr;
 
 use crate::aws_error::AwsError;
 
+pub mod scope;
+
 /// Whether `s` is a name AWS allows for a load balancer, target group,
 /// HyperPod cluster or instance group: letters, digits and inner hyphens.
 fn is_resource_name(s: &str, max: usize) -> bool {
@@ -188,6 +190,10 @@ pub struct Instance {
     pub private_ip: Option<String>,
     /// The `Name` tag, if any.
     pub name: Option<String>,
+    /// The clusters its tags name ([`scope::CLUSTER_TAGS`]): what keeps a
+    /// target inside the secret's cluster.
+    #[serde(skip)]
+    pub clusters: Vec<String>,
 }
 
 /// Where a node was found and its state there: a target group's target
@@ -224,6 +230,10 @@ pub struct Target {
     pub port: Option<u16>,
     /// Where it was found and its health there.
     pub health: Option<Health>,
+    /// The clusters its tags name, when EC2 described it
+    /// ([`Instance::clusters`]).
+    #[serde(skip)]
+    pub clusters: Vec<String>,
 }
 
 impl From<Instance> for Target {
@@ -234,6 +244,7 @@ impl From<Instance> for Target {
             address: i.private_ip,
             port: None,
             health: None,
+            clusters: i.clusters,
         }
     }
 }

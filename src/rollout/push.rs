@@ -4,6 +4,7 @@
 //! it, find the nodes, then install on them ([`super::push_version`]).
 
 use super::{PushOptions, PushOutcome, RolloutError, push_version};
+use crate::discovery::scope::ScopeError;
 use crate::discovery::{DiscoveryError, Fleet, Instance, TargetSpec};
 use crate::dispatch::{Dispatcher, Progress};
 use crate::ids::{Program, SecretId, VersionId};
@@ -23,6 +24,9 @@ pub struct PushRequest<'a> {
     pub document: &'a str,
     /// How the nodes call hostkeyctl.
     pub node_command: &'a Program,
+    /// `--allow-other-clusters`: send to instances outside the secret's
+    /// cluster ([`crate::discovery::scope`]).
+    pub allow_other_clusters: bool,
 }
 
 /// What a push will do, settled before anything is sent (`--dry-run`
@@ -63,6 +67,9 @@ pub enum PushError {
     /// The nodes could not be found.
     #[error(transparent)]
     Discovery(#[from] DiscoveryError),
+    /// The targets reach another cluster's instances.
+    #[error(transparent)]
+    Scope(#[from] ScopeError),
     /// The rollout could not start.
     #[error(transparent)]
     Rollout(#[from] RolloutError),
@@ -99,6 +106,8 @@ impl<S: SecretStore, F: Fleet, D: Dispatcher> Push<'_, S, F, D> {
             }
         }
         let instances = self.fleet.discover(req.targets).await?;
+        let secret = self.store.describe(req.secret).await?;
+        crate::discovery::scope::check(&secret.tags, req.targets, &instances, req.allow_other_clusters)?;
         Ok(PushPlan {
             desired,
             instances,

@@ -37,6 +37,10 @@ pub struct Rollout {
 /// What a rotation is set up from.
 #[derive(Clone, Debug)]
 pub struct SetupRequest<'a> {
+    /// The key set's secret (its Cluster tag scopes the targets).
+    pub secret: &'a SecretId,
+    /// `--allow-other-clusters` ([`crate::discovery::scope`]).
+    pub allow_other_clusters: bool,
     /// The login nodes.
     pub targets: &'a [TargetSpec],
     /// A pull fleet (nothing is sent; no document is settled).
@@ -72,6 +76,9 @@ pub enum SetupError {
     /// The nodes could not be looked up.
     #[error(transparent)]
     Discovery(#[from] DiscoveryError),
+    /// The targets reach another cluster's instances.
+    #[error(transparent)]
+    Scope(#[from] crate::discovery::scope::ScopeError),
     /// The CA could not be read.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -84,6 +91,7 @@ impl ExitStatus for SetupError {
             SetupError::Options(_) => Status::Usage,
             SetupError::Document(e) => e.status(),
             SetupError::Discovery(e) => e.status(),
+            SetupError::Scope(e) => e.status(),
             SetupError::Store(e) => e.status(),
         }
     }
@@ -130,11 +138,14 @@ pub async fn prepare(
                 instance_id: t.instance_id.unwrap_or_else(|| t.name.clone()),
                 private_ip: t.address,
                 name: Some(t.name),
+                clusters: t.clusters,
             })
             .collect()
     } else {
         fleet.discover(request.targets).await?
     };
+    let secret = store.describe(request.secret).await?;
+    crate::discovery::scope::check(&secret.tags, request.targets, &instances, request.allow_other_clusters)?;
     let ca = match request.ca_secret_id {
         Some(id) => Some(store.get_ca(id).await?.key),
         None => None,

@@ -90,6 +90,16 @@ pub enum ResolveError {
         /// The option that names a custom document.
         option: &'static str,
     },
+    /// hostkeyctl's own document is not deployed.
+    #[error(
+        "hostkeyctl's SSM document {name} is not deployed in this account and region; nothing was sent. Deploy it with `hostkeyctl ssm-document deploy` (the stack does too: docs/iam.md), or, to send the shell document that runs any command as root on every node, pass {option} AWS-RunShellScript"
+    )]
+    NotDeployed {
+        /// Its name.
+        name: String,
+        /// The option that names another document.
+        option: &'static str,
+    },
     /// A custom document that does not exist.
     #[error(
         "SSM document {name} does not exist in this account and region; deploy it with `hostkeyctl ssm-document deploy {deploy_option} {name}`{instead}"
@@ -171,8 +181,9 @@ pub async fn resolve(
 
 /// [`resolve`], with what push, rotate and `audit --via-ssm` do about its
 /// answer: a custom document goes out with a warning naming its hash;
-/// hostkeyctl's own, not deployed, falls back to `AWS-RunShellScript` with a
-/// warning (the shipped policies deny it; the warning says what to run).
+/// hostkeyctl's own, not deployed, is refused: `AWS-RunShellScript` (any
+/// command as root on every node, which the shipped policies deny) is sent
+/// only when named.
 pub async fn settle(
     dispatcher: &impl Dispatcher,
     name: &str,
@@ -191,12 +202,14 @@ pub async fn settle(
             }
             Ok(document)
         }
-        None => {
-            tracing::warn!(
-                "hostkeyctl's SSM document {name} is not deployed; sending {RUN_SHELL_SCRIPT}, which lets whoever may send it run any command as root. Run `hostkeyctl ssm-document deploy` (docs/iam.md)"
-            );
-            Ok(SentDocument::shell())
-        }
+        None => Err(ResolveError::NotDeployed {
+            name: name.to_owned(),
+            option: if kind == Kind::Check {
+                "--check-document"
+            } else {
+                "--document"
+            },
+        }),
     }
 }
 

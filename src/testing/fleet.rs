@@ -371,6 +371,7 @@ impl MemFleet {
                     instance_id: format!("i-{:017x}", i + 1),
                     private_ip: Some(address),
                     name: Some(format!("mem-login-{}", i + 1)),
+                    clusters: Vec::new(),
                 },
                 ssh_dir,
                 root,

@@ -38,6 +38,7 @@ mod scheduled;
 mod scheduled_admission;
 mod ssm_document;
 mod store;
+mod targeting;
 mod targets;
 mod testbed;
 mod unit_sandbox;

@@ -40,6 +40,7 @@ fn request() -> AdmissionRequest {
         port: 22,
         max_drain: None,
         dry_run: false,
+        allow_other_clusters: false,
         lifecycle: None,
     }
 }

@@ -101,6 +101,7 @@ fn request<'a>(
         node_command: program,
         max_concurrency: "10%",
         max_errors: "10%",
+        allow_other_clusters: false,
     }
 }
 

@@ -58,6 +58,7 @@ fn request<'a>(
         targets,
         document,
         node_command: program,
+        allow_other_clusters: false,
     }
 }
 
@@ -108,19 +109,24 @@ async fn a_changed_install_document_is_refused_and_nothing_is_sent() {
 }
 
 /// A document named on purpose goes out as it is, with its hash; where
-/// hostkeyctl's own is not deployed, the shell document is the fallback
-/// (with a warning; the shipped policies deny it).
+/// hostkeyctl's own is not deployed, the push is refused: the shell
+/// document (root on every node) goes out only when named.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_custom_document_goes_out_with_its_hash_and_none_deployed_falls_back_to_the_shell() {
+async fn a_custom_document_goes_out_with_its_hash_and_none_deployed_is_refused() {
     let (store, fleet, _) = world(1).await;
     let dispatcher = MemDispatcher::new(&fleet, &store);
     let (secret, targets, program) = (secret(), targets(), program());
     let flow = push(&store, &fleet, &dispatcher);
-    let fallback = flow
-        .plan(&request(&secret, &targets, DEFAULT_NAME, &program))
+    let refused = flow.plan(&request(&secret, &targets, DEFAULT_NAME, &program)).await;
+    assert!(
+        matches!(&refused, Err(PushError::Document(ResolveError::NotDeployed { .. }))),
+        "{refused:?}"
+    );
+    let named = flow
+        .plan(&request(&secret, &targets, "AWS-RunShellScript", &program))
         .await
         .unwrap();
-    assert_eq!(fallback.document.trust, Trust::Shell);
+    assert_eq!(named.document.trust, Trust::Shell);
     let missing = flow.plan(&request(&secret, &targets, "site-Install", &program)).await;
     assert!(
         matches!(missing, Err(PushError::Document(ResolveError::Missing { .. }))),
@@ -146,6 +152,7 @@ async fn a_pin_on_another_version_than_the_stages_is_refused() {
     let dispatcher = MemDispatcher::new(&fleet, &store);
     let (secret, targets, program) = (secret(), targets(), program());
     let next = pending_set(&store).await;
+    dispatcher.deploy(DEFAULT_NAME, &content(Kind::Install, &program));
     let flow = push(&store, &fleet, &dispatcher);
     let mut req = request(&secret, &targets, DEFAULT_NAME, &program);
     req.pin = Some(VersionSelector::VersionId(next.version_id.clone()));
@@ -176,6 +183,7 @@ async fn a_failing_node_is_reported_and_the_others_converge() {
     fleet.nodes[1].faults.lock().unwrap().dispatch_fails = Some("agent offline".to_owned());
     let dispatcher = MemDispatcher::new(&fleet, &store);
     let (secret, targets, program) = (secret(), targets(), program());
+    dispatcher.deploy(DEFAULT_NAME, &content(Kind::Install, &program));
     let flow = push(&store, &fleet, &dispatcher);
     let plan = flow
         .plan(&request(&secret, &targets, DEFAULT_NAME, &program))

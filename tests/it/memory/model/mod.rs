@@ -170,6 +170,7 @@ impl World {
                 instance_id: format!("i-{:017x}", i + 1),
                 private_ip: Some(n.address.clone()),
                 name: Some(format!("node-{i}")),
+                clusters: Vec::new(),
             })
             .collect();
         let world = World {
