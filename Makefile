@@ -27,14 +27,16 @@ style:
 	python3 -m mypy
 
 # The IAM policies (parliament), the CloudFormation template (cfn-lint) and
-# the quick starts' steps no bed runs (botocore's and ParallelCluster's
-# models; the self-test shows a renamed option or key is caught); the
+# the AWS steps of the quick starts and other pages that no bed runs
+# (botocore's and ParallelCluster's models, CloudFormation's quotas; the
+# self-test shows a renamed option or key and a dropped --s3-bucket are
+# caught); the
 # template's drift from iam/ and the SSM document is a test.
 lint-aws:
 	python3 scripts/lint_policies.py
 	python3 -c 'import sys; from cfnlint.runner import main; sys.argv[0] = "cfn-lint"; sys.exit(main())' cloudformation/hostkeyctl.json
-	python3 scripts/check_quickstarts.py
-	python3 scripts/check_quickstarts.py --self-test
+	python3 scripts/check_quickstarts.py docs/quickstart/*.md docs/*.md
+	python3 scripts/check_quickstarts.py --self-test docs/quickstart/*.md docs/*.md
 
 # The shipped service's sandbox, scored offline: 4.9 ("OK") or better.
 lint-units:

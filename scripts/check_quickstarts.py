@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Checks offline what no test bed runs of the quick starts (docs/quickstart/*.md; the bed runs
-their `sh` blocks: tests/it/bed/quickstart.rs). Exits 1 on any finding.
+their `sh` blocks: tests/it/bed/quickstart.rs) and of the other pages given (`make lint-aws`: docs/*.md).
+Exits 1 on any finding.
 
 `aws` commands of `sh` and `sh aws` blocks: the operation is in botocore's models (or the CLI's own
 command in HIGH_LEVEL), each option an input member (kebab-case, as the CLI names them) or a global
 one, required members given, enums valid; JSON values (inline, or `file://NAME` of the page's `json
 file=NAME` block) pass botocore's ParamValidator, a string with a `$` standing for any value;
-`cloudformation deploy --parameter-overrides` keys are the template's. `json file=` blocks parse.
+every `$NAME` in a `sh` block set above its use (no placeholder left to guess);
+`cloudformation deploy --parameter-overrides` keys are the template's, and the template within
+CloudFormation's quotas (TEMPLATE_BODY_MAX without --s3-bucket). `json file=` blocks parse.
 `yaml parallelcluster` blocks load with ParallelCluster's own schema as `pcluster create-cluster` does
 but for what calls AWS (SlurmClusterConfig, the validators); a fragment, with the sections it lacks partial.
 
@@ -26,6 +29,7 @@ import os
 import re
 import shlex
 import sys
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +62,15 @@ GLOBALS = spec(
     "no-cli-auto-prompt cli-error-format= generate-cli-skeleton="
 )
 INPUT, PAGING = {"cli-input-json", "cli-input-yaml"}, "starting-token= page-size= max-items="
+
+# What a shell has set already (a `sh` block may use these unset by the page).
+SHELL_VARIABLES = {"HOME", "PATH", "PWD", "USER", "HOSTNAME", "SHELL", "TMPDIR", "UID", "EUID", "RANDOM", "OLDPWD"}
+
+# CloudFormation's quotas (User Guide, "Understand CloudFormation quotas"): a template passed as a body
+# (what `aws cloudformation deploy` does without --s3-bucket: its help, "--s3-bucket ... required for
+# deployments of templates sized greater than 51,200 bytes") and the counts of one template.
+TEMPLATE_BODY_MAX = 51_200
+TEMPLATE_COUNTS_MAX = {"Resources": 500, "Parameters": 200, "Outputs": 200, "Mappings": 200}
 ALIASES = {"s3api": "s3", "configservice": "config", "deploy": "codedeploy"}  # CLI command -> botocore service
 # The CLI's changes to generated commands: options added, members removed (aws-cli v2: customizations/ec2/).
 CUSTOM = {("ec2", "RunInstances"): ("count= associate-public-ip-address", {"MinCount", "MaxCount"})}
@@ -100,12 +113,14 @@ class Command:
 def blocks(text: str) -> list[Block]:
     """The fenced blocks of a page, read as tests/it/bed/quickstart.rs reads them (which fails an open one)."""
     out: list[Block] = []
+    indent = ""  # a block inside a list item is indented as the item is
     for i, line in enumerate(text.splitlines(), 1):
-        if (not out or out[-1].closed) and line.startswith("```"):
-            out.append(Block(line[3:].split(), i))
+        if (not out or out[-1].closed) and line.lstrip(" ").startswith("```"):
+            indent = line[: len(line) - len(line.lstrip(" "))]
+            out.append(Block(line.lstrip(" ")[3:].split(), i))
         elif out and not out[-1].closed:
-            out[-1].closed = line.rstrip() == "```"
-            out[-1].lines += [] if out[-1].closed else [line]
+            out[-1].closed = line.rstrip() == indent + "```"
+            out[-1].lines += [] if out[-1].closed else [line.removeprefix(indent)]
     return out
 
 
@@ -156,7 +171,7 @@ class Checker:
         loader = self.session.get_component("data_loader")
         self.waitable, self.paginated = (set(loader.list_available_services(k)) for k in ("waiters-2", "paginators-1"))
         self.findings: list[tuple[str, int, str]] = []
-        self.counts = {"aws commands": 0, "JSON files": 0, "ParallelCluster configs": 0}
+        self.counts = {"aws commands": 0, "JSON files": 0, "ParallelCluster configs": 0, "shell variables": 0}
         self.structured: list[tuple[str, Block]] = []  # json blocks validated against a structure
         for name, text in pages.items():
             self.page(name, text)
@@ -169,6 +184,7 @@ class Checker:
         self.files = {b.file(): b for b in found if b.info[:1] == ["json"] and b.file()}
         self.parsed = {name: self.json_of(b) for name, b in self.files.items()}
         self.counts["JSON files"] += len(self.files)
+        self.variables(found)
         for b in found:
             for c in commands(b) if b.info[:1] == ["sh"] else []:
                 self.counts["aws commands"] += 1
@@ -176,6 +192,25 @@ class Checker:
             if b.info[:2] == ["yaml", "parallelcluster"]:
                 self.counts["ParallelCluster configs"] += 1
                 self.config(b)
+
+    def variables(self, found: list[Block]) -> None:
+        """Every `$NAME` of a `sh` block is set before it is used, on the page: an assignment, `export`,
+        `for NAME in` or `read NAME` in that block or an earlier one. A reader copies the blocks in
+        order; a name set nowhere is a placeholder they cannot fill in."""
+        defined = set(SHELL_VARIABLES)
+        for b in found:
+            if b.info[:1] != ["sh"]:
+                continue
+            for k, line in enumerate(b.lines):
+                code = re.sub(r"'[^']*'", "", re.sub(r"(^|\s)#.*", "", line))  # no comments, no '...'
+                defined.update(m.group(1) for m in re.finditer(r"(?:^|[\s;(&|])(?:export\s+|local\s+)?(\w+)=", code))
+                defined.update(m.group(1) for m in re.finditer(r"\bfor\s+(\w+)\s+in\b", code))
+                reads = re.finditer(r"\bread\s+((?:-\w+\s+)*[\w\s]+)", code)
+                defined.update(w for m in reads for w in m.group(1).split())
+                for m in re.finditer(r"\$\{?([A-Za-z_]\w*)", code):
+                    self.counts["shell variables"] += 1
+                    if m.group(1) not in defined:
+                        self.report(b.at(k), f"${m.group(1)} is set nowhere before this line: set it in a block above")
 
     def json_of(self, b: Block) -> Any:
         try:
@@ -295,9 +330,20 @@ class Checker:
                 self.report(c.line_of(v), f"{what}: --capabilities {v} is not one of {', '.join(enum)}")
         template = (given.get("template-file") or ["$"])[0]
         try:
-            parameters = {} if "$" in template else json.loads((REPO / template).read_text())["Parameters"]
+            body = "" if "$" in template else (REPO / template).read_text()
+            parameters = json.loads(body)["Parameters"] if body else {}
         except (OSError, ValueError, KeyError) as e:
             return self.report(c.line_of(template), f"{what}: no Parameters in {template} ({e!r}): fix the path")
+        size = len(body.encode())
+        if size > TEMPLATE_BODY_MAX and not given.get("s3-bucket"):
+            self.report(
+                c.line_of(template),
+                f"{what}: {template} is {size:,} bytes, over CloudFormation's {TEMPLATE_BODY_MAX:,}-byte limit for "
+                "a template body, which CloudFormation refuses: add --s3-bucket BUCKET (deploy uploads it there)",
+            )
+        for section, most in TEMPLATE_COUNTS_MAX.items() if body else ():
+            if (n := len(json.loads(body).get(section, {}))) > most:
+                self.report(c.line_of(template), f"{what}: {template} has {n} {section}, over CloudFormation's {most}")
         for kv in given.get("parameter-overrides", []) if parameters else []:
             if "=" in kv and (key := kv.partition("=")[0]) not in parameters:
                 self.report(c.line_of(kv), f"{what}: {key} is not a Parameter of {template}{hint(key, parameters, '')}")
@@ -345,8 +391,22 @@ def yaml_line(node: Any, path: tuple[Any, ...]) -> int:
     return int(line)
 
 
+def release_versions(pages: dict[str, str]) -> list[tuple[str, int, str]]:
+    """A release the pages download is this crate's version (Cargo.toml), which the release workflow
+    publishes as tag vVERSION: a page never points at another release than the code beside it."""
+    version = tomllib.loads((REPO / "Cargo.toml").read_text())["package"]["version"]
+    found = []
+    for name, text in pages.items():
+        for k, line in enumerate(text.split("\n"), 1):
+            for m in re.finditer(r"releases/download/v([\w.+-]+)", line):
+                if m.group(1) != version:
+                    found.append((name, k, f"release v{m.group(1)} is not this crate's version {version} (Cargo.toml)"))
+    return found
+
+
 def self_test(pages: dict[str, str]) -> int:
-    """Adds an `x` to an aws command's option, a pool's key and a validated json file= key: each caught?"""
+    """Adds an `x` to an aws command's option, a pool's key and a validated json file= key, and takes a
+    deploy's --s3-bucket away (the template is over CloudFormation's body limit): each caught?"""
     checker, sites, caught = Checker(pages), dict[str, tuple[str, int, str]](), 0
     option, pool_key, json_key = "an option of an aws command", "a LoginNodes pool's key", "a validated json file= key"
     for name, text in pages.items():
@@ -361,17 +421,30 @@ def self_test(pages: dict[str, str]) -> int:
     for name, b in checker.structured[:1]:
         k = next((k for k, t in enumerate(b.lines) if re.search(r'"\w+"\s*:', t)), 0)
         sites[json_key] = (name, b.at(k), r'"\w+(?=")')
-    for what in (option, pool_key, json_key):
+    variable = "a shell variable's use"
+    for name, text in pages.items():
+        for b in blocks(text):
+            for k, t in enumerate(b.lines if b.info[:1] == ["sh"] else []):
+                if re.search(r'"\$[A-Z_]+"', t) and not t.lstrip().startswith("export"):
+                    sites.setdefault(variable, (name, b.at(k), r'(?<="\$)[A-Z_]+'))
+    deploy = "a deploy's --s3-bucket"
+    for name, text in pages.items():
+        for k, t in enumerate(text.split("\n")):
+            if re.search(r"--s3-bucket \S+ ?", t) and "cloudformation" in text:
+                sites.setdefault(deploy, (name, k + 1, r"--s3-bucket \S+ ?"))
+    for what in (option, pool_key, json_key, variable, deploy):
         if what not in sites:
             print(f"self-test: failed: the pages have no {what[2:] if what[1] == ' ' else what} to rename")
             continue
         name, line, pattern = sites[what]
         lines = pages[name].split("\n")
-        lines[line - 1] = re.sub(pattern, r"\g<0>x", lines[line - 1], count=1)
+        cut = what == deploy  # removed, not renamed: the template is then sent as a body
+        lines[line - 1] = re.sub(pattern, "" if cut else r"\g<0>x", lines[line - 1], count=1)
         new = [f for f in Checker({**pages, name: "\n".join(lines)}).findings if f not in checker.findings]
-        print(f"self-test: {name}:{line}: {what} renamed: " + (f"caught: {new[0][2]}" if new else "NOT caught"))
+        done = "removed" if cut else "renamed"
+        print(f"self-test: {name}:{line}: {what} {done}: " + (f"caught: {new[0][2]}" if new else "NOT caught"))
         caught += bool(new)
-    return 0 if caught == 3 else 1
+    return 0 if caught == 5 else 1
 
 
 def main() -> int:
@@ -386,6 +459,7 @@ def main() -> int:
     if args.self_test:
         return self_test(pages)
     checker = Checker(pages)
+    checker.findings += release_versions(pages)
     for name, line, message in sorted(checker.findings, key=lambda f: f[:2]):
         print(f"{name}:{line}: {message}")
     counts = ", ".join(f"{n} {what}" for what, n in checker.counts.items())

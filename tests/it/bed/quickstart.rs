@@ -55,6 +55,8 @@ fn the_hyperpod_quick_start_takes_running_nodes_to_one_identity() {
         ("LOGIN_GROUP", "login-group".to_owned()),
         ("LIFECYCLE", "s3://bed-lifecycle/lifecycle".to_owned()),
         ("NLB", lb.address.clone()),
+        // The stack's template bucket: `sh aws` blocks only (no bed runs them).
+        ("BUCKET", "bed-bucket".to_owned()),
         ("RELEASE", release.url.clone()),
     ]);
     let log = run_page(&bed, &desk, &read_page("hyperpod.md"), &values);
@@ -203,7 +205,10 @@ fn the_ec2_quick_start_converges_running_and_new_nodes() {
         ("CLUSTER", "hp".to_owned()),
         ("LOGIN_TAG", "Role=login".to_owned()),
         ("CLUSTER_TAG", "Cluster=hp".to_owned()),
+        ("INSTANCE_ROLE_NAME", "bed-login-role".to_owned()),
         ("NLB", lb.address.clone()),
+        // The stack's template bucket: `sh aws` blocks only (no bed runs them).
+        ("BUCKET", "bed-bucket".to_owned()),
         ("RELEASE", release.url.clone()),
     ]);
     let log = run_page(&bed, &desk, &read_page("ec2.md"), &values);
@@ -242,6 +247,8 @@ fn the_parallelcluster_quick_start_reaches_a_pool_by_its_own_tags() {
         ("CLUSTER", "hp".to_owned()),
         ("STEP", step.to_owned()),
         ("NLB", lb.address.clone()),
+        // The stack's template bucket: `sh aws` blocks only (no bed runs them).
+        ("BUCKET", "bed-bucket".to_owned()),
         ("RELEASE", release.url.clone()),
     ]);
     let page = read_page("parallelcluster.md");
