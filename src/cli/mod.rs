@@ -92,13 +92,13 @@ pub enum Command {
     #[cfg(feature = "admin")]
     /// Show the secret's versions, stages and fingerprints.
     #[command(
-        after_help = "Examples:\n  hostkeyctl status --secret-id hostkeys/my-cluster\n  hostkeyctl status --secret-id hostkeys/my-cluster --output json\n  hostkeyctl status --secret-id hostkeys/my-cluster --target tag:Role=login"
+        after_help = "Examples:\n  hostkeyctl status --secret-id hostkeys/my-cluster\n  hostkeyctl status --secret-id hostkeys/my-cluster --output json\n  hostkeyctl status --secret-id hostkeys/my-cluster --target tag:Role=login \\\n    --target tag:Cluster=my-cluster"
     )]
     Status(StatusArgs),
     #[cfg(feature = "admin")]
     /// Install a key set version on every target node with SSM Run Command.
     #[command(
-        after_help = "Examples:\n  hostkeyctl push --secret-id hostkeys/my-cluster --target tag:Role=login --canary 1\n  hostkeyctl push --secret-id hostkeys/my-cluster --target i-0123456789abcdef0 --dry-run\n  hostkeyctl push --secret-id hostkeys/my-cluster --target lb:my-cluster-login"
+        after_help = "Examples:\n  hostkeyctl push --secret-id hostkeys/my-cluster --target tag:Role=login \\\n    --target tag:Cluster=my-cluster --canary 1\n  hostkeyctl push --secret-id hostkeys/my-cluster --target i-0123456789abcdef0 --dry-run\n  hostkeyctl push --secret-id hostkeys/my-cluster --target lb:my-cluster-login"
     )]
     Push(PushArgs),
     #[cfg(feature = "admin")]
@@ -108,21 +108,21 @@ pub enum Command {
     /// --min-overlap to learn it (without a phase flag, a set the schedule
     /// announced that long ago is promoted at once).
     #[command(
-        after_help = "Examples:\n  hostkeyctl rotate --secret-id hostkeys/my-cluster --target tag:Role=login --overlap\n  hostkeyctl rotate --secret-id hostkeys/my-cluster --target tag:Role=login --finish\n  hostkeyctl rotate --secret-id hostkeys/my-cluster --target hyperpod:my-cluster/login-group --pull --overlap\n  hostkeyctl rotate --secret-id hostkeys/my-cluster --target hyperpod:my-cluster/login-group --pull --finish --wait 1200"
+        after_help = "Examples:\n  hostkeyctl rotate --secret-id hostkeys/my-cluster --target tag:Role=login \\\n    --target tag:Cluster=my-cluster --overlap\n  hostkeyctl rotate --secret-id hostkeys/my-cluster --target tag:Role=login \\\n    --target tag:Cluster=my-cluster --finish\n  hostkeyctl rotate --secret-id hostkeys/my-cluster --target hyperpod:my-cluster/login-group \\\n    --pull --overlap\n  hostkeyctl rotate --secret-id hostkeys/my-cluster --target hyperpod:my-cluster/login-group \\\n    --pull --finish --wait 1200"
     )]
     Rotate(RotateArgs),
     #[cfg(feature = "admin")]
     /// Print known_hosts lines (or SSHFP records) for the key set, for
     /// each SSH client and DNS.
     #[command(
-        after_help = "Examples:\n  hostkeyctl known-hosts --secret-id hostkeys/my-cluster --host login.my-cluster.internal\n  hostkeyctl known-hosts --secret-id hostkeys/my-cluster --host login.my-cluster.internal --sshfp\n  hostkeyctl known-hosts --host login.internal --ssh-config --node '10.1.*'\n  hostkeyctl known-hosts --secret-id hostkeys/c --host login.internal --client paramiko\n  plink $(hostkeyctl known-hosts --secret-id hostkeys/c --client plink) login.internal"
+        after_help = "Examples:\n  hostkeyctl known-hosts --secret-id hostkeys/my-cluster --host login.my-cluster.internal\n  hostkeyctl known-hosts --secret-id hostkeys/my-cluster --host login.my-cluster.internal \\\n    --sshfp\n  hostkeyctl known-hosts --host login.internal --ssh-config --node '10.1.*'\n  hostkeyctl known-hosts --secret-id hostkeys/c --host login.internal --client paramiko\n  plink $(hostkeyctl known-hosts --secret-id hostkeys/c --client plink) login.internal"
     )]
     KnownHosts(KnownHostsArgs),
     #[cfg(feature = "admin")]
     /// Check by real SSH handshakes which host keys every node and the load
     /// balancer serve, against the expected set.
     #[command(
-        after_help = "Examples:\n  hostkeyctl audit --secret-id hostkeys/my-cluster --target tag:Role=login --lb login.my-cluster.internal\n  hostkeyctl audit --known-hosts ~/.ssh/known_hosts --endpoint 10.0.0.5 --endpoint 10.0.0.6\n  hostkeyctl audit --secret-id hostkeys/my-cluster --target hyperpod:my-cluster/login-group --lb lb:my-cluster-login"
+        after_help = "Examples:\n  hostkeyctl audit --secret-id hostkeys/my-cluster --target tag:Role=login \\\n    --target tag:Cluster=my-cluster --lb login.my-cluster.internal\n  hostkeyctl audit --known-hosts ~/.ssh/known_hosts --endpoint 10.0.0.5 --endpoint 10.0.0.6\n  hostkeyctl audit --secret-id hostkeys/my-cluster --target hyperpod:my-cluster/login-group \\\n    --lb lb:my-cluster-login"
     )]
     Audit(AuditArgs),
     #[cfg(feature = "admin")]
@@ -131,7 +131,7 @@ pub enum Command {
     /// new nodes until they do, drain drifted ones (within limits), remove
     /// targets that are no node of the cluster.
     #[command(
-        after_help = "Examples:\n  hostkeyctl admit --secret-id hostkeys/my-cluster --target hyperpod:my-cluster/login-group --target-group lb:my-cluster-login --dry-run\n  hostkeyctl admit --secret-id hostkeys/my-cluster --target tag:Role=login --target-group tg:arn:aws:elasticloadbalancing:eu-west-1:111122223333:targetgroup/my-cluster-login/0123456789abcdef"
+        after_help = "Examples:\n  hostkeyctl admit --secret-id hostkeys/my-cluster --target hyperpod:my-cluster/login-group \\\n    --target-group lb:my-cluster-login --dry-run\n  hostkeyctl admit --secret-id hostkeys/my-cluster --target tag:Role=login \\\n    --target tag:Cluster=my-cluster \\\n    --target-group tg:arn:aws:elasticloadbalancing:eu-west-1:111122223333:targetgroup/login/73e2"
     )]
     Admit(AdmitArgs),
     #[cfg(feature = "admin")]
@@ -145,7 +145,7 @@ pub enum Command {
     /// Sign host certificates on the current key set with the CA; the new
     /// version (same keys) becomes AWSCURRENT.
     #[command(
-        after_help = "Examples:\n  hostkeyctl sign --secret-id hostkeys/my-cluster --ca-secret-id hostkeyctl-ca/my-cluster --principal login.my-cluster.internal\n  hostkeyctl sign --secret-id hostkeys/my-cluster --ca-secret-id hostkeyctl-ca/my-cluster --principal login.my-cluster.internal --renew-before 3"
+        after_help = "Examples:\n  hostkeyctl sign --secret-id hostkeys/my-cluster --ca-secret-id hostkeyctl-ca/my-cluster \\\n    --principal login.my-cluster.internal\n  hostkeyctl sign --secret-id hostkeys/my-cluster --ca-secret-id hostkeyctl-ca/my-cluster \\\n    --principal login.my-cluster.internal --renew-before 3"
     )]
     Sign(SignArgs),
     /// On a login node (as root): fetch the key set, install it, reload
@@ -168,7 +168,7 @@ pub enum Command {
     /// comes online: deploy, show or delete it.
     #[command(
         subcommand,
-        after_help = "Examples:\n  hostkeyctl association deploy --secret-id hostkeys/my-cluster --target tag:Role=login\n  hostkeyctl association deploy --secret-id hostkeys/my-cluster --target tag:Role=login --schedule 'rate(1 hour)'\n  hostkeyctl association show --secret-id hostkeys/my-cluster"
+        after_help = "Examples:\n  hostkeyctl association deploy --secret-id hostkeys/my-cluster --target tag:Role=login \\\n    --target tag:Cluster=my-cluster\n  hostkeyctl association deploy --secret-id hostkeys/my-cluster --target tag:Role=login \\\n    --target tag:Cluster=my-cluster --schedule 'rate(1 hour)'\n  hostkeyctl association show --secret-id hostkeys/my-cluster"
     )]
     Association(AssociationCommand),
     #[cfg(feature = "admin")]
@@ -177,7 +177,7 @@ pub enum Command {
     /// and announces the next (docs/rotation.md, "Scheduled rotation").
     #[command(
         subcommand,
-        after_help = "Examples:\n  hostkeyctl schedule enable --secret-id hostkeys/my-cluster --function arn:aws:lambda:eu-west-1:111122223333:function:hostkeyctl-rotation\n  hostkeyctl schedule enable --secret-id hostkeys/my-cluster --schedule 'rate(90 days)'\n  hostkeyctl schedule show --secret-id hostkeys/my-cluster\n  hostkeyctl schedule rotate --secret-id hostkeys/my-cluster\n  hostkeyctl schedule disable --secret-id hostkeys/my-cluster"
+        after_help = "Examples:\n  hostkeyctl schedule enable --secret-id hostkeys/my-cluster \\\n    --function \\\n    arn:aws:lambda:eu-west-1:111122223333:function:hostkeyctl-rotation\n  hostkeyctl schedule enable --secret-id hostkeys/my-cluster --schedule 'rate(90 days)'\n  hostkeyctl schedule show --secret-id hostkeys/my-cluster\n  hostkeyctl schedule rotate --secret-id hostkeys/my-cluster\n  hostkeyctl schedule disable --secret-id hostkeys/my-cluster"
     )]
     Schedule(ScheduleCommand),
     #[cfg(feature = "admin")]
@@ -185,22 +185,22 @@ pub enum Command {
     /// step on an instance group's running nodes (the step runs by itself
     /// only on nodes HyperPod creates).
     #[command(
-        after_help = "Examples:\n  hostkeyctl sessions --target hyperpod:my-cluster/login-group --step s3://my-lifecycle-bucket/lifecycle/hostkeyctl > sessions.sh\n  sh sessions.sh   (from a terminal, never piped: each session reads its stdin)"
+        after_help = "Examples:\n  hostkeyctl sessions --target hyperpod:my-cluster/login-group \\\n    --step s3://my-lifecycle-bucket/lifecycle/hostkeyctl > sessions.sh\n  sh sessions.sh   (from a terminal, never piped: each session reads its stdin)"
     )]
     Sessions(SessionsArgs),
     /// On a cluster node (as root): prove which instance it is, get host
     /// certificates for its own keys from the cluster's signer, make sshd
     /// serve them, and make this node's ssh trust the cluster's CA, strictly.
-    #[command(after_help = "Examples:
-  hostkeyctl enroll --function arn:aws:lambda:eu-west-1:111122223333:function:hostkeyctl-enrolment-hostkeyctl-my-cluster --trust 'ip-10-1-*.eu-west-1.compute.internal,ip-10-1-*,10.1.*'
-  hostkeyctl enroll --login-node --function arn:aws:lambda:eu-west-1:111122223333:function:hostkeyctl-enrolment-hostkeyctl-my-cluster --trust 'ip-10-1-*,10.1.*'")]
+    #[command(
+        after_help = "Examples:\n  hostkeyctl enroll \\\n    --function \\\n    arn:aws:lambda:eu-west-1:111122223333:function:hostkeyctl-enrolment-hostkeyctl-my-cluster \\\n    --trust 'ip-10-1-*.eu-west-1.compute.internal,ip-10-1-*,10.1.*'\n  hostkeyctl enroll --login-node \\\n    --function \\\n    arn:aws:lambda:eu-west-1:111122223333:function:hostkeyctl-enrolment-hostkeyctl-my-cluster \\\n    --trust 'ip-10-1-*,10.1.*'"
+    )]
     Enroll(EnrollArgs),
     #[cfg(feature = "admin")]
     /// The enrolment signer's bindings: list the instances that enrolled,
     /// or revoke some (docs/cluster-trust.md).
     #[command(
         subcommand,
-        after_help = "Examples:\n  hostkeyctl enrolment list --table hostkeyctl-enrolment-hostkeyctl-my-cluster\n  hostkeyctl enrolment revoke --table hostkeyctl-enrolment-hostkeyctl-my-cluster --instance i-0123456789abcdef0"
+        after_help = "Examples:\n  hostkeyctl enrolment list --table hostkeyctl-enrolment-hostkeyctl-my-cluster\n  hostkeyctl enrolment revoke --table hostkeyctl-enrolment-hostkeyctl-my-cluster \\\n    --instance i-0123456789abcdef0"
     )]
     Enrolment(EnrolmentCommand),
     #[cfg(feature = "admin")]

@@ -58,6 +58,66 @@ fn every_command_leaf_has_a_help_snapshot() {
     }
 }
 
+/// Every command's examples (its `--help`, as the binary prints it) are
+/// commands a reader can copy: none longer than 100 columns (where clap
+/// would wrap it mid-command), and a line that continues a command follows
+/// one ending in ` \\` and is indented under it.
+#[test]
+fn help_examples_never_wrap_mid_command() {
+    fn paths(command: &clap::Command, path: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+        out.push(path.clone());
+        for sub in command.get_subcommands().filter(|c| c.get_name() != "help") {
+            path.push(sub.get_name().to_owned());
+            paths(sub, path, out);
+            path.pop();
+        }
+    }
+    let mut command = hostkeyctl::cli::Cli::command();
+    command.build();
+    let mut all = Vec::new();
+    paths(&command, &mut Vec::new(), &mut all);
+    let mut checked = 0;
+    for path in all {
+        let name = path.join(" ");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hostkeyctl"))
+            .args(&path)
+            .arg("--help")
+            .env_remove("COLUMNS")
+            .output()
+            .unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        let Some((_, examples)) = text.split_once("\nExamples:\n") else {
+            continue;
+        };
+        let mut continued = false;
+        for line in examples.lines().take_while(|l| l.starts_with("  ")) {
+            checked += 1;
+            assert!(line.len() <= 100, "{name}: {} columns: {line}", line.len());
+            let continuation = line.starts_with("    ");
+            assert_eq!(
+                continuation,
+                continued,
+                "{name}: {line:?} {} (a command goes on after ` \\`, indented)",
+                if continued {
+                    "should continue the line above"
+                } else {
+                    "is a command's wrapped tail"
+                }
+            );
+            if !continuation {
+                let first = line.split_whitespace().next().unwrap_or("");
+                assert!(
+                    ["hostkeyctl", "plink", "sh", "ssh"].contains(&first),
+                    "{name}: {line:?} starts no command"
+                );
+            }
+            continued = line.ends_with(" \\");
+        }
+        assert!(!continued, "{name}: the last example ends in ` \\`");
+    }
+    assert!(checked > 40, "only {checked} example lines found");
+}
+
 /// docs/cli.md's table: option → meaning → commands. Each row's commands
 /// are exactly the leaves whose `--help` lists the option, and every
 /// option of every leaf has its row.
