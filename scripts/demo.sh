@@ -423,7 +423,10 @@ env = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": signer["access_key_id"
        "AWS_SHARED_CREDENTIALS_FILE": "/dev/null", "HOME": os.path.dirname(bootstrap)}
 variables = {"HOSTKEYCTL_FUNCTION": "enrolment", "HOSTKEYCTL_ENROL_CLUSTER": state["hyperpod"]["cluster"],
              "HOSTKEYCTL_ENROL_CA_SECRET_ID": "hostkeyctl-ca/cluster", "HOSTKEYCTL_ENROL_TABLE": "hostkeyctl-enrolment-hostkeyctl-my-cluster",
-             "HOSTKEYCTL_ENROL_IID_KEYS_REPLACE": f"{key['region']}={key['spki']}"}
+             "HOSTKEYCTL_ENROL_IID_KEYS_REPLACE": f"{key['region']}={key['spki']}",
+             # A deployed signer re-reads the revoked list within a minute
+             # (its cache); the demo's renewals follow the revocation at once.
+             "HOSTKEYCTL_ENROL_CACHE_SECONDS": "0"}
 post("/_bed/lambda/register", {"arn": arn, "bootstrap": bootstrap, "env": env, "variables": variables})
 PY
 CLUSTER_NODES=$(state 'len(s["nodes"])')

@@ -64,7 +64,8 @@ pub enum EnrolmentCommand {
     List(EnrolmentTableArgs),
     /// Revoke instances: they enrol no more, and every node's trust lists
     /// their keys as @revoked at its next renewal (within 15 minutes with
-    /// the shipped timer), so their certificates stop working before they
+    /// the shipped timer, once the signer has re-read the list: it keeps it
+    /// up to a minute), so their certificates stop working before they
     /// expire.
     Revoke(EnrolmentRevokeArgs),
 }
