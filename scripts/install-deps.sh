@@ -2,6 +2,7 @@
 # Installs what the test bed and the tests need, idempotently:
 #   apt: openssh-server (sshd), openssh-client (ssh, ssh-keygen, ssh-keyscan), haproxy,
 #        iproute2 (ip: the node-profile matrix brings up loopback in its namespaces),
+#        iptables (imds-guard's rules, in namespaces the tests create),
 #        systemd (systemd-analyze, for the unit's sandbox score), bubblewrap (that sandbox, emulated),
 #        mmdebstrap (Debian 11's and 13's root file systems: scripts/build-releases.sh),
 #        putty-tools (plink, puttygen) and dropbear-bin (dbclient): the client matrix
@@ -15,6 +16,9 @@ command -v /usr/sbin/sshd >/dev/null 2>&1 || need_apt+=(openssh-server)
 command -v ssh-keyscan >/dev/null 2>&1 || need_apt+=(openssh-client)
 command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || need_apt+=(haproxy)
 [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || need_apt+=(iproute2)
+# imds-guard keeps the metadata service to root with iptables; the bed runs
+# it in network namespaces of its own (tests/it/common/bed/netfilter.rs).
+[ -x /usr/sbin/iptables-restore ] && [ -x /usr/sbin/ip6tables-restore ] || need_apt+=(iptables)
 # systemd-analyze scores the shipped unit's sandbox offline (make lint-units);
 # bwrap runs install inside that sandbox on the bed (tests/it/bed/profiles.rs).
 command -v systemd-analyze >/dev/null 2>&1 || need_apt+=(systemd)

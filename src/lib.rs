@@ -40,7 +40,7 @@
 //!   [`revocation`] (the keys a rotation retired: `@revoked` lines, a KRL);
 //! - [`shell`], [`fsutil`], [`process`], [`escape`]: quoting for node
 //!   shells, crash-safe writes, no core dumps, making outside text safe to
-//!   print;
+//!   print; [`imds_guard`]: the metadata service kept to root on a node;
 //! - [`cli`], [`commands`], [`output`], [`exit`]: the command line, printing
 //!   and exit codes (only `commands` maps outcomes to exit codes; a command
 //!   imports no other command, only `commands::common`);
@@ -71,6 +71,7 @@ pub mod fingerprint;
 pub mod fsutil;
 pub mod hostport;
 pub mod ids;
+pub mod imds_guard;
 pub mod install;
 pub mod keyset;
 #[cfg(feature = "admin")]

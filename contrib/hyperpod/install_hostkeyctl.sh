@@ -63,6 +63,17 @@
 #   HOSTKEYCTL_BINARY_S3_URI  s3://bucket/prefix holding hostkeyctl-ARCH, when
 #                             it is not beside this script (the node role then
 #                             needs s3:GetObject there: docs/iam.md)
+#   HOSTKEYCTL_IMDS           root-only (the default on login nodes) or open:
+#                             whether the instance metadata service, and so the
+#                             node's role, is kept to root
+#                             (hostkeyctl-imds-guard.service, at every boot).
+#                             Login nodes' roles read the key set's private
+#                             keys: "open" lets every login user read them.
+#                             Other nodes that install hostkeyctl (enrolment)
+#                             take root-only when set; default open there, as
+#                             users' jobs often read S3 with the instance role
+#   HOSTKEYCTL_IMDS_ALLOW_USERS  users besides root who may reach it (a
+#                             CloudWatch agent's user, say), comma-separated
 #   HOSTKEYCTL_METRICS_DIR    node_exporter's textfile collector directory:
 #                             install (here and at every timer run) writes
 #                             hostkeyctl.prom there (docs/operations.md says
@@ -102,7 +113,7 @@ fail() {
 
 ignored=()
 for name in HOSTKEYCTL_SECRET_ID HOSTKEYCTL_ENROL_FUNCTION HOSTKEYCTL_ENROL_TRUST HOSTKEYCTL_ENROL_CLUSTER_PORT HOSTKEYCTL_ENROL_LOGIN_HOSTS HOSTKEYCTL_REGION HOSTKEYCTL_SHA256_X86_64 HOSTKEYCTL_SHA256_AARCH64 \
-  HOSTKEYCTL_BINARY_S3_URI HOSTKEYCTL_METRICS_DIR HOSTKEYCTL_REPORT_COMPLIANCE HOSTKEYCTL_FIND_RETRY_SECONDS HOSTKEYCTL_RETRY_SECONDS HOSTKEYCTL_SELF_IP \
+  HOSTKEYCTL_BINARY_S3_URI HOSTKEYCTL_IMDS HOSTKEYCTL_IMDS_ALLOW_USERS HOSTKEYCTL_METRICS_DIR HOSTKEYCTL_REPORT_COMPLIANCE HOSTKEYCTL_FIND_RETRY_SECONDS HOSTKEYCTL_RETRY_SECONDS HOSTKEYCTL_SELF_IP \
   HOSTKEYCTL_ROOT HOSTKEYCTL_RESOURCE_CONFIG HOSTKEYCTL_PROVISIONING_PARAMETERS; do
   if [ -n "${!name+set}" ]; then
     ignored+=("$name")
@@ -119,7 +130,7 @@ fi
 
 # A misspelt setting (HOSTKEYCTL_ENROLL_FUNCTION) would be ignored in
 # silence: name every HOSTKEYCTL_ variable the step does not know.
-known=" HOSTKEYCTL_SECRET_ID HOSTKEYCTL_ENROL_FUNCTION HOSTKEYCTL_ENROL_TRUST HOSTKEYCTL_ENROL_CLUSTER_PORT HOSTKEYCTL_ENROL_LOGIN_HOSTS HOSTKEYCTL_REGION HOSTKEYCTL_SHA256_X86_64 HOSTKEYCTL_SHA256_AARCH64 HOSTKEYCTL_BINARY_S3_URI HOSTKEYCTL_METRICS_DIR HOSTKEYCTL_REPORT_COMPLIANCE HOSTKEYCTL_FIND_RETRY_SECONDS HOSTKEYCTL_RETRY_SECONDS HOSTKEYCTL_SELF_IP HOSTKEYCTL_ROOT HOSTKEYCTL_RESOURCE_CONFIG HOSTKEYCTL_PROVISIONING_PARAMETERS "
+known=" HOSTKEYCTL_SECRET_ID HOSTKEYCTL_ENROL_FUNCTION HOSTKEYCTL_ENROL_TRUST HOSTKEYCTL_ENROL_CLUSTER_PORT HOSTKEYCTL_ENROL_LOGIN_HOSTS HOSTKEYCTL_REGION HOSTKEYCTL_SHA256_X86_64 HOSTKEYCTL_SHA256_AARCH64 HOSTKEYCTL_BINARY_S3_URI HOSTKEYCTL_IMDS HOSTKEYCTL_IMDS_ALLOW_USERS HOSTKEYCTL_METRICS_DIR HOSTKEYCTL_REPORT_COMPLIANCE HOSTKEYCTL_FIND_RETRY_SECONDS HOSTKEYCTL_RETRY_SECONDS HOSTKEYCTL_SELF_IP HOSTKEYCTL_ROOT HOSTKEYCTL_RESOURCE_CONFIG HOSTKEYCTL_PROVISIONING_PARAMETERS "
 if [ -f "$HERE/hostkeyctl.env" ]; then
   while read -r name; do
     case "$known" in *" $name "*) ;; *) log "WARNING: $name in hostkeyctl.env is no setting of this step (a misspelling? the names are in its header)" ;; esac
@@ -329,6 +340,16 @@ case "${HOSTKEYCTL_REPORT_COMPLIANCE:-false}" in
   false) report_compliance="" ;;
   *) fail "HOSTKEYCTL_REPORT_COMPLIANCE is '$HOSTKEYCTL_REPORT_COMPLIANCE': set it to true or false" ;;
 esac
+imds_default=open
+[ "$node_type" != login ] || imds_default=root-only
+imds=${HOSTKEYCTL_IMDS:-$imds_default}
+case "$imds" in
+  root-only | open) ;;
+  *) fail "HOSTKEYCTL_IMDS is '$imds': set it to root-only or open" ;;
+esac
+imds_allow=${HOSTKEYCTL_IMDS_ALLOW_USERS:-}
+[[ -z "$imds_allow" || "$imds_allow" =~ ^[A-Za-z0-9._-]+(,[A-Za-z0-9._-]+)*$ ]] ||
+  fail "HOSTKEYCTL_IMDS_ALLOW_USERS '$imds_allow' is not user names or uids, comma-separated"
 arch=$(uname -m)
 case "$arch" in x86_64 | aarch64) ;; *) fail "no hostkeyctl build for $arch" ;; esac
 name="hostkeyctl-$arch"
@@ -374,6 +395,36 @@ put() { # put MODE SOURCE DEST
 }
 units=$HERE
 [ -f "$units/hostkeyctl-install.service" ] || units="$HERE/../systemd"
+
+# The metadata service for root alone, before the keys come and before
+# any user can log in; and at every boot after (the unit): netfilter rules
+# do not survive a reboot.
+guard=hostkeyctl-imds-guard.service
+if [ "$imds" = root-only ]; then
+  [ -f "$units/$guard" ] || fail "$guard is missing beside this script"
+  printf '%s\n' "# Written by the hostkeyctl lifecycle step; read by $guard." \
+    "HOSTKEYCTL_IMDS_ALLOW_USERS=$imds_allow" >"$scratch/imds"
+  put 0644 "$scratch/imds" "$ROOT/etc/default/hostkeyctl-imds-guard"
+  put 0644 "$units/$guard" "$ROOT/etc/systemd/system/$guard"
+  HOSTKEYCTL_IMDS_ALLOW_USERS=$imds_allow "$bin" imds-guard --output table 2>"$scratch/stderr" | sed 's/^/  /' || true
+  "$bin" imds-guard --check --output json >/dev/null 2>>"$scratch/stderr" || {
+    sed 's/^/  hostkeyctl: /' "$scratch/stderr"
+    fail "the instance metadata service could not be kept to root (said above): every login user could read the key set with the node's role. Fix it, or set HOSTKEYCTL_IMDS=open in hostkeyctl.env to accept that"
+  }
+  systemctl daemon-reload
+  systemctl enable "$guard"
+  log "the instance metadata service is kept to root${imds_allow:+ and $imds_allow} ($guard, at every boot)"
+else
+  if [ -f "$ROOT/etc/systemd/system/$guard" ]; then
+    systemctl disable "$guard" || true
+    rm -f "$ROOT/etc/systemd/system/$guard" "$ROOT/etc/default/hostkeyctl-imds-guard"
+    "$bin" imds-guard --open --output json >/dev/null
+    log "removed $guard: the instance metadata service is open to every user (HOSTKEYCTL_IMDS=open)"
+  fi
+  if [ "$node_type" = login ]; then
+    log "WARNING: HOSTKEYCTL_IMDS=open: every login user reaches the instance metadata service, and with the node's role reads the key set's private keys (docs/security.md)"
+  fi
+fi
 if [ "$node_type" = login ]; then
 {
   echo "# Written by the hostkeyctl lifecycle step; read by hostkeyctl-install.service."

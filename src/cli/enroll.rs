@@ -1,5 +1,5 @@
-//! `hostkeyctl enroll`'s arguments: in the node build too, since every
-//! cluster node enrols.
+//! The node-side commands' arguments that are in the node build too:
+//! `enroll` (every cluster node enrols) and `imds-guard`.
 
 use std::path::PathBuf;
 
@@ -89,4 +89,27 @@ pub struct EnrolmentRevokeArgs {
     /// An instance to revoke (repeatable, or comma-separated).
     #[arg(long = "instance", value_name = "ID", required = true, value_delimiter = ',')]
     pub instances: Vec<String>,
+}
+
+/// `hostkeyctl imds-guard`.
+#[derive(Debug, Args)]
+pub struct ImdsGuardArgs {
+    /// A user who may reach the metadata service besides root (name or
+    /// uid; repeat, or separate with commas). Ignored with --check and
+    /// --open.
+    #[arg(
+        long = "allow-user",
+        value_name = "USER",
+        value_delimiter = ',',
+        env = "HOSTKEYCTL_IMDS_ALLOW_USERS"
+    )]
+    pub allow_users: Vec<String>,
+    /// Say whether the service is kept to root, change nothing (exit 1 when
+    /// it is open).
+    #[arg(long, conflicts_with = "open")]
+    pub check: bool,
+    /// Remove the guard: every user reaches the service, and holds the
+    /// node's role (the opt-out, for sites whose users need it).
+    #[arg(long)]
+    pub open: bool,
 }

@@ -14,6 +14,7 @@ pub mod common;
 pub mod enroll;
 #[cfg(feature = "admin")]
 pub mod enrolment;
+pub mod imds_guard;
 #[cfg(feature = "admin")]
 pub mod init;
 pub mod install;
@@ -84,6 +85,7 @@ pub async fn run(cli: Cli) -> Result<Status, Failure> {
         #[cfg(feature = "admin")]
         Command::Sessions(args) => sessions::run(&args, &cli.global).await,
         Command::Enroll(args) => enroll::run(&args, &cli.global, cli.global.output.resolve()).await,
+        Command::ImdsGuard(args) => imds_guard::run(&args, cli.global.output.resolve()),
         #[cfg(feature = "admin")]
         Command::Enrolment(command) => enrolment::run(&command, &cli.global, output).await,
         #[cfg(feature = "admin")]

@@ -76,6 +76,21 @@ fn the_lifecycle_step_installs_on_login_nodes_only_and_is_idempotent() {
             .contains("systemctl enable --now hostkeyctl-install.timer")
     );
     assert_metrics_in_node_exporters_directory(&lifecycle, &settings);
+    // The metadata service is root's alone (issue 56): a login user gets
+    // nothing, root still does, and every boot applies it again.
+    assert!(lifecycle.netfilter.metadata_as(65534).starts_with("refused:"), "{log}");
+    assert_eq!(lifecycle.netfilter.metadata_as(0), "i-0123456789abcdef0");
+    assert!(
+        lifecycle
+            .root()
+            .join("etc/systemd/system/hostkeyctl-imds-guard.service")
+            .is_file()
+            && lifecycle
+                .calls()
+                .contains("systemctl enable hostkeyctl-imds-guard.service"),
+        "{}",
+        lifecycle.calls()
+    );
 
     // Again: nothing changes.
     let (code, log) = lifecycle.run(&bed, &node, LOGIN_IP, &[], &[]);
@@ -83,9 +98,58 @@ fn the_lifecycle_step_installs_on_login_nodes_only_and_is_idempotent() {
     assert!(log.contains("is already this build"), "{log}");
     assert!(!log.contains("wrote "), "the second run rewrote files: {log}");
 
+    imds_opt_out_and_allowed_users(&bed, &node);
     assert_only_the_pinned_binary_is_installed(&bed, &node, &lifecycle, &bin);
     metrics_settings_are_checked_and_followed(&bed, &node);
     assert_lapsed_certificates_never_stop_the_step(&bed, &node);
+}
+
+/// `HOSTKEYCTL_IMDS_ALLOW_USERS` lets a named user through; the opt-out
+/// (`HOSTKEYCTL_IMDS=open`) opens the service to every user again, says
+/// what that means, and removes the boot unit; a wrong value stops the
+/// step.
+fn imds_opt_out_and_allowed_users(bed: &TestBed, node: &Node) {
+    let mut lifecycle_allow = Lifecycle::new();
+    lifecycle_allow.set("HOSTKEYCTL_IMDS_ALLOW_USERS", Some("65534"));
+    let (code, log) = lifecycle_allow.run(bed, node, LOGIN_IP, &[], &[]);
+    assert_eq!(code, 0, "{log}");
+    assert_eq!(
+        lifecycle_allow.netfilter.metadata_as(65534),
+        "i-0123456789abcdef0",
+        "{log}"
+    );
+    assert!(lifecycle_allow.netfilter.metadata_as(1).starts_with("refused:"));
+
+    let mut open = Lifecycle::new();
+    open.set("HOSTKEYCTL_IMDS", Some("wide-open"));
+    let (code, log) = open.run(bed, node, LOGIN_IP, &[], &[]);
+    assert_eq!(code, 1, "{log}");
+    assert!(
+        log.contains("HOSTKEYCTL_IMDS is 'wide-open': set it to root-only or open"),
+        "{log}"
+    );
+    open.set("HOSTKEYCTL_IMDS", None);
+    let (code, log) = open.run(bed, node, LOGIN_IP, &[], &[]);
+    assert_eq!(code, 0, "{log}");
+    assert!(open.netfilter.metadata_as(65534).starts_with("refused:"));
+    open.set("HOSTKEYCTL_IMDS", Some("open"));
+    let (code, log) = open.run(bed, node, LOGIN_IP, &[], &[]);
+    assert_eq!(code, 0, "{log}");
+    assert!(
+        log.contains("WARNING: HOSTKEYCTL_IMDS=open") && log.contains("removed hostkeyctl-imds-guard.service"),
+        "{log}"
+    );
+    assert_eq!(
+        open.netfilter.metadata_as(65534),
+        "i-0123456789abcdef0",
+        "the opt-out restores it"
+    );
+    assert!(
+        !open
+            .root()
+            .join("etc/systemd/system/hostkeyctl-imds-guard.service")
+            .exists()
+    );
 }
 
 /// The binary the step installs is the pinned build, whatever lies beside

@@ -8,6 +8,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::common::bed::netfilter::NodeNetfilter;
 use crate::common::bed::{Node, TestBed};
 
 pub(crate) fn fixtures() -> PathBuf {
@@ -19,6 +20,9 @@ pub(crate) fn fixtures() -> PathBuf {
 pub(crate) struct Lifecycle {
     pub(crate) dir: tempfile::TempDir,
     settings: BTreeMap<String, String>,
+    /// The node's netfilter, where the step keeps the metadata service to
+    /// root.
+    pub(crate) netfilter: NodeNetfilter,
 }
 
 impl Lifecycle {
@@ -40,6 +44,10 @@ impl Lifecycle {
             (
                 root.join("contrib/systemd/hostkeyctl-install.timer"),
                 step.join("hostkeyctl-install.timer"),
+            ),
+            (
+                root.join("contrib/systemd/hostkeyctl-imds-guard.service"),
+                step.join("hostkeyctl-imds-guard.service"),
             ),
             (
                 root.join("contrib/systemd/hostkeyctl-enroll.service"),
@@ -104,7 +112,12 @@ impl Lifecycle {
         ] {
             settings.insert(k.to_owned(), v);
         }
-        Lifecycle { dir, settings }
+        let netfilter = NodeNetfilter::new(&bin);
+        Lifecycle {
+            dir,
+            settings,
+            netfilter,
+        }
     }
 
     pub(crate) fn root(&self) -> PathBuf {

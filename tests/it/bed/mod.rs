@@ -24,6 +24,7 @@ mod enrolment_login;
 pub(crate) mod enrolment_pcluster;
 mod enrolment_step;
 mod iam;
+mod imds_guard;
 mod install;
 mod install_rollback;
 mod kms_ca;

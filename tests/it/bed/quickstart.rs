@@ -90,6 +90,8 @@ fn the_hyperpod_quick_start_takes_running_nodes_to_one_identity() {
 
     // What users get: 20 strict logins through the load balancer.
     twenty_strict_logins(&bed, &desk.path("work/hostkeyctl-release/hostkeyctl_known_hosts"));
+    // And what they do not: the metadata service, whose role reads the set.
+    assert!(desk.netfilter.metadata_as(65534).starts_with("refused:"));
 
     // The page's lifecycle_script.py line is the one docs/bootstrap.md
     // gives (whose arguments bed::bootstrap runs).

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use crate::common::bed::netfilter::NodeNetfilter;
 use crate::common::bed::{Node, TestBed, wait_until};
 use crate::common::roles::Role;
 
@@ -165,20 +166,25 @@ impl Drop for Release {
 /// Where a page runs: the admin's home and working directory, the
 /// stand-ins, the bucket.
 pub(crate) struct Desk {
+    /// The nodes' netfilter (one namespace for all of them): where the
+    /// step keeps the metadata service to root, never the test machine's.
+    pub(crate) netfilter: NodeNetfilter,
     dir: tempfile::TempDir,
 }
 
 impl Desk {
     pub(crate) fn new() -> Desk {
-        let desk = Desk {
-            dir: tempfile::Builder::new()
-                .prefix("hostkeyctl-quickstart-")
-                .tempdir()
-                .unwrap(),
-        };
+        let dir = tempfile::Builder::new()
+            .prefix("hostkeyctl-quickstart-")
+            .tempdir()
+            .unwrap();
         for sub in ["home", "work", "admin-bin", "node-bin", "s3", "roots"] {
-            std::fs::create_dir_all(desk.path(sub)).unwrap();
+            std::fs::create_dir_all(dir.path().join(sub)).unwrap();
         }
+        let desk = Desk {
+            netfilter: NodeNetfilter::new(&dir.path().join("node-bin")),
+            dir,
+        };
         let standin = Path::new(env!("CARGO_MANIFEST_DIR")).join("testbed/standin_aws.py");
         for bin in ["admin-bin", "node-bin"] {
             script(

@@ -10,14 +10,18 @@ fn the_cloud_init_examples_embed_the_unit_files() {
     for (file, units) in [
         (
             "hostkeyctl.yaml",
-            ["hostkeyctl-install.service", "hostkeyctl-install.timer"],
+            &[
+                "hostkeyctl-install.service",
+                "hostkeyctl-install.timer",
+                "hostkeyctl-imds-guard.service",
+            ][..],
         ),
         (
             "hostkeyctl-enroll.yaml",
-            ["hostkeyctl-enroll.service", "hostkeyctl-enroll.timer"],
+            &["hostkeyctl-enroll.service", "hostkeyctl-enroll.timer"][..],
         ),
     ] {
-        embeds(&root, file, &units);
+        embeds(&root, file, units);
     }
 }
 

@@ -14,6 +14,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod look;
+pub mod netfilter;
 mod run;
 
 use serde::Deserialize;

@@ -1,0 +1,56 @@
+//! `hostkeyctl imds-guard`: the metadata service for root alone
+//! ([`crate::imds_guard`]).
+
+use crate::cli::ImdsGuardArgs;
+use crate::exit::{Failure, Status};
+use crate::imds_guard::{Action, FamilyReport, State, Tables};
+use crate::output::{self, OutputFormat};
+
+/// Runs `imds-guard`.
+pub fn run(args: &ImdsGuardArgs, output: OutputFormat) -> Result<Status, Failure> {
+    let action = if args.check {
+        Action::Check
+    } else if args.open {
+        Action::Open
+    } else {
+        // An empty HOSTKEYCTL_IMDS_ALLOW_USERS (the unit's settings file
+        // names it even when no one is allowed) is no user.
+        let uids = args
+            .allow_users
+            .iter()
+            .map(|u| u.trim())
+            .filter(|u| !u.is_empty())
+            .map(crate::imds_guard::uid_of)
+            .collect::<Result<Vec<_>, _>>()?;
+        Action::Restrict(uids)
+    };
+    let reports = crate::imds_guard::run(&Tables::default(), &action)?;
+    match output {
+        OutputFormat::Json => output::print_json(&reports).map_err(Failure::usage)?,
+        // The node build has no table printer: a line per address.
+        _ => {
+            for r in &reports {
+                println!("{}", line(r));
+            }
+        }
+    }
+    let open = reports.iter().any(|r| r.state == State::Open);
+    Ok(if action == Action::Check && open {
+        Status::Drift
+    } else {
+        Status::Success
+    })
+}
+
+fn line(r: &FamilyReport) -> String {
+    let state = match &r.state {
+        State::RootOnly { allowed } if allowed.is_empty() => "root only".to_owned(),
+        State::RootOnly { allowed } => format!(
+            "root and uid {}",
+            allowed.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+        ),
+        State::Open => "open to every user".to_owned(),
+        State::NoTool => "not guarded: no ip6tables on this node".to_owned(),
+    };
+    format!("{}: {state}", r.destination)
+}

@@ -1,0 +1,416 @@
+//! The instance metadata service, for root alone (issue 56).
+//!
+//! Whoever reaches the metadata service holds the instance's role, and a
+//! login node's role reads the key set's private keys: every login user
+//! could otherwise fetch the fleet's identity with one `curl`. AWS's
+//! answer is a netfilter owner match on the node ("Limit access to the
+//! Instance Metadata Service", EC2 User Guide: `iptables --append OUTPUT
+//! --proto tcp --destination 169.254.169.254 --match owner ! --uid-owner
+//! root --jump REJECT`). hostkeyctl keeps that rule in a chain of its own
+//! ([`CHAIN`]), for IPv4 (169.254.169.254) and the Nitro IPv6 endpoint
+//! (fd00:ec2::254):
+//!
+//! - the chain is written with `iptables-restore --noflush` in one
+//!   transaction, so it is never seen empty (open) while it is replaced;
+//! - the jump from `OUTPUT` is kept first, so no earlier rule lets a
+//!   connection past it;
+//! - root, and the users named (a CloudWatch agent that runs as its own
+//!   user, say), return from the chain; every other packet to the address
+//!   is rejected (a TCP reset: a client fails at once, never hangs);
+//! - what is applied is read back (`iptables -S`) and checked.
+//!
+//! Netfilter rules do not survive a reboot, nor a firewall manager's
+//! reload: `hostkeyctl-imds-guard.service` applies them at every boot,
+//! after the firewall services, and `imds-guard --check` says whether a
+//! node is guarded now.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+/// hostkeyctl's chain.
+pub const CHAIN: &str = "HOSTKEYCTL-IMDS";
+
+/// The metadata service's two addresses, and the tools for each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Family {
+    /// 169.254.169.254 (`iptables`).
+    Ipv4,
+    /// fd00:ec2::254, Nitro instances with the IPv6 endpoint (`ip6tables`).
+    Ipv6,
+}
+
+impl Family {
+    /// Both.
+    pub const ALL: [Family; 2] = [Family::Ipv4, Family::Ipv6];
+
+    /// The metadata service's address, as a host route.
+    pub fn destination(self) -> &'static str {
+        match self {
+            Family::Ipv4 => "169.254.169.254/32",
+            Family::Ipv6 => "fd00:ec2::254/128",
+        }
+    }
+
+    fn tool(self) -> &'static str {
+        match self {
+            Family::Ipv4 => "iptables",
+            Family::Ipv6 => "ip6tables",
+        }
+    }
+}
+
+/// What to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Root alone, and these uids, reach the service.
+    Restrict(Vec<u32>),
+    /// Remove the rule: every user reaches it (the opt-out).
+    Open,
+    /// Say what is in place, change nothing.
+    Check,
+}
+
+/// One family's state.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case", tag = "state")]
+pub enum State {
+    /// Only root and `allowed` reach the service.
+    RootOnly {
+        /// The uids besides root.
+        allowed: Vec<u32>,
+    },
+    /// Every user reaches the service.
+    Open,
+    /// Its tool is not on this node (an IPv6 table on a node without one).
+    NoTool,
+}
+
+/// What a run found or left, per family.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct FamilyReport {
+    /// Which address.
+    pub family: Family,
+    /// The address.
+    pub destination: &'static str,
+    /// Its state now.
+    #[serde(flatten)]
+    pub state: State,
+}
+
+/// Why the guard could not be applied or read.
+#[derive(Debug, thiserror::Error)]
+pub enum GuardError {
+    /// iptables is not installed.
+    #[error(
+        "iptables is not installed, so the metadata service cannot be kept to root: install it (apt-get install iptables; dnf install iptables-nft) and run this again, or leave the service open to every user with HOSTKEYCTL_IMDS=open (they then hold the node's role, which reads the key set's private keys)"
+    )]
+    NoIptables,
+    /// A user to allow does not exist.
+    #[error("--allow-user {0}: no such user on this node (getent passwd finds none)")]
+    NoUser(String),
+    /// A tool failed.
+    #[error("{command} failed ({status}): {stderr}; the rule may be missing: run `hostkeyctl imds-guard --check`")]
+    Tool {
+        /// What was run.
+        command: String,
+        /// Its exit status.
+        status: String,
+        /// What it said.
+        stderr: String,
+    },
+    /// What was applied did not read back.
+    #[error(
+        "{family:?}: after applying, {CHAIN} reads back as {found:?}, not root-only: another firewall manager may own OUTPUT; the metadata service may be open to every user"
+    )]
+    NotApplied {
+        /// Which family.
+        family: Family,
+        /// What was read.
+        found: State,
+    },
+}
+
+impl crate::exit::ExitStatus for GuardError {
+    /// Every failure is the node's configuration: 2.
+    fn status(&self) -> crate::exit::Status {
+        crate::exit::Status::Usage
+    }
+}
+
+/// The netfilter tools, found where root's PATH and the sbin directories
+/// have them (a systemd unit's PATH may lack sbin).
+#[derive(Clone, Debug)]
+pub struct Tables {
+    dirs: Vec<PathBuf>,
+}
+
+impl Default for Tables {
+    fn default() -> Self {
+        let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+            .map(|p| std::env::split_paths(&p).collect())
+            .unwrap_or_default();
+        for d in ["/usr/sbin", "/sbin", "/usr/bin", "/bin"] {
+            dirs.push(PathBuf::from(d));
+        }
+        Tables { dirs }
+    }
+}
+
+impl Tables {
+    fn find(&self, name: &str) -> Option<PathBuf> {
+        self.dirs.iter().map(|d| d.join(name)).find(|p| p.is_file())
+    }
+
+    fn run(&self, family: Family, suffix: &str, args: &[&str], stdin: Option<&str>) -> Result<String, GuardError> {
+        let name = format!("{}{suffix}", family.tool());
+        let path = self.find(&name).ok_or(GuardError::NoIptables)?;
+        let mut child = Command::new(&path)
+            .args(args)
+            .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| tool_error(&name, args, &e.to_string(), ""))?;
+        if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            pipe.write_all(input.as_bytes())
+                .map_err(|e| tool_error(&name, args, &e.to_string(), ""))?;
+        }
+        let out = child
+            .wait_with_output()
+            .map_err(|e| tool_error(&name, args, &e.to_string(), ""))?;
+        if !out.status.success() {
+            return Err(tool_error(
+                &name,
+                args,
+                &out.status.to_string(),
+                &String::from_utf8_lossy(&out.stderr),
+            ));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Whether this family's tool is here (iptables must be; ip6tables
+    /// may not).
+    fn has(&self, family: Family) -> bool {
+        self.find(family.tool()).is_some()
+    }
+}
+
+fn tool_error(name: &str, args: &[&str], status: &str, stderr: &str) -> GuardError {
+    GuardError::Tool {
+        command: format!("{name} {}", args.join(" ")),
+        status: status.to_owned(),
+        stderr: crate::escape::escape(stderr.trim()),
+    }
+}
+
+/// The uid of a user name or number (NSS: `getent passwd`, so directory
+/// users resolve as they do for the kernel).
+pub fn uid_of(user: &str) -> Result<u32, GuardError> {
+    if let Ok(uid) = user.parse::<u32>() {
+        return Ok(uid);
+    }
+    let out = Command::new("getent")
+        .args(["passwd", user])
+        .output()
+        .map_err(|_| GuardError::NoUser(crate::escape::escape(user)))?;
+    String::from_utf8_lossy(&out.stdout)
+        .split(':')
+        .nth(2)
+        .and_then(|u| u.trim().parse().ok())
+        .filter(|_| out.status.success())
+        .ok_or_else(|| GuardError::NoUser(crate::escape::escape(user)))
+}
+
+/// The `iptables-restore --noflush` input that replaces [`CHAIN`] in one
+/// transaction (a chain declared in the input is flushed and refilled
+/// atomically) and, when `jump` is set, puts the jump first in `OUTPUT`.
+pub fn restore_input(family: Family, allowed: &[u32], jump: bool) -> String {
+    let mut out = format!("*filter\n:{CHAIN} - [0:0]\n");
+    for uid in std::iter::once(&0).chain(allowed.iter().filter(|u| **u != 0)) {
+        out.push_str(&format!("-A {CHAIN} -m owner --uid-owner {uid} -j RETURN\n"));
+    }
+    out.push_str(&format!("-A {CHAIN} -p tcp -j REJECT --reject-with tcp-reset\n"));
+    out.push_str(&format!("-A {CHAIN} -j REJECT\n"));
+    if jump {
+        out.push_str(&format!("-I OUTPUT 1 -d {} -j {CHAIN}\n", family.destination()));
+    }
+    out.push_str("COMMIT\n");
+    out
+}
+
+/// The state `iptables -S OUTPUT` and `iptables -S CHAIN` show: root-only
+/// when the first `OUTPUT` rule jumps to the chain for the address, and
+/// the chain returns for root (and some uids) and ends rejecting
+/// everything else.
+pub fn state_of(family: Family, output: &str, chain: Option<&str>) -> State {
+    let jump = format!("-d {} -j {CHAIN}", family.destination());
+    let first_is_jump = output
+        .lines()
+        .find(|l| l.starts_with("-A OUTPUT "))
+        .is_some_and(|l| l.ends_with(&jump));
+    let Some(chain) = chain.filter(|_| first_is_jump) else {
+        return State::Open;
+    };
+    let rules: Vec<&str> = chain.lines().filter(|l| l.starts_with("-A ")).collect();
+    let mut uids = Vec::new();
+    for rule in &rules {
+        let Some(rest) = rule.strip_prefix(&format!("-A {CHAIN} -m owner --uid-owner ")) else {
+            continue;
+        };
+        match rest.strip_suffix(" -j RETURN").and_then(|u| u.parse::<u32>().ok()) {
+            Some(uid) => uids.push(uid),
+            None => return State::Open,
+        }
+    }
+    let ends_rejecting = rules
+        .last()
+        .is_some_and(|l| l.starts_with(&format!("-A {CHAIN} -j REJECT")));
+    let anything_accepted = rules.iter().any(|l| l.contains("-j ACCEPT"));
+    if !uids.contains(&0) || !ends_rejecting || anything_accepted {
+        return State::Open;
+    }
+    uids.retain(|u| *u != 0);
+    State::RootOnly { allowed: uids }
+}
+
+/// Applies `action` to every family whose tool is here (iptables must be,
+/// except to open or check) and reports each family's state after.
+pub fn run(tables: &Tables, action: &Action) -> Result<Vec<FamilyReport>, GuardError> {
+    if matches!(action, Action::Restrict(_)) && !tables.has(Family::Ipv4) {
+        return Err(GuardError::NoIptables);
+    }
+    let mut reports = Vec::new();
+    for family in Family::ALL {
+        let state = if tables.has(family) {
+            match action {
+                Action::Restrict(allowed) => restrict(tables, family, allowed)?,
+                Action::Open => open(tables, family)?,
+                Action::Check => read(tables, family)?,
+            }
+        } else {
+            State::NoTool
+        };
+        reports.push(FamilyReport {
+            family,
+            destination: family.destination(),
+            state,
+        });
+    }
+    Ok(reports)
+}
+
+fn read(tables: &Tables, family: Family) -> Result<State, GuardError> {
+    let output = tables.run(family, "", &["-w", "-S", "OUTPUT"], None)?;
+    // No chain yet: `-S CHAIN` fails, which is "open", not an error.
+    let chain = tables.run(family, "", &["-w", "-S", CHAIN], None).ok();
+    Ok(state_of(family, &output, chain.as_deref()))
+}
+
+fn restrict(tables: &Tables, family: Family, allowed: &[u32]) -> Result<State, GuardError> {
+    let output = tables.run(family, "", &["-w", "-S", "OUTPUT"], None)?;
+    let jump = format!("-A OUTPUT -d {} -j {CHAIN}", family.destination());
+    let rules: Vec<&str> = output.lines().filter(|l| l.starts_with("-A OUTPUT ")).collect();
+    let first = rules.first().is_some_and(|l| *l == jump);
+    tables.run(
+        family,
+        "-restore",
+        &["-w", "--noflush"],
+        Some(&restore_input(family, allowed, !first)),
+    )?;
+    // Older jumps (another position, from before a firewall inserted rules
+    // above ours) go, from the last up; the one at 1 stays.
+    let listed = tables.run(family, "", &["-w", "-S", "OUTPUT"], None)?;
+    let stale: Vec<usize> = listed
+        .lines()
+        .filter(|l| l.starts_with("-A OUTPUT "))
+        .enumerate()
+        .filter(|(i, l)| *i > 0 && *l == jump)
+        .map(|(i, _)| i + 1)
+        .collect();
+    for number in stale.iter().rev() {
+        tables.run(family, "", &["-w", "-D", "OUTPUT", &number.to_string()], None)?;
+    }
+    let state = read(tables, family)?;
+    let mut want: Vec<u32> = allowed.iter().copied().filter(|u| *u != 0).collect();
+    want.dedup();
+    match &state {
+        State::RootOnly { allowed } if *allowed == want => Ok(state),
+        _ => Err(GuardError::NotApplied { family, found: state }),
+    }
+}
+
+fn open(tables: &Tables, family: Family) -> Result<State, GuardError> {
+    let jump = ["-d", family.destination(), "-j", CHAIN];
+    while tables
+        .run(family, "", &[&["-w", "-C", "OUTPUT"][..], &jump[..]].concat(), None)
+        .is_ok()
+    {
+        tables.run(family, "", &[&["-w", "-D", "OUTPUT"][..], &jump[..]].concat(), None)?;
+    }
+    if tables.run(family, "", &["-w", "-S", CHAIN], None).is_ok() {
+        tables.run(family, "", &["-w", "-F", CHAIN], None)?;
+        tables.run(family, "", &["-w", "-X", CHAIN], None)?;
+    }
+    read(tables, family)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_restore_input_returns_for_root_and_the_allowed_then_rejects() {
+        let input = restore_input(Family::Ipv4, &[0, 998], true);
+        assert_eq!(
+            input,
+            "*filter\n:HOSTKEYCTL-IMDS - [0:0]\n\
+             -A HOSTKEYCTL-IMDS -m owner --uid-owner 0 -j RETURN\n\
+             -A HOSTKEYCTL-IMDS -m owner --uid-owner 998 -j RETURN\n\
+             -A HOSTKEYCTL-IMDS -p tcp -j REJECT --reject-with tcp-reset\n\
+             -A HOSTKEYCTL-IMDS -j REJECT\n\
+             -I OUTPUT 1 -d 169.254.169.254/32 -j HOSTKEYCTL-IMDS\nCOMMIT\n"
+        );
+        assert!(!restore_input(Family::Ipv6, &[], false).contains("OUTPUT"));
+        assert!(restore_input(Family::Ipv6, &[], true).contains("-d fd00:ec2::254/128"));
+    }
+
+    #[test]
+    fn a_guard_is_read_as_root_only_only_when_whole_and_first() {
+        let chain = "-N HOSTKEYCTL-IMDS\n\
+            -A HOSTKEYCTL-IMDS -m owner --uid-owner 0 -j RETURN\n\
+            -A HOSTKEYCTL-IMDS -m owner --uid-owner 998 -j RETURN\n\
+            -A HOSTKEYCTL-IMDS -p tcp -j REJECT --reject-with tcp-reset\n\
+            -A HOSTKEYCTL-IMDS -j REJECT --reject-with icmp-port-unreachable\n";
+        let first = "-P OUTPUT ACCEPT\n-A OUTPUT -d 169.254.169.254/32 -j HOSTKEYCTL-IMDS\n-A OUTPUT -o lo -j ACCEPT\n";
+        assert_eq!(
+            state_of(Family::Ipv4, first, Some(chain)),
+            State::RootOnly { allowed: vec![998] }
+        );
+        let behind = "-P OUTPUT ACCEPT\n-A OUTPUT -j ACCEPT\n-A OUTPUT -d 169.254.169.254/32 -j HOSTKEYCTL-IMDS\n";
+        assert_eq!(
+            state_of(Family::Ipv4, behind, Some(chain)),
+            State::Open,
+            "a rule above it"
+        );
+        assert_eq!(state_of(Family::Ipv4, first, None), State::Open, "no chain");
+        let no_reject: String = chain.lines().take(3).map(|l| format!("{l}\n")).collect();
+        assert_eq!(state_of(Family::Ipv4, first, Some(&no_reject)), State::Open);
+        let accepting = chain.replace("--uid-owner 998 -j RETURN", "--uid-owner 998 -j ACCEPT");
+        assert_eq!(state_of(Family::Ipv4, first, Some(&accepting)), State::Open);
+        assert_eq!(
+            state_of(Family::Ipv6, first, Some(chain)),
+            State::Open,
+            "the other address"
+        );
+    }
+
+    #[test]
+    fn users_resolve_by_number_or_name() {
+        assert_eq!(uid_of("998").unwrap(), 998);
+        assert_eq!(uid_of("root").unwrap(), 0);
+        assert!(matches!(uid_of("no-such-user-hk"), Err(GuardError::NoUser(_))));
+    }
+}
