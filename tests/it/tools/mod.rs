@@ -3,6 +3,7 @@
 
 mod cli;
 mod contrib;
+mod docs;
 mod house;
 mod keygen;
 mod known_hosts;
