@@ -5,7 +5,7 @@ Checks, each failing with what is wrong:
   - SHA256SUMS covers every file in dist/ and matches;
   - each binary is an ELF for its architecture and needs at most GLIBC_2.17
     (objdump -T), the figure printed;
-  - the node builds are at most 10 MB, have `enroll` and `install` as their
+  - the node builds are at most 10 MB, have `enroll`, `imds-guard` and `install` as their
     only commands and refuse the admin commands; `cargo tree` of the node
     build has no EC2, ELB, SageMaker, KMS or DynamoDB SDK (the SSM SDK only
     for PutComplianceItems, the Lambda SDK only for Invoke), no tables and
@@ -116,8 +116,8 @@ def node(arch):
     )
     helped = run([*prefix, str(path), "--help"])
     commands = help_commands(helped.stdout)
-    only = ["enroll", "install"]
-    check(sorted(commands) == only, f"{path.name} has enroll and install as its only commands (has {commands})")
+    only = ["enroll", "imds-guard", "install"]
+    check(sorted(commands) == only, f"{path.name} has {', '.join(only)} as its only commands (has {commands})")
     refused = run([*prefix, str(path), "push", "--secret-id", "x"])
     check(
         refused.returncode == 2 and "unrecognized subcommand" in refused.stderr,

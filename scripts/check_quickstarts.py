@@ -66,6 +66,9 @@ INPUT, PAGING = {"cli-input-json", "cli-input-yaml"}, "starting-token= page-size
 # What a shell has set already (a `sh` block may use these unset by the page).
 SHELL_VARIABLES = {"HOME", "PATH", "PWD", "USER", "HOSTNAME", "SHELL", "TMPDIR", "UID", "EUID", "RANDOM", "OLDPWD"}
 
+# An assignment at the start of a command (not `--tags Key=...` in its arguments).
+ASSIGNMENT = r"(?:^|[;&|(]\s*|\bexport\s+|\blocal\s+|\bthen\s+|\bdo\s+)([A-Za-z_]\w*)="
+
 # CloudFormation's quotas (User Guide, "Understand CloudFormation quotas"): a template passed as a body
 # (what `aws cloudformation deploy` does without --s3-bucket: its help, "--s3-bucket ... required for
 # deployments of templates sized greater than 51,200 bytes") and the counts of one template.
@@ -194,23 +197,39 @@ class Checker:
                 self.config(b)
 
     def variables(self, found: list[Block]) -> None:
-        """Every `$NAME` of a `sh` block is set before it is used, on the page: an assignment, `export`,
-        `for NAME in` or `read NAME` in that block or an earlier one. A reader copies the blocks in
-        order; a name set nowhere is a placeholder they cannot fill in."""
+        """Every `$NAME` of a `sh` block is set before it is used, on the page: an assignment at the start
+        of a command, `export`, `for NAME in` or `read NAME` earlier on the line or in a block above. A
+        reader copies the blocks in order; a name set nowhere is a placeholder they cannot fill in. Heredoc
+        bodies define nothing (and a quoted one expands nothing); `${NAME:-...}` has its own default."""
         defined = set(SHELL_VARIABLES)
         for b in found:
             if b.info[:1] != ["sh"]:
                 continue
+            heredoc: tuple[str, bool] | None = None  # (terminator, expands)
             for k, line in enumerate(b.lines):
+                if heredoc is not None:
+                    if line.strip() == heredoc[0]:
+                        heredoc = None
+                    elif heredoc[1]:
+                        self.uses(b.at(k), line, [], defined)
+                    continue
                 code = re.sub(r"'[^']*'", "", re.sub(r"(^|\s)#.*", "", line))  # no comments, no '...'
-                defined.update(m.group(1) for m in re.finditer(r"(?:^|[\s;(&|])(?:export\s+|local\s+)?(\w+)=", code))
-                defined.update(m.group(1) for m in re.finditer(r"\bfor\s+(\w+)\s+in\b", code))
-                reads = re.finditer(r"\bread\s+((?:-\w+\s+)*[\w\s]+)", code)
-                defined.update(w for m in reads for w in m.group(1).split())
-                for m in re.finditer(r"\$\{?([A-Za-z_]\w*)", code):
-                    self.counts["shell variables"] += 1
-                    if m.group(1) not in defined:
-                        self.report(b.at(k), f"${m.group(1)} is set nowhere before this line: set it in a block above")
+                defs = [(m.start(1), m.group(1)) for m in re.finditer(ASSIGNMENT, code)]
+                defs += [(m.start(1), m.group(1)) for m in re.finditer(r"\bfor\s+(\w+)\s+in\b", code)]
+                for m in re.finditer(r"\bread\s+((?:-\w+\s+)*[\w\s]+)", code):
+                    defs += [(m.start(1), w) for w in m.group(1).split() if not w.startswith("-")]
+                self.uses(b.at(k), code, defs, defined)
+                defined.update(name for _, name in defs)
+                if m := re.search(r"<<-?\s*(['\"]?)(\w+)\1", line):
+                    heredoc = (m.group(2), not m.group(1))
+
+    def uses(self, line: int, code: str, defs: list[tuple[int, str]], defined: set[str]) -> None:
+        for m in re.finditer(r"(?<!\\)\$\{?([A-Za-z_]\w*)(:?[-=+?])?", code):
+            self.counts["shell variables"] += 1
+            name, has_default = m.group(1), m.group(2) is not None and m.group(0).startswith("${")
+            earlier = any(at < m.start() and n == name for at, n in defs)
+            if name not in defined and not earlier and not has_default:
+                self.report(line, f"${name} is set nowhere before this line: set it in a block above")
 
     def json_of(self, b: Block) -> Any:
         try:

@@ -31,6 +31,12 @@ use std::process::{Command, Stdio};
 /// hostkeyctl's chain.
 pub const CHAIN: &str = "HOSTKEYCTL-IMDS";
 
+/// The user EC2 Instance Connect's `AuthorizedKeysCommand` runs as (the
+/// `ec2-instance-connect` package of Amazon Linux and Ubuntu), which asks
+/// the metadata service for the instance's identity: allowed whenever it
+/// exists.
+pub const INSTANCE_CONNECT_USER: &str = "ec2-instance-connect";
+
 /// The metadata service's two addresses, and the tools for each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -83,8 +89,9 @@ pub enum State {
     },
     /// Every user reaches the service.
     Open,
-    /// Its tool is not on this node (an IPv6 table on a node without one).
-    NoTool,
+    /// IPv6 is off on this node (no `/proc/net/if_inet6`): nothing reaches
+    /// the IPv6 endpoint.
+    Ipv6Off,
 }
 
 /// What a run found or left, per family.
@@ -102,16 +109,18 @@ pub struct FamilyReport {
 /// Why the guard could not be applied or read.
 #[derive(Debug, thiserror::Error)]
 pub enum GuardError {
-    /// iptables is not installed.
+    /// iptables (or ip6tables, with IPv6 on) is not installed.
     #[error(
-        "iptables is not installed, so the metadata service cannot be kept to root: install it (apt-get install iptables; dnf install iptables-nft) and run this again, or leave the service open to every user with HOSTKEYCTL_IMDS=open (they then hold the node's role, which reads the key set's private keys)"
+        "{0} is not installed, so the metadata service cannot be kept to root (or told apart from open): install it (apt-get install iptables; dnf install iptables-nft) and run this again, or leave the service open to every user with HOSTKEYCTL_IMDS=open (they then hold the node's role, which reads the key set's private keys)"
     )]
-    NoIptables,
+    NoIptables(String),
     /// A user to allow does not exist.
     #[error("--allow-user {0}: no such user on this node (getent passwd finds none)")]
     NoUser(String),
     /// A tool failed.
-    #[error("{command} failed ({status}): {stderr}; the rule may be missing: run `hostkeyctl imds-guard --check`")]
+    #[error(
+        "{command} failed ({status}): {stderr}; the metadata service may be open to every user until this succeeds (as root: `hostkeyctl imds-guard`)"
+    )]
     Tool {
         /// What was run.
         command: String,
@@ -160,12 +169,14 @@ impl Default for Tables {
 
 impl Tables {
     fn find(&self, name: &str) -> Option<PathBuf> {
+        // `-w 30` below: a stuck xtables lock fails the run, never hangs a
+        // boot ordered before user sessions.
         self.dirs.iter().map(|d| d.join(name)).find(|p| p.is_file())
     }
 
     fn run(&self, family: Family, suffix: &str, args: &[&str], stdin: Option<&str>) -> Result<String, GuardError> {
         let name = format!("{}{suffix}", family.tool());
-        let path = self.find(&name).ok_or(GuardError::NoIptables)?;
+        let path = self.find(&name).ok_or_else(|| GuardError::NoIptables(name.clone()))?;
         let mut child = Command::new(&path)
             .args(args)
             .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
@@ -226,9 +237,15 @@ pub fn uid_of(user: &str) -> Result<u32, GuardError> {
 
 /// The `iptables-restore --noflush` input that replaces [`CHAIN`] in one
 /// transaction (a chain declared in the input is flushed and refilled
-/// atomically) and, when `jump` is set, puts the jump first in `OUTPUT`.
-pub fn restore_input(family: Family, allowed: &[u32], jump: bool) -> String {
+/// atomically), removes `stale_jumps` jumps to it and, when `jump` is set,
+/// puts the jump first in `OUTPUT`.
+pub fn restore_input(family: Family, allowed: &[u32], stale_jumps: usize, jump: bool) -> String {
     let mut out = format!("*filter\n:{CHAIN} - [0:0]\n");
+    // Jumps elsewhere in OUTPUT go in the same transaction (a rule number
+    // read before it could name another tool's rule by then).
+    for _ in 0..stale_jumps {
+        out.push_str(&format!("-D OUTPUT -d {} -j {CHAIN}\n", family.destination()));
+    }
     for uid in std::iter::once(&0).chain(allowed.iter().filter(|u| **u != 0)) {
         out.push_str(&format!("-A {CHAIN} -m owner --uid-owner {uid} -j RETURN\n"));
     }
@@ -246,52 +263,62 @@ pub fn restore_input(family: Family, allowed: &[u32], jump: bool) -> String {
 /// the chain returns for root (and some uids) and ends rejecting
 /// everything else.
 pub fn state_of(family: Family, output: &str, chain: Option<&str>) -> State {
-    let jump = format!("-d {} -j {CHAIN}", family.destination());
-    let first_is_jump = output
-        .lines()
-        .find(|l| l.starts_with("-A OUTPUT "))
-        .is_some_and(|l| l.ends_with(&jump));
+    let jump = jump_rule(family);
+    let first_is_jump = output.lines().find(|l| l.starts_with("-A OUTPUT ")) == Some(jump.as_str());
     let Some(chain) = chain.filter(|_| first_is_jump) else {
         return State::Open;
     };
+    // Only hostkeyctl's own rules: a RETURN on any other match (a group, a
+    // negation, a protocol) or a jump elsewhere would let users past.
     let rules: Vec<&str> = chain.lines().filter(|l| l.starts_with("-A ")).collect();
+    let owner = format!("-A {CHAIN} -m owner --uid-owner ");
+    let tcp_reset = format!("-A {CHAIN} -p tcp -j REJECT --reject-with tcp-reset");
+    let reject = format!("-A {CHAIN} -j REJECT");
     let mut uids = Vec::new();
-    for rule in &rules {
-        let Some(rest) = rule.strip_prefix(&format!("-A {CHAIN} -m owner --uid-owner ")) else {
+    for (i, rule) in rules.iter().enumerate() {
+        let last = i + 1 == rules.len();
+        if let Some(uid) = rule
+            .strip_prefix(&owner)
+            .and_then(|r| r.strip_suffix(" -j RETURN"))
+            .and_then(|u| u.parse::<u32>().ok())
+        {
+            uids.push(uid);
             continue;
-        };
-        match rest.strip_suffix(" -j RETURN").and_then(|u| u.parse::<u32>().ok()) {
-            Some(uid) => uids.push(uid),
-            None => return State::Open,
+        }
+        let final_reject = last && (*rule == reject || rule.starts_with(&format!("{reject} --reject-with ")));
+        if *rule != tcp_reset && !final_reject {
+            return State::Open;
         }
     }
-    let ends_rejecting = rules
-        .last()
-        .is_some_and(|l| l.starts_with(&format!("-A {CHAIN} -j REJECT")));
-    let anything_accepted = rules.iter().any(|l| l.contains("-j ACCEPT"));
-    if !uids.contains(&0) || !ends_rejecting || anything_accepted {
+    let ends_rejecting = rules.last().is_some_and(|l| l.starts_with(&reject));
+    if !uids.contains(&0) || !ends_rejecting {
         return State::Open;
     }
     uids.retain(|u| *u != 0);
     State::RootOnly { allowed: uids }
 }
 
-/// Applies `action` to every family whose tool is here (iptables must be,
-/// except to open or check) and reports each family's state after.
+fn jump_rule(family: Family) -> String {
+    format!("-A OUTPUT -d {} -j {CHAIN}", family.destination())
+}
+
+/// Applies `action` to both families and reports each one's state after.
+/// iptables must be here for any action (without it nothing can be told);
+/// ip6tables too, unless IPv6 is off on this node.
 pub fn run(tables: &Tables, action: &Action) -> Result<Vec<FamilyReport>, GuardError> {
-    if matches!(action, Action::Restrict(_)) && !tables.has(Family::Ipv4) {
-        return Err(GuardError::NoIptables);
-    }
     let mut reports = Vec::new();
     for family in Family::ALL {
-        let state = if tables.has(family) {
+        let state = if family == Family::Ipv6 && !std::path::Path::new("/proc/net/if_inet6").exists() {
+            State::Ipv6Off
+        } else {
+            if !tables.has(family) {
+                return Err(GuardError::NoIptables(family.tool().to_owned()));
+            }
             match action {
                 Action::Restrict(allowed) => restrict(tables, family, allowed)?,
                 Action::Open => open(tables, family)?,
                 Action::Check => read(tables, family)?,
             }
-        } else {
-            State::NoTool
         };
         reports.push(FamilyReport {
             family,
@@ -303,39 +330,27 @@ pub fn run(tables: &Tables, action: &Action) -> Result<Vec<FamilyReport>, GuardE
 }
 
 fn read(tables: &Tables, family: Family) -> Result<State, GuardError> {
-    let output = tables.run(family, "", &["-w", "-S", "OUTPUT"], None)?;
+    let output = tables.run(family, "", &["-w", "30", "-S", "OUTPUT"], None)?;
     // No chain yet: `-S CHAIN` fails, which is "open", not an error.
-    let chain = tables.run(family, "", &["-w", "-S", CHAIN], None).ok();
+    let chain = tables.run(family, "", &["-w", "30", "-S", CHAIN], None).ok();
     Ok(state_of(family, &output, chain.as_deref()))
 }
 
 fn restrict(tables: &Tables, family: Family, allowed: &[u32]) -> Result<State, GuardError> {
-    let output = tables.run(family, "", &["-w", "-S", "OUTPUT"], None)?;
-    let jump = format!("-A OUTPUT -d {} -j {CHAIN}", family.destination());
+    let output = tables.run(family, "", &["-w", "30", "-S", "OUTPUT"], None)?;
+    let jump = jump_rule(family);
     let rules: Vec<&str> = output.lines().filter(|l| l.starts_with("-A OUTPUT ")).collect();
-    let first = rules.first().is_some_and(|l| *l == jump);
+    let jumps = rules.iter().filter(|l| **l == jump).count();
+    let in_place = rules.first() == Some(&jump.as_str()) && jumps == 1;
+    let (stale, insert) = if in_place { (0, false) } else { (jumps, true) };
     tables.run(
         family,
         "-restore",
-        &["-w", "--noflush"],
-        Some(&restore_input(family, allowed, !first)),
+        &["-w", "30", "--noflush"],
+        Some(&restore_input(family, allowed, stale, insert)),
     )?;
-    // Older jumps (another position, from before a firewall inserted rules
-    // above ours) go, from the last up; the one at 1 stays.
-    let listed = tables.run(family, "", &["-w", "-S", "OUTPUT"], None)?;
-    let stale: Vec<usize> = listed
-        .lines()
-        .filter(|l| l.starts_with("-A OUTPUT "))
-        .enumerate()
-        .filter(|(i, l)| *i > 0 && *l == jump)
-        .map(|(i, _)| i + 1)
-        .collect();
-    for number in stale.iter().rev() {
-        tables.run(family, "", &["-w", "-D", "OUTPUT", &number.to_string()], None)?;
-    }
     let state = read(tables, family)?;
-    let mut want: Vec<u32> = allowed.iter().copied().filter(|u| *u != 0).collect();
-    want.dedup();
+    let want: Vec<u32> = allowed.iter().copied().filter(|u| *u != 0).collect();
     match &state {
         State::RootOnly { allowed } if *allowed == want => Ok(state),
         _ => Err(GuardError::NotApplied { family, found: state }),
@@ -345,14 +360,24 @@ fn restrict(tables: &Tables, family: Family, allowed: &[u32]) -> Result<State, G
 fn open(tables: &Tables, family: Family) -> Result<State, GuardError> {
     let jump = ["-d", family.destination(), "-j", CHAIN];
     while tables
-        .run(family, "", &[&["-w", "-C", "OUTPUT"][..], &jump[..]].concat(), None)
+        .run(
+            family,
+            "",
+            &[&["-w", "30", "-C", "OUTPUT"][..], &jump[..]].concat(),
+            None,
+        )
         .is_ok()
     {
-        tables.run(family, "", &[&["-w", "-D", "OUTPUT"][..], &jump[..]].concat(), None)?;
+        tables.run(
+            family,
+            "",
+            &[&["-w", "30", "-D", "OUTPUT"][..], &jump[..]].concat(),
+            None,
+        )?;
     }
-    if tables.run(family, "", &["-w", "-S", CHAIN], None).is_ok() {
-        tables.run(family, "", &["-w", "-F", CHAIN], None)?;
-        tables.run(family, "", &["-w", "-X", CHAIN], None)?;
+    if tables.run(family, "", &["-w", "30", "-S", CHAIN], None).is_ok() {
+        tables.run(family, "", &["-w", "30", "-F", CHAIN], None)?;
+        tables.run(family, "", &["-w", "30", "-X", CHAIN], None)?;
     }
     read(tables, family)
 }
@@ -363,7 +388,7 @@ mod tests {
 
     #[test]
     fn the_restore_input_returns_for_root_and_the_allowed_then_rejects() {
-        let input = restore_input(Family::Ipv4, &[0, 998], true);
+        let input = restore_input(Family::Ipv4, &[0, 998], 0, true);
         assert_eq!(
             input,
             "*filter\n:HOSTKEYCTL-IMDS - [0:0]\n\
@@ -373,8 +398,16 @@ mod tests {
              -A HOSTKEYCTL-IMDS -j REJECT\n\
              -I OUTPUT 1 -d 169.254.169.254/32 -j HOSTKEYCTL-IMDS\nCOMMIT\n"
         );
-        assert!(!restore_input(Family::Ipv6, &[], false).contains("OUTPUT"));
-        assert!(restore_input(Family::Ipv6, &[], true).contains("-d fd00:ec2::254/128"));
+        assert!(!restore_input(Family::Ipv6, &[], 0, false).contains("OUTPUT"));
+        assert!(restore_input(Family::Ipv6, &[], 0, true).contains("-d fd00:ec2::254/128"));
+        let moved = restore_input(Family::Ipv4, &[], 2, true);
+        assert_eq!(
+            moved
+                .matches("-D OUTPUT -d 169.254.169.254/32 -j HOSTKEYCTL-IMDS\n")
+                .count(),
+            2
+        );
+        assert!(moved.find("-D OUTPUT").unwrap() < moved.find("-I OUTPUT 1").unwrap());
     }
 
     #[test]
@@ -398,8 +431,33 @@ mod tests {
         assert_eq!(state_of(Family::Ipv4, first, None), State::Open, "no chain");
         let no_reject: String = chain.lines().take(3).map(|l| format!("{l}\n")).collect();
         assert_eq!(state_of(Family::Ipv4, first, Some(&no_reject)), State::Open);
-        let accepting = chain.replace("--uid-owner 998 -j RETURN", "--uid-owner 998 -j ACCEPT");
-        assert_eq!(state_of(Family::Ipv4, first, Some(&accepting)), State::Open);
+        for loose in [
+            chain.replace("--uid-owner 998 -j RETURN", "--uid-owner 998 -j ACCEPT"),
+            chain.replace(
+                "-m owner --uid-owner 998 -j RETURN",
+                "-m owner --gid-owner 100 -j RETURN",
+            ),
+            chain.replace(
+                "-m owner --uid-owner 998 -j RETURN",
+                "-m owner ! --uid-owner 5 -j RETURN",
+            ),
+            chain.replace("-m owner --uid-owner 998 -j RETURN", "-p tcp -j RETURN"),
+            chain.replace("-m owner --uid-owner 998 -j RETURN", "-j ELSEWHERE"),
+        ] {
+            assert_eq!(state_of(Family::Ipv4, first, Some(&loose)), State::Open, "{loose}");
+        }
+        let negated = first.replace("-A OUTPUT -d", "-A OUTPUT ! -d");
+        assert_eq!(
+            state_of(Family::Ipv4, &negated, Some(chain)),
+            State::Open,
+            "a negated jump"
+        );
+        let narrowed = first.replace("-A OUTPUT -d", "-A OUTPUT -o eth1 -d");
+        assert_eq!(
+            state_of(Family::Ipv4, &narrowed, Some(chain)),
+            State::Open,
+            "one interface"
+        );
         assert_eq!(
             state_of(Family::Ipv6, first, Some(chain)),
             State::Open,

@@ -402,15 +402,25 @@ units=$HERE
 guard=hostkeyctl-imds-guard.service
 if [ "$imds" = root-only ]; then
   [ -f "$units/$guard" ] || fail "$guard is missing beside this script"
+  # Names become uids here, once: at boot the unit must not wait on a
+  # directory service to keep the service to root.
+  uids=()
+  IFS=, read -r -a names <<<"$imds_allow"
+  for user in ${names[@]+"${names[@]}"}; do
+    entry=$(getent passwd "$user") || fail "HOSTKEYCTL_IMDS_ALLOW_USERS names $user, no user on this node (getent passwd)"
+    uids+=("$(echo "$entry" | cut -d: -f3)")
+  done
+  allow=$(IFS=,; echo "${uids[*]+${uids[*]}}")
   printf '%s\n' "# Written by the hostkeyctl lifecycle step; read by $guard." \
-    "HOSTKEYCTL_IMDS_ALLOW_USERS=$imds_allow" >"$scratch/imds"
+    "HOSTKEYCTL_IMDS_ALLOW_USERS=$allow" >"$scratch/imds"
+  rc=0
+  HOSTKEYCTL_IMDS_ALLOW_USERS=$allow "$bin" imds-guard --output table >"$scratch/imds-out" 2>"$scratch/stderr" || rc=$?
+  sed 's/^/  /' "$scratch/imds-out"
+  sed 's/^/  hostkeyctl: /' "$scratch/stderr"
+  [ "$rc" -eq 0 ] ||
+    fail "the instance metadata service could not be kept to root (exit $rc, said above): every login user could read the key set with the node's role. Fix it, or set HOSTKEYCTL_IMDS=open in hostkeyctl.env to accept that"
   put 0644 "$scratch/imds" "$ROOT/etc/default/hostkeyctl-imds-guard"
   put 0644 "$units/$guard" "$ROOT/etc/systemd/system/$guard"
-  HOSTKEYCTL_IMDS_ALLOW_USERS=$imds_allow "$bin" imds-guard --output table 2>"$scratch/stderr" | sed 's/^/  /' || true
-  "$bin" imds-guard --check --output json >/dev/null 2>>"$scratch/stderr" || {
-    sed 's/^/  hostkeyctl: /' "$scratch/stderr"
-    fail "the instance metadata service could not be kept to root (said above): every login user could read the key set with the node's role. Fix it, or set HOSTKEYCTL_IMDS=open in hostkeyctl.env to accept that"
-  }
   systemctl daemon-reload
   systemctl enable "$guard"
   log "the instance metadata service is kept to root${imds_allow:+ and $imds_allow} ($guard, at every boot)"

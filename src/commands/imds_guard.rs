@@ -15,13 +15,26 @@ pub fn run(args: &ImdsGuardArgs, output: OutputFormat) -> Result<Status, Failure
     } else {
         // An empty HOSTKEYCTL_IMDS_ALLOW_USERS (the unit's settings file
         // names it even when no one is allowed) is no user.
-        let uids = args
+        let mut uids = args
             .allow_users
             .iter()
             .map(|u| u.trim())
             .filter(|u| !u.is_empty())
             .map(crate::imds_guard::uid_of)
             .collect::<Result<Vec<_>, _>>()?;
+        // EC2 Instance Connect's AuthorizedKeysCommand asks the metadata
+        // service as this user: refused, every Instance Connect login would
+        // fail with nothing in sshd's log to say why.
+        if let Ok(uid) = crate::imds_guard::uid_of(crate::imds_guard::INSTANCE_CONNECT_USER) {
+            tracing::info!(
+                "allowing {} (uid {uid}): EC2 Instance Connect's key lookup needs the metadata service",
+                crate::imds_guard::INSTANCE_CONNECT_USER
+            );
+            uids.push(uid);
+        }
+        uids.retain(|u| *u != 0);
+        uids.sort_unstable();
+        uids.dedup();
         Action::Restrict(uids)
     };
     let reports = crate::imds_guard::run(&Tables::default(), &action)?;
@@ -50,7 +63,7 @@ fn line(r: &FamilyReport) -> String {
             allowed.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
         ),
         State::Open => "open to every user".to_owned(),
-        State::NoTool => "not guarded: no ip6tables on this node".to_owned(),
+        State::Ipv6Off => "IPv6 is off on this node: unreachable".to_owned(),
     };
     format!("{}: {state}", r.destination)
 }

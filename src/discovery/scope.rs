@@ -31,7 +31,7 @@ const NAMED: usize = 5;
 pub enum ScopeError {
     /// Instances that are not tagged as the secret's cluster.
     #[error(
-        "--target {targets} reaches {count} running instance(s) outside the secret's cluster {cluster} ({named}); nothing was sent. Add --target tag:{CLUSTER_TAG}={cluster} to keep to its nodes (tag a node of the cluster {CLUSTER_TAG}={cluster} if it lacks the tag), or pass --allow-other-clusters if these instances must serve this key set"
+        "--target {targets} reaches {count} running instance(s) outside the secret's cluster {cluster} ({named}); nothing was sent. Add --target tag:{CLUSTER_TAG}={cluster} to keep to its nodes; if they are the cluster's nodes, tag them {CLUSTER_TAG}={cluster} (or, for a cluster renamed, the secret: `aws secretsmanager tag-resource --secret-id SECRET --tags Key={CLUSTER_TAG},Value=NAME`); or pass --allow-other-clusters if these instances must serve this key set"
     )]
     Outside {
         /// The targets, as written.
