@@ -79,8 +79,7 @@ pub enum Action {
 }
 
 /// One family's state.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case", tag = "state")]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum State {
     /// Only root and `allowed` reach the service.
     RootOnly {
@@ -94,16 +93,45 @@ pub enum State {
     Ipv6Off,
 }
 
-/// What a run found or left, per family.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+impl State {
+    /// Its name in reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            State::RootOnly { .. } => "root_only",
+            State::Open => "open",
+            State::Ipv6Off => "ipv6_off",
+        }
+    }
+}
+
+/// What a run found or left, per family: `{"family", "destination",
+/// "state", "allowed"}` in JSON (written by hand: serde's flattening would
+/// cost the node build more than its 10 MB budget has left).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FamilyReport {
     /// Which address.
     pub family: Family,
     /// The address.
     pub destination: &'static str,
     /// Its state now.
-    #[serde(flatten)]
     pub state: State,
+}
+
+impl serde::Serialize for FamilyReport {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct as _;
+        let mut out = serializer.serialize_struct("FamilyReport", 4)?;
+        out.serialize_field("family", &self.family)?;
+        out.serialize_field("destination", self.destination)?;
+        out.serialize_field("state", self.state.name())?;
+        let none = Vec::new();
+        let allowed = match &self.state {
+            State::RootOnly { allowed } => allowed,
+            _ => &none,
+        };
+        out.serialize_field("allowed", allowed)?;
+        out.end()
+    }
 }
 
 /// Why the guard could not be applied or read.
@@ -111,7 +139,7 @@ pub struct FamilyReport {
 pub enum GuardError {
     /// iptables (or ip6tables, with IPv6 on) is not installed.
     #[error(
-        "{0} is not installed, so the metadata service cannot be kept to root (or told apart from open): install it (apt-get install iptables; dnf install iptables-nft) and run this again, or leave the service open to every user with HOSTKEYCTL_IMDS=open (they then hold the node's role, which reads the key set's private keys)"
+        "{0} is missing: install iptables (or iptables-nft) and run again, or set HOSTKEYCTL_IMDS=open to leave the metadata service, and the key set, open to every user"
     )]
     NoIptables(String),
     /// A user to allow does not exist.
@@ -119,7 +147,7 @@ pub enum GuardError {
     NoUser(String),
     /// A tool failed.
     #[error(
-        "{command} failed ({status}): {stderr}; the metadata service may be open to every user until this succeeds (as root: `hostkeyctl imds-guard`)"
+        "{command} failed ({status}): {stderr}; the metadata service may be open until `hostkeyctl imds-guard` succeeds"
     )]
     Tool {
         /// What was run.
@@ -130,9 +158,7 @@ pub enum GuardError {
         stderr: String,
     },
     /// What was applied did not read back.
-    #[error(
-        "{family:?}: after applying, {CHAIN} reads back as {found:?}, not root-only: another firewall manager may own OUTPUT; the metadata service may be open to every user"
-    )]
+    #[error("{family:?}: {CHAIN} reads back as {found:?}, not root-only: another firewall manager may own OUTPUT")]
     NotApplied {
         /// Which family.
         family: Family,

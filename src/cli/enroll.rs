@@ -94,9 +94,7 @@ pub struct EnrolmentRevokeArgs {
 /// `hostkeyctl imds-guard`.
 #[derive(Debug, Args)]
 pub struct ImdsGuardArgs {
-    /// A user who may reach the metadata service besides root (name or
-    /// uid; repeat, or separate with commas). Ignored with --check and
-    /// --open.
+    /// A user besides root who may reach it (name or uid; a list).
     #[arg(
         long = "allow-user",
         value_name = "USER",
@@ -104,12 +102,10 @@ pub struct ImdsGuardArgs {
         env = "HOSTKEYCTL_IMDS_ALLOW_USERS"
     )]
     pub allow_users: Vec<String>,
-    /// Say whether the service is kept to root, change nothing (exit 1 when
-    /// it is open).
+    /// Say whether it is kept to root (exit 1 if not), change nothing.
     #[arg(long, conflicts_with = "open")]
     pub check: bool,
-    /// Remove the guard: every user reaches the service, and holds the
-    /// node's role (the opt-out, for sites whose users need it).
+    /// Remove the guard: every user reaches it, and the node's role.
     #[arg(long)]
     pub open: bool,
 }

@@ -195,11 +195,8 @@ pub enum Command {
         after_help = "Examples:\n  hostkeyctl enroll \\\n    --function \\\n    arn:aws:lambda:eu-west-1:111122223333:function:hostkeyctl-enrolment-hostkeyctl-my-cluster \\\n    --trust 'ip-10-1-*.eu-west-1.compute.internal,ip-10-1-*,10.1.*'\n  hostkeyctl enroll --login-node \\\n    --function \\\n    arn:aws:lambda:eu-west-1:111122223333:function:hostkeyctl-enrolment-hostkeyctl-my-cluster \\\n    --trust 'ip-10-1-*,10.1.*'"
     )]
     Enroll(EnrollArgs),
-    /// On a login node (as root): keep the instance metadata service to
-    /// root (and the users named), whose role reads the key set's private
-    /// keys; or say whether it is (--check), or open it to every user
-    /// (--open). The lifecycle step, cloud-init and the custom action run it
-    /// at every boot (hostkeyctl-imds-guard.service).
+    /// On a login node (as root): keep the instance metadata service, whose
+    /// role reads the key set, to root (docs/security.md).
     #[command(
         after_help = "Examples:\n  hostkeyctl imds-guard\n  hostkeyctl imds-guard --allow-user cwagent\n  hostkeyctl imds-guard --check\n  hostkeyctl imds-guard --open"
     )]

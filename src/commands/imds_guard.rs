@@ -26,10 +26,6 @@ pub fn run(args: &ImdsGuardArgs, output: OutputFormat) -> Result<Status, Failure
         // service as this user: refused, every Instance Connect login would
         // fail with nothing in sshd's log to say why.
         if let Ok(uid) = crate::imds_guard::uid_of(crate::imds_guard::INSTANCE_CONNECT_USER) {
-            tracing::info!(
-                "allowing {} (uid {uid}): EC2 Instance Connect's key lookup needs the metadata service",
-                crate::imds_guard::INSTANCE_CONNECT_USER
-            );
             uids.push(uid);
         }
         uids.retain(|u| *u != 0);
