@@ -65,3 +65,14 @@ fn cluster_trust_and_admission_are_linked_from_the_readme_and_every_quick_start(
         }
     }
 }
+
+/// Each quick start reads in one sitting: at most 1,500 words.
+#[test]
+fn each_quick_start_is_at_most_1500_words() {
+    for (name, text) in user_pages() {
+        if name.starts_with("docs/quickstart/") {
+            let words = text.split_whitespace().count();
+            assert!(words <= 1500, "{name} has {words} words, over 1,500");
+        }
+    }
+}
