@@ -140,6 +140,12 @@ say "(the admin role may send only this document, which can only run 'hostkeyctl
 say " parameters; iam/admin.json denies AWS-RunShellScript. push sends it only when SSM's SHA-256 of its"
 say " default version is the document this hostkeyctl deploys: a changed document is never sent)"
 run admin "$HOSTKEYCTL" ssm-document deploy --output table
+say "Role=login alone also reaches the login node of another cluster in this account: refused, nothing sent"
+if run admin "$HOSTKEYCTL" push --secret-id hostkeys/demo --target tag:Role=login --dry-run \
+  --output table 2>"$WORK/scoped.txt"; then
+  echo "demo: a push reached another cluster's node" >&2; exit 1
+fi
+fold -s -w 100 "$WORK/scoped.txt" | sed 's/^/   | /'
 say "(each node runs 'hostkeyctl install' with the node role: fetch, validate, atomic write, sshd -t, reload,"
 say " verify, roll back on failure)"
 run admin "$HOSTKEYCTL" push --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
