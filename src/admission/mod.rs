@@ -317,8 +317,9 @@ impl<S: SecretStore, F: Fleet, G: TargetGroups, H: LifecycleHooks, P: Prober> Ad
     pub async fn run(&self, req: &AdmissionRequest) -> Result<AdmissionReport, AdmissionError> {
         check(req)?;
         // The public fingerprints alone: admission never reads a private key.
-        let (expected, expected_source) = audit::expected::read_tags(self.store, &req.secret)
-            .await?
+        // One DescribeSecret: the fingerprint tags and the cluster's tag.
+        let secret = self.store.describe(&req.secret).await?;
+        let (expected, expected_source) = audit::expected::tags_of(&secret)?
             .ok_or_else(|| {
                 AdmissionError::Refused(format!(
                     "the fingerprint tags of {} are missing or not of its AWSCURRENT version, and admission reads nothing else (never a private key): `hostkeyctl rotate --resume` or `sign` writes them again",
@@ -327,7 +328,6 @@ impl<S: SecretStore, F: Fleet, G: TargetGroups, H: LifecycleHooks, P: Prober> Ad
             })?;
         let group = self.groups.group(&req.group, req.port).await?;
         let nodes = self.fleet.targets(&req.cluster).await?;
-        let secret = self.store.describe(&req.secret).await?;
         crate::discovery::scope::check_targets(&secret.tags, &req.cluster, &nodes, req.allow_other_clusters)?;
         let observed = self.observe(req, &group, nodes, &expected).await?;
         // Draining targets count: the limit does not shrink run by run.

@@ -57,7 +57,11 @@ pub async fn read(store: &impl SecretStore, source: &ExpectedSource) -> Result<(
 /// (DescribeSecret only), and where they came from; none when the tags
 /// are missing or of another version.
 pub async fn read_tags(store: &impl SecretStore, secret: &SecretId) -> Result<Option<(Expected, String)>, StoreError> {
-    let info = store.describe(secret).await?;
+    tags_of(&store.describe(secret).await?)
+}
+
+/// [`read_tags`] of a description already read.
+pub fn tags_of(info: &crate::store::SecretInfo) -> Result<Option<(Expected, String)>, StoreError> {
     let current = info.version_with_stage(STAGE_CURRENT).map(|v| v.version_id.clone());
     let tagged = info.tagged_fingerprints()?;
     let Some((version, fps)) = tagged.filter(|(v, fps)| Some(v) == current.as_ref() && !fps.is_empty()) else {
