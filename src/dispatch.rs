@@ -156,6 +156,17 @@ pub trait Dispatcher: Sync {
     /// version's hash (`DescribeDocument`), or `None` when there is no such
     /// document. What [`crate::ssm_document::resolve`] trusts or refuses.
     fn document(&self, name: &str) -> impl Future<Output = Result<Option<Deployed>, AwsError>> + Send;
+
+    /// The content of `version` of document `name` (`GetDocument`), or
+    /// `None` when there is no such document or version. Only for a
+    /// document whose content is not fixed by this binary (the setup
+    /// document pins builds): what it says is checked against what this
+    /// binary writes for it before anything is sent.
+    fn document_content(
+        &self,
+        name: &str,
+        version: &str,
+    ) -> impl Future<Output = Result<Option<String>, AwsError>> + Send;
 }
 
 /// One read of a command's invocations (`ListCommandInvocations`, all

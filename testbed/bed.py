@@ -138,6 +138,11 @@ def main() -> int:
     )
     up.add_argument("--bin-dir", default=None, help="directory put first on the nodes' PATH (hostkeyctl)")
     up.add_argument(
+        "--bare",
+        action="store_true",
+        help="nodes start without hostkeyctl: SSM commands see the node's own /usr/local/bin (ROOT/usr/local/bin)",
+    )
+    up.add_argument(
         "--release",
         default=None,
         help="login nodes run this Debian suite's sshd (bullseye, trixie: scripts/build-releases.sh);"

@@ -15,9 +15,11 @@
 //! in-memory double), the store and the documents SSM holds.
 
 mod name;
+mod setup;
 mod text;
 
 pub use name::{default_name, name_for};
+pub use setup::{SETUP_SCHEDULE, deploy_setup, setup_name};
 
 use std::collections::BTreeMap;
 
@@ -190,6 +192,9 @@ pub enum AssociationError {
     /// The document could not be trusted or read.
     #[error(transparent)]
     Document(Box<ResolveError>),
+    /// The setup document could not be trusted or read.
+    #[error("{0}")]
+    Setup(String),
     /// The association of that name converges another secret.
     #[error(
         "association {name} converges {theirs}, not {ours}: nothing was changed. Name this secret's association with --name, or delete that one first (`hostkeyctl association delete --name {name}`)"
@@ -354,30 +359,43 @@ pub async fn deploy(
         max_concurrency: req.max_concurrency.to_owned(),
         max_errors: req.max_errors.to_owned(),
     };
-    let (deployed, association) = match one(associations, req.name).await? {
-        None => (Deployed::Created, associations.create(&spec).await?),
-        Some(existing) => {
-            let secret_of = |s: &AssociationSpec| s.parameters.get("SecretId").cloned().unwrap_or_default();
-            if secret_of(&existing.spec) != secret_of(&spec) {
-                return Err(AssociationError::OtherSecret {
-                    name: crate::escape::escape(req.name),
-                    theirs: crate::escape::escape(&secret_of(&existing.spec).join(",")),
-                    ours: desired.current.arn.to_string(),
-                });
-            }
-            let changed = existing.spec.differences(&spec);
-            if changed.is_empty() {
-                (Deployed::Unchanged, existing)
-            } else {
-                let updated = associations.update(&existing.id, &spec).await?;
-                (Deployed::Updated { changed }, updated)
-            }
-        }
-    };
+    let (deployed, association) = upsert(associations, &spec, |existing| {
+        let secret_of = |s: &AssociationSpec| s.parameters.get("SecretId").cloned().unwrap_or_default();
+        (secret_of(existing) != secret_of(&spec)).then(|| AssociationError::OtherSecret {
+            name: crate::escape::escape(req.name),
+            theirs: crate::escape::escape(&secret_of(existing).join(",")),
+            ours: desired.current.arn.to_string(),
+        })
+    })
+    .await?;
     Ok(DeployOutcome {
         deployed,
         association,
         document,
+    })
+}
+
+/// Creates the association `spec` names, or brings the one of that name to
+/// it, unless `refuse` objects to the one there.
+pub(super) async fn upsert(
+    associations: &impl Associations,
+    spec: &AssociationSpec,
+    refuse: impl FnOnce(&AssociationSpec) -> Option<AssociationError>,
+) -> Result<(Deployed, Association), AssociationError> {
+    Ok(match one(associations, &spec.name).await? {
+        None => (Deployed::Created, associations.create(spec).await?),
+        Some(existing) => {
+            if let Some(e) = refuse(&existing.spec) {
+                return Err(e);
+            }
+            let changed = existing.spec.differences(spec);
+            if changed.is_empty() {
+                (Deployed::Unchanged, existing)
+            } else {
+                let updated = associations.update(&existing.id, spec).await?;
+                (Deployed::Updated { changed }, updated)
+            }
+        }
     })
 }
 

@@ -120,6 +120,37 @@ pub struct PushArgs {
     pub dry_run: bool,
 }
 
+/// `hostkeyctl deliver`.
+#[derive(Debug, Args)]
+pub struct DeliverArgs {
+    /// The secret (name or ARN): the targets must stay in its cluster.
+    #[arg(long, value_name = "ID")]
+    pub secret_id: SecretId,
+    /// Which nodes: tag:KEY=VALUE or i-... (repeatable; all must match),
+    /// or lb:NAME_OR_ARN / tg:ARN (the instances behind a load balancer).
+    #[arg(long = "target", value_name = "SPEC", required = true)]
+    pub targets: Vec<TargetSpec>,
+    /// The setup document (ssm-document deploy-setup), sent only when its
+    /// content is what this hostkeyctl writes for the builds it pins.
+    #[arg(long, default_value = crate::ssm_document::setup::SETUP_NAME, value_name = "NAME")]
+    pub document: String,
+    /// SSM MaxConcurrency: nodes downloading at once (number or percentage).
+    #[arg(long, default_value = "10%", value_name = "N|P%")]
+    pub max_concurrency: String,
+    /// SSM MaxErrors: failures after which SSM stops starting new nodes.
+    #[arg(long, default_value = "0", value_name = "N|P%")]
+    pub max_errors: String,
+    /// Seconds to wait for all nodes.
+    #[arg(long, default_value_t = 600, value_name = "SECS")]
+    pub timeout: u64,
+    /// Send to instances outside the secret's cluster too.
+    #[arg(long)]
+    pub allow_other_clusters: bool,
+    /// Print the targets and the builds; send nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
 /// `hostkeyctl audit`.
 #[derive(Debug, Args)]
 pub struct AuditArgs {
@@ -362,6 +393,22 @@ pub enum SsmDocumentCommand {
         #[arg(long, default_value = "hostkeyctl", value_name = "PATH")]
         node_command: Program,
     },
+    /// Create or update the setup document, which puts the node builds in
+    /// DIR, uploaded to --builds-at, on nodes (deliver, association deploy
+    /// --deliver). Their SHA-256 are computed here and pinned in it.
+    DeploySetup {
+        /// The directory holding hostkeyctl-x86_64 and/or
+        /// hostkeyctl-aarch64, as the release ships them.
+        #[arg(long, value_name = "DIR")]
+        builds: std::path::PathBuf,
+        /// Where those files are in S3: s3://BUCKET/PREFIX (the node role
+        /// needs s3:GetObject on them).
+        #[arg(long, value_name = "S3_URI")]
+        builds_at: crate::ssm_document::setup::S3Location,
+        /// The setup document's name.
+        #[arg(long, default_value = crate::ssm_document::setup::SETUP_NAME, value_name = "NAME")]
+        document: String,
+    },
 }
 
 /// `hostkeyctl association`.
@@ -430,6 +477,15 @@ pub struct AssociationDeployArgs {
     pub allow_other_clusters: bool,
     #[command(flatten)]
     pub document: ConvergeDocumentArgs,
+    /// Also deploy NAME-setup, the association of the setup document
+    /// (ssm-document deploy-setup) on the same targets: an instance that
+    /// comes online without hostkeyctl gets the pinned build, then the
+    /// keys.
+    #[arg(long)]
+    pub deliver: bool,
+    /// The setup document --deliver runs.
+    #[arg(long, default_value = crate::ssm_document::setup::SETUP_NAME, value_name = "NAME", requires = "deliver")]
+    pub setup_document: String,
 }
 
 /// `hostkeyctl association show`.

@@ -102,6 +102,14 @@ pub enum Command {
     )]
     Push(PushArgs),
     #[cfg(feature = "admin")]
+    /// Put the node build on running nodes through hostkeyctl's setup
+    /// document: from your S3 bucket, checked by the SHA-256 the document
+    /// pins (ssm-document deploy-setup), to /usr/local/bin/hostkeyctl.
+    #[command(
+        after_help = "Examples:\n  hostkeyctl deliver --secret-id hostkeys/my-cluster --target tag:Role=login \\\n    --target tag:Cluster=my-cluster\n  hostkeyctl deliver --secret-id hostkeys/my-cluster --target i-0123456789abcdef0 --dry-run"
+    )]
+    Deliver(DeliverArgs),
+    #[cfg(feature = "admin")]
     /// Replace the key set without losing the working one: announce a new
     /// set (AWSPENDING) beside the current one (the default, or --overlap),
     /// then promote it to AWSCURRENT with --finish once clients have had

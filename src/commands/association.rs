@@ -67,11 +67,30 @@ async fn run_deploy(
         max_errors: &args.max_errors,
         allow_other_clusters: args.allow_other_clusters,
     };
+    // The setup document first: a converge association on nodes that have
+    // no hostkeyctl and never get it would only fail.
+    if args.deliver {
+        crate::rollout::deliver::settle_setup(documents, &args.setup_document)
+            .await
+            .map_err(Failure::from)?;
+    }
     let outcome = association::deploy(store, documents, associations, &request).await?;
+    let setup = if args.deliver {
+        Some(association::deploy_setup(documents, associations, &request, &args.setup_document).await?)
+    } else {
+        None
+    };
     if output == OutputFormat::Json {
-        output::print_json(&outcome).map_err(Failure::usage)?;
+        let mut report = serde_json::to_value(&outcome).map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
+        if let Some(setup) = &setup {
+            report["setup"] = serde_json::to_value(setup).map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
+        }
+        output::print_json(&report).map_err(Failure::usage)?;
     } else {
         print!("{}", outcome.text(name));
+        if let Some(setup) = &setup {
+            print!("{}", setup.text(&association::setup_name(name)));
+        }
     }
     Ok(Status::Success)
 }

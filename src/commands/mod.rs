@@ -11,6 +11,8 @@ pub mod audit;
 pub mod ca;
 #[cfg(feature = "admin")]
 pub mod common;
+#[cfg(feature = "admin")]
+pub mod deliver;
 pub mod enroll;
 #[cfg(feature = "admin")]
 pub mod enrolment;
@@ -63,6 +65,8 @@ pub async fn run(cli: Cli) -> Result<Status, Failure> {
         Command::Status(args) => status::run(&args, &cli.global, output).await,
         #[cfg(feature = "admin")]
         Command::Push(args) => push::run(&args, &cli.global, output).await,
+        #[cfg(feature = "admin")]
+        Command::Deliver(args) => deliver::run(&args, &cli.global, output).await,
         #[cfg(feature = "admin")]
         Command::Rotate(args) => rotate::run(&args, &cli.global, output).await,
         #[cfg(feature = "admin")]

@@ -5,7 +5,8 @@ use crate::cli::{GlobalArgs, SsmDocumentCommand};
 use crate::exit::{Failure, Status};
 use crate::output::{self, OutputFormat};
 use crate::ssm_document::content;
-use crate::ssm_document::publish::{Names, publish};
+use crate::ssm_document::publish::{Names, publish, publish_setup};
+use crate::ssm_document::setup::NodeBuilds;
 
 /// Runs `ssm-document`.
 pub async fn run(command: &SsmDocumentCommand, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
@@ -28,6 +29,20 @@ pub async fn run(command: &SsmDocumentCommand, global: &GlobalArgs, output: Outp
             let done = publish(&ssm, names, node_command).await?;
             match output {
                 OutputFormat::Json => output::print_json(&done.json()).map_err(Failure::usage)?,
+                _ => print!("{}", done.text()),
+            }
+        }
+        SsmDocumentCommand::DeploySetup {
+            builds,
+            builds_at,
+            document,
+        } => {
+            // The files first: nothing is sent for builds that are not.
+            let builds = NodeBuilds::from_dir(builds, builds_at.clone()).map_err(Failure::usage)?;
+            let ssm = SsmDispatcher::new(&aws::load_config(&global.aws).await?);
+            let done = publish_setup(&ssm, document, builds).await?;
+            match output {
+                OutputFormat::Json => output::print_json(&done).map_err(Failure::usage)?,
                 _ => print!("{}", done.text()),
             }
         }

@@ -3,6 +3,7 @@
 //! the rest in batches of at most 50 instance ids, and judge each node by
 //! the install report it printed.
 
+pub mod deliver;
 mod push;
 mod text;
 
@@ -150,6 +151,11 @@ fn node_result(instance: &Instance, inv: Option<&Invocation>, not_sent_reason: &
         Some(format!(
             "timed out waiting for the node (SSM status {})",
             escape(&inv.status)
+        ))
+    } else if inv.response_code == Some(127) && parsed.is_err() {
+        Some(format!(
+            "hostkeyctl is not installed on this node (exit 127: {}): put it there with `hostkeyctl deliver` (docs/install.md, \"Running nodes\")",
+            escape(tail(&inv.stderr, 200).lines().last().unwrap_or("command not found"))
         ))
     } else if let (true, Err(e)) = (inv.status == "Success", &parsed) {
         Some(format!("the command succeeded but {e}"))

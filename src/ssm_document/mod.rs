@@ -23,6 +23,7 @@
 mod deployed;
 #[cfg(feature = "admin")]
 pub mod publish;
+pub mod setup;
 
 pub use deployed::{ResolveError, SentDocument, Trust, resolve, settle};
 
@@ -105,6 +106,7 @@ pub fn content(kind: Kind, node_command: &Program) -> String {
 /// rotation's steps installs what that rotation pushes.
 fn converge_content(node_command: &Program) -> String {
     let p = patterns();
+    let cmd = crate::shell::quote(node_command.as_str()).unwrap_or_default();
     let doc = json!({
         "schemaVersion": "2.2",
         "description": "hostkeyctl: converge this node's SSH host keys to what the secret's stages say (hostkeyctl install without a version: AWSCURRENT, and an announced AWSPENDING as extra keys), verify them and roll back on failure. For a State Manager association. Runs nothing else.",
@@ -131,7 +133,15 @@ fn converge_content(node_command: &Program) -> String {
                     "set -- install --quiet --secret-id='{{ SecretId }}'",
                     "region='{{ Region }}'",
                     "if [ -n \"$region\" ]; then set -- \"$@\" --region=\"$region\"; fi",
-                    format!("exec {} \"$@\"", crate::shell::quote(node_command.as_str()).unwrap_or_default()),
+                    // On an instance that just came online, the setup
+                    // association (association deploy --deliver) may be
+                    // putting hostkeyctl there at this moment: wait for it.
+                    "n=0",
+                    format!("while ! command -v {cmd} >/dev/null 2>&1; do"),
+                    format!("  if [ \"$n\" -ge 60 ]; then echo \"hostkeyctl-converge: {cmd} is not on this node after 5 minutes: put it there with hostkeyctl deliver, or association deploy --deliver for the nodes that come online\" >&2; exit 127; fi"),
+                    "  n=$((n + 1)); sleep 5".to_owned(),
+                    "done".to_owned(),
+                    format!("exec {cmd} \"$@\""),
                 ],
             },
         }],

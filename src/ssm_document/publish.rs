@@ -19,6 +19,14 @@ pub trait Documents: Sync {
         kind: Kind,
         node_command: &Program,
     ) -> impl Future<Output = Result<(String, &'static str), AwsError>> + Send;
+
+    /// The same for a document whose content is `text` (the setup
+    /// document, whose pins make its content).
+    fn deploy_text(
+        &self,
+        name: &str,
+        text: &str,
+    ) -> impl Future<Output = Result<(String, &'static str), AwsError>> + Send;
 }
 
 /// One document as deployed.
@@ -81,6 +89,53 @@ pub async fn publish<D: Documents>(
     })
 }
 
+/// The setup document, deployed with its pins.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct SetupPublication {
+    /// The document.
+    #[serde(flatten)]
+    pub published: Published,
+    /// What it pins.
+    pub builds: super::setup::NodeBuilds,
+}
+
+/// Deploys the setup document for `builds` under `name`.
+pub async fn publish_setup<D: Documents>(
+    docs: &D,
+    name: &str,
+    builds: super::setup::NodeBuilds,
+) -> Result<SetupPublication, AwsError> {
+    let (default_version, result) = docs.deploy_text(name, &builds.content()).await?;
+    Ok(SetupPublication {
+        published: Published {
+            document: name.to_owned(),
+            default_version,
+            result,
+        },
+        builds,
+    })
+}
+
+impl SetupPublication {
+    /// What was done, the pins, and what reads them.
+    pub fn text(&self) -> String {
+        let mut out = format!(
+            "document {}: {}; default version {}. It installs, from {}:\n",
+            crate::escape::escape(&self.published.document),
+            self.published.result,
+            self.published.default_version,
+            self.builds.location
+        );
+        for (arch, sha) in &self.builds.pins {
+            out.push_str(&format!("  {} SHA-256 {sha}\n", self.builds.location.key(*arch)));
+        }
+        out.push_str(
+            "Upload those files there if they are not yet; then `hostkeyctl deliver` puts them on running nodes, and `association deploy --deliver` on every node that comes online.\n",
+        );
+        out
+    }
+}
+
 impl Publication {
     /// One line per document: what was done, its default version, and who
     /// uses it.
@@ -140,6 +195,11 @@ mod tests {
                 });
             }
             Ok(("3".to_owned(), "updated"))
+        }
+
+        async fn deploy_text(&self, name: &str, _: &str) -> Result<(String, &'static str), AwsError> {
+            self.seen.lock().unwrap().push((name.to_owned(), Kind::Install));
+            Ok(("1".to_owned(), "created"))
         }
     }
 

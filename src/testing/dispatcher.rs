@@ -169,4 +169,11 @@ impl<S: SecretStore> Dispatcher for MemDispatcher<'_, S> {
             })
         }))
     }
+
+    async fn document_content(&self, name: &str, version: &str) -> Result<Option<String>, AwsError> {
+        let at: usize = version.parse().unwrap_or(0);
+        Ok(lock(&self.documents)
+            .get(name)
+            .and_then(|versions| at.checked_sub(1).and_then(|i| versions.get(i)).cloned()))
+    }
 }

@@ -66,6 +66,8 @@ class Emulator(StateManager, RotationPlane, LambdaApi, LifecyclePlane, ClusterPl
         # bed's HAProxy follows its target group: parts/lb.py).
         self.elb_hooks: list[Callable[[], None]] = []
         self.base_env: dict[str, str] = {}
+        self.bare_nodes = False
+        self.s3_root = os.path.join(log_dir or os.environ.get("TMPDIR", "/tmp"), "s3")
         # bed.py --virtual-shared: (workdir, env) of the node virtual
         # instances share.
         self.virtual_shared: tuple[str, dict[str, str]] | None = None

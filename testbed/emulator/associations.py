@@ -349,7 +349,7 @@ class StateManager(SsmCommandPlane):
         if not instances:
             return
         version = association.document_version
-        lines, timeout = self._render_document(
+        steps, timeout = self._render_document(
             association.document,
             None if version == "$DEFAULT" else version,
             association.parameters,
@@ -367,8 +367,7 @@ class StateManager(SsmCommandPlane):
             timeout_seconds=timeout,
             requested=time.time(),
             invocations={i.id: Invocation(i.id, self._tags(i).get("Name", "")) for i in instances},
-            script=lines,
-            execution_timeout=timeout,
+            steps=steps,
             document_version=version,
         )
         with self.lock:

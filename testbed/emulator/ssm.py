@@ -9,27 +9,22 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import math
-import os
 import re
-import signal
 import subprocess
 import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from moto.core.models import DEFAULT_ACCOUNT_ID as ACCOUNT
 from moto.ec2.models import ec2_backends
 from moto.ec2.models.instances import Instance
 
+from .agent import Agent, PluginRun, Step
 from .errors import ApiError, denied
 from .iam import Enforcer, Principal, Refused
 from .wire import Answer, JsonObject
 
-STDOUT_LIMIT = 24_000
-STDERR_LIMIT = 8_000
 PLUGIN_OUTPUT_LIMIT = 2_500
 MAX_INSTANCE_IDS = 50
 PLUGIN_NAME = "aws:runShellScript"
@@ -92,6 +87,7 @@ class Invocation:
     stderr: str = ""
     started: float | None = None
     ended: float | None = None
+    plugins: list[PluginRun] = field(default_factory=list)
 
 
 @dataclass
@@ -109,10 +105,9 @@ class Command:
     invocations: dict[str, Invocation]
     # The document version asked for ("" for the default).
     document_version: str = ""
-    # What the agent runs: the document's runCommand lines with the
-    # parameters interpolated, and its timeout.
-    script: list[str] = field(default_factory=list)
-    execution_timeout: int = 3600
+    # What the agent runs: the document's steps with the parameters
+    # interpolated.
+    steps: list[Step] = field(default_factory=list)
     errors: int = 0
     cancelled: bool = False
 
@@ -129,23 +124,13 @@ class Command:
         return "Failed"
 
 
-def _limit(value: str, total: int, default: int) -> int:
-    """Resolves an SSM rate value ("10" or "25%") against ``total`` targets."""
-    value = (value or "").strip()
-    if not value:
-        return default
-    if value.endswith("%"):
-        return max(1, math.floor(total * int(value[:-1]) / 100)) if total else 1
-    return int(value)
-
-
 def _iso(ts: float | None) -> str:
     if ts is None:
         return ""
     return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-class SsmCommandPlane:
+class SsmCommandPlane(Agent):
     """SSM's command plane, over the Emulator's state (set by ``Emulator``)."""
 
     lock: threading.Lock
@@ -156,6 +141,10 @@ class SsmCommandPlane:
     nodes: dict[str, NodeEnv]
     unmanaged: set[str]
     base_env: dict[str, str]
+    # bed.py --bare: nodes start without hostkeyctl (their own
+    # /usr/local/bin); s3_root: the bed's buckets (BUCKET/KEY files).
+    bare_nodes: bool
+    s3_root: str
     virtual_shared: tuple[str, dict[str, str]] | None
     processes: set[subprocess.Popen[bytes]]
     closing: bool
@@ -220,8 +209,9 @@ class SsmCommandPlane:
             if not commands:
                 raise ApiError("InvalidParameters", "Parameter 'commands' is required for AWS-RunShellScript.")
             timeout = int((parameters.get("executionTimeout") or ["3600"])[0])
+            steps = [Step(PLUGIN_NAME, PLUGIN_NAME, {"runCommand": list(commands)}, timeout=timeout)]
         else:
-            commands, timeout = self._render_document(document, request.get("DocumentVersion"), parameters, region)
+            steps, timeout = self._render_document(document, request.get("DocumentVersion"), parameters, region)
         instances = self._resolve_targets(request, region)
         try:
             for instance in instances:
@@ -244,8 +234,7 @@ class SsmCommandPlane:
             timeout_seconds=int(request.get("TimeoutSeconds") or 3600),
             requested=time.time(),
             invocations=invocations,
-            script=list(commands),
-            execution_timeout=timeout,
+            steps=steps,
             document_version=str(request.get("DocumentVersion") or ""),
         )
         with self.lock:
@@ -257,11 +246,12 @@ class SsmCommandPlane:
     @staticmethod
     def _render_document(
         name: str, version: str | None, parameters: dict[str, list[str]], region: str
-    ) -> tuple[list[str], int]:
+    ) -> tuple[list[Step], int]:
         """What SSM does with a Command document before the agent runs it:
         every parameter must be declared, present (or defaulted), a single
         value for a String, and match its allowedPattern in full; then the
-        runCommand lines get the values interpolated."""
+        steps' inputs get the values interpolated. Returns the steps and
+        the longest step timeout."""
         from moto.ssm.models import ssm_backends
 
         try:
@@ -291,18 +281,35 @@ class SsmCommandPlane:
                     f'Parameter "{pname}" "{value}" failed to satisfy constraint: {pattern}',
                 )
             values[pname] = value
-        lines: list[str] = []
-        timeout = 3600
+
+        def fill(text: str) -> str:
+            return re.sub(r"\{\{\s*(\w+)\s*\}\}", lambda m: values[m.group(1)], text)
+
+        steps: list[Step] = []
+        longest = 0
         for step in content.get("mainSteps", []):
-            if step.get("action") != "aws:runShellScript":
-                raise ApiError(
-                    "InvalidDocument", f"the bed runs aws:runShellScript steps only, not {step.get('action')}"
-                )
+            action = step.get("action")
             inputs = step.get("inputs", {})
-            timeout = int(inputs.get("timeoutSeconds", timeout))
-            for line in inputs.get("runCommand", []):
-                lines.append(re.sub(r"\{\{\s*(\w+)\s*\}\}", lambda m: values[m.group(1)], line))
-        return lines, timeout
+            if action not in ("aws:runShellScript", "aws:downloadContent"):
+                raise ApiError(
+                    "InvalidDocument",
+                    f"the bed runs aws:runShellScript and aws:downloadContent steps only, not {action}",
+                )
+            on_failure = step.get("onFailure", "")
+            # The step properties' onFailure values ("Command document
+            # plugin reference").
+            if on_failure not in ("", "exit", "successAndExit"):
+                raise ApiError("InvalidDocumentContent", f"onFailure {on_failure!r} is not exit or successAndExit")
+            # aws:runShellScript's timeoutSeconds defaults to 3600 (the
+            # plugin reference); aws:downloadContent has none of its own.
+            timeout = int(inputs.get("timeoutSeconds", 3600))
+            longest = max(longest, timeout)
+            filled: JsonObject = {
+                key: [fill(line) for line in value] if isinstance(value, list) else fill(str(value))
+                for key, value in inputs.items()
+            }
+            steps.append(Step(action, step.get("name", action), filled, on_failure, timeout))
+        return steps, longest or 3600
 
     def _command_json(self, c: Command) -> Answer:
         states = [i.status for i in c.invocations.values()]
@@ -376,23 +383,41 @@ class SsmCommandPlane:
             "CommandPlugins": [],
         }
         if details:
-            output = inv.stdout
-            if inv.stderr:
-                output += "\n----------ERROR-------\n" + inv.stderr
-            plugin: Answer = {
-                "Name": PLUGIN_NAME,
-                "Status": inv.status,
-                "StatusDetails": inv.details,
-                "ResponseCode": inv.response_code,
-                "Output": output[:PLUGIN_OUTPUT_LIMIT],
-                "StandardOutputUrl": "",
-                "StandardErrorUrl": "",
-            }
-            if inv.started is not None:
-                plugin["ResponseStartDateTime"] = inv.started
-            if inv.ended is not None:
-                plugin["ResponseFinishDateTime"] = inv.ended
-            row["CommandPlugins"] = [plugin]
+            # One plugin per step (a command that never ran, or an
+            # injected failure, shows the invocation's own).
+            runs = inv.plugins if any(r.started is not None for r in inv.plugins) else []
+            if not runs:
+                runs = [
+                    PluginRun(
+                        c.steps[0].name if c.steps else PLUGIN_NAME,
+                        inv.status,
+                        inv.response_code,
+                        inv.stdout,
+                        inv.stderr,
+                        inv.started,
+                        inv.ended,
+                    )
+                ]
+            plugins = []
+            for run in runs:
+                output = run.stdout
+                if run.stderr:
+                    output += "\n----------ERROR-------\n" + run.stderr
+                plugin: Answer = {
+                    "Name": run.name,
+                    "Status": run.status,
+                    "StatusDetails": run.status,
+                    "ResponseCode": run.response_code,
+                    "Output": output[:PLUGIN_OUTPUT_LIMIT],
+                    "StandardOutputUrl": "",
+                    "StandardErrorUrl": "",
+                }
+                if run.started is not None:
+                    plugin["ResponseStartDateTime"] = run.started
+                if run.ended is not None:
+                    plugin["ResponseFinishDateTime"] = run.ended
+                plugins.append(plugin)
+            row["CommandPlugins"] = plugins
         return row
 
     def _ssm_GetCommandInvocation(self, request: JsonObject, region: str) -> Answer:
@@ -403,6 +428,24 @@ class SsmCommandPlane:
         inv = c.invocations.get(request.get("InstanceId", ""))
         if inv is None:
             raise ApiError("InvocationDoesNotExist", "An error occurred (InvocationDoesNotExist)")
+        # "If the document contains more than one step, you must specify
+        # the name of the step" (GetCommandInvocation, PluginName).
+        plugin = request.get("PluginName")
+        if len(c.steps) > 1:
+            run = next((r for r in inv.plugins if r.name == plugin), None)
+            if run is None:
+                raise ApiError("InvalidPluginName", "The plugin name is not valid.")
+            inv = Invocation(
+                inv.instance_id,
+                inv.instance_name,
+                run.status,
+                run.status,
+                run.response_code,
+                run.stdout,
+                run.stderr,
+                run.started,
+                run.ended,
+            )
         elapsed = (inv.ended or time.time()) - inv.started if inv.started else 0
         return {
             "CommandId": c.command_id,
@@ -410,7 +453,7 @@ class SsmCommandPlane:
             "Comment": c.comment,
             "DocumentName": c.document,
             "DocumentVersion": "$DEFAULT",
-            "PluginName": PLUGIN_NAME,
+            "PluginName": plugin or (c.steps[0].name if c.steps else PLUGIN_NAME),
             "ResponseCode": inv.response_code,
             "ExecutionStartDateTime": _iso(inv.started),
             "ExecutionElapsedTime": f"PT{elapsed:.3f}S",
@@ -445,110 +488,3 @@ class SsmCommandPlane:
         with self.lock:
             c.cancelled = True
         return {}
-
-    # --------------------------------------------------------------- agent
-
-    def _dispatch(self, c: Command) -> None:
-        """Runs a command on its instances as the SSM agents would."""
-        total = len(c.invocations)
-        concurrency = max(1, _limit(c.max_concurrency, total, 50))
-        max_errors = _limit(c.max_errors, total, 0)
-        slots = threading.Semaphore(concurrency)
-        with ThreadPoolExecutor(max_workers=min(concurrency, 64)) as pool:
-            for inv in list(c.invocations.values()):
-                slots.acquire()
-                with self.lock:
-                    stop = c.cancelled or c.errors > max_errors or self.closing
-                if stop:
-                    slots.release()
-                    self._finish(c, inv, "Cancelled", "Cancelled", -1, "", "")
-                    continue
-
-                def work(inv: Invocation = inv) -> None:
-                    try:
-                        self._execute(c, inv)
-                    finally:
-                        slots.release()
-
-                pool.submit(work)
-
-    def _finish(self, c: Command, inv: Invocation, status: str, details: str, code: int, out: str, err: str) -> None:
-        with self.lock:
-            inv.stdout = out[:STDOUT_LIMIT]
-            inv.stderr = err[:STDERR_LIMIT]
-            inv.response_code = code
-            inv.ended = time.time()
-            if inv.started is None:
-                inv.started = inv.ended
-            inv.status, inv.details = status, details
-            if status in ("Failed", "TimedOut"):
-                c.errors += 1
-
-    def _execute(self, c: Command, inv: Invocation) -> None:
-        with self.lock:
-            inv.status = inv.details = "InProgress"
-            inv.started = time.time()
-            injected = self.faults.fail_instances.get(inv.instance_id)
-        if injected is not None:
-            self._finish(c, inv, "Failed", "Failed", 1, "", injected or "injected failure")
-            return
-        node = self.nodes.get(inv.instance_id)
-        script = "\n".join(c.script) + "\n"
-        timeout = c.execution_timeout
-        env = dict(self.base_env)
-        workdir = os.getcwd()
-        if node is not None:
-            env.update(node.env)
-            workdir = node.workdir
-        else:
-            # A virtual instance has no sshd and no files: its hostkeyctl is
-            # the stand-in in virtual-bin/, and a real one would find no ssh
-            # directory and refuse before writing anything. Shared
-            # (bed.py --virtual-shared), the stand-in installs on the node
-            # every virtual instance shares.
-            testbed = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-            if self.virtual_shared is not None:
-                workdir, shared_env = self.virtual_shared
-                env.update(shared_env)
-            else:
-                env["HOSTKEYCTL_SSH_DIR"] = "/nonexistent/virtual-instance/etc/ssh"
-            env["PATH"] = os.path.join(testbed, "virtual-bin") + ":" + env.get("PATH", "")
-        env["AWS_SSM_INSTANCE_ID"] = inv.instance_id
-        try:
-            proc = subprocess.Popen(
-                ["bash", "-c", script],
-                cwd=workdir,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-            )
-        except OSError as e:
-            self._finish(c, inv, "Failed", "Failed", 1, "", f"agent could not start bash: {e}")
-            return
-        with self.lock:
-            self.processes.add(proc)
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
-            self._finish(
-                c,
-                inv,
-                "TimedOut",
-                "ExecutionTimedOut",
-                -1,
-                out.decode("utf-8", "replace"),
-                err.decode("utf-8", "replace")
-                + f"\nfailed to run commands: exceeded the execution timeout of {timeout}s",
-            )
-            return
-        finally:
-            with self.lock:
-                self.processes.discard(proc)
-        status = "Success" if proc.returncode == 0 else "Failed"
-        self._finish(
-            c, inv, status, status, proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
-        )

@@ -64,10 +64,19 @@ def start_emulator(bed: BedContext) -> None:
     bed.server = make_server("127.0.0.1", 0, bed.emulator, threaded=True)
     bed.endpoint = f"http://127.0.0.1:{bed.server.server_port}"
     threading.Thread(target=bed.server.serve_forever, daemon=True).start()
+    if bed.args.bare:
+        # systemd's default PATH, the SSM agent's on a real instance:
+        # /usr/local/bin is the node's own (ssm.py, _shell).
+        path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    elif bed.args.bin_dir:
+        path = f"{bed.args.bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+    else:
+        path = os.environ.get("PATH", "/usr/bin:/bin")
+    bed.emulator.bare_nodes = bool(bed.args.bare)
+    bed.emulator.s3_root = str(bed.dir / "s3")
+    os.makedirs(bed.emulator.s3_root, exist_ok=True)
     bed.emulator.base_env = {
-        "PATH": f"{bed.args.bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"
-        if bed.args.bin_dir
-        else os.environ.get("PATH", "/usr/bin:/bin"),
+        "PATH": path,
         "HOME": str(bed.dir),
         "LANG": "C.UTF-8",
         "AWS_ENDPOINT_URL": bed.endpoint,

@@ -42,6 +42,7 @@ class Options:
     profile: list[str]
     no_iam: bool
     bin_dir: str | None
+    bare: bool
     release: str | None
     lb_check_interval: str
     lb_balance: str

@@ -33,6 +33,21 @@ pub fn split_output(output: &str) -> (String, String) {
     }
 }
 
+/// The stdout and stderr of several plugins' outputs, each in order.
+pub fn join_outputs<'a>(outputs: impl Iterator<Item = &'a str>) -> (String, String) {
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    for output in outputs {
+        let (o, e) = split_output(output);
+        if !o.trim().is_empty() {
+            out.push(o);
+        }
+        if !e.trim().is_empty() {
+            err.push(e);
+        }
+    }
+    (out.join("\n"), err.join("\n"))
+}
+
 impl SsmDispatcher {
     /// A dispatcher using `config`.
     pub fn new(config: &aws_config::SdkConfig) -> Self {
@@ -47,11 +62,19 @@ impl crate::ssm_document::publish::Documents for SsmDispatcher {
     async fn deploy(&self, name: &str, kind: Kind, node_command: &Program) -> Result<(String, &'static str), AwsError> {
         super::documents::deploy(&self.client, name, kind, node_command).await
     }
+
+    async fn deploy_text(&self, name: &str, text: &str) -> Result<(String, &'static str), AwsError> {
+        super::documents::deploy_text(&self.client, name, text).await
+    }
 }
 
 impl Dispatcher for SsmDispatcher {
     async fn document(&self, name: &str) -> Result<Option<Deployed>, AwsError> {
         super::documents::describe(&self.client, name).await
+    }
+
+    async fn document_content(&self, name: &str, version: &str) -> Result<Option<String>, AwsError> {
+        super::documents::get(&self.client, name, version).await
     }
 
     async fn send(&self, spec: &CommandSpec, instance_ids: &[String]) -> Result<Vec<(String, Vec<String>)>, AwsError> {
@@ -137,8 +160,13 @@ impl InvocationSource for SsmDispatcher {
             *calls += 1;
             let page = page.map_err(|e| AwsError::from_sdk(e, &call))?;
             for inv in page.command_invocations() {
-                let plugin = inv.command_plugins().first();
-                let (stdout, stderr) = split_output(plugin.and_then(|p| p.output()).unwrap_or_default());
+                // A document of several steps (the setup document's
+                // downloads, then its shell step) has a plugin per step:
+                // their outputs in order, and the first failing step's code.
+                let plugins = inv.command_plugins();
+                let (stdout, stderr) = join_outputs(plugins.iter().map(|p| p.output().unwrap_or_default()));
+                let codes: Vec<i32> = plugins.iter().map(|p| p.response_code()).filter(|c| *c != -1).collect();
+                let response_code = codes.iter().copied().find(|c| *c != 0).or(codes.last().copied());
                 rows.push(Invocation {
                     instance_id: inv.instance_id().unwrap_or_default().to_owned(),
                     command_id: command_id.to_owned(),
@@ -147,7 +175,7 @@ impl InvocationSource for SsmDispatcher {
                         .map(CommandInvocationStatus::as_str)
                         .unwrap_or("Unknown")
                         .to_owned(),
-                    response_code: plugin.map(|p| p.response_code()).filter(|c| *c != -1),
+                    response_code,
                     stdout,
                     stderr,
                 });
@@ -166,5 +194,12 @@ mod tests {
         assert_eq!(split_output("a\n----------ERROR-------\nb"), ("a".into(), "b".into()));
         assert_eq!(split_output("----------ERROR-------\nb"), ("".into(), "b".into()));
         assert_eq!(split_output("only out"), ("only out".into(), "".into()));
+    }
+
+    #[test]
+    fn the_outputs_of_several_steps_join_in_order() {
+        let (out, err) =
+            super::join_outputs(["Content downloaded", "", "{\"a\":1}\n----------ERROR-------\nwarn"].into_iter());
+        assert_eq!((out.as_str(), err.as_str()), ("Content downloaded\n{\"a\":1}", "warn"));
     }
 }

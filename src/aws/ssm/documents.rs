@@ -52,7 +52,16 @@ pub async fn deploy(
     kind: Kind,
     node_command: &Program,
 ) -> Result<(String, &'static str), AwsError> {
-    let text = content(kind, node_command);
+    deploy_text(client, name, &content(kind, node_command)).await
+}
+
+/// [`deploy`] of any content (the setup document's, which its pins make).
+pub async fn deploy_text(
+    client: &aws_sdk_ssm::Client,
+    name: &str,
+    text: &str,
+) -> Result<(String, &'static str), AwsError> {
+    let text = text.to_owned();
     let Some(current) = describe(client, name).await? else {
         let call = Call::new("ssm:CreateDocument", format!("document {name}"));
         let out = client
@@ -158,4 +167,18 @@ async fn version_holding(
             crate::escape::escape(name)
         ),
     })
+}
+
+/// The content of `version` of document `name` (`GetDocument`), or `None`
+/// when SSM has no such document or version.
+pub async fn get(client: &aws_sdk_ssm::Client, name: &str, version: &str) -> Result<Option<String>, AwsError> {
+    let call = Call::new("ssm:GetDocument", format!("document {name} version {version}"));
+    match client.get_document().name(name).document_version(version).send().await {
+        Ok(out) => Ok(out.content().map(str::to_owned)),
+        Err(e) => match AwsError::from_sdk(e, &call) {
+            AwsError::NotFound { .. } => Ok(None),
+            AwsError::Service { code, .. } if code == "InvalidDocument" || code == "InvalidDocumentVersion" => Ok(None),
+            other => Err(other),
+        },
+    }
 }

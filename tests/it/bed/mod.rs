@@ -15,6 +15,7 @@ mod bootstrap;
 mod certificates;
 mod certificates_audit;
 mod clients;
+mod deliver;
 pub(crate) mod enrolment;
 mod enrolment_asg;
 pub(crate) mod enrolment_cluster;

@@ -37,15 +37,17 @@ fn the_hyperpod_quick_start_takes_running_nodes_to_one_identity() {
         nodes: 3,
         no_ssm: true,
         documents: false,
+        bare: true,
         ..BedOptions::default()
     });
+    assert_bare(&bed);
     let before: Vec<_> = bed.state.nodes.iter().map(served).collect();
     assert!(
         before[0] != before[1] && before[1] != before[2],
         "the nodes start with their own keys"
     );
     let release = Release::serve();
-    let desk = Desk::new();
+    let desk = Desk::new(&bed);
     let cluster = bed.state.hyperpod.as_ref().unwrap().cluster.clone();
     std::fs::write(desk.path("sessions.json"), sessions(&bed, &desk, &cluster).to_string()).unwrap();
     let lb = bed.state.lb.clone().unwrap();
@@ -88,6 +90,7 @@ fn the_hyperpod_quick_start_takes_running_nodes_to_one_identity() {
         );
     }
 
+    assert_all_run_the_release(&bed);
     // What users get: 20 strict logins through the load balancer.
     twenty_strict_logins(&bed, &desk.path("work/hostkeyctl-release/hostkeyctl_known_hosts"));
     // And what they do not: the metadata service, whose role reads the set.
@@ -157,6 +160,33 @@ fn node_created(bed: &TestBed, desk: &Desk, node: &Node, layout: ConfigLayout, s
     assert_eq!(served(node), set, "{layout:?}: the created node serves the set:\n{log}");
 }
 
+/// No node has hostkeyctl: the page must bring it.
+fn assert_bare(bed: &TestBed) {
+    for node in &bed.state.nodes {
+        let local = node.root.join("usr/local/bin/hostkeyctl");
+        assert!(!local.exists(), "{} starts with {}", node.name, local.display());
+    }
+}
+
+/// Every node (those running at the start, and the one launched later)
+/// runs the release's node build, which the page put there.
+fn assert_all_run_the_release(bed: &TestBed) {
+    use sha2::Digest;
+    let dist = Path::new(env!("CARGO_MANIFEST_DIR")).join("dist/hostkeyctl-x86_64");
+    let want = hex::encode(sha2::Sha256::digest(std::fs::read(dist).unwrap()));
+    for node in &bed.state.nodes {
+        let local = node.root.join("usr/local/bin/hostkeyctl");
+        let got = std::fs::read(&local).map(|b| hex::encode(sha2::Sha256::digest(b)));
+        assert_eq!(
+            got.ok().as_deref(),
+            Some(want.as_str()),
+            "{}: {}",
+            node.name,
+            local.display()
+        );
+    }
+}
+
 /// The node a test holds back: booted, launched in EC2 only now, as an
 /// Auto Scaling group's (or a login pool's) next instance.
 fn launch_held(bed: &TestBed) -> Node {
@@ -197,10 +227,12 @@ fn the_ec2_quick_start_converges_running_and_new_nodes() {
     let bed = TestBed::start(BedOptions {
         nodes: 4,
         held: 1,
+        bare: true,
         ..BedOptions::default()
     });
+    assert_bare(&bed);
     let release = Release::serve();
-    let desk = Desk::new();
+    let desk = Desk::new(&bed);
     let lb = bed.state.lb.clone().unwrap();
     let values = BTreeMap::from([
         ("AWS_REGION", bed.state.region.clone()),
@@ -218,11 +250,14 @@ fn the_ec2_quick_start_converges_running_and_new_nodes() {
     let new = launch_held(&bed);
     // State Manager runs the association on a new instance in the
     // background: its run is awaited before the node is asked.
+    // Both associations (the build, the keys) ran on it.
     let runs = bed.settle_associations();
-    let status = runs
+    let statuses: Vec<_> = runs
         .iter()
-        .find_map(|a| a["Instances"][&new.instance_id].as_str().map(str::to_owned));
-    assert_eq!(status.as_deref(), Some("Success"), "the new node's run: {runs:?}");
+        .filter_map(|a| a["Instances"][&new.instance_id].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(statuses, ["Success", "Success"], "the new node's runs: {runs:?}");
+    assert_all_run_the_release(&bed);
     let set = served(&bed.state.nodes[0]);
     assert_eq!(served(&new), set, "the node that came online later serves the set");
     audit_passes(&bed, "hostkeys/hp", &["tag:Role=login", "tag:Cluster=hp"]);
@@ -238,10 +273,12 @@ fn the_parallelcluster_quick_start_reaches_a_pool_by_its_own_tags() {
         nodes: 4,
         held: 1,
         parallelcluster_tags: true,
+        bare: true,
         ..BedOptions::default()
     });
+    assert_bare(&bed);
     let release = Release::serve();
-    let desk = Desk::new();
+    let desk = Desk::new(&bed);
     let lb = bed.state.lb.clone().unwrap();
     let step = "s3://bed-bucket/hostkeyctl";
     let values = BTreeMap::from([
@@ -270,6 +307,7 @@ fn the_parallelcluster_quick_start_reaches_a_pool_by_its_own_tags() {
         desk.systemctl().contains("enable --now hostkeyctl-install.timer"),
         "{action}"
     );
+    assert_all_run_the_release(&bed);
     let targets = [
         "tag:parallelcluster:node-type=LoginNode",
         "tag:parallelcluster:cluster-name=hp",

@@ -173,14 +173,17 @@ pub(crate) struct Desk {
 }
 
 impl Desk {
-    pub(crate) fn new() -> Desk {
+    /// The desk beside `bed`: its buckets are the bed's (where the SSM
+    /// agent's downloads read).
+    pub(crate) fn new(bed: &TestBed) -> Desk {
         let dir = tempfile::Builder::new()
             .prefix("hostkeyctl-quickstart-")
             .tempdir()
             .unwrap();
-        for sub in ["home", "work", "admin-bin", "node-bin", "s3", "roots"] {
+        for sub in ["home", "work", "admin-bin", "node-bin"] {
             std::fs::create_dir_all(dir.path().join(sub)).unwrap();
         }
+        std::os::unix::fs::symlink(bed.dir().join("s3"), dir.path().join("s3")).unwrap();
         let desk = Desk {
             netfilter: NodeNetfilter::new(&dir.path().join("node-bin")),
             dir,
@@ -311,7 +314,7 @@ pub(crate) fn sessions(bed: &TestBed, desk: &Desk, cluster: &str) -> serde_json:
 pub(crate) fn page_script(bed: &TestBed, desk: &Desk, page: &str, values: &BTreeMap<&str, String>) -> String {
     let bed_lines = format!(
         "HOSTKEYCTL_ROOT={}/$HOSTKEYCTL_BED_NODE\nHOSTKEYCTL_SELF_IP=$HOSTKEYCTL_BED_IP\nHOSTKEYCTL_RETRY_SECONDS=0\nHOSTKEYCTL_RESOURCE_CONFIG={}/$HOSTKEYCTL_BED_NODE/resource_config.json\n",
-        desk.path("roots").display(),
+        bed.dir().join("nodes").display(),
         desk.path("configs").display()
     );
     let mut out = String::from("set -euo pipefail\n");
@@ -329,7 +332,7 @@ pub(crate) fn page_script(bed: &TestBed, desk: &Desk, page: &str, values: &BTree
         }
         out.push_str(&text);
         out.push_str(&format!(
-            "find {s3} -name hostkeyctl.env | while read -r f; do grep -q '^HOSTKEYCTL_ROOT=' \"$f\" || printf '%s' {lines} >> \"$f\"; done\n",
+            "find {s3}/ -name hostkeyctl.env | while read -r f; do grep -q '^HOSTKEYCTL_ROOT=' \"$f\" || printf '%s' {lines} >> \"$f\"; done\n",
             s3 = desk.path("s3").display(),
             lines = shlex::try_quote(&bed_lines).unwrap()
         ));
@@ -341,6 +344,10 @@ pub(crate) fn page_script(bed: &TestBed, desk: &Desk, page: &str, values: &BTree
 /// Runs `page` against `bed`; returns its output, failing with it.
 pub(crate) fn run_page(bed: &TestBed, desk: &Desk, page: &str, values: &BTreeMap<&str, String>) -> String {
     let text = page_script(bed, desk, page, values);
+    // Every node's files go under its root: nothing of the page may land
+    // on the machine running the test.
+    let host_bin = Path::new("/usr/local/bin/hostkeyctl");
+    let host_had = host_bin.exists();
     let out = Command::new("bash")
         .arg("-c")
         .arg(&text)
@@ -357,6 +364,11 @@ pub(crate) fn run_page(bed: &TestBed, desk: &Desk, page: &str, values: &BTreeMap
         .output()
         .unwrap();
     let log = text_of(&out);
+    assert!(
+        host_had || !host_bin.exists(),
+        "the page installed {} on the test machine",
+        host_bin.display()
+    );
     assert!(out.status.success(), "the page failed ({}):\n{log}", out.status);
     log
 }

@@ -522,12 +522,13 @@ fn a_ca_the_nodes_could_read_is_never_created_or_read() {
 
 /// An SSM statement that does more than poll: documents are hostkeyctl's,
 /// instances only the login nodes (or the node's own compliance),
-/// associations only of the converge document.
+/// associations only of the converge and setup documents.
 fn ssm_statement_is_scoped(role: &str, st: &Value, acts: &[String], resources: &[String]) {
     let documents = [
         "arn:aws:ssm:*:111122223333:document/hostkeyctl-Install",
         "arn:aws:ssm:*:111122223333:document/hostkeyctl-Check",
         "arn:aws:ssm:*:111122223333:document/hostkeyctl-Converge",
+        "arn:aws:ssm:*:111122223333:document/hostkeyctl-Setup",
     ];
     let associations = "arn:aws:ssm:*:111122223333:association/*";
     for r in resources {
@@ -555,9 +556,11 @@ fn ssm_statement_is_scoped(role: &str, st: &Value, acts: &[String], resources: &
                 .iter()
                 .any(|a| a.starts_with("ssm:Create") || a.starts_with("ssm:Update"))
             {
+                // The converge document's, and the setup document's
+                // (association deploy --deliver).
                 assert_eq!(
                     resources,
-                    [documents[2], associations],
+                    [documents[2], documents[3], associations],
                     "{role}: an association of another document: {st}"
                 );
             }

@@ -319,6 +319,10 @@ impl<D: Dispatcher> Dispatcher for Batches<'_, D> {
     async fn document(&self, name: &str) -> Result<Option<Deployed>, AwsError> {
         self.inner.document(name).await
     }
+
+    async fn document_content(&self, name: &str, version: &str) -> Result<Option<String>, AwsError> {
+        self.inner.document_content(name, version).await
+    }
 }
 
 /// 120 nodes: three commands of at most 50 instances (SSM's limit), all

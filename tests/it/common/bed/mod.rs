@@ -67,6 +67,11 @@ pub struct BedOptions {
     /// (`parallelcluster:node-type=LoginNode`, `parallelcluster:cluster-name`),
     /// not `Role=login` and `Cluster`.
     pub parallelcluster_tags: bool,
+    /// The nodes start without hostkeyctl, as an AMI does: SSM commands
+    /// find only what something installed in the node's own
+    /// `/usr/local/bin` (the quick starts: the binary arrives the way the
+    /// page says).
+    pub bare: bool,
 }
 
 impl BedOptions {
@@ -99,6 +104,7 @@ impl Default for BedOptions {
             lb_check_interval: "1s",
             lb_balance: "roundrobin",
             parallelcluster_tags: false,
+            bare: false,
         }
     }
 }
@@ -262,12 +268,15 @@ impl TestBed {
             .arg(options.nodes.to_string())
             .arg("--virtual")
             .arg(options.virtual_instances.to_string())
-            .arg("--bin-dir")
-            .arg(crate::common::support::node_bin_dir())
             .arg("--watch-stdin")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(log);
+        if options.bare {
+            cmd.arg("--bare");
+        } else {
+            cmd.arg("--bin-dir").arg(crate::common::support::node_bin_dir());
+        }
         if options.no_reexec {
             cmd.arg("--no-reexec");
         }

@@ -1,0 +1,220 @@
+//! `deliver` and the setup document on bare nodes (no hostkeyctl, as an
+//! AMI starts): push says what is missing; the build arrives from the
+//! bucket only with the SHA-256 the document pins, a wrong file replaces
+//! nothing, a second run changes nothing, and a document someone edited is
+//! never sent.
+
+use std::path::Path;
+
+use crate::common::bed::{BedOptions, Node, TARGETS, TestBed};
+
+fn sha256_file(path: &Path) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(std::fs::read(path).unwrap()))
+}
+
+/// The node's own hostkeyctl, where the setup document puts it.
+fn installed(node: &Node) -> std::path::PathBuf {
+    node.root.join("usr/local/bin/hostkeyctl")
+}
+
+fn with_targets<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    let mut out = args.to_vec();
+    out.extend(TARGETS);
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deliver_puts_the_pinned_build_on_bare_nodes_and_nothing_else() {
+    let bed = TestBed::start(BedOptions {
+        nodes: 2,
+        bare: true,
+        ..BedOptions::default()
+    });
+    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
+    for node in &bed.state.nodes {
+        assert!(!installed(node).exists(), "{} starts bare", node.name);
+    }
+
+    nothing_before_the_setup_document(&bed);
+
+    // The admin's builds; the bucket holds another file under the name.
+    let node_build = crate::common::support::node_bin_dir().join("hostkeyctl");
+    let builds = tempfile::tempdir().unwrap();
+    std::fs::copy(&node_build, builds.path().join("hostkeyctl-x86_64")).unwrap();
+    let bucket = bed.dir().join("s3/bed-bucket/hk");
+    std::fs::create_dir_all(&bucket).unwrap();
+    let mut other = std::fs::read(&node_build).unwrap();
+    other.extend_from_slice(b"\0changed");
+    std::fs::write(bucket.join("hostkeyctl-x86_64"), &other).unwrap();
+    let deploy = bed
+        .cli("ssm-document deploy-setup")
+        .args(&[
+            "--builds",
+            builds.path().to_str().unwrap(),
+            "--builds-at",
+            "s3://bed-bucket/hk/",
+        ])
+        .run();
+    deploy.ok();
+    let pin = sha256_file(&node_build);
+    let deployed = deploy.json();
+    assert_eq!(deployed["builds"]["pins"]["x86_64"], pin.as_str(), "{deployed}");
+    assert_eq!(deployed["builds"]["location"]["prefix"], "hk", "{deployed}");
+
+    let wrong = bed.run(&with_targets(&[
+        "deliver",
+        "--secret-id",
+        "hostkeys/hk",
+        "--max-errors",
+        "100%",
+        "--output",
+        "json",
+    ]));
+    wrong.code(3);
+    for r in wrong.json()["results"].as_array().unwrap() {
+        assert_eq!(r["status"], "Failed", "{r}");
+        let error = r["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains(&format!("the document pins {pin}: not installed")),
+            "{r}"
+        );
+    }
+    for node in &bed.state.nodes {
+        assert!(
+            !installed(node).exists(),
+            "{} installed a file the document does not pin",
+            node.name
+        );
+    }
+
+    // The right file: every node runs it, and says which version.
+    std::fs::copy(&node_build, bucket.join("hostkeyctl-x86_64")).unwrap();
+    every_node_gets(&bed, &pin);
+    // Now push installs the keys.
+    bed.run(&with_targets(&["push", "--secret-id", "hostkeys/hk"])).ok();
+
+    // Someone who may update documents adds a line: deliver sends nothing.
+    let pwned = edit_the_setup_document(&bed).await;
+    let refused = bed.run(&with_targets(&["deliver", "--secret-id", "hostkeys/hk"]));
+    assert!(
+        refused
+            .code(2)
+            .stderr
+            .contains("is not a setup document this hostkeyctl writes"),
+        "{}",
+        refused.stderr
+    );
+    assert!(!pwned.exists(), "the edited document ran");
+}
+
+/// Adds a line to the setup document's default version, as anyone allowed
+/// ssm:UpdateDocument could: the file that line would create.
+async fn edit_the_setup_document(bed: &TestBed) -> std::path::PathBuf {
+    let ssm = aws_sdk_ssm::Client::new(&bed.sdk_config(1).await);
+    let ours = ssm
+        .get_document()
+        .name("hostkeyctl-Setup")
+        .send()
+        .await
+        .unwrap()
+        .content()
+        .unwrap()
+        .to_owned();
+    let pwned = bed.dir().join("pwned");
+    let evil = ours.replacen(
+        "\"set -eu\",",
+        &format!("\"set -eu\", \"touch {}\",", pwned.display()),
+        1,
+    );
+    assert_ne!(evil, ours);
+    let updated = ssm
+        .update_document()
+        .name("hostkeyctl-Setup")
+        .content(&evil)
+        .document_version("$LATEST")
+        .send()
+        .await
+        .unwrap();
+    let version = updated
+        .document_description()
+        .unwrap()
+        .document_version()
+        .unwrap()
+        .to_owned();
+    ssm.update_document_default_version()
+        .name("hostkeyctl-Setup")
+        .document_version(&version)
+        .send()
+        .await
+        .unwrap();
+    pwned
+}
+
+/// Before any setup document: push says, per node, what is missing, and
+/// deliver sends nothing.
+fn nothing_before_the_setup_document(bed: &TestBed) {
+    let push = bed.run(&with_targets(&[
+        "push",
+        "--secret-id",
+        "hostkeys/hk",
+        "--max-errors",
+        "100%",
+        "--output",
+        "json",
+    ]));
+    push.code(3);
+    for r in push.json()["results"].as_array().unwrap() {
+        let error = r["error"].as_str().unwrap_or_default();
+        assert!(error.contains("hostkeyctl is not installed on this node"), "{r}");
+    }
+    let none = bed.run(&with_targets(&["deliver", "--secret-id", "hostkeys/hk"]));
+    assert!(
+        none.code(2).stderr.contains("ssm-document deploy-setup"),
+        "{}",
+        none.stderr
+    );
+}
+
+/// deliver: every node installs the build pinned as `pin` and reports
+/// its version; a second run changes nothing.
+fn every_node_gets(bed: &TestBed, pin: &str) {
+    let dry = bed.run(&with_targets(&[
+        "deliver",
+        "--secret-id",
+        "hostkeys/hk",
+        "--dry-run",
+        "--output",
+        "json",
+    ]));
+    assert_eq!(dry.ok().json()["builds"]["pins"]["x86_64"], pin);
+    let done = bed.run(&with_targets(&[
+        "deliver",
+        "--secret-id",
+        "hostkeys/hk",
+        "--output",
+        "json",
+    ]));
+    done.ok();
+    let version = format!("hostkeyctl {}", env!("CARGO_PKG_VERSION"));
+    for r in done.json()["results"].as_array().unwrap() {
+        assert_eq!(
+            (r["result"].as_str(), r["version"].as_str()),
+            (Some("installed"), Some(version.as_str())),
+            "{r}"
+        );
+    }
+    for node in &bed.state.nodes {
+        assert_eq!(sha256_file(&installed(node)), pin, "{}", node.name);
+    }
+    let again = bed.run(&with_targets(&[
+        "deliver",
+        "--secret-id",
+        "hostkeys/hk",
+        "--output",
+        "json",
+    ]));
+    for r in again.ok().json()["results"].as_array().unwrap() {
+        assert_eq!(r["result"], "unchanged", "{r}");
+    }
+}
