@@ -81,7 +81,7 @@ trap teardown EXIT INT TERM
 
 bold "Starting the test bed: 3 sshd login nodes, HAProxy, AWS emulator"
 python3 testbed/bed.py up --dir "$WORK/bed" --nodes 3 --profile ubuntu-24.04 --profile al2023 --profile debian-13 \
-  --bin-dir "$BIN_DIR" >"$WORK/ready.json" 2>"$WORK/bed.log" &
+  --bin-dir "$BIN_DIR" --bare >"$WORK/ready.json" 2>"$WORK/bed.log" &
 BED_PID=$!
 for _ in $(seq 1 600); do
   [ -s "$WORK/ready.json" ] && break
@@ -146,6 +146,16 @@ if run admin "$HOSTKEYCTL" push --secret-id hostkeys/demo --target tag:Role=logi
   echo "demo: a push reached another cluster's node" >&2; exit 1
 fi
 fold -s -w 100 "$WORK/scoped.txt" | sed 's/^/   | /'
+say "the login nodes have no hostkeyctl, as an AMI starts: the node build comes from your bucket (here the"
+say "bed's directory), pinned in hostkeyctl's setup document by the SHA-256 of your copy"
+BUILDS=$WORK/builds
+mkdir -p "$BUILDS" "$WORK/bed/s3/demo-bucket/hostkeyctl"
+cp "$HOSTKEYCTL" "$BUILDS/hostkeyctl-$(uname -m)"
+cp "$BUILDS/hostkeyctl-$(uname -m)" "$WORK/bed/s3/demo-bucket/hostkeyctl/"
+run admin "$HOSTKEYCTL" ssm-document deploy-setup --builds "$BUILDS" --builds-at s3://demo-bucket/hostkeyctl \
+  --output table
+run admin "$HOSTKEYCTL" deliver --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
+  --max-concurrency 100% --output table
 say "(each node runs 'hostkeyctl install' with the node role: fetch, validate, atomic write, sshd -t, reload,"
 say " verify, roll back on failure)"
 run admin "$HOSTKEYCTL" push --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \

@@ -41,13 +41,12 @@ pub async fn run(args: &DeliverArgs, global: &GlobalArgs, output: OutputFormat) 
             .map_err(Failure::usage)?,
             _ => {
                 println!(
-                    "would send {} to {} node(s), installing from {}:",
+                    "would send {} to {} node(s), which install:",
                     plan.document,
-                    plan.instances.len(),
-                    plan.builds.location
+                    plan.instances.len()
                 );
                 for (arch, sha) in &plan.builds.pins {
-                    println!("  {} SHA-256 {sha}", plan.builds.location.key(*arch));
+                    println!("  {} SHA-256 {sha}", plan.builds.location.uri(*arch));
                 }
                 let mut table = output::table(&["INSTANCE", "NAME", "PRIVATE IP"]);
                 for i in &plan.instances {

@@ -120,14 +120,13 @@ impl SetupPublication {
     /// What was done, the pins, and what reads them.
     pub fn text(&self) -> String {
         let mut out = format!(
-            "document {}: {}; default version {}. It installs, from {}:\n",
+            "document {}: {}; default version {}. It installs:\n",
             crate::escape::escape(&self.published.document),
             self.published.result,
             self.published.default_version,
-            self.builds.location
         );
         for (arch, sha) in &self.builds.pins {
-            out.push_str(&format!("  {} SHA-256 {sha}\n", self.builds.location.key(*arch)));
+            out.push_str(&format!("  {} SHA-256 {sha}\n", self.builds.location.uri(*arch)));
         }
         out.push_str(
             "Upload those files there if they are not yet; then `hostkeyctl deliver` puts them on running nodes, and `association deploy --deliver` on every node that comes online.\n",

@@ -154,6 +154,11 @@ impl S3Location {
         }
     }
 
+    /// `s3://BUCKET/KEY` of `arch`'s build.
+    pub fn uri(&self, arch: Arch) -> String {
+        format!("s3://{}/{}", self.bucket, self.key(arch))
+    }
+
     /// The URL `aws:downloadContent` takes (path style, the agent finds
     /// the bucket's region itself).
     pub fn url(&self, arch: Arch) -> String {
