@@ -63,6 +63,8 @@ pub mod commands;
 pub mod discovery;
 #[cfg(feature = "admin")]
 pub mod dispatch;
+#[cfg(feature = "admin")]
+pub mod doctor;
 pub mod document;
 pub mod enrolment;
 pub mod escape;

@@ -120,37 +120,6 @@ pub struct PushArgs {
     pub dry_run: bool,
 }
 
-/// `hostkeyctl deliver`.
-#[derive(Debug, Args)]
-pub struct DeliverArgs {
-    /// The secret (name or ARN): the targets must stay in its cluster.
-    #[arg(long, value_name = "ID")]
-    pub secret_id: SecretId,
-    /// Which nodes: tag:KEY=VALUE or i-... (repeatable; all must match),
-    /// or lb:NAME_OR_ARN / tg:ARN (the instances behind a load balancer).
-    #[arg(long = "target", value_name = "SPEC", required = true)]
-    pub targets: Vec<TargetSpec>,
-    /// The setup document (ssm-document deploy-setup), sent only when its
-    /// content is what this hostkeyctl writes for the builds it pins.
-    #[arg(long, default_value = crate::ssm_document::setup::SETUP_NAME, value_name = "NAME")]
-    pub document: String,
-    /// SSM MaxConcurrency: nodes downloading at once (number or percentage).
-    #[arg(long, default_value = "10%", value_name = "N|P%")]
-    pub max_concurrency: String,
-    /// SSM MaxErrors: failures after which SSM stops starting new nodes.
-    #[arg(long, default_value = "0", value_name = "N|P%")]
-    pub max_errors: String,
-    /// Seconds to wait for all nodes.
-    #[arg(long, default_value_t = 600, value_name = "SECS")]
-    pub timeout: u64,
-    /// Send to instances outside the secret's cluster too.
-    #[arg(long)]
-    pub allow_other_clusters: bool,
-    /// Print the targets and the builds; send nothing.
-    #[arg(long)]
-    pub dry_run: bool,
-}
-
 /// `hostkeyctl audit`.
 #[derive(Debug, Args)]
 pub struct AuditArgs {

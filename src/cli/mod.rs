@@ -18,6 +18,8 @@ pub mod renamed;
 mod rotate;
 #[cfg(feature = "admin")]
 mod schedule;
+#[cfg(feature = "admin")]
+mod setup;
 
 #[cfg(feature = "admin")]
 pub use admin::*;
@@ -30,6 +32,8 @@ pub use known_hosts::*;
 pub use rotate::*;
 #[cfg(feature = "admin")]
 pub use schedule::*;
+#[cfg(feature = "admin")]
+pub use setup::*;
 
 use crate::aws::AwsArgs;
 use crate::exit::EXIT_CODES_HELP;
@@ -133,6 +137,16 @@ pub enum Command {
         after_help = "Examples:\n  hostkeyctl audit --secret-id hostkeys/my-cluster --target tag:Role=login \\\n    --target tag:Cluster=my-cluster --lb login.my-cluster.internal\n  hostkeyctl audit --known-hosts ~/.ssh/known_hosts --endpoint 10.0.0.5 --endpoint 10.0.0.6\n  hostkeyctl audit --secret-id hostkeys/my-cluster --target hyperpod:my-cluster/login-group \\\n    --lb lb:my-cluster-login"
     )]
     Audit(AuditArgs),
+    #[cfg(feature = "admin")]
+    /// Say what a set-up lacks, read-only, each finding with what to do:
+    /// the secret, hostkeyctl's SSM documents, the setup document, the
+    /// targets and their cluster, each node's SSM registration, and on each
+    /// node (the read-only check document) hostkeyctl's release and whether
+    /// it serves the set.
+    #[command(
+        after_help = "Examples:\n  hostkeyctl doctor --secret-id hostkeys/my-cluster --target tag:Role=login \\\n    --target tag:Cluster=my-cluster\n  hostkeyctl doctor --secret-id hostkeys/my-cluster --target i-0123456789abcdef0 --output json"
+    )]
+    Doctor(DoctorArgs),
     #[cfg(feature = "admin")]
     /// Keep the load balancer's target group to the cluster's nodes that
     /// serve the fleet's keys, checked by handshake: admit them, hold out

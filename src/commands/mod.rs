@@ -13,6 +13,8 @@ pub mod ca;
 pub mod common;
 #[cfg(feature = "admin")]
 pub mod deliver;
+#[cfg(feature = "admin")]
+pub mod doctor;
 pub mod enroll;
 #[cfg(feature = "admin")]
 pub mod enrolment;
@@ -75,6 +77,8 @@ pub async fn run(cli: Cli) -> Result<Status, Failure> {
         Command::Audit(args) => audit::run(&args, &cli.global, output).await,
         #[cfg(feature = "admin")]
         Command::Admit(args) => admit::run(&args, &cli.global, output).await,
+        #[cfg(feature = "admin")]
+        Command::Doctor(args) => doctor::run(&args, &cli.global, output).await,
         Command::Install(args) => install::run(&args, &cli.global).await,
         #[cfg(feature = "admin")]
         Command::Ca(command) => ca::run(&command, &cli.global, output).await,

@@ -120,6 +120,10 @@ pub struct InstallReport {
     /// Always [`INSTALL_SCHEMA`].
     #[serde(default = "schema")]
     pub schema: String,
+    /// The hostkeyctl release that wrote it (none from releases before
+    /// the field: `doctor` compares it with its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostkeyctl: Option<String>,
     /// The outcome.
     pub result: InstallResult,
     /// With `refused`: why.
@@ -178,6 +182,7 @@ impl Default for InstallReport {
     fn default() -> Self {
         InstallReport {
             schema: schema(),
+            hostkeyctl: Some(env!("CARGO_PKG_VERSION").to_owned()),
             result: InstallResult::default(),
             refusal: None,
             secret: None,

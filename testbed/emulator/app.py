@@ -329,6 +329,13 @@ class Emulator(StateManager, RotationPlane, LambdaApi, LifecyclePlane, ClusterPl
                     self.rng = random.Random(self.faults.seed)
                     self.fault_counts.clear()
                 return self.faults.__dict__
+        if path == "/_bed/ssm/unmanaged" and method == "POST":
+            # These instances are not SSM's: it neither lists them
+            # (DescribeInstanceInformation) nor sends to them, as for an
+            # instance whose role lacks AmazonSSMManagedInstanceCore.
+            with self.lock:
+                self.unmanaged.update(request["InstanceIds"])
+                return {"unmanaged": sorted(self.unmanaged)}
         if path == "/_bed/faults/reset" and method == "POST":
             with self.lock:
                 self.faults = Faults()

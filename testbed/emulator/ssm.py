@@ -28,7 +28,14 @@ from .wire import Answer, JsonObject
 PLUGIN_OUTPUT_LIMIT = 2_500
 MAX_INSTANCE_IDS = 50
 PLUGIN_NAME = "aws:runShellScript"
-OWN_SSM_ACTIONS = {"SendCommand", "ListCommandInvocations", "GetCommandInvocation", "ListCommands", "CancelCommand"}
+OWN_SSM_ACTIONS = {
+    "SendCommand",
+    "ListCommandInvocations",
+    "GetCommandInvocation",
+    "ListCommands",
+    "CancelCommand",
+    "DescribeInstanceInformation",
+}
 FINAL = {"Success", "Failed", "TimedOut", "Cancelled"}
 
 
@@ -479,6 +486,62 @@ class SsmCommandPlane(Agent):
         ]
         start = int(request.get("NextToken") or 0)
         result: Answer = {"Commands": rows[start : start + max_results]}
+        if start + max_results < len(rows):
+            result["NextToken"] = str(start + max_results)
+        return result
+
+    def _ssm_DescribeInstanceInformation(self, request: JsonObject, region: str) -> Answer:
+        """The instances whose SSM agent is registered (every bed instance
+        but the unmanaged): Online while running, ConnectionLost once
+        stopped. As the SSM API Reference (DescribeInstanceInformation)
+        takes it: Filters or InstanceInformationFilterList, not both;
+        MaxResults 5 to 50; the InstanceIds filter at most 50 values; an
+        unknown key refused (InvalidFilterKey)."""
+        old_style = request.get("InstanceInformationFilterList") or []
+        new_style = request.get("Filters") or []
+        if old_style and new_style:
+            raise ApiError("InvalidFilter", "Specify InstanceInformationFilterList or Filters, not both.")
+        max_results = int(request.get("MaxResults") or 50)
+        if not 5 <= max_results <= 50:
+            raise ApiError("ValidationException", "MaxResults must be between 5 and 50")
+        filters = [(f.get("key", ""), f.get("valueSet") or []) for f in old_style]
+        filters += [(f.get("Key", ""), f.get("Values") or []) for f in new_style]
+        instances = [
+            i
+            for i in ec2_backends[ACCOUNT][region].all_instances()
+            if i._state.name not in ("terminated", "shutting-down") and i.id not in self.unmanaged
+        ]
+        for key, values in filters:
+            if key not in ("InstanceIds", "PingStatus", "PlatformTypes", "ResourceType"):
+                raise ApiError("InvalidFilterKey", f"The filter key {key} is not valid.")
+            if key == "InstanceIds":
+                if len(values) > 50:
+                    raise ApiError("InvalidInstanceInformationFilterValue", "At most 50 instance ids.")
+                instances = [i for i in instances if i.id in values]
+        rows = []
+        for i in instances:
+            running = i._state.name == "running"
+            row: Answer = {
+                "InstanceId": i.id,
+                "PingStatus": "Online" if running else "ConnectionLost",
+                "LastPingDateTime": time.time(),
+                "AgentVersion": "3.3.1142.0",
+                "IsLatestVersion": True,
+                "PlatformType": "Linux",
+                "PlatformName": "Debian GNU/Linux",
+                "PlatformVersion": "12",
+                "ResourceType": "EC2Instance",
+                "IPAddress": i.private_ip_address or "",
+                "ComputerName": self._tags(i).get("Name", i.id),
+            }
+            for key, values in filters:
+                field_of = {"PingStatus": "PingStatus", "PlatformTypes": "PlatformType", "ResourceType": "ResourceType"}
+                if key in field_of and row[field_of[key]] not in values:
+                    break
+            else:
+                rows.append(row)
+        start = int(request.get("NextToken") or 0)
+        result: Answer = {"InstanceInformationList": rows[start : start + max_results]}
         if start + max_results < len(rows):
             result["NextToken"] = str(start + max_results)
         return result

@@ -58,6 +58,13 @@ impl SsmDispatcher {
     }
 }
 
+impl SsmDispatcher {
+    /// The SDK client.
+    pub(super) fn client(&self) -> &Client {
+        &self.client
+    }
+}
+
 impl crate::ssm_document::publish::Documents for SsmDispatcher {
     async fn deploy(&self, name: &str, kind: Kind, node_command: &Program) -> Result<(String, &'static str), AwsError> {
         super::documents::deploy(&self.client, name, kind, node_command).await

@@ -1,7 +1,8 @@
 //! SSM: Run Command ([`SsmDispatcher`], the [`crate::dispatch::Dispatcher`]
 //! of push, rotate and `audit --via-ssm`), hostkeyctl's documents
-//! ([`documents`]), State Manager associations ([`associations`]) and a
-//! node's compliance report ([`compliance`]).
+//! ([`documents`]), State Manager associations ([`associations`]), a
+//! node's compliance report ([`compliance`]) and which instances SSM
+//! manages (`doctor`).
 
 #[cfg(feature = "admin")]
 pub mod associations;
@@ -11,6 +12,8 @@ pub mod documents;
 
 #[cfg(feature = "admin")]
 mod dispatcher;
+#[cfg(feature = "admin")]
+mod registrations;
 
 #[cfg(feature = "admin")]
 pub use associations::SsmAssociations;

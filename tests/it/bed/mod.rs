@@ -16,6 +16,7 @@ mod certificates;
 mod certificates_audit;
 mod clients;
 mod deliver;
+mod doctor;
 pub(crate) mod enrolment;
 mod enrolment_asg;
 pub(crate) mod enrolment_cluster;

@@ -1,0 +1,413 @@
+//! `hostkeyctl doctor`: what a set-up lacks, read-only, each finding with
+//! what to do. For a secret and its targets: the secret (its fingerprint
+//! tags, its `Cluster` tag), hostkeyctl's SSM documents (deployed, and
+//! pinned by their hash), the setup document and what it pins, the
+//! targets (found, inside the secret's cluster), each target's SSM
+//! registration, and on each registered node, through the read-only check
+//! document: whether hostkeyctl is there, which release, and whether it
+//! serves the set.
+//!
+//! Nothing is written anywhere: the only command sent is the check
+//! document, which reads no secret and changes nothing.
+
+mod nodes;
+mod text;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+
+use serde::Serialize;
+
+use crate::aws_error::AwsError;
+use crate::discovery::{Fleet, Instance, TargetSpec};
+use crate::dispatch::Dispatcher;
+use crate::escape::escape;
+use crate::ids::{Program, SecretId};
+use crate::ssm_document::{Kind, ResolveError, Trust, resolve};
+use crate::store::SecretStore;
+
+/// The schema of the JSON report.
+pub const DOCTOR_SCHEMA: &str = "hostkeyctl-doctor/v1";
+
+/// How bad a finding is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    /// As it should be.
+    Ok,
+    /// Works, but not as it should stay (an older release on a node, no
+    /// setup document).
+    Warn,
+    /// Something a command of the set-up will fail on.
+    Fail,
+}
+
+/// One finding.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// What was checked: `secret`, `document`, `setup`, `targets`, `ssm`,
+    /// `node`.
+    pub check: &'static str,
+    /// Of what: a document's name, an instance id, the secret.
+    pub subject: String,
+    /// How it is.
+    pub level: Level,
+    /// What was found.
+    pub message: String,
+    /// What to do, when not ok.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+impl Finding {
+    fn ok(check: &'static str, subject: impl Into<String>, message: impl Into<String>) -> Self {
+        Finding {
+            check,
+            subject: subject.into(),
+            level: Level::Ok,
+            message: message.into(),
+            fix: None,
+        }
+    }
+
+    fn bad(
+        check: &'static str,
+        level: Level,
+        subject: impl Into<String>,
+        message: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Self {
+        Finding {
+            check,
+            subject: subject.into(),
+            level,
+            message: message.into(),
+            fix: Some(fix.into()),
+        }
+    }
+}
+
+/// What doctor found.
+#[derive(Clone, Debug, Serialize)]
+pub struct Diagnosis {
+    /// [`DOCTOR_SCHEMA`].
+    pub schema: &'static str,
+    /// The secret looked at.
+    pub secret: String,
+    /// Every finding, in the order checked.
+    pub findings: Vec<Finding>,
+}
+
+impl Diagnosis {
+    /// The worst level found.
+    pub fn worst(&self) -> Level {
+        self.findings.iter().map(|f| f.level).max().unwrap_or(Level::Ok)
+    }
+}
+
+impl crate::exit::ExitStatus for Diagnosis {
+    /// As audit's: 0 when nothing fails (warnings are printed), 1 when
+    /// something does.
+    fn status(&self) -> crate::exit::Status {
+        if self.worst() == Level::Fail {
+            crate::exit::Status::Drift
+        } else {
+            crate::exit::Status::Success
+        }
+    }
+}
+
+/// SSM's view of an instance (`DescribeInstanceInformation`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Registration {
+    /// `Online`, `ConnectionLost`, `Inactive`.
+    pub ping_status: String,
+    /// The SSM Agent's version.
+    pub agent_version: Option<String>,
+}
+
+/// The instances SSM manages.
+pub trait ManagedInstances: Sync {
+    /// The registration of each of `ids` SSM manages (the others are
+    /// absent).
+    fn registrations(
+        &self,
+        ids: &[String],
+    ) -> impl Future<Output = Result<BTreeMap<String, Registration>, AwsError>> + Send;
+}
+
+/// What to diagnose.
+#[derive(Clone, Copy, Debug)]
+pub struct DoctorRequest<'a> {
+    /// The secret.
+    pub secret: &'a SecretId,
+    /// The nodes.
+    pub targets: &'a [TargetSpec],
+    /// How the nodes call hostkeyctl (the documents' content depends on it).
+    pub node_command: &'a Program,
+    /// `--allow-other-clusters`.
+    pub allow_other_clusters: bool,
+}
+
+/// The outside systems doctor reads.
+pub struct Doctor<'a, S, F, D, M> {
+    /// The secret store.
+    pub store: &'a S,
+    /// Where the nodes are found.
+    pub fleet: &'a F,
+    /// SSM's documents and Run Command (the check document only).
+    pub dispatcher: &'a D,
+    /// SSM's registrations.
+    pub managed: &'a M,
+}
+
+impl<S: SecretStore, F: Fleet, D: Dispatcher, M: ManagedInstances> Doctor<'_, S, F, D, M> {
+    /// Every check, in order; an AWS error on one check is that check's
+    /// finding, never the end of the others.
+    pub async fn diagnose(&self, req: &DoctorRequest<'_>) -> Diagnosis {
+        let mut findings = Vec::new();
+        let expected = self.secret(req, &mut findings).await;
+        if req.targets.iter().any(|t| matches!(t, TargetSpec::HyperPod { .. })) {
+            self.hyperpod(req, &mut findings).await;
+            return Diagnosis {
+                schema: DOCTOR_SCHEMA,
+                secret: req.secret.to_string(),
+                findings,
+            };
+        }
+        let check_document = self.documents(req, &mut findings).await;
+        self.setup(&mut findings).await;
+        let instances = self.targets(req, &mut findings).await;
+        let online = self.registered(&instances, &mut findings).await;
+        match (check_document, expected) {
+            (Some(document), Some(fps)) if !online.is_empty() => {
+                self.nodes(&document, &fps, &online, &mut findings).await;
+            }
+            (None, _) if !online.is_empty() => findings.push(Finding::bad(
+                "node",
+                Level::Warn,
+                "every node",
+                "not looked at: the check document cannot be sent",
+                "deploy hostkeyctl's documents (above), then run doctor again",
+            )),
+            (_, None) if !online.is_empty() => findings.push(Finding::bad(
+                "node",
+                Level::Warn,
+                "every node",
+                "not looked at: the secret's fingerprints are not known",
+                "fix the secret (above), then run doctor again",
+            )),
+            _ => {}
+        }
+        Diagnosis {
+            schema: DOCTOR_SCHEMA,
+            secret: req.secret.to_string(),
+            findings,
+        }
+    }
+
+    /// The secret: readable, its fingerprint tags, its Cluster tag. Its
+    /// fingerprints, when known, and its tags.
+    async fn secret(&self, req: &DoctorRequest<'_>, out: &mut Vec<Finding>) -> Option<Vec<String>> {
+        let subject = req.secret.to_string();
+        let info = match self.store.describe(req.secret).await {
+            Ok(info) => info,
+            Err(e) => {
+                out.push(Finding::bad(
+                    "secret",
+                    Level::Fail,
+                    subject,
+                    escape(&e.to_string()),
+                    "create it with `hostkeyctl init`, or give the secret's name or ARN as the admin role reads it",
+                ));
+                return None;
+            }
+        };
+        let fps = match crate::audit::expected::tags_of(&info) {
+            Ok(Some((expected, _))) => {
+                let fps: Vec<String> = expected.by_type.values().map(ToString::to_string).collect();
+                out.push(Finding::ok(
+                    "secret",
+                    subject.clone(),
+                    format!(
+                        "holds a key set; AWSCURRENT's {} fingerprint(s) are in its tags",
+                        fps.len()
+                    ),
+                ));
+                Some(fps)
+            }
+            Ok(None) | Err(_) => {
+                out.push(Finding::bad(
+                    "secret",
+                    Level::Fail,
+                    subject.clone(),
+                    "its hostkeyctl:fp:* tags do not name AWSCURRENT's keys, so audits and nodes cannot be checked",
+                    format!("`hostkeyctl status --secret-id {subject}` says why; a rotation left half-done: `hostkeyctl rotate --resume`"),
+                ));
+                None
+            }
+        };
+        match crate::discovery::scope::secret_cluster(&info.tags) {
+            Some(cluster) => out.push(Finding::ok(
+                "secret",
+                subject,
+                format!("Cluster tag {}: targets are kept to that cluster", escape(cluster)),
+            )),
+            None => out.push(Finding::bad(
+                "secret",
+                Level::Warn,
+                subject.clone(),
+                "no Cluster tag: tag targets cannot be kept to one cluster",
+                format!(
+                    "aws secretsmanager tag-resource --secret-id {subject} --tags Key=Cluster,Value=CLUSTER (the nodes' Cluster or parallelcluster:cluster-name tag)"
+                ),
+            )),
+        }
+        fps
+    }
+
+    /// hostkeyctl's three documents: deployed, and pinned by their hash.
+    /// The check document, when it may be sent.
+    async fn documents(
+        &self,
+        req: &DoctorRequest<'_>,
+        out: &mut Vec<Finding>,
+    ) -> Option<crate::ssm_document::SentDocument> {
+        let mut check = None;
+        for kind in [Kind::Install, Kind::Check, Kind::Converge] {
+            let name = kind.default_name();
+            let use_ = match kind {
+                Kind::Install => "push and rotate send it",
+                Kind::Check => "audit --via-ssm and doctor send it",
+                Kind::Converge => "association deploy runs it",
+            };
+            match resolve(self.dispatcher, name, kind, req.node_command).await {
+                Ok(Some(document)) if document.trust == Trust::Pinned => {
+                    out.push(Finding::ok(
+                        "document",
+                        name,
+                        format!(
+                            "version {} is this hostkeyctl's ({use_})",
+                            escape(document.version.as_deref().unwrap_or("?"))
+                        ),
+                    ));
+                    if kind == Kind::Check {
+                        check = Some(document);
+                    }
+                }
+                Ok(_) => out.push(Finding::bad(
+                    "document",
+                    Level::Fail,
+                    name,
+                    format!("not deployed in this account and region: {use_}, and would refuse"),
+                    "deploy the stack (docs/iam.md), or `hostkeyctl ssm-document deploy`",
+                )),
+                Err(ResolveError::Tampered { version, found, .. }) => out.push(Finding::bad(
+                    "document",
+                    Level::Fail,
+                    name,
+                    format!(
+                        "version {version} (SHA-256 {found}) is not this hostkeyctl's: someone changed it, or another release deployed it"
+                    ),
+                    "compare with `hostkeyctl ssm-document print`, then `hostkeyctl ssm-document deploy` (or update the stack)",
+                )),
+                Err(e) => out.push(Finding::bad(
+                    "document",
+                    Level::Fail,
+                    name,
+                    escape(&e.to_string()),
+                    "the admin policy (iam/admin.json) allows ssm:DescribeDocument on it",
+                )),
+            }
+        }
+        check
+    }
+
+    /// The setup document: what it pins, or that nodes without hostkeyctl
+    /// cannot get it.
+    async fn setup(&self, out: &mut Vec<Finding>) {
+        let name = crate::ssm_document::setup::SETUP_NAME;
+        match crate::rollout::deliver::settle_setup(self.dispatcher, name).await {
+            Ok((document, builds)) => {
+                let pins: Vec<String> = builds
+                    .pins
+                    .iter()
+                    .map(|(arch, sha)| format!("{} ({}…)", builds.location.uri(*arch), &sha[..12.min(sha.len())]))
+                    .collect();
+                out.push(Finding::ok(
+                    "setup",
+                    name,
+                    format!(
+                        "version {} pins {}",
+                        escape(document.version.as_deref().unwrap_or("?")),
+                        pins.join(", ")
+                    ),
+                ));
+            }
+            Err(crate::rollout::deliver::DeliverError::NotDeployed { .. }) => out.push(Finding::bad(
+                "setup",
+                Level::Warn,
+                name,
+                "not deployed: a node without hostkeyctl cannot get it through SSM",
+                "`hostkeyctl ssm-document deploy-setup --builds DIR --builds-at s3://BUCKET/PREFIX` (docs/install.md, \"Running nodes\"), unless every node gets hostkeyctl from its image, lifecycle step or custom action",
+            )),
+            Err(e) => out.push(Finding::bad(
+                "setup",
+                Level::Fail,
+                name,
+                escape(&e.to_string()),
+                "`hostkeyctl ssm-document deploy-setup` from the builds you uploaded",
+            )),
+        }
+    }
+
+    /// The targets: found, and inside the secret's cluster.
+    async fn targets(&self, req: &DoctorRequest<'_>, out: &mut Vec<Finding>) -> Vec<Instance> {
+        let shown: Vec<String> = req.targets.iter().map(ToString::to_string).collect();
+        let subject = shown.join(" and ");
+        let instances = match self.fleet.discover(req.targets).await {
+            Ok(found) => found,
+            Err(e) => {
+                out.push(Finding::bad(
+                    "targets",
+                    Level::Fail,
+                    subject,
+                    escape(&e.to_string()),
+                    "check the targets and the admin policy's ec2:DescribeInstances",
+                ));
+                return Vec::new();
+            }
+        };
+        if instances.is_empty() {
+            out.push(Finding::bad(
+                "targets",
+                Level::Fail,
+                subject,
+                "no running instance matches",
+                "every --target must match (they are ANDed): check the nodes' tags with `aws ec2 describe-instances`",
+            ));
+            return instances;
+        }
+        let tags = self
+            .store
+            .describe(req.secret)
+            .await
+            .map(|i| i.tags)
+            .unwrap_or_default();
+        match crate::discovery::scope::check(&tags, req.targets, &instances, req.allow_other_clusters) {
+            Ok(()) => out.push(Finding::ok(
+                "targets",
+                subject,
+                format!("{} running instance(s), all in the secret's cluster", instances.len()),
+            )),
+            Err(e) => out.push(Finding::bad(
+                "targets",
+                Level::Fail,
+                subject,
+                escape(&e.to_string()),
+                "add the cluster's tag to --target (tag:Cluster=NAME or tag:parallelcluster:cluster-name=NAME)",
+            )),
+        }
+        instances
+    }
+}

@@ -1,0 +1,174 @@
+//! `doctor` on the bed: each finding it names is planted, then found,
+//! with what to do, and the set-up it leaves is all "ok" with exit 0.
+
+use serde_json::{Value, json};
+
+use crate::common::bed::{BedOptions, TARGETS, TestBed};
+
+/// `doctor` on the cluster's login nodes: its exit code and findings.
+fn doctor(bed: &TestBed, secret: &str, targets: &[&str]) -> (i32, Vec<Value>) {
+    let mut args = vec!["doctor", "--secret-id", secret, "--output", "json"];
+    args.extend(targets);
+    let run = bed.run(&args);
+    let report = run.json();
+    assert_eq!(report["schema"], "hostkeyctl-doctor/v1", "{}", run.stderr);
+    (run.code, report["findings"].as_array().unwrap().clone())
+}
+
+/// The findings of `check` about `subject` (a prefix: an instance id
+/// with its name after it).
+fn about<'a>(findings: &'a [Value], check: &str, subject: &str) -> Vec<&'a Value> {
+    findings
+        .iter()
+        .filter(|f| f["check"] == check && f["subject"].as_str().unwrap_or_default().starts_with(subject))
+        .collect()
+}
+
+fn level<'a>(findings: &'a [Value], check: &str, subject: &str) -> &'a str {
+    let found = about(findings, check, subject);
+    assert_eq!(found.len(), 1, "{check} {subject}: {findings:#?}");
+    found[0]["level"].as_str().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn doctor_finds_each_planted_fault_and_then_nothing() {
+    let bed = TestBed::start(BedOptions {
+        nodes: 2,
+        bare: true,
+        ..BedOptions::default()
+    });
+    let node0 = bed.state.nodes[0].instance_id.clone();
+    let node1 = bed.state.nodes[1].instance_id.clone();
+    bed.cli("init")
+        .secret_id("hostkeys/hk")
+        .args(&[
+            "--from-dir",
+            bed.state.nodes[0].ssh_dir.to_str().unwrap(),
+            "--tag",
+            "Cluster=hp",
+        ])
+        .run()
+        .ok();
+    tamper_the_converge_document(&bed).await;
+
+    // Bare nodes, a changed document, no setup document.
+    let (code, found) = doctor(&bed, "hostkeys/hk", &TARGETS);
+    assert_eq!(code, 1, "{found:#?}");
+    assert_eq!(level(&found, "document", "hostkeyctl-Converge"), "fail");
+    assert_eq!(level(&found, "document", "hostkeyctl-Install"), "ok");
+    assert_eq!(level(&found, "setup", "hostkeyctl-Setup"), "warn");
+    for id in [&node0, &node1] {
+        let node = about(&found, "node", id);
+        assert_eq!(node[0]["message"], "hostkeyctl is not installed on it", "{node:?}");
+        assert!(
+            node[0]["fix"].as_str().unwrap().contains("hostkeyctl deliver"),
+            "{node:?}"
+        );
+    }
+    // A target that reaches another cluster's node.
+    let (code, found) = doctor(&bed, "hostkeys/hk", &["--target", "tag:Role=login"]);
+    assert_eq!(
+        (code, level(&found, "targets", "tag:Role=login")),
+        (1, "fail"),
+        "{found:#?}"
+    );
+
+    // The documents put right, the build delivered, no push yet: node 1
+    // serves its own keys.
+    bed.cli("ssm-document deploy").run().ok();
+    deliver(&bed);
+    let (code, found) = doctor(&bed, "hostkeys/hk", &TARGETS);
+    assert_eq!(code, 1, "{found:#?}");
+    assert_eq!(level(&found, "node", &node0), "ok");
+    assert_eq!(level(&found, "node", &node1), "fail");
+    assert!(
+        about(&found, "node", &node1)[0]["fix"]
+            .as_str()
+            .unwrap()
+            .contains("hostkeyctl push")
+    );
+
+    // Pushed: nothing to do.
+    let mut push = vec!["push", "--secret-id", "hostkeys/hk"];
+    push.extend(TARGETS);
+    bed.run(&push).ok();
+    let (code, found) = doctor(&bed, "hostkeys/hk", &TARGETS);
+    assert_eq!(code, 0, "{found:#?}");
+    assert!(found.iter().all(|f| f["level"] == "ok"), "{found:#?}");
+    let table = bed
+        .cli("doctor")
+        .secret_id("hostkeys/hk")
+        .args(&TARGETS)
+        .args(&["--output", "table"])
+        .run();
+    assert!(table.ok().stdout.contains("Nothing to do"), "{}", table.stdout);
+
+    // Node 1 leaves SSM; a secret without a Cluster tag.
+    bed.control("POST", "/_bed/ssm/unmanaged", &json!({"InstanceIds": [node1]}));
+    let (code, found) = doctor(&bed, "hostkeys/hk", &TARGETS);
+    assert_eq!((code, level(&found, "ssm", &node1)), (1, "fail"), "{found:#?}");
+    assert!(
+        about(&found, "node", &node1).is_empty(),
+        "an unmanaged node is not sent the check"
+    );
+    bed.init_generated("hostkeys/untagged");
+    let (_, found) = doctor(&bed, "hostkeys/untagged", &TARGETS);
+    let untagged = about(&found, "secret", "hostkeys/untagged");
+    assert!(
+        untagged
+            .iter()
+            .any(|f| f["level"] == "warn" && f["message"].as_str().unwrap().contains("no Cluster tag")),
+        "{found:#?}"
+    );
+}
+
+/// The node builds in the bed's bucket, the setup document, `deliver`.
+fn deliver(bed: &TestBed) {
+    let node_build = crate::common::support::node_bin_dir().join("hostkeyctl");
+    let builds = tempfile::tempdir().unwrap();
+    std::fs::copy(&node_build, builds.path().join("hostkeyctl-x86_64")).unwrap();
+    let bucket = bed.dir().join("s3/bed-bucket/hk");
+    std::fs::create_dir_all(&bucket).unwrap();
+    std::fs::copy(&node_build, bucket.join("hostkeyctl-x86_64")).unwrap();
+    bed.cli("ssm-document deploy-setup")
+        .args(&[
+            "--builds",
+            builds.path().to_str().unwrap(),
+            "--builds-at",
+            "s3://bed-bucket/hk",
+        ])
+        .run()
+        .ok();
+    let mut args = vec!["deliver", "--secret-id", "hostkeys/hk", "--max-concurrency", "100%"];
+    args.extend(TARGETS);
+    bed.run(&args).ok();
+}
+
+/// A new default version of hostkeyctl-Converge with one more line, as
+/// anyone allowed ssm:UpdateDocument could make.
+async fn tamper_the_converge_document(bed: &TestBed) {
+    let ssm = aws_sdk_ssm::Client::new(&bed.sdk_config(1).await);
+    let ours = bed.cli("ssm-document print").args(&["--kind", "converge"]).run().stdout;
+    let changed = ours.replacen("\"set -eu\",", "\"set -eu\", \"true\",", 1);
+    assert_ne!(changed, ours);
+    let out = ssm
+        .update_document()
+        .name("hostkeyctl-Converge")
+        .content(changed)
+        .document_version("$LATEST")
+        .send()
+        .await
+        .unwrap();
+    let version = out
+        .document_description()
+        .unwrap()
+        .document_version()
+        .unwrap()
+        .to_owned();
+    ssm.update_document_default_version()
+        .name("hostkeyctl-Converge")
+        .document_version(version)
+        .send()
+        .await
+        .unwrap();
+}
