@@ -19,7 +19,7 @@ mod setup;
 mod text;
 
 pub use name::{default_name, name_for};
-pub use setup::{SETUP_SCHEDULE, deploy_setup, setup_name};
+pub use setup::{SETUP_SCHEDULE, deploy_setup, follow_setup, setup_name};
 
 use std::collections::BTreeMap;
 
@@ -129,6 +129,8 @@ pub struct Association {
 pub trait Associations: Sync {
     /// Every association named `name`, fully described.
     fn named(&self, name: &str) -> impl Future<Output = Result<Vec<Association>, AwsError>> + Send;
+    /// Every association that runs `document`, fully described.
+    fn running(&self, document: &str) -> impl Future<Output = Result<Vec<Association>, AwsError>> + Send;
     /// Creates one; State Manager runs it on its targets at once.
     fn create(&self, spec: &AssociationSpec) -> impl Future<Output = Result<Association, AwsError>> + Send;
     /// Makes association `id` what `spec` says; State Manager runs it again.

@@ -2,8 +2,6 @@
 //! beside the converge association, so that an instance that comes online
 //! without hostkeyctl gets the pinned build, then the keys.
 
-use std::collections::BTreeMap;
-
 use super::{AssociationError, AssociationSpec, Associations, DeployOutcome, DeployRequest, targets, upsert};
 use crate::dispatch::Dispatcher;
 
@@ -21,14 +19,15 @@ pub fn setup_name(name: &str) -> String {
 
 /// `association deploy --deliver`: the association of the setup document
 /// (trusted as `deliver` trusts it) on the same targets as the converge
-/// association `req.name`, named [`setup_name`]. State Manager runs both
-/// on an instance that comes online; the converge document waits for the
-/// build the setup association puts there.
+/// association `req.name`, named [`setup_name`], with the secret: State
+/// Manager runs both on an instance that comes online, one at a time in
+/// either order, and this one installs the keys after the build.
 pub async fn deploy_setup(
     documents: &impl Dispatcher,
     associations: &impl Associations,
     req: &DeployRequest<'_>,
     setup_document: &str,
+    secret_arn: &str,
 ) -> Result<DeployOutcome, AssociationError> {
     let targets = targets(req.targets)?;
     let (document, _) = crate::rollout::deliver::settle_setup(documents, setup_document)
@@ -37,11 +36,14 @@ pub async fn deploy_setup(
             crate::rollout::deliver::DeliverError::Aws(a) => AssociationError::Aws(a),
             other => AssociationError::Setup(other.to_string()),
         })?;
+    // The setup association also installs the keys once the build is
+    // there: State Manager runs one association at a time on an instance,
+    // in no order, so the converge association may have run first.
     let spec = AssociationSpec {
         name: setup_name(req.name),
         document: document.name.clone(),
         document_version: document.version.clone().unwrap_or_default(),
-        parameters: BTreeMap::new(),
+        parameters: crate::ssm_document::converge_parameters(secret_arn, req.region),
         targets,
         schedule: SETUP_SCHEDULE.to_owned(),
         max_concurrency: req.max_concurrency.to_owned(),
@@ -53,6 +55,30 @@ pub async fn deploy_setup(
         association,
         document,
     })
+}
+
+/// After `ssm-document deploy-setup` made `version` the default of the
+/// setup document `document`: every association that runs another
+/// version of it now runs this one (an association runs the version it
+/// names; left on the old one it would install the old build on new
+/// instances, or refuse the new files). Returns the names updated.
+pub async fn follow_setup(
+    associations: &impl Associations,
+    document: &str,
+    version: &str,
+) -> Result<Vec<String>, crate::aws_error::AwsError> {
+    let mut updated = Vec::new();
+    for association in associations.running(document).await? {
+        if association.spec.document_version != version {
+            let spec = AssociationSpec {
+                document_version: version.to_owned(),
+                ..association.spec.clone()
+            };
+            associations.update(&association.id, &spec).await?;
+            updated.push(association.spec.name.clone());
+        }
+    }
+    Ok(updated)
 }
 
 #[cfg(test)]

@@ -76,7 +76,16 @@ async fn run_deploy(
     }
     let outcome = association::deploy(store, documents, associations, &request).await?;
     let setup = if args.deliver {
-        Some(association::deploy_setup(documents, associations, &request, &args.setup_document).await?)
+        // The secret as the converge association names it (its ARN).
+        let arn = outcome
+            .association
+            .spec
+            .parameters
+            .get("SecretId")
+            .and_then(|v| v.first())
+            .cloned()
+            .unwrap_or_default();
+        Some(association::deploy_setup(documents, associations, &request, &args.setup_document, &arn).await?)
     } else {
         None
     };

@@ -39,11 +39,30 @@ pub async fn run(command: &SsmDocumentCommand, global: &GlobalArgs, output: Outp
         } => {
             // The files first: nothing is sent for builds that are not.
             let builds = NodeBuilds::from_dir(builds, builds_at.clone()).map_err(Failure::usage)?;
-            let ssm = SsmDispatcher::new(&aws::load_config(&global.aws).await?);
+            let config = aws::load_config(&global.aws).await?;
+            let ssm = SsmDispatcher::new(&config);
             let done = publish_setup(&ssm, document, builds).await?;
+            // Associations run the version they name: the ones of this
+            // document follow it to the new one.
+            let associations = crate::aws::ssm::SsmAssociations::new(&config);
+            let followed =
+                crate::association::follow_setup(&associations, document, &done.published.default_version).await?;
             match output {
-                OutputFormat::Json => output::print_json(&done).map_err(Failure::usage)?,
-                _ => print!("{}", done.text()),
+                OutputFormat::Json => {
+                    let mut report = serde_json::to_value(&done).map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
+                    report["associations_updated"] = serde_json::json!(followed);
+                    output::print_json(&report).map_err(Failure::usage)?;
+                }
+                _ => {
+                    print!("{}", done.text());
+                    for name in &followed {
+                        println!(
+                            "association {}: now runs version {}",
+                            crate::escape::escape(name),
+                            done.published.default_version
+                        );
+                    }
+                }
             }
         }
     }

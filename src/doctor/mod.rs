@@ -332,7 +332,7 @@ impl<S: SecretStore, F: Fleet, D: Dispatcher, M: ManagedInstances> Doctor<'_, S,
                 let pins: Vec<String> = builds
                     .pins
                     .iter()
-                    .map(|(arch, sha)| format!("{} ({}…)", builds.location.uri(*arch), &sha[..12.min(sha.len())]))
+                    .map(|(arch, sha)| format!("{} ({}…)", builds.location.uri(*arch), sha.get(..12).unwrap_or(sha)))
                     .collect();
                 out.push(Finding::ok(
                     "setup",

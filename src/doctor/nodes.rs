@@ -186,6 +186,12 @@ impl<S: SecretStore, F: Fleet, D: Dispatcher, M: ManagedInstances> Doctor<'_, S,
                 return;
             }
         };
+        for (command_id, ids) in &sent {
+            if ids.iter().any(|id| states.get(id).is_none_or(|s| !s.is_final())) {
+                // What did not finish is not left running.
+                let _ = self.dispatcher.cancel(command_id).await;
+            }
+        }
         for instance in online {
             out.push(node_finding(instance, states.get(&instance.instance_id)));
         }

@@ -234,7 +234,9 @@ fn node_result(instance: &Instance, inv: Option<&Invocation>, builds: &NodeBuild
     } else if report.is_some() {
         Some("the node reported a build the document does not pin".to_owned())
     } else if !inv.stderr.trim().is_empty() {
-        Some(escape(inv.stderr.trim().lines().last().unwrap_or_default()))
+        // The first line: the failing step's own (the agent adds its
+        // notes after it).
+        Some(escape(inv.stderr.trim().lines().next().unwrap_or_default()))
     } else {
         Some(format!(
             "SSM status {}, exit code {:?}",

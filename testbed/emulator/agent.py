@@ -1,5 +1,5 @@
 """The SSM agent the bed plays on each targeted node: a command's steps
-in order (aws:runShellScript with bash, aws:downloadContent from the
+in order (aws:runShellScript with sh, aws:downloadContent from the
 bed's buckets), each step's outcome as a plugin of the invocation, rate
 controls as SendCommand asks. A mixin of the SSM command plane
 (``ssm.SsmCommandPlane``), which owns the API.
@@ -16,46 +16,11 @@ import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from .wire import JsonObject
-
-if TYPE_CHECKING:
-    from .ssm import Command, Faults, Invocation, NodeEnv
+from .commands import Command, Faults, Invocation, NodeEnv, PluginRun, Step
 
 STDOUT_LIMIT = 24_000
 STDERR_LIMIT = 8_000
-
-
-@dataclass
-class Step:
-    """One step of a Command document as the agent runs it: its action
-    (plugin), its name (the plugin's name in the invocation's
-    CommandPlugins; AWS-RunShellScript's one step is named after its
-    plugin), its inputs with the parameters interpolated, and onFailure
-    ("exit": the remaining steps do not run; absent: they do. AWS Systems
-    Manager User Guide, "Command document plugin reference", the step
-    properties)."""
-
-    action: str
-    name: str
-    inputs: JsonObject
-    on_failure: str = ""
-    timeout: int = 3600
-
-
-@dataclass
-class PluginRun:
-    """What one step did on one instance."""
-
-    name: str
-    status: str = "Pending"
-    response_code: int = -1
-    stdout: str = ""
-    stderr: str = ""
-    started: float | None = None
-    ended: float | None = None
 
 
 def _limit(value: str, total: int, default: int) -> int:
@@ -80,6 +45,7 @@ class Agent:
     virtual_shared: tuple[str, dict[str, str]] | None
     processes: set[subprocess.Popen[bytes]]
     closing: bool
+    association_slots: dict[str, threading.Lock]
 
     def _dispatch(self, c: Command) -> None:
         """Runs a command on its instances as the SSM agents would."""
@@ -118,6 +84,18 @@ class Agent:
                 c.errors += 1
 
     def _execute(self, c: Command, inv: Invocation) -> None:
+        # The agent runs one association at a time on an instance, in no
+        # order (amazon-ssm-agent, association processor:
+        # documentWorkersLimit = 1); Run Command has workers of its own.
+        if c.comment.startswith("association "):
+            with self.lock:
+                one_at_a_time = self.association_slots.setdefault(inv.instance_id, threading.Lock())
+            with one_at_a_time:
+                self._run_invocation(c, inv)
+        else:
+            self._run_invocation(c, inv)
+
+    def _run_invocation(self, c: Command, inv: Invocation) -> None:
         with self.lock:
             inv.status = inv.details = "InProgress"
             inv.started = time.time()
@@ -165,8 +143,10 @@ class Agent:
             if run.status != "Success" and status == "Success":
                 status, code = run.status, run.response_code
             if run.status != "Success" and step.on_failure == "exit":
-                # The remaining steps do not run; SSM reports them as not
-                # run (no ResponseCode).
+                # The remaining steps do not run, and the agent says so
+                # after the step's own error (amazon-ssm-agent,
+                # runpluginutil.go).
+                run.stderr += "\nStep was found to have onFailure property. Further document steps will be skipped."
                 for rest in inv.plugins[inv.plugins.index(run) + 1 :]:
                     rest.status = "Cancelled"
                 break
@@ -225,8 +205,11 @@ class Agent:
         node (``bare_nodes``) it runs in a mount namespace of its own where
         /usr/local/bin is that node's (``ROOT/usr/local/bin``, empty until
         something installs there), as each instance has its own disk."""
+        # The agent writes the lines to _script.sh and runs it with sh
+        # (amazon-ssm-agent, runshellscript.go): dash on Debian and Ubuntu,
+        # so a bashism fails here as it would there.
         script = "\n".join(step.inputs.get("runCommand", [])) + "\n"
-        argv = ["bash", "-c", script]
+        argv = ["sh", "-c", script]
         if self.bare_nodes and node is not None:
             local_bin = os.path.join(node.workdir, "usr", "local", "bin")
             os.makedirs(local_bin, exist_ok=True)
@@ -236,9 +219,9 @@ class Agent:
                 "--propagation",
                 "private",
                 "--",
-                "bash",
+                "sh",
                 "-c",
-                'mount --bind -- "$0" /usr/local/bin && exec bash -c "$1"',
+                'mount --bind -- "$0" /usr/local/bin && exec sh -c "$1"',
                 local_bin,
                 script,
             ]
@@ -253,7 +236,7 @@ class Agent:
                 start_new_session=True,
             )
         except OSError as e:
-            return "Failed", 1, "", f"agent could not start bash: {e}"
+            return "Failed", 1, "", f"agent could not start sh: {e}"
         with self.lock:
             self.processes.add(proc)
         try:

@@ -22,6 +22,7 @@ from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_ba
 from . import cbor, kms, lambda_api, patches
 from .associations import ASSOCIATION_ACTIONS, StateManager
 from .autoscaling import LifecyclePlane
+from .commands import Command, Faults, NodeEnv
 from .ec2_tags import check_tags
 from .errors import JSON_SERVICES, ApiError, denied, throttled
 from .hyperpod import ClusterPlane
@@ -29,7 +30,7 @@ from .iam import Enforcer, Principal, Refused
 from .lambda_api import LambdaApi
 from .rotation import RotationPlane, patch_describe
 from .secretsmanager import check_put, check_stage_move, sync_current
-from .ssm import OWN_SSM_ACTIONS, Command, Faults, NodeEnv
+from .ssm import OWN_SSM_ACTIONS
 from .wire import JsonObject
 
 if TYPE_CHECKING:
@@ -67,6 +68,7 @@ class Emulator(StateManager, RotationPlane, LambdaApi, LifecyclePlane, ClusterPl
         self.elb_hooks: list[Callable[[], None]] = []
         self.base_env: dict[str, str] = {}
         self.bare_nodes = False
+        self.association_slots: dict[str, threading.Lock] = {}
         self.s3_root = os.path.join(log_dir or os.environ.get("TMPDIR", "/tmp"), "s3")
         # bed.py --virtual-shared: (workdir, env) of the node virtual
         # instances share.

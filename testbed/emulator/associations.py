@@ -38,8 +38,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TypedDict
 
+from .commands import Command, Invocation
 from .errors import ApiError
-from .ssm import Command, Invocation, SsmCommandPlane
+from .ssm import SsmCommandPlane
 from .wire import Answer, JsonObject
 
 ASSOCIATION_ACTIONS = {

@@ -14,13 +14,13 @@ import subprocess
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 
 from moto.core.models import DEFAULT_ACCOUNT_ID as ACCOUNT
 from moto.ec2.models import ec2_backends
 from moto.ec2.models.instances import Instance
 
-from .agent import Agent, PluginRun, Step
+from .agent import Agent
+from .commands import FINAL, Command, Faults, Invocation, NodeEnv, PluginRun, Step
 from .errors import ApiError, denied
 from .iam import Enforcer, Principal, Refused
 from .wire import Answer, JsonObject
@@ -36,99 +36,6 @@ OWN_SSM_ACTIONS = {
     "CancelCommand",
     "DescribeInstanceInformation",
 }
-FINAL = {"Success", "Failed", "TimedOut", "Cancelled"}
-
-
-@dataclass
-class NodeEnv:
-    """Where and how the agent runs commands for one instance."""
-
-    instance_id: str
-    name: str
-    workdir: str
-    env: dict[str, str]
-    virtual: bool = False
-
-
-@dataclass
-class Faults:
-    """Faults the tests switch on through ``POST /_bed/faults``."""
-
-    fail_instances: dict[str, str] = field(default_factory=dict)
-    throttle_fraction: float = 0.0
-    throttle_actions: list[str] = field(default_factory=list)
-    deny_actions: dict[str, str] = field(default_factory=dict)
-    latency_ms: int = 0
-    invisible_ms: int = 0
-    # Deterministic interruption: [{"action": "UpdateSecretVersionStage",
-    # "n": 1, "after": true}] answers the Nth call of that action (counted
-    # from when the faults were set) with HTTP 500 InternalFailure, after
-    # the call took effect when "after" is true (a client killed before it
-    # read the answer), before it otherwise.
-    fail_at: list[JsonObject] = field(default_factory=list)
-    # SendCommand of these documents is denied (e.g. AWS-RunShellScript:
-    # a role that may only send hostkeyctl's own document).
-    deny_documents: list[str] = field(default_factory=list)
-    # Request quotas, {"kms:Sign": 300}: calls of that action beyond the
-    # figure in one second are throttled, as KMS counts its quotas "in each
-    # one-second interval" (KMS Developer Guide, "Request quotas"), with
-    # ThrottlingException (its "throttling" page).
-    quotas: dict[str, int] = field(default_factory=dict)
-    seed: int = 1
-
-    def update(self, changes: JsonObject) -> None:
-        for key, value in changes.items():
-            if not hasattr(self, key):
-                raise ValueError(f"unknown fault {key!r}")
-            setattr(self, key, value)
-
-
-@dataclass
-class Invocation:
-    instance_id: str
-    instance_name: str
-    status: str = "Pending"
-    details: str = "Pending"
-    response_code: int = -1
-    stdout: str = ""
-    stderr: str = ""
-    started: float | None = None
-    ended: float | None = None
-    plugins: list[PluginRun] = field(default_factory=list)
-
-
-@dataclass
-class Command:
-    command_id: str
-    document: str
-    parameters: dict[str, list[str]]
-    instance_ids: list[str]
-    targets: list[JsonObject]
-    comment: str
-    max_concurrency: str
-    max_errors: str
-    timeout_seconds: int
-    requested: float
-    invocations: dict[str, Invocation]
-    # The document version asked for ("" for the default).
-    document_version: str = ""
-    # What the agent runs: the document's steps with the parameters
-    # interpolated.
-    steps: list[Step] = field(default_factory=list)
-    errors: int = 0
-    cancelled: bool = False
-
-    def status(self) -> str:
-        states = [i.status for i in self.invocations.values()]
-        if any(s not in FINAL for s in states):
-            return "Pending" if all(s == "Pending" for s in states) else "InProgress"
-        if self.cancelled:
-            return "Cancelled"
-        if all(s == "Success" for s in states):
-            return "Success"
-        if any(s == "TimedOut" for s in states) and not any(s == "Failed" for s in states):
-            return "TimedOut"
-        return "Failed"
 
 
 def _iso(ts: float | None) -> str:
@@ -302,9 +209,10 @@ class SsmCommandPlane(Agent):
                     "InvalidDocument",
                     f"the bed runs aws:runShellScript and aws:downloadContent steps only, not {action}",
                 )
-            on_failure = step.get("onFailure", "")
-            # The step properties' onFailure values ("Command document
-            # plugin reference").
+            # onFailure is one of the step's inputs: the agent reads it from
+            # the plugin's properties, which are the inputs, and never from
+            # the step (amazon-ssm-agent, runpluginutil.go).
+            on_failure = str(inputs.get("onFailure", ""))
             if on_failure not in ("", "exit", "successAndExit"):
                 raise ApiError("InvalidDocumentContent", f"onFailure {on_failure!r} is not exit or successAndExit")
             # aws:runShellScript's timeoutSeconds defaults to 3600 (the

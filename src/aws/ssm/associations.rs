@@ -88,12 +88,19 @@ fn answered(d: Option<&AssociationDescription>, call: &Call) -> Result<Associati
     })
 }
 
-impl Associations for SsmAssociations {
-    async fn named(&self, name: &str) -> Result<Vec<Association>, AwsError> {
-        let call = Call::new("ssm:ListAssociations", format!("association {name}"));
+impl SsmAssociations {
+    /// Every association ListAssociations finds with `key` = `value`, held
+    /// to `exact` (the filters match loosely), fully described.
+    async fn listed(
+        &self,
+        key: AssociationFilterKey,
+        value: &str,
+        exact: impl Fn(&aws_sdk_ssm::types::Association) -> bool,
+    ) -> Result<Vec<Association>, AwsError> {
+        let call = Call::new("ssm:ListAssociations", format!("associations {value}"));
         let filter = AssociationFilter::builder()
-            .key(AssociationFilterKey::AssociationName)
-            .value(name)
+            .key(key)
+            .value(value)
             .build()
             .map_err(|e| AwsError::Service {
                 action: call.action,
@@ -111,8 +118,7 @@ impl Associations for SsmAssociations {
         while let Some(page) = pages.next().await {
             let page = page.map_err(|e| AwsError::from_sdk(e, &call))?;
             for a in page.associations() {
-                // The filter matches by name; hold it to the exact name.
-                if a.association_name() == Some(name)
+                if exact(a)
                     && let Some(id) = a.association_id()
                 {
                     ids.push(id.to_owned());
@@ -132,6 +138,20 @@ impl Associations for SsmAssociations {
             out.push(answered(described.association_description(), &call)?);
         }
         Ok(out)
+    }
+}
+
+impl Associations for SsmAssociations {
+    async fn named(&self, name: &str) -> Result<Vec<Association>, AwsError> {
+        self.listed(AssociationFilterKey::AssociationName, name, |a| {
+            a.association_name() == Some(name)
+        })
+        .await
+    }
+
+    async fn running(&self, document: &str) -> Result<Vec<Association>, AwsError> {
+        self.listed(AssociationFilterKey::Name, document, |a| a.name() == Some(document))
+            .await
     }
 
     async fn create(&self, spec: &AssociationSpec) -> Result<Association, AwsError> {

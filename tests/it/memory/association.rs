@@ -42,6 +42,17 @@ impl Associations for MemAssociations {
             .collect())
     }
 
+    async fn running(&self, document: &str) -> Result<Vec<Association>, AwsError> {
+        Ok(self
+            .all
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|a| a.spec.document == document)
+            .cloned()
+            .collect())
+    }
+
     async fn create(&self, spec: &AssociationSpec) -> Result<Association, AwsError> {
         let mut all = self.all.lock().unwrap();
         let association = Association {
