@@ -160,6 +160,9 @@ say "(each node runs 'hostkeyctl install' with the node role: fetch, validate, a
 say " verify, roll back on failure)"
 run admin "$HOSTKEYCTL" push --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
   --canary 1 --max-concurrency 100% --output table
+say "doctor reads the whole set-up (secret, documents, targets, SSM, each node through the read-only check):"
+run admin "$HOSTKEYCTL" doctor --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
+  --output table
 
 say "someone who may update documents (here the bed's own account) adds one line to hostkeyctl-Install:"
 python3 - "$AWS_ENDPOINT_URL" "$(state "s['credentials']['bed-root']['access_key_id']")" \
