@@ -5,6 +5,7 @@
 use std::io::IsTerminal;
 use std::time::Duration;
 
+use crate::discovery::Instance;
 use crate::exit::Failure;
 use crate::ids::{Region, SecretId};
 use crate::output::{self, OutputFormat};
@@ -66,4 +67,20 @@ pub fn print_outcome(outcome: &PushOutcome, secret: &SecretId, output: OutputFor
             Ok(())
         }
     }
+}
+
+/// The instances a dry run would send to, as a table.
+pub fn instances_table(instances: &[Instance]) -> comfy_table::Table {
+    let mut table = output::table(&["INSTANCE", "NAME", "PRIVATE IP"]);
+    for i in instances {
+        output::add_row(
+            &mut table,
+            vec![
+                i.instance_id.clone(),
+                i.name.clone().unwrap_or_default(),
+                i.private_ip.clone().unwrap_or_default(),
+            ],
+        );
+    }
+    table
 }

@@ -48,17 +48,7 @@ pub async fn run(args: &DeliverArgs, global: &GlobalArgs, output: OutputFormat) 
                 for (arch, sha) in &plan.builds.pins {
                     println!("  {} SHA-256 {sha}", plan.builds.location.uri(*arch));
                 }
-                let mut table = output::table(&["INSTANCE", "NAME", "PRIVATE IP"]);
-                for i in &plan.instances {
-                    output::add_row(
-                        &mut table,
-                        vec![
-                            i.instance_id.clone(),
-                            i.name.clone().unwrap_or_default(),
-                            i.private_ip.clone().unwrap_or_default(),
-                        ],
-                    );
-                }
+                let table = crate::commands::common::instances_table(&plan.instances);
                 println!("{table}");
             }
         }

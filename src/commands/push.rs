@@ -46,17 +46,7 @@ pub async fn run(args: &PushArgs, global: &GlobalArgs, output: OutputFormat) -> 
     if args.dry_run {
         let command_line = install_command_line(&options.node_command, version, next, options.region.as_ref())
             .map_err(Failure::usage)?;
-        let mut table = output::table(&["INSTANCE", "NAME", "PRIVATE IP"]);
-        for i in &plan.instances {
-            output::add_row(
-                &mut table,
-                vec![
-                    i.instance_id.clone(),
-                    i.name.clone().unwrap_or_default(),
-                    i.private_ip.clone().unwrap_or_default(),
-                ],
-            );
-        }
+        let table = crate::commands::common::instances_table(&plan.instances);
         match output {
             OutputFormat::Json => output::print_json(&serde_json::json!({
                 "dry_run": true,

@@ -210,6 +210,8 @@ impl<S: SecretStore, F: Fleet, D: Dispatcher, M: ManagedInstances> Doctor<'_, S,
     /// fingerprints, when known, and its tags.
     async fn secret(&self, req: &DoctorRequest<'_>, out: &mut Vec<Finding>) -> Option<Vec<String>> {
         let subject = req.secret.to_string();
+        // The secret as the fix lines' commands take it.
+        let quoted = crate::shell::quote(&subject).unwrap_or_else(|_| subject.clone());
         let info = match self.store.describe(req.secret).await {
             Ok(info) => info,
             Err(e) => {
@@ -242,7 +244,7 @@ impl<S: SecretStore, F: Fleet, D: Dispatcher, M: ManagedInstances> Doctor<'_, S,
                     Level::Fail,
                     subject.clone(),
                     "its hostkeyctl:fp:* tags do not name AWSCURRENT's keys, so audits and nodes cannot be checked",
-                    format!("`hostkeyctl status --secret-id {subject}` says why; a rotation left half-done: `hostkeyctl rotate --resume`"),
+                    format!("`hostkeyctl status --secret-id {quoted}` says why; a rotation left half-done: `hostkeyctl rotate --resume`"),
                 ));
                 None
             }
@@ -259,7 +261,7 @@ impl<S: SecretStore, F: Fleet, D: Dispatcher, M: ManagedInstances> Doctor<'_, S,
                 subject.clone(),
                 "no Cluster tag: tag targets cannot be kept to one cluster",
                 format!(
-                    "aws secretsmanager tag-resource --secret-id {subject} --tags Key=Cluster,Value=CLUSTER (the nodes' Cluster or parallelcluster:cluster-name tag)"
+                    "aws secretsmanager tag-resource --secret-id {quoted} --tags Key=Cluster,Value=CLUSTER (the nodes' Cluster or parallelcluster:cluster-name tag)"
                 ),
             )),
         }

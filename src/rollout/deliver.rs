@@ -232,7 +232,10 @@ fn node_result(instance: &Instance, inv: Option<&Invocation>, builds: &NodeBuild
             escape(&inv.status)
         ))
     } else if report.is_some() {
-        Some("the node reported a build the document does not pin".to_owned())
+        Some(
+            "the node reported a build the document does not pin: deploy-setup changed it meanwhile; run deliver again"
+                .to_owned(),
+        )
     } else if !inv.stderr.trim().is_empty() {
         // The first line: the failing step's own (the agent adds its
         // notes after it).
@@ -245,7 +248,7 @@ fn node_result(instance: &Instance, inv: Option<&Invocation>, builds: &NodeBuild
         ))
     };
     if let Some(rep) = report {
-        r.result = Some(escape(&rep.result));
+        r.result = Some(rep.result.as_str().to_owned());
         r.arch = Some(escape(&rep.arch));
         r.version = Some(escape(&rep.version));
     }

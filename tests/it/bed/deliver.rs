@@ -128,26 +128,7 @@ async fn edit_the_setup_document(bed: &TestBed) -> std::path::PathBuf {
         1,
     );
     assert_ne!(evil, ours);
-    let updated = ssm
-        .update_document()
-        .name("hostkeyctl-Setup")
-        .content(&evil)
-        .document_version("$LATEST")
-        .send()
-        .await
-        .unwrap();
-    let version = updated
-        .document_description()
-        .unwrap()
-        .document_version()
-        .unwrap()
-        .to_owned();
-    ssm.update_document_default_version()
-        .name("hostkeyctl-Setup")
-        .document_version(&version)
-        .send()
-        .await
-        .unwrap();
+    crate::bed::ssm_document::tamper(&ssm, "hostkeyctl-Setup", &evil).await;
     pwned
 }
 

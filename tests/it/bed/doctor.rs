@@ -151,24 +151,5 @@ async fn tamper_the_converge_document(bed: &TestBed) {
     let ours = bed.cli("ssm-document print").args(&["--kind", "converge"]).run().stdout;
     let changed = ours.replacen("\"set -eu\",", "\"set -eu\", \"true\",", 1);
     assert_ne!(changed, ours);
-    let out = ssm
-        .update_document()
-        .name("hostkeyctl-Converge")
-        .content(changed)
-        .document_version("$LATEST")
-        .send()
-        .await
-        .unwrap();
-    let version = out
-        .document_description()
-        .unwrap()
-        .document_version()
-        .unwrap()
-        .to_owned();
-    ssm.update_document_default_version()
-        .name("hostkeyctl-Converge")
-        .document_version(version)
-        .send()
-        .await
-        .unwrap();
+    crate::bed::ssm_document::tamper(&ssm, "hostkeyctl-Converge", &changed).await;
 }

@@ -39,7 +39,7 @@ mod releases;
 mod rotate;
 mod scheduled;
 mod scheduled_admission;
-mod ssm_document;
+pub(crate) mod ssm_document;
 mod store;
 mod targeting;
 mod targets;

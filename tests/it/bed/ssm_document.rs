@@ -127,7 +127,7 @@ fn sha256_hex(text: &str) -> String {
 
 /// Replaces the default version of `name` with `content` (a new version,
 /// made the default), as anyone allowed ssm:UpdateDocument could.
-async fn tamper(ssm: &aws_sdk_ssm::Client, name: &str, content: &str) -> String {
+pub(crate) async fn tamper(ssm: &aws_sdk_ssm::Client, name: &str, content: &str) -> String {
     let out = ssm
         .update_document()
         .name(name)

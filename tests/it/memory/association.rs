@@ -7,11 +7,12 @@ use std::sync::Mutex;
 
 use hostkeyctl::association::{
     Association, AssociationError, AssociationSpec, Associations, DeployRequest, Deployed, DocumentCheck, delete,
-    deploy, name_for, show,
+    deploy, follow_setup, name_for, setup_name, show,
 };
 use hostkeyctl::aws::AwsError;
 use hostkeyctl::discovery::TargetSpec;
 use hostkeyctl::ids::{Program, SecretId};
+use hostkeyctl::ssm_document::setup::SETUP_NAME;
 use hostkeyctl::ssm_document::{CONVERGE_NAME, Kind, ResolveError, content};
 use hostkeyctl::testing::{MemDispatcher, MemoryStore};
 
@@ -428,4 +429,41 @@ async fn deploy_refuses_an_association_of_another_secret() {
     assert!(matches!(err, AssociationError::OtherSecret { .. }), "{err}");
     assert!(err.to_string().contains("--name"), "{err}");
     assert_eq!(state.writes(), writes, "something was written");
+}
+
+/// `deploy-setup` made version 2 the setup document's default: the
+/// association of it moves there (left on 1, it would install the old
+/// build on every new instance, or refuse the new files); the converge
+/// association, of another document, is left alone, and one already on 2
+/// is not written.
+#[tokio::test]
+async fn the_setup_association_follows_each_new_version_of_its_document() {
+    let state = MemAssociations::default();
+    let spec = |name: &str, document: &str, version: &str| AssociationSpec {
+        name: name.to_owned(),
+        document: document.to_owned(),
+        document_version: version.to_owned(),
+        parameters: Default::default(),
+        targets: Vec::new(),
+        schedule: "rate(1 day)".to_owned(),
+        max_concurrency: "10%".to_owned(),
+        max_errors: "10%".to_owned(),
+    };
+    state.create(&spec(NAME, CONVERGE_NAME, "1")).await.unwrap();
+    state.create(&spec(&setup_name(NAME), SETUP_NAME, "1")).await.unwrap();
+    let moved = follow_setup(&state, SETUP_NAME, "2").await.unwrap();
+    assert_eq!(moved, [setup_name(NAME)]);
+    let all = state.all.lock().unwrap().clone();
+    assert_eq!(
+        all[0].spec.document_version, "1",
+        "the converge association is not the setup document's"
+    );
+    assert_eq!(all[1].spec.document_version, "2");
+    let before = state.writes().len();
+    assert!(follow_setup(&state, SETUP_NAME, "2").await.unwrap().is_empty());
+    assert_eq!(
+        state.writes().len(),
+        before,
+        "nothing written when it already runs the version"
+    );
 }
