@@ -134,6 +134,30 @@ impl serde::Serialize for FamilyReport {
     }
 }
 
+/// Who reaches the metadata service, in one word (what `install --check`
+/// reports and `doctor` reads).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Access {
+    /// Root (and the users allowed) alone, on every address.
+    RootOnly,
+    /// Every user, on at least one address.
+    Open,
+    /// Not known: no iptables, or it could not be read (a later release's
+    /// word reads as this too).
+    #[serde(other)]
+    Unknown,
+}
+
+/// Who reaches the metadata service now, changing nothing.
+pub fn access(tables: &Tables) -> Access {
+    match run(tables, &Action::Check) {
+        Ok(reports) if reports.iter().any(|r| r.state == State::Open) => Access::Open,
+        Ok(_) => Access::RootOnly,
+        Err(_) => Access::Unknown,
+    }
+}
+
 /// Why the guard could not be applied or read.
 #[derive(Debug, thiserror::Error)]
 pub enum GuardError {

@@ -249,3 +249,48 @@ impl TargetGroups for AwsTargetGroups {
         Ok(())
     }
 }
+
+impl crate::doctor::balancer::Balancers for AwsTargetGroups {
+    async fn settings(
+        &self,
+        spec: &GroupSpec,
+        port: u16,
+    ) -> Result<crate::doctor::balancer::GroupSettings, DiscoveryError> {
+        let group = TargetGroups::group(self, spec, port).await?;
+        let call = Call::new(
+            "elasticloadbalancing:DescribeTargetGroups",
+            format!("target group {}", group.name),
+        );
+        let described = self
+            .elb
+            .describe_target_groups()
+            .target_group_arns(&group.arn)
+            .send()
+            .await
+            .map_err(|e| AwsError::from_sdk(e, &call))?;
+        let one = described.target_groups().first();
+        let text = |v: Option<&str>| v.unwrap_or("unknown").to_owned();
+        let call = Call::new(
+            "elasticloadbalancing:DescribeTargetGroupAttributes",
+            format!("target group {}", group.name),
+        );
+        let attributes = self
+            .elb
+            .describe_target_group_attributes()
+            .target_group_arn(&group.arn)
+            .send()
+            .await
+            .map_err(|e| AwsError::from_sdk(e, &call))?
+            .attributes()
+            .iter()
+            .filter_map(|a| Some((a.key()?.to_owned(), a.value()?.to_owned())))
+            .collect();
+        Ok(crate::doctor::balancer::GroupSettings {
+            protocol: text(one.and_then(|g| g.protocol()).map(|p| p.as_str())),
+            health_check_protocol: text(one.and_then(|g| g.health_check_protocol()).map(|p| p.as_str())),
+            health_check_port: text(one.and_then(|g| g.health_check_port())),
+            attributes,
+            group,
+        })
+    }
+}

@@ -140,11 +140,12 @@ pub enum Command {
     #[cfg(feature = "admin")]
     /// Say what a set-up lacks, read-only, each finding with what to do:
     /// the secret, hostkeyctl's SSM documents, the setup document, the
-    /// targets and their cluster, each node's SSM registration, and on each
-    /// node (the read-only check document) hostkeyctl's release and whether
-    /// it serves the set.
+    /// targets and their cluster, each node's SSM registration, the load
+    /// balancer's target group, and on each node (the read-only check
+    /// document) hostkeyctl's release, whether it serves the set, and
+    /// whether the metadata service answers only root.
     #[command(
-        after_help = "Examples:\n  hostkeyctl doctor --secret-id hostkeys/my-cluster --target tag:Role=login \\\n    --target tag:Cluster=my-cluster\n  hostkeyctl doctor --secret-id hostkeys/my-cluster --target i-0123456789abcdef0 --output json"
+        after_help = "Examples:\n  hostkeyctl doctor --secret-id hostkeys/my-cluster --target tag:Role=login \\\n    --target tag:Cluster=my-cluster --target-group lb:my-cluster-login\n  hostkeyctl doctor --secret-id hostkeys/my-cluster --target i-0123456789abcdef0 --output json"
     )]
     Doctor(DoctorArgs),
     #[cfg(feature = "admin")]

@@ -53,4 +53,12 @@ pub struct DoctorArgs {
     /// Targets may reach instances outside the secret's cluster.
     #[arg(long)]
     pub allow_other_clusters: bool,
+    /// The target group users reach the nodes through: tg:ARN, or
+    /// lb:NAME_OR_ARN (the one its listener on --port forwards to).
+    /// Default: the lb: or tg: target, if the nodes are named by one.
+    #[arg(long, value_name = "tg:ARN|lb:NAME")]
+    pub target_group: Option<crate::admission::GroupSpec>,
+    /// The SSH port: the listener's, for lb:.
+    #[arg(long, default_value_t = 22, value_name = "PORT")]
+    pub port: u16,
 }

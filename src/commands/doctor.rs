@@ -28,6 +28,7 @@ pub async fn run(args: &DoctorArgs, global: &GlobalArgs, output: OutputFormat) -
         fleet: &fleet,
         dispatcher: &dispatcher,
         managed: &dispatcher,
+        balancers: &crate::aws::elb::AwsTargetGroups::new(&config),
     };
     let diagnosis = doctor
         .diagnose(&DoctorRequest {
@@ -35,6 +36,8 @@ pub async fn run(args: &DoctorArgs, global: &GlobalArgs, output: OutputFormat) -
             targets: &args.targets,
             node_command: &args.node_command,
             allow_other_clusters: args.allow_other_clusters,
+            target_group: args.target_group.as_ref(),
+            port: args.port,
         })
         .await;
     match output {

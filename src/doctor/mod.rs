@@ -10,6 +10,7 @@
 //! Nothing is written anywhere: the only command sent is the check
 //! document, which reads no secret and changes nothing.
 
+pub mod balancer;
 mod nodes;
 mod text;
 
@@ -46,7 +47,7 @@ pub enum Level {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Finding {
     /// What was checked: `secret`, `document`, `setup`, `targets`, `ssm`,
-    /// `node`.
+    /// `balancer`, `node`, `imds`.
     pub check: &'static str,
     /// Of what: a document's name, an instance id, the secret.
     pub subject: String,
@@ -84,6 +85,14 @@ impl Finding {
             message: message.into(),
             fix: Some(fix.into()),
         }
+    }
+}
+
+/// A node as findings name it: its id, and its Name tag.
+fn subject_of(instance: &Instance) -> String {
+    match &instance.name {
+        Some(name) => format!("{} ({})", instance.instance_id, escape(name)),
+        None => instance.instance_id.clone(),
     }
 }
 
@@ -147,10 +156,14 @@ pub struct DoctorRequest<'a> {
     pub node_command: &'a Program,
     /// `--allow-other-clusters`.
     pub allow_other_clusters: bool,
+    /// `--target-group`: the load balancer's target group.
+    pub target_group: Option<&'a crate::admission::GroupSpec>,
+    /// The SSH port (the listener's, for `lb:`).
+    pub port: u16,
 }
 
 /// The outside systems doctor reads.
-pub struct Doctor<'a, S, F, D, M> {
+pub struct Doctor<'a, S, F, D, M, B> {
     /// The secret store.
     pub store: &'a S,
     /// Where the nodes are found.
@@ -159,9 +172,11 @@ pub struct Doctor<'a, S, F, D, M> {
     pub dispatcher: &'a D,
     /// SSM's registrations.
     pub managed: &'a M,
+    /// The load balancer's target groups.
+    pub balancers: &'a B,
 }
 
-impl<S: SecretStore, F: Fleet, D: Dispatcher, M: ManagedInstances> Doctor<'_, S, F, D, M> {
+impl<S: SecretStore, F: Fleet, D: Dispatcher, M: ManagedInstances, B: balancer::Balancers> Doctor<'_, S, F, D, M, B> {
     /// Every check, in order; an AWS error on one check is that check's
     /// finding, never the end of the others.
     pub async fn diagnose(&self, req: &DoctorRequest<'_>) -> Diagnosis {
@@ -179,6 +194,9 @@ impl<S: SecretStore, F: Fleet, D: Dispatcher, M: ManagedInstances> Doctor<'_, S,
         self.setup(&mut findings).await;
         let instances = self.targets(req, &mut findings).await;
         let online = self.registered(&instances, &mut findings).await;
+        if let Some(spec) = balancer::group_of(req.target_group, req.targets) {
+            self.balancer(&spec, req.port, &instances, &mut findings).await;
+        }
         match (check_document, expected) {
             (Some(document), Some(fps)) if !online.is_empty() => {
                 self.nodes(&document, &fps, &online, &mut findings).await;
@@ -359,6 +377,26 @@ impl<S: SecretStore, F: Fleet, D: Dispatcher, M: ManagedInstances> Doctor<'_, S,
                 name,
                 escape(&e.to_string()),
                 "`hostkeyctl ssm-document deploy-setup` from the builds you uploaded",
+            )),
+        }
+    }
+
+    /// The target group users reach the nodes through.
+    async fn balancer(
+        &self,
+        spec: &crate::admission::GroupSpec,
+        port: u16,
+        nodes: &[Instance],
+        out: &mut Vec<Finding>,
+    ) {
+        match self.balancers.settings(spec, port).await {
+            Ok(settings) => out.extend(balancer::judge(&settings, nodes, port)),
+            Err(e) => out.push(Finding::bad(
+                "balancer",
+                Level::Fail,
+                spec.to_string(),
+                escape(&e.to_string()),
+                "check --target-group and the admin policy's elasticloadbalancing:Describe* (iam/admin.json)",
             )),
         }
     }

@@ -4,15 +4,18 @@
 
 use std::time::Duration;
 
-use super::{Doctor, DoctorRequest, Finding, Level, ManagedInstances};
+use super::{Doctor, DoctorRequest, Finding, Level, ManagedInstances, subject_of};
 use crate::discovery::{Fleet, Instance};
 use crate::dispatch::{CommandSpec, Dispatcher, Invocation};
 use crate::escape::escape;
+use crate::imds_guard::Access;
 use crate::install::InstallReport;
 use crate::ssm_document::check_parameters;
 use crate::store::SecretStore;
 
-impl<S: SecretStore, F: Fleet, D: Dispatcher, M: ManagedInstances> Doctor<'_, S, F, D, M> {
+impl<S: SecretStore, F: Fleet, D: Dispatcher, M: ManagedInstances, B: super::balancer::Balancers>
+    Doctor<'_, S, F, D, M, B>
+{
     /// A HyperPod instance group: SSM Run Command does not reach its
     /// nodes, which get hostkeyctl and the keys from the lifecycle step
     /// (and `sessions`): its nodes found, in the secret's cluster.
@@ -193,15 +196,10 @@ impl<S: SecretStore, F: Fleet, D: Dispatcher, M: ManagedInstances> Doctor<'_, S,
             }
         }
         for instance in online {
-            out.push(node_finding(instance, states.get(&instance.instance_id)));
+            let inv = states.get(&instance.instance_id);
+            out.push(node_finding(instance, inv));
+            out.extend(imds_finding(instance, inv));
         }
-    }
-}
-
-pub(super) fn subject_of(instance: &Instance) -> String {
-    match &instance.name {
-        Some(name) => format!("{} ({})", instance.instance_id, escape(name)),
-        None => instance.instance_id.clone(),
     }
 }
 
@@ -272,9 +270,34 @@ fn node_finding(instance: &Instance, inv: Option<&Invocation>) -> Finding {
     }
 }
 
+/// Who reaches the node's metadata service, as its check reported it
+/// (nothing from a release before the report said).
+fn imds_finding(instance: &Instance, inv: Option<&Invocation>) -> Option<Finding> {
+    let access = InstallReport::from_output(&inv?.stdout).ok()?.imds?;
+    let subject = subject_of(instance);
+    let guard = "`hostkeyctl imds-guard` on it, and for every boot `hostkeyctl-imds-guard.service` from contrib/systemd, enabled (docs/security.md, \"Login users and the metadata service\")";
+    Some(match access {
+        Access::RootOnly => Finding::ok("imds", subject, "the metadata service answers root alone"),
+        Access::Open => Finding::bad(
+            "imds",
+            Level::Warn,
+            subject,
+            "the metadata service answers every user: any login user can read the key set with the node's role",
+            format!("{guard}; leave it open only where login users need the role (HOSTKEYCTL_IMDS=open)"),
+        ),
+        Access::Unknown => Finding::bad(
+            "imds",
+            Level::Warn,
+            subject,
+            "cannot tell who reaches the metadata service: iptables is missing or cannot be read",
+            format!("install iptables, then {guard}"),
+        ),
+    })
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{Level, node_finding};
+    use super::{Level, imds_finding, node_finding};
     use crate::discovery::Instance;
     use crate::dispatch::Invocation;
 
@@ -327,5 +350,20 @@ mod tests {
             (Level::Fail, "hostkeyctl is not installed on it")
         );
         assert_eq!(node_finding(&instance(), None).level, Level::Fail);
+    }
+
+    #[test]
+    fn a_node_whose_metadata_service_answers_every_user_is_a_warning() {
+        let report = |imds: &str| format!(r#"{{"schema":"hostkeyctl-install/v1","result":"unchanged"{imds}}}"#);
+        let level = |imds: &str| imds_finding(&instance(), Some(&inv(0, &report(imds), ""))).map(|f| f.level);
+        assert_eq!(level(r#","imds":"root_only""#), Some(Level::Ok));
+        assert_eq!(level(r#","imds":"open""#), Some(Level::Warn));
+        assert_eq!(level(r#","imds":"unknown""#), Some(Level::Warn));
+        // A later release's word is not known here: a warning, never a
+        // report that cannot be read.
+        assert_eq!(level(r#","imds":"nft_only""#), Some(Level::Warn));
+        // A release before the field says nothing of it.
+        assert_eq!(level(""), None);
+        assert_eq!(imds_finding(&instance(), None), None);
     }
 }

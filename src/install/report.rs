@@ -170,6 +170,10 @@ pub struct InstallReport {
     /// With `--check`: what each key type looks like on disk and served.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checks: Vec<CheckRow>,
+    /// With `--check` as root: whether the instance metadata service is
+    /// kept to root (`imds-guard --check`; `doctor` reports open nodes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imds: Option<crate::imds_guard::Access>,
     /// The error, when it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -198,6 +202,7 @@ impl Default for InstallReport {
             verified: false,
             backup: None,
             checks: Vec::new(),
+            imds: None,
             error: None,
             rollback_error: None,
         }

@@ -204,15 +204,20 @@ class Agent:
         """aws:runShellScript: the lines as one bash script. On a bare
         node (``bare_nodes``) it runs in a mount namespace of its own where
         /usr/local/bin is that node's (``ROOT/usr/local/bin``, empty until
-        something installs there), as each instance has its own disk."""
+        something installs there), as each instance has its own disk, and
+        /usr/local/sbin holds its netfilter tools."""
         # The agent writes the lines to _script.sh and runs it with sh
         # (amazon-ssm-agent, runshellscript.go): dash on Debian and Ubuntu,
         # so a bashism fails here as it would there.
         script = "\n".join(step.inputs.get("runCommand", [])) + "\n"
         argv = ["sh", "-c", script]
         if self.bare_nodes and node is not None:
+            # /usr/local/sbin too: the node's netfilter tools (the bed's
+            # stand-ins, parts/host.py), so its rules are never the host's.
             local_bin = os.path.join(node.workdir, "usr", "local", "bin")
+            local_sbin = os.path.join(node.workdir, "usr", "local", "sbin")
             os.makedirs(local_bin, exist_ok=True)
+            os.makedirs(local_sbin, exist_ok=True)
             argv = [
                 "unshare",
                 "--mount",
@@ -221,8 +226,9 @@ class Agent:
                 "--",
                 "sh",
                 "-c",
-                'mount --bind -- "$0" /usr/local/bin && exec sh -c "$1"',
+                'mount --bind -- "$0" /usr/local/bin && mount --bind -- "$1" /usr/local/sbin && exec sh -c "$2"',
                 local_bin,
+                local_sbin,
                 script,
             ]
         try:

@@ -64,6 +64,7 @@ def _patch_moto() -> None:
         return FakeHealthStatus(target["Id"], port, self.health_check_port, state, reason, description)
 
     FakeTargetGroup.health_for = health_for  # type: ignore[method-assign]
+    _patch_network_target_groups()
 
     def node_arn(self: ClusterNode) -> str:
         cluster = f"arn:aws:sagemaker:{self.region_name}:{self.account_id}:cluster/{self.cluster_name}"
@@ -163,3 +164,46 @@ def _patch_secret_versions() -> None:
         return json.dumps(answer)
 
     SecretsManagerBackend.list_secret_version_ids = list_secret_version_ids  # type: ignore[method-assign]
+
+
+def _patch_network_target_groups() -> None:
+    """The attributes of a Network Load Balancer's target group that moto
+    5.2.1 leaves out, with their defaults, and the change ELB refuses
+    (Elastic Load Balancing API Reference, TargetGroupAttribute):
+
+    - ``preserve_client_ip.enabled``: "The default is disabled if the target
+      group type is IP address and the target group protocol is TCP or TLS.
+      Otherwise, the default is enabled. Client IP preservation can't be
+      disabled for UDP and TCP_UDP target groups."
+    - ``proxy_protocol_v2.enabled``: false by default (Network Load
+      Balancers only).
+    """
+    from moto.elbv2.exceptions import InvalidConfigurationRequest
+    from moto.elbv2.models import ELBv2Backend, FakeTargetGroup
+
+    network = ("TCP", "TLS", "UDP", "TCP_UDP")
+    real_init = FakeTargetGroup.__init__
+
+    def init(self: FakeTargetGroup, *args: object, **kwargs: object) -> None:
+        real_init(self, *args, **kwargs)  # type: ignore[arg-type]
+        if self.protocol in network:
+            off = self.target_type == "ip" and self.protocol in ("TCP", "TLS")
+            self.attributes["preserve_client_ip.enabled"] = "false" if off else "true"
+            self.attributes["proxy_protocol_v2.enabled"] = "false"
+
+    FakeTargetGroup.__init__ = init  # type: ignore[method-assign]
+    real_modify = ELBv2Backend.modify_target_group_attributes
+
+    def modify(self: ELBv2Backend, target_group_arn: str, attributes: dict[str, object]) -> None:
+        group = self.target_groups.get(target_group_arn)
+        if (
+            group is not None
+            and group.protocol in ("UDP", "TCP_UDP")
+            and str(attributes.get("preserve_client_ip.enabled", "true")).lower() == "false"
+        ):
+            raise InvalidConfigurationRequest(
+                "Client IP preservation cannot be disabled for UDP and TCP_UDP target groups"
+            )
+        real_modify(self, target_group_arn, attributes)
+
+    ELBv2Backend.modify_target_group_attributes = modify  # type: ignore[method-assign]

@@ -11,6 +11,7 @@ import shlex
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -112,3 +113,29 @@ def wait_banner(host: str, port: int, deadline: float) -> str:
             last = str(e)
         time.sleep(0.05)
     raise RuntimeError(f"no SSH banner from {host}:{port}: {last}")
+
+
+NETFILTER_TOOLS = ("iptables", "ip6tables", "iptables-restore", "ip6tables-restore")
+
+
+def node_netfilter(name: str) -> None:
+    """A network namespace for the bare nodes' netfilter (``ip netns add``):
+    a node's ``imds-guard`` and ``install --check`` change and read rules
+    there, never the test machine's own. One for all the nodes, as their
+    shared host would have it (tests/it/common/bed/netfilter.rs runs the
+    same tools in it)."""
+    subprocess.run(["ip", "netns", "add", name], check=True)
+
+
+def netfilter_standins(sbin: Path, name: str) -> None:
+    """Stand-ins for the netfilter tools in a node's ``/usr/local/sbin``
+    (first on systemd's PATH, and bound there for the node's SSM
+    commands: emulator/agent.py) that run the real ones in ``name``."""
+    sbin.mkdir(parents=True, exist_ok=True)
+    for tool in NETFILTER_TOOLS:
+        real = next((d / tool for d in (Path("/usr/sbin"), Path("/sbin")) if (d / tool).is_file()), None)
+        if real is None:
+            raise SystemExit(f"bed: {tool} is missing: run make deps")
+        path = sbin / tool
+        path.write_text(f'#!/bin/sh\nexec ip netns exec {name} {real} "$@"\n')
+        path.chmod(0o755)

@@ -70,6 +70,8 @@ class BedState(TypedDict, total=False):
     lb: Lb
     iam: bool
     nodes: list[dict[str, object]]
+    # --bare: the nodes' netfilter namespace (host.node_netfilter).
+    netns: str
 
 
 @dataclass

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, TextIO
 from . import aws, fleet, keys, lb, nodes, profiles
 from .aws import REGION
 from .context import Options
-from .host import allocate_net, die_with_parent, log, require, wait_banner
+from .host import allocate_net, die_with_parent, log, netfilter_standins, node_netfilter, require, wait_banner
 from .lb import HAPROXY
 from .nodes import SSHD
 from .state import BedState, Node
@@ -51,6 +51,7 @@ class Bed:
     launcher: fleet.Launcher
     lock_handle: TextIO
     profiles: list[Node]
+    netns: str
 
     def __init__(self, args: Options):
         self.args = args
@@ -99,6 +100,8 @@ class Bed:
     def node_env(self, node: Node) -> NodeEnv:
         from emulator import NodeEnv
 
+        if self.args.bare:
+            netfilter_standins(Path(node.root) / "usr" / "local" / "sbin", self.netns)
         return NodeEnv(node.instance_id, node.name, node.root, node.env)
 
     # ---------------------------------------------------- main-thread work
@@ -137,6 +140,10 @@ class Bed:
         Path("/run/sshd").mkdir(exist_ok=True)
         net, self.lock_handle = allocate_net(self.args.net)
         self.state.update({"dir": str(self.dir), "net": net, "region": REGION, "cluster": self.args.cluster})
+        if self.args.bare:
+            self.netns = f"hkbed-{os.getpid()}"
+            node_netfilter(self.netns)
+            self.state["netns"] = self.netns
         aws.start_emulator(self)
         self.state["endpoint"] = self.endpoint
         aws.create_roles(self)
@@ -199,6 +206,8 @@ class Bed:
             self.stop_child(name)
         if hasattr(self, "server"):
             self.server.shutdown()
+        if hasattr(self, "netns"):
+            subprocess.run(["ip", "netns", "delete", self.netns], check=False)
         try:
             (self.dir / "bed.pid").unlink()
         except FileNotFoundError:

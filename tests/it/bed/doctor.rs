@@ -88,20 +88,12 @@ async fn doctor_finds_each_planted_fault_and_then_nothing() {
             .contains("hostkeyctl push")
     );
 
-    // Pushed: nothing to do.
+    // Pushed: the keys are right; what is left is the nodes' metadata
+    // service and the target group.
     let mut push = vec!["push", "--secret-id", "hostkeys/hk"];
     push.extend(TARGETS);
     bed.run(&push).ok();
-    let (code, found) = doctor(&bed, "hostkeys/hk", &TARGETS);
-    assert_eq!(code, 0, "{found:#?}");
-    assert!(found.iter().all(|f| f["level"] == "ok"), "{found:#?}");
-    let table = bed
-        .cli("doctor")
-        .secret_id("hostkeys/hk")
-        .args(&TARGETS)
-        .args(&["--output", "table"])
-        .run();
-    assert!(table.ok().stdout.contains("Nothing to do"), "{}", table.stdout);
+    the_metadata_service_and_the_target_group(&bed).await;
 
     // Node 1 leaves SSM; a secret without a Cluster tag.
     bed.control("POST", "/_bed/ssm/unmanaged", &json!({"InstanceIds": [node1]}));
@@ -120,6 +112,90 @@ async fn doctor_finds_each_planted_fault_and_then_nothing() {
             .any(|f| f["level"] == "warn" && f["message"].as_str().unwrap().contains("no Cluster tag")),
         "{found:#?}"
     );
+}
+
+/// After the push: every user on the nodes reaches the metadata service
+/// (the nodes' own netfilter, bed.json's netns) until it is guarded; then
+/// nothing is left; then a target group made to break ssh.
+async fn the_metadata_service_and_the_target_group(bed: &TestBed) {
+    let (node0, node1) = (&bed.state.nodes[0].instance_id, &bed.state.nodes[1].instance_id);
+    let (code, found) = doctor(bed, "hostkeys/hk", &TARGETS);
+    assert_eq!(code, 0, "{found:#?}");
+    for id in [node0, node1] {
+        assert_eq!(level(&found, "imds", id), "warn", "{found:#?}");
+        assert_eq!(level(&found, "node", id), "ok", "{found:#?}");
+    }
+
+    // Guarded as the step guards a login node, the target group named:
+    // nothing to do.
+    guard_the_metadata_service(bed);
+    let group = bed.state.elb["instance"].target_group_arn.clone();
+    let group_arg = format!("tg:{group}");
+    let with_group = [&TARGETS[..], &["--target-group", &group_arg]].concat();
+    let (code, found) = doctor(bed, "hostkeys/hk", &with_group);
+    assert_eq!(code, 0, "{found:#?}");
+    assert!(found.iter().all(|f| f["level"] == "ok"), "{found:#?}");
+    assert_eq!(level(&found, "imds", node0), "ok");
+    assert!(about(&found, "balancer", "target group").len() >= 4, "{found:#?}");
+    let table = bed
+        .cli("doctor")
+        .secret_id("hostkeys/hk")
+        .args(&TARGETS)
+        .args(&["--output", "table"])
+        .run();
+    assert!(table.ok().stdout.contains("Nothing to do"), "{}", table.stdout);
+
+    // A target group that sends a PROXY header, checked over HTTP.
+    break_the_target_group(bed, &group).await;
+    let (code, found) = doctor(bed, "hostkeys/hk", &with_group);
+    assert_eq!(code, 1, "{found:#?}");
+    let bad: Vec<(&str, &str)> = about(&found, "balancer", "target group")
+        .iter()
+        .filter(|f| f["level"] != "ok")
+        .map(|f| (f["level"].as_str().unwrap(), f["message"].as_str().unwrap()))
+        .collect();
+    assert_eq!(bad.len(), 2, "{found:#?}");
+    assert!(
+        bad[0].0 == "fail" && bad[0].1.contains("proxy protocol v2 is on"),
+        "{bad:?}"
+    );
+    assert!(bad[1].0 == "warn" && bad[1].1.contains("asks HTTP"), "{bad:?}");
+}
+
+/// `hostkeyctl imds-guard` with the nodes' netfilter tools, as the
+/// lifecycle step runs it on a login node.
+fn guard_the_metadata_service(bed: &TestBed) {
+    let sbin = bed.state.nodes[0].root.join("usr/local/sbin");
+    let out = std::process::Command::new(crate::common::support::node_bin_dir().join("hostkeyctl"))
+        .arg("imds-guard")
+        .env("PATH", format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", sbin.display()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Proxy protocol v2 on and an HTTP health check, as an admin could set
+/// them.
+async fn break_the_target_group(bed: &TestBed, arn: &str) {
+    use aws_sdk_elasticloadbalancingv2::types::{ProtocolEnum, TargetGroupAttribute};
+    let elb = aws_sdk_elasticloadbalancingv2::Client::new(&bed.sdk_config(1).await);
+    elb.modify_target_group_attributes()
+        .target_group_arn(arn)
+        .attributes(
+            TargetGroupAttribute::builder()
+                .key("proxy_protocol_v2.enabled")
+                .value("true")
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    elb.modify_target_group()
+        .target_group_arn(arn)
+        .health_check_protocol(ProtocolEnum::Http)
+        .send()
+        .await
+        .unwrap();
 }
 
 /// The node builds in the bed's bucket, the setup document, `deliver`.

@@ -185,7 +185,10 @@ impl Desk {
         }
         std::os::unix::fs::symlink(bed.dir().join("s3"), dir.path().join("s3")).unwrap();
         let desk = Desk {
-            netfilter: NodeNetfilter::new(&dir.path().join("node-bin")),
+            netfilter: match &bed.state.netns {
+                Some(netns) => NodeNetfilter::of_bed(netns, &dir.path().join("node-bin")),
+                None => NodeNetfilter::new(&dir.path().join("node-bin")),
+            },
             dir,
         };
         let standin = Path::new(env!("CARGO_MANIFEST_DIR")).join("testbed/standin_aws.py");

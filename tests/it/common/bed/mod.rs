@@ -222,6 +222,10 @@ pub struct BedState {
     /// The HyperPod cluster, when there are nodes.
     #[serde(default)]
     pub hyperpod: Option<HyperPod>,
+    /// A bare bed's nodes' netfilter namespace (their SSM commands'
+    /// `iptables`).
+    #[serde(default)]
+    pub netns: Option<String>,
 }
 
 /// A running test bed.

@@ -10,9 +10,10 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// The namespace, removed on drop.
+/// The namespace, removed on drop when the test made it.
 pub struct NodeNetfilter {
     name: String,
+    owned: bool,
 }
 
 impl NodeNetfilter {
@@ -23,21 +24,19 @@ impl NodeNetfilter {
         let name = format!("hk-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::SeqCst));
         let made = Command::new("ip").args(["netns", "add", &name]).status().unwrap();
         assert!(made.success(), "ip netns add {name} failed");
-        for tool in ["iptables", "ip6tables", "iptables-restore", "ip6tables-restore"] {
-            let real = ["/usr/sbin", "/sbin"]
-                .iter()
-                .map(|d| Path::new(d).join(tool))
-                .find(|p| p.is_file())
-                .unwrap_or_else(|| panic!("{tool} is missing: run make deps"));
-            let path = bin.join(tool);
-            std::fs::write(
-                &path,
-                format!("#!/bin/sh\nexec ip netns exec {name} {} \"$@\"\n", real.display()),
-            )
-            .unwrap();
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        standins(bin, &name);
+        NodeNetfilter { name, owned: true }
+    }
+
+    /// A bare bed's nodes' namespace (`bed.json`'s `netns`, which their
+    /// SSM commands use), and stand-ins for it in `bin`: a step run from
+    /// `bin` and a check sent through SSM see the same rules.
+    pub fn of_bed(netns: &str, bin: &Path) -> Self {
+        standins(bin, netns);
+        NodeNetfilter {
+            name: netns.to_owned(),
+            owned: false,
         }
-        NodeNetfilter { name }
     }
 
     /// What uid `uid` gets from a metadata service at 169.254.169.254 in
@@ -82,6 +81,27 @@ setpriv --reuid={uid} --regid={uid} --clear-groups bash -c "$(declare -f get); g
 
 impl Drop for NodeNetfilter {
     fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "delete", &self.name]).status();
+        if self.owned {
+            let _ = Command::new("ip").args(["netns", "delete", &self.name]).status();
+        }
+    }
+}
+
+/// `iptables`, `ip6tables` and their `-restore` in `bin`, running the real
+/// tools in the namespace `name`.
+fn standins(bin: &Path, name: &str) {
+    for tool in ["iptables", "ip6tables", "iptables-restore", "ip6tables-restore"] {
+        let real = ["/usr/sbin", "/sbin"]
+            .iter()
+            .map(|d| Path::new(d).join(tool))
+            .find(|p| p.is_file())
+            .unwrap_or_else(|| panic!("{tool} is missing: run make deps"));
+        let path = bin.join(tool);
+        std::fs::write(
+            &path,
+            format!("#!/bin/sh\nexec ip netns exec {name} {} \"$@\"\n", real.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
 }

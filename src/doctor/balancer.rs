@@ -1,0 +1,329 @@
+//! The load balancer's target group, the way users reach the nodes: TCP
+//! through to sshd (never TLS, never a PROXY header), a health check that
+//! asks sshd's port, what client addresses sshd sees, and which nodes it
+//! sends users to (Elastic Load Balancing API Reference,
+//! `DescribeTargetGroups`, `DescribeTargetGroupAttributes`,
+//! `DescribeTargetHealth`).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+
+use super::{Finding, Level};
+use crate::admission::{Group, GroupSpec};
+use crate::discovery::{DiscoveryError, Instance, TargetSpec};
+use crate::escape::escape;
+
+/// A target group's settings and targets.
+#[derive(Clone, Debug)]
+pub struct GroupSettings {
+    /// The group and its targets with their health.
+    pub group: Group,
+    /// `TCP`, `TLS`, `UDP`, `TCP_UDP` (a Network Load Balancer's).
+    pub protocol: String,
+    /// The health check's protocol: `TCP`, `HTTP`, `HTTPS`.
+    pub health_check_protocol: String,
+    /// `traffic-port` or a port number.
+    pub health_check_port: String,
+    /// Its attributes (`preserve_client_ip.enabled`,
+    /// `proxy_protocol_v2.enabled`, ...).
+    pub attributes: BTreeMap<String, String>,
+}
+
+/// Reads a target group's settings.
+pub trait Balancers: Sync {
+    /// The target group `spec` names (for `lb:`, the one its listener on
+    /// `port` forwards to), with its settings and targets.
+    fn settings(
+        &self,
+        spec: &GroupSpec,
+        port: u16,
+    ) -> impl Future<Output = Result<GroupSettings, DiscoveryError>> + Send;
+}
+
+/// The target group to look at: `--target-group`, or the one `lb:`/`tg:`
+/// target the nodes were named by.
+pub fn group_of(given: Option<&GroupSpec>, targets: &[TargetSpec]) -> Option<GroupSpec> {
+    if let Some(spec) = given {
+        return Some(spec.clone());
+    }
+    let mut groups = targets.iter().filter_map(|t| match t {
+        TargetSpec::LoadBalancer(lb) => Some(GroupSpec::LoadBalancer(lb.clone())),
+        TargetSpec::TargetGroup(tg) => Some(GroupSpec::TargetGroup(tg.clone())),
+        _ => None,
+    });
+    match (groups.next(), groups.next()) {
+        (Some(one), None) => Some(one),
+        _ => None,
+    }
+}
+
+/// What the target group's settings and targets mean for users reaching
+/// `nodes` on `port` through it.
+pub fn judge(s: &GroupSettings, nodes: &[Instance], port: u16) -> Vec<Finding> {
+    let subject = format!("target group {}", escape(&s.group.name));
+    let arn = crate::shell::quote(&s.group.arn).unwrap_or_else(|_| s.group.arn.clone());
+    let modify = format!("aws elbv2 modify-target-group-attributes --target-group-arn {arn} --attributes");
+    let mut out = Vec::new();
+    out.push(match s.protocol.as_str() {
+        "TCP" | "TCP_UDP" => Finding::ok("balancer", subject.clone(), format!("forwards {} to sshd", s.protocol)),
+        other => Finding::bad(
+            "balancer",
+            Level::Fail,
+            subject.clone(),
+            format!(
+                "forwards {}: ssh needs the TCP stream as the client sent it",
+                escape(other)
+            ),
+            "create a TCP target group on the SSH port and point the listener at it (a group's protocol cannot change)",
+        ),
+    });
+    if s.attributes.get("proxy_protocol_v2.enabled").map(String::as_str) == Some("true") {
+        out.push(Finding::bad(
+            "balancer",
+            Level::Fail,
+            subject.clone(),
+            "proxy protocol v2 is on: sshd reads its header as the client's banner and drops every connection",
+            format!("{modify} Key=proxy_protocol_v2.enabled,Value=false"),
+        ));
+    }
+    out.push(health_check(s, &subject, port, &arn));
+    // Either choice is sound; each has a cost the admin should know.
+    let preserved = s.attributes.get("preserve_client_ip.enabled").map(String::as_str) == Some("true");
+    out.push(Finding::ok(
+        "balancer",
+        subject.clone(),
+        if preserved {
+            "client IP preservation on: sshd sees each client's address; a login node that connects through the balancer may be sent to itself and time out"
+        } else {
+            "client IP preservation off: sshd sees the balancer's addresses, so OpenSSH 9.8+ penalties are shared by every user unless exempted (docs/audit.md, \"PerSourcePenalties\")"
+        },
+    ));
+    out.extend(targets(s, &subject, nodes));
+    out
+}
+
+fn health_check(s: &GroupSettings, subject: &str, port: u16, arn: &str) -> Finding {
+    let fix = format!(
+        "aws elbv2 modify-target-group --target-group-arn {arn} --health-check-protocol TCP --health-check-port traffic-port"
+    );
+    let on_sshd = s.health_check_port == "traffic-port" || s.health_check_port == port.to_string();
+    match (s.health_check_protocol.as_str(), on_sshd) {
+        ("TCP", true) => Finding::ok(
+            "balancer",
+            subject,
+            "the health check opens a TCP connection to sshd's port",
+        ),
+        ("TCP", false) => Finding::bad(
+            "balancer",
+            Level::Warn,
+            subject,
+            format!(
+                "the health check asks port {}, not sshd's: a node whose sshd is down stays in service",
+                escape(&s.health_check_port)
+            ),
+            fix,
+        ),
+        (other, _) => Finding::bad(
+            "balancer",
+            Level::Warn,
+            subject,
+            format!(
+                "the health check asks {} on port {}: it says whether a web server answers, not sshd",
+                escape(other),
+                escape(&s.health_check_port)
+            ),
+            fix,
+        ),
+    }
+}
+
+/// Which nodes the group sends users to: every node, healthy, and no one
+/// else.
+fn targets(s: &GroupSettings, subject: &str, nodes: &[Instance]) -> Vec<Finding> {
+    let by_instance = s.group.by_instance();
+    let id_of = |n: &Instance| {
+        if by_instance {
+            Some(n.instance_id.clone())
+        } else {
+            n.private_ip.clone()
+        }
+    };
+    let ids: Vec<String> = nodes.iter().filter_map(id_of).collect();
+    let mut out = Vec::new();
+    let mut strangers = Vec::new();
+    for t in &s.group.targets {
+        if !ids.contains(&t.id) {
+            strangers.push(escape(&t.id));
+        } else if !matches!(t.health.state.as_str(), "healthy" | "initial" | "draining") {
+            out.push(Finding::bad(
+                "balancer",
+                Level::Warn,
+                escape(&t.id),
+                format!(
+                    "{} reports it {}{}",
+                    subject,
+                    escape(&t.health.state),
+                    t.health
+                        .reason
+                        .as_deref()
+                        .map(|r| format!(" ({})", escape(r)))
+                        .unwrap_or_default()
+                ),
+                "is its sshd up, and does its security group admit the balancer's health checks?",
+            ));
+        }
+    }
+    if !strangers.is_empty() {
+        out.push(Finding::bad(
+            "balancer",
+            Level::Fail,
+            subject,
+            format!(
+                "sends users to {} that no --target names: they may serve other host keys",
+                strangers.join(", ")
+            ),
+            "`hostkeyctl admit` keeps the group to the cluster's nodes (docs/admission.md), or widen --target",
+        ));
+    }
+    let registered: Vec<&str> = s.group.targets.iter().map(|t| t.id.as_str()).collect();
+    for node in nodes {
+        if id_of(node).is_none_or(|id| !registered.contains(&id.as_str())) {
+            out.push(Finding::bad(
+                "balancer",
+                Level::Warn,
+                super::subject_of(node),
+                format!("not registered in {subject}: users never reach it"),
+                "`hostkeyctl admit` registers the nodes that serve the set (docs/admission.md)",
+            ));
+        }
+    }
+    if out.is_empty() {
+        out.push(Finding::ok(
+            "balancer",
+            subject,
+            format!("sends users to the {} node(s), and to no one else", nodes.len()),
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::discovery::{GroupTarget, Health};
+
+    fn node(n: u8) -> Instance {
+        Instance {
+            instance_id: format!("i-000000000000000{n}"),
+            private_ip: Some(format!("10.0.0.{n}")),
+            name: None,
+            clusters: Vec::new(),
+        }
+    }
+
+    fn settings(targets: &[(&str, &str)]) -> GroupSettings {
+        GroupSettings {
+            group: Group {
+                arn: "arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/login/0123456789abcdef"
+                    .to_owned(),
+                name: "login".to_owned(),
+                target_type: "instance".to_owned(),
+                targets: targets
+                    .iter()
+                    .map(|(id, state)| GroupTarget {
+                        id: (*id).to_owned(),
+                        is_instance: true,
+                        port: Some(22),
+                        health: Health {
+                            source: "target group login".to_owned(),
+                            state: (*state).to_owned(),
+                            reason: None,
+                        },
+                    })
+                    .collect(),
+            },
+            protocol: "TCP".to_owned(),
+            health_check_protocol: "TCP".to_owned(),
+            health_check_port: "traffic-port".to_owned(),
+            attributes: BTreeMap::from([("preserve_client_ip.enabled".to_owned(), "true".to_owned())]),
+        }
+    }
+
+    fn levels(findings: &[Finding]) -> Vec<Level> {
+        findings.iter().map(|f| f.level).collect()
+    }
+
+    #[test]
+    fn a_tcp_group_of_every_healthy_node_is_ok() {
+        let s = settings(&[("i-0000000000000001", "healthy"), ("i-0000000000000002", "healthy")]);
+        let f = judge(&s, &[node(1), node(2)], 22);
+        assert!(f.iter().all(|f| f.level == Level::Ok), "{f:#?}");
+    }
+
+    #[test]
+    fn tls_a_proxy_header_and_a_stranger_fail_an_http_check_and_a_missing_node_warn() {
+        let mut s = settings(&[("i-0000000000000001", "healthy"), ("i-0000000000000009", "healthy")]);
+        s.protocol = "TLS".to_owned();
+        s.health_check_protocol = "HTTP".to_owned();
+        s.attributes
+            .insert("proxy_protocol_v2.enabled".to_owned(), "true".to_owned());
+        let f = judge(&s, &[node(1), node(2)], 22);
+        let bad: Vec<(Level, &str)> = f
+            .iter()
+            .filter(|f| f.level != Level::Ok)
+            .map(|f| (f.level, f.message.as_str()))
+            .collect();
+        assert_eq!(bad.len(), 5, "{bad:#?}");
+        assert!(bad[0].1.contains("forwards TLS") && bad[0].0 == Level::Fail);
+        assert!(bad[1].1.contains("proxy protocol") && bad[1].0 == Level::Fail);
+        assert!(bad[2].1.contains("asks HTTP") && bad[2].0 == Level::Warn);
+        assert!(bad[3].1.contains("i-0000000000000009") && bad[3].0 == Level::Fail);
+        assert!(bad[4].1.contains("never reach it") && bad[4].0 == Level::Warn);
+        assert!(
+            f[1].fix
+                .as_deref()
+                .unwrap()
+                .contains("Key=proxy_protocol_v2.enabled,Value=false")
+        );
+    }
+
+    #[test]
+    fn an_unhealthy_node_and_a_check_on_another_port_warn() {
+        let mut s = settings(&[("i-0000000000000001", "unhealthy")]);
+        s.health_check_port = "8080".to_owned();
+        let f = judge(&s, &[node(1)], 22);
+        assert_eq!(levels(&f), [Level::Ok, Level::Warn, Level::Ok, Level::Warn], "{f:#?}");
+        s.health_check_port = "22".to_owned();
+        s.group.targets[0].health.state = "healthy".to_owned();
+        assert!(levels(&judge(&s, &[node(1)], 22)).iter().all(|l| *l == Level::Ok));
+    }
+
+    #[test]
+    fn an_ip_group_is_matched_by_address() {
+        let mut s = settings(&[("10.0.0.1", "healthy")]);
+        s.group.target_type = "ip".to_owned();
+        s.attributes.clear();
+        let f = judge(&s, &[node(1)], 22);
+        assert!(f.iter().all(|f| f.level == Level::Ok), "{f:#?}");
+        assert!(f.iter().any(|f| f.message.contains("preservation off")));
+    }
+
+    #[test]
+    fn the_group_is_the_one_given_or_the_one_lb_or_tg_target() {
+        let tg = GroupSpec::TargetGroup("arn:tg".to_owned());
+        assert_eq!(group_of(Some(&tg), &[]), Some(tg.clone()));
+        let lb = TargetSpec::LoadBalancer("login".to_owned());
+        assert_eq!(
+            group_of(None, std::slice::from_ref(&lb)),
+            Some(GroupSpec::LoadBalancer("login".to_owned()))
+        );
+        assert_eq!(
+            group_of(None, &[lb, TargetSpec::TargetGroup("arn:tg".to_owned())]),
+            None
+        );
+        assert_eq!(
+            group_of(None, &[TargetSpec::InstanceId("i-0123456789abcdef0".to_owned())]),
+            None
+        );
+    }
+}
