@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make dist: what ships, in dist/ (docs/install.md, "Distribution"):
+# make dist: what ships, in dist/ (docs/install.md, "Builds and packages"):
 #   hostkeyctl-x86_64, hostkeyctl-aarch64   the node build (install only),
 #                                            for glibc 2.17 and later
 #   hostkeyctl-admin-x86_64                 the admin build (every command)

@@ -61,4 +61,9 @@ pub struct DoctorArgs {
     /// The SSH port: the listener's, for lb:.
     #[arg(long, default_value_t = 22, value_name = "PORT")]
     pub port: u16,
+    /// hostkeyctl's CloudFormation stack: its admission and enrolment
+    /// functions (hostkeyctl-admission-STACK, hostkeyctl-enrolment-STACK)
+    /// must name this secret. The rotation function is found without it.
+    #[arg(long, value_name = "NAME")]
+    pub stack: Option<String>,
 }

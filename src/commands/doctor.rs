@@ -29,6 +29,7 @@ pub async fn run(args: &DoctorArgs, global: &GlobalArgs, output: OutputFormat) -
         dispatcher: &dispatcher,
         managed: &dispatcher,
         balancers: &crate::aws::elb::AwsTargetGroups::new(&config),
+        functions: &crate::aws::lambda::LambdaFunctions::new(&config),
     };
     let diagnosis = doctor
         .diagnose(&DoctorRequest {
@@ -38,6 +39,7 @@ pub async fn run(args: &DoctorArgs, global: &GlobalArgs, output: OutputFormat) -
             allow_other_clusters: args.allow_other_clusters,
             target_group: args.target_group.as_ref(),
             port: args.port,
+            stack: args.stack.as_deref(),
         })
         .await;
     match output {

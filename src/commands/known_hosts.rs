@@ -75,7 +75,7 @@ async fn revocation(
     let retired = crate::revocation::retired(store, secret_id, now).await?;
     let summary = crate::revocation::summary(&retired);
     // Recorded before anything is written: `rotate --rollback` then knows
-    // which keys clients may refuse (docs/certificates.md, "Revoking").
+    // which keys clients may refuse (docs/certificates.md, "Revocation").
     crate::revocation::record(store, secret_id, &retired).await.map_err(|e| {
         let status = crate::exit::ExitStatus::status(&e);
         Failure::with_status(

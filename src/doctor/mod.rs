@@ -11,6 +11,7 @@
 //! document, which reads no secret and changes nothing.
 
 pub mod balancer;
+pub mod functions;
 mod nodes;
 mod text;
 
@@ -24,6 +25,7 @@ use crate::discovery::{Fleet, Instance, TargetSpec};
 use crate::dispatch::Dispatcher;
 use crate::escape::escape;
 use crate::ids::{Program, SecretId};
+use crate::rotation::function::FunctionConfig;
 use crate::ssm_document::{Kind, ResolveError, Trust, resolve};
 use crate::store::SecretStore;
 
@@ -160,10 +162,12 @@ pub struct DoctorRequest<'a> {
     pub target_group: Option<&'a crate::admission::GroupSpec>,
     /// The SSH port (the listener's, for `lb:`).
     pub port: u16,
+    /// `--stack`: whose admission and enrolment functions to read.
+    pub stack: Option<&'a str>,
 }
 
 /// The outside systems doctor reads.
-pub struct Doctor<'a, S, F, D, M, B> {
+pub struct Doctor<'a, S, F, D, M, B, L> {
     /// The secret store.
     pub store: &'a S,
     /// Where the nodes are found.
@@ -174,14 +178,25 @@ pub struct Doctor<'a, S, F, D, M, B> {
     pub managed: &'a M,
     /// The load balancer's target groups.
     pub balancers: &'a B,
+    /// The functions' configuration.
+    pub functions: &'a L,
 }
 
-impl<S: SecretStore, F: Fleet, D: Dispatcher, M: ManagedInstances, B: balancer::Balancers> Doctor<'_, S, F, D, M, B> {
+impl<S, F, D, M, B, L> Doctor<'_, S, F, D, M, B, L>
+where
+    S: SecretStore,
+    F: Fleet,
+    D: Dispatcher,
+    M: ManagedInstances,
+    B: balancer::Balancers,
+    L: FunctionConfig,
+{
     /// Every check, in order; an AWS error on one check is that check's
     /// finding, never the end of the others.
     pub async fn diagnose(&self, req: &DoctorRequest<'_>) -> Diagnosis {
         let mut findings = Vec::new();
         let expected = self.secret(req, &mut findings).await;
+        self.unattended(req, &mut findings).await;
         if req.targets.iter().any(|t| matches!(t, TargetSpec::HyperPod { .. })) {
             self.hyperpod(req, &mut findings).await;
             return Diagnosis {
@@ -378,6 +393,52 @@ impl<S: SecretStore, F: Fleet, D: Dispatcher, M: ManagedInstances, B: balancer::
                 escape(&e.to_string()),
                 "`hostkeyctl ssm-document deploy-setup` from the builds you uploaded",
             )),
+        }
+    }
+
+    /// The rotation function the secret's schedule calls, and with
+    /// `--stack`, the stack's admission and enrolment functions.
+    async fn unattended(&self, req: &DoctorRequest<'_>, out: &mut Vec<Finding>) {
+        let Ok(info) = self.store.describe(req.secret).await else {
+            return; // the secret's finding says why
+        };
+        match info.rotation.lambda_arn.as_deref().filter(|_| info.rotation.enabled) {
+            None => out.push(Finding::ok(
+                "function",
+                "rotation",
+                "not rotated on a schedule (`hostkeyctl schedule enable`, docs/rotation.md)",
+            )),
+            Some(function) => {
+                let (finding, targets) =
+                    functions::rotation(&info, function, self.functions.environment(function).await);
+                let scoped = if finding.level == Level::Ok && !targets.iter().any(TargetSpec::is_source) {
+                    match self.fleet.discover(&targets).await {
+                        Ok(found) => crate::discovery::scope::check(&info.tags, &targets, &found, false)
+                            .err()
+                            .map(|e| escape(&e.to_string())),
+                        Err(e) => Some(escape(&e.to_string())),
+                    }
+                } else {
+                    None
+                };
+                match scoped {
+                    Some(why) => out.push(Finding::bad(
+                        "function",
+                        Level::Fail,
+                        finding.subject,
+                        format!("its rotate --target: {why}"),
+                        "name the secret's cluster in HOSTKEYCTL_ROTATE_ARGS's --target (the stack's RotationArgs)",
+                    )),
+                    None => out.push(finding),
+                }
+            }
+        }
+        if let Some(stack) = req.stack {
+            for kind in ["admission", "enrolment"] {
+                let function = format!("hostkeyctl-{kind}-{stack}");
+                let env = self.functions.environment(&function).await;
+                out.push(functions::stack_function(&info, kind, &function, env));
+            }
         }
     }
 

@@ -13,8 +13,14 @@ use crate::install::InstallReport;
 use crate::ssm_document::check_parameters;
 use crate::store::SecretStore;
 
-impl<S: SecretStore, F: Fleet, D: Dispatcher, M: ManagedInstances, B: super::balancer::Balancers>
-    Doctor<'_, S, F, D, M, B>
+impl<S, F, D, M, B, L> Doctor<'_, S, F, D, M, B, L>
+where
+    S: SecretStore,
+    F: Fleet,
+    D: Dispatcher,
+    M: ManagedInstances,
+    B: super::balancer::Balancers,
+    L: crate::rotation::function::FunctionConfig,
 {
     /// A HyperPod instance group: SSM Run Command does not reach its
     /// nodes, which get hostkeyctl and the keys from the lifecycle step

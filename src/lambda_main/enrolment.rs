@@ -31,7 +31,7 @@ pub const KIND_VAR: &str = "HOSTKEYCTL_ENROL_CLUSTER_KIND";
 pub const CA_VAR: &str = "HOSTKEYCTL_ENROL_CA_SECRET_ID";
 /// The bindings' DynamoDB table.
 pub const TABLE_VAR: &str = "HOSTKEYCTL_ENROL_TABLE";
-/// Certificate validity in hours (default 24).
+/// Certificate validity in hours (default 48).
 pub const VALIDITY_VAR: &str = "HOSTKEYCTL_ENROL_VALIDITY_HOURS";
 /// How long after an instance's start its first enrolment is accepted,
 /// in hours (default 1). Raised for a while to enrol nodes that were

@@ -95,6 +95,34 @@ async fn doctor_finds_each_planted_fault_and_then_nothing() {
     bed.run(&push).ok();
     the_metadata_service_and_the_target_group(&bed).await;
 
+    // A stack whose admission function admits against another secret,
+    // and no enrolment function.
+    let arn = format!(
+        "arn:aws:lambda:{}:123456789012:function:hostkeyctl-admission-s",
+        bed.state.region
+    );
+    let admit = json!([
+        "--secret-id",
+        "hostkeys/other",
+        "--target",
+        "tag:Cluster=hp",
+        "--target-group",
+        "lb:x"
+    ]);
+    bed.control(
+        "POST",
+        "/_bed/lambda/register",
+        &json!({"arn": arn, "bootstrap": "/nonexistent/never-invoked", "variables": {"HOSTKEYCTL_ADMIT_ARGS": admit.to_string()}}),
+    );
+    let with_stack = [&TARGETS[..], &["--stack", "s"]].concat();
+    let (code, found) = doctor(&bed, "hostkeys/hk", &with_stack);
+    assert_eq!(code, 0, "{found:#?}");
+    let admission = about(&found, "function", "function hostkeyctl-admission-s");
+    assert!(admission.len() == 1 && admission[0]["level"] == "warn", "{found:#?}");
+    assert!(admission[0]["message"].as_str().unwrap().contains("hostkeys/other"));
+    assert_eq!(level(&found, "function", "function hostkeyctl-enrolment-s"), "ok");
+    assert_eq!(level(&found, "function", "rotation"), "ok");
+
     // Node 1 leaves SSM; a secret without a Cluster tag.
     bed.control("POST", "/_bed/ssm/unmanaged", &json!({"InstanceIds": [node1]}));
     let (code, found) = doctor(&bed, "hostkeys/hk", &TARGETS);

@@ -429,6 +429,10 @@ fn three_rotations(pull: bool) {
     }
     forged_events(&bed, &arn);
     function_role_never_refused(&bed, !pull);
+    if !pull {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        runtime.block_on(doctor_reads_the_function(&bed, &arn));
+    }
     // Security Hub's reading: SecretsManager.1 and .4.
     let status = bed.cli("status").json().secret().run().json();
     assert_eq!(status["schedule"]["enabled"], true, "{status}");
@@ -436,6 +440,58 @@ fn three_rotations(pull: bool) {
     if pull {
         on_demand_then_off(&bed, n);
     }
+}
+
+/// `doctor` finds the function the schedule calls pinned to this secret,
+/// then, repinned to another by someone allowed to, failing every
+/// rotation; put back as it was.
+async fn doctor_reads_the_function(bed: &TestBed, arn: &str) {
+    let function = || {
+        let run = bed.cli("doctor").json().secret().targets().run();
+        let report = run.json();
+        let found: Vec<Value> = report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["check"] == "function")
+            .cloned()
+            .collect();
+        assert_eq!(found.len(), 1, "{report:#}");
+        found[0].clone()
+    };
+    let ok = function();
+    assert_eq!(ok["level"], "ok", "{ok}");
+    assert!(ok["message"].as_str().unwrap().contains("rotates this secret"), "{ok}");
+    let lambda = aws_sdk_lambda::Client::new(&bed.sdk_config(1).await);
+    let before = lambda
+        .get_function_configuration()
+        .function_name(arn)
+        .send()
+        .await
+        .unwrap();
+    let mut variables = before.environment().unwrap().variables().unwrap().clone();
+    let pinned = variables.insert(
+        "HOSTKEYCTL_SECRET_ARN".to_owned(),
+        "arn:aws:secretsmanager:us-east-1:123456789012:secret:hostkeys/other-AbCdEf".to_owned(),
+    );
+    let set = |variables: std::collections::HashMap<String, String>| {
+        lambda
+            .update_function_configuration()
+            .function_name(arn)
+            .environment(
+                aws_sdk_lambda::types::Environment::builder()
+                    .set_variables(Some(variables))
+                    .build(),
+            )
+            .send()
+    };
+    set(variables.clone()).await.unwrap();
+    let bad = function();
+    assert_eq!(bad["level"], "fail", "{bad}");
+    assert!(bad["message"].as_str().unwrap().contains("hostkeys/other"), "{bad}");
+    assert!(bad["fix"].as_str().unwrap().contains("schedule enable"), "{bad}");
+    variables.insert("HOSTKEYCTL_SECRET_ARN".to_owned(), pinned.unwrap());
+    set(variables).await.unwrap();
 }
 
 /// The push fleet's stack made the schedule before anyone ran `schedule

@@ -1,7 +1,8 @@
 //! The user pages (README.md, docs/, the quick starts) are for admins:
 //! no test-bed or emulator talk (it belongs in CONTRIBUTING.md, testbed/
-//! and docs/design-notes.md), and cluster trust and admission are one
-//! link away from the README and every quick start.
+//! and docs/design-notes.md), cluster trust and admission are one
+//! link away from the README and every quick start, and the whole stays
+//! within a reading budget.
 
 use std::path::Path;
 
@@ -78,4 +79,93 @@ fn each_quick_start_is_at_most_1500_words() {
             assert!(words <= 1500, "{name} has {words} words, over 1,500");
         }
     }
+}
+
+/// The whole of what an admin may read stays readable: README.md, docs/
+/// and the quick starts (`wc -w README.md docs/*.md docs/quickstart/*.md`,
+/// the contributors' design notes and CLI reference included) at most
+/// 25,000 words.
+#[test]
+fn the_docs_are_at_most_25000_words() {
+    let mut total = 0;
+    let mut pages = vec![root().join("README.md")];
+    for dir in ["docs", "docs/quickstart"] {
+        for entry in std::fs::read_dir(root().join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "md") {
+                pages.push(path);
+            }
+        }
+    }
+    let mut sizes = Vec::new();
+    for path in &pages {
+        let words = std::fs::read_to_string(path).unwrap().split_whitespace().count();
+        total += words;
+        sizes.push(format!("{words:>6} {}", path.strip_prefix(root()).unwrap().display()));
+    }
+    sizes.sort();
+    assert!(pages.len() > 17, "{} pages", pages.len());
+    assert!(total <= 25_000, "{total} words, over 25,000:\n{}", sizes.join("\n"));
+}
+
+/// Every place that cites a page's section by name (`docs/install.md,
+/// "Running nodes"`, in code, scripts, units, policies and pages) names a
+/// heading or a bold label the page still has: trimming a page must not
+/// leave a pointer to nothing.
+#[test]
+fn every_cited_section_exists() {
+    let cite = regex_lite::Regex::new(r#"(docs/[a-z/_-]+\.md)(?:'s)?,?\s+"([A-Z`][^"\n]*)""#).unwrap();
+    let mut files = Vec::new();
+    fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    for dir in ["src", "scripts", "contrib", "docs", "iam", "testbed", "tests/it"] {
+        walk(&root().join(dir), &mut files);
+    }
+    for file in ["README.md", "CONTRIBUTING.md", "Cargo.toml", "Makefile"] {
+        files.push(root().join(file));
+    }
+    let mut missing = Vec::new();
+    let mut cited = 0;
+    for file in &files {
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue;
+        };
+        // Comments wrap: a citation may run over a line's `//` or `#`.
+        let joined = regex_lite::Regex::new(r"\n\s*(//[!/]?|#)\s*")
+            .unwrap()
+            .replace_all(&text, " ");
+        for c in cite.captures_iter(&joined) {
+            let (page, section) = (&c[1], &c[2]);
+            let Ok(target) = std::fs::read_to_string(root().join(page)) else {
+                missing.push(format!("{}: {page} does not exist", file.display()));
+                continue;
+            };
+            cited += 1;
+            let found = target.lines().any(|l| {
+                let heading = l.trim_start_matches('#').trim();
+                (l.starts_with('#') && heading.trim_matches('`').starts_with(section.trim_matches('`')))
+                    || l.contains(&format!("**{section}"))
+            });
+            if !found {
+                missing.push(format!(
+                    "{}: {page}, \"{section}\"",
+                    file.strip_prefix(root()).unwrap().display()
+                ));
+            }
+        }
+    }
+    assert!(cited > 20, "{cited} citations found");
+    assert!(
+        missing.is_empty(),
+        "cited sections that do not exist:\n{}",
+        missing.join("\n")
+    );
 }
