@@ -245,7 +245,8 @@ fn the_policies_scope_every_grant() {
 }
 
 /// Lambda: the node reaches the enrolment signer; the rotation role
-/// starts and pins hostkeyctl's rotation function. DynamoDB: the
+/// starts and pins hostkeyctl's rotation function; the admin reads the
+/// functions' settings. DynamoDB: the
 /// enrolment signer's bindings table, items only.
 fn enrolment_or_lambda_is_scoped(role: &str, st: &Value, acts: &[String], resources: &[String]) {
     match acts[0].split(':').next().unwrap() {
@@ -277,6 +278,16 @@ fn enrolment_or_lambda_is_scoped(role: &str, st: &Value, acts: &[String], resour
                 _ => panic!("{role} reaches the bindings table: {st}"),
             };
             assert!(acts.iter().all(|a| allowed.contains(&a.as_str())), "{st}");
+        }
+        // The admin reads hostkeyctl's functions' settings (doctor), and
+        // changes none.
+        "lambda" if role == "admin" => {
+            assert_eq!(acts, ["lambda:GetFunctionConfiguration"], "{st}");
+            assert_eq!(
+                resources,
+                ["arn:aws:lambda:*:111122223333:function:hostkeyctl-*"],
+                "{st}"
+            );
         }
         "lambda" => {
             assert_eq!(role, "rotation", "{st}");
