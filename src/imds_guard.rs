@@ -141,19 +141,28 @@ impl serde::Serialize for FamilyReport {
 pub enum Access {
     /// Root (and the users allowed) alone, on every address.
     RootOnly,
-    /// Every user, on at least one address.
+    /// hostkeyctl's guard is not in place on at least one address.
     Open,
-    /// Not known: no iptables, or it could not be read (a later release's
-    /// word reads as this too).
+    /// No iptables on the node: no guard can be there.
+    NoIptables,
+    /// The rules could not be read (no `CAP_NET_ADMIN`, the xtables lock
+    /// held); a later release's word reads as this too.
     #[serde(other)]
     Unknown,
 }
 
-/// Who reaches the metadata service now, changing nothing.
+/// Who reaches the metadata service now, changing nothing. A read waits
+/// at most 2 s for the xtables lock (the check it rides on has its own
+/// deadline); a lock held longer is `Unknown`.
 pub fn access(tables: &Tables) -> Access {
-    match run(tables, &Action::Check) {
+    let tables = Tables {
+        wait: "2",
+        ..tables.clone()
+    };
+    match run(&tables, &Action::Check) {
         Ok(reports) if reports.iter().any(|r| r.state == State::Open) => Access::Open,
         Ok(_) => Access::RootOnly,
+        Err(GuardError::NoIptables(_)) => Access::NoIptables,
         Err(_) => Access::Unknown,
     }
 }
@@ -203,6 +212,8 @@ impl crate::exit::ExitStatus for GuardError {
 #[derive(Clone, Debug)]
 pub struct Tables {
     dirs: Vec<PathBuf>,
+    /// `-w`: seconds to wait for the xtables lock.
+    wait: &'static str,
 }
 
 impl Default for Tables {
@@ -213,14 +224,14 @@ impl Default for Tables {
         for d in ["/usr/sbin", "/sbin", "/usr/bin", "/bin"] {
             dirs.push(PathBuf::from(d));
         }
-        Tables { dirs }
+        Tables { dirs, wait: "30" }
     }
 }
 
 impl Tables {
     fn find(&self, name: &str) -> Option<PathBuf> {
-        // `-w 30` below: a stuck xtables lock fails the run, never hangs a
-        // boot ordered before user sessions.
+        // `-w` (30 s; 2 for `access`): a stuck xtables lock fails the run,
+        // never hangs a boot ordered before user sessions.
         self.dirs.iter().map(|d| d.join(name)).find(|p| p.is_file())
     }
 
@@ -380,14 +391,14 @@ pub fn run(tables: &Tables, action: &Action) -> Result<Vec<FamilyReport>, GuardE
 }
 
 fn read(tables: &Tables, family: Family) -> Result<State, GuardError> {
-    let output = tables.run(family, "", &["-w", "30", "-S", "OUTPUT"], None)?;
+    let output = tables.run(family, "", &["-w", tables.wait, "-S", "OUTPUT"], None)?;
     // No chain yet: `-S CHAIN` fails, which is "open", not an error.
-    let chain = tables.run(family, "", &["-w", "30", "-S", CHAIN], None).ok();
+    let chain = tables.run(family, "", &["-w", tables.wait, "-S", CHAIN], None).ok();
     Ok(state_of(family, &output, chain.as_deref()))
 }
 
 fn restrict(tables: &Tables, family: Family, allowed: &[u32]) -> Result<State, GuardError> {
-    let output = tables.run(family, "", &["-w", "30", "-S", "OUTPUT"], None)?;
+    let output = tables.run(family, "", &["-w", tables.wait, "-S", "OUTPUT"], None)?;
     let jump = jump_rule(family);
     let rules: Vec<&str> = output.lines().filter(|l| l.starts_with("-A OUTPUT ")).collect();
     let jumps = rules.iter().filter(|l| **l == jump).count();
@@ -396,7 +407,7 @@ fn restrict(tables: &Tables, family: Family, allowed: &[u32]) -> Result<State, G
     tables.run(
         family,
         "-restore",
-        &["-w", "30", "--noflush"],
+        &["-w", tables.wait, "--noflush"],
         Some(&restore_input(family, allowed, stale, insert)),
     )?;
     let state = read(tables, family)?;
@@ -413,7 +424,7 @@ fn open(tables: &Tables, family: Family) -> Result<State, GuardError> {
         .run(
             family,
             "",
-            &[&["-w", "30", "-C", "OUTPUT"][..], &jump[..]].concat(),
+            &[&["-w", tables.wait, "-C", "OUTPUT"][..], &jump[..]].concat(),
             None,
         )
         .is_ok()
@@ -421,13 +432,13 @@ fn open(tables: &Tables, family: Family) -> Result<State, GuardError> {
         tables.run(
             family,
             "",
-            &[&["-w", "30", "-D", "OUTPUT"][..], &jump[..]].concat(),
+            &[&["-w", tables.wait, "-D", "OUTPUT"][..], &jump[..]].concat(),
             None,
         )?;
     }
-    if tables.run(family, "", &["-w", "30", "-S", CHAIN], None).is_ok() {
-        tables.run(family, "", &["-w", "30", "-F", CHAIN], None)?;
-        tables.run(family, "", &["-w", "30", "-X", CHAIN], None)?;
+    if tables.run(family, "", &["-w", tables.wait, "-S", CHAIN], None).is_ok() {
+        tables.run(family, "", &["-w", tables.wait, "-F", CHAIN], None)?;
+        tables.run(family, "", &["-w", tables.wait, "-X", CHAIN], None)?;
     }
     read(tables, family)
 }

@@ -287,6 +287,7 @@ impl crate::doctor::balancer::Balancers for AwsTargetGroups {
             .collect();
         Ok(crate::doctor::balancer::GroupSettings {
             protocol: text(one.and_then(|g| g.protocol()).map(|p| p.as_str())),
+            port: port_of(one.and_then(|g| g.port())),
             health_check_protocol: text(one.and_then(|g| g.health_check_protocol()).map(|p| p.as_str())),
             health_check_port: text(one.and_then(|g| g.health_check_port())),
             attributes,

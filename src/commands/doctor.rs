@@ -21,7 +21,7 @@ pub async fn run(args: &DoctorArgs, global: &GlobalArgs, output: OutputFormat) -
     }
     let config = aws::load_config(&global.aws).await?;
     let store = SecretsManagerStore::new(&config);
-    let fleet = AwsFleet::new(&config);
+    let fleet = AwsFleet::new(&config).with_port(args.port);
     let dispatcher = SsmDispatcher::new(&config);
     let doctor = Doctor {
         store: &store,

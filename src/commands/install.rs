@@ -45,9 +45,12 @@ pub async fn run(args: &InstallArgs, global: &GlobalArgs) -> Result<Status, Fail
         write_metrics(path, outcome.as_ref().ok());
     }
     let mut report = outcome?;
-    // A check as root also says who reaches the metadata service: the
-    // node's role reads the key set (`doctor` reports open nodes).
-    if args.check && rustix::process::geteuid().is_root() {
+    let under_ssm = std::env::var_os("AWS_SSM_INSTANCE_ID").is_some_and(|v| !v.is_empty());
+    // A check as root whose JSON line is read also says who reaches the
+    // metadata service: the node's role reads the key set (`doctor`
+    // reports open nodes).
+    let json = under_ssm || global.output != OutputFormat::Table;
+    if args.check && json && rustix::process::geteuid().is_root() {
         report.imds = Some(crate::imds_guard::access(&crate::imds_guard::Tables::default()));
     }
     if let Some(config) = config.as_ref().filter(|_| compliance) {
@@ -56,7 +59,6 @@ pub async fn run(args: &InstallArgs, global: &GlobalArgs) -> Result<Status, Fail
     // The JSON line is what push reads back from SSM, so under SSM Run
     // Command it is printed whatever --output says; `--output table` asks
     // for the summary on stdout instead (docs/cli.md, "Rules").
-    let under_ssm = std::env::var_os("AWS_SSM_INSTANCE_ID").is_some_and(|v| !v.is_empty());
     if global.output == OutputFormat::Table && !under_ssm {
         // What went wrong goes to stderr, as every error does; -q keeps a
         // success quiet.

@@ -18,8 +18,12 @@ use crate::escape::escape;
 pub struct GroupSettings {
     /// The group and its targets with their health.
     pub group: Group,
-    /// `TCP`, `TLS`, `UDP`, `TCP_UDP` (a Network Load Balancer's).
+    /// `TCP`, `TLS`, `UDP`, `TCP_UDP`, `TCP_QUIC` (a Network Load
+    /// Balancer's).
     pub protocol: String,
+    /// The port its targets take traffic on (each target may have its
+    /// own).
+    pub port: Option<u16>,
     /// The health check's protocol: `TCP`, `HTTP`, `HTTPS`.
     pub health_check_protocol: String,
     /// `traffic-port` or a port number.
@@ -58,14 +62,17 @@ pub fn group_of(given: Option<&GroupSpec>, targets: &[TargetSpec]) -> Option<Gro
 }
 
 /// What the target group's settings and targets mean for users reaching
-/// `nodes` on `port` through it.
-pub fn judge(s: &GroupSettings, nodes: &[Instance], port: u16) -> Vec<Finding> {
+/// `nodes` on `port` through it (`nodes` unknown: their lookup failed,
+/// and the targets are not compared with them).
+pub fn judge(s: &GroupSettings, nodes: Option<&[Instance]>, port: u16) -> Vec<Finding> {
     let subject = format!("target group {}", escape(&s.group.name));
     let arn = crate::shell::quote(&s.group.arn).unwrap_or_else(|_| s.group.arn.clone());
     let modify = format!("aws elbv2 modify-target-group-attributes --target-group-arn {arn} --attributes");
     let mut out = Vec::new();
     out.push(match s.protocol.as_str() {
-        "TCP" | "TCP_UDP" => Finding::ok("balancer", subject.clone(), format!("forwards {} to sshd", s.protocol)),
+        "TCP" | "TCP_UDP" | "TCP_QUIC" => {
+            Finding::ok("balancer", subject.clone(), format!("forwards {} to sshd", s.protocol))
+        }
         other => Finding::bad(
             "balancer",
             Level::Fail,
@@ -98,7 +105,9 @@ pub fn judge(s: &GroupSettings, nodes: &[Instance], port: u16) -> Vec<Finding> {
             "client IP preservation off: sshd sees the balancer's addresses, so OpenSSH 9.8+ penalties are shared by every user unless exempted (docs/audit.md, \"PerSourcePenalties\")"
         },
     ));
-    out.extend(targets(s, &subject, nodes));
+    if let Some(nodes) = nodes {
+        out.extend(targets(s, &subject, nodes));
+    }
     out
 }
 
@@ -106,7 +115,15 @@ fn health_check(s: &GroupSettings, subject: &str, port: u16, arn: &str) -> Findi
     let fix = format!(
         "aws elbv2 modify-target-group --target-group-arn {arn} --health-check-protocol TCP --health-check-port traffic-port"
     );
-    let on_sshd = s.health_check_port == "traffic-port" || s.health_check_port == port.to_string();
+    // sshd's port: the group's, each target's own, or the listener's.
+    let ports: Vec<String> = s
+        .port
+        .into_iter()
+        .chain(s.group.targets.iter().filter_map(|t| t.port))
+        .chain([port])
+        .map(|p| p.to_string())
+        .collect();
+    let on_sshd = s.health_check_port == "traffic-port" || ports.contains(&s.health_check_port);
     match (s.health_check_protocol.as_str(), on_sshd) {
         ("TCP", true) => Finding::ok(
             "balancer",
@@ -153,7 +170,12 @@ fn targets(s: &GroupSettings, subject: &str, nodes: &[Instance]) -> Vec<Finding>
     let mut strangers = Vec::new();
     for t in &s.group.targets {
         if !ids.contains(&t.id) {
-            strangers.push(escape(&t.id));
+            // Only a stranger that takes users matters: a stopped node
+            // (`unused`), one starting (`initial`) or leaving (`draining`)
+            // is not sent new connections.
+            if t.health.state == "healthy" {
+                strangers.push(escape(&t.id));
+            }
         } else if !matches!(t.health.state.as_str(), "healthy" | "initial" | "draining") {
             out.push(Finding::bad(
                 "balancer",
@@ -243,6 +265,7 @@ mod tests {
                     .collect(),
             },
             protocol: "TCP".to_owned(),
+            port: Some(22),
             health_check_protocol: "TCP".to_owned(),
             health_check_port: "traffic-port".to_owned(),
             attributes: BTreeMap::from([("preserve_client_ip.enabled".to_owned(), "true".to_owned())]),
@@ -256,7 +279,7 @@ mod tests {
     #[test]
     fn a_tcp_group_of_every_healthy_node_is_ok() {
         let s = settings(&[("i-0000000000000001", "healthy"), ("i-0000000000000002", "healthy")]);
-        let f = judge(&s, &[node(1), node(2)], 22);
+        let f = judge(&s, Some(&[node(1), node(2)]), 22);
         assert!(f.iter().all(|f| f.level == Level::Ok), "{f:#?}");
     }
 
@@ -267,7 +290,7 @@ mod tests {
         s.health_check_protocol = "HTTP".to_owned();
         s.attributes
             .insert("proxy_protocol_v2.enabled".to_owned(), "true".to_owned());
-        let f = judge(&s, &[node(1), node(2)], 22);
+        let f = judge(&s, Some(&[node(1), node(2)]), 22);
         let bad: Vec<(Level, &str)> = f
             .iter()
             .filter(|f| f.level != Level::Ok)
@@ -291,11 +314,25 @@ mod tests {
     fn an_unhealthy_node_and_a_check_on_another_port_warn() {
         let mut s = settings(&[("i-0000000000000001", "unhealthy")]);
         s.health_check_port = "8080".to_owned();
-        let f = judge(&s, &[node(1)], 22);
+        let f = judge(&s, Some(&[node(1)]), 22);
         assert_eq!(levels(&f), [Level::Ok, Level::Warn, Level::Ok, Level::Warn], "{f:#?}");
         s.health_check_port = "22".to_owned();
         s.group.targets[0].health.state = "healthy".to_owned();
-        assert!(levels(&judge(&s, &[node(1)], 22)).iter().all(|l| *l == Level::Ok));
+        assert!(levels(&judge(&s, Some(&[node(1)]), 22)).iter().all(|l| *l == Level::Ok));
+    }
+
+    #[test]
+    fn a_stopped_stranger_sshd_on_the_groups_own_port_and_unknown_nodes_are_no_finding() {
+        let mut s = settings(&[("i-0000000000000001", "healthy"), ("i-0000000000000009", "unused")]);
+        s.port = Some(2222);
+        s.health_check_port = "2222".to_owned();
+        let f = judge(&s, Some(&[node(1)]), 22);
+        assert!(f.iter().all(|f| f.level == Level::Ok), "{f:#?}");
+        // The nodes could not be looked up: the targets are not judged.
+        s.group.targets[1].health.state = "healthy".to_owned();
+        let f = judge(&s, None, 22);
+        assert!(f.iter().all(|f| f.level == Level::Ok), "{f:#?}");
+        assert!(levels(&judge(&s, Some(&[node(1)]), 22)).contains(&Level::Fail));
     }
 
     #[test]
@@ -303,7 +340,7 @@ mod tests {
         let mut s = settings(&[("10.0.0.1", "healthy")]);
         s.group.target_type = "ip".to_owned();
         s.attributes.clear();
-        let f = judge(&s, &[node(1)], 22);
+        let f = judge(&s, Some(&[node(1)]), 22);
         assert!(f.iter().all(|f| f.level == Level::Ok), "{f:#?}");
         assert!(f.iter().any(|f| f.message.contains("preservation off")));
     }

@@ -20,10 +20,43 @@ pub const ENROL_SET_VAR: &str = "HOSTKEYCTL_ENROL_SET_SECRET_ID";
 const POLICY: &str =
     "the admin policy allows lambda:GetFunctionConfiguration on hostkeyctl's functions (iam/admin.json)";
 
-/// Whether `id` (a name or an ARN, as the options give it) is `info`'s
-/// secret.
+/// Whether `id` (a name, an ARN, or a partial ARN without Secrets
+/// Manager's six-character suffix, as the options give it; the functions
+/// trim it) is `info`'s secret.
 fn names(info: &SecretInfo, id: &str) -> bool {
-    id == info.name || id == info.arn.as_str()
+    let id = id.trim();
+    let arn = info.arn.as_str();
+    let partial = arn
+        .rsplit_once('-')
+        .filter(|(_, suffix)| suffix.len() == 6 && suffix.chars().all(|c| c.is_ascii_alphanumeric()))
+        .map(|(head, _)| head);
+    id == info.name || id == arn || Some(id) == partial
+}
+
+/// A read doctor is not allowed is no broken set-up: a warning.
+fn unreadable(subject: String, e: &AwsError) -> Finding {
+    let level = if matches!(e, AwsError::AccessDenied { .. }) {
+        Level::Warn
+    } else {
+        Level::Fail
+    };
+    Finding::bad(
+        "function",
+        level,
+        subject,
+        format!("cannot tell: {}", escape(&e.to_string())),
+        POLICY,
+    )
+}
+
+/// What the rotation function's settings say.
+pub struct Rotation {
+    /// The finding.
+    pub finding: Finding,
+    /// The targets its `rotate` takes, to be kept to the cluster.
+    pub targets: Vec<TargetSpec>,
+    /// Its `rotate` has `--allow-other-clusters`.
+    pub allow_other_clusters: bool,
 }
 
 /// The values of `option` in `options` (`--option VALUE` or
@@ -45,81 +78,86 @@ pub fn values_of<'a>(options: &'a [String], option: &str) -> Vec<&'a str> {
 
 /// The rotation function's settings: pinned to this secret, its options
 /// readable. The tag targets it would rotate, to be kept to the cluster.
-pub fn rotation(info: &SecretInfo, function: &str, env: Result<FunctionEnv, AwsError>) -> (Finding, Vec<TargetSpec>) {
+pub fn rotation(info: &SecretInfo, function: &str, env: Result<FunctionEnv, AwsError>) -> Rotation {
     let subject = format!("function {}", escape(function));
+    let done = |finding| Rotation {
+        finding,
+        targets: Vec::new(),
+        allow_other_clusters: false,
+    };
     let env = match env {
         Ok(env) => env,
-        Err(e) => {
-            return (
-                Finding::bad("function", Level::Fail, subject, escape(&e.to_string()), POLICY),
-                Vec::new(),
-            );
-        }
+        Err(e) => return done(unreadable(subject, &e)),
     };
-    let pin = format!(
-        "`hostkeyctl schedule enable --secret-id {} --function {}` pins it (docs/rotation.md)",
-        crate::shell::quote(&info.name).unwrap_or_else(|_| info.name.clone()),
-        crate::shell::quote(function).unwrap_or_else(|_| function.to_owned()),
-    );
-    match env.variables.get(SECRET_VAR).map(String::as_str) {
+    let quote = |v: &str| crate::shell::quote(v).unwrap_or_else(|_| v.to_owned());
+    match env.variables.get(SECRET_VAR).map(|v| v.trim()) {
         Some(pinned) if pinned == info.arn.as_str() => {}
-        other => {
-            let theirs = other
-                .filter(|v| !v.is_empty())
-                .map_or_else(|| "no secret".to_owned(), escape);
-            return (
-                Finding::bad(
-                    "function",
-                    Level::Fail,
-                    subject,
-                    format!(
-                        "the secret's schedule calls it, but it rotates {theirs} ({SECRET_VAR}): each rotation fails"
-                    ),
-                    pin,
+        Some(other) if !other.is_empty() => {
+            return done(Finding::bad(
+                "function",
+                Level::Fail,
+                subject,
+                format!(
+                    "the secret's schedule calls it, but it rotates {} ({SECRET_VAR}): each rotation fails",
+                    escape(other)
                 ),
-                Vec::new(),
-            );
+                format!(
+                    "one function per secret: deploy one for this secret (the stack's RotationSecretArn), then `hostkeyctl schedule enable --secret-id {} --function NEW_FUNCTION` (docs/rotation.md)",
+                    quote(&info.name)
+                ),
+            ));
+        }
+        _ => {
+            return done(Finding::bad(
+                "function",
+                Level::Fail,
+                subject,
+                format!(
+                    "the secret's schedule calls it, but it is pinned to no secret ({SECRET_VAR}): each rotation fails"
+                ),
+                format!(
+                    "`hostkeyctl schedule enable --secret-id {} --function {}` pins it (docs/rotation.md)",
+                    quote(&info.name),
+                    quote(function)
+                ),
+            ));
         }
     }
+    let options_fix = format!("correct {ARGS_VAR} (the stack's RotationArgs): `rotate`'s options as a JSON array");
     let options = match options_from(env.variables.get(ARGS_VAR).map_or("", String::as_str)) {
         Ok(options) => options,
-        Err(e) => {
-            return (
-                Finding::bad("function", Level::Fail, subject, escape(&e), pin),
-                Vec::new(),
-            );
-        }
+        Err(e) => return done(Finding::bad("function", Level::Fail, subject, escape(&e), options_fix)),
     };
     let mut targets = Vec::new();
     for value in values_of(&options, "--target") {
         match value.parse::<TargetSpec>() {
             Ok(t) => targets.push(t),
             Err(e) => {
-                return (
-                    Finding::bad(
-                        "function",
-                        Level::Fail,
-                        subject,
-                        format!("{ARGS_VAR}: --target {}: {}", escape(value), escape(&e.to_string())),
-                        pin,
-                    ),
-                    Vec::new(),
-                );
+                return done(Finding::bad(
+                    "function",
+                    Level::Fail,
+                    subject,
+                    format!("{ARGS_VAR}: --target {}: {}", escape(value), escape(&e.to_string())),
+                    options_fix,
+                ));
             }
         }
     }
     let r = &info.rotation;
     let or_dash = |v: &Option<String>| v.as_deref().map_or_else(|| "-".to_owned(), escape);
-    let ok = Finding::ok(
-        "function",
-        subject,
-        format!(
-            "rotates this secret ({}; next {})",
-            or_dash(&r.schedule),
-            or_dash(&r.next_rotation)
+    Rotation {
+        finding: Finding::ok(
+            "function",
+            subject,
+            format!(
+                "rotates this secret ({}; next {})",
+                or_dash(&r.schedule),
+                or_dash(&r.next_rotation)
+            ),
         ),
-    );
-    (ok, targets)
+        targets,
+        allow_other_clusters: options.iter().any(|o| o == "--allow-other-clusters"),
+    }
 }
 
 /// A stack's admission (`admission`) or enrolment (`enrolment`) function:
@@ -131,18 +169,17 @@ pub fn stack_function(info: &SecretInfo, kind: &str, function: &str, env: Result
         Err(AwsError::NotFound { .. }) => {
             return Finding::ok("function", subject, format!("no {kind} function in the stack"));
         }
-        Err(e) => return Finding::bad("function", Level::Fail, subject, escape(&e.to_string()), POLICY),
+        Err(e) => return unreadable(subject, &e),
     };
     let update = "update the stack's parameters to name this secret (docs/iam.md)";
     if kind == "admission" {
-        let ids = options_from(env.variables.get(ADMIT_ARGS_VAR).map_or("", String::as_str))
-            .map(|o| {
-                values_of(&o, "--secret-id")
-                    .into_iter()
-                    .map(str::to_owned)
-                    .collect::<Vec<_>>()
-            })
-            .unwrap_or_default();
+        let ids = match options_from(env.variables.get(ADMIT_ARGS_VAR).map_or("", String::as_str)) {
+            Ok(o) => values_of(&o, "--secret-id")
+                .into_iter()
+                .map(str::to_owned)
+                .collect::<Vec<_>>(),
+            Err(e) => return Finding::bad("function", Level::Fail, subject, escape(&e), update),
+        };
         return match ids.first() {
             Some(id) if names(info, id) => {
                 Finding::ok("function", subject, "admits nodes that serve this secret's set")
@@ -159,16 +196,16 @@ pub fn stack_function(info: &SecretInfo, kind: &str, function: &str, env: Result
             ),
         };
     }
-    match env.variables.get(ENROL_SET_VAR).map(String::as_str) {
+    match env.variables.get(ENROL_SET_VAR).map(|v| v.trim()) {
         Some(id) if names(info, id) => Finding::ok("function", subject, "never certifies this set's keys"),
         other => Finding::bad(
             "function",
             Level::Warn,
             subject,
             format!(
-                "knows {} as the set ({ENROL_SET_VAR}), not this secret: it would certify this set's keys for any node that asks",
+                "knows {} as the set ({ENROL_SET_VAR}), not this secret: it cannot refuse this set's keys by name, so an enrolling node that holds them can get them certified",
                 other
-                    .filter(|v| !v.is_empty())
+                    .filter(|v| !v.trim().is_empty())
                     .map_or_else(|| "no secret".to_owned(), escape)
             ),
             update,
@@ -212,7 +249,7 @@ mod tests {
     #[test]
     fn a_rotation_function_pinned_elsewhere_or_unreadable_fails() {
         let arn = info().arn.to_string();
-        let (f, targets) = rotation(
+        let ok = rotation(
             &info(),
             "hostkeyctl-rotation-s",
             env(&[
@@ -220,21 +257,52 @@ mod tests {
                 (ARGS_VAR, r#"["--pull","--target","tag:Cluster=hp"]"#),
             ]),
         );
-        assert_eq!(f.level, Level::Ok, "{f:?}");
-        assert_eq!(targets.len(), 1);
-        let (f, _) = rotation(&info(), "f", env(&[(SECRET_VAR, "arn:other")]));
+        assert_eq!(ok.finding.level, Level::Ok, "{:?}", ok.finding);
+        assert_eq!((ok.targets.len(), ok.allow_other_clusters), (1, false));
+        let f = rotation(&info(), "f", env(&[(SECRET_VAR, "arn:other")])).finding;
         assert!(f.level == Level::Fail && f.message.contains("arn:other"), "{f:?}");
-        assert!(f.fix.unwrap().contains("schedule enable"));
-        let (f, _) = rotation(&info(), "f", env(&[]));
+        // schedule enable refuses a function pinned to another secret: the
+        // fix is a function of this secret's own.
+        assert!(f.fix.unwrap().contains("NEW_FUNCTION"));
+        let f = rotation(&info(), "f", env(&[])).finding;
         assert!(f.level == Level::Fail && f.message.contains("no secret"), "{f:?}");
-        let (f, _) = rotation(&info(), "f", env(&[(SECRET_VAR, &arn), (ARGS_VAR, "[not json")]));
-        assert_eq!(f.level, Level::Fail, "{f:?}");
-        let (f, _) = rotation(
+        assert!(f.fix.unwrap().contains("--function f"));
+        let f = rotation(&info(), "f", env(&[(SECRET_VAR, &arn), (ARGS_VAR, "[not json")])).finding;
+        assert!(f.level == Level::Fail && f.fix.unwrap().contains("RotationArgs"));
+        let bad = rotation(
             &info(),
             "f",
             env(&[(SECRET_VAR, &arn), (ARGS_VAR, "--target nonsense")]),
         );
-        assert!(f.level == Level::Fail && f.message.contains("nonsense"), "{f:?}");
+        assert!(bad.finding.level == Level::Fail && bad.finding.message.contains("nonsense"));
+        let allow = rotation(
+            &info(),
+            "f",
+            env(&[
+                (SECRET_VAR, &arn),
+                (ARGS_VAR, "--allow-other-clusters --target tag:Role=login"),
+            ]),
+        );
+        assert!(allow.allow_other_clusters);
+    }
+
+    #[test]
+    fn a_secret_is_named_by_its_name_its_arn_or_its_partial_arn() {
+        let i = info();
+        for id in [
+            "hostkeys/hk",
+            " hostkeys/hk\n",
+            "arn:aws:secretsmanager:us-east-1:111122223333:secret:hostkeys/hk-AbCdEf",
+            "arn:aws:secretsmanager:us-east-1:111122223333:secret:hostkeys/hk",
+        ] {
+            assert!(names(&i, id), "{id}");
+        }
+        for id in [
+            "hostkeys/h",
+            "arn:aws:secretsmanager:us-east-1:111122223333:secret:hostkeys/hk-AbCdEg",
+        ] {
+            assert!(!names(&i, id), "{id}");
+        }
     }
 
     #[test]
@@ -256,7 +324,7 @@ mod tests {
         );
         let set = |id: &str| env(&[(ENROL_SET_VAR, id)]);
         assert_eq!(
-            stack_function(&info(), "enrolment", "f", set(&info().arn.to_string())).level,
+            stack_function(&info(), "enrolment", "f", set(info().arn.as_ref())).level,
             Level::Ok
         );
         assert_eq!(stack_function(&info(), "enrolment", "f", set("")).level, Level::Warn);
@@ -265,6 +333,7 @@ mod tests {
             resource: "function f".to_owned(),
             message: "denied".to_owned(),
         });
-        assert_eq!(stack_function(&info(), "enrolment", "f", denied).level, Level::Fail);
+        // Not allowed to read: a warning, never a broken set-up.
+        assert_eq!(stack_function(&info(), "enrolment", "f", denied).level, Level::Warn);
     }
 }

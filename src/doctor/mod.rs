@@ -409,13 +409,14 @@ where
                 "not rotated on a schedule (`hostkeyctl schedule enable`, docs/rotation.md)",
             )),
             Some(function) => {
-                let (finding, targets) =
-                    functions::rotation(&info, function, self.functions.environment(function).await);
-                let scoped = if finding.level == Level::Ok && !targets.iter().any(TargetSpec::is_source) {
-                    match self.fleet.discover(&targets).await {
-                        Ok(found) => crate::discovery::scope::check(&info.tags, &targets, &found, false)
-                            .err()
-                            .map(|e| escape(&e.to_string())),
+                let r = functions::rotation(&info, function, self.functions.environment(function).await);
+                let scoped = if r.finding.level == Level::Ok && !r.targets.iter().any(TargetSpec::is_source) {
+                    match self.fleet.discover(&r.targets).await {
+                        Ok(found) => {
+                            crate::discovery::scope::check(&info.tags, &r.targets, &found, r.allow_other_clusters)
+                                .err()
+                                .map(|e| escape(&e.to_string()))
+                        }
                         Err(e) => Some(escape(&e.to_string())),
                     }
                 } else {
@@ -425,11 +426,11 @@ where
                     Some(why) => out.push(Finding::bad(
                         "function",
                         Level::Fail,
-                        finding.subject,
+                        r.finding.subject,
                         format!("its rotate --target: {why}"),
                         "name the secret's cluster in HOSTKEYCTL_ROTATE_ARGS's --target (the stack's RotationArgs)",
                     )),
-                    None => out.push(finding),
+                    None => out.push(r.finding),
                 }
             }
         }
@@ -451,13 +452,27 @@ where
         out: &mut Vec<Finding>,
     ) {
         match self.balancers.settings(spec, port).await {
-            Ok(settings) => out.extend(balancer::judge(&settings, nodes, port)),
+            // Nodes not found (their own finding says why) are no reason
+            // to call every target a stranger.
+            Ok(settings) => out.extend(balancer::judge(&settings, Some(nodes).filter(|n| !n.is_empty()), port)),
+            // What doctor may not read, or cannot judge (an lb: whose
+            // listener forwards to several groups), is not a broken set-up.
+            Err(
+                e @ (crate::discovery::DiscoveryError::Aws(AwsError::AccessDenied { .. })
+                | crate::discovery::DiscoveryError::Malformed(_)),
+            ) => out.push(Finding::bad(
+                "balancer",
+                Level::Warn,
+                spec.to_string(),
+                format!("cannot tell: {}", escape(&e.to_string())),
+                "name one group with --target-group tg:ARN; the admin policy (iam/admin.json) reads target groups and their attributes",
+            )),
             Err(e) => out.push(Finding::bad(
                 "balancer",
                 Level::Fail,
                 spec.to_string(),
                 escape(&e.to_string()),
-                "check --target-group and the admin policy's elasticloadbalancing:Describe* (iam/admin.json)",
+                "check --target-group: `aws elbv2 describe-target-groups` lists them",
             )),
         }
     }

@@ -288,15 +288,22 @@ fn imds_finding(instance: &Instance, inv: Option<&Invocation>) -> Option<Finding
             "imds",
             Level::Warn,
             subject,
-            "the metadata service answers every user: any login user can read the key set with the node's role",
+            "hostkeyctl's guard (HOSTKEYCTL-IMDS) is not in place: unless a rule of your own keeps the metadata service to root, any login user can read the key set with the node's role",
             format!("{guard}; leave it open only where login users need the role (HOSTKEYCTL_IMDS=open)"),
+        ),
+        Access::NoIptables => Finding::bad(
+            "imds",
+            Level::Warn,
+            subject,
+            "no iptables on the node: hostkeyctl's guard cannot keep the metadata service to root",
+            format!("install iptables, then {guard}"),
         ),
         Access::Unknown => Finding::bad(
             "imds",
             Level::Warn,
             subject,
-            "cannot tell who reaches the metadata service: iptables is missing or cannot be read",
-            format!("install iptables, then {guard}"),
+            "cannot tell who reaches the metadata service: the rules could not be read (the xtables lock held?)",
+            "`hostkeyctl imds-guard --check` on the node says why",
         ),
     })
 }
@@ -365,6 +372,7 @@ mod tests {
         assert_eq!(level(r#","imds":"root_only""#), Some(Level::Ok));
         assert_eq!(level(r#","imds":"open""#), Some(Level::Warn));
         assert_eq!(level(r#","imds":"unknown""#), Some(Level::Warn));
+        assert_eq!(level(r#","imds":"no_iptables""#), Some(Level::Warn));
         // A later release's word is not known here: a warning, never a
         // report that cannot be read.
         assert_eq!(level(r#","imds":"nft_only""#), Some(Level::Warn));

@@ -124,6 +124,9 @@ def node_netfilter(name: str) -> None:
     there, never the test machine's own. One for all the nodes, as their
     shared host would have it (tests/it/common/bed/netfilter.rs runs the
     same tools in it)."""
+    # A bed that died before its teardown left its namespace: a new bed
+    # with the same pid takes it over empty.
+    subprocess.run(["ip", "netns", "delete", name], check=False, stderr=subprocess.DEVNULL)
     subprocess.run(["ip", "netns", "add", name], check=True)
 
 

@@ -95,33 +95,7 @@ async fn doctor_finds_each_planted_fault_and_then_nothing() {
     bed.run(&push).ok();
     the_metadata_service_and_the_target_group(&bed).await;
 
-    // A stack whose admission function admits against another secret,
-    // and no enrolment function.
-    let arn = format!(
-        "arn:aws:lambda:{}:123456789012:function:hostkeyctl-admission-s",
-        bed.state.region
-    );
-    let admit = json!([
-        "--secret-id",
-        "hostkeys/other",
-        "--target",
-        "tag:Cluster=hp",
-        "--target-group",
-        "lb:x"
-    ]);
-    bed.control(
-        "POST",
-        "/_bed/lambda/register",
-        &json!({"arn": arn, "bootstrap": "/nonexistent/never-invoked", "variables": {"HOSTKEYCTL_ADMIT_ARGS": admit.to_string()}}),
-    );
-    let with_stack = [&TARGETS[..], &["--stack", "s"]].concat();
-    let (code, found) = doctor(&bed, "hostkeys/hk", &with_stack);
-    assert_eq!(code, 0, "{found:#?}");
-    let admission = about(&found, "function", "function hostkeyctl-admission-s");
-    assert!(admission.len() == 1 && admission[0]["level"] == "warn", "{found:#?}");
-    assert!(admission[0]["message"].as_str().unwrap().contains("hostkeys/other"));
-    assert_eq!(level(&found, "function", "function hostkeyctl-enrolment-s"), "ok");
-    assert_eq!(level(&found, "function", "rotation"), "ok");
+    a_stack_of_another_secret(&bed);
 
     // Node 1 leaves SSM; a secret without a Cluster tag.
     bed.control("POST", "/_bed/ssm/unmanaged", &json!({"InstanceIds": [node1]}));
@@ -173,21 +147,66 @@ async fn the_metadata_service_and_the_target_group(bed: &TestBed) {
         .run();
     assert!(table.ok().stdout.contains("Nothing to do"), "{}", table.stdout);
 
-    // A target group that sends a PROXY header, checked over HTTP.
+    // A target group that sends a PROXY header, checked over HTTP, with
+    // node 1 failing its checks, node 0 deregistered, and an instance of
+    // no --target taking users.
     break_the_target_group(bed, &group).await;
     let (code, found) = doctor(bed, "hostkeys/hk", &with_group);
     assert_eq!(code, 1, "{found:#?}");
-    let bad: Vec<(&str, &str)> = about(&found, "balancer", "target group")
+    let bad: Vec<(&str, &str)> = found
         .iter()
-        .filter(|f| f["level"] != "ok")
+        .filter(|f| f["check"] == "balancer" && f["level"] != "ok")
         .map(|f| (f["level"].as_str().unwrap(), f["message"].as_str().unwrap()))
         .collect();
-    assert_eq!(bad.len(), 2, "{found:#?}");
+    assert_eq!(bad.len(), 5, "{found:#?}");
     assert!(
         bad[0].0 == "fail" && bad[0].1.contains("proxy protocol v2 is on"),
         "{bad:?}"
     );
     assert!(bad[1].0 == "warn" && bad[1].1.contains("asks HTTP"), "{bad:?}");
+    assert!(
+        bad[2].0 == "warn" && bad[2].1.contains("reports it unhealthy"),
+        "{bad:?}"
+    );
+    let stranger = &bed.state.noise[0].instance_id;
+    assert!(bad[3].0 == "fail" && bad[3].1.contains(stranger.as_str()), "{bad:?}");
+    assert!(
+        bad[4].0 == "warn" && bad[4].1.contains("users never reach it"),
+        "{bad:?}"
+    );
+    assert_eq!(level(&found, "balancer", node0), "warn");
+}
+
+/// A stack whose admission function admits against another secret, and
+/// no enrolment function: `--stack` reads both.
+fn a_stack_of_another_secret(bed: &TestBed) {
+    // A stack whose admission function admits against another secret,
+    // and no enrolment function.
+    let arn = format!(
+        "arn:aws:lambda:{}:123456789012:function:hostkeyctl-admission-s",
+        bed.state.region
+    );
+    let admit = json!([
+        "--secret-id",
+        "hostkeys/other",
+        "--target",
+        "tag:Cluster=hp",
+        "--target-group",
+        "lb:x"
+    ]);
+    bed.control(
+        "POST",
+        "/_bed/lambda/register",
+        &json!({"arn": arn, "bootstrap": "/nonexistent/never-invoked", "variables": {"HOSTKEYCTL_ADMIT_ARGS": admit.to_string()}}),
+    );
+    let with_stack = [&TARGETS[..], &["--stack", "s"]].concat();
+    let (code, found) = doctor(bed, "hostkeys/hk", &with_stack);
+    assert_eq!(code, 0, "{found:#?}");
+    let admission = about(&found, "function", "function hostkeyctl-admission-s");
+    assert!(admission.len() == 1 && admission[0]["level"] == "warn", "{found:#?}");
+    assert!(admission[0]["message"].as_str().unwrap().contains("hostkeys/other"));
+    assert_eq!(level(&found, "function", "function hostkeyctl-enrolment-s"), "ok");
+    assert_eq!(level(&found, "function", "rotation"), "ok");
 }
 
 /// `hostkeyctl imds-guard` with the nodes' netfilter tools, as the
@@ -203,10 +222,29 @@ fn guard_the_metadata_service(bed: &TestBed) {
 }
 
 /// Proxy protocol v2 on and an HTTP health check, as an admin could set
-/// them.
+/// them; node 1 failing its health checks; node 0 deregistered; a noise
+/// instance (running, of no --target) registered.
 async fn break_the_target_group(bed: &TestBed, arn: &str) {
-    use aws_sdk_elasticloadbalancingv2::types::{ProtocolEnum, TargetGroupAttribute};
+    use aws_sdk_elasticloadbalancingv2::types::{ProtocolEnum, TargetDescription, TargetGroupAttribute};
     let elb = aws_sdk_elasticloadbalancingv2::Client::new(&bed.sdk_config(1).await);
+    bed.control(
+        "POST",
+        "/_bed/target-health",
+        &json!({"target_group_arn": arn, "id": bed.state.nodes[1].instance_id, "state": "unhealthy", "reason": "Target.FailedHealthChecks"}),
+    );
+    let target = |id: &str| TargetDescription::builder().id(id).port(22).build();
+    elb.deregister_targets()
+        .target_group_arn(arn)
+        .targets(target(&bed.state.nodes[0].instance_id))
+        .send()
+        .await
+        .unwrap();
+    elb.register_targets()
+        .target_group_arn(arn)
+        .targets(target(&bed.state.noise[0].instance_id))
+        .send()
+        .await
+        .unwrap();
     elb.modify_target_group_attributes()
         .target_group_arn(arn)
         .attributes(

@@ -489,7 +489,7 @@ async fn doctor_reads_the_function(bed: &TestBed, arn: &str) {
     let bad = function();
     assert_eq!(bad["level"], "fail", "{bad}");
     assert!(bad["message"].as_str().unwrap().contains("hostkeys/other"), "{bad}");
-    assert!(bad["fix"].as_str().unwrap().contains("schedule enable"), "{bad}");
+    assert!(bad["fix"].as_str().unwrap().contains("NEW_FUNCTION"), "{bad}");
     variables.insert("HOSTKEYCTL_SECRET_ARN".to_owned(), pinned.unwrap());
     set(variables).await.unwrap();
 }
