@@ -156,13 +156,15 @@ run admin "$HOSTKEYCTL" ssm-document deploy-setup --builds "$BUILDS" --builds-at
   --output table
 run admin "$HOSTKEYCTL" deliver --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
   --max-concurrency 100% --output table
+say "(deliver also keeps each node's metadata service to root, now and at boot: the node role reads the key set)"
 say "(each node runs 'hostkeyctl install' with the node role: fetch, validate, atomic write, sshd -t, reload,"
 say " verify, roll back on failure)"
 run admin "$HOSTKEYCTL" push --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
   --canary 1 --max-concurrency 100% --output table
-say "doctor reads the whole set-up (secret, documents, targets, SSM, each node through the read-only check):"
+say "doctor reads the whole set-up (secret, functions, documents, targets, SSM, the load balancer's target group,"
+say "each node through the read-only check):"
 run admin "$HOSTKEYCTL" doctor --secret-id hostkeys/demo --target tag:Role=login --target tag:Cluster=hp \
-  --output table
+  --target-group lb:hp-login --output table
 
 say "someone who may update documents (here the bed's own account) adds one line to hostkeyctl-Install:"
 python3 - "$AWS_ENDPOINT_URL" "$(state "s['credentials']['bed-root']['access_key_id']")" \

@@ -28,6 +28,7 @@ pub async fn deploy_setup(
     req: &DeployRequest<'_>,
     setup_document: &str,
     secret_arn: &str,
+    imds: &str,
 ) -> Result<DeployOutcome, AssociationError> {
     let targets = targets(req.targets)?;
     let (document, _) = crate::rollout::deliver::settle_setup(documents, setup_document)
@@ -43,7 +44,11 @@ pub async fn deploy_setup(
         name: setup_name(req.name),
         document: document.name.clone(),
         document_version: document.version.clone().unwrap_or_default(),
-        parameters: crate::ssm_document::converge_parameters(secret_arn, req.region),
+        parameters: {
+            let mut p = crate::ssm_document::converge_parameters(secret_arn, req.region);
+            p.extend([crate::ssm_document::setup::imds_parameter(imds)]);
+            p
+        },
         targets,
         schedule: SETUP_SCHEDULE.to_owned(),
         max_concurrency: req.max_concurrency.to_owned(),

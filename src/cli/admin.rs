@@ -455,6 +455,10 @@ pub struct AssociationDeployArgs {
     /// The setup document --deliver runs.
     #[arg(long, default_value = crate::ssm_document::setup::SETUP_NAME, value_name = "NAME", requires = "deliver")]
     pub setup_document: String,
+    /// With --deliver, the instance metadata service: root-only or open
+    /// (as deliver's --imds).
+    #[arg(long, default_value = "root-only", value_parser = ["root-only", "open"], value_name = "ACCESS", requires = "deliver")]
+    pub imds: String,
 }
 
 /// `hostkeyctl association show`.

@@ -108,4 +108,8 @@ pub struct ImdsGuardArgs {
     /// Remove the guard: every user reaches it, and the node's role.
     #[arg(long)]
     pub open: bool,
+    /// And at every boot: write and enable hostkeyctl-imds-guard.service
+    /// with the same users (with --open: disable and remove it).
+    #[arg(long, conflicts_with = "check")]
+    pub at_boot: bool,
 }

@@ -35,6 +35,11 @@ pub struct DeliverArgs {
     /// Print the targets and the builds; send nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// The instance metadata service: root-only keeps it (and the node's
+    /// role, which reads the key set) to root, now and at every boot;
+    /// open removes that guard, for sites whose login users need the role.
+    #[arg(long, default_value = "root-only", value_parser = ["root-only", "open"], value_name = "ACCESS")]
+    pub imds: String,
 }
 
 /// `hostkeyctl doctor`.

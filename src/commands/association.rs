@@ -85,7 +85,17 @@ async fn run_deploy(
             .and_then(|v| v.first())
             .cloned()
             .unwrap_or_default();
-        Some(association::deploy_setup(documents, associations, &request, &args.setup_document, &arn).await?)
+        Some(
+            association::deploy_setup(
+                documents,
+                associations,
+                &request,
+                &args.setup_document,
+                &arn,
+                &args.imds,
+            )
+            .await?,
+        )
     } else {
         None
     };

@@ -58,6 +58,7 @@ pub async fn run(args: &DeliverArgs, global: &GlobalArgs, output: OutputFormat) 
         max_concurrency: args.max_concurrency.clone(),
         max_errors: args.max_errors.clone(),
         timeout: std::time::Duration::from_secs(args.timeout),
+        imds: args.imds.clone(),
     };
     let bar = NodeProgress::new(plan.instances.len(), global.quiet);
     let outcome = deliver::run(&dispatcher, &plan, &options, &|done, total| bar.update(done, total)).await;

@@ -107,6 +107,9 @@ pub struct DeliveredNode {
     pub arch: Option<String>,
     /// What `hostkeyctl --version` printed on the node.
     pub version: Option<String>,
+    /// Who reaches its metadata service now: `root_only` or `open`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub imds: Option<crate::imds_guard::Access>,
     /// Whether the node runs the pinned build now.
     pub ok: bool,
     /// Why not.
@@ -148,6 +151,8 @@ pub struct DeliverOptions {
     pub max_errors: String,
     /// Overall timeout.
     pub timeout: Duration,
+    /// The document's `MetadataService`: `root-only` or `open`.
+    pub imds: String,
 }
 
 /// The setup document `name` as SSM holds its default version, with its
@@ -209,6 +214,7 @@ fn node_result(instance: &Instance, inv: Option<&Invocation>, builds: &NodeBuild
         result: None,
         arch: None,
         version: None,
+        imds: None,
         ok: false,
         error: Some(not_sent.to_owned()),
         command_id: None,
@@ -251,6 +257,7 @@ fn node_result(instance: &Instance, inv: Option<&Invocation>, builds: &NodeBuild
         r.result = Some(rep.result.as_str().to_owned());
         r.arch = Some(escape(&rep.arch));
         r.version = Some(escape(&rep.version));
+        r.imds = rep.imds;
     }
     r
 }
@@ -266,8 +273,10 @@ pub async fn run(
     let spec = CommandSpec {
         document: plan.document.name.clone(),
         document_version: plan.document.version.clone(),
-        parameters: Some(BTreeMap::new()),
-        command_line: format!("{} (no parameters)", plan.document.name),
+        parameters: Some(BTreeMap::from([crate::ssm_document::setup::imds_parameter(
+            &options.imds,
+        )])),
+        command_line: format!("{} (MetadataService={})", plan.document.name, options.imds),
         comment: "hostkeyctl deliver".to_owned(),
         max_concurrency: options.max_concurrency.clone(),
         max_errors: options.max_errors.clone(),
@@ -317,7 +326,7 @@ pub async fn run(
 impl DeliverOutcome {
     /// For people: one line per node, then the sum.
     pub fn text(&self) -> String {
-        let mut table = crate::output::table(&["INSTANCE", "NAME", "STATUS", "RESULT", "VERSION", "ERROR"]);
+        let mut table = crate::output::table(&["INSTANCE", "NAME", "STATUS", "RESULT", "VERSION", "METADATA", "ERROR"]);
         for r in &self.results {
             crate::output::add_row(
                 &mut table,
@@ -327,6 +336,12 @@ impl DeliverOutcome {
                     r.status.clone(),
                     r.result.clone().unwrap_or_default(),
                     r.version.clone().unwrap_or_default(),
+                    match r.imds {
+                        Some(crate::imds_guard::Access::RootOnly) => "root only".to_owned(),
+                        Some(crate::imds_guard::Access::Open) => "OPEN".to_owned(),
+                        Some(_) => "unknown".to_owned(),
+                        None => String::new(),
+                    },
                     r.error.clone().unwrap_or_default(),
                 ],
             );

