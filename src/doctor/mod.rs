@@ -444,7 +444,7 @@ where
     }
 
     /// The target group users reach the nodes through.
-    async fn balancer(
+    pub(super) async fn balancer(
         &self,
         spec: &crate::admission::GroupSpec,
         port: u16,

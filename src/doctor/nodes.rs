@@ -79,6 +79,20 @@ where
                 "name the secret's cluster in --target",
             )),
         }
+        // The load balancer in front of the group: HyperPod's nodes are
+        // matched to its targets by instance id or by address.
+        if let Some(spec) = super::balancer::group_of(req.target_group, req.targets) {
+            let nodes: Vec<Instance> = found
+                .iter()
+                .map(|t| Instance {
+                    instance_id: t.instance_id.clone().unwrap_or_else(|| t.name.clone()),
+                    private_ip: t.address.clone(),
+                    name: Some(t.name.clone()),
+                    clusters: t.clusters.clone(),
+                })
+                .collect();
+            self.balancer(&spec, req.port, &nodes, out).await;
+        }
         for target in &found {
             let state = target.health.as_ref().map(|h| h.state.as_str()).unwrap_or("unknown");
             if state != "Running" {

@@ -147,6 +147,28 @@ async fn the_metadata_service_and_the_target_group(bed: &TestBed) {
         .run();
     assert!(table.ok().stdout.contains("Nothing to do"), "{}", table.stdout);
 
+    // The HyperPod group behind the IP target group: its nodes are
+    // matched to the targets by address.
+    let hyperpod = format!("hyperpod:{}/login-group", bed.state.hyperpod.as_ref().unwrap().cluster);
+    let ip_group = format!("tg:{}", bed.state.elb["ip"].target_group_arn);
+    let (code, found) = doctor(
+        bed,
+        "hostkeys/hk",
+        &["--target", &hyperpod, "--target-group", &ip_group],
+    );
+    assert_eq!(code, 0, "{found:#?}");
+    let balancer = about(&found, "balancer", "target group");
+    assert!(
+        balancer.len() >= 4 && balancer.iter().all(|f| f["level"] == "ok"),
+        "{found:#?}"
+    );
+    assert!(
+        balancer
+            .iter()
+            .any(|f| f["message"] == "sends users to the 2 node(s), and to no one else"),
+        "{found:#?}"
+    );
+
     // A target group that sends a PROXY header, checked over HTTP, with
     // node 1 failing its checks, node 0 deregistered, and an instance of
     // no --target taking users.
