@@ -109,7 +109,8 @@ pub struct ImdsGuardArgs {
     #[arg(long)]
     pub open: bool,
     /// And at every boot: write and enable hostkeyctl-imds-guard.service
-    /// with the same users (with --open: disable and remove it).
+    /// with the same users (without --allow-user, the ones its settings
+    /// already allow; with --open: disable and remove it).
     #[arg(long, conflicts_with = "check")]
     pub at_boot: bool,
 }

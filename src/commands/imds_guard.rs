@@ -13,11 +13,20 @@ pub fn run(args: &ImdsGuardArgs, output: OutputFormat) -> Result<Status, Failure
     } else if args.open {
         Action::Open
     } else {
+        // `--at-boot` naming no user (the setup document's run) keeps the
+        // users the settings already allow (the lifecycle step's, an
+        // earlier run's): a delivery never cuts off a CloudWatch agent.
+        let kept = if args.at_boot && args.allow_users.is_empty() {
+            settings_users()
+        } else {
+            Vec::new()
+        };
         // An empty HOSTKEYCTL_IMDS_ALLOW_USERS (the unit's settings file
         // names it even when no one is allowed) is no user.
         let mut uids = args
             .allow_users
             .iter()
+            .chain(&kept)
             .map(|u| u.trim())
             .filter(|u| !u.is_empty())
             .map(crate::imds_guard::uid_of)
@@ -75,6 +84,18 @@ const UNIT_PATH: &str = "/etc/systemd/system/hostkeyctl-imds-guard.service";
 /// The unit's settings: the uids besides root, resolved now, once, so the
 /// boot never waits on a directory service (as the lifecycle step writes it).
 const SETTINGS_PATH: &str = "/etc/default/hostkeyctl-imds-guard";
+
+/// The users the guard's settings file allows (`HOSTKEYCTL_IMDS_ALLOW_USERS=`,
+/// a comma-separated list of uids or names); none without the file. Each
+/// is then resolved by `uid_of`, which refuses what is no user.
+fn settings_users() -> Vec<String> {
+    let text = std::fs::read_to_string(SETTINGS_PATH).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("HOSTKEYCTL_IMDS_ALLOW_USERS="))
+        .next_back()
+        .map(|v| v.trim_matches('"').split(',').map(str::to_owned).collect())
+        .unwrap_or_default()
+}
 
 /// `--at-boot`: what was applied is applied at every boot (the unit and
 /// its settings written, the unit enabled); with `--open`, the unit

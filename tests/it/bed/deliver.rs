@@ -252,6 +252,20 @@ fn the_metadata_service_is_kept_to_root_unless_opened(bed: &TestBed) {
         assert!(!written(node).exists(), "{}", node.name);
         assert!(systemctl(node).contains("systemctl disable hostkeyctl-imds-guard.service"));
     }
+    // Users the lifecycle step allowed (uid 1 here) stay allowed when a
+    // delivery guards the node again.
+    for node in &bed.state.nodes {
+        std::fs::write(
+            node.root.join("etc/default/hostkeyctl-imds-guard"),
+            "# Written by the hostkeyctl lifecycle step.\nHOSTKEYCTL_IMDS_ALLOW_USERS=1\n",
+        )
+        .unwrap();
+    }
     deliver("root-only");
     assert!(netfilter.metadata_as(65534).starts_with("refused:"));
+    assert_eq!(netfilter.metadata_as(1), "i-0123456789abcdef0");
+    for node in &bed.state.nodes {
+        let settings = std::fs::read_to_string(node.root.join("etc/default/hostkeyctl-imds-guard")).unwrap();
+        assert!(settings.contains("HOSTKEYCTL_IMDS_ALLOW_USERS=1\n"), "{settings}");
+    }
 }
