@@ -95,6 +95,9 @@ pub struct NodeReport {
     /// counts against this host in the node's PerSourcePenalties).
     #[serde(flatten)]
     pub usage: Usage,
+    /// What OpenSSH clients print about it ([`crate::scan::warnings`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub client_messages: Vec<crate::scan::warnings::ClientMessage>,
 }
 
 /// The finding for a node that has no address to connect to.
@@ -233,6 +236,32 @@ pub struct LbReport {
     /// The connections the samples opened.
     #[serde(flatten)]
     pub usage: Usage,
+    /// What OpenSSH clients print about the backends the samples reached,
+    /// and about the balancer's addresses (CheckHostIP).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub client_messages: Vec<crate::scan::warnings::ClientMessage>,
+    /// Each address the balancer's name resolves to, asked once, when it
+    /// resolves to more than one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<AddressFinding>,
+}
+
+/// One of the balancer's addresses, asked once.
+#[derive(Clone, Debug, Serialize)]
+pub struct AddressFinding {
+    /// The address.
+    pub address: String,
+    /// The key type asked for.
+    pub key_type: String,
+    /// OK, MISMATCH (another key than the set's), MISSING (none of that
+    /// type), or UNREACHABLE.
+    pub status: Verdict,
+    /// What it served.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub served: Option<Fingerprint>,
+    /// Why no key, when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// Judges the LB samples of one key type.

@@ -14,6 +14,7 @@ use time::format_description::well_known::Rfc3339;
 
 use super::judge::Verdict;
 use super::report::{AuditReport, Conclusion};
+use crate::scan::warnings::MessageCode;
 
 /// Every verdict a node or a sample can have, in the order the metrics
 /// list them (each one always present, 0 when none: an alarm on a series
@@ -25,6 +26,15 @@ pub const VERDICTS: [Verdict; 6] = [
     Verdict::Missing,
     Verdict::Unreachable,
     Verdict::Penalized,
+];
+
+/// Every client message, listed in the metrics even when none was seen.
+pub const MESSAGE_CODES: [MessageCode; 5] = [
+    MessageCode::NoPostQuantumKex,
+    MessageCode::DsaOnly,
+    MessageCode::Sha1Only,
+    MessageCode::SmallRsa,
+    MessageCode::CheckHostIp,
 ];
 
 /// A verdict's name in the metrics.
@@ -64,6 +74,12 @@ pub struct AuditMetrics {
     /// The fewest days left on any certificate a node served (negative:
     /// expired), when certificates were checked.
     pub certificate_days_left: Option<f64>,
+    /// Messages OpenSSH clients print, by code
+    /// ([`crate::scan::warnings::MessageCode`]): nodes and the balancer
+    /// with each (every code listed, 0 included).
+    pub client_messages: BTreeMap<&'static str, usize>,
+    /// Those the client release judged against prints by default.
+    pub client_warnings: usize,
     /// How long the audit took.
     pub duration_seconds: f64,
     /// What it came to.
@@ -117,11 +133,20 @@ pub fn of(report: &AuditReport, duration: Duration, now: OffsetDateTime) -> Audi
         .filter_map(|end| OffsetDateTime::parse(end, &Rfc3339).ok())
         .map(|end| (end - now).as_seconds_f64() / 86_400.0)
         .reduce(f64::min);
+    let mut client_messages: BTreeMap<&'static str, usize> = MESSAGE_CODES.iter().map(|c| (c.as_str(), 0)).collect();
+    let mut client_warnings = 0;
+    let all = report.nodes.iter().flat_map(|n| &n.client_messages);
+    for m in all.chain(report.lb.iter().flat_map(|lb| &lb.client_messages)) {
+        *client_messages.entry(m.code.as_str()).or_default() += 1;
+        client_warnings += usize::from(m.certain);
+    }
     AuditMetrics {
         nodes,
         nodes_not_ok,
         lb_samples,
         certificate_days_left,
+        client_messages,
+        client_warnings,
         duration_seconds: duration.as_secs_f64(),
         conclusion: report.conclusion,
     }
@@ -164,6 +189,20 @@ pub fn textfile(m: &AuditMetrics, now: u64) -> String {
         );
         _ = writeln!(out, "hostkeyctl_audit_certificate_days_left {days:.3}");
     }
+    gauge(
+        &mut out,
+        "hostkeyctl_audit_client_messages",
+        "Nodes and load balancers an OpenSSH client prints this message about (docs/clients.md, \"Messages clients print\").",
+    );
+    for (code, n) in &m.client_messages {
+        _ = writeln!(out, "hostkeyctl_audit_client_messages{{message=\"{code}\"}} {n}");
+    }
+    gauge(
+        &mut out,
+        "hostkeyctl_audit_client_warnings",
+        "Messages the client release judged against prints by default: alert when at least 1.",
+    );
+    _ = writeln!(out, "hostkeyctl_audit_client_warnings {}", m.client_warnings);
     gauge(
         &mut out,
         "hostkeyctl_audit_consistent",
@@ -217,7 +256,10 @@ pub fn datums(m: &AuditMetrics) -> Vec<Datum> {
         value: value as f64,
         unit: "Count",
     };
-    let mut out = vec![count("NodesNotOk", None, m.nodes_not_ok)];
+    let mut out = vec![
+        count("NodesNotOk", None, m.nodes_not_ok),
+        count("ClientWarnings", None, m.client_warnings),
+    ];
     out.extend(m.nodes.iter().map(|(v, n)| count("Nodes", Some(*v), *n)));
     if let Some(samples) = &m.lb_samples {
         out.extend(samples.iter().map(|(v, n)| count("LbSamples", Some(*v), *n)));
@@ -364,6 +406,8 @@ mod tests {
             .collect(),
             nodes_not_ok: 1,
             lb_samples: Some([("ok", 40), ("mismatch", 20)].into_iter().collect()),
+            client_messages: [("no_post_quantum_kex", 2)].into_iter().collect(),
+            client_warnings: 2,
             certificate_days_left: Some(6.5),
             duration_seconds: 1.25,
             conclusion: Conclusion::Drift,
@@ -387,6 +431,11 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("\nhostkeyctl_audit_consistent 0\n"), "{text}");
+        assert!(
+            text.contains("\nhostkeyctl_audit_client_messages{message=\"no_post_quantum_kex\"} 2\n"),
+            "{text}"
+        );
+        assert!(text.contains("\nhostkeyctl_audit_client_warnings 2\n"), "{text}");
         assert!(
             text.contains("\nhostkeyctl_audit_certificate_days_left 6.500\n"),
             "{text}"

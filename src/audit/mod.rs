@@ -13,6 +13,7 @@
 
 pub mod expected;
 pub mod judge;
+pub mod messages;
 pub mod metrics;
 pub mod report;
 mod text;
@@ -99,6 +100,9 @@ pub struct AuditRequest {
     pub on_disk: Option<OnDiskCheck>,
     /// Now (Unix seconds), for certificate validity.
     pub now: u64,
+    /// The OpenSSH client release whose messages are certain
+    /// (`--client-version`; default the newest).
+    pub client: crate::scan::warnings::ClientVersion,
 }
 
 /// A node to audit: where to connect (none when it has no address) and
@@ -146,6 +150,14 @@ impl<S: SecretStore, F: Fleet, D: Dispatcher, P: Prober> Audit<'_, S, F, D, P> {
         let scanner = Arc::new(Scanner::new(self.prober.clone(), self.policy.clone()));
         let asks = req.certificates.is_some();
         let node_probes = scanner.scan_nodes_served(&endpoints, asks).await;
+        let messages: BTreeMap<(String, u16), _> = endpoints
+            .iter()
+            .zip(&node_probes)
+            .map(|(e, served)| {
+                let found = messages::for_endpoint(&scanner, e, Some(served), req.client);
+                ((e.host.clone(), e.port), found)
+            })
+            .collect();
         // Asking for certificates shows the certified keys; the plain keys
         // every other client sees are asked for too (issue 27: a node
         // serving the set's certificate and another plain key was OK).
@@ -163,6 +175,8 @@ impl<S: SecretStore, F: Fleet, D: Dispatcher, P: Prober> Audit<'_, S, F, D, P> {
         );
         for node in &mut nodes {
             node.usage = scanner.usage(&node.endpoint);
+            let key = (node.endpoint.host.clone(), node.endpoint.port);
+            node.client_messages = messages.get(&key).cloned().unwrap_or_default();
         }
         let lb = match &req.lb {
             Some(spec) => Some(self.sample_lb(&scanner, spec, req, &expected, nodes.len()).await?),
@@ -318,7 +332,12 @@ impl<S: SecretStore, F: Fleet, D: Dispatcher, P: Prober> Audit<'_, S, F, D, P> {
                 t
             })
             .collect();
+        let mut client_messages = messages::for_endpoint(scanner, &endpoint, None, req.client);
+        let (addresses, check_host_ip) = messages::lb_addresses(scanner, &endpoint, expected, req.client).await;
+        client_messages.extend(check_host_ip);
         Ok(LbReport {
+            client_messages,
+            addresses,
             usage: scanner.usage(&endpoint),
             distinct: types.iter().map(|t| t.seen.len()).max().unwrap_or(0),
             alone: audited == 0,
@@ -500,6 +519,7 @@ fn judge_nodes(
             endpoint: n.endpoint,
             health: n.health,
             usage: Default::default(),
+            client_messages: Vec::new(),
         })
         .collect()
 }
@@ -565,11 +585,12 @@ impl crate::exit::ExitStatus for AuditError {
 }
 
 impl crate::exit::ExitStatus for Conclusion {
-    /// Consistent 0, drift 1, incomplete 3.
+    /// Consistent 0, drift 1 (and a message a current client prints),
+    /// incomplete 3.
     fn status(&self) -> crate::exit::Status {
         match self {
             Conclusion::Consistent => crate::exit::Status::Success,
-            Conclusion::Drift => crate::exit::Status::Drift,
+            Conclusion::Drift | Conclusion::ClientWarnings => crate::exit::Status::Drift,
             Conclusion::Incomplete => crate::exit::Status::Incomplete,
         }
     }

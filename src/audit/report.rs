@@ -20,6 +20,10 @@ pub enum Conclusion {
     Drift,
     /// Nothing wrong was seen, but something could not be asked.
     Incomplete,
+    /// Every node serves the set, but the client release judged against
+    /// prints a message about one (`client_messages` with `certain`):
+    /// drift's exit status, since users see it.
+    ClientWarnings,
 }
 
 /// What `install --check` on one node said through SSM.
@@ -120,6 +124,18 @@ fn conclude(
     let mut verdicts: Vec<Verdict> = nodes.iter().flat_map(|n| n.findings.iter().map(|f| f.status)).collect();
     if let Some(lb) = lb {
         verdicts.extend(lb.types.iter().map(|t| t.status));
+        verdicts.extend(lb.addresses.iter().map(|a| a.status));
+    }
+    let messages = nodes
+        .iter()
+        .flat_map(|n| &n.client_messages)
+        .chain(lb.iter().flat_map(|lb| &lb.client_messages));
+    let mut warned = false;
+    for m in messages {
+        *summary
+            .entry(format!("CLIENT_{}", m.code.as_str().to_uppercase()))
+            .or_default() += 1;
+        warned |= m.certain;
     }
     for v in &verdicts {
         *summary.entry(format!("{v:?}").to_uppercase()).or_default() += 1;
@@ -152,6 +168,8 @@ fn conclude(
     let disk_unknown = on_disk.values().any(|v| !matches!(v.result(), "match" | "drift"));
     let conclusion = if verdicts.iter().any(|v| v.is_drift()) || disk_drift || cert_drift {
         Conclusion::Drift
+    } else if warned {
+        Conclusion::ClientWarnings
     } else if verdicts.contains(&Verdict::Unreachable) || verdicts.contains(&Verdict::Penalized) || disk_unknown {
         Conclusion::Incomplete
     } else if let Some(lb) = lb.filter(|lb| lb.alone) {

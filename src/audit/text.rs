@@ -87,6 +87,51 @@ impl AuditReport {
     }
 }
 
+/// Who is where, and what clients print.
+fn after_the_tables(out: &mut String, report: &AuditReport, width: Option<u16>) {
+    membership(out, report);
+    client_messages(out, report, width);
+}
+
+/// What clients print about each node and the balancer, and the
+/// balancer's addresses that serve another key.
+fn client_messages(out: &mut String, report: &AuditReport, width: Option<u16>) {
+    let lb = report.lb.iter().map(|lb| (&lb.endpoint, &lb.client_messages));
+    let all = report.nodes.iter().map(|n| (&n.endpoint, &n.client_messages)).chain(lb);
+    for (endpoint, messages) in all {
+        for m in messages {
+            let line = format!(
+                "{} {}: {} ({}{}); fix: {}",
+                if m.certain { "WARNS" } else { "MAY WARN" },
+                escape(&endpoint.name),
+                m.text,
+                m.clients,
+                if m.certain {
+                    ""
+                } else {
+                    "; not the client judged against"
+                },
+                m.fix
+            );
+            outln!(out, "{}", output::wrap(&line, width, "  "));
+        }
+    }
+    for a in report.lb.iter().flat_map(|lb| &lb.addresses) {
+        let line = format!(
+            "load balancer address {}: {} {}{}",
+            escape(&a.address),
+            a.key_type,
+            format!("{:?}", a.status).to_uppercase(),
+            match (&a.served, &a.detail) {
+                (Some(fp), _) if a.status != super::Verdict::Ok => format!(", serves {fp}"),
+                (_, Some(d)) => format!(", {}", escape(d)),
+                _ => String::new(),
+            }
+        );
+        outln!(out, "{}", output::wrap(&line, width, "  "));
+    }
+}
+
 /// The cluster against the load balancer's targets, a line each.
 fn membership(out: &mut String, report: &AuditReport) {
     let Some(m) = &report.membership else { return };
@@ -194,7 +239,7 @@ fn table(report: &AuditReport, width: Option<u16>) -> String {
     for (id, v) in &report.on_disk {
         outln!(out, "on disk {}: {}", escape(id), v.result());
     }
-    membership(out, report);
+    after_the_tables(out, report, width);
     let mut summary: Vec<String> = report.summary.iter().map(|(k, v)| format!("{k} {v}")).collect();
     let flagged = report
         .nodes

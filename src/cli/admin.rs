@@ -216,6 +216,11 @@ pub struct AuditArgs {
     /// (docs/certificates.md): below 2, a renewal was missed.
     #[arg(long, default_value_t = 2, value_name = "DAYS", requires = "ca_fingerprints")]
     pub warn_days: u64,
+    /// Judge clients' messages against this OpenSSH client release: a
+    /// message it prints by default makes the exit status drift's (1).
+    /// Default: the newest release this build knows.
+    #[arg(long, value_name = "MAJOR.MINOR", default_value_t = crate::scan::warnings::ClientVersion::NEWEST)]
+    pub client_version: crate::scan::warnings::ClientVersion,
     /// Also write the audit's metrics (nodes and samples by verdict,
     /// certificate days left, duration) as a Prometheus textfile, for
     /// node_exporter's textfile collector on this host. Atomic, mode 0644.

@@ -22,6 +22,9 @@ pub struct Hello {
     pub banner: String,
     /// `server_host_key_algorithms` of its first KEXINIT, as listed.
     pub host_key_algorithms: Vec<String>,
+    /// `kex_algorithms` of its first KEXINIT, as listed (without the
+    /// `ext-info-s` and `kex-strict-s-v00@openssh.com` markers).
+    pub kex_algorithms: Vec<String>,
 }
 
 impl Hello {
@@ -93,10 +96,11 @@ pub fn parse(bytes: &[u8], closed: bool) -> Greeting {
         let line = String::from_utf8_lossy(&rest[..end]).trim_end_matches('\r').to_owned();
         rest = &rest[end + 1..];
         if line.starts_with("SSH-") {
-            return match kexinit_host_keys(rest) {
-                Some(host_key_algorithms) => Greeting::Hello(Hello {
+            return match kexinit_lists(rest) {
+                Some((kex_algorithms, host_key_algorithms)) => Greeting::Hello(Hello {
                     banner: line,
                     host_key_algorithms,
+                    kex_algorithms,
                 }),
                 None => Greeting::Incomplete,
             };
@@ -116,9 +120,10 @@ fn printable(line: &str) -> String {
         .collect()
 }
 
-/// `server_host_key_algorithms` of the first binary packet, if it is a
-/// whole KEXINIT (before NEWKEYS packets are neither encrypted nor MACed).
-fn kexinit_host_keys(bytes: &[u8]) -> Option<Vec<String>> {
+/// `kex_algorithms` and `server_host_key_algorithms` of the first binary
+/// packet, if it is a whole KEXINIT (before NEWKEYS packets are neither
+/// encrypted nor MACed).
+fn kexinit_lists(bytes: &[u8]) -> Option<(Vec<String>, Vec<String>)> {
     const KEXINIT: u8 = 20;
     let length = u32::from_be_bytes(bytes.get(..4)?.try_into().ok()?) as usize;
     let packet = bytes.get(4..4 + length)?;
@@ -136,14 +141,19 @@ fn kexinit_host_keys(bytes: &[u8]) -> Option<Vec<String>> {
         lists.push(std::str::from_utf8(list).ok()?.to_owned());
         at += 4 + len;
     }
-    let host_keys = lists.pop()?;
-    Some(
-        host_keys
-            .split(',')
-            .filter(|a| !a.is_empty())
+    let names = |list: &str, keep: &dyn Fn(&str) -> bool| -> Vec<String> {
+        list.split(',')
+            .filter(|a| !a.is_empty() && keep(a))
             .map(str::to_owned)
-            .collect(),
-    )
+            .collect()
+    };
+    let host_keys = names(&lists[1], &|_| true);
+    // RFC 8308 §2.1 and OpenSSH's PROTOCOL (strict kex): markers, not
+    // methods.
+    let kex = names(&lists[0], &|a| {
+        !a.starts_with("ext-info-") && !a.starts_with("kex-strict-")
+    });
+    Some((kex, host_keys))
 }
 
 /// The scan type of a plain host key algorithm name.
@@ -166,7 +176,11 @@ mod tests {
     pub fn server_bytes(before: &[&str], banner: &str, host_keys: &str) -> Vec<u8> {
         let mut payload = vec![20u8];
         payload.extend([7u8; 16]);
-        for list in ["curve25519-sha256,mlkem768x25519-sha256", host_keys, "aes128-ctr"] {
+        for list in [
+            "curve25519-sha256,mlkem768x25519-sha256,kex-strict-s-v00@openssh.com",
+            host_keys,
+            "aes128-ctr",
+        ] {
             payload.extend((list.len() as u32).to_be_bytes());
             payload.extend(list.as_bytes());
         }
@@ -205,6 +219,7 @@ mod tests {
         );
         assert_eq!(hello.openssh(), Some((10, 0)));
         assert!(hello.may_penalize());
+        assert_eq!(hello.kex_algorithms, ["curve25519-sha256", "mlkem768x25519-sha256"]);
         // Cut anywhere before the KEXINIT's end: not yet a hello.
         for cut in [10, 40, bytes.len() - 1] {
             assert_eq!(parse(&bytes[..cut], false), Greeting::Incomplete, "cut at {cut}");
@@ -225,6 +240,7 @@ mod tests {
             let hello = Hello {
                 banner: banner.to_owned(),
                 host_key_algorithms: vec![],
+                kex_algorithms: vec![],
             };
             assert_eq!(
                 (hello.openssh(), hello.may_penalize()),

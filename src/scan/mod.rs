@@ -19,6 +19,7 @@ pub mod hello;
 pub mod pacing;
 mod record;
 mod scanner;
+pub mod warnings;
 
 pub use hello::{Greeting, Hello};
 pub use scanner::{Endpoint, Probe, ScanPolicy, Scanner, ServedProbe, Usage, to_probe};

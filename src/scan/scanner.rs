@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::sync::Semaphore;
 
-use super::{Answer, Prober, ScanAlgorithm, ScanError, Served, scan_held};
+use super::{Answer, Hello, Prober, ScanAlgorithm, ScanError, Served, scan_held};
 use crate::fingerprint::Fingerprint;
 use crate::keyset::fingerprint_of;
 
@@ -105,6 +105,7 @@ pub struct Scanner<P> {
     global: Arc<Semaphore>,
     hosts: std::sync::Mutex<BTreeMap<String, Arc<Semaphore>>>,
     usage: std::sync::Mutex<BTreeMap<(String, u16), Usage>>,
+    hellos: std::sync::Mutex<BTreeMap<(String, u16), Vec<Hello>>>,
 }
 
 impl<P: Prober> Scanner<P> {
@@ -115,6 +116,7 @@ impl<P: Prober> Scanner<P> {
             global: Arc::new(Semaphore::new(policy.concurrency.max(1))),
             hosts: std::sync::Mutex::new(BTreeMap::new()),
             usage: std::sync::Mutex::new(BTreeMap::new()),
+            hellos: std::sync::Mutex::new(BTreeMap::new()),
             policy,
         }
     }
@@ -136,7 +138,25 @@ impl<P: Prober> Scanner<P> {
             .unwrap_or_default()
     }
 
+    /// The distinct banners and KEXINITs `endpoint` answered with so far
+    /// (through a load balancer, one per kind of backend reached): what
+    /// the audit judges clients' messages by, at no extra connection.
+    pub fn hellos(&self, endpoint: &Endpoint) -> Vec<Hello> {
+        let hellos = self.hellos.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        hellos
+            .get(&(endpoint.host.clone(), endpoint.port))
+            .cloned()
+            .unwrap_or_default()
+    }
+
     fn count(&self, endpoint: &Endpoint, answer: &Answer, retry: bool) {
+        if let Some(hello) = &answer.hello {
+            let mut hellos = self.hellos.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let seen = hellos.entry((endpoint.host.clone(), endpoint.port)).or_default();
+            if !seen.contains(hello) {
+                seen.push(hello.clone());
+            }
+        }
         let mut usage = self.usage.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let entry = usage.entry((endpoint.host.clone(), endpoint.port)).or_default();
         entry.connections += usize::from(answer.connected);

@@ -94,6 +94,7 @@ pub async fn run(args: &AuditArgs, global: &GlobalArgs, output: OutputFormat) ->
         certificates: cert_policy(args),
         on_disk,
         now: crate::certificate::now_unix(),
+        client: args.client_version,
     };
     let audit = Audit {
         store: store.as_ref(),

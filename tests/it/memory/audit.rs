@@ -37,6 +37,7 @@ fn request(lb: Option<LbSpec>, on_disk: bool) -> AuditRequest {
             node_command: Program::parse("hostkeyctl").unwrap(),
         }),
         now: hostkeyctl::certificate::now_unix(),
+        client: hostkeyctl::scan::warnings::ClientVersion::NEWEST,
     }
 }
 

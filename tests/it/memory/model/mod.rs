@@ -109,6 +109,7 @@ impl Prober for Nodes {
             hello: Some(Hello {
                 banner,
                 host_key_algorithms: vec!["ssh-ed25519".to_owned()],
+                kex_algorithms: vec!["sntrup761x25519-sha512@openssh.com".to_owned()],
             }),
             connected: true,
         }
