@@ -278,10 +278,49 @@ impl<C: SshdControl, P: Prober> Apply<'_, C, P> {
                     found: effective.host_key_algorithms,
                 });
             }
+            if let Some(kex) = &prepared.kex_line
+                && effective.kex_algorithms.as_deref() != Some(kex.as_str())
+            {
+                return Err(InstallError::KexNotApplied {
+                    path: prepared.settings_file.clone(),
+                    found: effective.kex_algorithms,
+                });
+            }
             *reload_attempted = true;
             self.sshd.reload(&prepared.reload)?;
         }
-        self.verify(&expected_scan(&prepared.keys)).await
+        let verified = self.verify(&expected_scan(&prepared.keys)).await?;
+        if verified && let Some(kex) = &prepared.kex_line {
+            self.verify_kex(kex).await?;
+        }
+        Ok(verified)
+    }
+
+    /// After the keys: a handshake shows sshd offering the post-quantum
+    /// exchanges hostkeyctl's line put first.
+    async fn verify_kex(&self, line: &str) -> Result<(), InstallError> {
+        let Some(address) = &self.prepared.verify_address else {
+            return Ok(());
+        };
+        let Some(algorithm) = expected_scan(&self.prepared.keys).into_keys().next() else {
+            return Ok(());
+        };
+        let answer = self
+            .prober
+            .handshake(address.host(), address.port(), algorithm, Duration::from_secs(5), false)
+            .await;
+        let offered = answer.hello.map(|h| h.kex_algorithms).unwrap_or_default();
+        let wanted: Vec<&str> = line
+            .split(',')
+            .filter(|k| crate::scan::warnings::is_post_quantum(k))
+            .collect();
+        if wanted.iter().all(|k| offered.iter().any(|o| o == k)) {
+            return Ok(());
+        }
+        Err(InstallError::KexNotOffered {
+            address: address.to_string(),
+            offered: offered.join(","),
+        })
     }
 
     /// Restores the previous files and, if sshd was reloaded onto the new

@@ -22,6 +22,7 @@ mod certs;
 pub mod check;
 pub mod compliance;
 pub mod files;
+pub mod kex;
 pub mod metrics;
 mod plan;
 pub mod reload_marker;
@@ -170,6 +171,25 @@ pub enum InstallError {
         path: PathBuf,
         /// What sshd -T reports.
         found: Option<String>,
+    },
+    /// sshd does not apply hostkeyctl's KexAlgorithms line.
+    #[error("sshd does not apply hostkeyctl's KexAlgorithms from {} (it reports {found:?}); a KexAlgorithms line before it takes precedence", path.display())]
+    KexNotApplied {
+        /// Where the setting was written.
+        path: PathBuf,
+        /// What sshd -T reports.
+        found: Option<String>,
+    },
+    /// After the reload, sshd's KEXINIT does not list the post-quantum
+    /// exchange hostkeyctl's line put first.
+    #[error(
+        "sshd at {address} does not offer the post-quantum key exchange hostkeyctl configured; it offers {offered:?}"
+    )]
+    KexNotOffered {
+        /// Where.
+        address: String,
+        /// What its KEXINIT listed.
+        offered: String,
     },
     /// sshd refused the verifying connections (PerSourcePenalties): what
     /// it serves is not known, which is not the same as not served.

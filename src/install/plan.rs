@@ -161,6 +161,8 @@ struct FileInputs<'a> {
     main_text: &'a str,
     /// The certificates to write.
     certificates: &'a CertPlan,
+    /// hostkeyctl's `KexAlgorithms` line ([`super::kex`]).
+    kex: Option<&'a str>,
 }
 
 /// The files a set needs, with modes and owners following what is there.
@@ -178,6 +180,7 @@ fn desired_files(inputs: FileInputs<'_>) -> Result<Vec<Desired>, InstallError> {
         main_config,
         main_text,
         certificates,
+        kex,
     } = inputs;
     let sibling = sibling_key_owner(ssh_dir)?;
     let mut out = key_files(keys, sibling, &|a| ssh_dir.join(a.private_file_name()), &|a| {
@@ -216,6 +219,7 @@ fn desired_files(inputs: FileInputs<'_>) -> Result<Vec<Desired>, InstallError> {
         host_keys: listed,
         host_certificates: certificates.lines.clone(),
         version_addendum: next.map(crate::keyset::KeySet::next_marker),
+        kex_algorithms: kex.map(str::to_owned),
     };
     let settings = sshd_config::settings(&wanted);
     let mut managed_files = Vec::new();
@@ -322,6 +326,9 @@ pub(super) struct Prepared {
     pub pins_certificates: bool,
     /// The certificates sshd must serve after the reload.
     pub certificates: BTreeMap<ScanAlgorithm, Certificate>,
+    /// hostkeyctl's `KexAlgorithms` line, which sshd -T and a handshake
+    /// must show after the reload.
+    pub kex_line: Option<String>,
     _lock: Lock,
 }
 
@@ -475,6 +482,8 @@ pub(super) async fn prepare(
     let foreign = foreign_certificates(sshd, &texts, &own_settings);
     let cert_plan = plan_certificates(options, &keys, &certificates, &foreign)?;
     report.certificates_left_out.clone_from(&cert_plan.left_out);
+    let kex = super::kex::plan_for(sshd, &options.ssh_dir, &placement, &main_text, &own_settings)?;
+    report.kex = Some(kex.report.clone());
     let desired = desired_files(FileInputs {
         keys: &keys,
         next: next_keys.as_ref(),
@@ -485,6 +494,7 @@ pub(super) async fn prepare(
         main_config,
         main_text: &main_text,
         certificates: &cert_plan,
+        kex: kex.line.as_deref(),
     })?;
     let verify_address = match (&options.reload, &options.verify_address) {
         (ReloadMethod::None, _) => None,
@@ -503,6 +513,7 @@ pub(super) async fn prepare(
         verify_address,
         reload,
         pins_certificates: cert_plan.served,
+        kex_line: kex.line,
         certificates: cert_plan.expected,
         _lock: lock,
     })
@@ -539,6 +550,7 @@ mod tests {
             main_config: &main,
             main_text: "",
             certificates: &super::CertPlan::default(),
+            kex: None,
         })
         .unwrap();
         let ed = desired

@@ -174,6 +174,10 @@ pub struct InstallReport {
     /// kept to root (`imds-guard --check`; `doctor` reports open nodes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub imds: Option<crate::imds_guard::Access>,
+    /// What install did about the post-quantum key exchange (docs/clients.md,
+    /// "Messages clients print").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kex: Option<super::kex::KexReport>,
     /// The error, when it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -203,6 +207,7 @@ impl Default for InstallReport {
             backup: None,
             checks: Vec::new(),
             imds: None,
+            kex: None,
             error: None,
             rollback_error: None,
         }

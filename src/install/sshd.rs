@@ -95,6 +95,11 @@ pub trait SshdControl: Sync {
     fn binary(&self) -> Option<&Path> {
         None
     }
+    /// The post-quantum exchanges sshd accepts and its release;
+    /// `None` when it cannot say.
+    fn kex_support(&self) -> Option<KexSupport> {
+        None
+    }
 }
 
 impl SshdControl for Sshd {
@@ -120,6 +125,41 @@ impl SshdControl for Sshd {
 
     fn binary(&self) -> Option<&Path> {
         Some(&self.binary)
+    }
+
+    fn kex_support(&self) -> Option<KexSupport> {
+        // sshd has no `-Q`: each post-quantum name is tried with `sshd -t
+        // -o KexAlgorithms=NAME`, which refuses a name this sshd does not
+        // know ("Bad SSH2 KexAlgorithms"), once the config passes alone.
+        let test = |extra: &[&str]| {
+            Command::new(&self.binary)
+                .arg("-t")
+                .args(extra)
+                .arg("-f")
+                .arg(&self.config)
+                .output()
+                .is_ok_and(|o| o.status.success())
+        };
+        if !test(&[]) {
+            return None;
+        }
+        let supported = crate::scan::warnings::POST_QUANTUM_KEX
+            .iter()
+            .filter(|k| test(&["-o", &format!("KexAlgorithms={k}")]))
+            .map(|k| (*k).to_owned())
+            .collect();
+        // `-V` prints the release (9.x and later); older ones print it in
+        // their usage text, on stderr too.
+        let version = Command::new(&self.binary).arg("-V").output().ok()?;
+        let release = String::from_utf8_lossy(&version.stderr);
+        Some(KexSupport {
+            supported,
+            release: release
+                .lines()
+                .find(|l| l.starts_with("OpenSSH"))
+                .unwrap_or_default()
+                .to_owned(),
+        })
     }
 }
 
@@ -163,6 +203,17 @@ pub struct Sshd {
     pub config: PathBuf,
 }
 
+/// The post-quantum exchanges sshd accepts (`sshd -t -o
+/// KexAlgorithms=NAME` for each) and its release (the line `sshd -V`
+/// prints).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KexSupport {
+    /// The exchanges it accepts (the post-quantum ones are asked).
+    pub supported: Vec<String>,
+    /// `OpenSSH_8.4p1 Debian-5+deb11u3, OpenSSL ...`.
+    pub release: String,
+}
+
 /// Settings read from `sshd -T`.
 #[derive(Clone, Debug, Default)]
 pub struct Effective {
@@ -178,6 +229,8 @@ pub struct Effective {
     pub host_certificates: Vec<String>,
     /// `versionaddendum` (`none` when unset).
     pub version_addendum: Option<String>,
+    /// `kexalgorithms`.
+    pub kex_algorithms: Option<String>,
 }
 
 impl Effective {
@@ -196,6 +249,7 @@ impl Effective {
                 "pidfile" => e.pid_file = Some(value.to_owned()),
                 "hostcertificate" => e.host_certificates.push(value.to_owned()),
                 "versionaddendum" => e.version_addendum = Some(value.to_owned()),
+                "kexalgorithms" => e.kex_algorithms = Some(value.to_owned()),
                 _ => {}
             }
         }

@@ -77,6 +77,47 @@ pub struct Settings {
     /// names it in sshd's banner ([`crate::keyset::KeySet::next_marker`]),
     /// so a scan sees that sshd loaded it.
     pub version_addendum: Option<String>,
+    /// `KexAlgorithms`: the post-quantum hybrids sshd holds first, then
+    /// what the configuration allowed ([`super::kex`]).
+    pub kex_algorithms: Option<String>,
+}
+
+/// Whether the main config sets `keyword` (lower case) before it
+/// includes the drop-in, where the drop-in's value loses.
+pub fn set_before_drop_in(ssh_dir: &Path, text: &str, keyword: &str) -> bool {
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut words = line.split_whitespace();
+        let first = words.next().unwrap_or_default().to_ascii_lowercase();
+        if first == keyword {
+            return true;
+        }
+        if first == "match" || (first == "include" && includes_drop_in(ssh_dir, words)) {
+            return false;
+        }
+    }
+    false
+}
+
+/// Whether an `Include` line's arguments take in hostkeyctl's drop-in.
+fn includes_drop_in<'a>(ssh_dir: &Path, args: impl Iterator<Item = &'a str>) -> bool {
+    let drop_in_dir = ssh_dir.join("sshd_config.d");
+    args.into_iter().any(|arg| {
+        let resolved = if Path::new(arg).is_absolute() {
+            PathBuf::from(arg)
+        } else {
+            ssh_dir.join(arg)
+        };
+        match (resolved.parent(), resolved.file_name()) {
+            (Some(dir), Some(pattern)) => {
+                dir == drop_in_dir && include_matches(&pattern.to_string_lossy(), DROP_IN_NAME)
+            }
+            _ => false,
+        }
+    })
 }
 
 /// Decides where the setting goes, from the main config's text.
@@ -92,20 +133,8 @@ pub fn placement(ssh_dir: &Path, main_config: &Path, text: &str) -> Placement {
         match keyword.as_str() {
             // Settings inside Match blocks are conditional: stop looking.
             "match" | "hostkeyalgorithms" => break,
-            "include" => {
-                for arg in words {
-                    let resolved = if Path::new(arg).is_absolute() {
-                        PathBuf::from(arg)
-                    } else {
-                        ssh_dir.join(arg)
-                    };
-                    let (Some(dir), Some(pattern)) = (resolved.parent(), resolved.file_name()) else {
-                        continue;
-                    };
-                    if dir == drop_in_dir && include_matches(&pattern.to_string_lossy(), DROP_IN_NAME) {
-                        return Placement::DropIn(drop_in_dir.join(DROP_IN_NAME));
-                    }
-                }
+            "include" if includes_drop_in(ssh_dir, &mut words) => {
+                return Placement::DropIn(drop_in_dir.join(DROP_IN_NAME));
             }
             _ => {}
         }
@@ -122,6 +151,9 @@ pub fn settings(s: &Settings) -> String {
         "HostKeyAlgorithms {}\n",
         host_key_algorithms(&s.algorithms, s.certificates)
     );
+    if let Some(kex) = &s.kex_algorithms {
+        out.push_str(&format!("KexAlgorithms {kex}\n"));
+    }
     for path in &s.host_keys {
         out.push_str(&format!("HostKey {path}\n"));
     }
@@ -398,6 +430,11 @@ mod tests {
         assert_eq!(placement(dir, main, set_before), Placement::Inline(main.into()));
         let other_dir = "Include /etc/other/*.conf\n";
         assert_eq!(placement(dir, main, other_dir), Placement::Inline(main.into()));
+        // A KexAlgorithms before the include wins over the drop-in's.
+        let kex_first = "KexAlgorithms curve25519-sha256\nInclude /etc/ssh/sshd_config.d/*.conf\n";
+        assert!(super::set_before_drop_in(dir, kex_first, "kexalgorithms"));
+        let kex_after = "Include /etc/ssh/sshd_config.d/*.conf\nKexAlgorithms curve25519-sha256\n";
+        assert!(!super::set_before_drop_in(dir, kex_after, "kexalgorithms"));
     }
 
     #[test]
@@ -429,8 +466,13 @@ mod tests {
             host_keys: vec!["/k".to_owned()],
             host_certificates: vec!["/k-cert.pub".to_owned()],
             version_addendum: Some("hostkeyctl-next-0123456789ab".to_owned()),
+            kex_algorithms: Some("sntrup761x25519-sha512@openssh.com,curve25519-sha256".to_owned()),
         };
         let once = inline_content("Port 22\n", &all);
+        assert_eq!(
+            super::keyword_values(&[super::block_text(&once)], "kexalgorithms"),
+            ["sntrup761x25519-sha512@openssh.com,curve25519-sha256"]
+        );
         assert_eq!(
             super::keyword_values(&[super::block_text(&once)], "hostcertificate"),
             ["/k-cert.pub"]

@@ -62,6 +62,10 @@ pub struct NodeResult {
     pub error: Option<String>,
     /// The SSM command id.
     pub command_id: Option<String>,
+    /// What the node did about the post-quantum key exchange (a node whose
+    /// sshd has none names its upgrade).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kex: Option<crate::install::kex::KexReport>,
 }
 
 /// The command line the nodes run: ids and fingerprints only, never key
@@ -130,6 +134,7 @@ fn node_result(instance: &Instance, inv: Option<&Invocation>, not_sent_reason: &
         ok: false,
         error: Some(not_sent_reason.to_owned()),
         command_id: None,
+        kex: None,
     };
     let Some(inv) = inv else { return r };
     r.status = inv.status.clone();
@@ -170,6 +175,7 @@ fn node_result(instance: &Instance, inv: Option<&Invocation>, not_sent_reason: &
     };
     r.result = result;
     r.fingerprints = fingerprints;
+    r.kex = parsed.ok().and_then(|p| p.kex);
     r
 }
 

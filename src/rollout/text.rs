@@ -62,12 +62,42 @@ impl PushOutcome {
                 ],
             );
         }
-        format!(
+        let mut out = format!(
             "{table}\n{}\nversion {}: {succeeded} of {} node(s) done, {} failed\n",
             self.document,
             self.version_id,
             results.len(),
             results.len() - succeeded
-        )
+        );
+        out.push_str(&kex_lines(results));
+        out
     }
+}
+
+/// What the nodes did about the post-quantum key exchange, where it
+/// matters to users (docs/clients.md, "Messages clients print").
+fn kex_lines(results: &[NodeResult]) -> String {
+    use crate::install::kex::KexStatus;
+    let mut out = String::new();
+    let added = results
+        .iter()
+        .filter(|r| r.kex.as_ref().is_some_and(|k| k.status == KexStatus::Added))
+        .count();
+    if added > 0 {
+        out.push_str(&format!(
+            "post-quantum key exchange added on {added} node(s): OpenSSH 10.1 and later no longer warn\n"
+        ));
+    }
+    for r in results {
+        let Some(kex) = r.kex.as_ref().filter(|k| k.status == KexStatus::Unsupported) else {
+            continue;
+        };
+        out.push_str(&format!(
+            "{}: its sshd has no post-quantum key exchange, so OpenSSH 10.1 and later warn at every login; upgrade: {}\n",
+            crate::escape::escape(r.name.as_deref().unwrap_or(&r.instance_id)),
+            // The node's words: escaped, as every report's.
+            crate::escape::escape(kex.upgrade.as_deref().unwrap_or("OpenSSH 9.9 or later"))
+        ));
+    }
+    out
 }

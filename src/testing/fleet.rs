@@ -11,13 +11,15 @@ use ssh_key::PublicKey;
 
 use crate::discovery::{DiscoveryError, Fleet, Instance, TargetSpec};
 use crate::install::sshd::{Effective, ReloadMethod, SshdControl, SshdError};
-use crate::install::sshd_config::include_matches;
 use crate::keyset::{HostKey, KeyAlgorithm, KeySet};
 use crate::scan::{Prober, ScanAlgorithm, ScanError};
 
 /// Faults a node can be given.
 #[derive(Clone, Debug, Default)]
 pub struct NodeFaults {
+    /// sshd takes a `KexAlgorithms` line but offers none of its
+    /// post-quantum exchanges (what a handshake after install checks).
+    pub drops_post_quantum: bool,
     /// The reload command fails (sshd keeps what it had).
     pub reload_fails: bool,
     /// sshd exits on reload and stays down.
@@ -68,6 +70,11 @@ pub struct MemNode {
     /// Connections it refused for a penalty (sshd's `drop connection ...
     /// penalty` lines).
     refused: Mutex<usize>,
+    /// The key exchanges its KEXINIT lists, as loaded at its last reload.
+    pub kex: Mutex<Vec<String>>,
+    /// What sshd accepts and `sshd -V` says (9.2 by default; `None`:
+    /// sshd cannot say).
+    pub kex_support: Mutex<Option<crate::install::sshd::KexSupport>>,
 }
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -145,6 +152,18 @@ impl MemNode {
         *lock(&self.refused)
     }
 
+    /// The key exchanges the config allows, as sshd loads them.
+    fn load_kex(&self) {
+        let list = self.effective().ok().and_then(|e| e.kex_algorithms).unwrap_or_default();
+        let drops = lock(&self.faults).drops_post_quantum;
+        *lock(&self.kex) = list
+            .split(',')
+            .filter(|k| !k.is_empty())
+            .filter(|k| !drops || !crate::scan::warnings::is_post_quantum(k))
+            .map(str::to_owned)
+            .collect();
+    }
+
     /// Stops sshd: every handshake is refused until the next reload.
     pub fn stop(&self) {
         *lock(&self.served) = None;
@@ -209,57 +228,6 @@ impl MemNode {
         }
         Ok(out)
     }
-
-    fn parse_file(&self, path: &Path, e: &mut Effective, depth: usize) {
-        let Ok(text) = std::fs::read_to_string(path) else {
-            return;
-        };
-        for line in text.lines() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            let (keyword, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
-            let rest = rest.trim();
-            match keyword.to_ascii_lowercase().as_str() {
-                "match" => break,
-                "include" if depth < 4 => {
-                    for pattern in rest.split_whitespace() {
-                        let full = if Path::new(pattern).is_absolute() {
-                            PathBuf::from(pattern)
-                        } else {
-                            self.ssh_dir.join(pattern)
-                        };
-                        let (Some(dir), Some(name)) = (full.parent(), full.file_name()) else {
-                            continue;
-                        };
-                        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-                            .map(|d| d.flatten().map(|f| f.path()).collect())
-                            .unwrap_or_default();
-                        files.sort();
-                        for f in files {
-                            let fname = f
-                                .file_name()
-                                .map(|n| n.to_string_lossy().into_owned())
-                                .unwrap_or_default();
-                            if include_matches(&name.to_string_lossy(), &fname) {
-                                self.parse_file(&f, e, depth + 1);
-                            }
-                        }
-                    }
-                }
-                "hostkey" => e.host_keys.push(rest.to_owned()),
-                "hostkeyalgorithms" if e.host_key_algorithms.is_none() => {
-                    e.host_key_algorithms = Some(rest.to_owned());
-                }
-                "listenaddress" => e.listen.push(rest.to_owned()),
-                "pidfile" if e.pid_file.is_none() => e.pid_file = Some(rest.to_owned()),
-                "hostcertificate" => e.host_certificates.push(rest.to_owned()),
-                "versionaddendum" if e.version_addendum.is_none() => e.version_addendum = Some(rest.to_owned()),
-                _ => {}
-            }
-        }
-    }
 }
 
 impl SshdControl for MemNode {
@@ -273,7 +241,7 @@ impl SshdControl for MemNode {
 
     fn effective(&self) -> Result<Effective, SshdError> {
         let mut e = Effective::default();
-        self.parse_file(&self.config, &mut e, 0);
+        super::sshd_config::parse_file(&self.ssh_dir, &self.config, &mut e, 0);
         if e.host_keys.is_empty() {
             for a in KeyAlgorithm::ALL {
                 e.host_keys
@@ -283,7 +251,13 @@ impl SshdControl for MemNode {
         if e.listen.is_empty() {
             e.listen.push("0.0.0.0:22".to_owned());
         }
+        e.kex_algorithms
+            .get_or_insert_with(|| super::sshd_config::OPENSSH_9_2_KEX.to_owned());
         Ok(e)
+    }
+
+    fn kex_support(&self) -> Option<crate::install::sshd::KexSupport> {
+        lock(&self.kex_support).clone()
     }
 
     fn reload(&self, _method: &ReloadMethod) -> Result<String, SshdError> {
@@ -314,6 +288,7 @@ impl SshdControl for MemNode {
         };
         *lock(&self.served) = Some(loaded);
         *lock(&self.certificates) = certificates;
+        self.load_kex();
         *lock(&self.addendum) = self
             .effective()
             .ok()
@@ -385,7 +360,16 @@ impl MemFleet {
                 addendum: Mutex::new(None),
                 penalties: Mutex::new(None),
                 refused: Mutex::new(0),
+                kex: Mutex::new(Vec::new()),
+                kex_support: Mutex::new(Some(crate::install::sshd::KexSupport {
+                    supported: super::sshd_config::OPENSSH_9_2_KEX
+                        .split(',')
+                        .map(str::to_owned)
+                        .collect(),
+                    release: "OpenSSH_9.2p1 Debian-2+deb12u7, OpenSSL 3.0.15".to_owned(),
+                })),
             };
+            node.load_kex();
             let loaded = node.load().map_err(std::io::Error::other)?;
             *lock(&node.served) = Some(loaded);
             nodes.push(node);
@@ -569,6 +553,7 @@ impl Prober for MemFleet {
         let hello = crate::scan::Hello {
             banner,
             host_key_algorithms: offered,
+            kex_algorithms: lock(&node.kex).clone(),
         };
         let stray = lock(&node.faults)
             .stray_plain_key

@@ -23,6 +23,7 @@ mod functions;
 mod hooked;
 mod memory_store;
 mod penalty;
+mod sshd_config;
 mod target_groups;
 
 pub use dispatcher::{MemDispatcher, install_args};

@@ -12,6 +12,7 @@ mod document;
 mod doubles;
 mod install;
 mod install_certificates;
+mod install_kex;
 mod install_lock;
 mod model;
 mod policies;
