@@ -4,6 +4,8 @@
 # packages with mmdebstrap:
 #   bullseye  Debian 11, OpenSSH 8.4p1 (close to Ubuntu 20.04's 8.2 and RHEL 9's 8.7)
 #   trixie    Debian 13, OpenSSH 10.0p2 (PerSourcePenalties on, sshd-session)
+#   forky     Debian testing, OpenSSH 10.6p1: a client that warns on a key
+#             exchange that is not post-quantum (10.1 and later)
 # Cached outside the clone ($HOSTKEYCTL_RELEASES, default
 # /var/cache/hostkeyctl-bed/releases); a file system is used only once its
 # build finished (the `.built` stamp, with the packages' versions). The bed
@@ -16,7 +18,7 @@ mirror=${HOSTKEYCTL_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # node build reaches Secrets Manager over TLS). A change here rebuilds.
 include=openssh-server,openssh-client,ca-certificates
 mkdir -p "$cache"
-for suite in bullseye trixie; do
+for suite in bullseye trixie forky; do
   dir=$cache/$suite
   [ "$(head -n1 "$dir/.built" 2>/dev/null)" = "include $include" ] && continue
   if ! command -v mmdebstrap >/dev/null 2>&1; then
@@ -26,7 +28,10 @@ for suite in bullseye trixie; do
   echo "build-releases: $suite from $mirror (about 40 s)"
   tmp=$(mktemp -d "$cache/.$suite.XXXXXX")
   trap 'rm -rf "$tmp"' EXIT
-  mmdebstrap --quiet --variant=apt --mode=root --include="$include" "$suite" "$tmp/fs" "$mirror"
+  # Testing's Release file expires within days; the mirror may be a
+  # snapshot older than that.
+  mmdebstrap --quiet --variant=apt --mode=root --aptopt='Acquire::Check-Valid-Until "false"' \
+    --include="$include" "$suite" "$tmp/fs" "$mirror"
   # The stock host keys of the build go: every bed node gets its own.
   rm -f "$tmp"/fs/etc/ssh/ssh_host_*
   {

@@ -149,6 +149,11 @@ def main() -> int:
         " a comma-separated list gives one per node in turn, empty for the host's (',bullseye,trixie')",
     )
     up.add_argument(
+        "--crypto-policy",
+        action="store_true",
+        help="login nodes include a RHEL 9 / Amazon Linux 2023 DEFAULT crypto policy (no post-quantum key exchange)",
+    )
+    up.add_argument(
         "--lb-check-interval",
         default="1s",
         help="HAProxy's health check interval (an NLB's is 10 s or 30 s; each check is a connection)",

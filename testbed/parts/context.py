@@ -44,6 +44,7 @@ class Options:
     bin_dir: str | None
     bare: bool
     release: str | None
+    crypto_policy: bool
     lb_check_interval: str
     lb_balance: str
     login_tags: str

@@ -9,7 +9,7 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .host import without_root_bashrc
+from .host import HERE, without_root_bashrc
 from .keys import KEY_TYPES, node_host_keys
 from .state import Node
 
@@ -59,13 +59,17 @@ def prepare_node(bed: BedContext, i: int, net: int) -> Node:
         # A "Connection from" line per connection: what the tests count.
         "LogLevel VERBOSE\n"
     )
+    if bed.args.crypto_policy:
+        crypto_policy(root, ssh_dir)
     pid_file = root / "run" / "sshd.pid"
     argv = [SSHD, "-D", "-e", "-f", str(config)]
     if bed.args.no_reexec:
         argv.insert(1, "-r")
     release = release_of(bed.args.release, i)
+    env_sshd = {}
     if release:
         argv = release_sshd(bed.dir, root, argv, release)
+        env_sshd["HOSTKEYCTL_SSHD"] = str(release_sshd_command(root, pid_file))
     else:
         argv = without_root_bashrc(argv)
     return Node(
@@ -88,8 +92,39 @@ def prepare_node(bed: BedContext, i: int, net: int) -> Node:
             "HOSTKEYCTL_VERIFY_ADDRESS": f"{address}:22",
             "HOSTKEYCTL_STATE_DIR": str(root / "var/lib/hostkeyctl"),
             "HOSTKEYCTL_LOCK_FILE": str(root / "run/hostkeyctl.lock"),
+            **env_sshd,
         },
     )
+
+
+# The server back-end of RHEL 9's and Amazon Linux 2023's DEFAULT crypto
+# policy (testbed/profiles/README.md): a KexAlgorithms without any
+# post-quantum exchange, which OpenSSH 10.1 clients warn about.
+CRYPTO_POLICY = HERE / "profiles/al2023/etc/crypto-policies/back-ends/opensshserver.config"
+
+
+def crypto_policy(root: Path, ssh_dir: Path) -> None:
+    """The node includes the policy as RHEL's ``50-redhat.conf`` does,
+    from its own ``/etc/crypto-policies``."""
+    policy = root / "etc/crypto-policies/back-ends/opensshserver.config"
+    policy.parent.mkdir(parents=True, exist_ok=True)
+    policy.write_text(CRYPTO_POLICY.read_text())
+    (ssh_dir / "sshd_config.d/50-redhat.conf").write_text(f"Include {policy}\n")
+
+
+def release_sshd_command(root: Path, pid_file: Path) -> Path:
+    """What a release node's commands run as ``sshd`` (hostkeyctl's
+    ``HOSTKEYCTL_SSHD``): the release's own binary, in the namespace and
+    root of the node's running sshd, so that ``sshd -t``, ``-T`` and
+    ``-Q`` answer as the sshd that serves, not as the host's."""
+    wrapper = root / "sshd-of-release"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f"pid=$(cat {shlex.quote(str(pid_file))}) || exit 255\n"
+        'exec nsenter --target "$pid" --mount --root --wd -- /usr/sbin/sshd "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return wrapper
 
 
 def release_of(releases: str | None, i: int) -> str | None:

@@ -1,6 +1,6 @@
 //! Issue 31: every common SSH client through a rotation, each with only
 //! what `hostkeyctl known-hosts` printed for it, fetched at the moments
-//! docs/clients.md names: OpenSSH 8.4, 9.2 and 10.0 (with the
+//! docs/clients.md names: OpenSSH 8.4, 9.2, 10.0 and 10.6 (with the
 //! `HostKeyAlias` block), Paramiko, AsyncSSH, Dropbear's dbclient, plink
 //! with `-hostkey` and PuTTY's host key cache. Each logs in 20 times
 //! through HAProxy (every backend in turn) and 20 times to one node,
@@ -19,7 +19,7 @@ use crate::common::bed::{BedOptions, TestBed};
 use crate::common::support::{require, run_ok};
 
 /// Logins per endpoint, phase and client. The matrix keeps both cores
-/// busy: 960 logins, each about 0.06 s of CPU here (the bed's nodes do not
+/// busy: 1,080 logins, each about 0.06 s of CPU here (the bed's nodes do not
 /// run root's `~/.bashrc`: testbed/bed.py, `without_root_bashrc`).
 const LOGINS: usize = 20;
 
@@ -31,7 +31,8 @@ const MAX_STARTUPS_BEGIN: usize = 10;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Client {
     /// `ssh` of this host (None: 9.2, with a hashed file) or of a Debian
-    /// release's file system (`bullseye`: 8.4, `trixie`: 10.0).
+    /// release's file system (`bullseye`: 8.4, `trixie`: 10.0, `forky`:
+    /// 10.6).
     OpenSsh(Option<&'static str>),
     Paramiko,
     AsyncSsh,
@@ -50,10 +51,13 @@ enum Phase {
     Promoted,
 }
 
-const CLIENTS: [Client; 8] = [
+const CLIENTS: [Client; 9] = [
     Client::OpenSsh(None),
     Client::OpenSsh(Some("bullseye")),
     Client::OpenSsh(Some("trixie")),
+    // Debian testing's 10.6: it warns on a key exchange that is not
+    // post-quantum (issue 57); the nodes' 9.2 offers one.
+    Client::OpenSsh(Some("forky")),
     Client::Paramiko,
     Client::AsyncSsh,
     Client::Dropbear,
@@ -351,7 +355,7 @@ fn rotate(bed: &TestBed, extra: &str, expected: &str, fetch_now: &str) {
     assert!(clients.contains(fetch_now), "{report}");
 }
 
-/// The matrix of issue 31: 8 clients × 3 phases × 2 endpoints × 20 logins,
+/// The matrix of issue 31: 9 clients × 3 phases × 2 endpoints × 20 logins,
 /// 0 failures and 0 host key warnings; and the alias pitfall, asserted
 /// both ways.
 #[test]

@@ -45,3 +45,4 @@ mod targeting;
 mod targets;
 mod testbed;
 mod unit_sandbox;
+mod warnings;

@@ -58,6 +58,9 @@ pub struct BedOptions {
     /// The login nodes run this Debian suite's sshd (`bullseye`, `trixie`;
     /// scripts/build-releases.sh), in a chroot of its own.
     pub release: Option<&'static str>,
+    /// The login nodes include RHEL 9's DEFAULT crypto policy, whose
+    /// KexAlgorithms has no post-quantum exchange (`--crypto-policy`).
+    pub crypto_policy: bool,
     /// HAProxy's health check interval (`1s`; an NLB's is 10 s or 30 s).
     pub lb_check_interval: &'static str,
     /// HAProxy's balance algorithm (`roundrobin`; `source` pins each
@@ -101,6 +104,7 @@ impl Default for BedOptions {
             held: 0,
             documents: true,
             release: None,
+            crypto_policy: false,
             lb_check_interval: "1s",
             lb_balance: "roundrobin",
             parallelcluster_tags: false,
@@ -294,6 +298,9 @@ impl TestBed {
         cmd.arg("--held").arg(options.held.to_string());
         if let Some(release) = options.release {
             cmd.arg("--release").arg(release);
+        }
+        if options.crypto_policy {
+            cmd.arg("--crypto-policy");
         }
         cmd.arg("--lb-check-interval").arg(options.lb_check_interval);
         cmd.arg("--lb-balance").arg(options.lb_balance);
