@@ -4,7 +4,7 @@
 #        iproute2 (ip: the node-profile matrix brings up loopback in its namespaces),
 #        iptables (imds-guard's rules, in namespaces the tests create),
 #        systemd (systemd-analyze, for the unit's sandbox score), bubblewrap (that sandbox, emulated),
-#        mmdebstrap (Debian 11's and 13's root file systems: scripts/build-releases.sh),
+#        mmdebstrap (Debian 11, 13 and testing root file systems: scripts/build-releases.sh),
 #        putty-tools (plink, puttygen) and dropbear-bin (dbclient): the client matrix
 #   pip: the pinned moto server, Paramiko and AsyncSSH, the linters (testbed/requirements.txt)
 # Safe to run again: does nothing when everything is present.

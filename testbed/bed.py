@@ -145,7 +145,7 @@ def main() -> int:
     up.add_argument(
         "--release",
         default=None,
-        help="login nodes run this Debian suite's sshd (bullseye, trixie: scripts/build-releases.sh);"
+        help="login nodes run this Debian suite's sshd (bullseye, trixie, forky: scripts/build-releases.sh);"
         " a comma-separated list gives one per node in turn, empty for the host's (',bullseye,trixie')",
     )
     up.add_argument(

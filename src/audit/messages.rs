@@ -39,6 +39,28 @@ pub fn for_endpoint<P: Prober>(
     out
 }
 
+/// The messages for each node audited, by its address and port.
+pub fn for_nodes<P: Prober>(
+    scanner: &Scanner<P>,
+    endpoints: &[Endpoint],
+    probes: &[BTreeMap<ScanAlgorithm, ServedProbe>],
+    client: ClientVersion,
+) -> BTreeMap<(String, u16), Vec<ClientMessage>> {
+    endpoints
+        .iter()
+        .zip(probes)
+        .map(|(e, served)| ((e.host.clone(), e.port), for_endpoint(scanner, e, Some(served), client)))
+        .collect()
+}
+
+/// Marks the messages whose code the site accepts (`--accept-message`).
+pub fn accept(nodes: &mut [super::NodeReport], lb: Option<&mut super::LbReport>, accepted: &[warnings::MessageCode]) {
+    let all = nodes.iter_mut().flat_map(|n| n.client_messages.iter_mut());
+    for m in all.chain(lb.into_iter().flat_map(|lb| lb.client_messages.iter_mut())) {
+        m.accepted = accepted.contains(&m.code);
+    }
+}
+
 /// The size of an RSA key, in bits.
 fn rsa_bits(key: &ssh_key::PublicKey) -> Option<usize> {
     key.key_data().rsa().map(|k| k.key_size() as usize)
@@ -67,6 +89,7 @@ pub async fn lb_addresses<P: Prober>(
             return (Vec::new(), Vec::new());
         }
     };
+    addresses.sort_unstable();
     addresses.dedup();
     if addresses.len() < 2 {
         return (Vec::new(), Vec::new());

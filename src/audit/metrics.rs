@@ -138,7 +138,7 @@ pub fn of(report: &AuditReport, duration: Duration, now: OffsetDateTime) -> Audi
     let all = report.nodes.iter().flat_map(|n| &n.client_messages);
     for m in all.chain(report.lb.iter().flat_map(|lb| &lb.client_messages)) {
         *client_messages.entry(m.code.as_str()).or_default() += 1;
-        client_warnings += usize::from(m.certain);
+        client_warnings += usize::from(m.certain && !m.accepted);
     }
     AuditMetrics {
         nodes,
@@ -192,7 +192,7 @@ pub fn textfile(m: &AuditMetrics, now: u64) -> String {
     gauge(
         &mut out,
         "hostkeyctl_audit_client_messages",
-        "Nodes and load balancers an OpenSSH client prints this message about (docs/clients.md, \"Messages clients print\").",
+        "Messages an OpenSSH client prints, by code: one per node, load balancer or balancer address (docs/clients.md, \"Messages clients print\").",
     );
     for (code, n) in &m.client_messages {
         _ = writeln!(out, "hostkeyctl_audit_client_messages{{message=\"{code}\"}} {n}");

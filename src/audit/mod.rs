@@ -103,6 +103,9 @@ pub struct AuditRequest {
     /// The OpenSSH client release whose messages are certain
     /// (`--client-version`; default the newest).
     pub client: crate::scan::warnings::ClientVersion,
+    /// Messages the site accepts (`--accept-message`): reported, not
+    /// counted in the conclusion.
+    pub accepted: Vec<crate::scan::warnings::MessageCode>,
 }
 
 /// A node to audit: where to connect (none when it has no address) and
@@ -150,14 +153,7 @@ impl<S: SecretStore, F: Fleet, D: Dispatcher, P: Prober> Audit<'_, S, F, D, P> {
         let scanner = Arc::new(Scanner::new(self.prober.clone(), self.policy.clone()));
         let asks = req.certificates.is_some();
         let node_probes = scanner.scan_nodes_served(&endpoints, asks).await;
-        let messages: BTreeMap<(String, u16), _> = endpoints
-            .iter()
-            .zip(&node_probes)
-            .map(|(e, served)| {
-                let found = messages::for_endpoint(&scanner, e, Some(served), req.client);
-                ((e.host.clone(), e.port), found)
-            })
-            .collect();
+        let messages = messages::for_nodes(&scanner, &endpoints, &node_probes, req.client);
         // Asking for certificates shows the certified keys; the plain keys
         // every other client sees are asked for too (issue 27: a node
         // serving the set's certificate and another plain key was OK).
@@ -178,7 +174,7 @@ impl<S: SecretStore, F: Fleet, D: Dispatcher, P: Prober> Audit<'_, S, F, D, P> {
             let key = (node.endpoint.host.clone(), node.endpoint.port);
             node.client_messages = messages.get(&key).cloned().unwrap_or_default();
         }
-        let lb = match &req.lb {
+        let mut lb = match &req.lb {
             Some(spec) => Some(self.sample_lb(&scanner, spec, req, &expected, nodes.len()).await?),
             None => None,
         };
@@ -189,6 +185,7 @@ impl<S: SecretStore, F: Fleet, D: Dispatcher, P: Prober> Audit<'_, S, F, D, P> {
             }
             None => (BTreeMap::new(), None),
         };
+        messages::accept(&mut nodes, lb.as_mut(), &req.accepted);
         let mut report = AuditReport::new(source, expected, nodes, lb, on_disk, on_disk_document);
         report.membership = self.membership(req).await?;
         Ok(report)

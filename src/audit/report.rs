@@ -124,7 +124,10 @@ fn conclude(
     let mut verdicts: Vec<Verdict> = nodes.iter().flat_map(|n| n.findings.iter().map(|f| f.status)).collect();
     if let Some(lb) = lb {
         verdicts.extend(lb.types.iter().map(|t| t.status));
-        verdicts.extend(lb.addresses.iter().map(|a| a.status));
+        // An address that did not answer (an IPv6 one from a host
+        // without IPv6) says nothing the samples did not: only one
+        // serving another key counts.
+        verdicts.extend(lb.addresses.iter().map(|a| a.status).filter(|v| v.is_drift()));
     }
     let messages = nodes
         .iter()
@@ -135,7 +138,7 @@ fn conclude(
         *summary
             .entry(format!("CLIENT_{}", m.code.as_str().to_uppercase()))
             .or_default() += 1;
-        warned |= m.certain;
+        warned |= m.certain && !m.accepted;
     }
     for v in &verdicts {
         *summary.entry(format!("{v:?}").to_uppercase()).or_default() += 1;
@@ -168,8 +171,6 @@ fn conclude(
     let disk_unknown = on_disk.values().any(|v| !matches!(v.result(), "match" | "drift"));
     let conclusion = if verdicts.iter().any(|v| v.is_drift()) || disk_drift || cert_drift {
         Conclusion::Drift
-    } else if warned {
-        Conclusion::ClientWarnings
     } else if verdicts.contains(&Verdict::Unreachable) || verdicts.contains(&Verdict::Penalized) || disk_unknown {
         Conclusion::Incomplete
     } else if let Some(lb) = lb.filter(|lb| lb.alone) {
@@ -182,6 +183,8 @@ fn conclude(
             lb.distinct
         );
         Conclusion::Incomplete
+    } else if warned {
+        Conclusion::ClientWarnings
     } else {
         Conclusion::Consistent
     };

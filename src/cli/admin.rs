@@ -221,6 +221,11 @@ pub struct AuditArgs {
     /// Default: the newest release this build knows.
     #[arg(long, value_name = "MAJOR.MINOR", default_value_t = crate::scan::warnings::ClientVersion::NEWEST)]
     pub client_version: crate::scan::warnings::ClientVersion,
+    /// A client message the site accepts (repeat, or separate with
+    /// commas): still reported, no longer exit 1 (a node left in FIPS
+    /// mode: no_post_quantum_kex).
+    #[arg(long = "accept-message", value_name = "CODE", value_delimiter = ',')]
+    pub accept_messages: Vec<crate::scan::warnings::MessageCode>,
     /// Also write the audit's metrics (nodes and samples by verdict,
     /// certificate days left, duration) as a Prometheus textfile, for
     /// node_exporter's textfile collector on this host. Atomic, mode 0644.

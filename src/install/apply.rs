@@ -297,7 +297,9 @@ impl<C: SshdControl, P: Prober> Apply<'_, C, P> {
     }
 
     /// After the keys: a handshake shows sshd offering the post-quantum
-    /// exchanges hostkeyctl's line put first.
+    /// exchanges hostkeyctl's line put first. A handshake that heard no
+    /// KEXINIT (refused, penalized, timed out) proves nothing either way:
+    /// the keys stand, verified, and the next run asks again.
     async fn verify_kex(&self, line: &str) -> Result<(), InstallError> {
         let Some(address) = &self.prepared.verify_address else {
             return Ok(());
@@ -309,7 +311,10 @@ impl<C: SshdControl, P: Prober> Apply<'_, C, P> {
             .prober
             .handshake(address.host(), address.port(), algorithm, Duration::from_secs(5), false)
             .await;
-        let offered = answer.hello.map(|h| h.kex_algorithms).unwrap_or_default();
+        let Some(offered) = answer.hello.map(|h| h.kex_algorithms) else {
+            tracing::warn!("could not read sshd's key exchanges at {address} to check the post-quantum one");
+            return Ok(());
+        };
         let wanted: Vec<&str> = line
             .split(',')
             .filter(|k| crate::scan::warnings::is_post_quantum(k))

@@ -70,8 +70,6 @@ pub struct KexInputs<'a> {
     pub base: Option<&'a str>,
     /// The kernel runs in FIPS mode.
     pub fips: bool,
-    /// sshd reads a `KexAlgorithms` before hostkeyctl's.
-    pub set_earlier: bool,
 }
 
 /// The plan: the line to write (if any) and the report.
@@ -126,9 +124,6 @@ pub fn plan(inputs: &KexInputs<'_>) -> KexPlan {
     if !base.iter().any(|k| X25519_KEX.contains(k)) {
         return report(KexStatus::PolicyForbids, vec![], None);
     }
-    if inputs.set_earlier {
-        return report(KexStatus::SetEarlier, vec![], None);
-    }
     let mut line: Vec<String> = held.clone();
     line.extend(base.iter().map(|k| (*k).to_owned()));
     KexPlan {
@@ -141,85 +136,71 @@ pub fn plan(inputs: &KexInputs<'_>) -> KexPlan {
     }
 }
 
-/// The `KexAlgorithms` sshd applies without hostkeyctl's own line:
-/// `effective` (sshd -T) when hostkeyctl's settings set none; otherwise
-/// the crypto policy's, when the node has one (a policy changed since the
-/// last install is followed), else hostkeyctl's line without the hybrids
-/// it added.
-pub fn base(effective: Option<&str>, own_line: Option<&str>, policy: Option<&str>) -> Option<String> {
-    let Some(own) = own_line else {
-        return effective.map(str::to_owned);
-    };
-    if let Some(policy) = policy {
-        return Some(policy.to_owned());
-    }
-    let kept: Vec<&str> = own
-        .split(',')
-        .filter(|k| !k.is_empty() && !is_post_quantum(k))
-        .collect();
-    Some(kept.join(","))
-}
-
-/// The crypto policy's server back-end of the `/etc` that holds `ssh_dir`
-/// (RHEL, Amazon Linux 2023, Fedora).
-pub fn policy_file(ssh_dir: &Path) -> PathBuf {
-    ssh_dir
-        .parent()
-        .unwrap_or(Path::new("/etc"))
-        .join("crypto-policies/back-ends/opensshserver.config")
-}
-
-/// The first `KexAlgorithms` value in `text`, outside any Match block.
-pub fn first_value(text: &str) -> Option<String> {
-    for line in text.lines() {
-        let mut words = line.split_whitespace();
-        match words.next().map(str::to_ascii_lowercase).as_deref() {
-            Some("match") => return None,
-            Some("kexalgorithms") => return words.next().map(|v| v.trim_start_matches('=').to_owned()),
-            _ => {}
-        }
-    }
-    None
-}
-
-/// The plan for a node: its sshd, its config's text and hostkeyctl's own
-/// settings as they are now.
+/// The plan for a node, asked of its own sshd on a trial copy of its
+/// configuration in `scratch` (removed after): the `KexAlgorithms` sshd
+/// applies without hostkeyctl's settings (`sshd -T` on the copy without
+/// them: a site's drop-ins, its crypto policy and `+`/`-` lists all count
+/// as sshd counts them), then, with the planned line in their place,
+/// whether sshd applies it. A list sshd reads first leaves the line out
+/// (`set_earlier`); anything that cannot be asked, `unknown`.
 pub(super) fn plan_for(
     sshd: &impl super::sshd::SshdControl,
     ssh_dir: &Path,
     placement: &super::sshd_config::Placement,
     main_text: &str,
-    own_settings: &str,
-) -> Result<KexPlan, super::InstallError> {
-    let effective = sshd.effective()?.kex_algorithms;
-    let policy = std::fs::read_to_string(policy_file(ssh_dir))
-        .ok()
-        .and_then(|t| first_value(&t));
-    let own = first_value(own_settings);
-    let base = base(effective.as_deref(), own.as_deref(), policy.as_deref());
+    scratch: &Path,
+) -> KexPlan {
     let support = sshd.kex_support();
-    let set_earlier = matches!(placement, super::sshd_config::Placement::DropIn(_))
-        && (super::sshd_config::set_before_drop_in(ssh_dir, main_text, "kexalgorithms")
-            || earlier_drop_in_sets(ssh_dir));
-    Ok(plan(&KexInputs {
+    let _ = std::fs::remove_dir_all(scratch);
+    let asked = |line: Option<&str>| -> Option<String> {
+        let trial = trial_config(ssh_dir, placement, main_text, scratch, line).ok()?;
+        sshd.effective_of(&trial).ok()?.kex_algorithms
+    };
+    let base = asked(None);
+    let mut planned = plan(&KexInputs {
         support: support.as_ref(),
         base: base.as_deref(),
         fips: fips_mode(),
-        set_earlier,
-    }))
+    });
+    if let Some(line) = planned.line.clone()
+        && asked(Some(&line)).as_deref() != Some(line.as_str())
+    {
+        planned = report(KexStatus::SetEarlier, vec![], None);
+    }
+    let _ = std::fs::remove_dir_all(scratch);
+    planned
 }
 
-/// Whether a drop-in that sorts before hostkeyctl's sets `KexAlgorithms`.
-fn earlier_drop_in_sets(ssh_dir: &Path) -> bool {
-    let Ok(entries) = std::fs::read_dir(ssh_dir.join("sshd_config.d")) else {
-        return false;
-    };
-    entries.flatten().any(|e| {
-        let name = e.file_name().to_string_lossy().into_owned();
-        name.ends_with(".conf")
-            && name.as_str() < super::sshd_config::DROP_IN_NAME
-            && std::fs::read_to_string(e.path()).is_ok_and(|t| first_value(&t).is_some())
-    })
+/// A copy of the configuration under `scratch` with hostkeyctl's settings
+/// out (its block stripped, its drop-in not copied) and, with `line`,
+/// `KexAlgorithms line` where they go: the main config's includes of the
+/// drop-in directory point at a copy of it. Returns the main config's copy.
+fn trial_config(
+    ssh_dir: &Path,
+    placement: &super::sshd_config::Placement,
+    main_text: &str,
+    scratch: &Path,
+    line: Option<&str>,
+) -> std::io::Result<PathBuf> {
+    use super::sshd_config::{DROP_IN_NAME, Placement, strip_blocks};
+    let drop_ins = scratch.join("sshd_config.d");
+    let _ = std::fs::remove_dir_all(scratch);
+    crate::fsutil::create_dir_all(&drop_ins, 0o700)?;
+    for entry in std::fs::read_dir(ssh_dir.join("sshd_config.d"))?.flatten() {
+        if entry.file_name() != DROP_IN_NAME && entry.path().is_file() {
+            std::fs::copy(entry.path(), drop_ins.join(entry.file_name()))?;
+        }
+    }
+    let mut text = super::sshd_config::redirect_drop_in_includes(ssh_dir, &strip_blocks(main_text), &drop_ins);
+    if let Some(line) = line {
+        match placement {
+            Placement::DropIn(_) => std::fs::write(drop_ins.join(DROP_IN_NAME), format!("KexAlgorithms {line}\n"))?,
+            Placement::Inline(_) => text = format!("KexAlgorithms {line}\n{text}"),
+        }
+    }
+    let main = scratch.join("sshd_config");
+    std::fs::write(&main, text)?;
+    Ok(main)
 }
 
 /// Whether the kernel runs in FIPS mode.
@@ -256,54 +237,62 @@ mod tests {
             p.line.as_deref(),
             Some(format!("sntrup761x25519-sha512@openssh.com,{POLICY}").as_str())
         );
-        // Run again over its own line: the same line, not a longer one.
-        let again = base(p.line.as_deref(), p.line.as_deref(), None);
-        assert_eq!(again.as_deref(), Some(POLICY));
     }
 
     #[test]
     fn nothing_is_added_where_it_is_offered_impossible_or_not_allowed() {
         let holds = support("OpenSSH_9.2p1", &format!("sntrup761x25519-sha512@openssh.com,{POLICY}"));
         let old = support("OpenSSH_8.4p1 Debian-5+deb11u3, OpenSSL 1.1.1w", POLICY);
-        let with = |s, base, fips, set_earlier| {
+        let with = |s, base, fips| {
             plan(&KexInputs {
                 support: Some(s),
                 base: Some(base),
                 fips,
-                set_earlier,
             })
         };
-        let offered = with(
-            &holds,
-            "sntrup761x25519-sha512@openssh.com,curve25519-sha256",
-            false,
-            false,
-        );
+        let offered = with(&holds, "sntrup761x25519-sha512@openssh.com,curve25519-sha256", false);
         assert_eq!((offered.report.status, offered.line), (KexStatus::Offered, None));
-        let unsupported = with(&old, POLICY, false, false);
+        let unsupported = with(&old, POLICY, false);
         assert_eq!(unsupported.report.status, KexStatus::Unsupported);
         assert!(unsupported.report.upgrade.unwrap().contains("Debian 12"));
-        assert_eq!(with(&holds, POLICY, true, false).report.status, KexStatus::Fips);
-        let no_x25519 = with(&holds, "ecdh-sha2-nistp256,diffie-hellman-group14-sha256", false, false);
+        assert_eq!(with(&holds, POLICY, true).report.status, KexStatus::Fips);
+        let no_x25519 = with(&holds, "ecdh-sha2-nistp256,diffie-hellman-group14-sha256", false);
         assert_eq!(no_x25519.report.status, KexStatus::PolicyForbids);
-        assert_eq!(with(&holds, POLICY, false, true).report.status, KexStatus::SetEarlier);
         for p in [unsupported.line, no_x25519.line] {
             assert_eq!(p, None);
         }
+        let unknown = plan(&KexInputs {
+            support: Some(&holds),
+            base: None,
+            fips: false,
+        });
+        assert_eq!((unknown.report.status, unknown.line), (KexStatus::Unknown, None));
     }
 
     #[test]
-    fn the_base_follows_a_changed_policy_over_the_own_line() {
-        let own = "sntrup761x25519-sha512@openssh.com,curve25519-sha256,ecdh-sha2-nistp256";
-        assert_eq!(
-            base(Some(own), Some(own), Some("curve25519-sha256")).as_deref(),
-            Some("curve25519-sha256")
+    fn the_trial_config_leaves_hostkeyctls_settings_out_and_points_at_a_copy() {
+        let dir = tempfile::tempdir().unwrap();
+        let ssh = dir.path().join("ssh");
+        std::fs::create_dir_all(ssh.join("sshd_config.d")).unwrap();
+        std::fs::write(ssh.join("sshd_config.d/00-hostkeyctl.conf"), "KexAlgorithms old\n").unwrap();
+        std::fs::write(ssh.join("sshd_config.d/40-site.conf"), "KexAlgorithms +x\n").unwrap();
+        let main = format!("Include {}/sshd_config.d/*.conf\nPort 22\n", ssh.display());
+        let drop_in = super::super::sshd_config::Placement::DropIn(ssh.join("sshd_config.d/00-hostkeyctl.conf"));
+        let scratch = dir.path().join("scratch");
+        let trial = trial_config(&ssh, &drop_in, &main, &scratch, None).unwrap();
+        let text = std::fs::read_to_string(&trial).unwrap();
+        assert!(
+            text.starts_with(&format!("Include {}/*.conf", scratch.join("sshd_config.d").display())),
+            "{text}"
         );
-        assert_eq!(base(Some("a,b"), None, Some("c")).as_deref(), Some("a,b"));
-        assert_eq!(
-            first_value("# x\nKexAlgorithms a,b\nKexAlgorithms c\n").as_deref(),
-            Some("a,b")
-        );
-        assert_eq!(first_value("Match User x\nKexAlgorithms a\n"), None);
+        assert!(!scratch.join("sshd_config.d/00-hostkeyctl.conf").exists());
+        assert!(scratch.join("sshd_config.d/40-site.conf").exists());
+        trial_config(&ssh, &drop_in, &main, &scratch, Some("a,b")).unwrap();
+        let ours = std::fs::read_to_string(scratch.join("sshd_config.d/00-hostkeyctl.conf")).unwrap();
+        assert_eq!(ours, "KexAlgorithms a,b\n");
+        // Inline: the line goes first in the main config's copy.
+        let inline = super::super::sshd_config::Placement::Inline(ssh.join("sshd_config"));
+        let trial = trial_config(&ssh, &inline, "Port 22\n", &scratch, Some("a")).unwrap();
+        assert!(std::fs::read_to_string(trial).unwrap().starts_with("KexAlgorithms a\n"));
     }
 }

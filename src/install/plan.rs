@@ -482,7 +482,8 @@ pub(super) async fn prepare(
     let foreign = foreign_certificates(sshd, &texts, &own_settings);
     let cert_plan = plan_certificates(options, &keys, &certificates, &foreign)?;
     report.certificates_left_out.clone_from(&cert_plan.left_out);
-    let kex = super::kex::plan_for(sshd, &options.ssh_dir, &placement, &main_text, &own_settings)?;
+    let scratch = options.state_dir.join("kex-trial");
+    let kex = super::kex::plan_for(sshd, &options.ssh_dir, &placement, &main_text, &scratch);
     report.kex = Some(kex.report.clone());
     let desired = desired_files(FileInputs {
         keys: &keys,

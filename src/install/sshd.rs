@@ -95,6 +95,14 @@ pub trait SshdControl: Sync {
     fn binary(&self) -> Option<&Path> {
         None
     }
+    /// `sshd -T -f CONFIG`: the settings of another configuration (a
+    /// trial copy); an error where it cannot be asked.
+    fn effective_of(&self, config: &Path) -> Result<Effective, SshdError> {
+        Err(SshdError::ConfigTest {
+            command: format!("sshd -T -f {}", config.display()),
+            stderr: "not asked of this sshd".to_owned(),
+        })
+    }
     /// The post-quantum exchanges sshd accepts and its release;
     /// `None` when it cannot say.
     fn kex_support(&self) -> Option<KexSupport> {
@@ -125,6 +133,14 @@ impl SshdControl for Sshd {
 
     fn binary(&self) -> Option<&Path> {
         Some(&self.binary)
+    }
+
+    fn effective_of(&self, config: &Path) -> Result<Effective, SshdError> {
+        let other = Sshd {
+            binary: self.binary.clone(),
+            config: config.to_owned(),
+        };
+        Ok(Effective::parse(&other.run("-T")?))
     }
 
     fn kex_support(&self) -> Option<KexSupport> {

@@ -82,24 +82,32 @@ pub struct Settings {
     pub kex_algorithms: Option<String>,
 }
 
-/// Whether the main config sets `keyword` (lower case) before it
-/// includes the drop-in, where the drop-in's value loses.
-pub fn set_before_drop_in(ssh_dir: &Path, text: &str, keyword: &str) -> bool {
+/// `text` with every `Include` of the drop-in directory pointed at `to`
+/// instead (the same file patterns): a trial copy of the configuration
+/// whose drop-ins are copies ([`super::kex`]).
+pub fn redirect_drop_in_includes(ssh_dir: &Path, text: &str, to: &Path) -> String {
+    let mut out = String::new();
     for line in text.lines() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
+        let mut words = line.split_whitespace();
+        let is_include = words.next().is_some_and(|w| w.eq_ignore_ascii_case("include"));
+        if !is_include {
+            out.push_str(line);
+            out.push('\n');
             continue;
         }
-        let mut words = line.split_whitespace();
-        let first = words.next().unwrap_or_default().to_ascii_lowercase();
-        if first == keyword {
-            return true;
-        }
-        if first == "match" || (first == "include" && includes_drop_in(ssh_dir, words)) {
-            return false;
-        }
+        let args: Vec<String> = words
+            .map(|arg| {
+                if includes_drop_in(ssh_dir, std::iter::once(arg)) {
+                    let pattern = Path::new(arg).file_name().map(|n| n.to_string_lossy().into_owned());
+                    to.join(pattern.unwrap_or_default()).display().to_string()
+                } else {
+                    arg.to_owned()
+                }
+            })
+            .collect();
+        out.push_str(&format!("Include {}\n", args.join(" ")));
     }
-    false
+    out
 }
 
 /// Whether an `Include` line's arguments take in hostkeyctl's drop-in.
@@ -430,11 +438,12 @@ mod tests {
         assert_eq!(placement(dir, main, set_before), Placement::Inline(main.into()));
         let other_dir = "Include /etc/other/*.conf\n";
         assert_eq!(placement(dir, main, other_dir), Placement::Inline(main.into()));
-        // A KexAlgorithms before the include wins over the drop-in's.
-        let kex_first = "KexAlgorithms curve25519-sha256\nInclude /etc/ssh/sshd_config.d/*.conf\n";
-        assert!(super::set_before_drop_in(dir, kex_first, "kexalgorithms"));
-        let kex_after = "Include /etc/ssh/sshd_config.d/*.conf\nKexAlgorithms curve25519-sha256\n";
-        assert!(!super::set_before_drop_in(dir, kex_after, "kexalgorithms"));
+        // A trial copy's includes of the drop-ins point at their copy.
+        let both = "include sshd_config.d/*.conf /etc/crypto-policies/x.config\nPort 22\n";
+        assert_eq!(
+            super::redirect_drop_in_includes(dir, both, Path::new("/s/d")),
+            "Include /s/d/*.conf /etc/crypto-policies/x.config\nPort 22\n"
+        );
     }
 
     #[test]

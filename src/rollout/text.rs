@@ -96,7 +96,7 @@ fn kex_lines(results: &[NodeResult]) -> String {
             "{}: its sshd has no post-quantum key exchange, so OpenSSH 10.1 and later warn at every login; upgrade: {}\n",
             crate::escape::escape(r.name.as_deref().unwrap_or(&r.instance_id)),
             // The node's words: escaped, as every report's.
-            crate::escape::escape(kex.upgrade.as_deref().unwrap_or("OpenSSH 9.9 or later"))
+            crate::escape::escape(kex.upgrade.as_deref().unwrap_or("OpenSSH 8.5 or later"))
         ));
     }
     out

@@ -69,8 +69,9 @@ impl std::str::FromStr for ClientVersion {
 }
 
 /// Which message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
+#[value(rename_all = "snake_case")]
 pub enum MessageCode {
     /// The server offers no post-quantum key exchange.
     NoPostQuantumKex,
@@ -109,6 +110,9 @@ pub struct ClientMessage {
     /// Whether the client release judged against prints it with its
     /// default settings (what makes the audit's exit status).
     pub certain: bool,
+    /// Accepted by the site (`--accept-message`): reported, not counted.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub accepted: bool,
     /// What fixes it.
     pub fix: String,
 }
@@ -123,6 +127,7 @@ pub fn from_hello(hello: &Hello, client: ClientVersion) -> Vec<ClientMessage> {
             text: "WARNING: connection is not using a post-quantum key exchange algorithm.".to_owned(),
             clients: "OpenSSH 10.1 and later (WarnWeakCrypto yes, the default)".to_owned(),
             certain: client >= ClientVersion(10, 1),
+            accepted: false,
             fix: post_quantum_fix(hello),
         });
     }
@@ -138,6 +143,7 @@ pub fn from_hello(hello: &Hello, client: ClientVersion) -> Vec<ClientMessage> {
                 text: "Unable to negotiate: no matching host key type found. Their offer: ssh-dss".to_owned(),
                 clients: "OpenSSH 7.0 and later (10.0 removed DSA: no option brings it back)".to_owned(),
                 certain: client >= ClientVersion(7, 0),
+                accepted: false,
                 fix: "give the node an Ed25519, ECDSA or RSA host key: hostkeyctl install serves the set's".to_owned(),
             },
             false => ClientMessage {
@@ -145,6 +151,7 @@ pub fn from_hello(hello: &Hello, client: ClientVersion) -> Vec<ClientMessage> {
                 text: "Unable to negotiate: no matching host key type found. Their offer: ssh-rsa".to_owned(),
                 clients: "OpenSSH 8.8 and later (ssh-rsa SHA-1 signatures off by default)".to_owned(),
                 certain: client >= ClientVersion(8, 8),
+                accepted: false,
                 fix: "let sshd sign with rsa-sha2-256/512 (OpenSSH 7.2 and later) or serve an Ed25519 key: hostkeyctl install pins HostKeyAlgorithms to the set's".to_owned(),
             },
         });
@@ -161,6 +168,7 @@ pub fn from_rsa_bits(bits: usize, client: ClientVersion) -> Option<ClientMessage
             text: format!("Bad server host key: Invalid key length ({bits}-bit RSA)"),
             clients: "every OpenSSH release since 7.0 (9.1 and later: RequiredRSASize 1024)".to_owned(),
             certain: client >= ClientVersion(7, 0),
+            accepted: false,
             fix,
         }),
         1024..2048 => Some(ClientMessage {
@@ -169,6 +177,7 @@ pub fn from_rsa_bits(bits: usize, client: ClientVersion) -> Option<ClientMessage
             clients: "clients with RequiredRSASize 2048: RHEL 9, Amazon Linux 2023 and Fedora under their DEFAULT crypto policy"
                 .to_owned(),
             certain: false,
+            accepted: false,
             fix,
         }),
         _ => None,
@@ -185,6 +194,7 @@ pub fn check_host_ip(key_type: &str, name: &str, address: &str, client: ClientVe
         ),
         clients: "OpenSSH before 8.5, and later ones with CheckHostIP yes".to_owned(),
         certain: client < ClientVersion(8, 5),
+        accepted: false,
         fix: format!(
             "make {address} serve the set (hostkeyctl audit --endpoint {address}), or take it out of the name's records"
         ),
@@ -196,7 +206,7 @@ pub fn check_host_ip(key_type: &str, name: &str, address: &str, client: ClientVe
 fn post_quantum_fix(hello: &Hello) -> String {
     match hello.openssh() {
         Some(v) if v >= (8, 5) => {
-            "its sshd has one that its configuration leaves out: hostkeyctl install adds it (docs/clients.md, \"Messages clients print\")"
+            "its sshd has one that its configuration leaves out: hostkeyctl install adds it, unless the node runs in FIPS mode, its list forbids X25519 or sets KexAlgorithms first (install's kex says which; docs/clients.md, \"Messages clients print\")"
                 .to_owned()
         }
         _ => format!("upgrade sshd: {}", upgrade(&hello.banner)),
@@ -208,7 +218,7 @@ fn post_quantum_fix(hello: &Hello) -> String {
 /// given as `ID VERSION_ID`).
 pub fn upgrade(banner: &str) -> String {
     let b = banner.to_ascii_lowercase();
-    let named = if b.contains("deb11") || b.contains("debian 11") {
+    let named = if ["deb9", "deb10", "deb11", "debian 11"].iter().any(|d| b.contains(d)) {
         Some("Debian 12 (OpenSSH 9.2)")
     } else if b.contains("ubuntu") && (b.contains("_8.2") || b.contains("ubuntu 20.04")) {
         Some("Ubuntu 22.04 (OpenSSH 8.9)")

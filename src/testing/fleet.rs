@@ -240,8 +240,12 @@ impl SshdControl for MemNode {
     }
 
     fn effective(&self) -> Result<Effective, SshdError> {
+        self.effective_of(&self.config)
+    }
+
+    fn effective_of(&self, config: &Path) -> Result<Effective, SshdError> {
         let mut e = Effective::default();
-        super::sshd_config::parse_file(&self.ssh_dir, &self.config, &mut e, 0);
+        super::sshd_config::parse_file(&self.ssh_dir, config, &mut e, 0);
         if e.host_keys.is_empty() {
             for a in KeyAlgorithm::ALL {
                 e.host_keys

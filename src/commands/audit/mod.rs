@@ -95,6 +95,7 @@ pub async fn run(args: &AuditArgs, global: &GlobalArgs, output: OutputFormat) ->
         on_disk,
         now: crate::certificate::now_unix(),
         client: args.client_version,
+        accepted: args.accept_messages.clone(),
     };
     let audit = Audit {
         store: store.as_ref(),

@@ -38,6 +38,7 @@ fn request(lb: Option<LbSpec>, on_disk: bool) -> AuditRequest {
         }),
         now: hostkeyctl::certificate::now_unix(),
         client: hostkeyctl::scan::warnings::ClientVersion::NEWEST,
+        accepted: vec![],
     }
 }
 
@@ -218,8 +219,7 @@ async fn a_known_hosts_file_or_fingerprints_need_no_secret() {
     assert!(refused.contains("two different ssh-ed25519 keys"), "{refused}");
 }
 
-/// A node SSM cannot run the check on has no report: incomplete, never
-/// drift, and its entry says why.
+/// A node SSM cannot run the check on has no report: incomplete, never drift, and its entry says why.
 #[tokio::test(flavor = "multi_thread")]
 async fn via_ssm_counts_a_node_without_a_report_as_incomplete_not_drift() {
     let (store, fleet, _) = world(3).await;

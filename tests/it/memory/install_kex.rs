@@ -1,6 +1,7 @@
 //! The post-quantum key exchange in memory (issue 57): install adds the
 //! hybrid a node's sshd holds where a crypto policy leaves it out, keeps
-//! every exchange the policy allowed, follows a changed policy, leaves a
+//! every exchange sshd applied without it (a site's drop-in before the
+//! policy included), follows a changed policy, leaves a
 //! policy without X25519 and an sshd without a hybrid alone (naming the
 //! upgrade), and rolls back, keys and all, when sshd does not apply its
 //! line; the audit reports the warning from the KEXINIT it reads.
@@ -88,6 +89,21 @@ async fn a_policy_without_a_hybrid_gets_the_one_sshd_holds_and_keeps_the_rest() 
         kex_line(node),
         Some(format!("{SNTRUP},curve25519-sha256,ecdh-sha2-nistp384"))
     );
+    // A site drop-in read before the policy (40- sorts before RHEL's
+    // 50-redhat.conf) keeps its legacy exchange: the base is what sshd
+    // applies without hostkeyctl's line, run after run.
+    let site = "curve25519-sha256,diffie-hellman-group14-sha1";
+    std::fs::write(
+        node.ssh_dir.join("sshd_config.d/40-legacy.conf"),
+        format!("KexAlgorithms {site}\n"),
+    )
+    .unwrap();
+    for _ in 0..2 {
+        install(&store, &fleet).await;
+        assert_eq!(kex_line(node), Some(format!("{SNTRUP},{site}")));
+    }
+    assert_eq!(install(&store, &fleet).await.remove(0).result, InstallResult::Unchanged);
+    std::fs::remove_file(node.ssh_dir.join("sshd_config.d/40-legacy.conf")).unwrap();
     // A policy without X25519, which every hybrid runs: the line goes.
     set_policy(node, "ecdh-sha2-nistp256,diffie-hellman-group14-sha256");
     let forbidden = install(&store, &fleet).await.remove(0);
@@ -175,6 +191,7 @@ async fn the_audit_reports_the_warning_from_the_kexinit_it_reads() {
         on_disk: None,
         now: hostkeyctl::certificate::now_unix(),
         client: ClientVersion::NEWEST,
+        accepted: vec![],
     };
     let connections_before = fleet.nodes[1].connections();
     let report = audit.run(&request).await.unwrap();
@@ -187,4 +204,11 @@ async fn the_audit_reports_the_warning_from_the_kexinit_it_reads() {
     let older = audit.run(&request).await.unwrap();
     assert_eq!(older.conclusion, Conclusion::Consistent);
     assert!(!older.nodes[1].client_messages[0].certain);
+    // A site that accepts it (a node kept in FIPS mode): reported, not
+    // counted.
+    request.client = ClientVersion::NEWEST;
+    request.accepted = vec![MessageCode::NoPostQuantumKex];
+    let accepted = audit.run(&request).await.unwrap();
+    assert_eq!(accepted.conclusion, Conclusion::Consistent);
+    assert!(accepted.nodes[1].client_messages[0].accepted);
 }
