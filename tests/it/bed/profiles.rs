@@ -188,6 +188,33 @@ fn has_systemd(profile: &str) -> bool {
     )
 }
 
+/// `sshd -T`'s `kexalgorithms` changed only on a node whose policy had no
+/// post-quantum exchange, and only by hybrids put before the old list.
+fn assert_kex_only_gained_a_hybrid(profile: &str, settings: &[String]) {
+    let value = |sign: &str| {
+        settings
+            .iter()
+            .find_map(|l| l.strip_prefix(&format!("{sign} kexalgorithms ")))
+            .map(str::to_owned)
+    };
+    match (value("-"), value("+")) {
+        (None, None) => {}
+        (Some(before), Some(after)) => {
+            assert_eq!(profile, "al2023", "only the crypto policy leaves the hybrid out");
+            let (added, kept) = after.split_at(after.find(&before).expect("the old list kept whole"));
+            assert!(kept == before && !added.is_empty(), "{profile}: {before} -> {after}");
+            assert!(
+                added
+                    .trim_end_matches(',')
+                    .split(',')
+                    .all(hostkeyctl::scan::warnings::is_post_quantum),
+                "{profile}: {added}"
+            );
+        }
+        other => panic!("{profile}: kexalgorithms {other:?}"),
+    }
+}
+
 /// The whole matrix for one profile.
 fn converge(profile: &'static str) {
     let bed = profile_bed(profile);
@@ -242,11 +269,15 @@ fn converge(profile: &'static str) {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    // Only host key settings changed, in what sshd applies and on disk.
+    // Only host key settings changed, in what sshd applies and on disk;
+    // and the key exchanges only where a crypto policy left out the
+    // post-quantum one (issue 57), every one of its list kept, in order.
     let settings = changed_settings(&settings_before, &sshd_t(&bed, &node));
+    assert_kex_only_gained_a_hybrid(profile, &settings);
     let other: Vec<&String> = settings
         .iter()
         .filter(|l| !l[2..].starts_with("hostkey ") && !l[2..].starts_with("hostkeyalgorithms "))
+        .filter(|l| !l[2..].starts_with("kexalgorithms "))
         .collect();
     assert!(
         other.is_empty(),
