@@ -276,7 +276,9 @@ bold "9. The same install on other distributions' sshd set-ups, and on another O
 say "(each in its own namespaces with that distribution's /etc/ssh; install finds the config,"
 say " the reload and the verify address itself: no flags but the secret. The last is Debian 13's"
 say " own OpenSSH 10.0 in a chroot of Debian's packages, PerSourcePenalties on: three connections"
-say " check what its sshd serves, one per key it holds)"
+say " check what its sshd serves, one per key it holds. Amazon Linux 2023's crypto policy leaves"
+say " out the post-quantum key exchange OpenSSH 10.1 clients warn without: install adds the one"
+say " its sshd has, keeping the policy's whole list)"
 for i in 0 1 2; do
   profile=$(state "s['profiles'][$i]['name']")
   ns=$(state "s['profiles'][$i]['ns_pid']")

@@ -143,25 +143,46 @@ pub async fn execute(
 const MAX_ERROR_CHARS: usize = 700;
 
 fn cut(text: Option<&String>) -> Option<String> {
+    cut_to(text, MAX_ERROR_CHARS)
+}
+
+fn cut_to(text: Option<&String>, most: usize) -> Option<String> {
     text.map(|t| {
-        if t.chars().count() <= MAX_ERROR_CHARS {
+        if t.chars().count() <= most {
             t.clone()
         } else {
             format!(
                 "{}... (cut; the full text is on stderr)",
-                t.chars().take(MAX_ERROR_CHARS).collect::<String>()
+                t.chars().take(most).collect::<String>()
             )
         }
     })
 }
 
+/// The longest JSON line: SSM returns at most 2,500 characters of a
+/// step's output to `push` (ListCommandInvocations), other lines may come
+/// first, and a cut line does not parse: the node would count as failed.
+pub const MAX_LINE_CHARS: usize = 2_200;
+
 /// The report's one JSON line (for stdout, what `push` reads back from
-/// SSM), with long errors cut.
+/// SSM), with long errors cut, and within [`MAX_LINE_CHARS`]: the list of
+/// changed files goes first (`keys_changed` and the summary on stderr
+/// stay), then the errors are cut shorter.
 pub fn json_line(report: &InstallReport) -> Result<String, serde_json::Error> {
     let mut line = report.clone();
     line.error = cut(report.error.as_ref());
     line.rollback_error = cut(report.rollback_error.as_ref());
-    serde_json::to_string(&line)
+    let mut text = serde_json::to_string(&line)?;
+    if text.len() > MAX_LINE_CHARS {
+        line.changed_files.clear();
+        text = serde_json::to_string(&line)?;
+    }
+    if text.len() > MAX_LINE_CHARS {
+        line.error = cut_to(report.error.as_ref(), 200);
+        line.rollback_error = cut_to(report.rollback_error.as_ref(), 200);
+        text = serde_json::to_string(&line)?;
+    }
+    Ok(text)
 }
 
 /// The human summary (for stderr); `None` when there is nothing to say
@@ -171,7 +192,7 @@ pub fn summary(report: &InstallReport, quiet: bool) -> Option<String> {
         return None;
     }
     let version = report.version_id.as_ref().map_or("-", |v| v.as_str());
-    Some(match report.result {
+    let mut text = match report.result {
         InstallResult::Changed => format!(
             "installed version {version}: {} file(s) changed, sshd {}, {}",
             report.changed_files.len(),
@@ -188,7 +209,29 @@ pub fn summary(report: &InstallReport, quiet: bool) -> Option<String> {
         }
         InstallResult::Match => "on-disk and served host keys match the expected set".to_owned(),
         other => failed_summary(report, other),
-    })
+    };
+    if let Some(line) = report.kex.as_ref().and_then(kex_summary) {
+        text.push('\n');
+        text.push_str(&line);
+    }
+    Some(text)
+}
+
+/// What users of OpenSSH 10.1 and later will see, when install changed it
+/// or cannot (docs/clients.md, "Messages clients print").
+fn kex_summary(kex: &super::kex::KexReport) -> Option<String> {
+    use super::kex::KexStatus;
+    match kex.status {
+        KexStatus::Added => Some(format!(
+            "post-quantum key exchange added ({}): OpenSSH 10.1 and later no longer warn",
+            kex.post_quantum.join(", ")
+        )),
+        KexStatus::Unsupported => Some(format!(
+            "this sshd has no post-quantum key exchange: OpenSSH 10.1 and later warn at every login; upgrade: {}",
+            kex.upgrade.as_deref().unwrap_or("OpenSSH 8.5 or later")
+        )),
+        _ => None,
+    }
 }
 
 fn failed_summary(report: &InstallReport, result: InstallResult) -> String {
@@ -220,6 +263,86 @@ fn failed_summary(report: &InstallReport, result: InstallResult) -> String {
 #[cfg(test)]
 mod tests {
     use super::{MAX_ERROR_CHARS, cut};
+    use crate::install::InstallReport;
+    use crate::install::kex::{KexReport, KexStatus};
+
+    #[test]
+    fn the_summary_says_what_current_clients_will_see() {
+        let mut report = InstallReport {
+            result: crate::install::InstallResult::Unchanged,
+            ..InstallReport::default()
+        };
+        assert!(!super::summary(&report, false).unwrap().contains("post-quantum"));
+        report.kex = Some(KexReport {
+            status: KexStatus::Added,
+            post_quantum: vec!["sntrup761x25519-sha512@openssh.com".to_owned()],
+            upgrade: None,
+        });
+        let added = super::summary(&report, false).unwrap();
+        assert!(
+            added.ends_with("added (sntrup761x25519-sha512@openssh.com): OpenSSH 10.1 and later no longer warn"),
+            "{added}"
+        );
+        report.kex = Some(KexReport {
+            status: KexStatus::Unsupported,
+            post_quantum: vec![],
+            upgrade: Some("Debian 12 (OpenSSH 9.2)".to_owned()),
+        });
+        assert!(
+            super::summary(&report, false)
+                .unwrap()
+                .ends_with("upgrade: Debian 12 (OpenSSH 9.2)")
+        );
+        assert_eq!(super::summary(&report, true), None);
+    }
+
+    /// A node deep in a file system, during an overlap, with certificates
+    /// and a failure on top: the line still fits what SSM returns and
+    /// parses (issue 57's `kex` had pushed the demo's over 2,500).
+    #[test]
+    fn the_json_line_fits_what_ssm_returns_to_push() {
+        let fp = crate::fingerprint::Fingerprint::parse(&format!("SHA256:{}", "A".repeat(43))).unwrap();
+        let mut report = InstallReport {
+            result: crate::install::InstallResult::RolledBack,
+            error: Some("e".repeat(5_000)),
+            rollback_error: Some("r".repeat(5_000)),
+            ..InstallReport::default()
+        };
+        for t in ["ssh-ed25519", "ecdsa-sha2-nistp256", "ssh-rsa"] {
+            report.fingerprints.insert(t.to_owned(), fp.clone());
+            report.next_fingerprints.insert(t.to_owned(), fp.clone());
+        }
+        let deep = format!("/tmp/{}/etc/ssh", "d".repeat(60));
+        report.changed_files = (0..14)
+            .map(|i| format!("{deep}/hostkeyctl_next_{i}_key").into())
+            .collect();
+        report.kex = Some(KexReport {
+            status: KexStatus::Added,
+            post_quantum: vec![
+                "sntrup761x25519-sha512".to_owned(),
+                "sntrup761x25519-sha512@openssh.com".to_owned(),
+            ],
+            upgrade: None,
+        });
+        let full = serde_json::to_string(&report).unwrap();
+        assert!(
+            full.len() > super::MAX_LINE_CHARS,
+            "the case is big enough: {}",
+            full.len()
+        );
+        let line = super::json_line(&report).unwrap();
+        assert!(line.len() <= super::MAX_LINE_CHARS, "{}", line.len());
+        let back = InstallReport::from_output(&line).unwrap();
+        assert_eq!(back.result, report.result);
+        assert_eq!(back.fingerprints, report.fingerprints);
+        assert_eq!(back.kex, report.kex);
+        // A small report keeps everything.
+        let small = InstallReport::default();
+        assert_eq!(
+            super::json_line(&small).unwrap(),
+            serde_json::to_string(&small).unwrap()
+        );
+    }
 
     #[test]
     fn long_errors_are_cut_for_the_json_line() {
