@@ -57,6 +57,20 @@ fn every_backend(bed: &TestBed) -> std::path::PathBuf {
     file
 }
 
+/// `push` of the set to every login node at once, as the admin: its
+/// report, the command having succeeded.
+fn push_all(bed: &TestBed) -> Run {
+    let run = bed
+        .cli("push")
+        .secret()
+        .targets()
+        .json()
+        .args(&["--max-concurrency", "100%"])
+        .run();
+    run.ok();
+    run
+}
+
 /// The nodes' client messages by node name: their codes.
 fn codes(report: &Value) -> Vec<(String, Vec<String>)> {
     report["nodes"]
@@ -109,18 +123,7 @@ fn a_crypto_policy_fleet_warns_current_clients_until_install_adds_the_post_quant
     );
 
     // Install (push): each node reports the exchange added.
-    let mut push = vec![
-        "push",
-        "--secret-id",
-        SECRET,
-        "--max-concurrency",
-        "100%",
-        "--output",
-        "json",
-    ];
-    push.extend(TARGETS);
-    let pushed = bed.run(&push);
-    pushed.ok();
+    let pushed = push_all(&bed);
     // Debian 12's 9.2 takes both names of sntrup761 (a backport): the
     // ones sshd accepts, in OpenSSH's order, then the policy's whole list.
     let mut added = Vec::new();
@@ -144,8 +147,7 @@ fn a_crypto_policy_fleet_warns_current_clients_until_install_adds_the_post_quant
         assert!(drop_in.contains(&line), "{drop_in}");
     }
     // A second install changes nothing: the line is stable over itself.
-    let again = bed.run(&push);
-    again.ok();
+    let again = push_all(&bed);
     for row in again.json()["results"].as_array().unwrap() {
         assert_eq!(row["result"], "unchanged", "{row}");
     }
@@ -232,18 +234,7 @@ fn every_other_message_is_found_on_the_node_that_causes_it() {
         ..BedOptions::default()
     });
     bed.init_from_node(SECRET, &bed.state.nodes[0]);
-    let mut push = vec![
-        "push",
-        "--secret-id",
-        SECRET,
-        "--max-concurrency",
-        "100%",
-        "--output",
-        "json",
-    ];
-    push.extend(TARGETS);
-    let pushed = bed.run(&push);
-    pushed.ok();
+    let pushed = push_all(&bed);
     // OpenSSH 8.4 holds no post-quantum exchange: install says which
     // release brings one (its own sshd answers, in its own root).
     let nodes = &bed.state.nodes;
