@@ -399,7 +399,7 @@ def bench_penalties(nodes: int, samples: int) -> None:
     connection)."""
     types = ["ssh-ed25519", "ecdsa-sha2-nistp256", "ssh-rsa"]
     print(f"== audit where penalties apply: {nodes} OpenSSH 10.0 nodes (Debian 13, stock PerSourcePenalties)")
-    bed = Bed(nodes=nodes, extra=["--release", "trixie", "--lb-check-interval", "10s"])
+    bed = Bed(nodes=nodes, extra=["--release", "trixie", "--lb-check-interval", "10"])
     try:
         lb = bed.state["lb"]
         for label, argv, connections in [

@@ -155,8 +155,16 @@ def main() -> int:
     )
     up.add_argument(
         "--lb-check-interval",
-        default="1s",
-        help="HAProxy's health check interval (an NLB's is 10 s or 30 s; each check is a connection)",
+        default=1.0,
+        type=float,
+        help="seconds between the load balancer's health checks of each target (an NLB's are 5 to 300 s;"
+        " each check is a connection)",
+    )
+    up.add_argument(
+        "--lb-deregistration-delay",
+        default=5,
+        type=int,
+        help="the target groups' deregistration_delay.timeout_seconds (AWS's default is 300)",
     )
     up.add_argument(
         "--lb-balance",

@@ -255,8 +255,8 @@ pub struct AdmissionReport {
 
 impl AdmissionReport {
     /// Exit 4 when AWS refused a change; 3 when the limits held a drain
-    /// back, a cluster node could not be checked or is still catching up
-    /// with a promotion; 1 when a cluster node serves other keys (held out
+    /// back, a cluster node could not be checked, is still catching up
+    /// with a promotion, or is a target the load balancer does not use; 1 when a cluster node serves other keys (held out
     /// or drained); 3 for a dry run with changes to make; else 0: the
     /// audit's codes.
     pub fn status(&self) -> Status {
@@ -267,12 +267,22 @@ impl AdmissionReport {
         if any(&|p| p.decision == Decision::HeldBack) {
             return Status::Incomplete;
         }
-        // A stranger kept because it serves the set: someone looks.
-        if any(&|p| !p.observed.member && p.decision == Decision::Keep && p.observed.target_state.is_some()) {
+        // A stranger kept because it serves the set: someone looks (one
+        // draining is on its way out).
+        if any(&|p| {
+            !p.observed.member
+                && p.decision == Decision::Keep
+                && p.observed.target_state.as_deref().is_some_and(|s| s != "draining")
+        }) {
             return Status::Incomplete;
         }
         if any(&|p| p.observed.member && matches!(p.observed.serving, Serving::Other(_))) {
             return Status::Drift;
+        }
+        // A node registered where the load balancer sends nobody: someone
+        // enables its zone (or starts it).
+        if any(&|p| p.observed.member && p.observed.target_state.as_deref() == Some("unused")) {
+            return Status::Incomplete;
         }
         if any(&|p| {
             p.observed.member

@@ -47,6 +47,10 @@ pub struct Observed {
     /// ...), or none when it is not registered.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target_state: Option<String>,
+    /// Why the target group reports that state (`Target.NotInUse`,
+    /// `Target.FailedHealthChecks`, ...), when it says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_reason: Option<String>,
     /// The port of this registration (a node registered on several ports
     /// is one entry per port, each judged there); none when not
     /// registered.
@@ -70,11 +74,25 @@ pub const LEAVING: [&str; 5] = [
 ];
 
 impl Observed {
-    /// Registered and not on its way out.
+    /// Registered and not on its way out. An `unused` target is registered
+    /// (the load balancer sends it nobody: its zone is not enabled, its
+    /// instance is stopped): registering it again changes nothing.
     fn in_group(&self) -> bool {
-        self.target_state
-            .as_deref()
-            .is_some_and(|s| !matches!(s, "draining" | "unused"))
+        self.target_state.as_deref().is_some_and(|s| s != "draining")
+    }
+
+    /// Takes users: the load balancer routes new connections only to
+    /// `healthy` targets (an `initial` one has not passed its health
+    /// checks yet, an `unhealthy` one failed them; Elastic Load Balancing,
+    /// "Target health status"). What a drain would leave users counts
+    /// these alone.
+    fn takes_users(&self) -> bool {
+        self.target_state.as_deref() == Some("healthy")
+    }
+
+    /// Registered, but the load balancer sends it nobody.
+    fn unused(&self) -> bool {
+        self.target_state.as_deref() == Some("unused")
     }
 
     /// The cluster reports it leaving service ([`LEAVING`]).
@@ -170,11 +188,12 @@ pub fn decide(mut observed: Vec<Observed>, limits: Limits) -> Vec<NodePlan> {
         .iter()
         .filter(|o| !o.member && o.target_state.is_some())
         .count();
-    // A target the cluster reports leaving is no capacity to keep: with
-    // none but leaving ones serving the set, nothing is drained.
+    // Capacity is a healthy target serving the set: one still `initial`
+    // takes nobody yet, and one the cluster reports leaving is no
+    // capacity to keep. With none, nothing is drained.
     let serving_targets = observed
         .iter()
-        .filter(|o| o.in_group() && o.serving == Serving::Set && !o.leaving())
+        .filter(|o| o.takes_users() && o.serving == Serving::Set && !o.leaving())
         .count();
     let mut serving_left = serving_targets;
     // What is draining already (an earlier run's drains, a scale-in)
@@ -205,7 +224,7 @@ pub fn decide(mut observed: Vec<Observed>, limits: Limits) -> Vec<NodePlan> {
     order.sort_by_key(|&i| (plans[i].decision, plans[i].observed.serving == Serving::Set));
     for i in order {
         let plan = &mut plans[i];
-        let serves = plan.observed.serving == Serving::Set && !plan.observed.leaving();
+        let serves = plan.observed.takes_users() && plan.observed.serving == Serving::Set && !plan.observed.leaving();
         let held = if serving_targets == 0 {
             Some(
                 "no target serves the set: draining would leave users no node at all; fix the nodes (install) first"
@@ -316,7 +335,8 @@ fn first_decision(o: Observed, keep_strangers_serving: bool) -> NodePlan {
                 "serves the set as extra keys, first {what}: a promotion its install has not caught up with; users trusting either set reach it"
             ),
         ),
-        (true, true, Serving::Set) => (Decision::Keep, "a target serving the set".to_owned()),
+        (true, true, _) if o.unused() => (Decision::Keep, unused(&o)),
+        (true, true, Serving::Set) => (Decision::Keep, serving_target(&o)),
         (true, true, Serving::Other(what)) => (Decision::Drain, format!("a target serving other keys ({what})")),
         (true, true, Serving::Unknown(why)) => (
             Decision::Keep,
@@ -332,6 +352,10 @@ fn first_decision(o: Observed, keep_strangers_serving: bool) -> NodePlan {
             ),
         ),
         (false, true, serving) => (Decision::Remove, stranger(serving)),
+        (false, false, _) if draining => (
+            Decision::Keep,
+            "no node of the cluster, and its deregistration is in progress (draining): the load balancer sends it no new connection".to_owned(),
+        ),
         (false, false, _) => (Decision::Keep, "no node of the cluster and not a target".to_owned()),
     };
     NodePlan {
@@ -339,6 +363,36 @@ fn first_decision(o: Observed, keep_strangers_serving: bool) -> NodePlan {
         decision,
         reason,
         lifecycle: None,
+    }
+}
+
+/// A member registered but not in use: kept, never registered again (it
+/// is registered: each run would register it in a loop), and said.
+fn unused(o: &Observed) -> String {
+    let why = match o.target_reason.as_deref() {
+        Some("Target.NotInUse") => {
+            "Target.NotInUse: no listener forwards to the target group, or the load balancer has no subnet in the target's Availability Zone; enable that zone on the load balancer"
+        }
+        Some("Target.InvalidState") => "Target.InvalidState: its instance is stopped",
+        Some("Target.IpUnusable") => "Target.IpUnusable: the address is in use by a load balancer or not usable",
+        Some(other) => other,
+        None => "no reason given",
+    };
+    format!("registered, but the load balancer sends it nobody (unused: {why}); admission does not register it again")
+}
+
+/// A member target serving the set, by its health.
+fn serving_target(o: &Observed) -> String {
+    match o.target_state.as_deref() {
+        Some("initial") => {
+            "a target serving the set; its health checks have not passed yet (initial): users reach it once they do"
+                .to_owned()
+        }
+        Some("unhealthy" | "unhealthy.draining") => format!(
+            "a target serving the set, but failing the load balancer's health checks ({}): users reach it only if every target fails (the load balancer then fails open)",
+            o.target_reason.as_deref().unwrap_or("no reason given")
+        ),
+        _ => "a target serving the set".to_owned(),
     }
 }
 

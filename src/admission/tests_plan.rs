@@ -1,6 +1,6 @@
 //! The admission decision ([`super::plan::decide`]), case by case.
 
-use super::plan::{Decision, Limits, Observed, Serving, decide};
+use super::plan::{Decision, Limits, Observed, Serving, decide, deregistrations};
 
 fn node(name: &str, member: bool, target: Option<&str>, serving: Serving) -> Observed {
     Observed {
@@ -11,6 +11,7 @@ fn node(name: &str, member: bool, target: Option<&str>, serving: Serving) -> Obs
         member,
         cluster_state: None,
         target_state: target.map(str::to_owned),
+        target_reason: None,
         port: target.map(|_| 22),
         serving,
     }
@@ -319,4 +320,68 @@ fn the_default_limit_is_a_third_and_at_least_one() {
     assert_eq!(Limits::default_for(2).max_drain, 1);
     assert_eq!(Limits::default_for(3).max_drain, 1);
     assert_eq!(Limits::default_for(9).max_drain, 3);
+}
+
+/// Only a healthy target takes users (Elastic Load Balancing routes new
+/// connections to healthy targets alone): an `initial` one serving the set
+/// is no capacity, so the last healthy target is not drained for it.
+#[test]
+fn an_initial_target_is_no_capacity_to_drain_for() {
+    let mut leaving = node("a", true, Some("healthy"), Serving::Set);
+    leaving.cluster_state = Some("ShuttingDown".into());
+    let got = decide(
+        vec![
+            leaving,
+            node("b", true, Some("initial"), Serving::Set),
+            node("c", true, Some("healthy"), other()),
+        ],
+        Limits {
+            max_drain: 5,
+            keep_strangers_serving: false,
+        },
+    );
+    for p in &got {
+        assert_ne!(p.decision, Decision::Drain, "{}: {}", p.observed.name, p.reason);
+    }
+    assert!(got[0].reason.contains("no target serves the set"), "{}", got[0].reason);
+    assert!(got[1].reason.contains("initial"), "{}", got[1].reason);
+    // Once b is healthy, a (leaving) and c (drifted) go.
+    let mut leaving = node("a", true, Some("healthy"), Serving::Set);
+    leaving.cluster_state = Some("ShuttingDown".into());
+    let got = decisions(
+        vec![
+            leaving,
+            node("b", true, Some("healthy"), Serving::Set),
+            node("c", true, Some("healthy"), other()),
+        ],
+        5,
+    );
+    assert_eq!(
+        got,
+        vec![
+            ("a".into(), Decision::Drain),
+            ("b".into(), Decision::Keep),
+            ("c".into(), Decision::Drain)
+        ]
+    );
+}
+
+/// A registered target the load balancer does not use (`unused`,
+/// `Target.NotInUse`: its zone is not enabled) is kept and said, never
+/// registered again run after run.
+#[test]
+fn an_unused_target_is_reported_not_registered_again() {
+    let mut unused = node("b", true, Some("unused"), Serving::Set);
+    unused.target_reason = Some("Target.NotInUse".into());
+    let got = decide(
+        vec![node("a", true, Some("healthy"), Serving::Set), unused],
+        Limits::default_for(2),
+    );
+    assert_eq!(got[1].decision, Decision::Keep);
+    assert!(
+        got[1].reason.contains("Availability Zone") && got[1].reason.contains("does not register it again"),
+        "{}",
+        got[1].reason
+    );
+    assert!(deregistrations(&got).is_empty());
 }

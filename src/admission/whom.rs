@@ -30,6 +30,7 @@ pub(super) fn who_is_where(group: &Group, nodes: Vec<Target>) -> Vec<Observed> {
             member: true,
             cluster_state: node.health.filter(|h| h.is_flagged()).map(|h| h.state),
             target_state: None,
+            target_reason: None,
             port: None,
             serving: Serving::NotAsked,
         };
@@ -58,6 +59,7 @@ pub(super) fn who_is_where(group: &Group, nodes: Vec<Target>) -> Vec<Observed> {
             member: false,
             cluster_state: None,
             target_state: None,
+            target_reason: None,
             port: None,
             serving: Serving::NotAsked,
         };
@@ -81,6 +83,7 @@ fn entries(base: Observed, registrations: &[&GroupTarget]) -> Vec<Observed> {
                 _ => base.name.clone(),
             },
             target_state: Some(t.health.state.clone()),
+            target_reason: t.health.reason.clone(),
             port: t.port,
             ..base.clone()
         })

@@ -214,7 +214,13 @@ impl<S: SecretStore, F: Fleet, D: Dispatcher, P: Prober> Audit<'_, S, F, D, P> {
             return Ok(None);
         };
         let nodes = fleet.targets(&cluster).await?;
-        let targets = fleet.targets(&group).await?;
+        // A draining target takes no new connection (ELB, "Deregistration delay").
+        let targets: Vec<discovery::Target> = fleet
+            .targets(&group)
+            .await?
+            .into_iter()
+            .filter(|t| t.health.as_ref().is_none_or(|h| h.state != "draining"))
+            .collect();
         let same = |a: &discovery::Target, b: &discovery::Target| {
             (a.instance_id.is_some() && a.instance_id == b.instance_id)
                 || (a.address.is_some() && a.address == b.address)

@@ -207,17 +207,30 @@ fn targets(s: &GroupSettings, subject: &str, nodes: &[Instance]) -> Vec<Finding>
             "`hostkeyctl admit` keeps the group to the cluster's nodes (docs/admission.md), or widen --target",
         ));
     }
-    let registered: Vec<&str> = s.group.targets.iter().map(|t| t.id.as_str()).collect();
+    // A node only draining is on its way out: no new connection reaches it.
     for node in nodes {
-        if id_of(node).is_none_or(|id| !registered.contains(&id.as_str())) {
-            out.push(Finding::bad(
-                "balancer",
-                Level::Warn,
-                super::subject_of(node),
-                format!("not registered in {subject}: users never reach it"),
-                "`hostkeyctl admit` registers the nodes that serve the set (docs/admission.md)",
-            ));
-        }
+        let id = id_of(node);
+        let states: Vec<&str> = s
+            .group
+            .targets
+            .iter()
+            .filter(|t| id.as_ref() == Some(&t.id))
+            .map(|t| t.health.state.as_str())
+            .collect();
+        let how = if states.is_empty() {
+            "not registered in"
+        } else if states.iter().all(|state| *state == "draining") {
+            "being deregistered (draining) from"
+        } else {
+            continue;
+        };
+        out.push(Finding::bad(
+            "balancer",
+            Level::Warn,
+            super::subject_of(node),
+            format!("{how} {subject}: users never reach it"),
+            "`hostkeyctl admit` registers the nodes that serve the set (docs/admission.md)",
+        ));
     }
     if out.is_empty() {
         out.push(Finding::ok(
@@ -308,6 +321,17 @@ mod tests {
                 .unwrap()
                 .contains("Key=proxy_protocol_v2.enabled,Value=false")
         );
+    }
+
+    /// A node only draining takes no new connection (Elastic Load
+    /// Balancing, "Deregistration delay"): said, as one not registered.
+    #[test]
+    fn a_node_only_draining_is_said_to_be_on_its_way_out() {
+        let s = settings(&[("i-0000000000000001", "healthy"), ("i-0000000000000002", "draining")]);
+        let f = judge(&s, Some(&[node(1), node(2)]), 22);
+        let bad: Vec<&Finding> = f.iter().filter(|f| f.level != Level::Ok).collect();
+        assert_eq!(bad.len(), 1, "{f:#?}");
+        assert!(bad[0].message.contains("being deregistered (draining)"), "{f:#?}");
     }
 
     #[test]

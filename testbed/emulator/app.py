@@ -19,7 +19,7 @@ from urllib.parse import parse_qs
 from moto.core.models import DEFAULT_ACCOUNT_ID as ACCOUNT
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
-from . import cbor, kms, lambda_api, patches
+from . import cbor, kms, lambda_api, patches, targets
 from .associations import ASSOCIATION_ACTIONS, StateManager
 from .autoscaling import LifecyclePlane
 from .commands import Command, Faults, NodeEnv
@@ -63,9 +63,6 @@ class Emulator(StateManager, RotationPlane, LambdaApi, LifecyclePlane, ClusterPl
         self.lock = threading.Lock()
         self.processes: set[subprocess.Popen[bytes]] = set()
         self.control_hooks: dict[str, Callable[[JsonObject], object]] = {}
-        # Called after every RegisterTargets and DeregisterTargets (the
-        # bed's HAProxy follows its target group: parts/lb.py).
-        self.elb_hooks: list[Callable[[], None]] = []
         self.base_env: dict[str, str] = {}
         self.bare_nodes = False
         self.association_slots: dict[str, threading.Lock] = {}
@@ -180,11 +177,6 @@ class Emulator(StateManager, RotationPlane, LambdaApi, LifecyclePlane, ClusterPl
                 ApiError("InternalFailure", f"injected: {action} call {interrupt['n']} took effect, answer lost", 500),
             )
         answer: Iterable[bytes] = self.moto(environ, start_response)  # moto's WSGI app returns Any
-        if service == "elasticloadbalancing" and action in ("RegisterTargets", "DeregisterTargets"):
-            # The bed's load balancer follows the target group (parts/lb.py).
-            answer = [b"".join(answer)]
-            for hook in self.elb_hooks:
-                hook()
         return answer
 
     def _own(
@@ -393,6 +385,7 @@ class Emulator(StateManager, RotationPlane, LambdaApi, LifecyclePlane, ClusterPl
 
     def close(self) -> None:
         """Stops dispatching and kills commands and functions still running."""
+        targets.MODEL.stop()
         self.close_functions()
         with self.lock:
             self.closing = True

@@ -1,8 +1,9 @@
 """The moto behaviour the bed needs and moto 5.2.1 lacks, applied
 explicitly (``apply()``, once) rather than at import:
 
-* ELBv2 target health that tests can set (moto reports every registered
-  target healthy);
+* ELBv2 targets as Elastic Load Balancing keeps them (``targets.py``:
+  initial, health checks, draining, unused, fail-open), and a reported
+  health that tests can set on top (a fault of DescribeTargetHealth);
 * SageMaker HyperPod nodes with an ``arn``, and the bed's addresses as
   ``PrivatePrimaryIp`` and ``PrivateDnsHostname``;
 * ``DescribeInstances`` paged by instances, as EC2 does (moto pages by
@@ -22,14 +23,13 @@ from typing import TYPE_CHECKING
 from .wire import JsonObject
 
 if TYPE_CHECKING:
-    from moto.ec2.models import EC2Backend
     from moto.ec2.models.tags import TagBackend
-    from moto.elbv2.models import FakeHealthStatus, FakeTargetGroup
     from moto.packages.boto.ec2.instance import Reservation
     from moto.sagemaker.models import ClusterNode
 
 # (target group ARN, target id) -> (state, reason, description), set through
-# the control API; read by the patched FakeTargetGroup.health_for.
+# the control API: what DescribeTargetHealth reports for it, whatever its
+# checks found (a fault; routing follows the checks).
 TARGET_HEALTH: dict[tuple[str, str], tuple[str, str | None, str | None]] = {}
 
 
@@ -50,20 +50,9 @@ def _patch_moto() -> None:
     """The ELBv2, SageMaker, EC2 and Secrets Manager behaviour moto lacks
     (module docstring)."""
     _patch_secret_versions()
-    from moto.elbv2.models import FakeHealthStatus, FakeTargetGroup
     from moto.sagemaker.models import ClusterNode
 
-    real_health_for = FakeTargetGroup.health_for
-
-    def health_for(self: FakeTargetGroup, target: JsonObject, ec2_backend: EC2Backend) -> FakeHealthStatus:
-        override = TARGET_HEALTH.get((self.arn, target["Id"]))
-        if override is None:
-            return real_health_for(self, target, ec2_backend)
-        port = self.targets.get(target["Id"], {}).get("Port", self.port)
-        state, reason, description = override
-        return FakeHealthStatus(target["Id"], port, self.health_check_port, state, reason, description)
-
-    FakeTargetGroup.health_for = health_for  # type: ignore[method-assign]
+    _patch_target_health()
     _patch_network_target_groups()
 
     def node_arn(self: ClusterNode) -> str:
@@ -143,6 +132,48 @@ def _patch_moto() -> None:
         return real_describe_tags(self, filters)
 
     TagBackend.describe_tags = describe_tags  # type: ignore[method-assign]
+
+
+def _patch_target_health() -> None:
+    """RegisterTargets, DeregisterTargets (and an instance's termination)
+    and DescribeTargetHealth through ``targets.MODEL`` (its docstring
+    names the sources)."""
+    from moto.elbv2.models import ELBv2Backend, FakeHealthStatus, FakeTargetGroup
+
+    from .targets import MODEL
+
+    real_register = FakeTargetGroup.register
+
+    def register(self: FakeTargetGroup, targets: list[JsonObject]) -> None:
+        real_register(self, targets)  # moto's checks (an instance not running is refused)
+        MODEL.register(self, targets)
+
+    def deregister(self: FakeTargetGroup, targets: list[JsonObject]) -> None:
+        MODEL.deregister(self, targets)
+
+    def deregister_terminated_instances(self: FakeTargetGroup, instance_ids: list[str]) -> None:
+        MODEL.deregister(self, [{"Id": i} for i in instance_ids])
+
+    def describe_target_health(
+        self: ELBv2Backend, target_group_arn: str, targets: list[JsonObject]
+    ) -> list[FakeHealthStatus]:
+        from moto.elbv2.exceptions import TargetGroupNotFoundError
+
+        group = self.target_groups.get(target_group_arn)
+        if group is None:
+            raise TargetGroupNotFoundError()
+        out = []
+        for target_id, port, reg in MODEL.describe(group, targets):
+            state, reason, description = TARGET_HEALTH.get(
+                (group.arn, target_id), (reg.state, reg.reason, reg.description)
+            )
+            out.append(FakeHealthStatus(target_id, str(port), group.health_check_port, state, reason, description))
+        return out
+
+    FakeTargetGroup.register = register  # type: ignore[method-assign]
+    FakeTargetGroup.deregister = deregister  # type: ignore[method-assign]
+    FakeTargetGroup.deregister_terminated_instances = deregister_terminated_instances  # type: ignore[method-assign]
+    ELBv2Backend.describe_target_health = describe_target_health  # type: ignore[method-assign]
 
 
 def _patch_secret_versions() -> None:

@@ -45,7 +45,8 @@ class Options:
     bare: bool
     release: str | None
     crypto_policy: bool
-    lb_check_interval: str
+    lb_check_interval: float
+    lb_deregistration_delay: int
     lb_balance: str
     login_tags: str
     watch_stdin: bool

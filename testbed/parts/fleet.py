@@ -165,6 +165,9 @@ def register_load_balancers(bed: BedContext, net: int, ec2: Any, elb: Any) -> No
     from moto.elbv2.models import elbv2_backends
 
     from emulator import ACCOUNT
+    from emulator.targets import MODEL
+
+    from .lb import ADDRESS
 
     vpc = ec2.describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}])["Vpcs"][0]["VpcId"]
     subnets = [s["SubnetId"] for s in ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpc]}])["Subnets"]][
@@ -184,15 +187,25 @@ def register_load_balancers(bed: BedContext, net: int, ec2: Any, elb: Any) -> No
             VpcId=vpc,
             TargetType=kind,
             HealthCheckProtocol="TCP",
+            # AWS's least (2 to 10; 5 by default for TCP): a target the
+            # tests register is healthy after two of the bed's checks.
+            HealthyThresholdCount=2,
         )["TargetGroups"][0]["TargetGroupArn"]
+        # The deregistration delay shortened by the group's own attribute
+        # (0 to 3600 s, 300 by default), never skipped.
+        delay = {"Key": "deregistration_delay.timeout_seconds", "Value": str(bed.args.lb_deregistration_delay)}
+        elb.modify_target_group_attributes(TargetGroupArn=tg, Attributes=[delay])
         elb.register_targets(TargetGroupArn=tg, Targets=targets)
+        # The bed's nodes answer already (supervisor.py waits for their
+        # banners): in service before the tests begin.
+        MODEL.settle(tg)
         lb = elb.create_load_balancer(
             Name=f"{cluster}-login{suffix}", Type="network", Scheme="internal", Subnets=subnets
         )["LoadBalancers"][0]["LoadBalancerArn"]
         elb.create_listener(
             LoadBalancerArn=lb, Protocol="TCP", Port=22, DefaultActions=[{"Type": "forward", "TargetGroupArn": tg}]
         )
-        elbv2_backends[ACCOUNT][REGION].load_balancers[lb].dns_name = f"127.{net}.0.10"
+        elbv2_backends[ACCOUNT][REGION].load_balancers[lb].dns_name = ADDRESS[kind].format(net=net)
         state[kind] = {"lb_name": f"{cluster}-login{suffix}", "lb_arn": lb, "target_group_arn": tg}
     bed.state["elb"] = state
 

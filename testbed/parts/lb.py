@@ -1,17 +1,22 @@
-"""The load balancer: HAProxy 2.6 in TCP mode on 127.K.0.10:22, with a
-health check that expects the SSH banner, in front of exactly the targets
-registered in the bed's ip target group (``{cluster}-login``), as a
-Network Load Balancer forwards to its target group's registered, healthy
-targets.
+"""The load balancers: HAProxy 2.6 in TCP mode, one frontend per network
+load balancer of the bed (the ip target group's on 127.K.0.10:22, the
+instance target group's on 127.K.0.9:22), each in front of exactly the
+targets its target group routes to as the emulator keeps it
+(``emulator/targets.py``: healthy targets, or all in use when none is:
+fail-open; never one initial, draining or unused). HAProxy runs no health
+check of its own: Elastic Load Balancing's, run by the emulator from the
+balancer's address, decide.
 
-Registering or deregistering a target (ELBv2 ``RegisterTargets``,
-``DeregisterTargets``, admission's calls) rewrites the configuration and
-reloads HAProxy in master-worker mode (``SIGUSR2``): the new worker takes
-the listening socket from the old one (``expose-fd listeners``), so no
-connection is refused, and the old worker keeps serving the connections
-it holds until they end, as an NLB's deregistration delay drains a
-target (Elastic Load Balancing, "Deregistration delay": in-flight
-requests complete, no new ones are sent)."""
+When what a target group routes to changes (a target healthy or failing,
+a deregistration draining, a drain's end), the configuration is
+rewritten and HAProxy reloaded in master-worker mode (``SIGUSR2``): the
+new worker takes the listening socket from the old one (``expose-fd
+listeners``), so no connection is refused, and the old worker keeps
+serving the connections it holds until they end, as an NLB's
+deregistration delay drains a target (Elastic Load Balancing,
+"Deregistration delay": in-flight requests complete, no new ones are
+sent). Idle connections end after 350 s, an NLB's idle timeout for TCP
+flows (Network Load Balancers guide, "Connection idle timeout")."""
 
 from __future__ import annotations
 
@@ -25,17 +30,15 @@ if TYPE_CHECKING:
     from .context import BedContext
 
 HAPROXY = "/usr/sbin/haproxy"
+# Each load balancer's DNS name: its HAProxy frontend's address.
+ADDRESS = {"ip": "127.{net}.0.10", "instance": "127.{net}.0.9"}
 _RELOAD = threading.Lock()
 
 
-def haproxy_config(
-    address: str, servers: list[tuple[str, str, int]], run_dir: str, check_interval: str, balance: str
-) -> str:
-    """haproxy.cfg: a TCP frontend on ``address``:22, a backend of
-    ``servers`` (name, address, port)."""
-    check = f"check inter {check_interval} fall 2 rise 1"
-    lines = "".join(f"    server {name} {host}:{port} {check}\n" for name, host, port in servers)
-    return (
+def haproxy_config(frontends: list[tuple[str, str, list[tuple[str, str, int]]]], run_dir: str, balance: str) -> str:
+    """haproxy.cfg: per load balancer (backend name, address, servers as
+    (name, address, port)), a TCP frontend on its address:22."""
+    out = (
         "global\n"
         "    maxconn 512\n"
         f"    pidfile {run_dir}/haproxy.pid\n"
@@ -44,65 +47,82 @@ def haproxy_config(
         "defaults\n"
         "    mode tcp\n"
         "    timeout connect 2s\n"
-        "    timeout client 120s\n"
-        "    timeout server 120s\n"
-        "frontend ssh\n"
-        f"    bind {address}:22\n"
-        "    default_backend login\n"
-        "backend login\n"
-        f"    balance {balance}\n"
-        # From its own address, as a Network Load Balancer whose IP
-        # targets do not preserve the client's: every connection
-        # through it, and its health checks, come from one source.
-        f"    source {address}\n"
-        "    option tcp-check\n"
-        "    tcp-check expect rstring ^SSH-2.0-\n"
-        f"{lines}"
+        "    timeout client 350s\n"
+        "    timeout server 350s\n"
     )
+    for backend, address, servers in frontends:
+        lines = "".join(f"    server {name} {host}:{port}\n" for name, host, port in servers)
+        out += (
+            f"frontend {backend}\n"
+            f"    bind {address}:22\n"
+            f"    default_backend {backend}\n"
+            f"backend {backend}\n"
+            f"    balance {balance}\n"
+            # From its own address, as a Network Load Balancer whose IP
+            # targets do not preserve the client's: every connection
+            # through it comes from one source.
+            f"    source {address}\n"
+            f"{lines}"
+        )
+    return out
 
 
-def registered(bed: BedContext) -> list[tuple[str, str, int]]:
-    """The ip target group's registered targets (draining ones are gone
-    from ``targets`` in moto), named after the node at that address."""
-    from moto.elbv2.models import elbv2_backends
+def routed(bed: BedContext, kind: str) -> list[tuple[str, str, int]]:
+    """What the ``kind`` target group routes to (emulator/targets.py), as
+    (name, address, port): named after the node at that address."""
+    from moto.ec2.models import ec2_backends
 
     from emulator import ACCOUNT
+    from emulator.targets import MODEL
 
     from .aws import REGION
 
-    arn = bed.state["elb"]["ip"]["target_group_arn"]
-    group = elbv2_backends[ACCOUNT][REGION].target_groups[arn]
+    arn = bed.state["elb"][kind]["target_group_arn"]
     names = {n.address: n.name for n in bed.nodes}
     out = []
-    for target in group.targets.values():
-        host = str(target["Id"])
-        name = names.get(host, "t-" + host.replace(".", "-"))
-        out.append((name, host, int(target.get("Port") or group.port or 22)))
+    for target_id, port in MODEL.routable(arn):
+        host: str | None = target_id
+        if kind == "instance":
+            instance = ec2_backends[ACCOUNT][REGION].get_instance_by_id(target_id)
+            host = instance.private_ip if instance is not None else None
+        if host is None:
+            continue
+        out.append((names.get(host, "t-" + host.replace(".", "-")), host, port))
     return sorted(out)
 
 
 def write_config(bed: BedContext) -> None:
     bed_dir = str(bed.dir)
-    (Path(bed_dir) / "haproxy.cfg").write_text(
-        haproxy_config(
-            bed.state["lb"]["address"] if "lb" in bed.state else f"127.{bed.state['net']}.0.10",
-            registered(bed),
-            bed_dir,
-            bed.args.lb_check_interval,
-            bed.args.lb_balance,
-        )
-    )
+    frontends = [
+        (backend, address, routed(bed, kind))
+        for kind, backend, address in (("ip", "login", ADDRESS["ip"]), ("instance", "login-i", ADDRESS["instance"]))
+    ]
+    frontends = [(b, a.format(net=bed.state["net"]), servers) for b, a, servers in frontends]
+    (Path(bed_dir) / "haproxy.cfg").write_text(haproxy_config(frontends, bed_dir, bed.args.lb_balance))
 
 
 def start_lb(bed: BedContext, net: int) -> None:
-    """HAProxy's master under the supervisor (``lb`` in bed.json), and the
-    emulator's hook that follows the target group."""
-    address = f"127.{net}.0.10"
+    """HAProxy's master under the supervisor (``lb`` in bed.json), the
+    hook that follows the target groups, and their health checks."""
+    from moto.elbv2.models import elbv2_backends
+
+    from emulator import ACCOUNT
+    from emulator.targets import MODEL
+
+    from .aws import REGION
+
     write_config(bed)
     config = bed.dir / "haproxy.cfg"
     bed.spawn("haproxy", [HAPROXY, "-W", "-db", "-f", str(config)], bed.dir / "haproxy.log")
-    bed.state["lb"] = {"address": address, "port": 22, "pid": bed.children["haproxy"].pid}
-    bed.emulator.elb_hooks.append(lambda: follow(bed))
+    bed.state["lb"] = {
+        "address": ADDRESS["ip"].format(net=net),
+        "instance_address": ADDRESS["instance"].format(net=net),
+        "port": 22,
+        "pid": bed.children["haproxy"].pid,
+    }
+    MODEL.interval = bed.args.lb_check_interval
+    MODEL.on_change.append(lambda: follow(bed))
+    MODEL.start(lambda: elbv2_backends[ACCOUNT][REGION])
 
 
 def follow(bed: BedContext) -> None:

@@ -44,9 +44,11 @@ class HyperPod(TypedDict):
 
 
 class Lb(TypedDict):
-    """HAProxy: where it listens, and its pid."""
+    """HAProxy: where it listens (the ip target group's load balancer, and
+    the instance target group's), and its pid."""
 
     address: str
+    instance_address: str
     port: int
     pid: int
 

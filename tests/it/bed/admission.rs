@@ -144,11 +144,22 @@ pub(crate) fn decision_of(report: &Value, address: &str) -> String {
         .unwrap_or_else(|| panic!("{address} is not in {report}"))
 }
 
-/// The balancer's backends, as HAProxy's configuration holds them.
+/// The ip target group's balancer's backends, as HAProxy's configuration
+/// holds them: where it routes new connections.
 pub(crate) fn backends(bed: &TestBed) -> Vec<String> {
+    backends_of(bed, "login")
+}
+
+/// The backends of HAProxy's `backend` section (`login`: the ip target
+/// group's balancer; `login-i`: the instance target group's).
+pub(crate) fn backends_of(bed: &TestBed, backend: &str) -> Vec<String> {
     let config = std::fs::read_to_string(bed.dir().join("haproxy.cfg")).unwrap();
+    let header = format!("backend {backend}");
     config
         .lines()
+        .skip_while(|l| l.trim() != header)
+        .skip(1)
+        .take_while(|l| l.starts_with(' '))
         .filter_map(|l| l.trim().strip_prefix("server "))
         .map(|l| l.split(' ').nth(1).unwrap().to_owned())
         .collect()
@@ -326,7 +337,7 @@ fn a_partial_target_is_refused(bed: &TestBed) {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|n| n["member"] == false)
+        .filter(|n| n["member"] == false && n["target_state"] != "draining")
         .collect();
     assert!(!kept.is_empty());
     for n in kept {
@@ -440,10 +451,22 @@ fn a_promotion_converging_drains_nothing(bed: &TestBed, nodes: &[&Node]) {
         let run = bed.cli("install").on(node).secret().run();
         assert_eq!(run.code, 0, "{}", run.stderr);
     }
+    // The node drained above comes back once its drain has ended, and
+    // takes users once its checks pass.
+    let elb = crate::bed::load_balancer::Elb::new(bed);
+    let group = &bed.state.elb["ip"].target_group_arn;
+    wait_until("the drains to end", Duration::from_secs(30), || {
+        !nodes.iter().any(|n| {
+            elb.health(group, &n.address, 22)
+                .is_some_and(|(state, _)| state == "draining")
+        })
+    });
     let (code, report) = admit(bed, &[]);
     assert_eq!(code, 0, "every node serves the set again: {report}");
+    wait_until("every node to take users", Duration::from_secs(30), || {
+        backends(bed).len() == 3
+    });
     let before = backends(bed);
-    assert_eq!(before.len(), 3, "{before:?}");
     bed.cli("rotate")
         .secret()
         .targets()
@@ -506,15 +529,24 @@ fn a_drifted_node_is_drained(bed: &TestBed, node: &Node, twin: &Node) -> (Instan
 /// With two of three targets drifted, one run drains one, holds the other
 /// back and exits 3; with every target drifted it drains none.
 fn safety_limits_hold(bed: &TestBed, nodes: &[Node]) {
-    // Node 1 (drained for drift) serves the set again and comes back.
+    // Node 1 (drained for drift) serves the set again, and comes back once
+    // its deregistration delay has ended (AWS keeps it draining until then).
     let run = bed.cli("install").on(&nodes[0]).secret().run();
     assert_eq!(run.code, 0, "{}", run.stderr);
+    let elb = crate::bed::load_balancer::Elb::new(bed);
+    let group = &bed.state.elb["ip"].target_group_arn;
+    wait_until("node 1's drain to end", Duration::from_secs(30), || {
+        elb.health(group, &nodes[0].address, 22).is_none()
+    });
     let (code, report) = admit(bed, &[]);
     assert_eq!(
         (code, decision_of(&report, &nodes[0].address)),
         (0, "admit".to_owned()),
         "{report}"
     );
+    // Capacity is a healthy target: until node 1 passes its checks, it
+    // takes nobody, and drains would count on it.
+    elb.await_state(group, &nodes[0].address, 22, "healthy");
     // Targets: nodes 1, 2 and 4. Two drift.
     change_ed25519_key_by_hand(&nodes[1]);
     change_ed25519_key_by_hand(&nodes[3]);

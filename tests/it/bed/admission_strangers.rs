@@ -3,8 +3,10 @@
 //! `admission::admission_lets_users_reach_only_nodes_serving_the_set`'s
 //! phases (its logins stopped: strangers would take some).
 
+use std::time::Duration;
+
 use crate::bed::admission::{admit, backends, decision_of};
-use crate::common::bed::{Node, TestBed};
+use crate::common::bed::{Node, TestBed, wait_until};
 
 /// The ip target group's targets, changed by hand (as the admin role,
 /// which is not admission's): `register` on `port`, or deregister.
@@ -47,8 +49,7 @@ fn by_hand(bed: &TestBed, register: bool, targets: &[(&str, i32)]) {
 ///   nodes: none is removed (a person looks), and a node serving the set
 ///   that is no target is still admitted.
 ///
-/// A3 (a node on two ports) is `memory::admission`'s: moto keeps one
-/// registration per target id.
+/// A3 (a node on two ports) is `memory::admission`'s.
 pub(crate) fn strangers_never_steer_admission(bed: &TestBed, nodes: &[&Node]) {
     let before = backends(bed);
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -74,6 +75,13 @@ pub(crate) fn strangers_never_steer_admission(bed: &TestBed, nodes: &[&Node]) {
     retag("login");
 
     by_hand(bed, false, &[(nodes[1].address.as_str(), 22)]);
+    // Admission puts nothing back while it drains (AWS's deregistration
+    // delay): it waits for the drain's end.
+    let elb = crate::bed::load_balancer::Elb::new(bed);
+    let group = &bed.state.elb["ip"].target_group_arn;
+    wait_until("the drain to end", Duration::from_secs(30), || {
+        elb.health(group, &nodes[1].address, 22).is_none()
+    });
     let strangers: Vec<String> = (230..235).map(|i| format!("127.0.0.{i}")).collect();
     let registered: Vec<(&str, i32)> = strangers.iter().map(|a| (a.as_str(), 22)).collect();
     by_hand(bed, true, &registered);
@@ -83,7 +91,9 @@ pub(crate) fn strangers_never_steer_admission(bed: &TestBed, nodes: &[&Node]) {
     for stranger in &strangers {
         assert_eq!(decision_of(&report, stranger), "held_back", "{report}");
     }
-    assert!(backends(bed).contains(&format!("{}:22", nodes[1].address)));
+    wait_until("the admitted node to take users", Duration::from_secs(30), || {
+        backends(bed).contains(&format!("{}:22", nodes[1].address))
+    });
     by_hand(bed, false, &registered);
 
     let (code, report) = admit(bed, &[]);

@@ -386,7 +386,7 @@ fn ipv6_endpoints_with_and_without_brackets_reach_port_22() {
 fn an_lb_audit_of_openssh_10_nodes_is_paced_and_locks_nobody_out() {
     let bed = TestBed::start(BedOptions {
         release: Some("trixie"),
-        lb_check_interval: "10s",
+        lb_check_interval: "10",
         ..BedOptions::default()
     });
     bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);

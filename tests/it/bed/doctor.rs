@@ -244,8 +244,8 @@ fn guard_the_metadata_service(bed: &TestBed) {
 }
 
 /// Proxy protocol v2 on and an HTTP health check, as an admin could set
-/// them; node 1 failing its health checks; node 0 deregistered; a noise
-/// instance (running, of no --target) registered.
+/// them; node 1 failing its health checks; node 0 deregistered (draining);
+/// a noise instance (running, of no --target) registered.
 async fn break_the_target_group(bed: &TestBed, arn: &str) {
     use aws_sdk_elasticloadbalancingv2::types::{ProtocolEnum, TargetDescription, TargetGroupAttribute};
     let elb = aws_sdk_elasticloadbalancingv2::Client::new(&bed.sdk_config(1).await);
@@ -253,6 +253,13 @@ async fn break_the_target_group(bed: &TestBed, arn: &str) {
         "POST",
         "/_bed/target-health",
         &json!({"target_group_arn": arn, "id": bed.state.nodes[1].instance_id, "state": "unhealthy", "reason": "Target.FailedHealthChecks"}),
+    );
+    // The noise instance has no sshd: its checks would fail. Reported
+    // healthy, it stands for a stranger that answers and takes users.
+    bed.control(
+        "POST",
+        "/_bed/target-health",
+        &json!({"target_group_arn": arn, "id": bed.state.noise[0].instance_id, "state": "healthy"}),
     );
     let target = |id: &str| TargetDescription::builder().id(id).port(22).build();
     elb.deregister_targets()

@@ -4,7 +4,7 @@
 //! `testbed/bed.py`; [`crate::common::bed`] drives it.
 
 mod admin;
-mod admission;
+pub(crate) mod admission;
 pub(crate) mod admission_asg;
 mod admission_hyperpod;
 mod admission_strangers;
@@ -31,6 +31,7 @@ mod install;
 mod install_rollback;
 mod kms_ca;
 mod lifecycle;
+pub(crate) mod load_balancer;
 mod profiles;
 mod profiles_certificates;
 mod quickstart;

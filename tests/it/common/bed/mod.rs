@@ -61,7 +61,8 @@ pub struct BedOptions {
     /// The login nodes include RHEL 9's DEFAULT crypto policy, whose
     /// KexAlgorithms has no post-quantum exchange (`--crypto-policy`).
     pub crypto_policy: bool,
-    /// HAProxy's health check interval (`1s`; an NLB's is 10 s or 30 s).
+    /// Seconds between the balancer's health checks of each target (`1`; an
+    /// NLB's are 5 to 300 s).
     pub lb_check_interval: &'static str,
     /// HAProxy's balance algorithm (`roundrobin`; `source` pins each
     /// client to one backend).
@@ -85,7 +86,7 @@ impl BedOptions {
     pub fn three_releases() -> Self {
         BedOptions {
             release: Some(",bullseye,trixie"),
-            lb_check_interval: "10s",
+            lb_check_interval: "10",
             ..BedOptions::default()
         }
     }
@@ -105,7 +106,7 @@ impl Default for BedOptions {
             documents: true,
             release: None,
             crypto_policy: false,
-            lb_check_interval: "1s",
+            lb_check_interval: "1",
             lb_balance: "roundrobin",
             parallelcluster_tags: false,
             bare: false,
@@ -146,8 +147,10 @@ pub struct Node {
 /// The load balancer.
 #[derive(Clone, Debug, Deserialize)]
 pub struct Lb {
-    /// Listen address.
+    /// Listen address (the ip target group's load balancer).
     pub address: String,
+    /// The instance target group's load balancer's listen address.
+    pub instance_address: String,
     /// Listen port.
     pub port: u16,
     /// HAProxy's pid.
