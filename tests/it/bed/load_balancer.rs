@@ -12,6 +12,7 @@ use aws_sdk_elasticloadbalancingv2::types::{ProtocolEnum, TargetDescription, Tar
 
 use crate::bed::admission::{backends, backends_of};
 use crate::common::bed::{BedOptions, TestBed, wait_until};
+use crate::common::roles::Role;
 
 /// The target groups through the SDK, called synchronously.
 pub(crate) struct Elb {
@@ -215,4 +216,102 @@ fn both_balancers_route_and_fail_open() {
     wait_until("the balancer to fail open", Duration::from_secs(30), || {
         backends(&bed) == addresses
     });
+}
+
+/// A target in an Availability Zone the load balancer has no subnet in is
+/// `unused` (`Target.NotInUse`). Admission registers the nodes that serve
+/// the set once, then keeps them and says why (exit 3): on the emulator
+/// before, they were healthy at once; by state alone, every pass would
+/// have registered them again.
+#[test]
+fn a_target_in_a_zone_the_balancer_lacks_is_unused_and_admitted_once() {
+    let (bed, _) = TestBed::converged(BedOptions::default());
+    let elb = Elb::new(&bed);
+    let config = elb.runtime.block_on(bed.sdk_config(1));
+    let ec2 = aws_sdk_ec2::Client::new(&config);
+    let node = &bed.state.nodes[0];
+    let (zone, vpc, subnet) = elb.runtime.block_on(async {
+        let found = ec2
+            .describe_instances()
+            .instance_ids(&node.instance_id)
+            .send()
+            .await
+            .unwrap();
+        let instance = &found.reservations()[0].instances()[0];
+        let zone = instance.placement().unwrap().availability_zone().unwrap().to_owned();
+        let vpc = instance.vpc_id().unwrap().to_owned();
+        let subnets = ec2.describe_subnets().send().await.unwrap();
+        let other = subnets
+            .subnets()
+            .iter()
+            .find(|s| s.vpc_id() == Some(vpc.as_str()) && s.availability_zone() != Some(zone.as_str()))
+            .unwrap()
+            .subnet_id()
+            .unwrap()
+            .to_owned();
+        (zone, vpc, other)
+    });
+    let group = elb.runtime.block_on(async {
+        let group = elb
+            .client
+            .create_target_group()
+            .name("elsewhere")
+            .protocol(ProtocolEnum::Tcp)
+            .port(22)
+            .vpc_id(vpc)
+            .target_type(TargetTypeEnum::Ip)
+            .send()
+            .await
+            .unwrap();
+        let arn = group.target_groups()[0].target_group_arn().unwrap().to_owned();
+        let lb = elb
+            .client
+            .create_load_balancer()
+            .name("elsewhere")
+            .r#type(aws_sdk_elasticloadbalancingv2::types::LoadBalancerTypeEnum::Network)
+            .subnets(subnet)
+            .send()
+            .await
+            .unwrap();
+        let action = aws_sdk_elasticloadbalancingv2::types::Action::builder()
+            .r#type(aws_sdk_elasticloadbalancingv2::types::ActionTypeEnum::Forward)
+            .target_group_arn(&arn)
+            .build();
+        elb.client
+            .create_listener()
+            .load_balancer_arn(lb.load_balancers()[0].load_balancer_arn().unwrap())
+            .protocol(ProtocolEnum::Tcp)
+            .port(22)
+            .default_actions(action)
+            .send()
+            .await
+            .unwrap();
+        arn
+    });
+    // As the bed's root: the admission role changes the cluster's own
+    // target group alone (iam/admission.json), and this one is another.
+    let admit = || {
+        let run = bed
+            .cli("admit")
+            .role(Role::BedRoot)
+            .secret()
+            .json()
+            .args(&["--target-group", &format!("tg:{group}")])
+            .args(&crate::common::bed::TARGETS)
+            .run();
+        (run.code, run.json())
+    };
+    let (code, first) = admit();
+    assert_eq!((code, first["registered"].as_array().unwrap().len()), (0, 3), "{first}");
+    let reason = elb.await_state(&group, &node.address, 22, "unused");
+    assert_eq!(reason.as_deref(), Some("Target.NotInUse"), "nodes in {zone}");
+    for _ in 0..2 {
+        let (code, again) = admit();
+        assert_eq!(code, 3, "{again}");
+        assert_eq!(again["registered"], serde_json::json!([]), "{again}");
+        for n in again["nodes"].as_array().unwrap() {
+            assert_eq!(n["decision"], "keep", "{n}");
+            assert!(n["reason"].as_str().unwrap().contains("Availability Zone"), "{n}");
+        }
+    }
 }
