@@ -474,9 +474,17 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
             };
             return self.abort(&current_set, pending, request, report).await;
         }
-        if repaired && request.resume && stages.pending.is_none() {
-            // A run killed inside finish: the stages are complete now; the
-            // nodes still have to serve them.
+        if (request.resume || request.finish) && stages.pending.is_none() && !request.rollback {
+            // Nothing left to promote: a run killed inside or after its
+            // finish (or before its create took hold) leaves the nodes
+            // part-way, and --resume (or --finish again) brings them to
+            // what the stages say.
+            if !repaired {
+                report.steps.push(format!(
+                    "resume: no rotation in flight to promote; converging the nodes to AWSCURRENT {} (a run killed after its promotion leaves them part-way)",
+                    stages.current
+                ));
+            }
             return self.converge(&current_set, request, report).await;
         }
         if request.rollback {

@@ -14,7 +14,8 @@ pub enum Start {
 }
 
 /// `pending` is the AWSPENDING version (id, creation time) when it is not
-/// the current one; `resume` is --resume or --finish.
+/// the current one; `resume` is --finish (a run with --resume and nothing
+/// pending converges before it gets here).
 pub fn plan_start(current: &VersionId, pending: Option<&(VersionId, Option<String>)>, resume: bool) -> Start {
     match (pending, resume) {
         (Some((id, created)), false) => Start::Refuse(format!(
@@ -23,7 +24,7 @@ pub fn plan_start(current: &VersionId, pending: Option<&(VersionId, Option<Strin
         )),
         (Some((id, _)), true) => Start::Continue(id.clone()),
         (None, true) => Start::Refuse(format!(
-            "no rotation in flight to resume (no AWSPENDING version besides AWSCURRENT {current}); the nodes converge to AWSCURRENT through their timers, or at once with `hostkeyctl push`"
+            "no rotation in flight to finish (no AWSPENDING version besides AWSCURRENT {current}): announce one with --overlap (or --pull); `rotate --resume` converges the nodes to AWSCURRENT"
         )),
         (None, false) => Start::Create,
     }

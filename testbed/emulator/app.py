@@ -63,6 +63,10 @@ class Emulator(StateManager, RotationPlane, LambdaApi, LifecyclePlane, ClusterPl
         self.lock = threading.Lock()
         self.processes: set[subprocess.Popen[bytes]] = set()
         self.control_hooks: dict[str, Callable[[JsonObject], object]] = {}
+        # Faults.hold_at: the held call ("service:Action"), the calls of its
+        # actions seen, and whether its release lets it take effect.
+        self.hold: dict[str, object] = {"held": None, "seen": 0, "effect": False}
+        self.hold_released = threading.Event()
         self.base_env: dict[str, str] = {}
         self.bare_nodes = False
         self.association_slots: dict[str, threading.Lock] = {}
@@ -130,6 +134,7 @@ class Emulator(StateManager, RotationPlane, LambdaApi, LifecyclePlane, ClusterPl
                 ),
                 None,
             )
+            held = self._hold_here(action, key, faults, principal)
             is_throttled = (
                 faults.throttle_fraction > 0
                 and (not faults.throttle_actions or action in faults.throttle_actions or key in faults.throttle_actions)
@@ -138,6 +143,8 @@ class Emulator(StateManager, RotationPlane, LambdaApi, LifecyclePlane, ClusterPl
         if faults.latency_ms:
             time.sleep(faults.latency_ms / 1000)
         try:
+            if held and not self._held(key):
+                raise ApiError("InternalFailure", f"held {action} call, released without effect", 500)
             denial = faults.deny_actions.get(action, faults.deny_actions.get(key))
             if denial is not None:
                 raise denied(service, action, denial)
@@ -297,6 +304,29 @@ class Emulator(StateManager, RotationPlane, LambdaApi, LifecyclePlane, ClusterPl
                         found.append(f"{region}/{name}/{version_id}")
         return {**forms, "secrets_holding_it": found}
 
+    def _hold_here(self, action: str, key: str, faults: Faults, principal: Principal | None) -> bool:
+        """Whether this call is the one ``Faults.hold_at`` holds (under
+        the lock): of its actions, by its signer (``"principal"``, a user
+        name) when it names one."""
+        actions = faults.hold_at.get("actions", [])
+        if action not in actions and key not in actions:
+            return False
+        signer = faults.hold_at.get("principal")
+        if signer is not None and (principal is None or principal.name != signer):
+            return False
+        seen = int(str(self.hold["seen"])) + 1
+        self.hold["seen"] = seen
+        return seen == faults.hold_at.get("n")
+
+    def _held(self, key: str) -> bool:
+        """Holds this call until the test releases it (its client killed
+        meanwhile); whether it then takes effect."""
+        with self.lock:
+            self.hold["held"] = key
+        self.hold_released.wait(timeout=300)
+        with self.lock:
+            return bool(self.hold["effect"])
+
     def _control(self, path: str, method: str, body: bytes, start_response: StartResponse) -> list[bytes]:
         try:
             request = json.loads(body) if body else {}
@@ -322,6 +352,8 @@ class Emulator(StateManager, RotationPlane, LambdaApi, LifecyclePlane, ClusterPl
                     self.faults.update(request)
                     self.rng = random.Random(self.faults.seed)
                     self.fault_counts.clear()
+                    self.hold.update(held=None, seen=0, effect=False)
+                    self.hold_released.clear()
                 return self.faults.__dict__
         if path == "/_bed/ssm/unmanaged" and method == "POST":
             # These instances are not SSM's: it neither lists them
@@ -330,6 +362,14 @@ class Emulator(StateManager, RotationPlane, LambdaApi, LifecyclePlane, ClusterPl
             with self.lock:
                 self.unmanaged.update(request["InstanceIds"])
                 return {"unmanaged": sorted(self.unmanaged)}
+        if path == "/_bed/hold":
+            with self.lock:
+                return {"held": self.hold["held"], "seen": self.hold["seen"]}
+        if path == "/_bed/hold/release" and method == "POST":
+            with self.lock:
+                self.hold["effect"] = bool(request.get("effect"))
+            self.hold_released.set()
+            return {}
         if path == "/_bed/faults/reset" and method == "POST":
             with self.lock:
                 self.faults = Faults()

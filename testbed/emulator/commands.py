@@ -72,6 +72,12 @@ class Faults:
     # the call took effect when "after" is true (a client killed before it
     # read the answer), before it otherwise.
     fail_at: list[JsonObject] = field(default_factory=list)
+    # A client killed mid-call: {"actions": ["PutSecretValue", ...], "n": 5,
+    # "principal": "hostkeyctl-rotation"} holds the Nth call of any of those
+    # actions (by that signer, if named; counted from when the faults were
+    # set) unanswered until POST /_bed/hold/release (the test kills the
+    # client meanwhile); {"effect": true} lets it take effect.
+    hold_at: JsonObject = field(default_factory=dict)
     # SendCommand of these documents is denied (e.g. AWS-RunShellScript:
     # a role that may only send hostkeyctl's own document).
     deny_documents: list[str] = field(default_factory=list)

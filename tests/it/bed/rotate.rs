@@ -196,9 +196,20 @@ fn a_failing_node_stops_promotion_and_abort_restores_the_old_set() {
     assert_eq!(status["rotation_in_flight"], Value::Null);
     let (code, report, _) = rotate(&bed, &["--abort"]);
     assert_eq!((code, report["result"].as_str()), (0, Some("nothing_to_abort")));
-    let (code, _, stderr) = rotate(&bed, &["--resume"]);
-    assert_eq!(code, 2);
-    assert!(stderr.contains("no rotation in flight"), "{stderr}");
+    // Nothing in flight: --resume and --finish converge the nodes to
+    // AWSCURRENT (what a run killed after its promotion leaves), and
+    // promote nothing.
+    for again in ["--resume", "--finish"] {
+        let (code, report, stderr) = rotate(&bed, &[again]);
+        assert_eq!(code, 0, "{again}: {stderr}");
+        assert!(
+            report["steps"]
+                .to_string()
+                .contains("no rotation in flight to promote; converging"),
+            "{report}"
+        );
+        assert_eq!(stages(&bed)["AWSCURRENT"], old.as_str());
+    }
 }
 
 /// Three OpenSSH releases on both ends (issue 25): the nodes run this

@@ -260,33 +260,29 @@ pub fn watch<'a>(
     }
 }
 
-/// Runs a rotation to the end after an interruption: resume if one is in
-/// flight (or was finishing); if none is and AWSCURRENT already moved, the
-/// rotation had finished; else start again.
+/// Runs a rotation to the end after an interruption: `--resume` finishes
+/// what a killed run started (with nothing in flight, it converges the
+/// nodes to AWSCURRENT); if AWSCURRENT never moved and nothing was in
+/// flight, the run was killed before its create took hold, and the
+/// rotation starts again.
 pub async fn complete(store: &MemoryStore, fleet: &Arc<MemFleet>, original: &VersionId) -> Outcome {
     let watched = Hooked::new(store, watch(store, fleet.as_ref(), |_| Action::Pass));
     let resume = Request {
         resume: true,
         ..Request::default()
     };
-    match rotate(&watched, fleet, store, resume).await {
-        Ok(outcome) => outcome,
-        Err(RotationError::Refused(m)) if m.contains("no rotation in flight") => {
-            if store.holder(&secret(), STAGE_CURRENT).as_ref() != Some(original) {
-                // Killed after finish moved every stage: the stages are
-                // right; `push` (as the refusal says) converges the nodes.
-                let now = current(store).await;
-                let dispatcher = MemDispatcher::new(fleet, store);
-                let pushed = push_version(&dispatcher, &now, None, &fleet.instances(), &options(0), &|_, _| {})
-                    .await
-                    .unwrap();
-                assert!(pushed.all_ok(), "{:?}", pushed.results);
-                return Outcome::Completed;
-            }
-            rotate(&watched, fleet, store, Request::default()).await.unwrap()
-        }
-        Err(e) => panic!("resume failed: {e}"),
+    let in_flight = store.holder(&secret(), STAGE_PENDING).is_some();
+    let outcome = rotate(&watched, fleet, store, resume)
+        .await
+        .unwrap_or_else(|e| panic!("resume failed: {e}"));
+    if !in_flight && store.holder(&secret(), STAGE_CURRENT).as_ref() == Some(original) {
+        assert!(
+            fleet.all_serve(&current(store).await.document.keys),
+            "the resume did not converge"
+        );
+        return rotate(&watched, fleet, store, Request::default()).await.unwrap();
     }
+    outcome
 }
 
 pub fn assert_rotated(store: &MemoryStore, fleet: &MemFleet, original: &VersionId, what: &str) {
