@@ -15,7 +15,19 @@ Scaling lifecycle hooks", "Complete a lifecycle action") and the
   default);
 * completing an action for an instance that is not waiting on that hook
   is a ``ValidationError`` ("No active Lifecycle Action found with instance
-  ID ...").
+  ID ...");
+* a group attached to target groups registers an instance only once its
+  launch hook completed, before it is InService ("How lifecycle hooks
+  work", step 3); moto registered it at attach, in ``Pending:Wait``;
+* an abandoned launch is replaced: the group keeps its desired capacity
+  (PutLifecycleHook, DefaultResult: ``ABANDON`` terminates the instance)
+  and launches another, here the bed's next held node (``replacements``);
+* scale-in deregisters an instance from the group's target groups first,
+  and it terminates once the deregistration delay has drained it ("How
+  lifecycle hooks work", step 4); moto terminated it at once;
+* only ``instance`` target groups attach to a group: it registers
+  instance ids (Auto Scaling guide, "Prerequisites" of attaching Elastic
+  Load Balancing).
 
 The bed's instances are its sshd nodes, so an instance joins the group
 through the control API (``POST /_bed/autoscaling/launch``: a launched
@@ -25,9 +37,12 @@ node attached in ``Pending:Wait``), and time passes for the hooks through
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import parse_qs
 
 from .errors import ApiError
@@ -61,6 +76,10 @@ class LifecyclePlane:
 
     def _init_lifecycle(self) -> None:
         self.waiting: dict[str, Waiting] = {}
+        # Called with a group's name to launch a replacement for an
+        # abandoned instance (the bed attaches its next held node); none
+        # left, the group stays short.
+        self.replacements: list[Callable[[str], None]] = []
         self.control_hooks["/_bed/autoscaling/launch"] = self._asg_launch  # type: ignore[attr-defined]
         self.control_hooks["/_bed/autoscaling/expire"] = self._asg_expire  # type: ignore[attr-defined]
 
@@ -69,10 +88,18 @@ class LifecyclePlane:
         it waits in Pending:Wait."""
         group_name, instance_id = str(request["group"]), str(request["instance_id"])
         backend = _backend(self.region)
-        backend.attach_instances(group_name, [instance_id])
         hooks = [h for h in backend.describe_lifecycle_hooks(group_name) if h.lifecycle_transition == LAUNCHING]
         if not hooks:
+            backend.attach_instances(group_name, [instance_id])
             return {"instance_id": instance_id, "state": "InService"}
+        # Registered with the group's target groups only once the hook
+        # completes (``_end``), not at attach.
+        group = backend.autoscaling_groups[group_name]
+        target_groups, group.target_group_arns = group.target_group_arns, []
+        try:
+            backend.attach_instances(group_name, [instance_id])
+        finally:
+            group.target_group_arns = target_groups
         hook = hooks[0]
         self._state(group_name, instance_id).lifecycle_state = "Pending:Wait"
         self.waiting[instance_id] = Waiting(
@@ -136,12 +163,73 @@ class LifecyclePlane:
         backend = _backend(self.region)
         if result == "CONTINUE":
             self._state(waiting.group, instance_id).lifecycle_state = "InService"
+            backend.update_attached_target_groups(waiting.group)
             return
         group = backend.autoscaling_groups[waiting.group]
         group.instance_states = [s for s in group.instance_states if s.instance.id != instance_id]
-        group.desired_capacity = len(group.instance_states)
         backend.ec2_backend.terminate_instances([instance_id])
+        for replace in self.replacements:
+            replace(waiting.group)
 
     def _state(self, group_name: str, instance_id: str):  # type: ignore[no-untyped-def]  # moto's InstanceState
         group = _backend(self.region).autoscaling_groups[group_name]
         return next(s for s in group.instance_states if s.instance.id == instance_id)
+
+
+def apply() -> None:
+    """The target groups of an Auto Scaling group as the guide has them
+    (the module docstring's last three points)."""
+    from moto.autoscaling.exceptions import ValidationError
+    from moto.autoscaling.models import AutoScalingBackend, TerminateInstanceActivity
+
+    real_update = AutoScalingBackend.update_attached_target_groups
+
+    def update_attached_target_groups(self: Any, group_name: str) -> None:
+        group = self.autoscaling_groups[group_name]
+        everyone = group.instance_states
+        group.instance_states = [s for s in everyone if s.lifecycle_state in ("InService", "Pending:Proceed")]
+        try:
+            real_update(self, group_name)
+        finally:
+            group.instance_states = everyone
+
+    real_attach = AutoScalingBackend.attach_load_balancer_target_groups
+
+    def attach_load_balancer_target_groups(self: Any, group_name: str, target_group_arns: list[str]) -> None:
+        for arn in target_group_arns:
+            target_group = self.elbv2_backend.target_groups.get(arn)
+            if target_group is not None and target_group.target_type != "instance":
+                raise ValidationError(
+                    f"Target group {target_group.name} has target type {target_group.target_type}: an Auto Scaling"
+                    " group registers instances, so only instance target groups attach"
+                )
+        real_attach(self, group_name, target_group_arns)
+
+    real_terminate = AutoScalingBackend.terminate_instance
+
+    def terminate_instance(self: Any, instance_id: str, should_decrement: bool) -> Any:
+        groups = self.autoscaling_groups.values()
+        group = next((g for g in groups if any(s.instance.id == instance_id for s in g.instance_states)), None)
+        if group is None or not group.target_group_arns:
+            return real_terminate(self, instance_id, should_decrement)
+        state = next(s for s in group.instance_states if s.instance.id == instance_id)
+        original = group.desired_capacity
+        group.instance_states = [s for s in group.instance_states if s is not state]
+        if should_decrement:
+            group.desired_capacity = original - 1
+        from .targets import MODEL
+
+        delays = []
+        for arn in group.target_group_arns:
+            target_group = self.elbv2_backend.target_groups[arn]
+            MODEL.deregister(target_group, [{"Id": instance_id}])
+            delays.append(float(str(target_group.attributes.get("deregistration_delay.timeout_seconds", 300))))
+        ec2 = self.ec2_backend
+        timer = threading.Timer(max(delays), lambda: ec2.terminate_instances([instance_id]))
+        timer.daemon = True
+        timer.start()
+        return TerminateInstanceActivity(state.instance, original)
+
+    AutoScalingBackend.update_attached_target_groups = update_attached_target_groups  # type: ignore[method-assign]
+    AutoScalingBackend.attach_load_balancer_target_groups = attach_load_balancer_target_groups  # type: ignore[method-assign]
+    AutoScalingBackend.terminate_instance = terminate_instance  # type: ignore[method-assign]

@@ -52,6 +52,10 @@ def _patch_moto() -> None:
     _patch_secret_versions()
     from moto.sagemaker.models import ClusterNode
 
+    from . import autoscaling
+
+    autoscaling.apply()
+
     _patch_target_health()
     _patch_network_target_groups()
 

@@ -91,6 +91,18 @@ def start_emulator(bed: BedContext) -> None:
     bed.emulator.control_hooks["/_bed/nodes/stop"] = lambda r: bed.on_main("stop", r)
     bed.emulator.control_hooks["/_bed/nodes/start"] = lambda r: bed.on_main("start", r)
     bed.emulator.control_hooks["/_bed/nodes/launch"] = lambda r: bed.on_main("launch", r)
+    bed.emulator.replacements.append(lambda group: replace_in_group(bed, group))
+
+
+def replace_in_group(bed: BedContext, group: str) -> None:
+    """Auto Scaling replaces an abandoned instance (emulator/autoscaling.py):
+    the bed's next held node not launched yet, launched and attached to
+    ``group``; with none left, the group stays short."""
+    node = next((n for n in bed.nodes if not n.instance_id), None)
+    if node is None:
+        return
+    bed.on_main("launch", {"name": node.name})
+    bed.emulator._asg_launch({"group": group, "instance_id": node.instance_id})
 
 
 def create_roles(bed: BedContext) -> None:

@@ -2,8 +2,10 @@
 //! (testbed/emulator/autoscaling.py models the hook moto lacks): a
 //! launching instance waits in Pending:Wait until `admit` sees it serve
 //! the set and completes its action; one whose install never succeeds is
-//! never put in service (its hook times out to ABANDON); another group's
-//! hook is refused by the admission policy. The admission function (the
+//! never put in service (its hook times out to ABANDON) and is replaced;
+//! another group's hook is refused by the admission policy; a group
+//! attached to the target group registers an instance only after its hook,
+//! and drains one before scale-in terminates it. The admission function (the
 //! `bootstrap` binary with `HOSTKEYCTL_FUNCTION=admission`) runs `admit` on
 //! Auto Scaling's lifecycle event.
 
@@ -137,12 +139,12 @@ fn node_report<'a>(report: &'a Value, node: &Node) -> &'a Value {
 #[test]
 fn a_launching_instance_goes_in_service_only_once_it_serves_the_set() {
     let (bed, _) = TestBed::converged(BedOptions {
-        nodes: 6,
-        held: 3,
+        nodes: 7,
+        held: 4,
         ..BedOptions::default()
     });
     let nodes = bed.state.nodes.clone();
-    let (good, failing, stranger) = (&nodes[3], &nodes[4], &nodes[5]);
+    let (good, failing, replacement, stranger) = (&nodes[3], &nodes[4], &nodes[5], &nodes[6]);
     group_with_hook(&bed, GROUP, &nodes[0].instance_id);
     launch_into(&bed, GROUP, good);
     launch_into(&bed, GROUP, failing);
@@ -188,6 +190,9 @@ fn a_launching_instance_goes_in_service_only_once_it_serves_the_set() {
         None,
         "an abandoned instance left the group"
     );
+    // The group keeps its size: Auto Scaling launches a replacement (the
+    // bed's next held node), which waits on the hook in turn.
+    assert_eq!(state_of(&bed, GROUP, replacement).as_deref(), Some("Pending:Wait"));
     let tg = bed.state.elb["ip"].target_group_arn.clone();
     let registered = target_ids(&bed, &tg);
     assert!(
@@ -253,4 +258,100 @@ fn target_ids(bed: &TestBed, arn: &str) -> Vec<String> {
             .filter_map(|d| d.target().and_then(|t| t.id()).map(str::to_owned))
             .collect()
     })
+}
+
+/// A group attached to the instance target group (ParallelCluster's
+/// kind): an ip target group does not attach; a launching instance is not
+/// registered while it waits on the hook (moto registered it at once);
+/// `admit` and the group register it without fighting; and scale-in
+/// drains it (deregistration delay) before it terminates.
+#[test]
+fn an_attached_group_registers_after_the_hook_and_drains_before_terminating() {
+    let (bed, _) = TestBed::converged(BedOptions {
+        nodes: 4,
+        held: 1,
+        ..BedOptions::default()
+    });
+    let nodes = bed.state.nodes.clone();
+    let new = &nodes[3];
+    group_with_hook(&bed, GROUP, &nodes[0].instance_id);
+    let ip = bed.state.elb["ip"].target_group_arn.clone();
+    let instances = bed.state.elb["instance"].target_group_arn.clone();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let config = runtime.block_on(bed.sdk_config(1));
+    let asg = aws_sdk_autoscaling::Client::new(&config);
+    // The refusal's text, or none when attached.
+    let attach = |arn: &str| -> Option<String> {
+        runtime
+            .block_on(
+                asg.attach_load_balancer_target_groups()
+                    .auto_scaling_group_name(GROUP)
+                    .target_group_arns(arn)
+                    .send(),
+            )
+            .err()
+            .map(|e| format!("{e:?}"))
+    };
+    let refused = attach(&ip).unwrap_or_default();
+    assert!(refused.contains("only instance target groups attach"), "{refused}");
+    assert_eq!(attach(&instances), None);
+
+    launch_into(&bed, GROUP, new);
+    let id = node_id(&bed, new);
+    assert!(
+        !target_ids(&bed, &instances).contains(&id),
+        "registered while it waits on its hook"
+    );
+    let run = bed.cli("install").on(new).secret().run();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // As the bed's root: the admission role keeps the ip target group.
+    let tg = format!("tg:{instances}");
+    let mut args = vec![
+        "--target-group",
+        tg.as_str(),
+        "--auto-scaling-group",
+        GROUP,
+        "--lifecycle-hook",
+        HOOK,
+    ];
+    args.extend(TARGETS);
+    let run = bed.cli("admit").role(Role::BedRoot).secret().json().args(&args).run();
+    let report = run.json();
+    assert_eq!(node_report(&report, new)["lifecycle"], "continued", "{report}");
+    assert_eq!(state_of(&bed, GROUP, new).as_deref(), Some("InService"));
+    let elb = crate::bed::load_balancer::Elb::new(&bed);
+    elb.await_state(&instances, &id, 22, "healthy");
+
+    runtime
+        .block_on(
+            asg.terminate_instance_in_auto_scaling_group()
+                .instance_id(&id)
+                .should_decrement_desired_capacity(true)
+                .send(),
+        )
+        .unwrap();
+    assert_eq!(
+        elb.health(&instances, &id, 22).map(|h| h.0).as_deref(),
+        Some("draining")
+    );
+    let ec2 = aws_sdk_ec2::Client::new(&config);
+    let state = || {
+        let found = runtime
+            .block_on(ec2.describe_instances().instance_ids(&id).send())
+            .unwrap();
+        found.reservations()[0].instances()[0]
+            .state()
+            .unwrap()
+            .name()
+            .unwrap()
+            .as_str()
+            .to_owned()
+    };
+    assert_eq!(state(), "running", "terminated before it drained");
+    crate::common::bed::wait_until(
+        "the drain, then the termination",
+        std::time::Duration::from_secs(60),
+        || state() == "terminated",
+    );
+    assert!(elb.health(&instances, &id, 22).is_none());
 }
