@@ -219,15 +219,17 @@ def apply() -> None:
             group.desired_capacity = original - 1
         from .targets import MODEL
 
-        delays = []
-        for arn in group.target_group_arns:
-            target_group = self.elbv2_backend.target_groups[arn]
-            MODEL.deregister(target_group, [{"Id": instance_id}])
-            delays.append(float(str(target_group.attributes.get("deregistration_delay.timeout_seconds", 300))))
+        arns = list(group.target_group_arns)
+        for arn in arns:
+            MODEL.deregister(self.elbv2_backend.target_groups[arn], [{"Id": instance_id}])
         ec2 = self.ec2_backend
-        timer = threading.Timer(max(delays), lambda: ec2.terminate_instances([instance_id]))
-        timer.daemon = True
-        timer.start()
+
+        def terminate_once_drained() -> None:
+            while any(MODEL.registered(arn, instance_id) for arn in arns):
+                time.sleep(0.2)
+            ec2.terminate_instances([instance_id])
+
+        threading.Thread(target=terminate_once_drained, daemon=True).start()
         return TerminateInstanceActivity(state.instance, original)
 
     AutoScalingBackend.update_attached_target_groups = update_attached_target_groups  # type: ignore[method-assign]

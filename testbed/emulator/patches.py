@@ -211,7 +211,9 @@ def _patch_network_target_groups() -> None:
       Otherwise, the default is enabled. Client IP preservation can't be
       disabled for UDP and TCP_UDP target groups."
     - ``proxy_protocol_v2.enabled``: false by default (Network Load
-      Balancers only).
+      Balancers only);
+    - ``target_health_state.unhealthy.connection_termination.enabled``:
+      "The default is true" (TCP and TLS target groups).
     """
     from moto.elbv2.exceptions import InvalidConfigurationRequest
     from moto.elbv2.models import ELBv2Backend, FakeTargetGroup
@@ -225,6 +227,8 @@ def _patch_network_target_groups() -> None:
             off = self.target_type == "ip" and self.protocol in ("TCP", "TLS")
             self.attributes["preserve_client_ip.enabled"] = "false" if off else "true"
             self.attributes["proxy_protocol_v2.enabled"] = "false"
+            if self.protocol in ("TCP", "TLS"):
+                self.attributes["target_health_state.unhealthy.connection_termination.enabled"] = "true"
 
     FakeTargetGroup.__init__ = init  # type: ignore[method-assign]
     real_modify = ELBv2Backend.modify_target_group_attributes

@@ -33,7 +33,12 @@ Load Balancers" guide, and the API reference):
   their health status" (guide, "Health checks for Network Load Balancer
   target groups");
 * a target is (target id, port): the same instance may be registered on
-  several ports (API reference, TargetDescription).
+  several ports (API reference, TargetDescription);
+* a target that turns unhealthy has its connections reset:
+  ``target_health_state.unhealthy.connection_termination.enabled``, "The
+  default is true" (API reference, TargetGroupAttribute);
+* checks go to ``HealthCheckPort`` when the group names one, else to the
+  target's own port (``traffic-port``; API reference, CreateTargetGroup).
 
 The bed's health check interval replaces ``HealthCheckIntervalSeconds``
 (AWS's minimum is 5 s): a configured shortening, as the tests shorten the
@@ -89,6 +94,9 @@ class Registration:
 
 Key = tuple[str, int]
 
+# The target group attribute that resets connections to an unhealthy target.
+RESET = "target_health_state.unhealthy.connection_termination.enabled"
+
 
 class TargetHealth:
     """Every target group's registrations (by ARN), checked every
@@ -100,6 +108,9 @@ class TargetHealth:
         self.groups: dict[str, dict[Key, Registration]] = {}
         self.lock = threading.RLock()
         self.on_change: list[Callable[[], None]] = []
+        # Called with (target group ARN, target) when a target turns
+        # unhealthy and its group resets connections to it.
+        self.on_unhealthy: list[Callable[[str, Key], None]] = []
         self.checks = 0
         self._routes: dict[str, list[Key]] = {}
         self._stop = threading.Event()
@@ -162,6 +173,12 @@ class TargetHealth:
                 out.append((key[0], key[1], Registration(**vars(reg))))
             return out
 
+    def registered(self, arn: str, target_id: str) -> bool:
+        """Whether the group lists ``target_id`` on any port (draining
+        included)."""
+        with self.lock:
+            return any(key[0] == target_id for key in self.groups.get(arn, {}))
+
     def routable(self, arn: str) -> list[Key]:
         """Where the load balancer sends new connections: the healthy
         targets in use; with none healthy and one failing, all in use
@@ -201,7 +218,7 @@ class TargetHealth:
         """One round: drains that ended, targets out of use, then one
         health check of each target in use."""
         now = time.monotonic()
-        probes: list[tuple[str, Key, str, str | None]] = []
+        probes: list[tuple[str, Key, str, int, str | None]] = []
         with self.lock:
             for arn, regs in self.groups.items():
                 group = backend.target_groups.get(arn)
@@ -228,14 +245,29 @@ class TargetHealth:
                         if reg.state == "unused":
                             reg.show(CHECKING)
                             reg.passes = reg.fails = 0
-                        probes.append((arn, key, address, source))
-        results = list(self._pool.map(lambda p: _connects(p[2], p[1][1], p[3], self.interval), probes))
+                        port = str(group.health_check_port)
+                        probes.append((arn, key, address, int(port) if port.isdigit() else key[1], source))
+        results = list(self._pool.map(lambda p: _connects(p[2], p[3], p[4], self.interval), probes))
+        failing: list[tuple[str, Key]] = []
         with self.lock:
             self.checks += len(probes)
-            for (arn, key, _, _), ok in zip(probes, results, strict=True):
+            for (arn, key, _, _, _), ok in zip(probes, results, strict=True):
                 checked = self.groups.get(arn, {}).get(key)
-                if checked is not None and checked.state != "draining":
-                    _count(checked, ok, backend.target_groups[arn])
+                if checked is None or checked.state == "draining":
+                    continue
+                was = checked.state
+                group = backend.target_groups[arn]
+                _count(checked, ok, group)
+                terminate = str(group.attributes.get(RESET, "true")).lower() != "false"
+                if checked.state == "unhealthy" and was != "unhealthy" and terminate:
+                    failing.append((arn, key))
+        # Resets first, while the balancer still routes to the target.
+        for arn, key in failing:
+            for hook in self.on_unhealthy:
+                try:
+                    hook(arn, key)
+                except OSError as e:  # the next round goes on regardless
+                    print(f"elb connection reset of {key}: {e!r}", flush=True)
         self._changed()
 
     def _changed(self) -> None:

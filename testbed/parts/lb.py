@@ -15,14 +15,18 @@ listeners``), so no connection is refused, and the old worker keeps
 serving the connections it holds until they end, as an NLB's
 deregistration delay drains a target (Elastic Load Balancing,
 "Deregistration delay": in-flight requests complete, no new ones are
-sent). Idle connections end after 350 s, an NLB's idle timeout for TCP
-flows (Network Load Balancers guide, "Connection idle timeout")."""
+sent). A target that turns unhealthy has its connections reset in every
+worker, through the master CLI. Idle connections end after 350 s, an
+NLB's idle timeout for TCP flows (Network Load Balancers guide,
+"Connection idle timeout")."""
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,6 +36,8 @@ if TYPE_CHECKING:
 HAPROXY = "/usr/sbin/haproxy"
 # Each load balancer's DNS name: its HAProxy frontend's address.
 ADDRESS = {"ip": "127.{net}.0.10", "instance": "127.{net}.0.9"}
+# Each load balancer's HAProxy backend.
+BACKEND = {"ip": "login", "instance": "login-i"}
 _RELOAD = threading.Lock()
 
 
@@ -87,16 +93,74 @@ def routed(bed: BedContext, kind: str) -> list[tuple[str, str, int]]:
             host = instance.private_ip if instance is not None else None
         if host is None:
             continue
-        out.append((names.get(host, "t-" + host.replace(".", "-")), host, port))
+        out.append((server_name(names.get(host, "t-" + host.replace(".", "-")), port), host, port))
     return sorted(out)
+
+
+def server_name(name: str, port: int) -> str:
+    """A target's HAProxy server name: unique in its backend, as a target
+    is an address and a port."""
+    return name if port == 22 else f"{name}-{port}"
+
+
+def reset(bed: BedContext, arn: str, key: tuple[str, int]) -> None:
+    """A target turned unhealthy: its connections are reset, as an NLB
+    resets them (emulator/targets.py). Every HAProxy worker, old ones
+    included, shuts its sessions to that server (the master CLI)."""
+    from moto.ec2.models import ec2_backends
+
+    from emulator import ACCOUNT
+
+    from .aws import REGION
+
+    kind = next((k for k, elb in bed.state["elb"].items() if elb["target_group_arn"] == arn), None)
+    if kind is None:
+        return
+    host = key[0]
+    if kind == "instance":
+        instance = ec2_backends[ACCOUNT][REGION].get_instance_by_id(key[0])
+        host = str(instance.private_ip) if instance is not None else key[0]
+    names = {n.address: n.name for n in bed.nodes}
+    server = f"{BACKEND[kind]}/{server_name(names.get(host, 't-' + host.replace('.', '-')), key[1])}"
+    master = str(bed.dir / "haproxy-master.sock")
+    # No reload meanwhile: it re-executes the master, which then refuses
+    # its socket for a moment.
+    with _RELOAD:
+        rows = [line.split() for line in _master(master, "show proc").splitlines()]
+        workers = [row[0] for row in rows if len(row) > 1 and row[1] == "worker"]
+        for pid in workers:
+            _master(master, f"@!{pid} shutdown sessions server {server}")
+
+
+def _master(socket_path: str, command: str) -> str:
+    """One command to HAProxy's master CLI, and its answer; tried again
+    for up to 5 s while a reload that began before re-executes the master."""
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            return _master_once(socket_path, command)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def _master_once(socket_path: str, command: str) -> str:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(5)
+        conn.connect(socket_path)
+        conn.sendall(command.encode() + b"\n")
+        # The end of the request: the master answers, then closes.
+        conn.shutdown(socket.SHUT_WR)
+        chunks = []
+        while chunk := conn.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks).decode("utf-8", "replace")
 
 
 def write_config(bed: BedContext) -> None:
     bed_dir = str(bed.dir)
-    frontends = [
-        (backend, address, routed(bed, kind))
-        for kind, backend, address in (("ip", "login", ADDRESS["ip"]), ("instance", "login-i", ADDRESS["instance"]))
-    ]
+    frontends = [(BACKEND[kind], ADDRESS[kind], routed(bed, kind)) for kind in ("ip", "instance")]
     frontends = [(b, a.format(net=bed.state["net"]), servers) for b, a, servers in frontends]
     (Path(bed_dir) / "haproxy.cfg").write_text(haproxy_config(frontends, bed_dir, bed.args.lb_balance))
 
@@ -113,7 +177,8 @@ def start_lb(bed: BedContext, net: int) -> None:
 
     write_config(bed)
     config = bed.dir / "haproxy.cfg"
-    bed.spawn("haproxy", [HAPROXY, "-W", "-db", "-f", str(config)], bed.dir / "haproxy.log")
+    master = f"{bed.dir / 'haproxy-master.sock'},level,admin"
+    bed.spawn("haproxy", [HAPROXY, "-W", "-db", "-S", master, "-f", str(config)], bed.dir / "haproxy.log")
     bed.state["lb"] = {
         "address": ADDRESS["ip"].format(net=net),
         "instance_address": ADDRESS["instance"].format(net=net),
@@ -122,6 +187,7 @@ def start_lb(bed: BedContext, net: int) -> None:
     }
     MODEL.interval = bed.args.lb_check_interval
     MODEL.on_change.append(lambda: follow(bed))
+    MODEL.on_unhealthy.append(lambda arn, key: reset(bed, arn, key))
     MODEL.start(lambda: elbv2_backends[ACCOUNT][REGION])
 
 

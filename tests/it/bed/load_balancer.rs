@@ -315,3 +315,54 @@ fn a_target_in_a_zone_the_balancer_lacks_is_unused_and_admitted_once() {
         }
     }
 }
+
+/// A target that turns unhealthy has its connections reset, as an NLB
+/// does by default (`target_health_state.unhealthy.connection_termination.enabled`):
+/// a session through the balancer to a node whose sshd stops listening
+/// ends, where its remote command would have run for ten minutes (an
+/// sshd's sessions outlive its listener).
+#[test]
+fn a_target_turning_unhealthy_has_its_sessions_reset() {
+    use std::io::BufRead;
+    let bed = TestBed::start(BedOptions::default());
+    let elb = Elb::new(&bed);
+    let lb = bed.state.lb.clone().unwrap();
+    let mut session = std::process::Command::new("ssh")
+        .arg("-i")
+        .arg(&bed.state.client_key)
+        .args([
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "ConnectTimeout=5",
+            "-o",
+            "LogLevel=ERROR",
+        ])
+        .arg(format!("root@{}", lb.address))
+        .arg("echo $SSH_CONNECTION; exec sleep 600")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(session.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    // SSH_CONNECTION: client address and port, server address and port.
+    let server = line.split_whitespace().nth(2).unwrap_or_default().to_owned();
+    let node = bed
+        .state
+        .nodes
+        .iter()
+        .find(|n| n.address == server)
+        .unwrap_or_else(|| panic!("the session reached {line:?}"));
+    bed.stop_node(&node.name);
+    let group = bed.state.elb["ip"].target_group_arn.clone();
+    elb.await_state(&group, &node.address, 22, "unhealthy");
+    wait_until("the balancer to reset the session", Duration::from_secs(30), || {
+        session.try_wait().unwrap().is_some()
+    });
+}
