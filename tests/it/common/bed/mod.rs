@@ -149,7 +149,9 @@ pub struct Node {
 pub struct Lb {
     /// Listen address (the ip target group's load balancer).
     pub address: String,
-    /// The instance target group's load balancer's listen address.
+    /// The instance target group's load balancer's listen address (none
+    /// from a bed before it had one).
+    #[serde(default)]
     pub instance_address: String,
     /// Listen port.
     pub port: u16,
