@@ -22,9 +22,10 @@ Scaling lifecycle hooks", "Complete a lifecycle action") and the
 * an abandoned launch is replaced: the group keeps its desired capacity
   (PutLifecycleHook, DefaultResult: ``ABANDON`` terminates the instance)
   and launches another, here the bed's next held node (``replacements``);
-* scale-in deregisters an instance from the group's target groups first,
-  and it terminates once the deregistration delay has drained it ("How
-  lifecycle hooks work", step 4); moto terminated it at once;
+* scale-in (TerminateInstanceInAutoScalingGroup, a lower desired
+  capacity) deregisters an instance from the group's target groups
+  first, and it terminates once the deregistration delay has drained it
+  ("How lifecycle hooks work", step 4); moto terminated it at once;
 * only ``instance`` target groups attach to a group: it registers
   instance ids (Auto Scaling guide, "Prerequisites" of attaching Elastic
   Load Balancing).
@@ -180,7 +181,7 @@ def apply() -> None:
     """The target groups of an Auto Scaling group as the guide has them
     (the module docstring's last three points)."""
     from moto.autoscaling.exceptions import ValidationError
-    from moto.autoscaling.models import AutoScalingBackend, TerminateInstanceActivity
+    from moto.autoscaling.models import AutoScalingBackend, FakeAutoScalingGroup, TerminateInstanceActivity
 
     real_update = AutoScalingBackend.update_attached_target_groups
 
@@ -217,21 +218,43 @@ def apply() -> None:
         group.instance_states = [s for s in group.instance_states if s is not state]
         if should_decrement:
             group.desired_capacity = original - 1
-        from .targets import MODEL
-
-        arns = list(group.target_group_arns)
-        for arn in arns:
-            MODEL.deregister(self.elbv2_backend.target_groups[arn], [{"Id": instance_id}])
-        ec2 = self.ec2_backend
-
-        def terminate_once_drained() -> None:
-            while any(MODEL.registered(arn, instance_id) for arn in arns):
-                time.sleep(0.2)
-            ec2.terminate_instances([instance_id])
-
-        threading.Thread(target=terminate_once_drained, daemon=True).start()
+        _drain_then_terminate(self, group, instance_id)
         return TerminateInstanceActivity(state.instance, original)
 
+    real_set = FakeAutoScalingGroup.set_desired_capacity
+
+    def set_desired_capacity(self: Any, new_capacity: int | None) -> None:
+        # Scale-in of a group with target groups: the instances leaving
+        # drain first (moto terminated them at once).
+        target = self.min_size if new_capacity is None else new_capacity
+        active = self.active_instances()
+        excess = len(active) - int(target or 0)
+        if self.target_group_arns and excess > 0 and not self.mixed_instances_policy:
+            leaving = [s for s in active if not s.protected_from_scale_in][:excess]
+            self.instance_states = [s for s in self.instance_states if s not in leaving]
+            for state in leaving:
+                _drain_then_terminate(self.autoscaling_backend, self, state.instance.id)
+        real_set(self, new_capacity)
+
+    FakeAutoScalingGroup.set_desired_capacity = set_desired_capacity  # type: ignore[method-assign]
     AutoScalingBackend.update_attached_target_groups = update_attached_target_groups  # type: ignore[method-assign]
     AutoScalingBackend.attach_load_balancer_target_groups = attach_load_balancer_target_groups  # type: ignore[method-assign]
     AutoScalingBackend.terminate_instance = terminate_instance  # type: ignore[method-assign]
+
+
+def _drain_then_terminate(backend: Any, group: Any, instance_id: str) -> None:
+    """Deregisters a leaving instance from the group's target groups, and
+    terminates it once none lists it (its drain ended)."""
+    from .targets import MODEL
+
+    arns = list(group.target_group_arns)
+    for arn in arns:
+        MODEL.deregister(backend.elbv2_backend.target_groups[arn], [{"Id": instance_id}])
+    ec2 = backend.ec2_backend
+
+    def terminate_once_drained() -> None:
+        while any(MODEL.registered(arn, instance_id) for arn in arns):
+            time.sleep(0.2)
+        ec2.terminate_instances([instance_id])
+
+    threading.Thread(target=terminate_once_drained, daemon=True).start()

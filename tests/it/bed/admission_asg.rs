@@ -263,17 +263,18 @@ fn target_ids(bed: &TestBed, arn: &str) -> Vec<String> {
 /// A group attached to the instance target group (ParallelCluster's
 /// kind): an ip target group does not attach; a launching instance is not
 /// registered while it waits on the hook (moto registered it at once);
-/// `admit` and the group register it without fighting; and scale-in
-/// drains it (deregistration delay) before it terminates.
+/// `admit` and the group register it without fighting; and scale-in, by a
+/// lower desired capacity or by terminating one, drains an instance
+/// (deregistration delay) before it terminates.
 #[test]
 fn an_attached_group_registers_after_the_hook_and_drains_before_terminating() {
     let (bed, _) = TestBed::converged(BedOptions {
-        nodes: 4,
-        held: 1,
+        nodes: 5,
+        held: 2,
         ..BedOptions::default()
     });
     let nodes = bed.state.nodes.clone();
-    let new = &nodes[3];
+    let (new, second) = (&nodes[3], &nodes[4]);
     group_with_hook(&bed, GROUP, &nodes[0].instance_id);
     let ip = bed.state.elb["ip"].target_group_arn.clone();
     let instances = bed.state.elb["instance"].target_group_arn.clone();
@@ -296,14 +297,20 @@ fn an_attached_group_registers_after_the_hook_and_drains_before_terminating() {
     assert!(refused.contains("only instance target groups attach"), "{refused}");
     assert_eq!(attach(&instances), None);
 
-    launch_into(&bed, GROUP, new);
-    let id = node_id(&bed, new);
+    let launching = [new, second];
+    for node in launching {
+        launch_into(&bed, GROUP, node);
+    }
+    let ids: Vec<String> = launching.iter().map(|n| node_id(&bed, n)).collect();
+    let registered = target_ids(&bed, &instances);
     assert!(
-        !target_ids(&bed, &instances).contains(&id),
-        "registered while it waits on its hook"
+        !ids.iter().any(|id| registered.contains(id)),
+        "registered while waiting on the hook: {registered:?}"
     );
-    let run = bed.cli("install").on(new).secret().run();
-    assert_eq!(run.code, 0, "{}", run.stderr);
+    for node in launching {
+        let run = bed.cli("install").on(node).secret().run();
+        assert_eq!(run.code, 0, "{}", run.stderr);
+    }
     // As the bed's root: the admission role keeps the ip target group.
     let tg = format!("tg:{instances}");
     let mut args = vec![
@@ -317,27 +324,28 @@ fn an_attached_group_registers_after_the_hook_and_drains_before_terminating() {
     args.extend(TARGETS);
     let run = bed.cli("admit").role(Role::BedRoot).secret().json().args(&args).run();
     let report = run.json();
-    assert_eq!(node_report(&report, new)["lifecycle"], "continued", "{report}");
-    assert_eq!(state_of(&bed, GROUP, new).as_deref(), Some("InService"));
     let elb = crate::bed::load_balancer::Elb::new(&bed);
-    elb.await_state(&instances, &id, 22, "healthy");
+    for (node, id) in launching.iter().zip(&ids) {
+        assert_eq!(node_report(&report, node)["lifecycle"], "continued", "{report}");
+        assert_eq!(state_of(&bed, GROUP, node).as_deref(), Some("InService"));
+        elb.await_state(&instances, id, 22, "healthy");
+    }
 
-    runtime
-        .block_on(
-            asg.terminate_instance_in_auto_scaling_group()
-                .instance_id(&id)
-                .should_decrement_desired_capacity(true)
-                .send(),
-        )
-        .unwrap();
-    assert_eq!(
-        elb.health(&instances, &id, 22).map(|h| h.0).as_deref(),
-        Some("draining")
-    );
+    scale_in_drains_first(&bed, &instances, &ids);
+}
+
+/// Scale-in of the attached group, by a lower desired capacity and by
+/// terminating the other of `ids`: each instance drains (still running),
+/// then terminates.
+fn scale_in_drains_first(bed: &TestBed, instances: &str, ids: &[String]) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let config = runtime.block_on(bed.sdk_config(1));
+    let asg = aws_sdk_autoscaling::Client::new(&config);
+    let elb = crate::bed::load_balancer::Elb::new(bed);
     let ec2 = aws_sdk_ec2::Client::new(&config);
-    let state = || {
+    let ec2_state = |id: &str| {
         let found = runtime
-            .block_on(ec2.describe_instances().instance_ids(&id).send())
+            .block_on(ec2.describe_instances().instance_ids(id).send())
             .unwrap();
         found.reservations()[0].instances()[0]
             .state()
@@ -347,11 +355,42 @@ fn an_attached_group_registers_after_the_hook_and_drains_before_terminating() {
             .as_str()
             .to_owned()
     };
-    assert_eq!(state(), "running", "terminated before it drained");
-    crate::common::bed::wait_until(
-        "the drain, then the termination",
-        std::time::Duration::from_secs(60),
-        || state() == "terminated",
+    let drains_then_ends = |id: &str| {
+        assert_eq!(elb.health(instances, id, 22).map(|h| h.0).as_deref(), Some("draining"));
+        assert_eq!(ec2_state(id), "running", "terminated before it drained");
+        crate::common::bed::wait_until(
+            "the drain, then the termination",
+            std::time::Duration::from_secs(60),
+            || ec2_state(id) == "terminated",
+        );
+        assert!(elb.health(instances, id, 22).is_none());
+    };
+    runtime
+        .block_on(
+            asg.set_desired_capacity()
+                .auto_scaling_group_name(GROUP)
+                .desired_capacity(1)
+                .send(),
+        )
+        .unwrap();
+    let draining: Vec<&String> = ids
+        .iter()
+        .filter(|id| elb.health(instances, id, 22).is_some_and(|h| h.0 == "draining"))
+        .collect();
+    assert_eq!(draining.len(), 1, "a desired capacity of 1 takes one of two out");
+    let staying = ids.iter().find(|id| *id != draining[0]).unwrap().clone();
+    drains_then_ends(draining[0]);
+    assert_eq!(
+        elb.health(instances, &staying, 22).map(|h| h.0).as_deref(),
+        Some("healthy")
     );
-    assert!(elb.health(&instances, &id, 22).is_none());
+    runtime
+        .block_on(
+            asg.terminate_instance_in_auto_scaling_group()
+                .instance_id(&staying)
+                .should_decrement_desired_capacity(true)
+                .send(),
+        )
+        .unwrap();
+    drains_then_ends(&staying);
 }
