@@ -480,10 +480,14 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
             // part-way, and --resume (or --finish again) brings them to
             // what the stages say.
             if !repaired {
-                report.steps.push(format!(
+                // Said as it starts too: the text report lists no steps,
+                // and a --finish with nothing announced promotes nothing.
+                let step = format!(
                     "resume: no rotation in flight to promote; converging the nodes to AWSCURRENT {} (a run killed after its promotion leaves them part-way)",
                     stages.current
-                ));
+                );
+                (self.say)(&step);
+                report.steps.push(step);
             }
             return self.converge(&current_set, request, report).await;
         }

@@ -208,6 +208,11 @@ fn a_failing_node_stops_promotion_and_abort_restores_the_old_set() {
                 .contains("no rotation in flight to promote; converging"),
             "{report}"
         );
+        // Said on stderr as well: the text report lists no steps.
+        assert!(
+            stderr.contains("rotate: resume: no rotation in flight to promote"),
+            "{stderr}"
+        );
         assert_eq!(stages(&bed)["AWSCURRENT"], old.as_str());
     }
 }
