@@ -34,22 +34,43 @@ impl Elb {
         TargetDescription::builder().id(id).port(port).build()
     }
 
+    /// Every registration as (id, port, state).
+    pub(crate) fn states(&self, arn: &str) -> Vec<(String, i32, String)> {
+        self.described(arn)
+            .into_iter()
+            .map(|(id, port, (state, _))| (id, port, state))
+            .collect()
+    }
+
     /// The (state, reason) of (id, port), or none when not listed.
     pub(crate) fn health(&self, arn: &str, id: &str, port: i32) -> Option<Health> {
+        self.described(arn)
+            .into_iter()
+            .find(|(i, p, _)| i == id && *p == port)
+            .map(|(_, _, health)| health)
+    }
+
+    /// DescribeTargetHealth of the group: (id, port, health) each.
+    fn described(&self, arn: &str) -> Vec<(String, i32, Health)> {
         let out = self
             .runtime
             .block_on(self.client.describe_target_health().target_group_arn(arn).send())
             .unwrap();
         out.target_health_descriptions()
             .iter()
-            .find(|d| d.target().is_some_and(|t| t.id() == Some(id) && t.port() == Some(port)))
             .map(|d| {
+                let t = d.target().unwrap();
                 let h = d.target_health().unwrap();
                 (
-                    h.state().unwrap().as_str().to_owned(),
-                    h.reason().map(|r| r.as_str().to_owned()),
+                    t.id().unwrap().to_owned(),
+                    t.port().unwrap(),
+                    (
+                        h.state().unwrap().as_str().to_owned(),
+                        h.reason().map(|r| r.as_str().to_owned()),
+                    ),
                 )
             })
+            .collect()
     }
 
     fn register(&self, arn: &str, id: &str, port: i32) {
