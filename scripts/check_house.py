@@ -8,7 +8,10 @@ house"); tests/it/tools/house.rs runs it.
   top-level modules of src/), no cycle either, so every room sits on a
   floor above the rooms it imports and no import runs back up; no library
   room imports `cli` or `commands`, `cli` does not import `commands`, and
-  no command imports another (only `commands/common.rs`).
+  no command imports another (only `commands/common.rs`);
+- doubles: every outside-system trait of src/ (all but a shell word's
+  quoting and an exit status) has an implementation in src/testing whose
+  file plans faults (`Faults`: "fail the Nth call").
 
 A room's front door (`mod.rs`, `lib.rs`) declaring and re-exporting its own
 files is not an import. Prints one line per breach and exits 1, or prints
@@ -343,6 +346,46 @@ def floors(rooms: dict[str, set[str]]) -> list[list[str]]:
     return [sorted(f) for f in out]
 
 
+# Traits that are no outside system: a shell word's quoting, an exit
+# status. Every other trait in src/ is a seam to AWS, sshd or the network.
+IN_PROCESS_TRAITS = {"Word", "ExitStatus"}
+TRAIT = re.compile(r"^\s*pub(?:\([^)]*\))?\s+trait\s+(\w+)", re.M)
+IMPL_FOR = re.compile(r"\bimpl\b[^{;]*?\b(\w+)(?:<[^{;]*?>)?\s+for\s+[^{;]+\{", re.S)
+FAULTS_FILE = "src/testing/faults.rs"
+FAULT_WORD = re.compile(r"\b(?:Faults|NodeFaults|Fault)\b")
+
+
+def check_doubles(root: Path) -> list[str]:
+    """Every outside-system trait of src/ has a double in src/testing, and
+    the double's file plans faults (`Faults`, `Hooked`'s `Fault`,
+    `NodeFaults`): "fail the Nth call" reaches every seam."""
+    src = root / "src"
+    testing = src / "testing"
+    if not src.is_dir():
+        return []
+    traits: dict[str, Path] = {}
+    for path in sorted(src.rglob("*.rs")):
+        if testing in path.parents:
+            continue
+        for name in TRAIT.findall(strip_rust(path.read_text())):
+            if name not in IN_PROCESS_TRAITS:
+                traits.setdefault(name, path)
+    doubles: dict[str, list[Path]] = {}
+    for path in sorted(testing.rglob("*.rs")) if testing.is_dir() else []:
+        for name in IMPL_FOR.findall(strip_rust(path.read_text())):
+            doubles.setdefault(name, []).append(path)
+    breaches = []
+    for name, path in sorted(traits.items()):
+        rel = path.relative_to(root)
+        files = doubles.get(name, [])
+        if not files:
+            breaches.append(f"{rel}: trait {name} has no double in src/testing: add one with Faults ({FAULTS_FILE})")
+        elif not any(FAULT_WORD.search(f.read_text()) for f in files):
+            double = files[0].relative_to(root)
+            breaches.append(f"{rel}: trait {name}'s double ({double}) plans no faults: give it Faults ({FAULTS_FILE})")
+    return breaches
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent)
@@ -351,6 +394,7 @@ def main() -> int:
     breaches = check_sizes(root)
     import_breaches, by_floor = check_imports(root)
     breaches += import_breaches
+    breaches += check_doubles(root)
     for b in breaches:
         print(b)
     if breaches:

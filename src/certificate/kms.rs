@@ -292,6 +292,7 @@ impl signature::Signer<ssh_key::Signature> for KmsCa {
 #[cfg(test)]
 mod tests {
     use super::KmsAlgorithm;
+    use crate::testing::MemKms;
 
     #[test]
     fn spki_of_each_curve_is_read_and_a_wrong_curve_refused() {
@@ -321,35 +322,19 @@ mod tests {
         assert!(KmsAlgorithm::P256.ssh_signature(b"\x30\x03junk").is_err());
     }
 
-    /// KMS played by a local P-256 key: DER signatures, as KMS answers;
-    /// it counts its calls.
-    struct LocalKms(p256::ecdsa::SigningKey, std::sync::atomic::AtomicUsize);
-
-    impl super::KmsSign for LocalKms {
-        fn sign(&self, _arn: &str, algorithm: KmsAlgorithm, message: &[u8]) -> Result<Vec<u8>, String> {
-            use p256::ecdsa::signature::Signer as _;
-            self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            assert_eq!(algorithm, KmsAlgorithm::P256);
-            let sig: p256::ecdsa::Signature = self.0.sign(message);
-            Ok(sig.to_der().as_bytes().to_vec())
-        }
-    }
-
-    fn kms_ca(public_from: u8, signs_with: u8) -> (crate::certificate::CaKey, std::sync::Arc<LocalKms>) {
-        use p256::pkcs8::EncodePublicKey;
-        let public = p256::ecdsa::SigningKey::from_slice(&[public_from; 32]).unwrap();
-        let der = public.verifying_key().to_public_key_der().unwrap();
-        let public = KmsAlgorithm::P256.public_key(der.as_bytes()).unwrap();
+    /// A CA in KMS whose public key is `public_from`'s, signed for by
+    /// KMS played by `signs_with`'s local P-256 key ([`MemKms`]).
+    fn kms_ca(public_from: u8, signs_with: u8) -> (crate::certificate::CaKey, std::sync::Arc<MemKms>) {
+        let public = KmsAlgorithm::P256
+            .public_key(&MemKms::p256(public_from).public_der())
+            .unwrap();
         let ca = super::KmsCa::new(
             "arn:aws:kms:us-east-1:111122223333:key/k".to_owned(),
             "ECC_NIST_P256".to_owned(),
             &public,
         )
         .unwrap();
-        let local = std::sync::Arc::new(LocalKms(
-            p256::ecdsa::SigningKey::from_slice(&[signs_with; 32]).unwrap(),
-            std::sync::atomic::AtomicUsize::new(0),
-        ));
+        let local = std::sync::Arc::new(MemKms::p256(signs_with));
         let ca = ca.bind(local.clone());
         (crate::certificate::CaKey::Kms(std::sync::Arc::new(ca)), local)
     }
@@ -389,7 +374,24 @@ mod tests {
         let (ca, local) = kms_ca(3, 3);
         let err = crate::certificate::sign_set(&ca, &keys, &request(200)).unwrap_err();
         assert!(err.to_string().contains("KMS signs at most 4096"), "{err}");
-        assert_eq!(local.1.load(std::sync::atomic::Ordering::SeqCst), 0, "KMS was called");
+        assert_eq!(local.faults.count("kms:Sign"), 0, "KMS was called");
+    }
+
+    /// kms:Sign failing (throttled past the SDK's retries, refused): the
+    /// set gets no certificate, and the error says KMS failed and why.
+    #[test]
+    fn a_failing_sign_gives_no_certificate_and_names_kms() {
+        use crate::keyset::{KeyAlgorithm, KeySet};
+        let keys = KeySet::generate(&[KeyAlgorithm::Ed25519, KeyAlgorithm::Ecdsa], 0).unwrap();
+        let (ca, local) = kms_ca(3, 3);
+        local.faults.fail_nth("kms:Sign", 2);
+        let err = crate::certificate::sign_set(&ca, &keys, &request(3))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("kms:Sign") && err.contains("injected failure"), "{err}");
+        assert_eq!(local.signed.load(std::sync::atomic::Ordering::SeqCst), 1);
+        // The next attempt signs both.
+        assert_eq!(crate::certificate::sign_set(&ca, &keys, &request(3)).unwrap().len(), 2);
     }
 
     #[test]

@@ -319,9 +319,5 @@ pub enum EnrolError {
     Sign(#[from] SignError),
 }
 
-#[cfg(test)]
-mod tests;
-#[cfg(test)]
-mod tests_host;
-#[cfg(test)]
-mod tests_signer;
+// Its flows' tests are the memory tier's (tests/it/memory/enrolment*.rs),
+// over src/testing's doubles.

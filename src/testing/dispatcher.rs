@@ -28,6 +28,10 @@ pub struct MemDispatcher<'a, S> {
     /// The documents SSM holds: name -> versions' content (the last is the
     /// default). None at first, as in a fresh account.
     documents: Mutex<BTreeMap<String, Vec<String>>>,
+    /// Faults (`ssm:SendCommand`, `ssm:ListCommandInvocations`,
+    /// `ssm:CancelCommand`, `ssm:DescribeDocument`, `ssm:GetDocument`,
+    /// `ssm:UpdateDocument`).
+    pub faults: super::faults::Faults,
 }
 
 impl<'a, S: SecretStore> MemDispatcher<'a, S> {
@@ -39,6 +43,7 @@ impl<'a, S: SecretStore> MemDispatcher<'a, S> {
             done: Mutex::new(BTreeMap::new()),
             sent: Mutex::new(Vec::new()),
             documents: Mutex::new(BTreeMap::new()),
+            faults: super::faults::Faults::new(),
         }
     }
 
@@ -108,6 +113,7 @@ pub fn install_args(node: &MemNode, line: &str) -> Result<crate::cli::InstallArg
 impl<S: SecretStore> Dispatcher for MemDispatcher<'_, S> {
     async fn send(&self, spec: &CommandSpec, instance_ids: &[String]) -> Result<Vec<(String, Vec<String>)>, AwsError> {
         let call = Call::new("ssm:SendCommand", format!("document {}", spec.document));
+        self.faults.enter(call.action)?;
         lock(&self.sent).push(spec.command_line.clone());
         let mut sent = Vec::new();
         for batch in instance_ids.chunks(MAX_IDS_PER_COMMAND) {
@@ -140,6 +146,7 @@ impl<S: SecretStore> Dispatcher for MemDispatcher<'_, S> {
         _deadline: Instant,
         progress: Progress<'_>,
     ) -> Result<(BTreeMap<String, Invocation>, PollStats), AwsError> {
+        self.faults.enter("ssm:ListCommandInvocations")?;
         let done = lock(&self.done).clone();
         let out: BTreeMap<String, Invocation> = commands
             .iter()
@@ -156,10 +163,12 @@ impl<S: SecretStore> Dispatcher for MemDispatcher<'_, S> {
     }
 
     async fn cancel(&self, _command_id: &str) -> Result<(), AwsError> {
+        self.faults.enter("ssm:CancelCommand")?;
         Ok(())
     }
 
     async fn document(&self, name: &str) -> Result<Option<crate::dispatch::Deployed>, AwsError> {
+        self.faults.enter("ssm:DescribeDocument")?;
         Ok(lock(&self.documents).get(name).and_then(|versions| {
             versions.last().map(|content| crate::dispatch::Deployed {
                 version: versions.len().to_string(),
@@ -171,9 +180,41 @@ impl<S: SecretStore> Dispatcher for MemDispatcher<'_, S> {
     }
 
     async fn document_content(&self, name: &str, version: &str) -> Result<Option<String>, AwsError> {
+        self.faults.enter("ssm:GetDocument")?;
         let at: usize = version.parse().unwrap_or(0);
         Ok(lock(&self.documents)
             .get(name)
             .and_then(|versions| at.checked_sub(1).and_then(|i| versions.get(i)).cloned()))
+    }
+}
+
+/// `ssm-document deploy` in memory: new content becomes a new default
+/// version (`created` for a new document, else `updated`); the default's
+/// own content changes nothing (`unchanged`). SSM's `restored` (an older
+/// version's content made default again) is not modelled: it adds one.
+impl<S: SecretStore> crate::ssm_document::publish::Documents for MemDispatcher<'_, S> {
+    async fn deploy(
+        &self,
+        name: &str,
+        kind: crate::ssm_document::Kind,
+        node_command: &crate::ids::Program,
+    ) -> Result<(String, &'static str), AwsError> {
+        self.deploy_text(name, &crate::ssm_document::content(kind, node_command))
+            .await
+    }
+
+    async fn deploy_text(&self, name: &str, text: &str) -> Result<(String, &'static str), AwsError> {
+        self.faults.enter("ssm:UpdateDocument")?;
+        let mut documents = lock(&self.documents);
+        let versions = documents.entry(name.to_owned()).or_default();
+        let done = match versions.last() {
+            Some(last) if last == text => "unchanged",
+            Some(_) => "updated",
+            None => "created",
+        };
+        if done != "unchanged" {
+            versions.push(text.to_owned());
+        }
+        Ok((versions.len().to_string(), done))
     }
 }

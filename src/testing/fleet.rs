@@ -311,6 +311,10 @@ pub struct MemFleet {
     /// Every Nth load balancer probe gets no answer (0: none), as when a
     /// backend is overloaded or a flow is reset.
     pub lb_drops_every: std::sync::atomic::AtomicUsize,
+    /// Faults (`ec2:DescribeInstances`, and
+    /// `elasticloadbalancing:DescribeTargetHealth` for the load balancer's
+    /// targets).
+    pub faults: super::faults::Faults,
     _dir: tempfile::TempDir,
 }
 
@@ -382,6 +386,7 @@ impl MemFleet {
             nodes,
             lb_probes: std::sync::atomic::AtomicUsize::new(0),
             lb_drops_every: std::sync::atomic::AtomicUsize::new(0),
+            faults: super::faults::Faults::new(),
             _dir: dir,
         })
     }
@@ -415,6 +420,7 @@ impl Fleet for MemFleet {
         if specs.is_empty() {
             return Err(DiscoveryError::NoTargets);
         }
+        self.faults.enter("ec2:DescribeInstances")?;
         let found: Vec<Instance> = self
             .nodes
             .iter()
@@ -442,6 +448,7 @@ impl Fleet for MemFleet {
         &self,
         name_or_arn: &str,
     ) -> Result<(crate::discovery::Listener, Vec<crate::discovery::GroupTarget>), DiscoveryError> {
+        self.faults.enter("elasticloadbalancing:DescribeTargetHealth")?;
         if name_or_arn != MEM_LB_NAME {
             return Err(DiscoveryError::NoMatch(format!("lb:{name_or_arn}")));
         }

@@ -13,6 +13,9 @@ use crate::rotation::function::{FunctionConfig, FunctionEnv};
 pub struct MemFunctions {
     functions: Mutex<BTreeMap<String, FunctionEnv>>,
     updates: Mutex<usize>,
+    /// Faults (`lambda:GetFunctionConfiguration`,
+    /// `lambda:UpdateFunctionConfiguration`).
+    pub faults: super::faults::Faults,
 }
 
 impl MemFunctions {
@@ -56,6 +59,7 @@ fn not_found(action: &'static str, function: &str) -> AwsError {
 
 impl FunctionConfig for MemFunctions {
     async fn environment(&self, function: &str) -> Result<FunctionEnv, AwsError> {
+        self.faults.enter("lambda:GetFunctionConfiguration")?;
         lock(&self.functions)
             .get(function)
             .cloned()
@@ -69,6 +73,7 @@ impl FunctionConfig for MemFunctions {
         revision: Option<&str>,
     ) -> Result<(), AwsError> {
         let call = Call::new("lambda:UpdateFunctionConfiguration", format!("function {function}"));
+        self.faults.enter(call.action)?;
         let mut functions = lock(&self.functions);
         let env = functions
             .get_mut(function)

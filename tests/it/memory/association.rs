@@ -3,89 +3,17 @@
 //! converge document (by hash) or a key set; show tells when the
 //! association no longer runs it; delete is idempotent.
 
-use std::sync::Mutex;
-
 use hostkeyctl::association::{
     Association, AssociationError, AssociationSpec, Associations, DeployRequest, Deployed, DocumentCheck, delete,
     deploy, follow_setup, name_for, setup_name, show,
 };
-use hostkeyctl::aws::AwsError;
 use hostkeyctl::discovery::TargetSpec;
 use hostkeyctl::ids::{Program, SecretId};
 use hostkeyctl::ssm_document::setup::SETUP_NAME;
 use hostkeyctl::ssm_document::{CONVERGE_NAME, Kind, ResolveError, content};
-use hostkeyctl::testing::{MemDispatcher, MemoryStore};
+use hostkeyctl::testing::{MemAssociations, MemDispatcher, MemoryStore};
 
 use super::{current, secret, world};
-
-/// State Manager in memory: associations by id, and every write made.
-#[derive(Default)]
-struct MemAssociations {
-    all: Mutex<Vec<Association>>,
-    writes: Mutex<Vec<String>>,
-}
-
-impl MemAssociations {
-    fn writes(&self) -> Vec<String> {
-        self.writes.lock().unwrap().clone()
-    }
-}
-
-impl Associations for MemAssociations {
-    async fn named(&self, name: &str) -> Result<Vec<Association>, AwsError> {
-        Ok(self
-            .all
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|a| a.spec.name == name)
-            .cloned()
-            .collect())
-    }
-
-    async fn running(&self, document: &str) -> Result<Vec<Association>, AwsError> {
-        Ok(self
-            .all
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|a| a.spec.document == document)
-            .cloned()
-            .collect())
-    }
-
-    async fn create(&self, spec: &AssociationSpec) -> Result<Association, AwsError> {
-        let mut all = self.all.lock().unwrap();
-        let association = Association {
-            id: format!("assoc-{}", all.len() + 1),
-            version: Some("1".to_owned()),
-            spec: spec.clone(),
-            status: None,
-            instances_by_status: Default::default(),
-            last_execution: None,
-            last_success: None,
-        };
-        all.push(association.clone());
-        self.writes.lock().unwrap().push(format!("create {}", spec.name));
-        Ok(association)
-    }
-
-    async fn update(&self, id: &str, spec: &AssociationSpec) -> Result<Association, AwsError> {
-        let mut all = self.all.lock().unwrap();
-        let a = all.iter_mut().find(|a| a.id == id).unwrap();
-        a.spec = spec.clone();
-        let version: u32 = a.version.as_deref().unwrap().parse().unwrap();
-        a.version = Some((version + 1).to_string());
-        self.writes.lock().unwrap().push(format!("update {id}"));
-        Ok(a.clone())
-    }
-
-    async fn delete(&self, id: &str) -> Result<(), AwsError> {
-        self.all.lock().unwrap().retain(|a| a.id != id);
-        self.writes.lock().unwrap().push(format!("delete {id}"));
-        Ok(())
-    }
-}
 
 const NAME: &str = "hostkeyctl-hostkeys-test";
 
@@ -465,5 +393,42 @@ async fn the_setup_association_follows_each_new_version_of_its_document() {
         state.writes().len(),
         before,
         "nothing written when it already runs the version"
+    );
+}
+
+/// State Manager failing each write in turn ("fail the Nth call"): the
+/// error names the call, no write is recorded for it, the association
+/// before it is left as it was, and the same deploy run again finishes.
+#[tokio::test]
+async fn each_failing_write_leaves_the_association_as_it_was_and_a_rerun_finishes() {
+    let (store, fleet, _) = world(1).await;
+    let documents = MemDispatcher::new(&fleet, &store);
+    documents.deploy(CONVERGE_NAME, &content(Kind::Converge, &program()));
+    let state = MemAssociations::default();
+    let (secret, targets, program) = (secret(), targets(), program());
+    let run = |schedule: &'static str| {
+        let req = request(&secret, &targets, &program, schedule);
+        let (store, documents, state) = (&store, &documents, &state);
+        async move { deploy(store, documents, state, &req).await }
+    };
+    for (op, schedule) in [
+        ("ssm:CreateAssociation", "rate(30 minutes)"),
+        ("ssm:ListAssociations", "rate(1 hour)"),
+        ("ssm:UpdateAssociation", "rate(2 hours)"),
+    ] {
+        let before = state.all.lock().unwrap().clone();
+        let writes = state.writes();
+        state.faults.fail_nth(op, state.faults.count(op) + 1);
+        let err = run(schedule).await.unwrap_err().to_string();
+        assert!(err.contains(op) && err.contains("injected failure"), "{op}: {err}");
+        assert_eq!(state.writes(), writes, "{op}: a write was recorded");
+        assert_eq!(*state.all.lock().unwrap(), before, "{op}: the association changed");
+        let done = run(schedule).await.unwrap();
+        assert_ne!(done.deployed, Deployed::Unchanged, "{op}: the rerun did nothing");
+    }
+    assert_eq!(
+        state.writes(),
+        ["create hostkeyctl-hostkeys-test", "update assoc-1", "update assoc-1"],
+        "the reruns made each write once"
     );
 }

@@ -1,7 +1,6 @@
 //! The doubles keep AWS's rules: Secrets Manager's tokens and stage moves, SSM's visibility grace, discovery by tag and instance id.
 
 use super::ALGS;
-use super::LateSsm;
 use super::secret;
 use super::world;
 use hostkeyctl::aws::AwsError;
@@ -18,7 +17,9 @@ use hostkeyctl::store::STAGE_PREVIOUS;
 use hostkeyctl::store::SecretStore;
 use hostkeyctl::store::StoreError;
 use hostkeyctl::store::stage;
+use hostkeyctl::testing::MemCommand;
 use hostkeyctl::testing::MemFleet;
+use hostkeyctl::testing::MemInvocations;
 use std::time::Duration;
 use std::time::Instant;
 
@@ -86,6 +87,21 @@ async fn stage_moves_follow_secrets_managers_rules() {
     assert_eq!(store.holder(&secret(), STAGE_PREVIOUS), Some(original));
 }
 
+/// An SSM that does not show command `c1` for its first `hidden` reads.
+fn late_ssm(hidden: usize) -> MemInvocations {
+    let ssm = MemInvocations::default();
+    ssm.add(
+        "c1",
+        MemCommand {
+            instances: vec!["i-00000000000000001".to_owned()],
+            hidden_reads: hidden,
+            running_reads: 0,
+            ends: ("Success".to_owned(), Some(0)),
+        },
+    );
+    ssm
+}
+
 #[tokio::test]
 async fn a_command_ssm_does_not_show_yet_is_waited_for_within_the_grace_only() {
     let commands = vec![("c1".to_owned(), vec!["i-00000000000000001".to_owned()])];
@@ -93,7 +109,7 @@ async fn a_command_ssm_does_not_show_yet_is_waited_for_within_the_grace_only() {
         first_poll: Duration::from_millis(1),
         visibility_grace: Duration::from_secs(30),
     };
-    let late = LateSsm { hidden_reads: 2.into() };
+    let late = late_ssm(2);
     let deadline = Instant::now() + Duration::from_secs(30);
     let (states, stats) = poll(&late, &commands, deadline, &|_, _| {}, pacing).await.unwrap();
     assert_eq!(states["i-00000000000000001"].status, "Success");
@@ -102,7 +118,7 @@ async fn a_command_ssm_does_not_show_yet_is_waited_for_within_the_grace_only() {
         visibility_grace: Duration::ZERO,
         ..pacing
     };
-    let late = LateSsm { hidden_reads: 1.into() };
+    let late = late_ssm(1);
     assert!(matches!(
         poll(&late, &commands, deadline, &|_, _| {}, no_grace).await,
         Err(AwsError::NotFound { .. })
@@ -120,4 +136,22 @@ async fn the_fleet_double_discovers_by_tag_and_instance_id() {
     assert_eq!(found, vec![fleet.nodes[1].instance.clone()]);
     let compute: TargetSpec = "tag:Role=compute".parse().unwrap();
     assert!(fleet.discover(&[compute]).await.is_err());
+}
+
+/// ListCommandInvocations failing mid-poll (after the SDK's retries): the
+/// poll ends with that error, naming the call, and reads nothing more.
+#[tokio::test]
+async fn a_failing_read_ends_the_poll_with_its_error() {
+    let commands = vec![("c1".to_owned(), vec!["i-00000000000000001".to_owned()])];
+    let pacing = Pacing {
+        first_poll: Duration::from_millis(1),
+        visibility_grace: Duration::from_secs(30),
+    };
+    let ssm = MemInvocations::default();
+    ssm.succeeding("c1", vec!["i-00000000000000001".to_owned()], 3);
+    ssm.faults.fail_nth("ssm:ListCommandInvocations", 2);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let err = poll(&ssm, &commands, deadline, &|_, _| {}, pacing).await.unwrap_err();
+    assert!(err.to_string().contains("ssm:ListCommandInvocations"), "{err}");
+    assert_eq!(ssm.faults.count("ssm:ListCommandInvocations"), 2);
 }

@@ -8,8 +8,13 @@ mod admission;
 mod association;
 mod audit;
 mod clients;
+mod doctor;
 mod document;
 mod doubles;
+mod enrolment;
+mod enrolment_faults;
+mod enrolment_host;
+mod enrolment_signer;
 mod install;
 mod install_certificates;
 mod install_kex;
@@ -28,9 +33,7 @@ mod trust;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hostkeyctl::aws::AwsError;
-
-use hostkeyctl::dispatch::{Invocation, InvocationSource};
+use hostkeyctl::dispatch::Invocation;
 use hostkeyctl::document::SecretDocument;
 use hostkeyctl::ids::{SecretId, VersionId};
 use hostkeyctl::keyset::{KeyAlgorithm, KeySet};
@@ -321,32 +324,6 @@ pub fn dispatcher_invocation<S: SecretStore>(d: &MemDispatcher<'_, S>, id: &str)
     })
     .unwrap();
     states[id].clone()
-}
-
-/// An SSM that does not show a fresh command for its first reads.
-struct LateSsm {
-    hidden_reads: std::sync::atomic::AtomicUsize,
-}
-
-impl InvocationSource for LateSsm {
-    async fn list(&self, command_id: &str, calls: &mut usize) -> Result<Vec<Invocation>, AwsError> {
-        *calls += 1;
-        if self.hidden_reads.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) > 0 {
-            return Err(AwsError::NotFound {
-                action: "ssm:ListCommandInvocations",
-                resource: command_id.to_owned(),
-                message: "InvalidCommandId".to_owned(),
-            });
-        }
-        Ok(vec![Invocation {
-            instance_id: "i-00000000000000001".to_owned(),
-            command_id: command_id.to_owned(),
-            status: "Success".to_owned(),
-            response_code: Some(0),
-            stdout: String::new(),
-            stderr: String::new(),
-        }])
-    }
 }
 
 /// Stores `document` as a new AWSCURRENT version.

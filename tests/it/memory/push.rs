@@ -6,11 +6,12 @@ use std::time::{Duration, Instant};
 use hostkeyctl::aws::AwsError;
 use hostkeyctl::discovery::TargetSpec;
 use hostkeyctl::dispatch::Deployed;
-use hostkeyctl::dispatch::{CommandSpec, Dispatcher, Invocation, InvocationSource, Pacing, PollStats, Progress, poll};
+use hostkeyctl::dispatch::{CommandSpec, Dispatcher, Invocation, Pacing, PollStats, Progress, poll};
 use hostkeyctl::ids::Program;
 use hostkeyctl::rollout::{Push, PushError, PushRequest, install_command_line, push_version};
 use hostkeyctl::ssm_document::{DEFAULT_NAME, Kind, ResolveError, Trust, content, sha256_hex};
 use hostkeyctl::store::VersionSelector;
+use hostkeyctl::testing::MemInvocations;
 use hostkeyctl::testing::{MemDispatcher, MemFleet, MemoryStore};
 
 use super::{current, options, pending_set, secret, world};
@@ -352,33 +353,6 @@ async fn a_push_to_120_nodes_sends_three_commands_and_waits_for_them_together() 
     assert!(fleet.all_serve(&version.document.keys));
 }
 
-/// SSM as it answers while commands run: each command's invocations stay
-/// in progress for its first reads.
-struct Running {
-    /// Per command: its instances, and the reads before it is done.
-    commands: BTreeMap<String, (Vec<String>, std::sync::atomic::AtomicUsize)>,
-}
-
-impl InvocationSource for Running {
-    async fn list(&self, command_id: &str, calls: &mut usize) -> Result<Vec<Invocation>, AwsError> {
-        *calls += 1;
-        let (ids, reads_left) = &self.commands[command_id];
-        let left = reads_left.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-        let status = if left > 1 { "InProgress" } else { "Success" };
-        Ok(ids
-            .iter()
-            .map(|id| Invocation {
-                instance_id: id.clone(),
-                command_id: command_id.to_owned(),
-                status: status.to_owned(),
-                response_code: (left <= 1).then_some(0),
-                stdout: String::new(),
-                stderr: String::new(),
-            })
-            .collect())
-    }
-}
-
 /// Polling reads each unfinished command once a round, never each
 /// instance, and stops reading a command once it is done: three commands
 /// (50, 50 and 20 instances), one done at the first read, the others at
@@ -390,12 +364,12 @@ async fn polling_reads_each_unfinished_command_once_a_round() {
         .iter()
         .map(|&(c, n, _)| (format!("c{c}"), ids(c, n)))
         .collect();
-    let source = Running {
-        commands: [(1, 50, 1), (2, 50, 3), (3, 20, 3)]
-            .iter()
-            .map(|&(c, n, reads)| (format!("c{c}"), (ids(c, n), reads.into())))
-            .collect(),
-    };
+    // SSM as it answers while commands run: each command in progress for
+    // its first reads.
+    let source = MemInvocations::default();
+    for (c, n, reads) in [(1, 50, 1), (2, 50, 3), (3, 20, 3)] {
+        source.succeeding(&format!("c{c}"), ids(c, n), reads - 1);
+    }
     let pacing = Pacing {
         first_poll: Duration::from_millis(1),
         visibility_grace: Duration::from_secs(30),

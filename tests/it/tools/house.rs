@@ -117,3 +117,35 @@ fn each_breach_is_caught_and_named() {
     // A 100-line function is within the limit.
     assert!(!text.contains("is 100 lines"), "{text}");
 }
+
+/// An outside-system trait with no double in src/testing, and one whose
+/// double plans no faults, are each named; a double with `Faults`, and
+/// the traits that are no outside system, pass.
+#[test]
+fn a_trait_without_a_faulting_double_is_caught() {
+    let dir = tree(&[
+        ("src/lib.rs", "pub mod low;\npub mod testing;\n".to_owned()),
+        (
+            "src/low.rs",
+            "pub trait Store {}\npub trait Queue {}\npub trait Covered {}\npub trait Word {}\n".to_owned(),
+        ),
+        ("src/testing/mod.rs", "mod plain;\nmod faulty;\n".to_owned()),
+        ("src/testing/plain.rs", "impl crate::low::Queue for Plain {\n}\n".to_owned()),
+        (
+            "src/testing/faulty.rs",
+            "impl<S: Sync> crate::low::Covered for Faulty<S> {\n    // self.faults.enter(\"op\")\n}\nstruct Faulty<S> { faults: Faults, s: S }\n"
+                .to_owned(),
+        ),
+    ]);
+    let (ok, text) = check(dir.path());
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("src/low.rs: trait Store has no double in src/testing"),
+        "{text}"
+    );
+    assert!(
+        text.contains("trait Queue's double (src/testing/plain.rs) plans no faults"),
+        "{text}"
+    );
+    assert!(!text.contains("Covered") && !text.contains("Word"), "{text}");
+}

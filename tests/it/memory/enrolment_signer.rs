@@ -2,25 +2,26 @@
 //! findings): a login node's claim certifies no key, the canonical set's
 //! keys are never certified, a renewal within the period costs no
 //! signature, and a refusal no lookup; with the test doubles of
-//! [`super::tests`].
+//! [`hostkeyctl::enrolment::tests`].
 
-use super::tests::{Aws, Bound, Cluster, NOW, ask, compute_1, node_keys, refused};
-use super::{Binding, ClusterNodes, Member, enrol};
-use crate::aws_error::AwsError;
-use crate::certificate::CaKey;
-use crate::keyset::{HostKey, KeyAlgorithm};
+use super::enrolment::{Aws, NOW, ask, compute_1, node_keys, refused};
+use hostkeyctl::certificate::CaKey;
+use hostkeyctl::enrolment::{Binding, enrol};
+use hostkeyctl::keyset::{HostKey, KeyAlgorithm};
+use hostkeyctl::testing::{MemBindings, MemCluster, MemSetKeys};
 
 #[tokio::test]
 async fn a_login_nodes_claim_takes_its_instance_for_no_key_so_the_sets_holders_get_nothing() {
     let aws = Aws::new();
     let ca = CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
-    let cluster = Cluster(vec![compute_1()]);
-    let bound = Bound::default();
+    let cluster = MemCluster::new(vec![compute_1()]);
+    let bound = MemBindings::default();
     let policy = aws.policy();
     let set = node_keys();
-    let claimed = super::claim(&ask(&aws, &compute_1(), &set, NOW), &cluster, &bound, &policy, NOW).await;
+    let claimed =
+        hostkeyctl::enrolment::claim(&ask(&aws, &compute_1(), &set, NOW), &cluster, &bound, &policy, NOW).await;
     assert_eq!(claimed.unwrap().instance_id, compute_1().instance_id);
-    let after_claim = bound.0.lock().unwrap().clone();
+    let after_claim = bound.all.lock().unwrap().clone();
     let binding = &after_claim[&compute_1().instance_id];
     assert!(binding.claim && binding.host_keys.is_empty(), "{binding:?}");
     // Whoever else holds the document enrols nothing for its names: not
@@ -33,26 +34,21 @@ async fn a_login_nodes_claim_takes_its_instance_for_no_key_so_the_sets_holders_g
     }
     // The set rotates: the node's next claim is accepted, the binding kept.
     let rotated = ask(&aws, &compute_1(), &node_keys(), NOW + 2);
-    assert!(super::claim(&rotated, &cluster, &bound, &policy, NOW + 2).await.is_ok());
-    assert_eq!(*bound.0.lock().unwrap(), after_claim);
+    assert!(
+        hostkeyctl::enrolment::claim(&rotated, &cluster, &bound, &policy, NOW + 2)
+            .await
+            .is_ok()
+    );
+    assert_eq!(*bound.all.lock().unwrap(), after_claim);
     // Revoking it revokes no key (L2: never the set every login node serves).
     bound
-        .0
+        .all
         .lock()
         .unwrap()
         .get_mut(&compute_1().instance_id)
         .unwrap()
         .revoked = true;
-    assert!(super::revoked(&bound, &()).await.unwrap().is_empty());
-}
-
-/// The canonical set's keys, as the signer reads them from the secret's tags.
-struct TheSet(Vec<String>);
-
-impl super::SetKeys for TheSet {
-    async fn fingerprints(&self) -> Result<Vec<String>, String> {
-        Ok(self.0.clone())
-    }
+    assert!(hostkeyctl::enrolment::revoked(&bound, &()).await.unwrap().is_empty());
 }
 
 fn fingerprints_of(keys: &[ssh_key::PrivateKey]) -> Vec<String> {
@@ -65,13 +61,13 @@ fn fingerprints_of(keys: &[ssh_key::PrivateKey]) -> Vec<String> {
 async fn the_sets_keys_are_never_certified_and_a_binding_to_them_from_before_becomes_a_claim() {
     let aws = Aws::new();
     let ca = CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
-    let cluster = Cluster(vec![compute_1()]);
+    let cluster = MemCluster::new(vec![compute_1()]);
     let policy = aws.policy();
     let set = node_keys();
-    let the_set = TheSet(fingerprints_of(&set));
+    let the_set = MemSetKeys::with(fingerprints_of(&set));
     // A fresh instance asked certificates for the set's keys: refused,
     // nothing bound.
-    let bound = Bound::default();
+    let bound = MemBindings::default();
     let said = refused(
         enrol(
             &ask(&aws, &compute_1(), &set, NOW),
@@ -86,7 +82,7 @@ async fn the_sets_keys_are_never_certified_and_a_binding_to_them_from_before_bec
         .await,
     );
     assert!(said.contains("keys of the canonical set"), "{said}");
-    assert!(bound.0.lock().unwrap().is_empty());
+    assert!(bound.all.lock().unwrap().is_empty());
     // A binding to the set made by a claim of an older signer (it bound the
     // keys and certified them on request): still refused by name, and the
     // login node's next claim makes it a claim.
@@ -106,7 +102,7 @@ async fn the_sets_keys_are_never_certified_and_a_binding_to_them_from_before_bec
         host_keys: host_keys.clone(),
         ..Binding::default()
     };
-    bound.0.lock().unwrap().insert(compute_1().instance_id, old.clone());
+    bound.all.lock().unwrap().insert(compute_1().instance_id, old.clone());
     let said = refused(
         enrol(
             &ask(&aws, &compute_1(), &set, NOW),
@@ -123,16 +119,24 @@ async fn the_sets_keys_are_never_certified_and_a_binding_to_them_from_before_bec
     assert!(said.contains("keys of the canonical set"), "{said}");
     // Revoked as it stands, it lists no key of the set (L2).
     bound
-        .0
+        .all
         .lock()
         .unwrap()
         .get_mut(&compute_1().instance_id)
         .unwrap()
         .revoked = true;
-    assert!(super::revoked(&bound, &the_set).await.unwrap().is_empty());
-    assert_eq!(super::revoked(&bound, &()).await.unwrap().len(), host_keys.len());
-    bound.0.lock().unwrap().insert(compute_1().instance_id, old);
-    super::claim(
+    assert!(
+        hostkeyctl::enrolment::revoked(&bound, &the_set)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        hostkeyctl::enrolment::revoked(&bound, &()).await.unwrap().len(),
+        host_keys.len()
+    );
+    bound.all.lock().unwrap().insert(compute_1().instance_id, old);
+    hostkeyctl::enrolment::claim(
         &ask(&aws, &compute_1(), &set, NOW + 1),
         &cluster,
         &bound,
@@ -141,7 +145,7 @@ async fn the_sets_keys_are_never_certified_and_a_binding_to_them_from_before_bec
     )
     .await
     .unwrap();
-    let now = bound.0.lock().unwrap()[&compute_1().instance_id].clone();
+    let now = bound.all.lock().unwrap()[&compute_1().instance_id].clone();
     assert!(now.claim && now.host_keys.is_empty(), "{now:?}");
 }
 
@@ -151,10 +155,10 @@ async fn the_sets_keys_are_never_certified_and_a_binding_to_them_from_before_bec
 async fn a_claim_over_a_binding_to_other_keys_is_refused_loudly() {
     let aws = Aws::new();
     let ca = CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
-    let cluster = Cluster(vec![compute_1()]);
+    let cluster = MemCluster::new(vec![compute_1()]);
     let policy = aws.policy();
     let set = node_keys();
-    let bound = Bound::default();
+    let bound = MemBindings::default();
     enrol(
         &ask(&aws, &compute_1(), &node_keys(), NOW),
         &[],
@@ -167,7 +171,7 @@ async fn a_claim_over_a_binding_to_other_keys_is_refused_loudly() {
     )
     .await
     .unwrap();
-    let said = super::claim(
+    let said = hostkeyctl::enrolment::claim(
         &ask(&aws, &compute_1(), &set, NOW + 1),
         &cluster,
         &bound,
@@ -180,27 +184,13 @@ async fn a_claim_over_a_binding_to_other_keys_is_refused_loudly() {
     assert!(said.contains("not this login node's"), "{said}");
 }
 
-/// The cluster's record, counting lookups.
-struct Counted<'a>(&'a Cluster, std::sync::atomic::AtomicUsize);
-
-impl ClusterNodes for Counted<'_> {
-    fn membership(&self) -> String {
-        self.0.membership()
-    }
-    async fn member(&self, instance_id: &str) -> Result<Option<Member>, AwsError> {
-        self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.0.member(instance_id).await
-    }
-}
-
 #[tokio::test]
 async fn a_renewal_within_the_period_costs_no_signature_and_a_refusal_no_lookup_or_scan() {
     let aws = Aws::new();
     let ca = CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
-    let plain = Cluster(vec![compute_1()]);
-    let cluster = Counted(&plain, std::sync::atomic::AtomicUsize::new(0));
-    let lookups = || cluster.1.load(std::sync::atomic::Ordering::SeqCst);
-    let bound = Bound::default();
+    let cluster = MemCluster::new(vec![compute_1()]);
+    let lookups = || cluster.faults.count("sagemaker:DescribeClusterNode");
+    let bound = MemBindings::default();
     let policy = aws.policy();
     let keys = node_keys();
     let first = enrol(
@@ -274,7 +264,7 @@ async fn a_renewal_within_the_period_costs_no_signature_and_a_refusal_no_lookup_
 
 #[test]
 fn a_cached_value_is_read_again_only_after_its_age() {
-    let cache: super::Cache<u32> = super::Cache::new(60);
+    let cache: hostkeyctl::enrolment::Cache<u32> = hostkeyctl::enrolment::Cache::new(60);
     let reads = std::sync::atomic::AtomicU32::new(0);
     let read = || async { Ok::<_, String>(reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1) };
     let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
@@ -297,8 +287,8 @@ fn a_cached_value_is_read_again_only_after_its_age() {
 async fn one_signing_at_a_time_per_instance() {
     let aws = Aws::new();
     let ca = CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
-    let cluster = Cluster(vec![compute_1()]);
-    let bound = Bound::default();
+    let cluster = MemCluster::new(vec![compute_1()]);
+    let bound = MemBindings::default();
     let policy = aws.policy();
     let keys = node_keys();
     enrol(
@@ -316,7 +306,7 @@ async fn one_signing_at_a_time_per_instance() {
     // A signing started after the period, and not finished.
     let later = NOW + policy.renew_every + 5;
     bound
-        .0
+        .all
         .lock()
         .unwrap()
         .get_mut(&compute_1().instance_id)

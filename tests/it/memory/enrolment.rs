@@ -1,19 +1,17 @@
 //! The signer's decision, with AWS's identity key played by a test key and
-//! the cluster and bindings in memory.
-
-use std::collections::BTreeMap;
-use std::sync::Mutex;
+//! the cluster and bindings as src/testing's doubles (the memory tier;
+//! these were src/enrolment/tests.rs).
 
 use base64ct::Encoding;
 use rsa::pkcs8::EncodePublicKey;
 use sha2::Digest;
 
-use super::identity::IidKeys;
-use super::proof::{EnrolRequest, request};
-use super::{Binding, Bindings, ClusterNodes, EnrolError, Member, Policy, enrol};
-use crate::aws_error::AwsError;
-use crate::certificate::{CaKey, Principal};
-use crate::keyset::{HostKey, KeyAlgorithm, KeySet};
+use hostkeyctl::certificate::{CaKey, Principal};
+use hostkeyctl::enrolment::identity::IidKeys;
+use hostkeyctl::enrolment::proof::{EnrolRequest, request};
+use hostkeyctl::enrolment::{EnrolError, Member, Policy, enrol};
+use hostkeyctl::keyset::{HostKey, KeyAlgorithm, KeySet};
+use hostkeyctl::testing::{Faults, MemBindings, MemCluster, MemImds, MemSigner};
 
 pub(super) const NOW: i64 = 1_800_000_000;
 pub(super) const AUDIENCE: &str = "arn:aws:lambda:us-east-1:111122223333:function:hostkeyctl-enrolment";
@@ -63,43 +61,6 @@ impl Aws {
     }
 }
 
-pub(super) struct Cluster(pub(super) Vec<Member>);
-
-impl ClusterNodes for Cluster {
-    fn membership(&self) -> String {
-        "the test's members".to_owned()
-    }
-
-    async fn member(&self, instance_id: &str) -> Result<Option<Member>, AwsError> {
-        Ok(self.0.iter().find(|m| m.instance_id == instance_id).cloned())
-    }
-}
-
-#[derive(Default)]
-pub(super) struct Bound(pub(super) Mutex<BTreeMap<String, Binding>>);
-
-impl Bindings for Bound {
-    async fn get(&self, instance_id: &str) -> Result<Option<Binding>, String> {
-        Ok(self.0.lock().unwrap().get(instance_id).cloned())
-    }
-    async fn put(&self, instance_id: &str, binding: &Binding, previous: Option<&Binding>) -> Result<bool, String> {
-        let mut all = self.0.lock().unwrap();
-        if all.get(instance_id) != previous {
-            return Ok(false);
-        }
-        all.insert(instance_id.to_owned(), binding.clone());
-        Ok(true)
-    }
-    async fn revoked_keys(&self) -> Result<Vec<Vec<String>>, String> {
-        let all = self.0.lock().unwrap();
-        Ok(all
-            .values()
-            .filter(|b| b.revoked)
-            .map(|b| b.host_keys.clone())
-            .collect())
-    }
-}
-
 fn names(list: &[&str]) -> Vec<Principal> {
     list.iter().map(|n| Principal::parse(n).unwrap()).collect()
 }
@@ -114,7 +75,9 @@ pub(super) fn compute_1() -> Member {
 
 pub(super) fn node_keys() -> Vec<ssh_key::PrivateKey> {
     let set = KeySet::generate(&[KeyAlgorithm::Ed25519, KeyAlgorithm::Ecdsa], 0).unwrap();
-    set.keys().map(|k| k.private_key().clone()).collect()
+    set.keys()
+        .map(|k| ssh_key::PrivateKey::from_openssh(k.reveal_private_openssh().as_bytes()).unwrap())
+        .collect()
 }
 
 /// `member`'s request made at `at` (Unix seconds; the request carries
@@ -128,8 +91,8 @@ pub(super) fn ask(aws: &Aws, member: &Member, keys: &[ssh_key::PrivateKey], at: 
 async fn a_member_gets_certificates_for_its_own_keys_and_awss_names_and_every_forgery_nothing() {
     let aws = Aws::new();
     let ca = CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
-    let cluster = Cluster(vec![compute_1()]);
-    let bound = Bound::default();
+    let cluster = MemCluster::new(vec![compute_1()]);
+    let bound = MemBindings::default();
     let policy = aws.policy();
     let keys = node_keys();
     let first = ask(&aws, &compute_1(), &keys, NOW);
@@ -167,7 +130,7 @@ async fn a_member_gets_certificates_for_its_own_keys_and_awss_names_and_every_fo
     assert!(again.is_ok(), "{again:?}");
 }
 
-pub(super) fn refused(e: Result<super::Enrolled, EnrolError>) -> String {
+pub(super) fn refused(e: Result<hostkeyctl::enrolment::Enrolled, EnrolError>) -> String {
     match e {
         // Only what was signed, never its Debug: a refusal was expected.
         Ok(enrolled) => panic!(
@@ -187,14 +150,14 @@ pub(super) fn refused(e: Result<super::Enrolled, EnrolError>) -> String {
 /// renewal of the same keys, later, is signed.
 async fn assert_forgeries_refused(
     aws: &Aws,
-    cluster: &Cluster,
-    bound: &Bound,
+    cluster: &MemCluster,
+    bound: &MemBindings,
     ca: &CaKey,
     keys: &[ssh_key::PrivateKey],
     first: &EnrolRequest,
 ) {
     let policy = aws.policy();
-    let after_first = bound.0.lock().unwrap().clone();
+    let after_first = bound.all.lock().unwrap().clone();
 
     // The same request again (a retry whose answer was lost): the same
     // answer, nothing new signed; an earlier one: a replay.
@@ -250,14 +213,14 @@ async fn assert_forgeries_refused(
     );
     assert_key_and_time_forgeries_refused(aws, cluster, bound, ca, keys).await;
     // Nothing was bound by any refusal.
-    assert_eq!(*bound.0.lock().unwrap(), after_first);
+    assert_eq!(*bound.all.lock().unwrap(), after_first);
 }
 
 /// A thief's keys, another address, an old request: refused.
 async fn assert_key_and_time_forgeries_refused(
     aws: &Aws,
-    cluster: &Cluster,
-    bound: &Bound,
+    cluster: &MemCluster,
+    bound: &MemBindings,
     ca: &CaKey,
     keys: &[ssh_key::PrivateKey],
 ) {
@@ -317,8 +280,8 @@ async fn assert_key_and_time_forgeries_refused(
 async fn a_first_enrolment_long_after_the_instance_started_is_refused() {
     let aws = Aws::new();
     let ca = CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
-    let cluster = Cluster(vec![compute_1()]);
-    let bound = Bound::default();
+    let cluster = MemCluster::new(vec![compute_1()]);
+    let bound = MemBindings::default();
     let late = NOW + 2 * 3_600;
     let said = enrol(
         &ask(&aws, &compute_1(), &node_keys(), late),
@@ -338,68 +301,20 @@ async fn a_first_enrolment_long_after_the_instance_started_is_refused() {
         said.contains("never enrolled") && said.contains("within 3600 s"),
         "{said}"
     );
-    assert!(bound.0.lock().unwrap().is_empty());
+    assert!(bound.all.lock().unwrap().is_empty());
 }
 
-pub(super) struct FakeImds(pub(super) String, pub(super) String);
-
-impl super::node::Imds for FakeImds {
-    async fn identity(&self) -> Result<(String, String), String> {
-        Ok((self.0.clone(), self.1.clone()))
-    }
-}
-
-/// The signer in process, or one that answers another node's certificates.
-pub(super) struct InProcess<'a> {
-    pub(super) aws: &'a Aws,
-    pub(super) cluster: &'a Cluster,
-    pub(super) bound: &'a Bound,
-    pub(super) ca: &'a CaKey,
-    pub(super) swap_in: Option<Vec<String>>,
-}
-
-impl super::node::Signer for InProcess<'_> {
-    fn audience(&self) -> &str {
-        AUDIENCE
-    }
-    async fn enrol(&self, request: &EnrolRequest, asked: &[Principal]) -> Result<super::node::Answer, String> {
-        let enrolled = enrol(
-            request,
-            asked,
-            self.cluster,
-            self.bound,
-            &(),
-            self.ca,
-            &self.aws.policy(),
-            request.issued_at_ms / 1000,
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-        Ok(super::node::Answer {
-            instance_id: enrolled.instance_id,
-            principals: enrolled.principals.iter().map(|p| p.as_str().to_owned()).collect(),
-            certificates: self.swap_in.clone().unwrap_or_else(|| {
-                enrolled
-                    .certificates
-                    .iter()
-                    .map(crate::certificate::certificate_line)
-                    .collect()
-            }),
-            revoked: Vec::new(),
-        })
-    }
-    async fn trust(&self, request: &EnrolRequest, ask: super::node::TrustAsk) -> Result<super::node::Trust, String> {
-        let policy = self.aws.policy();
-        let now = request.issued_at_ms / 1000;
-        match ask {
-            super::node::TrustAsk::Claim => super::claim(request, self.cluster, self.bound, &policy, now).await,
-            super::node::TrustAsk::Trust => super::trust(request, self.cluster, self.bound, &policy, now).await,
-        }
-        .map_err(|e| e.to_string())?;
-        Ok(super::node::Trust {
-            ca: self.ca.public_line(),
-            revoked: Vec::new(),
-        })
+/// The signer in process over `cluster`, `bound` and `ca`, with `aws`'s
+/// policy.
+pub(super) fn signer<'a>(aws: &Aws, cluster: &'a MemCluster, bound: &'a MemBindings, ca: &'a CaKey) -> MemSigner<'a> {
+    MemSigner {
+        audience: AUDIENCE.to_owned(),
+        policy: aws.policy(),
+        cluster,
+        bindings: bound,
+        ca,
+        swap_in: None,
+        faults: Faults::new(),
     }
 }
 
@@ -419,20 +334,14 @@ pub(super) fn key_dir(keys: &[ssh_key::PrivateKey]) -> tempfile::TempDir {
 async fn a_node_writes_a_certificate_beside_each_key_and_nothing_from_a_wrong_answer() {
     let aws = Aws::new();
     let ca = CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
-    let cluster = Cluster(vec![compute_1()]);
-    let bound = Bound::default();
+    let cluster = MemCluster::new(vec![compute_1()]);
+    let bound = MemBindings::default();
     let (document, signature) = aws.imds(&compute_1().instance_id, "10.1.0.11", NOW - 60);
-    let imds = FakeImds(document, signature);
+    let imds = MemImds::new(document, signature);
     let keys = node_keys();
     let dir = key_dir(&keys);
-    let signer = InProcess {
-        aws: &aws,
-        cluster: &cluster,
-        bound: &bound,
-        ca: &ca,
-        swap_in: None,
-    };
-    let written = super::node::enrol_node(dir.path(), &[], &imds, &signer, NOW * 1000)
+    let signer = signer(&aws, &cluster, &bound, &ca);
+    let written = hostkeyctl::enrolment::node::enrol_node(dir.path(), &[], &imds, &signer, NOW * 1000)
         .await
         .unwrap();
     assert_eq!(written.files.len(), 2);
@@ -447,10 +356,10 @@ async fn a_node_writes_a_certificate_beside_each_key_and_nothing_from_a_wrong_an
         .iter()
         .map(|f| std::fs::read_to_string(f).unwrap())
         .collect();
-    let foreign = crate::certificate::sign_keys(
+    let foreign = hostkeyctl::certificate::sign_keys(
         &ca,
         &other.iter().map(|k| k.public_key().clone()).collect::<Vec<_>>(),
-        &crate::certificate::SignRequest {
+        &hostkeyctl::certificate::SignRequest {
             principals: compute_1().names,
             valid_after: 0,
             valid_before: u64::MAX,
@@ -460,13 +369,13 @@ async fn a_node_writes_a_certificate_beside_each_key_and_nothing_from_a_wrong_an
     )
     .unwrap()
     .iter()
-    .map(|(_, c)| crate::certificate::certificate_line(c))
+    .map(|(_, c)| hostkeyctl::certificate::certificate_line(c))
     .collect();
-    let wrong = InProcess {
+    let wrong = MemSigner {
         swap_in: Some(foreign),
         ..signer
     };
-    let err = super::node::enrol_node(dir.path(), &[], &imds, &wrong, (NOW + 10) * 1000)
+    let err = hostkeyctl::enrolment::node::enrol_node(dir.path(), &[], &imds, &wrong, (NOW + 10) * 1000)
         .await
         .unwrap_err();
     assert!(err.to_string().contains("no key of this node"), "{err}");

@@ -1,4 +1,4 @@
-//! `enroll`'s flow on a node ([`super::host::enroll`]) with a recording
+//! `enroll`'s flow on a node (`hostkeyctl::enrolment::host::enroll`) with a recording
 //! sshd: a login node gets the trust and no certificate even before
 //! `install` ran; sshd must include enrolment's drop-in by name before the
 //! signer is asked, and list the certificates (and offer their algorithms)
@@ -8,13 +8,14 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::configure::HostPattern;
-use super::host::{Setup, enroll};
-use super::node::NodeError;
-use super::tests::{Aws, Bound, Cluster, FakeImds, InProcess, NOW, compute_1, key_dir, node_keys};
-use crate::certificate::CaKey;
-use crate::install::sshd::{Effective, ReloadMethod, SshdControl, SshdError};
-use crate::keyset::{HostKey, KeyAlgorithm};
+use super::enrolment::{Aws, NOW, compute_1, key_dir, node_keys, signer};
+use hostkeyctl::certificate::CaKey;
+use hostkeyctl::enrolment::configure::HostPattern;
+use hostkeyctl::enrolment::host::{Setup, enroll};
+use hostkeyctl::enrolment::node::NodeError;
+use hostkeyctl::install::sshd::{Effective, ReloadMethod, SshdControl, SshdError};
+use hostkeyctl::keyset::{HostKey, KeyAlgorithm};
+use hostkeyctl::testing::{MemBindings, MemCluster, MemImds};
 
 /// sshd as a config file, `sshd -T`'s certificates, and a reload flag.
 struct FakeSshd {
@@ -65,18 +66,17 @@ fn node(main: &str, lists_certificates: bool) -> (tempfile::TempDir, FakeSshd) {
     (dir, sshd)
 }
 
-async fn run(dir: &Path, sshd: &FakeSshd, login: bool, bound: &Bound) -> Result<super::host::Report, NodeError> {
+async fn run(
+    dir: &Path,
+    sshd: &FakeSshd,
+    login: bool,
+    bound: &MemBindings,
+) -> Result<hostkeyctl::enrolment::host::Report, NodeError> {
     let aws = Aws::new();
     let ca = CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
-    let cluster = Cluster(vec![compute_1()]);
+    let cluster = MemCluster::new(vec![compute_1()]);
     let (document, signature) = aws.imds(&compute_1().instance_id, "10.1.0.11", NOW - 60);
-    let signer = InProcess {
-        aws: &aws,
-        cluster: &cluster,
-        bound,
-        ca: &ca,
-        swap_in: None,
-    };
+    let signer = signer(&aws, &cluster, bound, &ca);
     let trust: Vec<HostPattern> = vec!["ip-10-1-*".parse().unwrap(), "10.1.*".parse().unwrap()];
     let setup = Setup {
         ssh_dir: dir,
@@ -85,11 +85,11 @@ async fn run(dir: &Path, sshd: &FakeSshd, login: bool, bound: &Bound) -> Result<
         trust: &trust,
         login,
         route: None,
-        service: super::listener::Service::Direct,
+        service: hostkeyctl::enrolment::listener::Service::Direct,
     };
     enroll(
         &setup,
-        &FakeImds(document, signature),
+        &MemImds::new(document, signature),
         &signer,
         sshd,
         &ReloadMethod::Auto,
@@ -109,12 +109,16 @@ fn certificates(dir: &Path) -> usize {
 async fn a_login_node_takes_the_trust_and_no_certificate_before_install_ran() {
     // No install drop-in yet (its install failed at first boot): --login-node decides.
     let (dir, sshd) = node("Include DIR/sshd_config.d/*.conf\n", true);
-    let bound = Bound::default();
+    let bound = MemBindings::default();
     let report = run(dir.path(), &sshd, true, &bound).await.unwrap();
     assert!(report.enrolled.is_none());
     assert_eq!(certificates(dir.path()), 0);
     assert!(!sshd.reloaded.load(Ordering::SeqCst));
-    assert_eq!(bound.0.lock().unwrap().len(), 1, "the login node claimed its instance");
+    assert_eq!(
+        bound.all.lock().unwrap().len(),
+        1,
+        "the login node claimed its instance"
+    );
     let known = std::fs::read_to_string(dir.path().join("client/ssh_known_hosts")).unwrap();
     assert!(
         known.contains("@cert-authority ip-10-1-*,10.1.* ssh-ed25519 "),
@@ -126,13 +130,13 @@ async fn a_login_node_takes_the_trust_and_no_certificate_before_install_ran() {
 async fn sshd_must_read_the_drop_in_before_the_signer_is_asked_and_list_the_certificates_before_the_reload() {
     // An Include of another file of the directory: sshd would never read ours.
     let (dir, sshd) = node("Include DIR/sshd_config.d/10-other.conf\n", true);
-    let bound = Bound::default();
+    let bound = MemBindings::default();
     let err = run(dir.path(), &sshd, false, &bound).await.unwrap_err();
     assert!(
         matches!(err, NodeError::Sshd(ref m) if m.contains("does not include")),
         "{err}"
     );
-    assert!(bound.0.lock().unwrap().is_empty(), "the signer was asked");
+    assert!(bound.all.lock().unwrap().is_empty(), "the signer was asked");
     assert_eq!(certificates(dir.path()), 0);
 
     // Read, but another setting wins: sshd -T lists no certificate.
@@ -147,7 +151,9 @@ async fn sshd_must_read_the_drop_in_before_the_signer_is_asked_and_list_the_cert
     // Listed, but a pin of plain algorithms would keep them from clients.
     let (dir, mut sshd) = node("Include DIR/sshd_config.d/*.conf\n", true);
     sshd.pinned = Some("ssh-ed25519,ecdsa-sha2-nistp256,rsa-sha2-512".to_owned());
-    let err = run(dir.path(), &sshd, false, &Bound::default()).await.unwrap_err();
+    let err = run(dir.path(), &sshd, false, &MemBindings::default())
+        .await
+        .unwrap_err();
     assert!(
         matches!(err, NodeError::Sshd(ref m) if m.contains("no certificate algorithm")),
         "{err}"
@@ -155,7 +161,7 @@ async fn sshd_must_read_the_drop_in_before_the_signer_is_asked_and_list_the_cert
     assert!(!sshd.reloaded.load(Ordering::SeqCst));
 
     let (dir, sshd) = node("Include DIR/sshd_config.d/5*.conf\n", true);
-    let report = run(dir.path(), &sshd, false, &Bound::default()).await.unwrap();
+    let report = run(dir.path(), &sshd, false, &MemBindings::default()).await.unwrap();
     assert!(report.enrolled.is_some() && sshd.reloaded.load(Ordering::SeqCst));
     assert_eq!(certificates(dir.path()), 2);
 }
@@ -169,7 +175,14 @@ fn the_client_trust_carries_the_cas_key_alone_and_each_revoked_key() {
     let revoked = format!("{} with a comment", key.to_openssh().unwrap());
     let bare = ssh_key::PublicKey::from(key.key_data().clone()).to_openssh().unwrap();
     let trust: Vec<HostPattern> = vec!["10.1.*".parse().unwrap()];
-    super::configure::configure_client(dir.path(), &ca_line, std::slice::from_ref(&revoked), &trust, None).unwrap();
+    hostkeyctl::enrolment::configure::configure_client(
+        dir.path(),
+        &ca_line,
+        std::slice::from_ref(&revoked),
+        &trust,
+        None,
+    )
+    .unwrap();
     let known = std::fs::read_to_string(dir.path().join("ssh_known_hosts")).unwrap();
     assert!(!known.contains("EVIL") && !known.contains(" x\n"), "{known}");
     assert_eq!(known.matches("@cert-authority ").count(), 1, "{known}");
@@ -178,7 +191,7 @@ fn the_client_trust_carries_the_cas_key_alone_and_each_revoked_key() {
 
 #[test]
 fn the_login_nodes_are_reached_on_their_listener_and_trusted_there() {
-    use super::configure::LoginRoute;
+    use hostkeyctl::enrolment::configure::LoginRoute;
     let dir = tempfile::tempdir().unwrap();
     let ca = HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap();
     let trust: Vec<HostPattern> = vec!["ip-10-1-*".parse().unwrap(), "10.1.*".parse().unwrap()];
@@ -203,7 +216,7 @@ fn the_login_nodes_are_reached_on_their_listener_and_trusted_there() {
         "{refused}"
     );
     let revoked = node_keys()[0].public_key().to_openssh().unwrap();
-    super::configure::configure_client(
+    hostkeyctl::enrolment::configure::configure_client(
         dir.path(),
         &ca.public_line(),
         std::slice::from_ref(&revoked),
