@@ -377,12 +377,15 @@ impl<S: SecretStore, F: Fleet, G: TargetGroups, H: LifecycleHooks, P: Prober> Ad
             .iter()
             .map(|(id, port)| port.map_or_else(|| id.clone(), |p| format!("{id}:{p}")))
             .collect();
-        let mut errors = Vec::new();
+        let (mut errors, mut refused) = (Vec::new(), false);
         if !req.dry_run {
-            errors = self.apply(&group, &registered, &leaving).await;
+            (errors, refused) = self.apply(&group, &registered, &leaving).await;
         }
         if let Some(l) = &req.lifecycle {
-            self.launch_hooks(l, &waiting, &mut nodes, req.dry_run, &mut errors)
+            // A registration refused leaves its instances waiting: a hook
+            // completes only for an instance that is a target.
+            let unregistered = if refused { registered.as_slice() } else { &[] };
+            self.launch_hooks(l, &waiting, unregistered, &mut nodes, req.dry_run, &mut errors)
                 .await;
         }
         let mut summary = BTreeMap::new();
@@ -410,13 +413,22 @@ impl<S: SecretStore, F: Fleet, G: TargetGroups, H: LifecycleHooks, P: Prober> Ad
     /// Registers first (a node serving the set takes users before any
     /// leaves), then deregisters each (target, port) decided; a refusal of
     /// one is reported and the other is still tried (each was decided
-    /// within the limits on its own).
-    async fn apply(&self, group: &Group, register: &[String], deregister: &[(String, Option<u16>)]) -> Vec<String> {
-        let mut errors = Vec::new();
+    /// within the limits on its own). Returns the errors, and whether the
+    /// registration was refused.
+    async fn apply(
+        &self,
+        group: &Group,
+        register: &[String],
+        deregister: &[(String, Option<u16>)],
+    ) -> (Vec<String>, bool) {
+        let (mut errors, mut refused) = (Vec::new(), false);
         if !register.is_empty() {
             match self.groups.register(group, register).await {
                 Ok(()) => tracing::info!("registered {} in target group {}", register.join(", "), group.name),
-                Err(e) => errors.push(format!("registering {}: {e}", register.join(", "))),
+                Err(e) => {
+                    errors.push(format!("registering {}: {e}", register.join(", ")));
+                    refused = true;
+                }
             }
         }
         if !deregister.is_empty() {
@@ -426,17 +438,19 @@ impl<S: SecretStore, F: Fleet, G: TargetGroups, H: LifecycleHooks, P: Prober> Ad
                 Err(e) => errors.push(format!("deregistering {}: {e}", named.join(", "))),
             }
         }
-        errors
+        (errors, refused)
     }
 
     /// The launch hook of each waiting instance: completed (`CONTINUE`)
-    /// once it serves the set, after its registration; else left to run
-    /// out (the hook's default result, `ABANDON` as docs/admission.md
-    /// advises, terminates it).
+    /// once it serves the set, after its registration (one refused this
+    /// pass leaves it waiting for the next); else left to run out (the
+    /// hook's default result, `ABANDON` as docs/admission.md advises,
+    /// terminates it).
     async fn launch_hooks(
         &self,
         lifecycle: &Lifecycle,
         waiting: &[String],
+        unregistered: &[String],
         nodes: &mut [NodePlan],
         dry_run: bool,
         errors: &mut Vec<String>,
@@ -448,7 +462,8 @@ impl<S: SecretStore, F: Fleet, G: TargetGroups, H: LifecycleHooks, P: Prober> Ad
             };
             let serves = plan.observed.member
                 && plan.observed.serving == Serving::Set
-                && matches!(plan.decision, Decision::Admit | Decision::Keep);
+                && matches!(plan.decision, Decision::Admit | Decision::Keep)
+                && !unregistered.contains(&plan.observed.target_id);
             plan.lifecycle = Some(match (serves, dry_run) {
                 (false, _) => "waiting",
                 (true, true) => "would continue",
