@@ -19,7 +19,7 @@ use hostkeyctl::testing::{Hooked, MemDispatcher, MemFleet, MemoryStore, Op};
 
 use super::{ALGS, current, options, secret, world};
 
-fn request(lb: Option<LbSpec>, on_disk: bool) -> AuditRequest {
+pub(super) fn request(lb: Option<LbSpec>, on_disk: bool) -> AuditRequest {
     AuditRequest {
         expected: ExpectedSource::Secret {
             secret: secret(),
@@ -42,7 +42,7 @@ fn request(lb: Option<LbSpec>, on_disk: bool) -> AuditRequest {
     }
 }
 
-async fn run(
+pub(super) async fn run(
     store: &impl hostkeyctl::store::SecretStore,
     fleet: &Arc<MemFleet>,
     dispatcher: &MemDispatcher<'_, MemoryStore>,

@@ -92,11 +92,7 @@ async fn each_failing_call_is_its_checks_finding_and_the_others_still_run() {
             &[][..],
         ),
         ("ssm:DescribeDocument", &dispatcher.faults, &["node"][..]),
-        (
-            "ec2:DescribeInstances",
-            &fleet.faults,
-            &["ssm", "node", "balancer"][..],
-        ),
+        ("ec2:DescribeInstances", &fleet.faults, &["ssm", "node", "balancer"][..]),
     ];
     for (op, faults, needs) in faults {
         faults.fail_from(op, faults.count(op) + 1);

@@ -224,3 +224,35 @@ fn oversize_document() {
     let err = refused(&doc.to_string(), "at most 65536 bytes");
     assert!(matches!(err, DocumentError::TooLarge { .. }));
 }
+
+/// `ssm-document deploy` with SSM failing the second document: the error
+/// names the call, the first stays deployed, the others are not made, and
+/// the rerun leaves it unchanged and deploys the rest.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_document_stops_the_deploy_there_and_the_rerun_finishes() {
+    use hostkeyctl::ssm_document::publish::{Names, publish};
+    use hostkeyctl::ssm_document::{CHECK_NAME, CONVERGE_NAME, DEFAULT_NAME};
+    let (store, fleet, _) = super::world(1).await;
+    let documents = hostkeyctl::testing::MemDispatcher::new(&fleet, &store);
+    let names = || Names {
+        install: DEFAULT_NAME,
+        check: CHECK_NAME,
+        converge: CONVERGE_NAME,
+    };
+    let program = hostkeyctl::ids::Program::parse("hostkeyctl").unwrap();
+    documents.faults.fail_nth("ssm:UpdateDocument", 2);
+    let err = publish(&documents, names(), &program).await.unwrap_err().to_string();
+    assert!(err.contains("ssm:UpdateDocument"), "{err}");
+    let deployed = |name: &str| {
+        let rt = tokio::runtime::Handle::current();
+        let d =
+            tokio::task::block_in_place(|| rt.block_on(hostkeyctl::dispatch::Dispatcher::document(&documents, name)));
+        d.unwrap().map(|d| d.version)
+    };
+    assert_eq!(deployed(DEFAULT_NAME).as_deref(), Some("1"));
+    assert_eq!(deployed(CHECK_NAME), None);
+    let done = publish(&documents, names(), &program).await.unwrap().json();
+    assert_eq!(done["result"], "unchanged", "{done}");
+    assert_eq!(done["check"]["result"], "created", "{done}");
+    assert_eq!(done["converge"]["result"], "created", "{done}");
+}

@@ -7,6 +7,7 @@
 mod admission;
 mod association;
 mod audit;
+mod audit_metrics;
 mod clients;
 mod doctor;
 mod document;
