@@ -38,7 +38,7 @@ impl DynamoBindings {
 }
 
 fn item(instance_id: &str, binding: &Binding) -> HashMap<String, AttributeValue> {
-    HashMap::from([
+    let mut out = HashMap::from([
         ("instance_id".to_owned(), AttributeValue::S(instance_id.to_owned())),
         (
             "fingerprints".to_owned(),
@@ -66,7 +66,15 @@ fn item(instance_id: &str, binding: &Binding) -> HashMap<String, AttributeValue>
             "signing_at".to_owned(),
             AttributeValue::N(binding.signing_at.to_string()),
         ),
-    ])
+        (
+            "rekey_looked_at".to_owned(),
+            AttributeValue::N(binding.rekey_looked_at.to_string()),
+        ),
+    ]);
+    if let Some(image) = &binding.image_id {
+        out.insert("image_id".to_owned(), AttributeValue::S(image.clone()));
+    }
+    out
 }
 
 fn strings(item: &HashMap<String, AttributeValue>, name: &str) -> Result<Vec<String>, String> {
@@ -105,6 +113,14 @@ fn binding(item: &HashMap<String, AttributeValue>) -> Result<Binding, String> {
         }
     };
     let (certified_at, signing_at) = (number("certified_at")?, number("signing_at")?);
+    let image_id = match item.get("image_id") {
+        None => None,
+        Some(v) => Some(
+            v.as_s()
+                .cloned()
+                .map_err(|_| "the item's image_id is not a string".to_owned())?,
+        ),
+    };
     Ok(Binding {
         fingerprints,
         last_issued_at_ms,
@@ -114,6 +130,8 @@ fn binding(item: &HashMap<String, AttributeValue>) -> Result<Binding, String> {
         certificates: strings(item, "certificates")?,
         certified_at,
         signing_at,
+        image_id,
+        rekey_looked_at: number("rekey_looked_at")?,
     })
 }
 

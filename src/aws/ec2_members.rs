@@ -98,6 +98,10 @@ impl crate::enrolment::ClusterNodes for TaggedNodes {
             instance_id: instance_id.to_owned(),
             private_ip: ip,
             names: crate::enrolment::names_of(instance.private_dns_name(), ip),
+            // EC2 fleets get no patch path: a node with new keys is a new
+            // instance, or its binding is removed (design-notes).
+            image_id: None,
+            software_updated_at: None,
         }))
     }
 }

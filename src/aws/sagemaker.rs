@@ -196,6 +196,10 @@ impl crate::enrolment::ClusterNodes for HyperPodNodes {
             instance_id: instance_id.to_owned(),
             private_ip: ip,
             names: crate::enrolment::names_of(details.private_dns_hostname(), ip),
+            image_id: details.current_image_id().map(str::to_owned),
+            software_updated_at: details
+                .last_software_update_time()
+                .map(aws_sdk_sagemaker::primitives::DateTime::secs),
         }))
     }
 }

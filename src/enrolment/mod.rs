@@ -43,6 +43,12 @@ pub struct Member {
     /// Every name its certificates are for: the private DNS name, the
     /// address, the cluster's node name.
     pub names: Vec<Principal>,
+    /// The machine image it runs, when the cluster says (HyperPod's
+    /// `CurrentImageId`): a patch that replaced its root volume changes it.
+    pub image_id: Option<String>,
+    /// When the cluster last updated its software (HyperPod's
+    /// `LastSoftwareUpdateTime`, Unix seconds), when it says.
+    pub software_updated_at: Option<i64>,
 }
 
 /// The names AWS gives a node: its private DNS name
@@ -110,6 +116,15 @@ pub struct Binding {
     /// minute passes, no other request of the instance starts one.
     #[serde(default)]
     pub signing_at: i64,
+    /// The machine image the cluster reported when these keys were last
+    /// signed for: a later image (a patch that replaced the root volume,
+    /// and with it the keys) lets the node bind new keys once.
+    #[serde(default)]
+    pub image_id: Option<String>,
+    /// When a request with other keys last had the cluster's record looked
+    /// up for a patch (Unix seconds): at most once a minute an instance.
+    #[serde(default)]
+    pub rekey_looked_at: i64,
 }
 
 /// Where bindings are kept, with a compare and swap.
@@ -253,7 +268,7 @@ pub enum EnrolError {
     },
     /// Other keys than the instance first enrolled.
     #[error(
-        "instance {0} enrolled other host keys before: a node keeps its keys; a replaced node is a new instance. If this node's keys really changed, remove its binding first (docs/cluster-trust.md, \"Bindings\")"
+        "instance {0} enrolled other host keys before: a node keeps its keys; a replaced node is a new instance; a patched one (its root volume replaced) binds new keys once, within the first-enrolment window, when the cluster reports it on a new image. If this node's keys really changed otherwise, remove its binding first (docs/cluster-trust.md, \"Bindings\")"
     )]
     Bound(String),
     /// First enrolment too long after the instance started.

@@ -10,7 +10,9 @@
 //! 2. one `GetItem`: the binding (revoked, a claim, other keys, a replay,
 //!    a renewal sooner than [`Policy::renew_every`], answered from it);
 //! 3. the set's public fingerprints (a cached `DescribeSecret`), then the
-//!    cluster's record of the instance (membership, address, names);
+//!    cluster's record of the instance (membership, address, names; for
+//!    other keys than bound, at most once a minute and after a write that
+//!    says so, whether HyperPod patched the node: [`patched`]);
 //! 4. the binding written (a conditional `PutItem`: of two racing
 //!    requests one wins, and the loser has spent no Sign);
 //! 5. KMS signs, and the certificates are kept in the binding.
@@ -122,7 +124,7 @@ pub async fn enrol(
         fingerprints,
     } = verify(request, policy, now)?;
     let instance = identity.instance_id.clone();
-    let previous = bindings.get(&instance).await.map_err(EnrolError::Bindings)?;
+    let mut previous = bindings.get(&instance).await.map_err(EnrolError::Bindings)?;
     if let Some(answer) = from_binding(
         previous.as_ref(),
         request,
@@ -143,17 +145,28 @@ pub async fn enrol(
             fingerprints: of_set,
         });
     }
+    let rekey = previous.as_ref().is_some_and(|b| b.fingerprints != fingerprints);
+    if rekey {
+        previous = Some(looking_up(previous.as_ref(), &instance, bindings, now).await?);
+    }
     let member = member_of(&identity, asked, cluster).await?;
+    if rekey && !patched(previous.as_ref(), &member, policy, now) {
+        return Err(EnrolError::Bound(instance));
+    }
     // Bound before signing: a request that loses the race spends no Sign.
+    // New keys (a patch) keep nothing of the old ones' certificates.
+    let kept = previous.as_ref().filter(|_| !rekey);
     let bound = Binding {
         fingerprints,
         last_issued_at_ms: request.issued_at_ms,
         host_keys: public_lines(&keys),
         revoked: false,
         claim: false,
-        certificates: previous.as_ref().map(|b| b.certificates.clone()).unwrap_or_default(),
-        certified_at: previous.as_ref().map_or(0, |b| b.certified_at),
+        certificates: kept.map(|b| b.certificates.clone()).unwrap_or_default(),
+        certified_at: kept.map_or(0, |b| b.certified_at),
         signing_at: now,
+        image_id: member.image_id.clone(),
+        rekey_looked_at: previous.as_ref().map_or(0, |b| b.rekey_looked_at),
     };
     if !bindings
         .put(&instance, &bound, previous.as_ref())
@@ -215,7 +228,18 @@ fn from_binding(
                 limit: policy.first_within,
             });
         }
-        Some(b) if b.fingerprints != fingerprints => return Err(EnrolError::Bound(instance)),
+        // Other keys: refused, unless the cluster's record shows a patch
+        // ([`patched`]), which only a binding that knows its image can
+        // show; at most one lookup a minute ([`looking_up`]).
+        Some(b)
+            if b.fingerprints != fingerprints
+                && (b.image_id.is_none()
+                    || request.issued_at_ms <= b.last_issued_at_ms
+                    || (0..REKEY_LOOKUP_SECS).contains(&(now - b.rekey_looked_at))) =>
+        {
+            return Err(EnrolError::Bound(instance));
+        }
+        Some(b) if b.fingerprints != fingerprints => {}
         // The same request again (a retry of one that was answered but
         // whose answer was lost): its answer again, nothing new.
         Some(b)
@@ -239,6 +263,49 @@ fn from_binding(
         _ => {}
     }
     Ok(None)
+}
+
+/// How often a request with other keys may have the cluster's record
+/// looked up for a patch, per instance (seconds): a flood of them (anyone
+/// on the node with its identity document) costs one lookup a minute.
+const REKEY_LOOKUP_SECS: i64 = 60;
+
+/// Records the lookup a request with other keys is about to make (a
+/// conditional write: of racing requests one looks); the binding as
+/// written.
+async fn looking_up(
+    previous: Option<&Binding>,
+    instance: &str,
+    bindings: &impl Bindings,
+    now: i64,
+) -> Result<Binding, EnrolError> {
+    let looked = Binding {
+        rekey_looked_at: now,
+        ..previous.cloned().unwrap_or_default()
+    };
+    if bindings
+        .put(instance, &looked, previous)
+        .await
+        .map_err(EnrolError::Bindings)?
+    {
+        Ok(looked)
+    } else {
+        Err(EnrolError::Raced(instance.to_owned()))
+    }
+}
+
+/// Whether the cluster reports the node patched since its keys were
+/// bound: another machine image than the binding's (UpdateClusterSoftware
+/// replaced its root volume, and with it the host keys), and its software
+/// updated within the first-enrolment window, as a new instance's first
+/// enrolment is. Someone with the node's identity document could race the
+/// node in that window, as at its launch; at no other time, and never with
+/// another instance's document (its binding, its record).
+fn patched(previous: Option<&Binding>, member: &Member, policy: &Policy, now: i64) -> bool {
+    let (Some(b), Some(image), Some(at)) = (previous, &member.image_id, member.software_updated_at) else {
+        return false;
+    };
+    b.image_id.as_ref().is_some_and(|old| old != image) && (0..=policy.first_within).contains(&(now - at))
 }
 
 /// A replay's refusal.

@@ -29,17 +29,31 @@ HyperPod's IMDS serves the document is not confirmed; on EC2 it does.
 instance (a ParallelCluster node): its document from moto's instance
 (its private address, its launch time as ``pendingTime``).
 
-The bed's nodes are its sshd nodes, so both go through the control API:
-``POST /_bed/hyperpod/status`` (``cluster``, ``instance_id``, ``status``)
-and ``POST /_bed/hyperpod/replace`` (``cluster``, ``instance_id``,
-``successor``, ``address``).
+* a node is patched (``UpdateClusterSoftware``, "Updates the platform
+  software of a SageMaker HyperPod cluster for security patching": the
+  root volume is replaced and the lifecycle scripts run again): it keeps
+  its instance id, is ``SystemUpdating``, and ``DescribeClusterNode``
+  reports its new ``CurrentImageId`` ("The ID of the Amazon Machine Image
+  (AMI) currently in use by the node") and ``LastSoftwareUpdateTime``.
+  Every node reports a ``CurrentImageId`` (the bed's first image until
+  patched). Whether AWS keeps the instance id through a patch is not
+  documented; the bed assumes it does, the case enrolment must handle.
+
+The bed's nodes are its sshd nodes, so these go through the control API:
+``POST /_bed/hyperpod/status`` (``cluster``, ``instance_id``, ``status``),
+``POST /_bed/hyperpod/replace`` (``cluster``, ``instance_id``,
+``successor``, ``address``) and ``POST /_bed/hyperpod/patch``
+(``cluster``, ``instance_id``, ``image``: the test replaces the node's
+keys and reruns its lifecycle step, then sets it ``Running``).
 """
 
 from __future__ import annotations
 
 import base64
 import copy
+import datetime
 import json
+import re
 import secrets
 import threading
 import time
@@ -69,6 +83,7 @@ class ClusterPlane:
     def _init_cluster(self) -> None:
         self.control_hooks["/_bed/hyperpod/status"] = self._hyperpod_status  # type: ignore[attr-defined]
         self.control_hooks["/_bed/hyperpod/replace"] = self._hyperpod_replace  # type: ignore[attr-defined]
+        self.control_hooks["/_bed/hyperpod/patch"] = self._hyperpod_patch  # type: ignore[attr-defined]
         self.control_hooks["/_bed/hyperpod/iid"] = self._hyperpod_iid  # type: ignore[attr-defined]
         self.control_hooks["/_bed/iid-key"] = self._iid_key  # type: ignore[attr-defined]
         self.control_hooks["/_bed/hyperpod/imds"] = self._hyperpod_imds  # type: ignore[attr-defined]
@@ -179,6 +194,18 @@ class ClusterPlane:
         node = _cluster(self.region, str(request["cluster"])).nodes[str(request["instance_id"])]
         node.status = status
         return {"instance_id": node.instance_id, "status": status}
+
+    def _hyperpod_patch(self, request: JsonObject) -> JsonObject:
+        """UpdateClusterSoftware's step on one node (module docstring)."""
+        image = str(request["image"])
+        if not re.fullmatch(r"ami-[0-9a-f]{8,17}", image):
+            raise ValueError(f"image {image!r} is no AMI id")
+        node = _cluster(self.region, str(request["cluster"])).nodes[str(request["instance_id"])]
+        node.status = "SystemUpdating"
+        # What patches.py's ClusterNode.describe reports.
+        node.bed_image = image
+        node.bed_software_at = datetime.datetime.now(datetime.UTC)
+        return {"instance_id": node.instance_id, "image": image, "status": node.status}
 
     def _hyperpod_replace(self, request: JsonObject) -> JsonObject:
         cluster = _cluster(self.region, str(request["cluster"]))

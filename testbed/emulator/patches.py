@@ -46,6 +46,10 @@ def apply() -> None:
     _patch_moto()
 
 
+# The AMI every bed HyperPod node runs until a patch (hyperpod.py).
+FIRST_IMAGE = "ami-0bed000000000001"
+
+
 def _patch_moto() -> None:
     """The ELBv2, SageMaker, EC2 and Secrets Manager behaviour moto lacks
     (module docstring)."""
@@ -68,9 +72,15 @@ def _patch_moto() -> None:
 
     def describe(self: ClusterNode) -> dict[str, object]:
         out = real_describe(self)
-        for attr, key in (("bed_ip", "PrivatePrimaryIp"), ("bed_dns", "PrivateDnsHostname")):
+        for attr, key in (
+            ("bed_ip", "PrivatePrimaryIp"),
+            ("bed_dns", "PrivateDnsHostname"),
+            ("bed_software_at", "LastSoftwareUpdateTime"),
+        ):
             if getattr(self, attr, None):
                 out[key] = getattr(self, attr)
+        # Every node runs an image (hyperpod.py: a patch changes it).
+        out["CurrentImageId"] = getattr(self, "bed_image", FIRST_IMAGE)
         return out
 
     ClusterNode.describe = describe  # type: ignore[method-assign]

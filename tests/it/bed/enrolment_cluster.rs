@@ -14,7 +14,7 @@ use crate::common::support::require;
 #[test]
 fn six_enrolled_nodes_reach_each_other_strictly_by_every_name() {
     let groups = "controller-machine=1,login-group=2,worker-group=3";
-    let (bed, _runtime, arn) = crate::bed::enrolment::cluster_bed(6, groups, "ecdsa");
+    let (bed, _, arn) = crate::bed::enrolment::cluster_bed(6, groups, "ecdsa");
     let hyperpod = bed.state.hyperpod.as_ref().unwrap();
     let mut layout: Vec<&str> = bed
         .state
@@ -31,6 +31,9 @@ fn six_enrolled_nodes_reach_each_other_strictly_by_every_name() {
     }
     let failed = all_pairs(&bed);
     assert!(failed.is_empty(), "{failed:#?}");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    a_rolling_patch_re_enrols_every_worker(&bed, &runtime, &arn);
+    // Its 90 logins are the patched workers' too.
     replace_a_compute_node(&bed, &arn);
     // The shipped policies were enough: the signer and the nodes were never refused.
     let usage = bed.iam_usage();
@@ -45,6 +48,45 @@ fn six_enrolled_nodes_reach_each_other_strictly_by_every_name() {
     assert!(
         usage["allowed"]["hostkeyctl-cluster-node"]["lambda:InvokeFunction"].as_u64() >= Some(7),
         "{usage}"
+    );
+}
+
+/// HyperPod patches the worker group, one node at a time
+/// (`UpdateClusterSoftware`: the root volume replaced, the lifecycle
+/// scripts run again): each node comes back under its instance id with new
+/// host keys and nothing of hostkeyctl's, on a new image, and its
+/// lifecycle step's `enroll` is accepted with no admin step. A user of a
+/// patched node (its identity document, other keys) then gets nothing.
+fn a_rolling_patch_re_enrols_every_worker(bed: &TestBed, runtime: &tokio::runtime::Runtime, arn: &str) {
+    let hyperpod = bed.state.hyperpod.as_ref().unwrap();
+    let workers: Vec<&Node> = bed
+        .state
+        .nodes
+        .iter()
+        .filter(|n| hyperpod.groups[&instance_of(bed, &n.address)] == "worker-group")
+        .collect();
+    assert_eq!(workers.len(), 3);
+    let node_status = |instance: &str, status: &str| {
+        let body = serde_json::json!({"cluster": hyperpod.cluster, "instance_id": instance, "status": status});
+        bed.control("POST", "/_bed/hyperpod/status", &body);
+    };
+    for node in &workers {
+        let instance = instance_of(bed, &node.address);
+        let body =
+            serde_json::json!({"cluster": hyperpod.cluster, "instance_id": instance, "image": "ami-0bed000000000002"});
+        bed.control("POST", "/_bed/hyperpod/patch", &body);
+        new_keys_and_nothing_else(node);
+        base_config(node);
+        let run = enroll_as(bed, node, arn, &instance);
+        assert_eq!(run.code, 0, "{} after its patch: {}", node.name, run.stderr);
+        node_status(&instance, "Running");
+    }
+    let patched = instance_of(bed, &workers[0].address);
+    let thief = crate::bed::enrolment::node_request(bed, &bed.state.nodes[0], &patched, arn, &[]);
+    let (failed, answer) = crate::bed::enrolment::invoke(bed, runtime, arn, &thief);
+    assert!(
+        failed && answer.to_string().contains("enrolled other host keys"),
+        "{answer}"
     );
 }
 

@@ -70,6 +70,8 @@ pub(super) fn compute_1() -> Member {
         instance_id: "i-0000000000000c001".to_owned(),
         private_ip: "10.1.0.11".parse().unwrap(),
         names: names(&["ip-10-1-0-11.ec2.internal", "10.1.0.11", "compute-1"]),
+        image_id: None,
+        software_updated_at: None,
     }
 }
 

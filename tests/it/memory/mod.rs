@@ -15,6 +15,7 @@ mod doubles;
 mod enrolment;
 mod enrolment_faults;
 mod enrolment_host;
+mod enrolment_patch;
 mod enrolment_signer;
 mod install;
 mod install_certificates;
