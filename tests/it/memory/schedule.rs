@@ -115,3 +115,30 @@ async fn rotate_needs_a_function_and_disable_keeps_the_announcement() {
     assert!(shown.announced_version.is_some());
     assert!(shown.text().contains("HOSTKEYCTL_NEXT"));
 }
+
+/// Lambda refusing the function's update (UpdateFunctionConfiguration,
+/// "fail the Nth call"): the error names the call, no schedule is set,
+/// and the same command run again pins the function and sets it.
+#[tokio::test]
+async fn a_refused_function_update_sets_no_schedule_and_a_rerun_finishes() {
+    let (store, _, _) = world(1).await;
+    let functions = MemFunctions::default();
+    functions.add(FUNCTION, &[(ARGS_VAR, r#"["--pull","--target","tag:Role=login"]"#)]);
+    functions.faults.fail_nth("lambda:UpdateFunctionConfiguration", 1);
+    let (s, prefix) = (secret(), KeySetPrefix::parse("hostkeys/").unwrap());
+    let req = request(&s, &prefix, store.now());
+    let e = schedule::enable(&store, &functions, &req)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("lambda:UpdateFunctionConfiguration"), "{e}");
+    assert!(
+        !store.describe(&s).await.unwrap().rotation.enabled,
+        "a schedule was set"
+    );
+    assert_eq!(functions.updates(), 0);
+    let done = schedule::enable(&store, &functions, &req).await.unwrap();
+    assert!(done.contains("schedule set"), "{done}");
+    assert_eq!(functions.updates(), 1);
+    assert!(store.describe(&s).await.unwrap().rotation.enabled);
+}
