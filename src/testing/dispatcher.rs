@@ -30,7 +30,7 @@ pub struct MemDispatcher<'a, S> {
     documents: Mutex<BTreeMap<String, Vec<String>>>,
     /// Faults (`ssm:SendCommand`, `ssm:ListCommandInvocations`,
     /// `ssm:CancelCommand`, `ssm:DescribeDocument`, `ssm:GetDocument`,
-    /// `ssm:UpdateDocument`).
+    /// `ssm:CreateDocument`, `ssm:UpdateDocument`).
     pub faults: super::faults::Faults,
 }
 
@@ -204,7 +204,13 @@ impl<S: SecretStore> crate::ssm_document::publish::Documents for MemDispatcher<'
     }
 
     async fn deploy_text(&self, name: &str, text: &str) -> Result<(String, &'static str), AwsError> {
-        self.faults.enter("ssm:UpdateDocument")?;
+        // CreateDocument makes a new one; UpdateDocument adds a version.
+        let exists = lock(&self.documents).contains_key(name);
+        self.faults.enter(if exists {
+            "ssm:UpdateDocument"
+        } else {
+            "ssm:CreateDocument"
+        })?;
         let mut documents = lock(&self.documents);
         let versions = documents.entry(name.to_owned()).or_default();
         let done = match versions.last() {

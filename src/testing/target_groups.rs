@@ -127,6 +127,11 @@ impl TargetGroups for MemTargetGroups {
         let mut group = lock(&self.group);
         for id in ids {
             lock(&self.registered).push((id.clone(), Some(self.port)));
+            // One draining is registered again, checks from the start (as
+            // testbed/emulator/targets.py models ELB).
+            group
+                .targets
+                .retain(|t| !(t.id == *id && t.port == Some(self.port) && t.health.state == "draining"));
             if !group.targets.iter().any(|t| t.id == *id && t.port == Some(self.port)) {
                 let source = format!("target group {}", group.name);
                 group.targets.push(GroupTarget {

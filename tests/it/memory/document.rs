@@ -240,9 +240,9 @@ async fn a_refused_document_stops_the_deploy_there_and_the_rerun_finishes() {
         converge: CONVERGE_NAME,
     };
     let program = hostkeyctl::ids::Program::parse("hostkeyctl").unwrap();
-    documents.faults.fail_nth("ssm:UpdateDocument", 2);
+    documents.faults.fail_nth("ssm:CreateDocument", 2);
     let err = publish(&documents, names(), &program).await.unwrap_err().to_string();
-    assert!(err.contains("ssm:UpdateDocument"), "{err}");
+    assert!(err.contains("ssm:CreateDocument"), "{err}");
     let deployed = |name: &str| {
         let rt = tokio::runtime::Handle::current();
         let d =

@@ -155,3 +155,27 @@ async fn a_failing_read_ends_the_poll_with_its_error() {
     assert!(err.to_string().contains("ssm:ListCommandInvocations"), "{err}");
     assert_eq!(ssm.faults.count("ssm:ListCommandInvocations"), 2);
 }
+
+/// The target group double keeps ELB's states: a deregistered target
+/// drains (still listed), one registered again while draining starts over
+/// `initial`, and the drain's end removes what is still draining.
+#[tokio::test]
+async fn the_target_group_double_drains_and_registers_again_as_elb_does() {
+    use hostkeyctl::admission::{GroupSpec, TargetGroups};
+    let groups = hostkeyctl::testing::MemTargetGroups::ip(
+        "login",
+        22,
+        &[("10.0.0.1", 22, "healthy"), ("10.0.0.2", 22, "healthy")],
+    );
+    let spec = GroupSpec::TargetGroup("login".into());
+    let group = groups.group(&spec, 22).await.unwrap();
+    let both = [("10.0.0.1".to_owned(), Some(22)), ("10.0.0.2".to_owned(), Some(22))];
+    groups.deregister(&group, &both).await.unwrap();
+    let state = |id: &str| groups.states().into_iter().find(|(i, _, _)| i == id).map(|(_, _, s)| s);
+    assert_eq!(state("10.0.0.1").as_deref(), Some("draining"));
+    groups.register(&group, &["10.0.0.1".to_owned()]).await.unwrap();
+    assert_eq!(state("10.0.0.1").as_deref(), Some("initial"));
+    groups.end_drains();
+    assert_eq!(state("10.0.0.1").as_deref(), Some("initial"));
+    assert_eq!(state("10.0.0.2"), None);
+}
