@@ -30,6 +30,7 @@ from .iam import Enforcer, Principal, Refused
 from .lambda_api import LambdaApi
 from .rotation import RotationPlane, patch_describe
 from .secretsmanager import check_put, check_stage_move, sync_current
+from .software import SoftwarePlane
 from .ssm import OWN_SSM_ACTIONS
 from .wire import JsonObject
 
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
 
-class Emulator(StateManager, RotationPlane, LambdaApi, LifecyclePlane, ClusterPlane):
+class Emulator(StateManager, RotationPlane, LambdaApi, LifecyclePlane, ClusterPlane, SoftwarePlane):
     """A WSGI application: moto plus the additions described above (the
     SSM command plane, ``ssm.SsmCommandPlane``, is State Manager's base)."""
 
@@ -80,6 +81,7 @@ class Emulator(StateManager, RotationPlane, LambdaApi, LifecyclePlane, ClusterPl
         self._init_rotation(log_dir or os.environ.get("TMPDIR", "/tmp"))
         self._init_lifecycle()
         self._init_cluster()
+        self._init_software()
         self.control_hooks["/_bed/kms/private"] = self._kms_private
 
     # ----------------------------------------------------------------- WSGI
@@ -214,6 +216,8 @@ class Emulator(StateManager, RotationPlane, LambdaApi, LifecyclePlane, ClusterPl
             method = environ.get("REQUEST_METHOD", "GET")
             result = self.lambda_call(method, path, body, region, ACCOUNT)
             return self._json(start_response, 200, result)
+        if service == "sagemaker" and action == "UpdateClusterSoftware":
+            return self._json(start_response, 200, self.update_cluster_software(json.loads(body or b"{}")))
         if service == "ssm" and (action in OWN_SSM_ACTIONS or action in ASSOCIATION_ACTIONS):
             request = json.loads(body or b"{}")
             if action == "SendCommand":
@@ -412,6 +416,8 @@ class Emulator(StateManager, RotationPlane, LambdaApi, LifecyclePlane, ClusterPl
                 ]
         if path == "/_bed/associations":
             return self.associations_json()
+        if path == "/_bed/hyperpod/patches":
+            return self.patches_json()
         if path == "/_bed/associations/run" and method == "POST":
             self.run_associations(self.region, (request or {}).get("association_id"))
             return {}

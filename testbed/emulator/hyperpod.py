@@ -42,18 +42,15 @@ instance (a ParallelCluster node): its document from moto's instance
 The bed's nodes are its sshd nodes, so these go through the control API:
 ``POST /_bed/hyperpod/status`` (``cluster``, ``instance_id``, ``status``),
 ``POST /_bed/hyperpod/replace`` (``cluster``, ``instance_id``,
-``successor``, ``address``) and ``POST /_bed/hyperpod/patch``
-(``cluster``, ``instance_id``, ``image``: the test replaces the node's
-keys and reruns its lifecycle step, then sets it ``Running``).
+``successor``, ``address``); a patch is ``UpdateClusterSoftware``
+(software.py).
 """
 
 from __future__ import annotations
 
 import base64
 import copy
-import datetime
 import json
-import re
 import secrets
 import threading
 import time
@@ -83,7 +80,6 @@ class ClusterPlane:
     def _init_cluster(self) -> None:
         self.control_hooks["/_bed/hyperpod/status"] = self._hyperpod_status  # type: ignore[attr-defined]
         self.control_hooks["/_bed/hyperpod/replace"] = self._hyperpod_replace  # type: ignore[attr-defined]
-        self.control_hooks["/_bed/hyperpod/patch"] = self._hyperpod_patch  # type: ignore[attr-defined]
         self.control_hooks["/_bed/hyperpod/iid"] = self._hyperpod_iid  # type: ignore[attr-defined]
         self.control_hooks["/_bed/iid-key"] = self._iid_key  # type: ignore[attr-defined]
         self.control_hooks["/_bed/hyperpod/imds"] = self._hyperpod_imds  # type: ignore[attr-defined]
@@ -194,18 +190,6 @@ class ClusterPlane:
         node = _cluster(self.region, str(request["cluster"])).nodes[str(request["instance_id"])]
         node.status = status
         return {"instance_id": node.instance_id, "status": status}
-
-    def _hyperpod_patch(self, request: JsonObject) -> JsonObject:
-        """UpdateClusterSoftware's step on one node (module docstring)."""
-        image = str(request["image"])
-        if not re.fullmatch(r"ami-[0-9a-f]{8,17}", image):
-            raise ValueError(f"image {image!r} is no AMI id")
-        node = _cluster(self.region, str(request["cluster"])).nodes[str(request["instance_id"])]
-        node.status = "SystemUpdating"
-        # What patches.py's ClusterNode.describe reports.
-        node.bed_image = image
-        node.bed_software_at = datetime.datetime.now(datetime.UTC)
-        return {"instance_id": node.instance_id, "image": image, "status": node.status}
 
     def _hyperpod_replace(self, request: JsonObject) -> JsonObject:
         cluster = _cluster(self.region, str(request["cluster"]))

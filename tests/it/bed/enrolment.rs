@@ -337,6 +337,18 @@ pub(crate) fn enroll_with(bed: &TestBed, node: &Node, arn: &str, imds: &str) -> 
 
 /// [`enroll_with`], with `extra` arguments.
 pub(crate) fn enroll_with_args(bed: &TestBed, node: &Node, arn: &str, imds: &str, extra: &[&str]) -> Run {
+    let args = enroll_args(node, arn, extra);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = bed.node_run(node, &args, &enroll_env(bed, imds));
+    if run.code == 0 && run.json()["login_node"] == false {
+        wait_for_certificate(node);
+    }
+    run
+}
+
+/// The environment of [`enroll_with`]: the cluster-node role's keys and
+/// the IMDS at `imds`.
+pub(crate) fn enroll_env(bed: &TestBed, imds: &str) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = bed
         .aws_env(Role::ClusterNode)
         .into_iter()
@@ -344,8 +356,13 @@ pub(crate) fn enroll_with_args(bed: &TestBed, node: &Node, arn: &str, imds: &str
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
     env.push(("AWS_EC2_METADATA_SERVICE_ENDPOINT".to_owned(), imds.to_owned()));
+    env
+}
+
+/// The arguments of [`enroll_with`], and `extra`.
+pub(crate) fn enroll_args(node: &Node, arn: &str, extra: &[&str]) -> Vec<String> {
     let dir = node.ssh_dir.display().to_string();
-    let mut args = vec![
+    let mut args: Vec<String> = [
         "enroll",
         "--function",
         arn,
@@ -357,25 +374,27 @@ pub(crate) fn enroll_with_args(bed: &TestBed, node: &Node, arn: &str, imds: &str
         "*.ec2.internal,ip-127-*,127.*",
         "--output",
         "json",
-    ];
-    args.extend(extra);
-    let run = bed.node_run(node, &args, &env);
-    // enroll returns once sshd was told to reload (SIGHUP): a login in the
-    // next instant may meet the restarting listener. Wait for it to offer
-    // the certificate, as a client next in line would.
-    if run.code == 0 && run.json()["login_node"] == false {
-        crate::common::bed::wait_until(
-            "sshd offers the certificate",
-            std::time::Duration::from_secs(10),
-            || {
-                std::process::Command::new(require("ssh-keyscan"))
-                    .args(["-c", "-t", "ed25519", &node.address])
-                    .output()
-                    .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("-cert-v01@openssh.com"))
-            },
-        );
-    }
-    run
+    ]
+    .map(str::to_owned)
+    .into();
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
+    args
+}
+
+/// `enroll` returns once sshd was told to reload (SIGHUP): a login in the
+/// next instant may meet the restarting listener. Waits for it to offer
+/// the certificate, as a client next in line would.
+pub(crate) fn wait_for_certificate(node: &Node) {
+    crate::common::bed::wait_until(
+        "sshd offers the certificate",
+        std::time::Duration::from_secs(10),
+        || {
+            std::process::Command::new(require("ssh-keyscan"))
+                .args(["-c", "-t", "ed25519", &node.address])
+                .output()
+                .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("-cert-v01@openssh.com"))
+        },
+    );
 }
 
 /// [`enroll_as`] the instance HyperPod reports at the node's address.
@@ -416,18 +435,25 @@ pub(crate) fn client_config(bed: &TestBed, node: &Node) -> std::path::PathBuf {
 /// it greps slurm.conf), under Ubuntu's `ssh_config`, which includes
 /// `ssh_config.d/*.conf` at its top: no checking at all.
 pub(crate) fn base_config(node: &Node) {
+    std::fs::create_dir_all(node.ssh_dir.join("ssh_config.d")).unwrap();
+    for (path, text) in base_config_files(node) {
+        std::fs::write(path, text).unwrap();
+    }
+}
+
+/// The files of [`base_config`], with their text.
+pub(crate) fn base_config_files(node: &Node) -> [(std::path::PathBuf, String); 2] {
     let dir = node.ssh_dir.join("ssh_config.d");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("initsmhp-ssh.conf"),
-        "Match host * exec \"true\"\n    StrictHostKeyChecking no\n    HostbasedAuthentication no\n    CheckHostIP no\n    UserKnownHostsFile /dev/null\n",
-    )
-    .unwrap();
-    std::fs::write(
-        node.ssh_dir.join("ssh_config"),
-        format!("Include {}/*.conf\n\nHost *\n    SendEnv LANG LC_*\n", dir.display()),
-    )
-    .unwrap();
+    [
+        (
+            dir.join("initsmhp-ssh.conf"),
+            "Match host * exec \"true\"\n    StrictHostKeyChecking no\n    HostbasedAuthentication no\n    CheckHostIP no\n    UserKnownHostsFile /dev/null\n".to_owned(),
+        ),
+        (
+            node.ssh_dir.join("ssh_config"),
+            format!("Include {}/*.conf\n\nHost *\n    SendEnv LANG LC_*\n", dir.display()),
+        ),
+    ]
 }
 
 /// What ParallelCluster's cookbook writes as `ssh_config`: no `Include`,

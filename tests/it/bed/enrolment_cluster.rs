@@ -4,9 +4,14 @@
 //! node is refused until it enrols, and no other node changes
 //! (docs/cluster-trust.md).
 
-use crate::bed::enrolment::{base_config, client_config, enroll, enroll_as, instance_of, login, names_of};
-use crate::common::bed::{Node, TestBed, keyscan, snapshot, wait_until};
+use crate::bed::enrolment::{base_config, client_config, enroll, enroll_as, imds_of, instance_of, login, names_of};
+use crate::common::bed::{Node, Role, TestBed, keyscan, served, snapshot, wait_until};
 use crate::common::support::require;
+use aws_sdk_sagemaker::operation::update_cluster_software::builders::UpdateClusterSoftwareFluentBuilder;
+use aws_sdk_sagemaker::types::{
+    CapacitySizeConfig, DeploymentConfiguration, NodeUnavailabilityType, RollingDeploymentPolicy,
+    UpdateClusterSoftwareInstanceGroupSpecification,
+};
 
 /// Six nodes enrolled: from every node to every other, by private DNS
 /// name, host name and address, strict (30 ordered pairs x 3): every
@@ -51,8 +56,8 @@ fn six_enrolled_nodes_reach_each_other_strictly_by_every_name() {
     );
 }
 
-/// HyperPod patches the worker group, one node at a time
-/// (`UpdateClusterSoftware`: the root volume replaced, the lifecycle
+/// HyperPod patches the worker group, one node at a time, through
+/// `UpdateClusterSoftware` (the root volume replaced, the lifecycle
 /// scripts run again): each node comes back under its instance id with new
 /// host keys and nothing of hostkeyctl's, on a new image, and its
 /// lifecycle step's `enroll` is accepted with no admin step. A user of a
@@ -66,20 +71,51 @@ fn a_rolling_patch_re_enrols_every_worker(bed: &TestBed, runtime: &tokio::runtim
         .filter(|n| hyperpod.groups[&instance_of(bed, &n.address)] == "worker-group")
         .collect();
     assert_eq!(workers.len(), 3);
-    let node_status = |instance: &str, status: &str| {
-        let body = serde_json::json!({"cluster": hyperpod.cluster, "instance_id": instance, "status": status});
-        bed.control("POST", "/_bed/hyperpod/status", &body);
+    // The first node's patch waits for the test, which meanwhile asks for
+    // a second update.
+    let gate = tempfile::tempdir().unwrap();
+    let release = gate.path().join("release");
+    let before = patch_steps(bed, &workers, arn, &release);
+    let config = runtime.block_on(bed.sdk_config_as(Role::BedRoot, 1));
+    let sagemaker = aws_sdk_sagemaker::Client::new(&config);
+    let update = one_at_a_time(&sagemaker, &hyperpod.cluster);
+    // SageMaker's refusals (its API reference, UpdateClusterSoftware's errors).
+    let refused = |call: UpdateClusterSoftwareFluentBuilder| {
+        let error = runtime.block_on(call.send()).unwrap_err();
+        error
+            .as_service_error()
+            .map(|e| e.meta().code().unwrap_or_default().to_owned())
     };
-    for node in &workers {
+    let elsewhere = update.clone().cluster_name("no-such-cluster");
+    assert_eq!(refused(elsewhere).as_deref(), Some("ResourceNotFound"));
+    let unknown = update.clone().instance_groups(
+        UpdateClusterSoftwareInstanceGroupSpecification::builder()
+            .instance_group_name("no-such-group")
+            .build(),
+    );
+    assert_eq!(refused(unknown).as_deref(), Some("ValidationException"));
+    runtime.block_on(update.clone().send()).unwrap();
+    assert_eq!(refused(update).as_deref(), Some("ConflictException"));
+    std::fs::write(&release, "").unwrap();
+    let done = || {
+        let cluster = runtime.block_on(sagemaker.describe_cluster().cluster_name(&hyperpod.cluster).send());
+        cluster.unwrap().cluster_status().map(|s| s.as_str()) == Some("InService")
+    };
+    wait_until("the patch ends", std::time::Duration::from_secs(120), done);
+    patched_one_at_a_time(bed);
+    for (node, keys) in workers.iter().zip(&before) {
         let instance = instance_of(bed, &node.address);
-        let body =
-            serde_json::json!({"cluster": hyperpod.cluster, "instance_id": instance, "image": "ami-0bed000000000002"});
-        bed.control("POST", "/_bed/hyperpod/patch", &body);
-        new_keys_and_nothing_else(node);
-        base_config(node);
-        let run = enroll_as(bed, node, arn, &instance);
-        assert_eq!(run.code, 0, "{} after its patch: {}", node.name, run.stderr);
-        node_status(&instance, "Running");
+        let call = sagemaker
+            .describe_cluster_node()
+            .cluster_name(&hyperpod.cluster)
+            .node_id(&instance);
+        let described = runtime.block_on(call.send()).unwrap();
+        let details = described.node_details().unwrap();
+        let status = details.instance_status().unwrap().status();
+        assert_eq!(status.map(|s| s.as_str()), Some("Running"));
+        assert_eq!(details.current_image_id(), Some("ami-0bed000000000002"));
+        crate::bed::enrolment::wait_for_certificate(node);
+        assert_ne!(&served(node), keys, "{}: the patch kept its keys", node.name);
     }
     let patched = instance_of(bed, &workers[0].address);
     let thief = crate::bed::enrolment::node_request(bed, &bed.state.nodes[0], &patched, arn, &[]);
@@ -88,6 +124,73 @@ fn a_rolling_patch_re_enrols_every_worker(bed: &TestBed, runtime: &tokio::runtim
         failed && answer.to_string().contains("enrolled other host keys"),
         "{answer}"
     );
+}
+
+/// Tells the emulator what a patch runs on each worker: its root volume
+/// replaced (new keys, the image's ssh configuration; the first waits for
+/// `release` before) and its lifecycle step's `enroll`. The keys each
+/// served before.
+fn patch_steps(bed: &TestBed, workers: &[&Node], arn: &str, release: &std::path::Path) -> Vec<Vec<Option<String>>> {
+    let wait = format!("while [ ! -e {} ]; do sleep 0.1; done; ", release.display());
+    let mut before = Vec::new();
+    for (i, node) in workers.iter().enumerate() {
+        let instance = instance_of(bed, &node.address);
+        let enroll = crate::bed::enrolment::enroll_args(node, arn, &[]);
+        let enroll: Vec<&str> = enroll.iter().map(String::as_str).collect();
+        let env = crate::bed::enrolment::enroll_env(bed, &imds_of(bed, &instance));
+        let gate = if i == 0 { wait.as_str() } else { "" };
+        let body = serde_json::json!({
+            "cluster": bed.state.hyperpod.as_ref().unwrap().cluster,
+            "instance_id": instance,
+            "root_volume": format!("{gate}{} && {}", new_instance_script(node), image_config_script(node)),
+            "on_create": bed.node_script(node, &enroll, &env),
+        });
+        bed.control("POST", "/_bed/hyperpod/node-steps", &body);
+        before.push(served(node));
+    }
+    before
+}
+
+/// `UpdateClusterSoftware` of the worker group, one node at a time.
+fn one_at_a_time(sagemaker: &aws_sdk_sagemaker::Client, cluster: &str) -> UpdateClusterSoftwareFluentBuilder {
+    let policy = RollingDeploymentPolicy::builder()
+        .maximum_batch_size(
+            CapacitySizeConfig::builder()
+                .r#type(NodeUnavailabilityType::InstanceCount)
+                .value(1)
+                .build(),
+        )
+        .build();
+    sagemaker
+        .update_cluster_software()
+        .cluster_name(cluster)
+        .instance_groups(
+            UpdateClusterSoftwareInstanceGroupSpecification::builder()
+                .instance_group_name("worker-group")
+                .build(),
+        )
+        .deployment_config(
+            DeploymentConfiguration::builder()
+                .rolling_update_policy(policy)
+                .wait_interval_in_seconds(0)
+                .build(),
+        )
+}
+
+/// The emulator's record of the patch: each worker's step (new keys, its
+/// enroll) succeeded, one batch after another.
+fn patched_one_at_a_time(bed: &TestBed) {
+    let patches = bed.control("GET", "/_bed/hyperpod/patches", &serde_json::json!({}));
+    let patches = patches.as_array().unwrap();
+    assert_eq!(patches.len(), 3, "{patches:#?}");
+    for (i, patch) in patches.iter().enumerate() {
+        assert_eq!(patch["status"], "Running", "{patches:#?}");
+        assert_eq!(patch["batch"], i, "{patches:#?}");
+        if i > 0 {
+            let after = patches[i - 1]["ended"].as_f64() <= patch["started"].as_f64();
+            assert!(after, "{patches:#?}");
+        }
+    }
 }
 
 /// HyperPod replaces the last compute node: a new instance at the same
@@ -142,34 +245,37 @@ fn replace_a_compute_node(bed: &TestBed, arn: &str) {
 /// The node as a new instance: new host keys, none of hostkeyctl's files,
 /// sshd reloaded onto them.
 fn new_keys_and_nothing_else(node: &Node) {
-    for entry in std::fs::read_dir(&node.ssh_dir).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        if name.starts_with("ssh_host_") || name.starts_with("ssh_known_hosts") || name == "ssh_config" {
-            std::fs::remove_file(&path).unwrap();
-        }
-    }
-    for dir in ["sshd_config.d", "ssh_config.d"] {
-        let _ = std::fs::remove_dir_all(node.ssh_dir.join(dir));
-        std::fs::create_dir_all(node.ssh_dir.join(dir)).unwrap();
-    }
-    for kind in ["ed25519", "ecdsa", "rsa"] {
-        let status = std::process::Command::new(require("ssh-keygen"))
-            .args(["-q", "-t", kind, "-N", ""])
-            .arg("-f")
-            .arg(node.ssh_dir.join(format!("ssh_host_{kind}_key")))
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-    let reload = node.env.get("HOSTKEYCTL_RELOAD_COMMAND").unwrap();
-    assert!(
-        std::process::Command::new("sh")
-            .args(["-c", reload])
-            .status()
-            .unwrap()
-            .success()
-    );
+    let status = std::process::Command::new("sh")
+        .args(["-c", &new_instance_script(node)])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// [`new_keys_and_nothing_else`] as one `sh` command line.
+fn new_instance_script(node: &Node) -> String {
+    let quote = |word: &str| shlex::try_quote(word).unwrap().into_owned();
+    format!(
+        "cd {dir} && rm -f ssh_host_* ssh_known_hosts* ssh_config && rm -rf sshd_config.d ssh_config.d \
+         && mkdir sshd_config.d ssh_config.d \
+         && for kind in ed25519 ecdsa rsa; do {keygen} -q -t $kind -N '' -f ssh_host_${{kind}}_key || exit 1; done \
+         && sh -c {reload}",
+        dir = quote(&node.ssh_dir.display().to_string()),
+        keygen = quote(&require("ssh-keygen").display().to_string()),
+        reload = quote(node.env.get("HOSTKEYCTL_RELOAD_COMMAND").unwrap()),
+    )
+}
+
+/// What the image's root volume holds of ssh's configuration
+/// ([`crate::bed::enrolment::base_config`]), as one `sh` command line.
+fn image_config_script(node: &Node) -> String {
+    let quote = |word: &str| shlex::try_quote(word).unwrap().into_owned();
+    let files = crate::bed::enrolment::base_config_files(node);
+    let writes: Vec<String> = files
+        .iter()
+        .map(|(path, text)| format!("printf %s {} > {}", quote(text), quote(&path.display().to_string())))
+        .collect();
+    writes.join(" && ")
 }
 
 /// Every ordered pair of distinct nodes, by each of the target's names,

@@ -111,6 +111,22 @@ impl TestBed {
         Run::from(out)
     }
 
+    /// What [`TestBed::node_run`] runs, as one `sh` command line: for a
+    /// step the bed's emulator runs on the node (a HyperPod lifecycle
+    /// script run again by a patch).
+    pub fn node_script(&self, node: &Node, args: &[&str], env: &[(String, String)]) -> String {
+        let quote = |word: &str| shlex::try_quote(word).unwrap().into_owned();
+        let mut words = vec!["exec env -u HOSTKEYCTL_OUTPUT -u AWS_PROFILE".to_owned()];
+        let owned = self.aws_env(Role::Node).into_iter().map(|(k, v)| (k.to_owned(), v));
+        let all = owned
+            .chain(node.env.iter().map(|(k, v)| (k.clone(), v.clone())))
+            .chain(env.iter().cloned());
+        words.extend(all.map(|(k, v)| quote(&format!("{k}={v}"))));
+        words.push(quote(&crate::common::support::node_binary().display().to_string()));
+        words.extend(args.iter().map(|a| quote(a)));
+        words.join(" ")
+    }
+
     /// Creates secret `name` adopting `node`'s current host keys.
     pub fn init_from_node(&self, name: &str, node: &Node) -> Value {
         let run = self
