@@ -9,6 +9,8 @@ a slow machine; it prints what it measured.
     python3 scripts/bench.py rotate  [--instances 1000]
     python3 scripts/bench.py audit   [--nodes 3 --repeats 50 --samples 150]
     python3 scripts/bench.py enrol   [--instances 1000 --quota 15 --parallel 8] (bench_enrol.py)
+    python3 scripts/bench.py admission [--nodes 200 --zones 3 --batch 10 --reboot 30 --every 5 --rate 5]
+                                       (bench_admission.py)
     python3 scripts/bench.py all
 
 Uses the shipped admin build, as `make dist` stages it (`make bench` builds it).
@@ -29,6 +31,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bench_admission import bench_admission
 from bench_common import BIN, CORES, Bed, host_busy, median_ms, proc_cpu, run_cpu, run_rss, timed
 from bench_enrol import bench_enrol
 
@@ -441,7 +444,9 @@ def bench_penalties(nodes: int, samples: int) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["keygen", "install", "push", "rotate", "audit", "penalties", "enrol", "all"])
+    parser.add_argument(
+        "what", choices=["keygen", "install", "push", "rotate", "audit", "penalties", "enrol", "admission", "all"]
+    )
     parser.add_argument("--runs", type=int, default=None)
     parser.add_argument(
         "--instances",
@@ -450,12 +455,17 @@ def main() -> int:
         help="emulated instances for push and rotate (repeatable; default 1000)",
     )
     parser.add_argument(
-        "--nodes", type=int, default=3, help="sshd nodes for the audit (the bed takes up to 100 and more)"
+        "--nodes", type=int, default=None, help="sshd nodes for the audit (default 3) and admission (default 200)"
     )
     parser.add_argument("--repeats", type=int, default=50, help="direct probes per node and key type")
     parser.add_argument("--samples", type=int, default=150, help="load balancer samples per key type")
     parser.add_argument("--quota", type=int, default=15, help="enrol: the emulated KMS Sign quota per second")
     parser.add_argument("--parallel", type=int, default=8, help="enrol: nodes enrolling at a time")
+    parser.add_argument("--zones", type=int, default=3, help="admission: Availability Zones the nodes span")
+    parser.add_argument("--batch", type=int, default=10, help="admission: the patch's batch, percent of the group")
+    parser.add_argument("--reboot", type=float, default=30, help="admission: seconds a patched node is down")
+    parser.add_argument("--every", type=float, default=5, help="admission: seconds between admit passes")
+    parser.add_argument("--rate", type=float, default=5, help="admission: strict logins a second")
     args = parser.parse_args()
     if not BIN.exists():
         raise SystemExit(f"{BIN} is missing: run `make bench` (builds it) or `make dist`")
@@ -466,9 +476,11 @@ def main() -> int:
     if args.what in ("install", "all"):
         bench_install(args.runs or 5)
     if args.what in ("audit", "all"):
-        bench_audit(args.nodes, args.repeats, args.samples)
+        bench_audit(args.nodes or 3, args.repeats, args.samples)
     if args.what in ("penalties", "all"):
-        bench_penalties(args.nodes, 30 if args.samples == 150 else args.samples)
+        bench_penalties(args.nodes or 3, 30 if args.samples == 150 else args.samples)
+    if args.what in ("admission", "all"):
+        bench_admission(args.nodes or 200, args.zones, args.batch, args.reboot, args.every, args.rate)
     instances = args.instances or [1000]
     for n in instances:
         if args.what in ("push", "all"):

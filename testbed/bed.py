@@ -110,6 +110,13 @@ def main() -> int:
         default="role",
         help="the login nodes' tags: Role=login and Cluster=<cluster>, or ParallelCluster's own only",
     )
+    up.add_argument(
+        "--zones",
+        type=int,
+        default=0,
+        help="place the login nodes round-robin across the region's first N Availability Zones, and give each"
+        " load balancer a subnet in each (default: EC2's placement, and the first two subnets)",
+    )
     up.add_argument("--net", type=int, default=None, help="network index K (default: first free)")
     up.add_argument("--no-reexec", action="store_true", help="start sshd with -r, so only a reload changes its keys")
     up.add_argument(

@@ -416,6 +416,12 @@ class Emulator(StateManager, RotationPlane, LambdaApi, LifecyclePlane, ClusterPl
                 ]
         if path == "/_bed/associations":
             return self.associations_json()
+        if path == "/_bed/target-states" and method == "POST":
+            # What DescribeTargetHealth would answer, without counting as a
+            # call (the admission benchmark samples it every second).
+            with targets.MODEL.lock:
+                regs = targets.MODEL.groups.get(str(request["target_group_arn"]), {})
+                return {f"{i}:{p}": r.state for (i, p), r in regs.items()}
         if path == "/_bed/hyperpod/patches":
             return self.patches_json()
         if path == "/_bed/associations/run" and method == "POST":

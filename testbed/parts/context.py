@@ -33,6 +33,7 @@ class Options:
     virtual: int
     held: int
     cluster: str
+    zones: int
     net: int | None
     no_reexec: bool
     no_ssm: bool

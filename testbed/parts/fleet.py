@@ -26,7 +26,7 @@ class Launcher:
     ec2: Any  # a boto3 client (boto3 has no types)
     image: str
 
-    def run(self, ip: str | None, tags: dict[str, str], count: int = 1) -> list[str]:
+    def run(self, ip: str | None, tags: dict[str, str], count: int = 1, zone: str | None = None) -> list[str]:
         kwargs: dict[str, object] = {
             "ImageId": self.image,
             "MinCount": count,
@@ -38,6 +38,8 @@ class Launcher:
         }
         if ip:
             kwargs["PrivateIpAddress"] = ip
+        if zone:
+            kwargs["Placement"] = {"AvailabilityZone": zone}
         return [i["InstanceId"] for i in self.ec2.run_instances(**kwargs)["Instances"]]
 
 
@@ -77,8 +79,11 @@ def register_instances(bed: FleetBed, net: int) -> None:
     cluster = bed.args.cluster
     bed.launcher = Launcher(ec2, image)
     run = bed.launcher.run
-    for node in bed.launched():
-        node.instance_id = run(node.address, login_tags(bed, node))[0]
+    zones = _zones(ec2, bed.args.zones)
+    for i, node in enumerate(bed.launched()):
+        # --zones: round-robin across the first N zones (EC2's placement).
+        zone = zones[i % len(zones)] if bed.args.zones else None
+        node.instance_id = run(node.address, login_tags(bed, node), zone=zone)[0]
     noise: list[Noise] = []
     for i in range(2):
         iid = run(
@@ -143,6 +148,14 @@ def share_first_node(bed: BedContext, virtual: list[str]) -> None:
     bed.emulator.virtual_shared = (shared.root, env)
 
 
+def _zones(ec2: Any, count: int) -> list[str]:
+    """The region's first ``count`` Availability Zones, by name."""
+    names = sorted(z["ZoneName"] for z in ec2.describe_availability_zones()["AvailabilityZones"])
+    if count > len(names):
+        raise SystemExit(f"bed: --zones {count}, but the region has {len(names)} zones")
+    return names[: max(count, 1)]
+
+
 def register_lb_and_cluster(bed: BedContext, net: int) -> None:
     """What `--target lb:`, `tg:` and `hyperpod:` find: two network load
     balancers with a TCP listener on 22, one forwarding to an IP target
@@ -170,9 +183,12 @@ def register_load_balancers(bed: BedContext, net: int, ec2: Any, elb: Any) -> No
     from .lb import ADDRESS
 
     vpc = ec2.describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}])["Vpcs"][0]["VpcId"]
-    subnets = [s["SubnetId"] for s in ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpc]}])["Subnets"]][
-        :2
-    ]
+    found = ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpc]}])["Subnets"]
+    # A subnet in each zone the load balancers serve: --zones's, else the
+    # first two subnets'.
+    wanted = _zones(ec2, bed.args.zones) if bed.args.zones else None
+    subnets = [s["SubnetId"] for s in found if wanted is None or s["AvailabilityZone"] in wanted]
+    subnets = subnets[: len(wanted)] if wanted else subnets[:2]
     cluster = bed.args.cluster
     state: dict[str, Elb] = {}
     for kind, targets in (
