@@ -6,7 +6,7 @@
 
 CARGO ?= cargo
 
-.PHONY: demo test check deps deps-dist lint style lint-aws lint-units lint-workflows deny deny-tool build dist dist-check bench clean-bed
+.PHONY: demo test check doc deps deps-dist lint style lint-aws lint-units lint-workflows deny deny-tool build dist dist-check bench clean-bed
 
 deps:
 	./scripts/install-deps.sh
@@ -64,8 +64,15 @@ deny: deny-tool
 # Unit tests, the memory tier and the tools tier (the built binary, the
 # CLI's transcripts, OpenSSH's tools): no root, sshd, AWS emulator or
 # HAProxy (the bed tier is feature testbed: make test).
-check: lint
+check: lint doc
 	$(CARGO) test --locked --features tools
+
+# The library's documentation, private items too, with broken intra-doc
+# links denied (make test documents it inside its test build instead:
+# scripts/rustc-doc-wrapper.sh).
+doc:
+	RUSTDOCFLAGS="-D rustdoc::broken_intra_doc_links -A rustdoc::private_intra_doc_links -A rustdoc::invalid_html_tags" \
+	  $(CARGO) doc --locked --no-deps --document-private-items --features testing
 
 # Every test runs with the shipped node build on the bed's nodes (x86_64;
 # aarch64 under qemu-user for converge, --check and rollback), after the

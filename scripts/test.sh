@@ -37,9 +37,11 @@ chmod 0755 "$work/lambda-x86_64/bootstrap"
 # tests (Cargo.toml, [profile.dist]; docs/design-notes.md). clippy (-D
 # warnings, as make lint) runs in the same build: clippy-driver is the
 # workspace's compiler (what `cargo clippy` does), so its lints cost no
-# check build of the dependencies. Every cargo run below uses the same
+# check build of the dependencies. The wrapper also documents the library
+# (rustdoc, broken intra-doc links denied) from the dependencies this build
+# made (scripts/rustc-doc-wrapper.sh). Every cargo run below uses the same
 # command and environment, or cargo would rebuild the crate.
-export RUSTC_WORKSPACE_WRAPPER=clippy-driver CLIPPY_ARGS=-Dwarnings
+export RUSTC_WORKSPACE_WRAPPER=$PWD/scripts/rustc-doc-wrapper.sh CLIPPY_ARGS=-Dwarnings
 tests=(cargo-zigbuild test --locked --profile dist --target x86_64-unknown-linux-gnu.2.17 --target-dir target/dist
   --features testing,testbed)
 

@@ -129,7 +129,7 @@ impl Deployed {
 }
 
 /// Sends a command line to instances and reports each one's outcome: SSM
-/// Run Command ([`SsmDispatcher`]), or an in-process double that runs
+/// Run Command ([`crate::aws::ssm::SsmDispatcher`]), or an in-process double that runs
 /// `install` against in-memory nodes (feature `testing`).
 pub trait Dispatcher: Sync {
     /// Sends `spec` to `instance_ids` in batches of at most 50; returns the

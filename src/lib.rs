@@ -21,7 +21,8 @@
 //! - [`store`] (Secrets Manager), [`dispatch`] (SSM), [`scan`] (SSH),
 //!   [`discovery`] (EC2, load balancers, HyperPod), [`ssm_document`]
 //!   (hostkeyctl's documents and what SSM holds of them), [`aws`] (SDK
-//!   configuration, errors): the outside systems, each behind a trait
+//!   configuration, errors; [`aws_error`] the calls' failures, which the
+//!   library's traits answer with): the outside systems, each behind a trait
 //!   (`SecretStore`, `Dispatcher`, `Prober`, `Fleet`, `TargetGroups`,
 //!   `SshdControl`) where
 //!   the flows need a seam;
@@ -32,7 +33,11 @@
 //!   fleets and new instances), [`audit`]
 //!   (expected set, scan, verdicts), [`admission`] (which nodes the load
 //!   balancer may send users to: admit, hold, drain, within limits),
-//!   [`certificate::signing`] (sign),
+//!   [`certificate`] and [`signing`] (sign: certificates on the set),
+//!   [`enrolment`] (a cluster's nodes trusting each other: each node's
+//!   own keys certified by a CA in KMS), [`doctor`] (what is missing for
+//!   a command to work), [`sessions`] (the HyperPod lifecycle step on
+//!   running nodes), [`notice`] (what to tell users in each phase),
 //!   [`install`] (plan, apply/roll back, verify, check), [`status`]
 //!   (versions, phase, convergence), [`known_hosts`] (what clients trust:
 //!   known_hosts lines, SSHFP, `@cert-authority`, the ssh_config block, and
@@ -41,6 +46,7 @@
 //! - [`shell`], [`fsutil`], [`process`], [`escape`]: quoting for node
 //!   shells, crash-safe writes, no core dumps, making outside text safe to
 //!   print; [`imds_guard`]: the metadata service kept to root on a node;
+//!   [`schedule_expr`]: the schedule expressions a command takes;
 //! - [`cli`], [`commands`], [`output`], [`exit`]: the command line, printing
 //!   and exit codes (only `commands` maps outcomes to exit codes; a command
 //!   imports no other command, only `commands::common`);

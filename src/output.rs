@@ -122,7 +122,7 @@ pub fn keep_whole(table: &mut Table, index: usize) {
 
 #[cfg(feature = "admin")]
 /// Adds a row to a table. Cells may hold text from outside (node reports,
-/// tags, AWS messages): every line of every cell is escaped ([`escape`]),
+/// tags, AWS messages): every line of every cell is escaped ([`crate::escape`]),
 /// the line breaks between them kept.
 pub fn add_row<I, S>(table: &mut Table, cells: I)
 where

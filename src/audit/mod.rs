@@ -5,7 +5,7 @@
 //!
 //! - [`expected`]: where the expected set comes from (the secret's tags or
 //!   value, a known_hosts file, fingerprints);
-//! - [`scanner`]: the handshakes, within limits ([`ScanPolicy::default`] is
+//! - [`crate::scan`]: the handshakes, within limits ([`ScanPolicy::default`] is
 //!   what the audit, a rotation's checks and `status` use);
 //! - [`judge`]: the verdicts;
 //! - [`report`]: the report and its conclusion (drift, incomplete,

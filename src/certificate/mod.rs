@@ -3,7 +3,7 @@
 //!
 //! A certificate is public data (an OpenSSH `*-cert-v01@openssh.com` line);
 //! it lives beside its key in the secret document. The CA's private key
-//! lives in a secret of its own ([`CaDocument`], `hostkeyctl-ca/v1`), which
+//! lives in a secret of its own ([`crate::document::CaDocument`], `hostkeyctl-ca/v1`), which
 //! the key set parser refuses, so a CA can never be installed as host keys.
 
 mod ca;

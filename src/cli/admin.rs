@@ -154,6 +154,8 @@ pub struct AuditArgs {
     pub port: u16,
     /// The load balancer to sample: HOST[:PORT], or lb:NAME_OR_ARN (its DNS
     /// name and SSH listener, and its registered targets as the backends).
+    // The help text's brackets are no links.
+    #[allow(rustdoc::broken_intra_doc_links)]
     #[arg(long, value_name = "HOST[:PORT]|lb:NAME")]
     pub lb: Option<crate::discovery::LbSpec>,
     /// Connections per key type through the load balancer.

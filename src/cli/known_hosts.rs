@@ -49,6 +49,8 @@ pub struct KnownHostsArgs {
     pub version_id: Option<VersionId>,
     /// The SSH port users connect to, when not 22 (lines then read
     /// [host]:port).
+    // The help text's brackets are no link.
+    #[allow(rustdoc::broken_intra_doc_links)]
     #[arg(long, default_value_t = 22, value_name = "PORT")]
     pub port: u16,
     /// Hash the host names, as `ssh-keygen -H` does.

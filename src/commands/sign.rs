@@ -1,5 +1,5 @@
 //! `hostkeyctl sign`: host certificates on the canonical set
-//! (docs/certificates.md), through [`crate::certificate::signing`].
+//! (docs/certificates.md), through [`crate::signing`].
 
 use serde::Serialize;
 

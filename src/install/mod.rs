@@ -12,7 +12,7 @@
 //!
 //! The phases, one module each: [`plan`] (read the sets, lock, work out
 //! every file), [`apply`] (back up, write, test, reload, roll back),
-//! [`verify`] (read back, handshakes), [`check`] (`--check`), and the
+//! [`verify`] (read back, handshakes), [`check`](mod@check) (`--check`), and the
 //! contract with the admin side, [`report`]. The outside systems are
 //! seams: the secret store ([`SecretStore`]), sshd ([`SshdControl`]) and
 //! the handshake ([`Prober`]).

@@ -5,7 +5,7 @@
 //! ([`crate::enrolment::SetKeys`]), a node's IMDS
 //! ([`crate::enrolment::node::Imds`]), the signer as the node reaches it
 //! ([`crate::enrolment::node::Signer`], the decision run in process) and
-//! KMS as a CA ([`crate::certificate::KmsSign`], a local P-256 key). Each
+//! KMS as a CA ([`crate::certificate::kms::KmsSign`], a local P-256 key). Each
 //! has [`Faults`].
 
 use std::collections::BTreeMap;
