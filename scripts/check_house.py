@@ -53,7 +53,7 @@ MAX_FRONT_DOOR_CODE = 100
 # the file is a door (issue 58).
 FRONT_DOOR_DEBT: dict[str, int] = {
     "src/admission/mod.rs": 444,
-    "src/association/mod.rs": 432,
+    "src/association/mod.rs": 427,
     "src/audit/mod.rs": 489,
     "src/aws/mod.rs": 233,
     "src/certificate/mod.rs": 405,
@@ -65,7 +65,7 @@ FRONT_DOOR_DEBT: dict[str, int] = {
     "src/enrolment/mod.rs": 194,
     "src/install/mod.rs": 215,
     "src/keyset/mod.rs": 345,
-    "src/known_hosts/mod.rs": 267,
+    "src/known_hosts/mod.rs": 253,
     "src/rollout/mod.rs": 294,
     "src/rotation/mod.rs": 421,
     "src/scan/mod.rs": 355,

@@ -24,6 +24,8 @@
 //! after the firewall services, and `imds-guard --check` says whether a
 //! node is guarded now.
 
+pub mod boot;
+
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};

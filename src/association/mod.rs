@@ -14,12 +14,14 @@
 //! [`delete`] removes it. Each is a flow over [`Associations`] (SSM, or an
 //! in-memory double), the store and the documents SSM holds.
 
+mod deleted;
 mod name;
 mod setup;
 mod text;
+pub use deleted::{Deleted, delete};
 
 pub use name::{default_name, name_for};
-pub use setup::{SETUP_SCHEDULE, deploy_setup, follow_setup, setup_name};
+pub use setup::{DeployReport, SETUP_SCHEDULE, deploy_setup, deploy_with_setup, follow_setup, setup_name};
 
 use std::collections::BTreeMap;
 
@@ -487,16 +489,6 @@ pub async fn show(
         association,
         document: check,
     }))
-}
-
-/// Deletes the association named `name`: its id, or `None` when there was
-/// none (nothing to do). What it installed stays on the nodes.
-pub async fn delete(associations: &impl Associations, name: &str) -> Result<Option<String>, AssociationError> {
-    let Some(association) = one(associations, name).await? else {
-        return Ok(None);
-    };
-    associations.delete(&association.id).await?;
-    Ok(Some(association.id))
 }
 
 impl crate::exit::ExitStatus for AssociationError {

@@ -31,12 +31,7 @@ pub async fn deploy_setup(
     imds: &str,
 ) -> Result<DeployOutcome, AssociationError> {
     let targets = targets(req.targets)?;
-    let (document, _) = crate::rollout::deliver::settle_setup(documents, setup_document)
-        .await
-        .map_err(|e| match e {
-            crate::rollout::deliver::DeliverError::Aws(a) => AssociationError::Aws(a),
-            other => AssociationError::Setup(other.to_string()),
-        })?;
+    let document = settled(documents, setup_document).await?;
     // The setup association also installs the keys once the build is
     // there: State Manager runs one association at a time on an instance,
     // in no order, so the converge association may have run first.
@@ -60,6 +55,78 @@ pub async fn deploy_setup(
         association,
         document,
     })
+}
+
+/// What `association deploy` made: the converge association, and with
+/// `--deliver` the setup association beside it.
+#[derive(Debug, serde::Serialize)]
+pub struct DeployReport {
+    /// The converge association.
+    #[serde(flatten)]
+    pub outcome: DeployOutcome,
+    /// The setup association (`--deliver`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub setup: Option<DeployOutcome>,
+}
+
+impl DeployReport {
+    /// What the text output says of association `name`.
+    pub fn text(&self, name: &str) -> String {
+        let mut out = self.outcome.text(name);
+        if let Some(setup) = &self.setup {
+            out.push_str(&setup.text(&setup_name(name)));
+        }
+        out
+    }
+}
+
+/// `association deploy`: the converge association, and with `setup`
+/// (`--deliver`: the setup document and the metadata service's mode) the
+/// setup association beside it. The setup document is checked first: a
+/// converge association on nodes that never get hostkeyctl would only
+/// fail.
+pub async fn deploy_with_setup(
+    store: &impl crate::store::SecretStore,
+    documents: &impl Dispatcher,
+    associations: &impl Associations,
+    req: &DeployRequest<'_>,
+    setup: Option<(&str, &str)>,
+) -> Result<DeployReport, AssociationError> {
+    if let Some((setup_document, _)) = setup {
+        settled(documents, setup_document).await?;
+    }
+    let outcome = super::deploy(store, documents, associations, req).await?;
+    let Some((setup_document, imds)) = setup else {
+        return Ok(DeployReport { outcome, setup: None });
+    };
+    // The secret as the converge association names it (its ARN).
+    let arn = outcome
+        .association
+        .spec
+        .parameters
+        .get("SecretId")
+        .and_then(|v| v.first())
+        .cloned()
+        .unwrap_or_default();
+    let setup = deploy_setup(documents, associations, req, setup_document, &arn, imds).await?;
+    Ok(DeployReport {
+        outcome,
+        setup: Some(setup),
+    })
+}
+
+/// The setup document `name`, trusted as `deliver` trusts it.
+async fn settled(
+    documents: &impl Dispatcher,
+    name: &str,
+) -> Result<crate::ssm_document::SentDocument, AssociationError> {
+    let (document, _) = crate::rollout::deliver::settle_setup(documents, name)
+        .await
+        .map_err(|e| match e {
+            crate::rollout::deliver::DeliverError::Aws(a) => AssociationError::Aws(a),
+            other => AssociationError::Setup(other.to_string()),
+        })?;
+    Ok(document)
 }
 
 /// After `ssm-document deploy-setup` made `version` the default of the

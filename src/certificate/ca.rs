@@ -91,3 +91,48 @@ impl signature::Signer<ssh_key::Signature> for CaKey {
         }
     }
 }
+
+/// What `ca init` created, as `--output json` prints it.
+#[derive(Debug, serde::Serialize)]
+pub struct CaReport {
+    /// The CA secret's ARN.
+    pub arn: String,
+    /// The CA key's type.
+    pub algorithm: String,
+    /// Its SHA-256 fingerprint.
+    pub fingerprint: String,
+    /// Its public line (what clients' `@cert-authority` lines hold).
+    pub public_key: String,
+    /// The file it was adopted from (`--from-file`).
+    pub adopted_from: Option<std::path::PathBuf>,
+    /// The KMS key that holds it, when KMS does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kms_key_arn: Option<String>,
+}
+
+impl CaReport {
+    /// The report of the CA `key`, stored as `arn`.
+    pub fn new(arn: String, key: &CaKey, adopted_from: Option<std::path::PathBuf>) -> Self {
+        Self {
+            arn,
+            algorithm: key.key_type(),
+            fingerprint: key.fingerprint().to_string(),
+            public_key: key.public_line(),
+            adopted_from,
+            kms_key_arn: match key {
+                CaKey::Kms(kms) => Some(kms.key_arn.clone()),
+                CaKey::Held(_) => None,
+            },
+        }
+    }
+
+    /// What the text output says.
+    pub fn text(&self) -> String {
+        let mut out = format!("created CA {}\n", self.arn);
+        if let Some(kms) = &self.kms_key_arn {
+            out.push_str(&format!("its private key is KMS key {kms} and never leaves KMS\n"));
+        }
+        out.push_str(&format!("fingerprint {}\n{}\n", self.fingerprint, self.public_key));
+        out
+    }
+}

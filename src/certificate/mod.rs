@@ -10,7 +10,7 @@ mod ca;
 pub mod kms;
 mod verdict;
 
-pub use ca::CaKey;
+pub use ca::{CaKey, CaReport};
 pub use verdict::{CertFinding, CertPolicy, CertVerdict, judge};
 
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -67,49 +67,14 @@ async fn run_deploy(
         max_errors: &args.max_errors,
         allow_other_clusters: args.allow_other_clusters,
     };
-    // The setup document first: a converge association on nodes that have
-    // no hostkeyctl and never get it would only fail.
-    if args.deliver {
-        crate::rollout::deliver::settle_setup(documents, &args.setup_document)
-            .await
-            .map_err(Failure::from)?;
-    }
-    let outcome = association::deploy(store, documents, associations, &request).await?;
-    let setup = if args.deliver {
-        // The secret as the converge association names it (its ARN).
-        let arn = outcome
-            .association
-            .spec
-            .parameters
-            .get("SecretId")
-            .and_then(|v| v.first())
-            .cloned()
-            .unwrap_or_default();
-        Some(
-            association::deploy_setup(
-                documents,
-                associations,
-                &request,
-                &args.setup_document,
-                &arn,
-                &args.imds,
-            )
-            .await?,
-        )
-    } else {
-        None
-    };
+    let setup = args
+        .deliver
+        .then_some((args.setup_document.as_str(), args.imds.as_str()));
+    let report = association::deploy_with_setup(store, documents, associations, &request, setup).await?;
     if output == OutputFormat::Json {
-        let mut report = serde_json::to_value(&outcome).map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
-        if let Some(setup) = &setup {
-            report["setup"] = serde_json::to_value(setup).map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
-        }
         output::print_json(&report).map_err(Failure::usage)?;
     } else {
-        print!("{}", outcome.text(name));
-        if let Some(setup) = &setup {
-            print!("{}", setup.text(&association::setup_name(name)));
-        }
+        print!("{}", report.text(name));
     }
     Ok(Status::Success)
 }
@@ -149,23 +114,12 @@ async fn run_show(
 }
 
 async fn run_delete(name: &str, associations: &SsmAssociations, output: OutputFormat) -> Result<Status, Failure> {
-    let deleted = association::delete(associations, name).await?;
+    let id = association::delete(associations, name).await?;
+    let deleted = association::Deleted::new(name, id.as_deref());
     if output == OutputFormat::Json {
-        output::print_json(&serde_json::json!({
-            "association": name,
-            "result": if deleted.is_some() { "deleted" } else { "absent" },
-            "association_id": deleted,
-        }))
-        .map_err(Failure::usage)?;
+        output::print_json(&deleted).map_err(Failure::usage)?;
     } else {
-        match deleted {
-            Some(id) => println!(
-                "association {} ({}): deleted. The nodes keep what it installed; push, or their timers, converge them from now on",
-                escape(name),
-                escape(&id)
-            ),
-            None => println!("association {}: there is none; nothing to delete", escape(name)),
-        }
+        println!("{}", deleted.text());
     }
     Ok(Status::Success)
 }

@@ -1,13 +1,11 @@
 //! `hostkeyctl ca init`: the CA secret (docs/certificates.md), never under
 //! the prefix the login nodes' role reads.
 
-use serde::Serialize;
-
 use crate::aws;
 use crate::aws::SecretsManagerStore;
 use crate::aws::kms::Kms;
-use crate::certificate::CaKey;
 use crate::certificate::kms::KmsAlgorithm;
+use crate::certificate::{CaKey, CaReport};
 use crate::cli::{CaCommand, CaInitArgs, GlobalArgs};
 use crate::document::CaDocument;
 use crate::exit::{ExitStatus, Failure, Status};
@@ -20,17 +18,6 @@ pub async fn run(command: &CaCommand, global: &GlobalArgs, output: OutputFormat)
     match command {
         CaCommand::Init(args) => ca_init(args, global, output).await,
     }
-}
-
-#[derive(Serialize)]
-struct CaReport {
-    arn: String,
-    algorithm: String,
-    fingerprint: String,
-    public_key: String,
-    adopted_from: Option<std::path::PathBuf>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    kms_key_arn: Option<String>,
 }
 
 /// The CA: adopted from a file, a new private key, an existing KMS key,
@@ -142,27 +129,10 @@ async fn ca_init(args: &CaInitArgs, global: &GlobalArgs, output: OutputFormat) -
                 _ => failure,
             }
         })?;
-    let report = CaReport {
-        arn: arn.to_string(),
-        algorithm: ca.key.key_type(),
-        fingerprint: ca.key.fingerprint().to_string(),
-        public_key: ca.key.public_line(),
-        adopted_from: args.from_file.clone(),
-        kms_key_arn: match &ca.key {
-            CaKey::Kms(kms) => Some(kms.key_arn.clone()),
-            CaKey::Held(_) => None,
-        },
-    };
+    let report = CaReport::new(arn.to_string(), &ca.key, args.from_file.clone());
     match output {
         OutputFormat::Json => output::print_json(&report).map_err(Failure::usage)?,
-        _ => {
-            println!("created CA {}", report.arn);
-            if let Some(kms) = &report.kms_key_arn {
-                println!("its private key is KMS key {kms} and never leaves KMS");
-            }
-            println!("fingerprint {}", report.fingerprint);
-            println!("{}", report.public_key);
-        }
+        _ => print!("{}", report.text()),
     }
     Ok(Status::Success)
 }

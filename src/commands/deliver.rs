@@ -32,13 +32,7 @@ pub async fn run(args: &DeliverArgs, global: &GlobalArgs, output: OutputFormat) 
     let plan = deliver::plan(&dispatcher, &fleet, &store, &request).await?;
     if args.dry_run {
         match output {
-            OutputFormat::Json => output::print_json(&serde_json::json!({
-                "dry_run": true,
-                "document": plan.document,
-                "builds": plan.builds,
-                "targets": plan.instances,
-            }))
-            .map_err(Failure::usage)?,
+            OutputFormat::Json => output::print_json(&plan.dry_run()).map_err(Failure::usage)?,
             _ => {
                 println!(
                     "would send {} to {} node(s), which install:",

@@ -8,7 +8,6 @@ use crate::cli::{EnrollArgs, GlobalArgs};
 use crate::enrolment::configure::LoginRoute;
 use crate::enrolment::host::{Setup, enroll};
 use crate::enrolment::listener::Service;
-use crate::enrolment::node::NodeError;
 use crate::exit::{Failure, Status};
 use crate::output::{self, OutputFormat};
 
@@ -37,31 +36,9 @@ pub async fn run(args: &EnrollArgs, global: &GlobalArgs, output: OutputFormat) -
         service,
     };
     let signer = LambdaSigner::new(&config, &args.function);
-    let report = enroll(&setup, &InstanceMetadata::default(), &signer, &sshd, &method, now_ms)
-        .await
-        .map_err(|e| {
-            let status = match e {
-                NodeError::Usage(_) | NodeError::NoKeys(_) => Status::Usage,
-                NodeError::Imds(_) | NodeError::Signer(_) => Status::Aws,
-                NodeError::Key { .. } | NodeError::Answer(_) | NodeError::Write { .. } | NodeError::Sshd(_) => {
-                    Status::Incomplete
-                }
-            };
-            Failure::with_status(status, anyhow::anyhow!("{e}"))
-        })?;
-    let files: Vec<_> = report.enrolled.as_ref().map(|w| w.files.clone()).unwrap_or_default();
+    let report = enroll(&setup, &InstanceMetadata::default(), &signer, &sshd, &method, now_ms).await?;
     match output {
-        OutputFormat::Json => output::print_json(&serde_json::json!({
-            "instance_id": report.enrolled.as_ref().map(|w| w.instance_id.clone()),
-            "principals": report.enrolled.as_ref().map(|w| w.principals.clone()),
-            "certificates": files,
-            "ca_fingerprint": report.ca,
-            "login_node": report.enrolled.is_none() || report.listener.is_some(),
-            "cluster_listener_port": report.listener,
-            "sshd_reload": report.reload,
-            "trusted": report.trusted,
-        }))
-        .map_err(Failure::usage)?,
+        OutputFormat::Json => output::print_json(&report.json()).map_err(Failure::usage)?,
         _ => {
             match (&report.enrolled, report.listener) {
                 (Some(w), Some(port)) => println!(
@@ -75,7 +52,7 @@ pub async fn run(args: &EnrollArgs, global: &GlobalArgs, output: OutputFormat) -
                 ),
             }
             println!("CA {}", report.ca);
-            for file in &files {
+            for file in report.enrolled.iter().flat_map(|w| &w.files) {
                 println!("  {}", file.display());
             }
             println!("strict for {}", report.trusted.join(", "));

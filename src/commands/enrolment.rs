@@ -4,7 +4,7 @@
 use crate::aws;
 use crate::aws::dynamodb::DynamoBindings;
 use crate::cli::{EnrolmentCommand, GlobalArgs};
-use crate::enrolment::admin::{BindingsAdmin, revoke};
+use crate::enrolment::admin::{BindingList, BindingsAdmin, revoke};
 use crate::exit::{Failure, Status};
 use crate::output::{self, OutputFormat};
 
@@ -16,19 +16,7 @@ pub async fn run(command: &EnrolmentCommand, global: &GlobalArgs, output: Output
             let table = DynamoBindings::new(&config, &args.table);
             let bindings = table.list().await?;
             if output == OutputFormat::Json {
-                let rows: Vec<_> = bindings
-                    .iter()
-                    .map(|(id, b)| {
-                        serde_json::json!({
-                            "instance_id": id,
-                            "fingerprints": b.fingerprints,
-                            "last_enrolled_ms": b.last_issued_at_ms,
-                            "revoked": b.revoked,
-                            "claim": b.claim,
-                        })
-                    })
-                    .collect();
-                output::print_json(&serde_json::json!({ "bindings": rows })).map_err(Failure::usage)?;
+                output::print_json(&BindingList::of(&bindings)).map_err(Failure::usage)?;
             } else {
                 for (id, b) in &bindings {
                     let state = match (b.revoked, b.claim) {

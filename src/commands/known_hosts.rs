@@ -7,6 +7,7 @@ use crate::cli::{GlobalArgs, KnownHostsArgs};
 use crate::exit::{Failure, Status};
 use crate::ids::SecretId;
 use crate::known_hosts::clients::{self, Client};
+use crate::known_hosts::made::{MadeKrl, MadeText};
 use crate::known_hosts::{self, CaSources, Hosts};
 use crate::output::{self, OutputFormat};
 
@@ -109,13 +110,8 @@ async fn revocation(
                 ))
             })?;
             if global.output == OutputFormat::Json {
-                let written = serde_json::json!({
-                    "schema": SCHEMA,
-                    "kind": "krl",
-                    "client": client_name(args),
-                    "path": path.display().to_string(),
-                    "summary": summary,
-                });
+                let client = client_name(args);
+                let written = MadeKrl::new(path, client.as_deref(), &summary);
                 output::print_json(&written).map_err(Failure::usage)?;
             }
             if !quiet {
@@ -125,9 +121,6 @@ async fn revocation(
     }
     Ok(Status::Success)
 }
-
-/// The JSON output's schema name and version.
-const SCHEMA: &str = "hostkeyctl-known-hosts/v1";
 
 /// `--client`'s name.
 fn client_name(args: &KnownHostsArgs) -> Option<String> {
@@ -140,8 +133,8 @@ fn client_name(args: &KnownHostsArgs) -> Option<String> {
 /// `kind`, `client`, `text`).
 fn emit(global: &GlobalArgs, kind: &str, args: &KnownHostsArgs, text: &str) -> Result<Status, Failure> {
     if global.output == OutputFormat::Json {
-        let value = serde_json::json!({"schema": SCHEMA, "kind": kind, "client": client_name(args), "text": text});
-        output::print_json(&value).map_err(Failure::usage)?;
+        let client = client_name(args);
+        output::print_json(&MadeText::new(kind, client.as_deref(), text)).map_err(Failure::usage)?;
     } else {
         print!("{text}");
     }

@@ -48,15 +48,7 @@ pub async fn run(args: &PushArgs, global: &GlobalArgs, output: OutputFormat) -> 
             .map_err(Failure::usage)?;
         let table = crate::commands::common::instances_table(&plan.instances);
         match output {
-            OutputFormat::Json => output::print_json(&serde_json::json!({
-                "dry_run": true,
-                "secret": version.arn,
-                "version_id": version.version_id,
-                "document": plan.document,
-                "command_line": command_line,
-                "targets": plan.instances,
-            }))
-            .map_err(Failure::usage)?,
+            OutputFormat::Json => output::print_json(&plan.dry_run(&command_line)).map_err(Failure::usage)?,
             _ => {
                 println!("would send to {} node(s) with {}:", plan.instances.len(), plan.document);
                 println!("{table}");

@@ -49,8 +49,10 @@ pub async fn run(command: &SsmDocumentCommand, global: &GlobalArgs, output: Outp
                 crate::association::follow_setup(&associations, document, &done.published.default_version).await?;
             match output {
                 OutputFormat::Json => {
-                    let mut report = serde_json::to_value(&done).map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
-                    report["associations_updated"] = serde_json::json!(followed);
+                    let report = crate::ssm_document::publish::SetupReport {
+                        setup: &done,
+                        associations_updated: &followed,
+                    };
                     output::print_json(&report).map_err(Failure::usage)?;
                 }
                 _ => {

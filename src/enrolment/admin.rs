@@ -44,3 +44,42 @@ pub async fn revoke(table: &impl BindingsAdmin, instances: &[String]) -> Result<
     }
     Ok(done)
 }
+
+/// `enrolment list --output json`: each binding as an admin reads it.
+#[derive(Debug, serde::Serialize)]
+pub struct BindingList<'a> {
+    /// One row per instance.
+    pub bindings: Vec<BindingRow<'a>>,
+}
+
+/// One binding of [`BindingList`].
+#[derive(Debug, serde::Serialize)]
+pub struct BindingRow<'a> {
+    /// A login node's claim: certified for no key.
+    pub claim: bool,
+    /// Its host keys' fingerprints.
+    pub fingerprints: &'a [String],
+    /// The instance.
+    pub instance_id: &'a str,
+    /// The last enrolment accepted (Unix milliseconds).
+    pub last_enrolled_ms: i64,
+    /// Revoked by an admin.
+    pub revoked: bool,
+}
+
+impl<'a> BindingList<'a> {
+    /// The rows of `bindings`, as [`BindingsAdmin::list`] answers them.
+    pub fn of(bindings: &'a [(String, Binding)]) -> Self {
+        let bindings = bindings
+            .iter()
+            .map(|(id, b)| BindingRow {
+                claim: b.claim,
+                fingerprints: &b.fingerprints,
+                instance_id: id,
+                last_enrolled_ms: b.last_issued_at_ms,
+                revoked: b.revoked,
+            })
+            .collect();
+        Self { bindings }
+    }
+}

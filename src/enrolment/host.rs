@@ -62,6 +62,44 @@ pub struct Report {
     pub revoked: usize,
 }
 
+impl Report {
+    /// `enroll --output json`.
+    pub fn json(&self) -> ReportJson<'_> {
+        let files = self.enrolled.as_ref().map(|w| w.files.as_slice()).unwrap_or_default();
+        ReportJson {
+            ca_fingerprint: &self.ca,
+            certificates: files,
+            cluster_listener_port: self.listener,
+            instance_id: self.enrolled.as_ref().map(|w| w.instance_id.as_str()),
+            login_node: self.enrolled.is_none() || self.listener.is_some(),
+            principals: self.enrolled.as_ref().map(|w| w.principals.as_slice()),
+            sshd_reload: self.reload.as_deref(),
+            trusted: &self.trusted,
+        }
+    }
+}
+
+/// `enroll --output json`: what [`enroll`] did.
+#[derive(Debug, serde::Serialize)]
+pub struct ReportJson<'a> {
+    /// The CA's fingerprint.
+    pub ca_fingerprint: &'a str,
+    /// The certificate files written (none on a login node serving the set).
+    pub certificates: &'a [std::path::PathBuf],
+    /// A login node's listener for the cluster, when it serves one.
+    pub cluster_listener_port: Option<u16>,
+    /// The instance enrolled.
+    pub instance_id: Option<&'a str>,
+    /// Whether this is a login node.
+    pub login_node: bool,
+    /// The names certified.
+    pub principals: Option<&'a [String]>,
+    /// How sshd was reloaded.
+    pub sshd_reload: Option<&'a str>,
+    /// The patterns checked strictly against the CA.
+    pub trusted: &'a [String],
+}
+
 /// True when `hostkeyctl install` manages the host keys sshd serves (its
 /// drop-in, or its block in the main config).
 pub fn serves_the_set(sshd_config: &Path) -> bool {

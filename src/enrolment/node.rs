@@ -127,6 +127,19 @@ pub enum NodeError {
     },
 }
 
+impl crate::exit::ExitStatus for NodeError {
+    fn status(&self) -> crate::exit::Status {
+        use crate::exit::Status;
+        match self {
+            NodeError::Usage(_) | NodeError::NoKeys(_) => Status::Usage,
+            NodeError::Imds(_) | NodeError::Signer(_) => Status::Aws,
+            NodeError::Key { .. } | NodeError::Answer(_) | NodeError::Write { .. } | NodeError::Sshd(_) => {
+                Status::Incomplete
+            }
+        }
+    }
+}
+
 /// The node's managed host keys in `ssh_dir`, with their files.
 fn own_keys(ssh_dir: &Path) -> Result<Vec<(PathBuf, PrivateKey)>, NodeError> {
     let mut keys = Vec::new();

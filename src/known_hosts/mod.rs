@@ -7,12 +7,14 @@
 //! module renders.
 
 pub mod clients;
+pub mod made;
 pub mod putty;
+mod sshfp;
+pub use sshfp::sshfp;
 
 use base64ct::{Base64, Encoding};
 use hmac::{Hmac, KeyInit, Mac};
 use sha1::Sha1;
-use sha2::{Digest, Sha256};
 use ssh_key::PublicKey;
 
 use crate::document::SecretDocument;
@@ -142,24 +144,6 @@ pub fn hashed_host(pattern: &str, salt: &[u8; 20]) -> String {
 pub fn key_part(key: &PublicKey) -> String {
     let line = crate::keyset::public_line(key);
     line.split_whitespace().take(2).collect::<Vec<_>>().join(" ")
-}
-
-/// `ssh-keygen -r`'s SSHFP records for one key.
-pub fn sshfp(name: &str, key: &PublicKey) -> Vec<String> {
-    let algorithm = match key.algorithm() {
-        ssh_key::Algorithm::Rsa { .. } => 1,
-        ssh_key::Algorithm::Dsa => 2,
-        ssh_key::Algorithm::Ecdsa { .. } => 3,
-        ssh_key::Algorithm::Ed25519 => 4,
-        _ => return Vec::new(),
-    };
-    let Ok(blob) = key.to_bytes() else { return Vec::new() };
-    let sha1 = Sha1::digest(&blob);
-    let sha256 = Sha256::digest(&blob);
-    vec![
-        format!("{name} IN SSHFP {algorithm} 1 {}", hex::encode(sha1)),
-        format!("{name} IN SSHFP {algorithm} 2 {}", hex::encode(sha256)),
-    ]
 }
 
 /// The CAs that signed the set's certificates, each once.

@@ -90,6 +90,31 @@ pub struct DeliverPlan {
     pub instances: Vec<Instance>,
 }
 
+impl DeliverPlan {
+    /// `deliver --dry-run`'s report: the plan, sent nowhere.
+    pub fn dry_run(&self) -> DryRunReport<'_> {
+        DryRunReport {
+            builds: &self.builds,
+            document: &self.document,
+            dry_run: true,
+            targets: &self.instances,
+        }
+    }
+}
+
+/// `deliver --dry-run --output json`.
+#[derive(Debug, Serialize)]
+pub struct DryRunReport<'a> {
+    /// What it would install.
+    pub builds: &'a NodeBuilds,
+    /// The document it would send.
+    pub document: &'a SentDocument,
+    /// Always true: nothing was sent.
+    pub dry_run: bool,
+    /// Where.
+    pub targets: &'a [Instance],
+}
+
 /// One node's outcome.
 #[derive(Clone, Debug, Serialize)]
 pub struct DeliveredNode {

@@ -41,6 +41,38 @@ pub struct PushPlan {
     pub document: SentDocument,
 }
 
+impl PushPlan {
+    /// `push --dry-run`'s report: the plan and the command line it would
+    /// send, sent nowhere.
+    pub fn dry_run<'a>(&'a self, command_line: &'a str) -> PushDryRun<'a> {
+        PushDryRun {
+            command_line,
+            document: &self.document,
+            dry_run: true,
+            secret: &self.desired.current.arn,
+            targets: &self.instances,
+            version_id: &self.desired.current.version_id,
+        }
+    }
+}
+
+/// `push --dry-run --output json`.
+#[derive(Debug, serde::Serialize)]
+pub struct PushDryRun<'a> {
+    /// What each node would run.
+    pub command_line: &'a str,
+    /// Through which document.
+    pub document: &'a SentDocument,
+    /// Always true: nothing was sent.
+    pub dry_run: bool,
+    /// The secret's ARN.
+    pub secret: &'a SecretId,
+    /// Where.
+    pub targets: &'a [Instance],
+    /// The version the nodes would install.
+    pub version_id: &'a VersionId,
+}
+
 /// Why a push could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum PushError {

@@ -99,6 +99,17 @@ pub struct SetupPublication {
     pub builds: super::setup::NodeBuilds,
 }
 
+/// `ssm-document deploy --setup --output json`: the setup document
+/// deployed, and the associations that now run its new version.
+#[derive(Debug, serde::Serialize)]
+pub struct SetupReport<'a> {
+    /// The document and its pins.
+    #[serde(flatten)]
+    pub setup: &'a SetupPublication,
+    /// The associations of the document moved to its new version.
+    pub associations_updated: &'a [String],
+}
+
 /// Deploys the setup document for `builds` under `name`.
 pub async fn publish_setup<D: Documents>(
     docs: &D,

@@ -56,7 +56,8 @@ fn tree(files: &[(&str, String)]) -> tempfile::TempDir {
 fn lib() -> (&'static str, String) {
     (
         "src/lib.rs",
-        "pub mod cli;\npub mod commands;\npub mod low;\npub mod high;\n".to_owned(),
+        "//! The map: [`cli`], [`commands`], [`low`], [`high`].\npub mod cli;\npub mod commands;\npub mod low;\npub mod high;\n"
+            .to_owned(),
     )
 }
 
@@ -148,4 +149,49 @@ fn a_trait_without_a_faulting_double_is_caught() {
         "{text}"
     );
     assert!(!text.contains("Covered") && !text.contains("Word"), "{text}");
+}
+
+/// A command over 150 lines, one that builds its report by hand or exits
+/// by itself, a front door over 100 lines of code, and a module missing
+/// from the crate's map are each named; a 150-line command and a door of
+/// 100 lines of code (comments aside) pass.
+#[test]
+fn the_commands_doors_and_map_rules_catch_their_breaches() {
+    let door = format!("//! The map.\n{}", "pub mod part;\n".repeat(100));
+    let big_door = format!("//! The map.\n{}", "pub fn f() {}\n".repeat(101));
+    let dir = tree(&[
+        (
+            "src/lib.rs",
+            "//! The crate: [`cli`], [`commands`], [`low`].\npub mod cli;\npub mod commands;\npub mod low;\npub mod lost;\n"
+                .to_owned(),
+        ),
+        ("src/cli.rs", String::new()),
+        ("src/low/mod.rs", door),
+        ("src/low/part.rs", String::new()),
+        ("src/lost/mod.rs", big_door),
+        ("src/commands/mod.rs", "pub mod a;\npub mod b;\npub mod c;\n".to_owned()),
+        ("src/commands/a.rs", "// a line\n".repeat(151)),
+        ("src/commands/b.rs", "fn r() { let _ = serde_json::json!({}); }\n// json! in a comment\n".to_owned()),
+        ("src/commands/c.rs", "fn e() { std::process::exit(3) }\n".to_owned() + &"//\n".repeat(149)),
+    ]);
+    let (ok, text) = check(dir.path());
+    assert!(!ok, "{text}");
+    for breach in [
+        "src/commands/a.rs: 151 lines (a command at most 150)",
+        "src/commands/b.rs:1: json! in a command",
+        "src/commands/c.rs:1: process::exit in a command",
+        "src/lost/mod.rs: 101 lines of code (a front door at most 100)",
+        "src/lib.rs: module lost is not in the crate's map",
+    ] {
+        assert!(text.contains(breach), "missing {breach:?} in:\n{text}");
+    }
+    for fine in [
+        "src/commands/c.rs: ",
+        "src/low/mod.rs",
+        "b.rs:2",
+        "module low",
+        "module cli",
+    ] {
+        assert!(!text.contains(fine), "{fine:?} was not a breach:\n{text}");
+    }
 }
