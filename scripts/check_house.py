@@ -17,10 +17,8 @@ house"); tests/it/tools/house.rs runs it.
   `process::exit`): reports are typed in the library, and `main` exits
   once;
 - front doors: a folder's `mod.rs` holds its module list, re-exports and
-  a map of its files, at most 100 lines of code; the folders that still
-  hold their flow there are listed with what they may keep
-  (`FRONT_DOOR_DEBT`), which may only shrink, and must be lowered when
-  they do;
+  a map of its files, at most 100 lines of code; the flow lives in a file
+  named for it;
 - the crate's map: every module `lib.rs` declares is named in its map
   (its `//!` text).
 
@@ -48,29 +46,6 @@ FRONT_DOORS = {"mod.rs", "lib.rs", "main.rs"}
 
 MAX_COMMAND_LINES = 150
 MAX_FRONT_DOOR_CODE = 100
-# Front doors that still hold their folder's flow, with the lines of code
-# each may keep: lower a figure when its file shrinks, drop the entry once
-# the file is a door (issue 58).
-FRONT_DOOR_DEBT: dict[str, int] = {
-    "src/association/mod.rs": 427,
-    "src/aws/mod.rs": 233,
-    "src/certificate/mod.rs": 405,
-    "src/cli/mod.rs": 309,
-    "src/commands/audit/mod.rs": 125,
-    "src/discovery/mod.rs": 351,
-    "src/doctor/mod.rs": 435,
-    "src/document/mod.rs": 294,
-    "src/enrolment/mod.rs": 194,
-    "src/install/mod.rs": 215,
-    "src/keyset/mod.rs": 345,
-    "src/known_hosts/mod.rs": 253,
-    "src/rollout/mod.rs": 294,
-    "src/scan/mod.rs": 355,
-    "src/scan/pacing/mod.rs": 333,
-    "src/ssm_document/mod.rs": 316,
-    "src/status/mod.rs": 248,
-    "src/store/mod.rs": 335,
-}
 HAND_MADE = re.compile(r"\bjson!|ExitCode::from|process::exit")
 
 RUST_FN = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:const\s+)?(?:async\s+)?(?:unsafe\s+)?fn\s+(\w+)")
@@ -452,21 +427,15 @@ def check_commands(root: Path) -> list[str]:
 
 
 def check_front_doors(root: Path) -> list[str]:
-    breaches: list[str] = []
     src = root / "src"
+    breaches: list[str] = []
     for path in sorted(src.rglob("mod.rs")) if src.is_dir() else []:
-        rel = str(path.relative_to(root))
         lines = code_lines(path.read_text())
-        allowed = FRONT_DOOR_DEBT.get(rel, MAX_FRONT_DOOR_CODE)
-        if lines > allowed:
+        if lines > MAX_FRONT_DOOR_CODE:
             breaches.append(
-                f"{rel}: {lines} lines of code (a front door at most {allowed}): move the flow into a file named for it"
+                f"{path.relative_to(root)}: {lines} lines of code (a front door at most {MAX_FRONT_DOOR_CODE}):"
+                " move the flow into a file named for it"
             )
-        elif rel in FRONT_DOOR_DEBT and lines < allowed:
-            keep = (
-                f"lower its FRONT_DOOR_DEBT to {lines}" if lines > MAX_FRONT_DOOR_CODE else "drop its FRONT_DOOR_DEBT"
-            )
-            breaches.append(f"{rel}: {lines} lines of code, under its allowance of {allowed}: {keep}")
     return breaches
 
 

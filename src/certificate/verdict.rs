@@ -153,7 +153,7 @@ mod tests {
     use super::{CertPolicy, CertVerdict, judge};
     use crate::certificate::Principal;
     use crate::certificate::now_unix;
-    use crate::certificate::tests::{request, signed};
+    use crate::certificate::signer::tests::{request, signed};
     use crate::keyset::{HostKey, KeyAlgorithm, KeySet};
 
     #[test]
