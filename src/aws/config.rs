@@ -1,9 +1,7 @@
 //! The SDK's configuration (`--region`, `--profile`, the endpoint, retries)
 //! and AWS's answers classified into [`AwsError`].
 
-#[cfg(feature = "admin")]
-pub use crate::aws_error::{AwsError, Call};
-
+use crate::aws_error::{AwsError, Call};
 use std::error::Error as StdError;
 use std::time::Duration;
 

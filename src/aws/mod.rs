@@ -38,5 +38,8 @@ pub mod secretsmanager;
 pub mod ssm;
 
 pub use config::*;
+#[cfg(feature = "admin")]
 pub use ec2::AwsFleet;
 pub use secretsmanager::SecretsManagerStore;
+
+pub use crate::aws_error::{AwsError, Call};

@@ -6,12 +6,6 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-#[cfg(feature = "admin")]
-#[cfg(feature = "admin")]
-#[cfg(feature = "admin")]
-#[cfg(feature = "admin")]
-#[cfg(feature = "admin")]
-#[cfg(feature = "admin")]
 use crate::aws::AwsArgs;
 use crate::exit::EXIT_CODES_HELP;
 use crate::fingerprint::Fingerprint;

@@ -16,11 +16,17 @@ mod rotate;
 mod schedule;
 #[cfg(feature = "admin")]
 mod setup;
+#[cfg(feature = "admin")]
 pub use admin::*;
+#[cfg(feature = "admin")]
 pub use admit::*;
 pub use args::*;
 pub use enroll::*;
+#[cfg(feature = "admin")]
 pub use known_hosts::*;
+#[cfg(feature = "admin")]
 pub use rotate::*;
+#[cfg(feature = "admin")]
 pub use schedule::*;
+#[cfg(feature = "admin")]
 pub use setup::*;
