@@ -22,4 +22,4 @@ mod text;
 pub use deleted::{Deleted, delete};
 pub use name::{default_name, name_for};
 pub use run::*;
-pub use setup::{DeployReport, SETUP_SCHEDULE, deploy_setup, deploy_with_setup, follow_setup, setup_name};
+pub use setup::{DeployReport, SETUP_SCHEDULE, deploy_with_setup, follow_setup, setup_name};

@@ -18,20 +18,18 @@ pub fn setup_name(name: &str) -> String {
 }
 
 /// `association deploy --deliver`: the association of the setup document
-/// (trusted as `deliver` trusts it) on the same targets as the converge
+/// (`document`, settled as `deliver` settles it) on the same targets as the converge
 /// association `req.name`, named [`setup_name`], with the secret: State
 /// Manager runs both on an instance that comes online, one at a time in
 /// either order, and this one installs the keys after the build.
-pub async fn deploy_setup(
-    documents: &impl Dispatcher,
+async fn deploy_setup(
     associations: &impl Associations,
     req: &DeployRequest<'_>,
-    setup_document: &str,
+    document: crate::ssm_document::SentDocument,
     secret_arn: &str,
     imds: &str,
 ) -> Result<DeployOutcome, AssociationError> {
     let targets = targets(req.targets)?;
-    let document = settled(documents, setup_document).await?;
     // The setup association also installs the keys once the build is
     // there: State Manager runs one association at a time on an instance,
     // in no order, so the converge association may have run first.
@@ -92,11 +90,13 @@ pub async fn deploy_with_setup(
     req: &DeployRequest<'_>,
     setup: Option<(&str, &str)>,
 ) -> Result<DeployReport, AssociationError> {
-    if let Some((setup_document, _)) = setup {
-        settled(documents, setup_document).await?;
-    }
+    // Read once, before anything is made.
+    let setup = match setup {
+        Some((name, imds)) => Some((settled(documents, name).await?, imds)),
+        None => None,
+    };
     let outcome = super::deploy(store, documents, associations, req).await?;
-    let Some((setup_document, imds)) = setup else {
+    let Some((document, imds)) = setup else {
         return Ok(DeployReport { outcome, setup: None });
     };
     // The secret as the converge association names it (its ARN).
@@ -108,7 +108,7 @@ pub async fn deploy_with_setup(
         .and_then(|v| v.first())
         .cloned()
         .unwrap_or_default();
-    let setup = deploy_setup(documents, associations, req, setup_document, &arn, imds).await?;
+    let setup = deploy_setup(associations, req, document, &arn, imds).await?;
     Ok(DeployReport {
         outcome,
         setup: Some(setup),

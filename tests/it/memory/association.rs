@@ -432,3 +432,42 @@ async fn each_failing_write_leaves_the_association_as_it_was_and_a_rerun_finishe
         "the reruns made each write once"
     );
 }
+
+/// `association deploy --deliver`: the setup association beside the
+/// converge one, naming the secret as it does, and the setup document read
+/// once (it was read a second time to make the setup association).
+#[tokio::test]
+async fn deploy_with_setup_makes_both_associations_reading_each_document_once() {
+    use hostkeyctl::association::deploy_with_setup;
+    use hostkeyctl::ssm_document::setup::{Arch, NodeBuilds};
+    let (store, fleet, _) = world(1).await;
+    let documents = MemDispatcher::new(&fleet, &store);
+    documents.deploy(CONVERGE_NAME, &content(Kind::Converge, &program()));
+    let builds = NodeBuilds {
+        location: "s3://my-bucket/hostkeyctl/v1".parse().unwrap(),
+        pins: [(Arch::X86_64, "a".repeat(64))].into(),
+    };
+    documents.deploy(SETUP_NAME, &builds.content());
+    let state = MemAssociations::default();
+    let (secret, targets, program) = (secret(), targets(), program());
+    let req = request(&secret, &targets, &program, "rate(30 minutes)");
+    let report = deploy_with_setup(&store, &documents, &state, &req, Some((SETUP_NAME, "root-only")))
+        .await
+        .unwrap();
+    let setup = report.setup.expect("the setup association");
+    assert_eq!(setup.association.spec.name, setup_name(NAME));
+    assert_eq!(setup.association.spec.document, SETUP_NAME);
+    assert_eq!(
+        setup.association.spec.parameters.get("SecretId"),
+        report.outcome.association.spec.parameters.get("SecretId"),
+    );
+    // One read of each document: the converge one and the setup one.
+    assert_eq!(documents.faults.count("ssm:DescribeDocument"), 2);
+    // Without the setup document nothing is made.
+    let empty = MemAssociations::default();
+    let err = deploy_with_setup(&store, &documents, &empty, &req, Some(("no-such-setup", "root-only")))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("no-such-setup"), "{err}");
+    assert!(empty.all.lock().unwrap().is_empty(), "an association was made");
+}
