@@ -87,7 +87,7 @@ pub struct AuditRequest {
 
 /// A node to audit: where to connect (none when it has no address) and
 /// what discovery said about it.
-pub(super) struct AuditNode {
+struct AuditNode {
     endpoint: Endpoint,
     reachable: bool,
     health: Option<discovery::Health>,
@@ -109,7 +109,7 @@ pub struct Audit<'a, S, F, D, P> {
     pub policy: ScanPolicy,
 }
 
-pub(super) fn needs(what: &str) -> AuditError {
+fn needs(what: &str) -> AuditError {
     AuditError::Refused(format!("no AWS configuration to {what}"))
 }
 
@@ -437,7 +437,7 @@ impl<S: SecretStore, F: Fleet, D: Dispatcher, P: Prober> Audit<'_, S, F, D, P> {
 }
 
 /// Option combinations that make no audit.
-pub(super) fn check(req: &AuditRequest) -> Result<(), AuditError> {
+fn check(req: &AuditRequest) -> Result<(), AuditError> {
     if req.targets.is_empty() && req.endpoints.is_empty() && req.lb.is_none() {
         return Err(AuditError::Refused(
             "nothing to audit: give --target SPEC, --endpoint HOST[:PORT] or --lb HOST[:PORT]|lb:NAME".to_owned(),
@@ -458,7 +458,7 @@ pub(super) fn check(req: &AuditRequest) -> Result<(), AuditError> {
     Ok(())
 }
 
-pub(super) fn endpoint_of(address: &HostPort) -> Endpoint {
+fn endpoint_of(address: &HostPort) -> Endpoint {
     Endpoint {
         name: address.to_string(),
         host: address.host().to_owned(),
@@ -468,7 +468,7 @@ pub(super) fn endpoint_of(address: &HostPort) -> Endpoint {
 
 /// Judges each node from what it served (keys, and certificates when
 /// `cert_policy` asks for them).
-pub(super) fn judge_nodes(
+fn judge_nodes(
     audit_nodes: Vec<AuditNode>,
     probes: Vec<BTreeMap<ScanAlgorithm, ServedProbe>>,
     plain: Option<Vec<BTreeMap<ScanAlgorithm, Probe>>>,

@@ -128,7 +128,7 @@ impl AwsError {
 /// What an SDK failure that reached no service says, in one line: the
 /// innermost two causes (the SDK's wrappers before them say only where it
 /// failed: "dispatch failure", "io error"), never the SDK's Debug text.
-pub(super) fn innermost(err: &(dyn StdError + 'static)) -> String {
+fn innermost(err: &(dyn StdError + 'static)) -> String {
     let mut texts: Vec<String> = Vec::new();
     let mut cause: Option<&(dyn StdError + 'static)> = Some(err);
     while let Some(e) = cause {

@@ -9,7 +9,7 @@ use crate::aws_error::AwsError;
 
 /// Whether `s` is a name AWS allows for a load balancer, target group,
 /// HyperPod cluster or instance group: letters, digits and inner hyphens.
-pub(super) fn is_resource_name(s: &str, max: usize) -> bool {
+fn is_resource_name(s: &str, max: usize) -> bool {
     !s.is_empty()
         && s.len() <= max
         && !s.starts_with('-')
@@ -20,7 +20,7 @@ pub(super) fn is_resource_name(s: &str, max: usize) -> bool {
 /// Whether `s` is an ARN of `service` whose resource starts with `kind`
 /// (`loadbalancer/`, `targetgroup/`, `cluster/`), with no character a
 /// shell or a table would treat specially.
-pub(super) fn is_arn(s: &str, service: &str, kind: &str) -> bool {
+fn is_arn(s: &str, service: &str, kind: &str) -> bool {
     let parts: Vec<&str> = s.splitn(6, ':').collect();
     parts.len() == 6
         && parts[0] == "arn"
@@ -67,7 +67,7 @@ impl TargetSpec {
     }
 }
 
-pub(super) const SPEC_HELP: &str = "use tag:KEY=VALUE (e.g. tag:Role=login), an instance id (i-0123456789abcdef0), lb:NAME_OR_ARN, tg:TARGET_GROUP_ARN or hyperpod:CLUSTER[/INSTANCE_GROUP]";
+const SPEC_HELP: &str = "use tag:KEY=VALUE (e.g. tag:Role=login), an instance id (i-0123456789abcdef0), lb:NAME_OR_ARN, tg:TARGET_GROUP_ARN or hyperpod:CLUSTER[/INSTANCE_GROUP]";
 
 impl FromStr for TargetSpec {
     type Err = String;

@@ -228,7 +228,7 @@ where
 
     /// The secret: readable, its fingerprint tags, its Cluster tag. Its
     /// fingerprints, when known, and its tags.
-    pub(super) async fn secret(&self, req: &DoctorRequest<'_>, out: &mut Vec<Finding>) -> Option<Vec<String>> {
+    async fn secret(&self, req: &DoctorRequest<'_>, out: &mut Vec<Finding>) -> Option<Vec<String>> {
         let subject = req.secret.to_string();
         // The secret as the fix lines' commands take it.
         let quoted = crate::shell::quote(&subject).unwrap_or_else(|_| subject.clone());
@@ -290,7 +290,7 @@ where
 
     /// hostkeyctl's three documents: deployed, and pinned by their hash.
     /// The check document, when it may be sent.
-    pub(super) async fn documents(
+    async fn documents(
         &self,
         req: &DoctorRequest<'_>,
         out: &mut Vec<Finding>,
@@ -347,7 +347,7 @@ where
 
     /// The setup document: what it pins, or that nodes without hostkeyctl
     /// cannot get it.
-    pub(super) async fn setup(&self, out: &mut Vec<Finding>) {
+    async fn setup(&self, out: &mut Vec<Finding>) {
         let name = crate::ssm_document::setup::SETUP_NAME;
         match crate::rollout::deliver::settle_setup(self.dispatcher, name).await {
             Ok((document, builds)) => {
@@ -385,7 +385,7 @@ where
 
     /// The rotation function the secret's schedule calls, and with
     /// `--stack`, the stack's admission and enrolment functions.
-    pub(super) async fn unattended(&self, req: &DoctorRequest<'_>, out: &mut Vec<Finding>) {
+    async fn unattended(&self, req: &DoctorRequest<'_>, out: &mut Vec<Finding>) {
         let Ok(info) = self.store.describe(req.secret).await else {
             return; // the secret's finding says why
         };
@@ -465,7 +465,7 @@ where
     }
 
     /// The targets: found, and inside the secret's cluster.
-    pub(super) async fn targets(&self, req: &DoctorRequest<'_>, out: &mut Vec<Finding>) -> Vec<Instance> {
+    async fn targets(&self, req: &DoctorRequest<'_>, out: &mut Vec<Finding>) -> Vec<Instance> {
         let shown: Vec<String> = req.targets.iter().map(ToString::to_string).collect();
         let subject = shown.join(" and ");
         let instances = match self.fleet.discover(req.targets).await {

@@ -163,7 +163,7 @@ pub enum DocumentError {
 }
 
 #[derive(Serialize, Deserialize)]
-pub(super) struct RawDocument {
+struct RawDocument {
     format: String,
     created: String,
     keys: Vec<RawKey>,
@@ -172,7 +172,7 @@ pub(super) struct RawDocument {
 }
 
 #[derive(Serialize, Deserialize)]
-pub(super) struct RawKey {
+struct RawKey {
     algorithm: String,
     public_key: String,
     fingerprint: String,
@@ -329,7 +329,7 @@ impl SecretDocument {
 /// Turns a serde_json error into a [`DocumentError`] that cannot leak key
 /// material: serde quotes offending string values in its messages, so those
 /// messages are replaced by the position alone.
-pub(super) fn classify_json_error(e: serde_json::Error) -> DocumentError {
+fn classify_json_error(e: serde_json::Error) -> DocumentError {
     use serde_json::error::Category;
     let position = format!("line {} column {}", e.line(), e.column());
     match e.classify() {

@@ -221,7 +221,7 @@ impl From<StoreError> for InstallError {
 
 impl InstallError {
     /// Why an error raised before anything was written stopped the install.
-    pub(super) fn refusal(&self) -> Refusal {
+    fn refusal(&self) -> Refusal {
         match self {
             InstallError::Store(e) if matches!(**e, StoreError::Aws(_)) => Refusal::Aws,
             InstallError::Locked { .. } => Refusal::Unavailable,
@@ -237,7 +237,7 @@ pub const LOCK_FILE_NAME: &str = "install.lock";
 /// What to add to an I/O error where the file system is read-only: the
 /// shipped unit (ProtectSystem=strict) leaves only /etc/ssh and the state
 /// directory writable.
-pub(super) fn read_only_hint(source: &std::io::Error) -> &'static str {
+fn read_only_hint(source: &std::io::Error) -> &'static str {
     if source.kind() == std::io::ErrorKind::ReadOnlyFilesystem {
         "; only /etc/ssh and /var/lib/hostkeyctl are writable under hostkeyctl-install.service (ProtectSystem=strict): for a file elsewhere (a symlinked sshd_config, a HostKey outside /etc/ssh) add its directory with a drop-in `ReadWritePaths=DIR` (docs/bootstrap.md)"
     } else {
@@ -281,7 +281,7 @@ pub async fn install(
 /// A converged install that left out certificates (expired, not yet
 /// valid) is `installed_without_certificates`: the keys are right, the
 /// certificates need renewal.
-pub(super) fn without_certificates(mut report: InstallReport) -> InstallReport {
+fn without_certificates(mut report: InstallReport) -> InstallReport {
     if !report.result.is_done() || report.certificates_left_out.is_empty() {
         return report;
     }

@@ -326,7 +326,7 @@ pub fn public_line(public: &PublicKey) -> String {
     public.to_openssh().unwrap_or_default()
 }
 
-pub(super) fn rsa_bits(rsa: &RsaKeypair) -> usize {
+fn rsa_bits(rsa: &RsaKeypair) -> usize {
     let n = rsa.public().n().as_positive_bytes().unwrap_or_default();
     let Some(first) = n.first() else { return 0 };
     n.len() * 8 - first.leading_zeros() as usize

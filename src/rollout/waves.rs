@@ -90,7 +90,7 @@ pub fn install_command_line(
 
 /// What push shows of a node's report: the result (noting a change of
 /// the sshd setting alone), the fingerprints, and the error.
-pub(super) fn summarize(report: &InstallReport) -> (String, BTreeMap<String, Fingerprint>, Option<String>) {
+fn summarize(report: &InstallReport) -> (String, BTreeMap<String, Fingerprint>, Option<String>) {
     let result = if report.result == InstallResult::Changed && !report.keys_changed {
         "changed (sshd setting only)".to_owned()
     } else {
@@ -104,7 +104,7 @@ pub(super) fn summarize(report: &InstallReport) -> (String, BTreeMap<String, Fin
     (result, report.fingerprints.clone(), error.map(|e| escape(&e)))
 }
 
-pub(super) fn tail(text: &str, max: usize) -> String {
+fn tail(text: &str, max: usize) -> String {
     let text = text.trim();
     let start = text
         .char_indices()
@@ -114,7 +114,7 @@ pub(super) fn tail(text: &str, max: usize) -> String {
     text[start..].to_owned()
 }
 
-pub(super) fn node_result(instance: &Instance, inv: Option<&Invocation>, not_sent_reason: &str) -> NodeResult {
+fn node_result(instance: &Instance, inv: Option<&Invocation>, not_sent_reason: &str) -> NodeResult {
     let mut r = NodeResult {
         instance_id: instance.instance_id.clone(),
         name: instance.name.clone(),

@@ -63,7 +63,7 @@ impl ScanAlgorithm {
         }
     }
 
-    pub(super) fn offered(self) -> Vec<Algorithm> {
+    fn offered(self) -> Vec<Algorithm> {
         match self {
             ScanAlgorithm::Ed25519 => vec![Algorithm::Ed25519],
             ScanAlgorithm::EcdsaP256 => vec![Algorithm::Ecdsa {
@@ -157,7 +157,7 @@ impl Served {
     }
 }
 
-pub(super) struct Capture {
+struct Capture {
     key: Arc<Mutex<Option<Served>>>,
 }
 
@@ -177,7 +177,7 @@ impl Handler for Capture {
     }
 }
 
-pub(super) const CHEAP_KEX: &[kex::Name] = &[
+const CHEAP_KEX: &[kex::Name] = &[
     kex::CURVE25519,
     kex::CURVE25519_PRE_RFC_8731,
     kex::ECDH_SHA2_NISTP256,
@@ -333,13 +333,7 @@ where
     out
 }
 
-pub(super) async fn handshake(
-    host: &str,
-    port: u16,
-    algorithm: ScanAlgorithm,
-    timeout: Duration,
-    certificates: bool,
-) -> Answer {
+async fn handshake(host: &str, port: u16, algorithm: ScanAlgorithm, timeout: Duration, certificates: bool) -> Answer {
     let (stream, heard) = match connect(host, port, timeout).await {
         Ok(s) => record::Recording::new(s),
         Err(e) => {
@@ -373,7 +367,7 @@ pub(super) async fn handshake(
 }
 
 /// A TCP connection to `host:port`, or why none.
-pub(super) async fn connect(host: &str, port: u16, timeout: Duration) -> Result<tokio::net::TcpStream, ScanError> {
+async fn connect(host: &str, port: u16, timeout: Duration) -> Result<tokio::net::TcpStream, ScanError> {
     let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
     let connect = tokio::time::timeout(timeout, tokio::net::TcpStream::connect((host, port))).await;
     let stream = match connect {
@@ -397,7 +391,7 @@ pub(super) async fn connect(host: &str, port: u16, timeout: Duration) -> Result<
 }
 
 /// The key exchange up to the server's host key, over `stream`.
-pub(super) async fn exchange(
+async fn exchange(
     stream: record::Recording<tokio::net::TcpStream>,
     algorithm: ScanAlgorithm,
     timeout: Duration,
@@ -433,7 +427,7 @@ pub(super) async fn exchange(
     }
 }
 
-pub(super) fn classify(e: russh::Error, algorithm: ScanAlgorithm) -> ScanError {
+fn classify(e: russh::Error, algorithm: ScanAlgorithm) -> ScanError {
     match e {
         russh::Error::NoCommonAlgo {
             kind: russh::AlgorithmKind::Key,

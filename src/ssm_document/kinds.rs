@@ -18,8 +18,8 @@ pub const CONVERGE_NAME: &str = "hostkeyctl-Converge";
 /// own is not deployed).
 pub const RUN_SHELL_SCRIPT: &str = "AWS-RunShellScript";
 
-pub(super) const UUID: &str = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
-pub(super) const FINGERPRINT: &str = "SHA256:[A-Za-z0-9+/]{43}";
+const UUID: &str = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
+const FINGERPRINT: &str = "SHA256:[A-Za-z0-9+/]{43}";
 
 /// Which of hostkeyctl's documents.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
@@ -78,7 +78,7 @@ pub fn content(kind: Kind, node_command: &Program) -> String {
 /// (AWSCURRENT, and an announced AWSPENDING as extra keys), as a pull
 /// fleet's timer runs it, so an association that runs it between a
 /// rotation's steps installs what that rotation pushes.
-pub(super) fn converge_content(node_command: &Program) -> String {
+fn converge_content(node_command: &Program) -> String {
     let p = patterns();
     let cmd = crate::shell::quote(node_command.as_str()).unwrap_or_default();
     let doc = json!({
@@ -132,7 +132,7 @@ pub fn converge_parameters(secret_arn: &str, region: Option<&Region>) -> BTreeMa
 
 /// The check document: `install --check` against the given fingerprints,
 /// which reads no secret and writes nothing.
-pub(super) fn check_content(node_command: &Program) -> String {
+fn check_content(node_command: &Program) -> String {
     let p = patterns();
     let doc = json!({
         "schemaVersion": "2.2",
@@ -165,7 +165,7 @@ pub(super) fn check_content(node_command: &Program) -> String {
 }
 
 /// The install document.
-pub(super) fn install_content(node_command: &Program) -> String {
+fn install_content(node_command: &Program) -> String {
     let p = patterns();
     let doc = json!({
         "schemaVersion": "2.2",

@@ -50,7 +50,7 @@ pub struct Phase {
 /// for the next scheduled rotation, promoted while the retired set is
 /// still offered, else steady. It names the secret by its name (users
 /// need no account id).
-pub(super) fn notice(phase: &Phase, scheduled_next: bool, name: &str, arn: &SecretId) -> crate::notice::Notice {
+fn notice(phase: &Phase, scheduled_next: bool, name: &str, arn: &SecretId) -> crate::notice::Notice {
     let users = if phase.state == "announced" || scheduled_next {
         crate::notice::Phase::Announced
     } else if phase.retiring_until.is_some() {
@@ -117,7 +117,7 @@ pub struct Overview<'a, S, F, P> {
 /// Until when nodes still offer the set the last promotion retired, by the
 /// rule `Servable` applies, from the versions `status` read: the retiring
 /// the announced set names, AWSPREVIOUS and AWSCURRENT's keys.
-pub(super) fn retiring_until(
+fn retiring_until(
     retiring: Option<&crate::document::Retiring>,
     previous: Option<&crate::store::StoredVersion>,
     current: Option<&KeySet>,
@@ -230,12 +230,7 @@ impl<S: SecretStore, F: Fleet, P: Prober> Overview<'_, S, F, P> {
     }
 
     /// Audits the targets against `current` by handshake.
-    pub(super) async fn converged(
-        &self,
-        targets: &[TargetSpec],
-        port: u16,
-        current: &KeySet,
-    ) -> Result<Converged, StatusError> {
+    async fn converged(&self, targets: &[TargetSpec], port: u16, current: &KeySet) -> Result<Converged, StatusError> {
         let endpoints: Vec<Endpoint> = self
             .fleet
             .targets(targets)

@@ -18,7 +18,7 @@ use crate::scan::pacing::Paced;
 use crate::store::VersionSelector;
 
 /// Where the expected set comes from, from the options.
-pub(super) fn expected_source(args: &AuditArgs) -> Result<ExpectedSource, Failure> {
+fn expected_source(args: &AuditArgs) -> Result<ExpectedSource, Failure> {
     if let Some(secret) = &args.secret_id {
         let selector = match (&args.stage, &args.version_id) {
             (_, Some(v)) => Some(VersionSelector::VersionId(v.clone())),
@@ -56,7 +56,7 @@ pub(super) fn expected_source(args: &AuditArgs) -> Result<ExpectedSource, Failur
 }
 
 /// What certificates must be, with `--ca-fingerprint`.
-pub(super) fn cert_policy(args: &AuditArgs) -> Option<crate::certificate::CertPolicy> {
+fn cert_policy(args: &AuditArgs) -> Option<crate::certificate::CertPolicy> {
     (!args.ca_fingerprints.is_empty()).then(|| crate::certificate::CertPolicy {
         ca_fingerprints: args.ca_fingerprints.clone(),
         principals: args.principals.clone(),

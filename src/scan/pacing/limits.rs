@@ -31,7 +31,7 @@ pub fn unix_now() -> f64 {
 
 /// What this process knows of one endpoint.
 #[derive(Debug, Default)]
-pub(super) struct Entry {
+struct Entry {
     /// The budget, when the ledger is in the process and the endpoint is
     /// known to penalize.
     budget: Option<Budget>,
@@ -96,15 +96,15 @@ impl Ledger {
         }
     }
 
-    pub(super) fn entries(&self) -> std::sync::MutexGuard<'_, BTreeMap<(String, u16), Entry>> {
+    fn entries(&self) -> std::sync::MutexGuard<'_, BTreeMap<(String, u16), Entry>> {
         self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    pub(super) fn dir(&self) -> Option<&Path> {
+    fn dir(&self) -> Option<&Path> {
         self.dir.as_deref().filter(|_| !self.dir_failed.load(Ordering::Relaxed))
     }
 
-    pub(super) fn file_failed(&self, path: &Path, e: &std::io::Error) {
+    fn file_failed(&self, path: &Path, e: &std::io::Error) {
         if !self.dir_failed.swap(true, Ordering::Relaxed) {
             tracing::warn!(
                 "connection budget kept in this process from now on: {}: {e}",
@@ -116,7 +116,7 @@ impl Ledger {
     /// Updates `host:port`'s file with `update`, under its lock; `None` if
     /// there is no file and `create` is false. `update` gets the budget in
     /// the file (none if it was just made or unreadable).
-    pub(super) fn with_file<T>(
+    fn with_file<T>(
         &self,
         host: &str,
         port: u16,
@@ -265,7 +265,7 @@ impl Ledger {
 /// The file of `host:port` in the ledger's directory: the host with every
 /// byte but letters, digits, `.` and `-` percent-encoded (no two hosts
 /// share a name, and none climbs out of the directory), then the port.
-pub(super) fn file_name(host: &str, port: u16) -> String {
+fn file_name(host: &str, port: u16) -> String {
     let mut name = String::with_capacity(host.len() + 8);
     for b in host.bytes() {
         if b.is_ascii_alphanumeric() || b == b'.' || b == b'-' {
@@ -283,7 +283,7 @@ pub(super) fn file_name(host: &str, port: u16) -> String {
 
 /// Makes `dir` (mode 0700) unless it exists, and checks that it is a
 /// directory of this user's that nobody else can write.
-pub(super) fn private_dir(dir: &Path) -> std::io::Result<()> {
+fn private_dir(dir: &Path) -> std::io::Result<()> {
     crate::fsutil::create_dir_all(dir, 0o700)?;
     let meta = std::fs::symlink_metadata(dir)?;
     let uid = rustix::process::geteuid().as_raw();
