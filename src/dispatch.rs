@@ -298,3 +298,22 @@ mod tests {
         assert!(validate_rate("--max-errors", "many").is_err());
     }
 }
+
+/// SSM's view of an instance (`DescribeInstanceInformation`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Registration {
+    /// `Online`, `ConnectionLost`, `Inactive`.
+    pub ping_status: String,
+    /// The SSM Agent's version.
+    pub agent_version: Option<String>,
+}
+
+/// The instances SSM manages.
+pub trait ManagedInstances: Sync {
+    /// The registration of each of `ids` SSM manages (the others are
+    /// absent).
+    fn registrations(
+        &self,
+        ids: &[String],
+    ) -> impl Future<Output = Result<BTreeMap<String, Registration>, AwsError>> + Send;
+}

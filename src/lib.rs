@@ -21,7 +21,8 @@
 //! - [`store`] (Secrets Manager), [`dispatch`] (SSM), [`scan`] (SSH),
 //!   [`discovery`] (EC2, load balancers, HyperPod), [`ssm_document`]
 //!   (hostkeyctl's documents and what SSM holds of them), [`aws`] (SDK
-//!   configuration, errors; [`aws_error`] the calls' failures, which the
+//!   configuration, errors; [`aws_options`] the options that reach it;
+//!   [`aws_error`] the calls' failures, which the
 //!   library's traits answer with): the outside systems, each behind a trait
 //!   (`SecretStore`, `Dispatcher`, `Prober`, `Fleet`, `TargetGroups`,
 //!   `SshdControl`) where
@@ -62,6 +63,7 @@ pub mod association;
 pub mod audit;
 pub mod aws;
 pub mod aws_error;
+pub mod aws_options;
 pub mod certificate;
 pub mod cli;
 pub mod commands;

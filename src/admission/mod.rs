@@ -4,11 +4,14 @@
 //! has), the target groups (who is registered, and registering) and the
 //! prober (what each node really serves, by handshake): [`Admission`].
 //!
+//! - [`group`]: the target group, its name and the ports that read and
+//!   change it;
 //! - [`run`]: the flow, from what is registered to the calls that change it;
 //! - [`plan`]: the decision per node (admit, hold, drain, remove, keep)
 //!   within the safety limits;
 //! - [`text`]: the table an operator reads.
 
+mod group;
 pub mod plan;
 mod run;
 #[cfg(test)]
@@ -16,6 +19,7 @@ mod tests_plan;
 mod text;
 mod whom;
 
+pub use group::{Balancers, Group, GroupSettings, GroupSpec, TargetGroups};
 pub use plan::{Decision, Limits, NodePlan, Observed, Serving, decide, deregistrations};
 pub use run::*;
 use whom::{serving_of, who_is_where};

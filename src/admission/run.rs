@@ -4,87 +4,17 @@
 use super::*;
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::str::FromStr;
 use std::sync::Arc;
 
 use serde::Serialize;
 
 use crate::audit::{self, Expected};
 use crate::aws_error::AwsError;
-use crate::discovery::{DiscoveryError, Fleet, GroupTarget, Target, TargetSpec};
+use crate::discovery::{DiscoveryError, Fleet, Target, TargetSpec};
 use crate::exit::Status;
 use crate::ids::SecretId;
 use crate::scan::{Endpoint, Prober, ScanPolicy, Scanner};
 use crate::store::{SecretStore, StoreError};
-
-/// The target group to keep: `tg:ARN`, or `lb:NAME_OR_ARN` (the one target
-/// group of its listener on the SSH port).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum GroupSpec {
-    /// `lb:NAME_OR_ARN`.
-    LoadBalancer(String),
-    /// `tg:ARN`.
-    TargetGroup(String),
-}
-
-impl FromStr for GroupSpec {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.parse::<TargetSpec>() {
-            Ok(TargetSpec::LoadBalancer(lb)) => Ok(GroupSpec::LoadBalancer(lb)),
-            Ok(TargetSpec::TargetGroup(tg)) => Ok(GroupSpec::TargetGroup(tg)),
-            Ok(_) => Err(format!("{s:?} is not a target group: give tg:ARN or lb:NAME_OR_ARN")),
-            Err(e) if s.trim().starts_with("lb:") || s.trim().starts_with("tg:") => Err(e),
-            Err(_) => Err(format!("{s:?} is not a target group: give tg:ARN or lb:NAME_OR_ARN")),
-        }
-    }
-}
-
-impl std::fmt::Display for GroupSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            GroupSpec::LoadBalancer(lb) => write!(f, "lb:{lb}"),
-            GroupSpec::TargetGroup(tg) => write!(f, "tg:{tg}"),
-        }
-    }
-}
-
-/// A target group as it stands.
-#[derive(Clone, Debug, Serialize)]
-pub struct Group {
-    /// Its ARN.
-    pub arn: String,
-    /// Its name.
-    pub name: String,
-    /// `ip` or `instance`: what its target ids are.
-    pub target_type: String,
-    /// The registered targets, with their health.
-    #[serde(skip)]
-    pub targets: Vec<GroupTarget>,
-}
-
-impl Group {
-    /// Whether its targets are instance ids (else addresses).
-    pub fn by_instance(&self) -> bool {
-        self.target_type == "instance"
-    }
-}
-
-/// The load balancer's target groups: read one, register and deregister.
-pub trait TargetGroups: Sync {
-    /// The target group `spec` names, with its targets.
-    fn group(&self, spec: &GroupSpec, port: u16) -> impl Future<Output = Result<Group, DiscoveryError>> + Send;
-    /// Registers `ids` (addresses or instance ids) on the group's port.
-    fn register(&self, group: &Group, ids: &[String]) -> impl Future<Output = Result<(), AwsError>> + Send;
-    /// Deregisters each (id, port) as registered; the group's
-    /// deregistration delay drains them.
-    fn deregister(
-        &self,
-        group: &Group,
-        targets: &[(String, Option<u16>)],
-    ) -> impl Future<Output = Result<(), AwsError>> + Send;
-}
 
 /// An Auto Scaling group's launch lifecycle hook.
 pub trait LifecycleHooks: Sync {

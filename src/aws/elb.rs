@@ -250,12 +250,8 @@ impl TargetGroups for AwsTargetGroups {
     }
 }
 
-impl crate::doctor::balancer::Balancers for AwsTargetGroups {
-    async fn settings(
-        &self,
-        spec: &GroupSpec,
-        port: u16,
-    ) -> Result<crate::doctor::balancer::GroupSettings, DiscoveryError> {
+impl crate::admission::Balancers for AwsTargetGroups {
+    async fn settings(&self, spec: &GroupSpec, port: u16) -> Result<crate::admission::GroupSettings, DiscoveryError> {
         let group = TargetGroups::group(self, spec, port).await?;
         let call = Call::new(
             "elasticloadbalancing:DescribeTargetGroups",
@@ -285,7 +281,7 @@ impl crate::doctor::balancer::Balancers for AwsTargetGroups {
             .iter()
             .filter_map(|a| Some((a.key()?.to_owned(), a.value()?.to_owned())))
             .collect();
-        Ok(crate::doctor::balancer::GroupSettings {
+        Ok(crate::admission::GroupSettings {
             protocol: text(one.and_then(|g| g.protocol()).map(|p| p.as_str())),
             port: port_of(one.and_then(|g| g.port())),
             health_check_protocol: text(one.and_then(|g| g.health_check_protocol()).map(|p| p.as_str())),

@@ -43,3 +43,4 @@ pub use ec2::AwsFleet;
 pub use secretsmanager::SecretsManagerStore;
 
 pub use crate::aws_error::{AwsError, Call};
+pub use crate::aws_options::{AWS, AwsArgs};

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::aws::AwsArgs;
+use crate::aws_options::AwsArgs;
 use crate::exit::EXIT_CODES_HELP;
 use crate::fingerprint::Fingerprint;
 use crate::hostport::HostPort;

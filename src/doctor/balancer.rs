@@ -5,44 +5,10 @@
 //! `DescribeTargetGroups`, `DescribeTargetGroupAttributes`,
 //! `DescribeTargetHealth`).
 
-use std::collections::BTreeMap;
-use std::future::Future;
-
 use super::{Finding, Level};
-use crate::admission::{Group, GroupSpec};
-use crate::discovery::{DiscoveryError, Instance, TargetSpec};
+use crate::admission::{GroupSettings, GroupSpec};
+use crate::discovery::{Instance, TargetSpec};
 use crate::escape::escape;
-
-/// A target group's settings and targets.
-#[derive(Clone, Debug)]
-pub struct GroupSettings {
-    /// The group and its targets with their health.
-    pub group: Group,
-    /// `TCP`, `TLS`, `UDP`, `TCP_UDP`, `TCP_QUIC` (a Network Load
-    /// Balancer's).
-    pub protocol: String,
-    /// The port its targets take traffic on (each target may have its
-    /// own).
-    pub port: Option<u16>,
-    /// The health check's protocol: `TCP`, `HTTP`, `HTTPS`.
-    pub health_check_protocol: String,
-    /// `traffic-port` or a port number.
-    pub health_check_port: String,
-    /// Its attributes (`preserve_client_ip.enabled`,
-    /// `proxy_protocol_v2.enabled`, ...).
-    pub attributes: BTreeMap<String, String>,
-}
-
-/// Reads a target group's settings.
-pub trait Balancers: Sync {
-    /// The target group `spec` names (for `lb:`, the one its listener on
-    /// `port` forwards to), with its settings and targets.
-    fn settings(
-        &self,
-        spec: &GroupSpec,
-        port: u16,
-    ) -> impl Future<Output = Result<GroupSettings, DiscoveryError>> + Send;
-}
 
 /// The target group to look at: `--target-group`, or the one `lb:`/`tg:`
 /// target the nodes were named by.
@@ -245,7 +211,9 @@ fn targets(s: &GroupSettings, subject: &str, nodes: &[Instance]) -> Vec<Finding>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::Group;
     use crate::discovery::{GroupTarget, Health};
+    use std::collections::BTreeMap;
 
     fn node(n: u8) -> Instance {
         Instance {

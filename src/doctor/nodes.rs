@@ -4,8 +4,9 @@
 
 use std::time::Duration;
 
-use super::{Doctor, DoctorRequest, Finding, Level, ManagedInstances, subject_of};
+use super::{Doctor, DoctorRequest, Finding, Level, subject_of};
 use crate::discovery::{Fleet, Instance};
+use crate::dispatch::ManagedInstances;
 use crate::dispatch::{CommandSpec, Dispatcher, Invocation};
 use crate::escape::escape;
 use crate::imds_guard::Access;
@@ -19,7 +20,7 @@ where
     F: Fleet,
     D: Dispatcher,
     M: ManagedInstances,
-    B: super::balancer::Balancers,
+    B: crate::admission::Balancers,
     L: crate::rotation::function::FunctionConfig,
 {
     /// A HyperPod instance group: SSM Run Command does not reach its

@@ -2,8 +2,6 @@
 //! failing call becoming that check's finding.
 
 use super::*;
-use std::collections::BTreeMap;
-use std::future::Future;
 
 use serde::Serialize;
 
@@ -115,25 +113,6 @@ impl crate::exit::ExitStatus for Diagnosis {
     }
 }
 
-/// SSM's view of an instance (`DescribeInstanceInformation`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Registration {
-    /// `Online`, `ConnectionLost`, `Inactive`.
-    pub ping_status: String,
-    /// The SSM Agent's version.
-    pub agent_version: Option<String>,
-}
-
-/// The instances SSM manages.
-pub trait ManagedInstances: Sync {
-    /// The registration of each of `ids` SSM manages (the others are
-    /// absent).
-    fn registrations(
-        &self,
-        ids: &[String],
-    ) -> impl Future<Output = Result<BTreeMap<String, Registration>, AwsError>> + Send;
-}
-
 /// What to diagnose.
 #[derive(Clone, Copy, Debug)]
 pub struct DoctorRequest<'a> {
@@ -174,8 +153,8 @@ where
     S: SecretStore,
     F: Fleet,
     D: Dispatcher,
-    M: ManagedInstances,
-    B: balancer::Balancers,
+    M: crate::dispatch::ManagedInstances,
+    B: crate::admission::Balancers,
     L: FunctionConfig,
 {
     /// Every check, in order; an AWS error on one check is that check's

@@ -1,6 +1,6 @@
 //! SSM's other services in memory: State Manager's associations
 //! ([`crate::association::Associations`]), Fleet Manager's registrations
-//! ([`crate::doctor::ManagedInstances`]), Run Command's invocations as
+//! ([`crate::dispatch::ManagedInstances`]), Run Command's invocations as
 //! polling reads them ([`crate::dispatch::InvocationSource`]), and
 //! CloudWatch's PutMetricData ([`crate::audit::metrics::MetricsSink`]).
 //! Each has [`Faults`]. The documents are [`super::MemDispatcher`]'s.
@@ -14,7 +14,7 @@ use crate::association::{Association, AssociationSpec, Associations};
 use crate::audit::metrics::{Datum, MetricsSink};
 use crate::aws_error::AwsError;
 use crate::dispatch::{Invocation, InvocationSource};
-use crate::doctor::{ManagedInstances, Registration};
+use crate::dispatch::{ManagedInstances, Registration};
 
 /// State Manager in memory: associations by id, and every write made.
 #[derive(Debug, Default)]

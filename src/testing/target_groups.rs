@@ -8,7 +8,7 @@
 //! two targets); a registration takes the group's port. Every call is
 //! recorded, so a test says what changed, and each can be faulted
 //! ([`Faults`]). The group's settings answer `doctor`'s balancer checks
-//! ([`crate::doctor::balancer::Balancers`]).
+//! ([`crate::admission::Balancers`]).
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -173,15 +173,11 @@ impl MemTargetGroups {
     }
 }
 
-impl crate::doctor::balancer::Balancers for MemTargetGroups {
-    async fn settings(
-        &self,
-        _spec: &GroupSpec,
-        _port: u16,
-    ) -> Result<crate::doctor::balancer::GroupSettings, DiscoveryError> {
+impl crate::admission::Balancers for MemTargetGroups {
+    async fn settings(&self, _spec: &GroupSpec, _port: u16) -> Result<crate::admission::GroupSettings, DiscoveryError> {
         self.faults
             .enter("elasticloadbalancing:DescribeTargetGroupAttributes")?;
-        Ok(crate::doctor::balancer::GroupSettings {
+        Ok(crate::admission::GroupSettings {
             group: lock(&self.group).clone(),
             protocol: "TCP".to_owned(),
             port: Some(self.port),

@@ -7,7 +7,7 @@ use aws_sdk_ssm::types::InstanceInformationStringFilter;
 
 use super::SsmDispatcher;
 use crate::aws::{AwsError, Call};
-use crate::doctor::{ManagedInstances, Registration};
+use crate::dispatch::{ManagedInstances, Registration};
 
 impl ManagedInstances for SsmDispatcher {
     async fn registrations(&self, ids: &[String]) -> Result<BTreeMap<String, Registration>, AwsError> {
