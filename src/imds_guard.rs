@@ -365,6 +365,16 @@ fn jump_rule(family: Family) -> String {
     format!("-A OUTPUT -d {} -j {CHAIN}", family.destination())
 }
 
+/// How a run ends: a check that finds the service open to every user is
+/// drift (exit 1); anything else that returned is success.
+pub fn verdict(action: &Action, reports: &[FamilyReport]) -> crate::exit::Status {
+    if *action == Action::Check && reports.iter().any(|r| r.state == State::Open) {
+        crate::exit::Status::Drift
+    } else {
+        crate::exit::Status::Success
+    }
+}
+
 /// Applies `action` to both families and reports each one's state after.
 /// iptables must be here for any action (without it nothing can be told);
 /// ip6tables too, unless IPv6 is off on this node.

@@ -128,6 +128,16 @@ impl Report {
         self.sessions.iter().filter(|s| s.command.is_some()).count()
     }
 
+    /// Exit 3 when a node got no command (not Running, or no instance):
+    /// the run did not do all it was asked.
+    pub fn status(&self) -> crate::exit::Status {
+        if self.runnable() < self.sessions.len() {
+            crate::exit::Status::Incomplete
+        } else {
+            crate::exit::Status::Success
+        }
+    }
+
     /// A shell script: one command per running node, a comment for the rest.
     pub fn script(&self) -> String {
         let mut out = format!(

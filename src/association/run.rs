@@ -404,6 +404,17 @@ pub struct Shown {
     pub document: DocumentCheck,
 }
 
+impl Shown {
+    /// An association that runs something else is drift to act on (exit
+    /// 1).
+    pub fn status(&self) -> crate::exit::Status {
+        match self.document {
+            DocumentCheck::Ours => crate::exit::Status::Success,
+            DocumentCheck::Other { .. } => crate::exit::Status::Drift,
+        }
+    }
+}
+
 /// Whether an association still runs hostkeyctl's document.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "document_check", rename_all = "snake_case")]

@@ -1,7 +1,7 @@
 //! `hostkeyctl association deploy|show|delete`: parses, runs the
 //! [`crate::association`] flows, prints.
 
-use crate::association::{self, DeployRequest, DocumentCheck};
+use crate::association::{self, DeployRequest};
 use crate::aws;
 use crate::aws::SecretsManagerStore;
 use crate::aws::ssm::SsmAssociations;
@@ -106,11 +106,7 @@ async fn run_show(
     } else {
         print!("{}", shown.text(name));
     }
-    // An association that runs something else is drift to act on.
-    Ok(match shown.document {
-        DocumentCheck::Ours => Status::Success,
-        DocumentCheck::Other { .. } => Status::Drift,
-    })
+    Ok(shown.status())
 }
 
 async fn run_delete(name: &str, associations: &SsmAssociations, output: OutputFormat) -> Result<Status, Failure> {

@@ -49,13 +49,7 @@ pub async fn run(command: &EnrolmentCommand, global: &GlobalArgs, output: Output
                     );
                 }
             }
-            // An instance that could not be revoked is named; the run did
-            // not do all it was asked.
-            Ok(if done.unknown.is_empty() {
-                Status::Success
-            } else {
-                Status::Incomplete
-            })
+            Ok(done.status())
         }
     }
 }

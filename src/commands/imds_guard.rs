@@ -45,7 +45,7 @@ pub fn run(args: &ImdsGuardArgs, output: OutputFormat) -> Result<Status, Failure
     };
     let reports = crate::imds_guard::run(&Tables::default(), &action)?;
     if args.at_boot {
-        at_boot(&action).map_err(|e| Failure::with_status(Status::Incomplete, anyhow::anyhow!(e)))?;
+        at_boot(&action)?;
     }
     match output {
         OutputFormat::Json => output::print_json(&reports).map_err(Failure::usage)?,
@@ -56,12 +56,7 @@ pub fn run(args: &ImdsGuardArgs, output: OutputFormat) -> Result<Status, Failure
             }
         }
     }
-    let open = reports.iter().any(|r| r.state == State::Open);
-    Ok(if action == Action::Check && open {
-        Status::Drift
-    } else {
-        Status::Success
-    })
+    Ok(crate::imds_guard::verdict(&action, &reports))
 }
 
 fn line(r: &FamilyReport) -> String {

@@ -40,7 +40,6 @@ pub async fn run(args: &SessionsArgs, global: &GlobalArgs) -> Result<Status, Fai
             report.sessions.len() - report.runnable(),
             report.sessions.len()
         );
-        return Ok(Status::Incomplete);
     }
-    Ok(Status::Success)
+    Ok(report.status())
 }

@@ -26,6 +26,18 @@ pub struct Revoked {
     pub unknown: Vec<String>,
 }
 
+impl Revoked {
+    /// Exit 3 when an instance had no binding: it is named, and the run
+    /// did not do all it was asked.
+    pub fn status(&self) -> crate::exit::Status {
+        if self.unknown.is_empty() {
+            crate::exit::Status::Success
+        } else {
+            crate::exit::Status::Incomplete
+        }
+    }
+}
+
 /// Revokes each of `instances` (each once, in order).
 pub async fn revoke(table: &impl BindingsAdmin, instances: &[String]) -> Result<Revoked, AwsError> {
     let mut done = Revoked {

@@ -25,10 +25,26 @@ pub fn settings_users() -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// What `--at-boot` could not do: the guard stands now, not at the next
+/// boot (exit 3: the run did not do all it was asked).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BootError(String);
+
+impl crate::exit::ExitStatus for BootError {
+    fn status(&self) -> crate::exit::Status {
+        crate::exit::Status::Incomplete
+    }
+}
+
 /// `--at-boot`: what was applied is applied at every boot (the unit and
 /// its settings written, the unit enabled); with `--open`, the unit
 /// disabled and both files removed.
-pub fn at_boot(action: &Action) -> Result<(), String> {
+pub fn at_boot(action: &Action) -> Result<(), BootError> {
+    apply_at_boot(action).map_err(BootError)
+}
+
+fn apply_at_boot(action: &Action) -> Result<(), String> {
     let systemctl = |args: &[&str]| -> Result<(), String> {
         let out = std::process::Command::new("systemctl")
             .args(args)

@@ -172,7 +172,12 @@ fn the_commands_doors_and_map_rules_catch_their_breaches() {
         ("src/commands/mod.rs", "pub mod a;\npub mod b;\npub mod c;\n".to_owned()),
         ("src/commands/a.rs", "// a line\n".repeat(151)),
         ("src/commands/b.rs", "fn r() { let _ = serde_json::json!({}); }\n// json! in a comment\n".to_owned()),
-        ("src/commands/c.rs", "fn e() { std::process::exit(3) }\n".to_owned() + &"//\n".repeat(149)),
+        (
+            "src/commands/c.rs",
+            "fn e() { std::process::exit(3) }\nfn s() -> Status { Status::Drift }\nfn t() -> Status { Status::Success }\n"
+                .to_owned()
+                + &"//\n".repeat(147),
+        ),
     ]);
     let (ok, text) = check(dir.path());
     assert!(!ok, "{text}");
@@ -180,6 +185,7 @@ fn the_commands_doors_and_map_rules_catch_their_breaches() {
         "src/commands/a.rs: 151 lines (a command at most 150)",
         "src/commands/b.rs:1: json! in a command",
         "src/commands/c.rs:1: process::exit in a command",
+        "src/commands/c.rs:2: Status::Drift in a command",
         "src/lost/mod.rs: 101 lines of code (a front door at most 100)",
         "src/lib.rs: module lost is not in the crate's map",
     ] {
@@ -187,6 +193,7 @@ fn the_commands_doors_and_map_rules_catch_their_breaches() {
     }
     for fine in [
         "src/commands/c.rs: ",
+        "c.rs:3",
         "src/low/mod.rs",
         "b.rs:2",
         "module low",
@@ -194,4 +201,31 @@ fn the_commands_doors_and_map_rules_catch_their_breaches() {
     ] {
         assert!(!text.contains(fine), "{fine:?} was not a breach:\n{text}");
     }
+}
+
+/// A chain of `n` rooms, each importing the next: `n` floors.
+fn stack(n: usize) -> tempfile::TempDir {
+    let names: Vec<String> = (1..=n).map(|i| format!("r{i}")).collect();
+    let map: String = names.iter().map(|r| format!("[`{r}`] ")).collect();
+    let mods: String = names.iter().map(|r| format!("pub mod {r};\n")).collect();
+    let mut files = vec![("src/lib.rs".to_owned(), format!("//! The map: {map}\n{mods}"))];
+    for (i, r) in names.iter().enumerate() {
+        let text = match names.get(i + 1) {
+            Some(below) => format!("use crate::{below}::X;\npub struct X;\n"),
+            None => "pub struct X;\n".to_owned(),
+        };
+        files.push((format!("src/{r}.rs"), text));
+    }
+    let files: Vec<(&str, String)> = files.iter().map(|(p, t)| (p.as_str(), t.clone())).collect();
+    tree(&files)
+}
+
+#[test]
+fn a_fourteenth_floor_is_a_breach_and_thirteen_are_not() {
+    let (ok, text) = check(stack(13).path());
+    assert!(ok, "{text}");
+    assert!(text.contains("floor 13: r1"), "{text}");
+    let (ok, text) = check(stack(14).path());
+    assert!(!ok, "{text}");
+    assert!(text.contains("src: 14 floors (at most 13)"), "{text}");
 }
