@@ -144,17 +144,65 @@ impl RotateArgs {
 
     /// What the run is asked to do.
     pub fn request(&self) -> crate::rotation::Request {
+        use crate::rotation::Phase;
+        // clap lets through one phase (`--overlap` may take `--resume`).
+        let phase = if self.abort {
+            Phase::Abort
+        } else if self.rollback {
+            Phase::Rollback { force: self.force }
+        } else if self.finish {
+            Phase::Finish
+        } else if self.overlap {
+            Phase::Overlap { resume: self.resume }
+        } else if self.resume {
+            Phase::Resume
+        } else {
+            Phase::New
+        };
         crate::rotation::Request {
-            resume: self.resume,
-            abort: self.abort,
-            overlap: self.overlap,
-            finish: self.finish,
-            rollback: self.rollback,
-            force: self.force,
+            phase,
             stop_after: self.stop_after,
             pull: self.pull.then(|| {
                 std::time::Duration::from_secs(self.wait.unwrap_or(if self.finish { FINISH_WAIT } else { 0 }))
             }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cli::{Cli, Command};
+    use crate::rotation::Phase;
+    use clap::Parser;
+
+    fn phase(flags: &str) -> Result<Phase, String> {
+        let line = format!("hostkeyctl rotate --secret-id hostkeys/hk --target tag:Role=login {flags}");
+        let cli = Cli::try_parse_from(line.split_whitespace()).map_err(|e| e.kind().to_string())?;
+        match cli.command {
+            Command::Rotate(args) => Ok(args.request().phase),
+            _ => unreachable!("parsed as rotate"),
+        }
+    }
+
+    /// Each flag gives its one phase; `--overlap --resume` offers the set
+    /// in flight again; the others together are refused by the parser.
+    #[test]
+    fn the_phase_flags_give_one_phase() {
+        assert_eq!(phase(""), Ok(Phase::New));
+        assert_eq!(phase("--overlap"), Ok(Phase::Overlap { resume: false }));
+        assert_eq!(phase("--overlap --resume"), Ok(Phase::Overlap { resume: true }));
+        assert_eq!(phase("--finish"), Ok(Phase::Finish));
+        assert_eq!(phase("--resume"), Ok(Phase::Resume));
+        assert_eq!(phase("--abort"), Ok(Phase::Abort));
+        assert_eq!(phase("--rollback"), Ok(Phase::Rollback { force: false }));
+        assert_eq!(phase("--rollback --force"), Ok(Phase::Rollback { force: true }));
+        for refused in [
+            "--finish --resume",
+            "--abort --overlap",
+            "--rollback --finish",
+            "--force",
+        ] {
+            assert!(phase(refused).is_err(), "{refused} was accepted");
         }
     }
 }

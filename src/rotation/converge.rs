@@ -96,7 +96,7 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
                     .flat_map(|(_, f)| f)
                     .all(|f| matches!(f.status, Verdict::Ok | Verdict::Mismatch));
                 report.audit = findings;
-                if request.pull.is_some() && request.finish && reached {
+                if request.pull.is_some() && request.phase == super::Phase::Finish && reached {
                     report.steps.push(format!(
                         "verify: {behind} of {} node(s) did not serve {} yet when the wait ended (listed below): their timers install it within their period (the shipped timer's: 15 min and up to 5 more); `hostkeyctl audit` shows when every node does",
                         report.audit.len(),

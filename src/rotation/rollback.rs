@@ -99,7 +99,7 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
         };
         report.pending_version = Some(pending.version_id.clone());
         let request = Request {
-            finish: true,
+            phase: super::Phase::Finish,
             ..request
         };
         self.promote(current_set, &pending, request, report).await
@@ -133,7 +133,7 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
             named.join(", "),
             self.secret
         );
-        if !request.force {
+        if request.phase != (super::Phase::Rollback { force: true }) {
             return Err(RotationError::Refused(format!("{message}. Nothing was changed")));
         }
         (self.say)(&format!("rollback --force: {message}"));

@@ -235,24 +235,52 @@ pub(super) fn audit_failed(findings: Vec<(String, Vec<Finding>)>, report: &mut R
     }
 }
 
+/// Which phase of a rotation a run is asked for: one, as `rotate`'s flags
+/// allow one (clap refuses the others together).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Phase {
+    /// No phase flag: a new set, announced (as `Overlap`) unless clients
+    /// need no time to learn it (`--min-overlap 0`, or a run told where to
+    /// stop); a pull fleet's first run.
+    #[default]
+    New,
+    /// `--overlap`: phase one, the nodes serve both sets; with `resume`
+    /// (`--overlap --resume`), the set in flight is offered again (after
+    /// failed nodes are fixed).
+    Overlap {
+        /// Continue the rotation in flight rather than start one.
+        resume: bool,
+    },
+    /// `--finish`: phase two, the set in flight is promoted.
+    Finish,
+    /// `--resume`: the rotation in flight continues (with none, the nodes
+    /// converge to AWSCURRENT).
+    Resume,
+    /// `--abort`: the rotation in flight is dropped.
+    Abort,
+    /// `--rollback`: the previous set (AWSPREVIOUS) comes back through an
+    /// overlap, announced by the first run and promoted by a run after
+    /// the minimum overlap.
+    Rollback {
+        /// `--force`: go on although a revocation hostkeyctl produced
+        /// names the previous keys (the report says what to hand out).
+        force: bool,
+    },
+}
+
+impl Phase {
+    /// Whether the run continues the rotation in flight rather than
+    /// start one.
+    pub fn continues(self) -> bool {
+        matches!(self, Phase::Finish | Phase::Resume | Phase::Overlap { resume: true })
+    }
+}
+
 /// What a run is asked to do.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Request {
-    /// Continue the rotation in flight.
-    pub resume: bool,
-    /// Drop the rotation in flight.
-    pub abort: bool,
-    /// Phase one of an overlapping rotation.
-    pub overlap: bool,
-    /// Phase two (implies resume).
-    pub finish: bool,
-    /// Bring the previous set (AWSPREVIOUS) back through an overlap:
-    /// announced by the first run, promoted by a run after the minimum
-    /// overlap.
-    pub rollback: bool,
-    /// With `rollback`: go on although a revocation hostkeyctl produced
-    /// names the previous keys (the report says what to hand out).
-    pub force: bool,
+    /// The phase.
+    pub phase: Phase,
     /// Stop after this step.
     pub stop_after: Option<Step>,
     /// A pull fleet: never push; after a stage move, wait up to this long
@@ -432,14 +460,14 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
         report.current_version = stages.current.clone();
         report.pending_version = stages.pending.as_ref().map(|p| p.0.clone());
         report.previous_version = stages.previous.clone();
-        if request.abort {
+        if request.phase == Phase::Abort {
             let Some((pending, _)) = &stages.pending else {
                 (self.say)("no rotation in flight; nothing to abort");
                 return Ok(Outcome::NothingToAbort);
             };
             return self.abort(&current_set, pending, request, report).await;
         }
-        if (request.resume || request.finish) && stages.pending.is_none() && !request.rollback {
+        if request.phase.continues() && stages.pending.is_none() {
             // Nothing left to promote: a run killed inside or after its
             // finish (or before its create took hold) leaves the nodes
             // part-way, and --resume (or --finish again) brings them to
@@ -456,14 +484,15 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
             }
             return self.converge(&current_set, request, report).await;
         }
-        if request.rollback {
+        if let Phase::Rollback { .. } = request.phase {
             return self.rollback(&stages, &current_set, request, report).await;
         }
         // No phase flag on a pull fleet: the announcement (--overlap), the
         // first of its two runs.
-        let mut overlap = request.overlap || request.pull.is_some() && !request.finish && !request.resume;
+        let mut overlap =
+            matches!(request.phase, Phase::Overlap { .. }) || request.pull.is_some() && request.phase == Phase::New;
         let mut stages = stages;
-        let resume = request.resume || request.finish;
+        let resume = request.phase.continues();
         // Refused below: the announced set's age is when it was made, which
         // a renewal (`sign` during an overlap, a new version) keeps. Read
         // only on this path; a run that continues reads the set anyway.
@@ -509,7 +538,7 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
             .store
             .get(self.secret, &VersionSelector::VersionId(pending_id.clone()))
             .await?;
-        if request.pull.is_some() && !request.finish {
+        if request.pull.is_some() && request.phase != Phase::Finish {
             report.steps.push(format!(
                 "announce: the nodes' timers serve {pending_id} as extra host keys at their next run; after the overlap period, run `rotate --pull --finish`"
             ));

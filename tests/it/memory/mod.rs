@@ -273,7 +273,7 @@ pub fn watch<'a>(
 pub async fn complete(store: &MemoryStore, fleet: &Arc<MemFleet>, original: &VersionId) -> Outcome {
     let watched = Hooked::new(store, watch(store, fleet.as_ref(), |_| Action::Pass));
     let resume = Request {
-        resume: true,
+        phase: hostkeyctl::rotation::Phase::Resume,
         ..Request::default()
     };
     let in_flight = store.holder(&secret(), STAGE_PENDING).is_some();

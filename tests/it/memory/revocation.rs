@@ -123,7 +123,7 @@ async fn an_aborted_overlap_revokes_the_announced_set() {
     let ca = hostkeyctl::certificate::CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
     let first = sign_current_with(&store, &ca, &["login.test"], 86_400).await;
     let overlap = Request {
-        overlap: true,
+        phase: hostkeyctl::rotation::Phase::Overlap { resume: false },
         ..Request::default()
     };
     let (outcome, report) = rotate_reporting(&store, &fleet, &store, overlap, Some(&ca)).await;
@@ -131,7 +131,7 @@ async fn an_aborted_overlap_revokes_the_announced_set() {
     assert!(report.revocation.is_none(), "nothing is retired while the overlap runs");
     let announced = store.holder(&secret(), hostkeyctl::store::STAGE_PENDING).unwrap();
     let abort = Request {
-        abort: true,
+        phase: hostkeyctl::rotation::Phase::Abort,
         ..Request::default()
     };
     let (outcome, report) = rotate_reporting(&store, &fleet, &store, abort, Some(&ca)).await;
@@ -166,7 +166,7 @@ async fn a_rollback_to_keys_a_handed_out_revocation_names_is_refused_unless_forc
     let (outcome, _) = rotate_reporting(&store, &fleet, &store, Request::default(), Some(&ca)).await;
     assert_eq!(outcome.unwrap(), Outcome::Rotated);
     let rollback = Request {
-        rollback: true,
+        phase: hostkeyctl::rotation::Phase::Rollback { force: false },
         ..Request::default()
     };
     // Before any revocation was produced, nothing stands in the way (the
@@ -198,7 +198,7 @@ async fn a_rollback_to_keys_a_handed_out_revocation_names_is_refused_unless_forc
     assert_eq!(store.stages(&secret()), stages, "a refused rollback changed the stages");
     // Forced: it goes on, and says what to hand out.
     let forced = Request {
-        force: true,
+        phase: hostkeyctl::rotation::Phase::Rollback { force: true },
         ..rollback
     };
     let (outcome, report) = rotate_reporting(&store, &fleet, &store, forced, Some(&ca)).await;

@@ -14,8 +14,8 @@ use super::watch;
 use super::world;
 use hostkeyctl::rollout::push_version;
 use hostkeyctl::rotation::Outcome;
-use hostkeyctl::rotation::Request;
 use hostkeyctl::rotation::Step;
+use hostkeyctl::rotation::{Phase, Request};
 use hostkeyctl::store::STAGE_CURRENT;
 use hostkeyctl::store::STAGE_PENDING;
 use hostkeyctl::store::SecretStore;
@@ -94,7 +94,7 @@ async fn an_abort_moves_the_stages_first_and_a_failed_node_converges_later() {
     );
     fleet.nodes[1].faults.lock().unwrap().dispatch_fails = Some("unreachable".to_owned());
     let abort = Request {
-        abort: true,
+        phase: hostkeyctl::rotation::Phase::Abort,
         ..Request::default()
     };
     assert_eq!(
@@ -227,31 +227,25 @@ async fn a_rotation_signs_the_new_set_like_the_current_one() {
 /// and move nodes off the set step's AWSPENDING).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_timer_between_every_step_never_moves_a_node_off_the_stages() {
-    use hostkeyctl::rotation::{Request, Step};
+    use hostkeyctl::rotation::{Phase, Request, Step};
     let (store, fleet, _) = world(3).await;
     assert_eq!(timer(&fleet, &store).await, [Some(0); 3]);
     assert_desired(&store, &fleet, "before").await;
-    let step = |overlap: bool, resume: bool, finish: bool, stop_after: Option<Step>| Request {
-        overlap,
-        resume,
-        finish,
+    let step = |phase: Phase, stop_after: Option<Step>| Request {
+        phase,
         stop_after,
         ..Request::default()
     };
     for (request, pushed, what) in [
-        (step(true, false, false, Some(Step::Create)), false, "announced"),
-        (step(true, true, false, None), true, "overlap started"),
         (
-            step(false, false, true, Some(Step::Set)),
-            true,
-            "finish stopped after set",
+            step(Phase::Overlap { resume: false }, Some(Step::Create)),
+            false,
+            "announced",
         ),
-        (
-            step(false, false, true, Some(Step::Test)),
-            true,
-            "finish stopped after test",
-        ),
-        (step(false, false, true, None), true, "rotated"),
+        (step(Phase::Overlap { resume: true }, None), true, "overlap started"),
+        (step(Phase::Finish, Some(Step::Set)), true, "finish stopped after set"),
+        (step(Phase::Finish, Some(Step::Test)), true, "finish stopped after test"),
+        (step(Phase::Finish, None), true, "rotated"),
     ] {
         rotate(&store, &fleet, &store, request).await.unwrap();
         if pushed {
@@ -293,7 +287,7 @@ async fn stopping_after_each_step_then_resuming_completes_the_rotation() {
     let mut outcomes = Vec::new();
     for (i, step) in [Step::Create, Step::Set, Step::Test].into_iter().enumerate() {
         let request = Request {
-            resume: i > 0,
+            phase: if i > 0 { Phase::Resume } else { Phase::New },
             stop_after: Some(step),
             ..Request::default()
         };
@@ -317,7 +311,7 @@ async fn stopping_after_each_step_then_resuming_completes_the_rotation() {
         ]
     );
     let resume = Request {
-        resume: true,
+        phase: hostkeyctl::rotation::Phase::Resume,
         ..Request::default()
     };
     assert_eq!(rotate(&store, &fleet, &store, resume).await.unwrap(), Outcome::Rotated);
@@ -393,7 +387,7 @@ async fn a_rotation_without_a_phase_flag_announces_by_default() {
 fn pull_finish() -> Request {
     Request {
         pull: Some(std::time::Duration::ZERO),
-        finish: true,
+        phase: hostkeyctl::rotation::Phase::Finish,
         ..Request::default()
     }
 }

@@ -278,7 +278,7 @@ async fn a_failed_set_step_leaves_the_next_rotation_free_to_complete() {
 async fn create_secret_refuses_while_a_manual_rotation_is_in_flight() {
     let (store, fleet, _) = world(2).await;
     let overlap = hostkeyctl::rotation::Request {
-        overlap: true,
+        phase: hostkeyctl::rotation::Phase::Overlap { resume: false },
         ..Default::default()
     };
     super::rotate(&store, &fleet, &store, overlap).await.unwrap();

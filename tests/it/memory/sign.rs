@@ -181,7 +181,7 @@ async fn signed_and_announced(
     sign_key_set(store, &request(&s, &ca, &p, &prefix, None)).await.unwrap();
     let key = store.get_ca(&ca).await.unwrap().key;
     let announce = Request {
-        overlap: true,
+        phase: hostkeyctl::rotation::Phase::Overlap { resume: false },
         pull: Some(std::time::Duration::ZERO),
         ..Request::default()
     };
@@ -280,7 +280,7 @@ async fn a_finish_between_signs_two_swaps_stands_with_the_signed_copy() {
         }
     });
     let finish = Request {
-        finish: true,
+        phase: hostkeyctl::rotation::Phase::Finish,
         pull: Some(std::time::Duration::ZERO),
         ..Request::default()
     };

@@ -135,7 +135,7 @@ async fn events_with_an_old_or_unknown_token_change_nothing_and_say_why() {
 async fn a_forged_event_naming_a_manual_rotation_in_flight_changes_nothing() {
     let (store, fleet, _) = world(2).await;
     let overlap = Request {
-        overlap: true,
+        phase: hostkeyctl::rotation::Phase::Overlap { resume: false },
         ..Request::default()
     };
     super::rotate(&store, &fleet, &store, overlap).await.unwrap();
@@ -307,7 +307,7 @@ async fn a_rollback_goes_through_the_same_overlap_as_any_rotation() {
             let rotation = parts.rotation(store, fleet, None);
             let mut report = Report::new(secret());
             let request = Request {
-                rollback: true,
+                phase: hostkeyctl::rotation::Phase::Rollback { force: false },
                 ..Request::default()
             };
             rotation.run(request, &mut report).await

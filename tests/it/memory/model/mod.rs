@@ -452,22 +452,22 @@ async fn event(world: &World, rng: &mut Xoshiro256PlusPlus, log: &mut Vec<String
         _ => {
             let request = match rng.random_range(0..4) {
                 0 => Request {
-                    overlap: true,
+                    phase: hostkeyctl::rotation::Phase::Overlap { resume: false },
                     pull,
                     ..Request::default()
                 },
                 1 => Request {
-                    finish: true,
+                    phase: hostkeyctl::rotation::Phase::Finish,
                     pull,
                     ..Request::default()
                 },
                 2 => Request {
-                    abort: true,
+                    phase: hostkeyctl::rotation::Phase::Abort,
                     pull,
                     ..Request::default()
                 },
                 _ => Request {
-                    rollback: true,
+                    phase: hostkeyctl::rotation::Phase::Rollback { force: false },
                     pull,
                     ..Request::default()
                 },

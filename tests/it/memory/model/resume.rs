@@ -18,7 +18,7 @@ pub(super) async fn resumable(world: &World, first: bool) -> Result<(), String> 
     let dispatcher = MemDispatcher::new(&world.empty, &world.store);
     let push = options(0);
     let abort = Request {
-        abort: true,
+        phase: hostkeyctl::rotation::Phase::Abort,
         pull: Some(Duration::ZERO),
         ..Request::default()
     };
