@@ -259,9 +259,8 @@ async fn prepare(args: &hostkeyctl::cli::RotateArgs, global: &hostkeyctl::cli::G
     let store = hostkeyctl::aws::SecretsManagerStore::new(&config);
     let dispatcher = hostkeyctl::aws::ssm::SsmDispatcher::new(&config);
     let fleet = hostkeyctl::aws::AwsFleet::new(&config).with_port(args.port);
-    let rollout = args.rollout(hostkeyctl::aws::config_region(&config)?);
-    let parts =
-        hostkeyctl::rotation::setup::prepare(&store, &fleet, &dispatcher, &args.setup_request(&rollout)).await?;
+    let push = args.push(hostkeyctl::aws::config_region(&config)?);
+    let parts = hostkeyctl::rotation::setup::prepare(&store, &fleet, &dispatcher, &args.setup_request(&push)).await?;
     let prober = std::sync::Arc::new(Paced::for_this_user());
     Ok(Reached {
         store,

@@ -534,12 +534,19 @@ impl RolloutArgs {
         region: Option<crate::ids::Region>,
         document: Option<crate::ssm_document::SentDocument>,
     ) -> Result<crate::rollout::PushOptions, String> {
-        crate::dispatch::validate_rate("--max-concurrency", &self.max_concurrency)?;
-        crate::dispatch::validate_rate("--max-errors", &self.max_errors)?;
-        if self.timeout == 0 {
-            return Err("--timeout must be at least 1 second".to_owned());
-        }
-        Ok(crate::rollout::PushOptions {
+        let options = self.unchecked(region, document);
+        options.check()?;
+        Ok(options)
+    }
+
+    /// The push options as given, for a flow that checks them itself
+    /// ([`crate::rotation::setup::prepare`]).
+    pub fn unchecked(
+        &self,
+        region: Option<crate::ids::Region>,
+        document: Option<crate::ssm_document::SentDocument>,
+    ) -> crate::rollout::PushOptions {
+        crate::rollout::PushOptions {
             document,
             node_command: self.node_command.clone(),
             max_concurrency: self.max_concurrency.clone(),
@@ -547,7 +554,7 @@ impl RolloutArgs {
             timeout: std::time::Duration::from_secs(self.timeout),
             canary: self.canary,
             region,
-        })
+        }
     }
 }
 

@@ -102,31 +102,25 @@ pub struct RotateArgs {
 }
 
 impl RotateArgs {
-    /// How installs go out, with the region the nodes read the secret in.
-    pub fn rollout(&self, region: Option<crate::ids::Region>) -> crate::rotation::setup::Rollout {
-        let r = &self.rollout;
-        crate::rotation::setup::Rollout {
-            document: r.document.clone(),
-            node_command: r.node_command.clone(),
-            max_concurrency: r.max_concurrency.clone(),
-            max_errors: r.max_errors.clone(),
-            timeout: std::time::Duration::from_secs(r.timeout),
-            canary: r.canary,
-            region,
-        }
+    /// How installs go out, with the region the nodes read the secret in
+    /// (the document is settled by [`crate::rotation::setup::prepare`],
+    /// which checks them).
+    pub fn push(&self, region: Option<crate::ids::Region>) -> crate::rollout::PushOptions {
+        self.rollout.unchecked(region, None)
     }
 
     /// What the rotation is set up from.
     pub fn setup_request<'a>(
         &'a self,
-        rollout: &'a crate::rotation::setup::Rollout,
+        push: &'a crate::rollout::PushOptions,
     ) -> crate::rotation::setup::SetupRequest<'a> {
         crate::rotation::setup::SetupRequest {
             secret: &self.secret_id,
             allow_other_clusters: self.rollout.allow_other_clusters,
             targets: &self.targets,
             pull: self.pull,
-            rollout,
+            document: &self.rollout.document,
+            push,
             ca_secret_id: self.ca_secret_id.as_ref(),
             key_set_prefix: &self.placement.key_set_prefix,
         }

@@ -25,8 +25,8 @@ pub async fn run(args: &RotateArgs, global: &GlobalArgs, output: OutputFormat) -
     let store = SecretsManagerStore::new(&config);
     let dispatcher = SsmDispatcher::new(&config);
     let fleet = AwsFleet::new(&config).with_port(args.port);
-    let rollout = args.rollout(config_region(&config)?);
-    let prepared = setup::prepare(&store, &fleet, &dispatcher, &args.setup_request(&rollout)).await?;
+    let push = args.push(config_region(&config)?);
+    let prepared = setup::prepare(&store, &fleet, &dispatcher, &args.setup_request(&push)).await?;
     let quiet = global.quiet;
     let say = move |message: &str| {
         if !quiet {

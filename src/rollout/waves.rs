@@ -191,6 +191,19 @@ pub struct PushOptions {
     pub region: Option<Region>,
 }
 
+impl PushOptions {
+    /// What the options alone refuse, before any call: SSM's rates
+    /// (`--max-concurrency`, `--max-errors`) and a zero timeout.
+    pub fn check(&self) -> Result<(), String> {
+        dispatch::validate_rate("--max-concurrency", &self.max_concurrency)?;
+        dispatch::validate_rate("--max-errors", &self.max_errors)?;
+        if self.timeout.is_zero() {
+            return Err("--timeout must be at least 1 second".to_owned());
+        }
+        Ok(())
+    }
+}
+
 /// What a push did.
 #[derive(Clone, Debug, Serialize)]
 pub struct PushOutcome {

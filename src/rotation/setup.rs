@@ -4,35 +4,14 @@
 //! `rotate` and the scheduled rotation's function both run, over the
 //! store, fleet and dispatcher traits.
 
-use std::time::Duration;
-
 use crate::discovery::{DiscoveryError, Fleet, Instance, TargetSpec};
 use crate::dispatch::Dispatcher;
 use crate::document::KeySetPrefix;
 use crate::exit::{ExitStatus, Status};
-use crate::ids::{Program, Region, SecretId};
+use crate::ids::SecretId;
 use crate::rollout::PushOptions;
 use crate::ssm_document::{Kind, ResolveError};
 use crate::store::{SecretStore, StoreError};
-
-/// How the install command goes out through SSM Run Command.
-#[derive(Clone, Debug)]
-pub struct Rollout {
-    /// The SSM document to send (its name).
-    pub document: String,
-    /// How the nodes call hostkeyctl.
-    pub node_command: Program,
-    /// SSM's MaxConcurrency.
-    pub max_concurrency: String,
-    /// SSM's MaxErrors.
-    pub max_errors: String,
-    /// How long a node's install may take.
-    pub timeout: Duration,
-    /// Nodes to install on first, alone.
-    pub canary: usize,
-    /// The region the nodes read the secret in (none: their own).
-    pub region: Option<Region>,
-}
 
 /// What a rotation is set up from.
 #[derive(Clone, Debug)]
@@ -45,8 +24,10 @@ pub struct SetupRequest<'a> {
     pub targets: &'a [TargetSpec],
     /// A pull fleet (nothing is sent; no document is settled).
     pub pull: bool,
-    /// How installs go out.
-    pub rollout: &'a Rollout,
+    /// The SSM document to send (its name), settled here.
+    pub document: &'a str,
+    /// How installs go out (its document is left out: settled here).
+    pub push: &'a PushOptions,
     /// The CA secret that signs new sets.
     pub ca_secret_id: Option<&'a SecretId>,
     /// Where the key sets live (a CA under it is refused).
@@ -111,21 +92,12 @@ pub async fn prepare(
             .check_ca(ca_id)
             .map_err(|e| SetupError::Options(format!("{e}; nothing was read or rotated")))?;
     }
-    let rollout = request.rollout;
-    for (flag, value) in [
-        ("--max-concurrency", &rollout.max_concurrency),
-        ("--max-errors", &rollout.max_errors),
-    ] {
-        crate::dispatch::validate_rate(flag, value).map_err(SetupError::Options)?;
-    }
-    if rollout.timeout.is_zero() {
-        return Err(SetupError::Options("--timeout must be at least 1 second".to_owned()));
-    }
+    request.push.check().map_err(SetupError::Options)?;
     // A pull rotation sends nothing, so it settles no document.
     let document = if request.pull {
         None
     } else {
-        Some(crate::ssm_document::settle(documents, &rollout.document, Kind::Install, &rollout.node_command).await?)
+        Some(crate::ssm_document::settle(documents, request.document, Kind::Install, &request.push.node_command).await?)
     };
     let instances = if request.pull {
         // Asked by handshake only: any node with an address will do,
@@ -153,12 +125,7 @@ pub async fn prepare(
     Ok(Prepared {
         push: PushOptions {
             document,
-            node_command: rollout.node_command.clone(),
-            max_concurrency: rollout.max_concurrency.clone(),
-            max_errors: rollout.max_errors.clone(),
-            timeout: rollout.timeout,
-            canary: rollout.canary,
-            region: rollout.region.clone(),
+            ..request.push.clone()
         },
         instances,
         ca,
