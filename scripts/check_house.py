@@ -22,7 +22,9 @@ house"); tests/it/tools/house.rs runs it.
   a map of its files, at most 100 lines of code; the flow lives in a file
   named for it;
 - the crate's map: every module `lib.rs` declares is named in its map
-  (its `//!` text).
+  (its `//!` text);
+- the tests' secret: `"hostkeys/hk"` is written once, in
+  tests/it/common/mod.rs (`SECRET`); a test names the constant.
 
 A room's front door (`mod.rs`, `lib.rs`) declaring and re-exporting its own
 files is not an import. Prints one line per breach and exits 1, or prints
@@ -461,6 +463,23 @@ def check_crate_map(root: Path) -> list[str]:
     ]
 
 
+TEST_SECRET = '"hostkeys/hk"'
+TEST_SECRET_HOME = "tests/it/common/mod.rs"
+
+
+def check_test_secret(root: Path) -> list[str]:
+    breaches: list[str] = []
+    base = root / "tests"
+    for path in sorted(base.rglob("*.rs")) if base.is_dir() else []:
+        rel = path.relative_to(root).as_posix()
+        if rel == TEST_SECRET_HOME:
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if TEST_SECRET in line:
+                breaches.append(f"{rel}:{n}: {TEST_SECRET} written out: name crate::common::SECRET")
+    return breaches
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent)
@@ -478,6 +497,7 @@ def main() -> int:
     breaches += check_commands(root)
     breaches += check_front_doors(root)
     breaches += check_crate_map(root)
+    breaches += check_test_secret(root)
     for b in breaches:
         print(b)
     if breaches:

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use serde_json::json;
 
-use crate::common::bed::{BedOptions, TARGETS, TestBed, private_lines, served, set_fingerprints, snapshot};
+use crate::common::bed::{BedOptions, SECRET, TARGETS, TestBed, private_lines, served, set_fingerprints, snapshot};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn init_records_public_fingerprints_in_tags_and_refuses_to_overwrite() {
@@ -13,9 +13,9 @@ async fn init_records_public_fingerprints_in_tags_and_refuses_to_overwrite() {
         nodes: 0,
         ..BedOptions::default()
     });
-    let init = bed.init_generated("hostkeys/hk");
+    let init = bed.init_generated(SECRET);
     let sm = aws_sdk_secretsmanager::Client::new(&bed.sdk_config(1).await);
-    let described = sm.describe_secret().secret_id("hostkeys/hk").send().await.unwrap();
+    let described = sm.describe_secret().secret_id(SECRET).send().await.unwrap();
     let tags: Vec<(String, String)> = described
         .tags()
         .iter()
@@ -56,7 +56,7 @@ fn adopting_node_one_and_pushing_makes_every_node_serve_its_keys() {
     let nodes = &bed.state.nodes;
     let before_node1 = served(&nodes[0]);
     let keys_node1 = snapshot(&nodes[0].ssh_dir);
-    let init = bed.init_from_node("hostkeys/hk", &nodes[0]);
+    let init = bed.init_from_node(SECRET, &nodes[0]);
     assert_eq!(set_fingerprints(&init), before_node1, "adopted set is node 1's");
     assert_ne!(served(&nodes[1]), before_node1, "nodes start different");
 
@@ -65,7 +65,7 @@ fn adopting_node_one_and_pushing_makes_every_node_serve_its_keys() {
         "--output",
         "json",
         "--secret-id",
-        "hostkeys/hk",
+        SECRET,
         "--max-concurrency",
         "100%",
     ];
@@ -153,7 +153,7 @@ async fn bad_input_gets_clear_errors_and_documented_exit_codes() {
         .send()
         .await
         .unwrap();
-    bed.init_generated("hostkeys/hk");
+    bed.init_generated(SECRET);
     let push = |secret: &str, target: &str| {
         bed.cli("push")
             .json()
@@ -176,16 +176,12 @@ async fn bad_input_gets_clear_errors_and_documented_exit_codes() {
             "is not a hostkeyctl key set",
         ),
         (
-            push("hostkeys/hk", "tag:Role=nothing"),
+            push(SECRET, "tag:Role=nothing"),
             2,
             "no running instance matches tag:Role=nothing",
         ),
-        (push("hostkeys/hk", "Role=login"), 2, "tag:KEY=VALUE"),
-        (
-            push("hostkeys/hk", "i-0000000000000000a"),
-            2,
-            "not running or do not exist",
-        ),
+        (push(SECRET, "Role=login"), 2, "tag:KEY=VALUE"),
+        (push(SECRET, "i-0000000000000000a"), 2, "not running or do not exist"),
         (
             bed.cli("push")
                 .secret()
@@ -201,7 +197,7 @@ async fn bad_input_gets_clear_errors_and_documented_exit_codes() {
         assert!(!run.stderr.contains("hunter2"), "a secret value leaked: {}", run.stderr);
     }
     bed.set_faults(json!({ "deny_actions": { "GetSecretValue": "" } }));
-    let denied = push("hostkeys/hk", "tag:Role=login");
+    let denied = push(SECRET, "tag:Role=login");
     denied.code(4);
     assert!(
         denied.stderr.contains("access denied") && denied.stderr.contains("grant secretsmanager:GetSecretValue"),

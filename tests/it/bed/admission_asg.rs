@@ -11,7 +11,7 @@
 
 use serde_json::{Value, json};
 
-use crate::common::bed::{BedOptions, Node, Role, TARGETS, TestBed};
+use crate::common::bed::{BedOptions, Node, Role, SECRET, TARGETS, TestBed};
 
 const GROUP: &str = "hp-login";
 const OTHER: &str = "hp-other";
@@ -220,7 +220,7 @@ fn a_launching_instance_goes_in_service_only_once_it_serves_the_set() {
 fn deploy_admission_function(bed: &TestBed, extra: &[&str]) -> String {
     let (dir, bootstrap) = crate::bed::scheduled::function_task(bed, "admission-task");
     let tg = format!("tg:{}", bed.state.elb["ip"].target_group_arn);
-    let mut options = vec!["--secret-id", "hostkeys/hk", "--target-group", tg.as_str()];
+    let mut options = vec!["--secret-id", SECRET, "--target-group", tg.as_str()];
     options.extend(TARGETS);
     options.extend_from_slice(extra);
     let mut env: serde_json::Map<String, Value> = bed

@@ -8,9 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::bed::rotate::{next_keys, rotate, set_of, stages};
-use crate::common::bed::{BedOptions, Node, TARGETS, TestBed, served};
-
-const SECRET: &str = "hostkeys/hk";
+use crate::common::bed::{BedOptions, Node, SECRET, TARGETS, TestBed, served};
 
 /// `association ARGS --secret-id hostkeys/hk --output json`.
 fn association(bed: &TestBed, args: &[&str]) -> crate::common::bed::Run {

@@ -4,7 +4,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::common::bed::{BedOptions, TARGETS, TestBed, connections, keyscan};
+use crate::common::bed::{BedOptions, SECRET, TARGETS, TestBed, connections, keyscan};
 use crate::common::support::require;
 
 fn audit(bed: &TestBed, extra: &[&str]) -> (i32, Value) {
@@ -57,8 +57,8 @@ fn mismatches_before_push_and_one_key_per_type_after() {
     let bed = TestBed::start(BedOptions::default());
     let lb = bed.state.lb.clone().unwrap();
     let lb_arg = format!("{}:{}", lb.address, lb.port);
-    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
-    let mut args = vec!["--secret-id", "hostkeys/hk", "--lb", &lb_arg, "--samples", "9"];
+    bed.init_from_node(SECRET, &bed.state.nodes[0]);
+    let mut args = vec!["--secret-id", SECRET, "--lb", &lb_arg, "--samples", "9"];
     args.extend(TARGETS);
 
     let (code, report) = audit(&bed, &args);
@@ -98,8 +98,8 @@ fn mismatches_before_push_and_one_key_per_type_after() {
 #[test]
 fn reported_fingerprints_equal_what_ssh_keyscan_sees_in_three_connections() {
     let bed = TestBed::start(BedOptions::default());
-    bed.init_generated("hostkeys/hk");
-    let mut args = vec!["--secret-id", "hostkeys/hk"];
+    bed.init_generated(SECRET);
+    let mut args = vec!["--secret-id", SECRET];
     args.extend(TARGETS);
     // The bed's own check that each sshd is up is one connection, logged
     // by the child sshd starts for it, maybe after the bed said ready (the
@@ -193,7 +193,7 @@ fn reported_fingerprints_equal_what_ssh_keyscan_sees_in_three_connections() {
 #[test]
 fn unmanaged_types_and_stopped_nodes_are_reported() {
     let (bed, _) = TestBed::converged(BedOptions::default());
-    let mut args = vec!["--secret-id", "hostkeys/hk"];
+    let mut args = vec!["--secret-id", SECRET];
     args.extend(TARGETS);
 
     // A stopped sshd: UNREACHABLE, exit 3.
@@ -237,9 +237,9 @@ fn many_probes_of_one_node_never_report_it_unreachable() {
         nodes: 1,
         ..BedOptions::default()
     });
-    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
+    bed.init_from_node(SECRET, &bed.state.nodes[0]);
     let endpoint = format!("{}:22", bed.state.nodes[0].address);
-    let mut args = vec!["--secret-id", "hostkeys/hk", "--concurrency", "64"];
+    let mut args = vec!["--secret-id", SECRET, "--concurrency", "64"];
     for _ in 0..40 {
         args.extend(["--endpoint", endpoint.as_str()]);
     }
@@ -260,7 +260,7 @@ fn via_ssm_sees_keys_written_but_not_served() {
     let n = &bed.state.nodes[1];
     crate::common::bed::change_ed25519_key_by_hand(n);
 
-    let mut args = vec!["--secret-id", "hostkeys/hk"];
+    let mut args = vec!["--secret-id", SECRET];
     args.extend(TARGETS);
     let (code, _) = audit(&bed, &args);
     assert_eq!(code, 0, "what is served is still right");
@@ -283,19 +283,14 @@ fn via_ssm_sees_keys_written_but_not_served() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_hostile_fingerprint_tag_never_reaches_a_nodes_shell() {
     let bed = TestBed::start(BedOptions::default());
-    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
+    bed.init_from_node(SECRET, &bed.state.nodes[0]);
     let marker = bed.dir().join("pwned-by-a-tag");
     let sm = aws_sdk_secretsmanager::Client::new(&bed.sdk_config(1).await);
     let tag = aws_sdk_secretsmanager::types::Tag::builder()
         .key("hostkeyctl:fp:ssh-ed25519")
         .value(format!("$(touch {})", marker.display()))
         .build();
-    sm.tag_resource()
-        .secret_id("hostkeys/hk")
-        .tags(tag)
-        .send()
-        .await
-        .unwrap();
+    sm.tag_resource().secret_id(SECRET).tags(tag).send().await.unwrap();
 
     let run = bed.cli("audit").json().secret().targets().args(&["--via-ssm"]).run();
     run.code(2);
@@ -389,7 +384,7 @@ fn an_lb_audit_of_openssh_10_nodes_is_paced_and_locks_nobody_out() {
         lb_check_interval: "10",
         ..BedOptions::default()
     });
-    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
+    bed.init_from_node(SECRET, &bed.state.nodes[0]);
     let run = bed
         .cli("audit")
         .json()
@@ -470,7 +465,7 @@ fn a_balancer_that_pins_clients_cannot_make_an_audit_ok() {
         .find(|n| keyscan(&n.address, n.port, "ed25519").as_deref() == Some(seen.as_str()))
         .expect("the balancer reaches a node")
         .clone();
-    bed.init_from_node("hostkeys/hk", &pinned);
+    bed.init_from_node(SECRET, &pinned);
     let alone = bed
         .cli("audit")
         .json()

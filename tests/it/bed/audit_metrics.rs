@@ -1,7 +1,7 @@
 //! The audit's metrics on the test bed (issue 29): a Prometheus textfile,
 //! CloudWatch as the auditor role, and the embedded metric format in Lambda.
 
-use crate::common::bed::{BedOptions, TARGETS, TestBed};
+use crate::common::bed::{BedOptions, SECRET, TARGETS, TestBed};
 
 /// `ListMetrics` of `namespace` in the emulator's CloudWatch (the SDK's
 /// CBOR protocol, as the bed): (metric name, dimension names).
@@ -63,7 +63,7 @@ async fn audit_metrics_reach_a_textfile_and_cloudwatch() {
         "--output",
         "json",
         "--secret-id",
-        "hostkeys/hk",
+        SECRET,
         "--lb",
         "lb:hp-login",
         "--samples",

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::bed::lifecycle::{Lifecycle, fixtures};
-use crate::common::bed::{BedOptions, Node, TestBed, served, set_fingerprints};
+use crate::common::bed::{BedOptions, Node, SECRET, TestBed, served, set_fingerprints};
 
 /// The login node's address in the fixtures.
 const LOGIN_IP: &str = "10.1.17.20";
@@ -28,7 +28,7 @@ fn bed_of_one() -> (TestBed, Node, Vec<Option<String>>) {
         ..BedOptions::default()
     });
     let node = bed.state.nodes[0].clone();
-    let init = bed.init_generated("hostkeys/hk");
+    let init = bed.init_generated(SECRET);
     (bed, node, set_fingerprints(&init))
 }
 
@@ -345,7 +345,7 @@ fn current_with_an_expired_certificate(bed: &TestBed) -> Vec<Option<String>> {
         let cert = std::fs::read_to_string(dir.path().join("host-cert.pub")).unwrap();
         key["certificate"] = serde_json::Value::String(cert.trim().to_owned());
     }
-    runtime.block_on(bed.put_secret_value("hostkeys/hk", &document.to_string(), "AWSCURRENT"));
+    runtime.block_on(bed.put_secret_value(SECRET, &document.to_string(), "AWSCURRENT"));
     set_fingerprints(&fresh)
 }
 

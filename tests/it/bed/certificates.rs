@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::common::bed::{BedOptions, Node, TARGETS, TestBed, snapshot};
+use crate::common::bed::{BedOptions, Node, SECRET, TARGETS, TestBed, snapshot};
 use crate::common::support::require;
 
 pub(super) const NAME: &str = "login.test";
@@ -106,7 +106,7 @@ fn assert_audit_ok(bed: &TestBed, ca_fp: &str) {
         "--output",
         "json",
         "--secret-id",
-        "hostkeys/hk",
+        SECRET,
         "--ca-fingerprint",
         ca_fp,
     ];
@@ -235,7 +235,7 @@ fn assert_each_release_client_trusts_the_ca(bed: &TestBed, ca_only: &Path) {
 #[test]
 fn certificates_are_served_trusted_through_the_lb_and_survive_a_rotation() {
     let bed = TestBed::start(BedOptions::three_releases());
-    bed.init_generated("hostkeys/hk");
+    bed.init_generated(SECRET);
     let ca = ca_init(&bed, "hostkeyctl-ca/ca");
     let ca_fp = ca["fingerprint"].as_str().unwrap().to_owned();
     let again = bed.cli("ca init").args(&["--ca-secret-id", "hostkeyctl-ca/ca"]).run();
@@ -243,7 +243,7 @@ fn certificates_are_served_trusted_through_the_lb_and_survive_a_rotation() {
     assert!(again.stderr.contains("never overwrites a CA"), "{}", again.stderr);
     assert_eq!(sign(&bed, &[])["certificates"].as_array().unwrap().len(), 3);
     assert_eq!(sign(&bed, &["--renew-before", "3"])["result"], "unchanged");
-    let mut push = vec!["push", "--secret-id", "hostkeys/hk", "--max-concurrency", "100%"];
+    let mut push = vec!["push", "--secret-id", SECRET, "--max-concurrency", "100%"];
     push.extend(TARGETS);
     ok(&bed.run(&push), "push");
     assert_nodes_serve_certificates(&bed, &ca_fp);
@@ -330,7 +330,7 @@ fn rotate_signed(bed: &TestBed) {
     let mut rotate = vec![
         "rotate",
         "--secret-id",
-        "hostkeys/hk",
+        SECRET,
         "--ca-secret-id",
         "hostkeyctl-ca/ca",
         "--max-concurrency",
@@ -477,7 +477,7 @@ fn a_reload_that_does_not_serve_the_certificates_is_rolled_back() {
         ..BedOptions::default()
     });
     let node = bed.state.nodes[0].clone();
-    bed.init_generated("hostkeys/hk");
+    bed.init_generated(SECRET);
     ok(
         &bed.cli("install").on(&node).secret().run(),
         "install without certificates",

@@ -15,7 +15,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
-use crate::common::bed::{BedOptions, TestBed};
+use crate::common::bed::{BedOptions, SECRET, TestBed};
 use crate::common::support::{require, run_ok};
 
 /// Logins per endpoint, phase and client. The matrix keeps both cores
@@ -149,7 +149,7 @@ impl<'a> Matrix<'a> {
 
     /// `hostkeyctl known-hosts` with `args`, as the admin would run it.
     fn known_hosts(&self, args: &[&str]) -> String {
-        let mut all = vec!["known-hosts", "--secret-id", "hostkeys/hk"];
+        let mut all = vec!["known-hosts", "--secret-id", SECRET];
         all.extend_from_slice(args);
         let run = self.bed.run(&all);
         run.ok();

@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use crate::common::bed::{BedOptions, Node, TARGETS, TestBed};
+use crate::common::bed::{BedOptions, Node, SECRET, TARGETS, TestBed};
 
 fn sha256_file(path: &Path) -> String {
     use sha2::Digest;
@@ -32,7 +32,7 @@ async fn deliver_puts_the_pinned_build_on_bare_nodes_and_nothing_else() {
         bare: true,
         ..BedOptions::default()
     });
-    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
+    bed.init_from_node(SECRET, &bed.state.nodes[0]);
     for node in &bed.state.nodes {
         assert!(!installed(node).exists(), "{} starts bare", node.name);
     }
@@ -66,7 +66,7 @@ async fn deliver_puts_the_pinned_build_on_bare_nodes_and_nothing_else() {
     let wrong = bed.run(&with_targets(&[
         "deliver",
         "--secret-id",
-        "hostkeys/hk",
+        SECRET,
         "--max-errors",
         "100%",
         "--output",
@@ -94,11 +94,11 @@ async fn deliver_puts_the_pinned_build_on_bare_nodes_and_nothing_else() {
     every_node_gets(&bed, &pin);
     the_metadata_service_is_kept_to_root_unless_opened(&bed);
     // Now push installs the keys.
-    bed.run(&with_targets(&["push", "--secret-id", "hostkeys/hk"])).ok();
+    bed.run(&with_targets(&["push", "--secret-id", SECRET])).ok();
 
     // Someone who may update documents adds a line: deliver sends nothing.
     let pwned = edit_the_setup_document(&bed).await;
-    let refused = bed.run(&with_targets(&["deliver", "--secret-id", "hostkeys/hk"]));
+    let refused = bed.run(&with_targets(&["deliver", "--secret-id", SECRET]));
     assert!(
         refused
             .code(2)
@@ -140,7 +140,7 @@ fn nothing_before_the_setup_document(bed: &TestBed) {
     let push = bed.run(&with_targets(&[
         "push",
         "--secret-id",
-        "hostkeys/hk",
+        SECRET,
         "--max-errors",
         "100%",
         "--output",
@@ -151,7 +151,7 @@ fn nothing_before_the_setup_document(bed: &TestBed) {
         let error = r["error"].as_str().unwrap_or_default();
         assert!(error.contains("hostkeyctl is not installed on this node"), "{r}");
     }
-    let none = bed.run(&with_targets(&["deliver", "--secret-id", "hostkeys/hk"]));
+    let none = bed.run(&with_targets(&["deliver", "--secret-id", SECRET]));
     assert!(
         none.code(2).stderr.contains("ssm-document deploy-setup"),
         "{}",
@@ -165,19 +165,13 @@ fn every_node_gets(bed: &TestBed, pin: &str) {
     let dry = bed.run(&with_targets(&[
         "deliver",
         "--secret-id",
-        "hostkeys/hk",
+        SECRET,
         "--dry-run",
         "--output",
         "json",
     ]));
     assert_eq!(dry.ok().json()["builds"]["pins"]["x86_64"], pin);
-    let done = bed.run(&with_targets(&[
-        "deliver",
-        "--secret-id",
-        "hostkeys/hk",
-        "--output",
-        "json",
-    ]));
+    let done = bed.run(&with_targets(&["deliver", "--secret-id", SECRET, "--output", "json"]));
     done.ok();
     let version = format!("hostkeyctl {}", env!("CARGO_PKG_VERSION"));
     for r in done.json()["results"].as_array().unwrap() {
@@ -190,13 +184,7 @@ fn every_node_gets(bed: &TestBed, pin: &str) {
     for node in &bed.state.nodes {
         assert_eq!(sha256_file(&installed(node)), pin, "{}", node.name);
     }
-    let again = bed.run(&with_targets(&[
-        "deliver",
-        "--secret-id",
-        "hostkeys/hk",
-        "--output",
-        "json",
-    ]));
+    let again = bed.run(&with_targets(&["deliver", "--secret-id", SECRET, "--output", "json"]));
     for r in again.ok().json()["results"].as_array().unwrap() {
         assert_eq!(r["result"], "unchanged", "{r}");
     }
@@ -234,7 +222,7 @@ fn the_metadata_service_is_kept_to_root_unless_opened(bed: &TestBed) {
         let run = bed.run(&with_targets(&[
             "deliver",
             "--secret-id",
-            "hostkeys/hk",
+            SECRET,
             "--imds",
             imds,
             "--output",

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::common::bed::{BedOptions, TARGETS, TestBed};
+use crate::common::bed::{BedOptions, SECRET, TARGETS, TestBed};
 
 /// `doctor` on the cluster's login nodes: its exit code and findings.
 fn doctor(bed: &TestBed, secret: &str, targets: &[&str]) -> (i32, Vec<Value>) {
@@ -40,7 +40,7 @@ async fn doctor_finds_each_planted_fault_and_then_nothing() {
     let node0 = bed.state.nodes[0].instance_id.clone();
     let node1 = bed.state.nodes[1].instance_id.clone();
     bed.cli("init")
-        .secret_id("hostkeys/hk")
+        .secret_id(SECRET)
         .args(&[
             "--from-dir",
             bed.state.nodes[0].ssh_dir.to_str().unwrap(),
@@ -52,7 +52,7 @@ async fn doctor_finds_each_planted_fault_and_then_nothing() {
     tamper_the_converge_document(&bed).await;
 
     // Bare nodes, a changed document, no setup document.
-    let (code, found) = doctor(&bed, "hostkeys/hk", &TARGETS);
+    let (code, found) = doctor(&bed, SECRET, &TARGETS);
     assert_eq!(code, 1, "{found:#?}");
     assert_eq!(level(&found, "document", "hostkeyctl-Converge"), "fail");
     assert_eq!(level(&found, "document", "hostkeyctl-Install"), "ok");
@@ -66,7 +66,7 @@ async fn doctor_finds_each_planted_fault_and_then_nothing() {
         );
     }
     // A target that reaches another cluster's node.
-    let (code, found) = doctor(&bed, "hostkeys/hk", &["--target", "tag:Role=login"]);
+    let (code, found) = doctor(&bed, SECRET, &["--target", "tag:Role=login"]);
     assert_eq!(
         (code, level(&found, "targets", "tag:Role=login")),
         (1, "fail"),
@@ -77,7 +77,7 @@ async fn doctor_finds_each_planted_fault_and_then_nothing() {
     // serves its own keys.
     bed.cli("ssm-document deploy").run().ok();
     deliver(&bed);
-    let (code, found) = doctor(&bed, "hostkeys/hk", &TARGETS);
+    let (code, found) = doctor(&bed, SECRET, &TARGETS);
     assert_eq!(code, 1, "{found:#?}");
     assert_eq!(level(&found, "node", &node0), "ok");
     assert_eq!(level(&found, "node", &node1), "fail");
@@ -90,7 +90,7 @@ async fn doctor_finds_each_planted_fault_and_then_nothing() {
 
     // Pushed: the keys are right; what is left is the nodes' metadata
     // service and the target group.
-    let mut push = vec!["push", "--secret-id", "hostkeys/hk"];
+    let mut push = vec!["push", "--secret-id", SECRET];
     push.extend(TARGETS);
     bed.run(&push).ok();
     the_metadata_service_and_the_target_group(&bed).await;
@@ -99,7 +99,7 @@ async fn doctor_finds_each_planted_fault_and_then_nothing() {
 
     // Node 1 leaves SSM; a secret without a Cluster tag.
     bed.control("POST", "/_bed/ssm/unmanaged", &json!({"InstanceIds": [node1]}));
-    let (code, found) = doctor(&bed, "hostkeys/hk", &TARGETS);
+    let (code, found) = doctor(&bed, SECRET, &TARGETS);
     assert_eq!((code, level(&found, "ssm", &node1)), (1, "fail"), "{found:#?}");
     assert!(
         about(&found, "node", &node1).is_empty(),
@@ -121,7 +121,7 @@ async fn doctor_finds_each_planted_fault_and_then_nothing() {
 /// nothing is left; then a target group made to break ssh.
 async fn the_metadata_service_and_the_target_group(bed: &TestBed) {
     let (node0, node1) = (&bed.state.nodes[0].instance_id, &bed.state.nodes[1].instance_id);
-    let (code, found) = doctor(bed, "hostkeys/hk", &TARGETS);
+    let (code, found) = doctor(bed, SECRET, &TARGETS);
     assert_eq!(code, 0, "{found:#?}");
     for id in [node0, node1] {
         assert_eq!(level(&found, "imds", id), "warn", "{found:#?}");
@@ -134,14 +134,14 @@ async fn the_metadata_service_and_the_target_group(bed: &TestBed) {
     let group = bed.state.elb["instance"].target_group_arn.clone();
     let group_arg = format!("tg:{group}");
     let with_group = [&TARGETS[..], &["--target-group", &group_arg]].concat();
-    let (code, found) = doctor(bed, "hostkeys/hk", &with_group);
+    let (code, found) = doctor(bed, SECRET, &with_group);
     assert_eq!(code, 0, "{found:#?}");
     assert!(found.iter().all(|f| f["level"] == "ok"), "{found:#?}");
     assert_eq!(level(&found, "imds", node0), "ok");
     assert!(about(&found, "balancer", "target group").len() >= 4, "{found:#?}");
     let table = bed
         .cli("doctor")
-        .secret_id("hostkeys/hk")
+        .secret_id(SECRET)
         .args(&TARGETS)
         .args(&["--output", "table"])
         .run();
@@ -151,11 +151,7 @@ async fn the_metadata_service_and_the_target_group(bed: &TestBed) {
     // matched to the targets by address.
     let hyperpod = format!("hyperpod:{}/login-group", bed.state.hyperpod.as_ref().unwrap().cluster);
     let ip_group = format!("tg:{}", bed.state.elb["ip"].target_group_arn);
-    let (code, found) = doctor(
-        bed,
-        "hostkeys/hk",
-        &["--target", &hyperpod, "--target-group", &ip_group],
-    );
+    let (code, found) = doctor(bed, SECRET, &["--target", &hyperpod, "--target-group", &ip_group]);
     assert_eq!(code, 0, "{found:#?}");
     let balancer = about(&found, "balancer", "target group");
     assert!(
@@ -173,7 +169,7 @@ async fn the_metadata_service_and_the_target_group(bed: &TestBed) {
     // node 1 failing its checks, node 0 deregistered, and an instance of
     // no --target taking users.
     break_the_target_group(bed, &group).await;
-    let (code, found) = doctor(bed, "hostkeys/hk", &with_group);
+    let (code, found) = doctor(bed, SECRET, &with_group);
     assert_eq!(code, 1, "{found:#?}");
     let bad: Vec<(&str, &str)> = found
         .iter()
@@ -222,7 +218,7 @@ fn a_stack_of_another_secret(bed: &TestBed) {
         &json!({"arn": arn, "bootstrap": "/nonexistent/never-invoked", "variables": {"HOSTKEYCTL_ADMIT_ARGS": admit.to_string()}}),
     );
     let with_stack = [&TARGETS[..], &["--stack", "s"]].concat();
-    let (code, found) = doctor(bed, "hostkeys/hk", &with_stack);
+    let (code, found) = doctor(bed, SECRET, &with_stack);
     assert_eq!(code, 0, "{found:#?}");
     let admission = about(&found, "function", "function hostkeyctl-admission-s");
     assert!(admission.len() == 1 && admission[0]["level"] == "warn", "{found:#?}");
@@ -315,7 +311,7 @@ fn deliver(bed: &TestBed) {
     let mut args = vec![
         "deliver",
         "--secret-id",
-        "hostkeys/hk",
+        SECRET,
         "--max-concurrency",
         "100%",
         "--imds",

@@ -7,7 +7,7 @@
 
 use crate::bed::enrolment::{cluster_bed, enroll_with_args, imds_of, instance_of, listed, names_of, principals_listed};
 use crate::bed::enrolment_cluster::pairs;
-use crate::common::bed::{Node, Run, TestBed, snapshot, wait_until};
+use crate::common::bed::{Node, Run, SECRET, TestBed, snapshot, wait_until};
 use crate::common::support::require;
 
 const PORT: &str = "2222";
@@ -179,9 +179,9 @@ fn login_nodes_serve_the_cluster_a_certificate_on_their_own_listener_and_users_t
             .map(|n| n.root.join("run/hostkeyctl-cluster-sshd.pid"))
             .collect(),
     );
-    bed.init_generated("hostkeys/hk");
+    bed.init_generated(SECRET);
     for node in logins {
-        bed.install_on(node, &["--secret-id", "hostkeys/hk"]).ok();
+        bed.install_on(node, &["--secret-id", SECRET]).ok();
     }
     let login_hosts: Vec<String> = logins.iter().flat_map(|n| names_of(&n.address)).collect();
     let login_hosts = login_hosts.join(",");

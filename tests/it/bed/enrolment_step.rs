@@ -7,7 +7,7 @@
 
 use crate::bed::enrolment::{cluster_bed, instance_of, listed, names_of, principals_listed};
 use crate::bed::lifecycle::Lifecycle;
-use crate::common::bed::{Node, TestBed};
+use crate::common::bed::{Node, SECRET, TestBed};
 
 /// The node's own IMDS endpoint (the step's environment on a node).
 fn imds(bed: &TestBed, node: &Node) -> String {
@@ -26,7 +26,7 @@ fn imds(bed: &TestBed, node: &Node) -> String {
 fn the_lifecycle_step_enrols_every_node_type() {
     let (bed, _runtime, arn) = cluster_bed(2, "", "ecdsa");
     let (compute, login) = (&bed.state.nodes[0], &bed.state.nodes[1]);
-    bed.init_generated("hostkeys/hk");
+    bed.init_generated(SECRET);
     let mut lifecycle = Lifecycle::new();
     lifecycle.set("HOSTKEYCTL_ENROL_FUNCTION", Some(&arn));
     lifecycle.set("HOSTKEYCTL_ENROL_TRUST", Some("*.ec2.internal,ip-127-*,127.*"));

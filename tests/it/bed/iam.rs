@@ -7,7 +7,7 @@
 
 use serde_json::{Value, json};
 
-use crate::common::bed::{BedOptions, Role, Run, TARGETS, TestBed};
+use crate::common::bed::{BedOptions, Role, Run, SECRET, TARGETS, TestBed};
 
 fn denied(run: &Run, action: &str, what: &str) {
     assert_eq!(
@@ -33,7 +33,7 @@ fn with_targets(args: &[&'static str]) -> Vec<&'static str> {
 /// admin: init, status, known-hosts, push, ca init (ssm-document deploy
 /// ran when the bed started, as the admin); no CA read, no stage move.
 fn admin_does_its_commands(bed: &TestBed) {
-    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
+    bed.init_from_node(SECRET, &bed.state.nodes[0]);
     ok(&bed.cli("status").secret().run(), "status");
     ok(
         &bed.cli("known-hosts").secret().args(&["--host", "login.test"]).run(),
@@ -43,7 +43,7 @@ fn admin_does_its_commands(bed: &TestBed) {
         &bed.run(&with_targets(&[
             "push",
             "--secret-id",
-            "hostkeys/hk",
+            SECRET,
             "--max-concurrency",
             "100%",
         ])),
@@ -56,7 +56,7 @@ fn admin_does_its_commands(bed: &TestBed) {
     let sign = [
         "sign",
         "--secret-id",
-        "hostkeys/hk",
+        SECRET,
         "--ca-secret-id",
         "hostkeyctl-ca/ca",
         "--principal",
@@ -73,7 +73,7 @@ fn admin_does_its_commands(bed: &TestBed) {
             &with_targets(&[
                 "rotate",
                 "--secret-id",
-                "hostkeys/hk",
+                SECRET,
                 "--max-concurrency",
                 "100%",
                 "--min-overlap",
@@ -88,19 +88,16 @@ fn admin_does_its_commands(bed: &TestBed) {
 /// auditor: audit by the tags alone, and on disk through the check
 /// document; no value read, no stage written, no install sent.
 async fn auditor_does_its_commands(bed: &TestBed) {
+    ok(&bed.run(&with_targets(&["audit", "--secret-id", SECRET])), "audit");
     ok(
-        &bed.run(&with_targets(&["audit", "--secret-id", "hostkeys/hk"])),
-        "audit",
-    );
-    ok(
-        &bed.run(&with_targets(&["audit", "--secret-id", "hostkeys/hk", "--via-ssm"])),
+        &bed.run(&with_targets(&["audit", "--secret-id", SECRET, "--via-ssm"])),
         "audit --via-ssm",
     );
     denied(
         &bed.run(&with_targets(&[
             "audit",
             "--secret-id",
-            "hostkeys/hk",
+            SECRET,
             "--stage",
             "AWSCURRENT",
         ])),
@@ -112,7 +109,7 @@ async fn auditor_does_its_commands(bed: &TestBed) {
     let sm = aws_sdk_secretsmanager::Client::new(&bed.sdk_config_as(Role::Auditor, 1).await);
     let err = sm
         .update_secret_version_stage()
-        .secret_id("hostkeys/hk")
+        .secret_id(SECRET)
         .version_stage("AWSPENDING")
         .move_to_version_id(version)
         .send()
@@ -158,7 +155,7 @@ fn signer_does_its_commands(bed: &TestBed) {
         "known-hosts --ca-secret-id",
     );
     denied(
-        &bed.run_as(Role::Signer, &with_targets(&["push", "--secret-id", "hostkeys/hk"])),
+        &bed.run_as(Role::Signer, &with_targets(&["push", "--secret-id", SECRET])),
         "ssm:DescribeDocument",
         "the signer sending a command",
     );
@@ -171,7 +168,7 @@ fn rotation_and_node_do_their_commands(bed: &TestBed) {
     let rotated = bed.run(&with_targets(&[
         "rotate",
         "--secret-id",
-        "hostkeys/hk",
+        SECRET,
         "--ca-secret-id",
         "hostkeyctl-ca/ca",
         "--max-concurrency",
@@ -250,7 +247,7 @@ fn a_refused_sign_says_what_it_left_and_the_next_rotate_removes_it() {
         nodes: 1,
         ..BedOptions::default()
     });
-    bed.init_generated("hostkeys/hk");
+    bed.init_generated(SECRET);
     ok(
         &bed.cli("ca init").args(&["--ca-secret-id", "hostkeyctl-ca/ca"]).run(),
         "ca init",
@@ -288,7 +285,7 @@ fn a_refused_sign_says_what_it_left_and_the_next_rotate_removes_it() {
     let rotate = bed.run(&with_targets(&[
         "rotate",
         "--secret-id",
-        "hostkeys/hk",
+        SECRET,
         "--abort",
         "--output",
         "json",

@@ -3,7 +3,9 @@
 
 use std::process::Command;
 
-use crate::common::bed::{BedOptions, Node, Run, TestBed, offers, private_lines, served, set_fingerprints, snapshot};
+use crate::common::bed::{
+    BedOptions, Node, Run, SECRET, TestBed, offers, private_lines, served, set_fingerprints, snapshot,
+};
 use crate::common::support::require;
 
 pub(super) fn bed() -> TestBed {
@@ -34,7 +36,7 @@ pub(super) fn assert_no_leftovers(node: &Node) {
 fn a_fresh_node_converges_and_a_second_run_changes_nothing() {
     let bed = bed();
     let node = &bed.state.nodes[1];
-    let init = bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
+    let init = bed.init_from_node(SECRET, &bed.state.nodes[0]);
     let expected = set_fingerprints(&init);
     assert_ne!(served(node), expected);
 
@@ -85,7 +87,7 @@ fn a_fresh_node_converges_and_a_second_run_changes_nothing() {
 #[test]
 fn check_reports_drift_on_a_node_with_other_keys() {
     let bed = bed();
-    let init = bed.init_generated("hostkeys/hk");
+    let init = bed.init_generated(SECRET);
     let fps: Vec<String> = set_fingerprints(&init).into_iter().flatten().collect();
     let node = &bed.state.nodes[0];
     let mut args = vec!["--check"];
@@ -103,7 +105,7 @@ fn check_reports_drift_on_a_node_with_other_keys() {
 fn unmanaged_key_types_stop_being_served() {
     let bed = bed();
     let node = &bed.state.nodes[1];
-    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
+    bed.init_from_node(SECRET, &bed.state.nodes[0]);
     // The image baked in an extra ECDSA P-384 host key.
     let extra = node.ssh_dir.join("ssh_host_ecdsa384_key");
     let made = Command::new(require("ssh-keygen"))
@@ -137,7 +139,7 @@ fn unmanaged_key_types_stop_being_served() {
 fn a_config_without_include_gets_an_inline_block() {
     let bed = bed();
     let node = &bed.state.nodes[1];
-    let init = bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
+    let init = bed.init_from_node(SECRET, &bed.state.nodes[0]);
     let config = std::fs::read_to_string(&node.sshd_config).unwrap();
     let without: String = config
         .lines()
@@ -161,7 +163,7 @@ fn a_config_without_include_gets_an_inline_block() {
 fn private_key_bytes_never_reach_stdout_or_stderr() {
     let bed = bed();
     let node = &bed.state.nodes[1];
-    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
+    bed.init_from_node(SECRET, &bed.state.nodes[0]);
     let secret_lines = private_lines(&bed.state.nodes[0].ssh_dir);
     let old_lines = private_lines(&node.ssh_dir);
     let runs: Vec<Run> = vec![
@@ -184,7 +186,7 @@ fn private_key_bytes_never_reach_stdout_or_stderr() {
         if sensitive {
             env.push(("LOG_SENSITIVE_BODIES".into(), "true".into()));
         }
-        bed.run_env(&["status", "--secret-id", "hostkeys/hk", "--output", "json"], &env)
+        bed.run_env(&["status", "--secret-id", SECRET, "--output", "json"], &env)
     };
     let refused = trace(true);
     refused.code(2);
@@ -366,14 +368,14 @@ fn installs_killed_at_random_points_always_converge_and_sshd_keeps_serving() {
 fn reload_is_found_from_sshds_pid_file_without_a_command() {
     let bed = bed();
     let node = &bed.state.nodes[1];
-    let init = bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
+    let init = bed.init_from_node(SECRET, &bed.state.nodes[0]);
     let env: Vec<(String, String)> = node
         .env
         .iter()
         .filter(|(k, _)| k.as_str() != "HOSTKEYCTL_RELOAD_COMMAND")
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    let run = bed.run_env(&["install", "--secret-id", "hostkeys/hk"], &env);
+    let run = bed.run_env(&["install", "--secret-id", SECRET], &env);
     run.ok();
     assert_eq!(run.json()["reloaded"], true);
     assert_eq!(sighups(node), 1, "sshd was not sent SIGHUP through its PidFile");

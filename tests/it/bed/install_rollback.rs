@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use crate::common::bed::{served, snapshot};
+use crate::common::bed::{SECRET, served, snapshot};
 
 use super::install::{assert_no_leftovers, bed, sighups};
 
@@ -11,7 +11,7 @@ use super::install::{assert_no_leftovers, bed, sighups};
 fn a_failing_reload_restores_the_files_byte_for_byte() {
     let bed = bed();
     let node = &bed.state.nodes[1];
-    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
+    bed.init_from_node(SECRET, &bed.state.nodes[0]);
     let before = snapshot(&node.ssh_dir);
     let served_before = served(node);
     let run = bed
@@ -40,7 +40,7 @@ fn a_failing_reload_restores_the_files_byte_for_byte() {
 fn sshd_reading_another_host_key_path_fails_verification_and_rolls_back() {
     let bed = bed();
     let node = &bed.state.nodes[1];
-    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
+    bed.init_from_node(SECRET, &bed.state.nodes[0]);
     // sshd reads its ed25519 key from elsewhere: writing ssh_host_ed25519_key
     // changes nothing it serves.
     let elsewhere = node.root.join("elsewhere");
@@ -93,7 +93,7 @@ impl Drop for Mount {
 fn no_space_left_while_writing_rolls_back() {
     let bed = bed();
     let node = &bed.state.nodes[1];
-    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
+    bed.init_from_node(SECRET, &bed.state.nodes[0]);
     // Move the node's /etc/ssh onto a 64 KiB tmpfs with two free pages.
     let saved = node.root.join("ssh-saved");
     assert!(
@@ -149,7 +149,7 @@ fn no_space_left_while_writing_rolls_back() {
 fn a_refused_config_is_rolled_back_without_taking_sshd_down() {
     let bed = bed();
     let node = &bed.state.nodes[1];
-    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
+    bed.init_from_node(SECRET, &bed.state.nodes[0]);
     let served_before = served(node);
     for t in ["ed25519", "ecdsa", "rsa"] {
         let key = node.ssh_dir.join(format!("ssh_host_{t}_key"));

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::common::bed::{BedOptions, TestBed};
+use crate::common::bed::{BedOptions, SECRET, TestBed};
 use crate::common::support::require;
 
 const NAME: &str = "login.test";
@@ -224,7 +224,7 @@ fn a_ca_in_kms_signs_what_sshd_serves_and_its_private_key_is_nowhere_else() {
         nodes: 1,
         ..BedOptions::default()
     });
-    bed.init_generated("hostkeys/hk");
+    bed.init_generated(SECRET);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let kms = runtime.block_on(async { aws_sdk_kms::Client::new(&bed.sdk_config(1).await) });
 

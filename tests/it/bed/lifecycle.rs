@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::common::bed::netfilter::NodeNetfilter;
-use crate::common::bed::{Node, TestBed};
+use crate::common::bed::{Node, SECRET, TestBed};
 
 pub(crate) fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("testbed/hyperpod")
@@ -96,7 +96,7 @@ impl Lifecycle {
         }
         let mut settings = BTreeMap::new();
         for (k, v) in [
-            ("HOSTKEYCTL_SECRET_ID", "hostkeys/hk".to_owned()),
+            ("HOSTKEYCTL_SECRET_ID", SECRET.to_owned()),
             (
                 &*format!("HOSTKEYCTL_SHA256_{}", std::env::consts::ARCH.to_uppercase()),
                 sum,

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::common::bed::{BedOptions, Node, Run, TestBed, set_fingerprints, snapshot};
+use crate::common::bed::{BedOptions, Node, Run, SECRET, TestBed, set_fingerprints, snapshot};
 use crate::common::support::require;
 
 pub fn profile_bed(profile: &'static str) -> TestBed {
@@ -224,9 +224,9 @@ fn converge(profile: &'static str) {
     let served_before = served(&bed, &node);
     let shared = profile == "keys-shared";
     let init = if shared {
-        bed.init_from_node("hostkeys/hk", &node)
+        bed.init_from_node(SECRET, &node)
     } else {
-        bed.init_generated("hostkeys/hk")
+        bed.init_generated(SECRET)
     };
     let mut set = set_fingerprints(&init);
     set.push(None); // no P-384 key once converged
@@ -234,7 +234,7 @@ fn converge(profile: &'static str) {
     assert_check_and_a_failing_reload_change_nothing(&bed, &node, profile, shared, &files_before, &served_before);
 
     // Converge, verified against an address sshd really listens on.
-    let first = install(&bed, &node, &["--secret-id", "hostkeys/hk"]);
+    let first = install(&bed, &node, &["--secret-id", SECRET]);
     assert_eq!(first.code, 0, "{profile}: {}\n{}", first.stderr, first.stdout);
     let report = first.json();
     assert_eq!(report["result"], "changed", "{profile}: {report}");
@@ -252,12 +252,12 @@ fn converge(profile: &'static str) {
 
     // A second run changes nothing.
     let files_after = files(&node);
-    let second = install(&bed, &node, &["--secret-id", "hostkeys/hk"]);
+    let second = install(&bed, &node, &["--secret-id", SECRET]);
     assert_eq!(second.code, 0, "{profile}: {}", second.stderr);
     assert_eq!(second.json()["result"], "unchanged", "{profile}");
     assert_eq!(second.json()["reloaded"], false, "{profile}");
     assert_eq!(files(&node), files_after, "{profile}: a no-op run wrote");
-    let check = install(&bed, &node, &["--secret-id", "hostkeys/hk", "--check"]);
+    let check = install(&bed, &node, &["--secret-id", SECRET, "--check"]);
     assert_eq!(check.code, 0, "{profile}: {}", check.stderr);
     assert_eq!(check.json()["result"], "match", "{profile}");
 
@@ -307,7 +307,7 @@ fn assert_check_and_a_failing_reload_change_nothing(
     served_before: &[Option<String>],
 ) {
     // --check changes nothing and reports what would change.
-    let check = install(bed, node, &["--secret-id", "hostkeys/hk", "--check"]);
+    let check = install(bed, node, &["--secret-id", SECRET, "--check"]);
     let (code, result) = if shared { (0, "match") } else { (1, "drift") };
     assert_eq!(check.code, code, "{profile}: {}\n{}", check.stderr, check.stdout);
     assert_eq!(
@@ -323,10 +323,10 @@ fn assert_check_and_a_failing_reload_change_nothing(
     let failing = if !has_systemd(profile) {
         // No unit to fail: hostkeyctl signals sshd itself. A reload
         // command that fails stands in for it.
-        install(bed, node, &["--secret-id", "hostkeys/hk", "--reload-command", "exit 1"])
+        install(bed, node, &["--secret-id", SECRET, "--reload-command", "exit 1"])
     } else {
         fault(node, Some("reload-fails"));
-        let run = install(bed, node, &["--secret-id", "hostkeys/hk"]);
+        let run = install(bed, node, &["--secret-id", SECRET]);
         fault(node, None);
         run
     };
@@ -458,8 +458,8 @@ fn socket_activated_node_installs_before_its_first_connection() {
         out.stdout.trim().to_owned()
     };
     assert_eq!(service_state(), "inactive", "something connected before the test");
-    let init = bed.init_generated("hostkeys/hk");
-    let run = install(&bed, &node, &["--secret-id", "hostkeys/hk"]);
+    let init = bed.init_generated(SECRET);
+    let run = install(&bed, &node, &["--secret-id", SECRET]);
     run.ok();
     let report = run.json();
     assert_eq!(report["result"], "changed", "{report}");
@@ -487,8 +487,8 @@ fn a_clean_rollback_beside_an_unmanaged_key_type_exits_3() {
     let before = files(&node);
     let served_before = served(&bed, &node);
     assert!(served_before[3].is_some(), "the profile serves no P-384 key");
-    bed.init_generated("hostkeys/hk");
-    let run = install(&bed, &node, &["--secret-id", "hostkeys/hk"]);
+    bed.init_generated(SECRET);
+    let run = install(&bed, &node, &["--secret-id", SECRET]);
     run.code(3);
     let report = run.json();
     assert_eq!(report["result"], "rolled_back", "{report}");
@@ -512,16 +512,16 @@ fn a_clean_rollback_beside_an_unmanaged_key_type_exits_3() {
 async fn a_run_killed_at_the_reload_is_finished_by_the_next() {
     let bed = profile_bed("debian-12");
     let node = bed.state.profiles[0].clone();
-    let current = bed.init_generated("hostkeys/hk");
+    let current = bed.init_generated(SECRET);
     let current_id = current["version_id"].as_str().unwrap().to_owned();
-    install(&bed, &node, &["--secret-id", "hostkeys/hk"]).ok();
+    install(&bed, &node, &["--secret-id", SECRET]).ok();
     // The next set, staged AWSPENDING as a rotation would.
     let next = bed.init_generated("hostkeys/hk-next");
     let document = bed.secret_value("hostkeys/hk-next").await;
-    let next_id = bed.put_secret_value("hostkeys/hk", &document, "AWSPENDING").await;
+    let next_id = bed.put_secret_value(SECRET, &document, "AWSPENDING").await;
     let args = [
         "--secret-id",
-        "hostkeys/hk",
+        SECRET,
         "--version-id",
         &current_id,
         "--next-version-id",
@@ -532,7 +532,7 @@ async fn a_run_killed_at_the_reload_is_finished_by_the_next() {
     let killed = install(&bed, &node, &args);
     fault(&node, None);
     killed.code(-1);
-    let check = install(&bed, &node, &["--secret-id", "hostkeys/hk", "--check"]);
+    let check = install(&bed, &node, &["--secret-id", SECRET, "--check"]);
     check.code(1);
     let marker = node.root.join("var/lib/hostkeyctl/reload-pending");
     assert!(marker.exists(), "no reload-pending marker after the kill");

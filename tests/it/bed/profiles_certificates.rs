@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::common::bed::{Node, TestBed};
+use crate::common::bed::{Node, SECRET, TestBed};
 use crate::common::support::require;
 
 use super::profiles::{files, in_node, install, profile_bed};
@@ -16,12 +16,12 @@ fn host_certificate_is_refused_kept_or_replaced_as_the_admin_chooses() {
     let bed = profile_bed("host-certificate");
     let node = bed.state.profiles[0].clone();
     let before = files(&node);
-    bed.init_generated("hostkeys/hk");
+    bed.init_generated(SECRET);
     let theirs = node.ssh_dir.join("ssh_host_ed25519_key-cert.pub");
     let their_cert = std::fs::read_to_string(&theirs).unwrap();
     // No choice made, or keep for keys that are being replaced: nothing written.
     for extra in [&[][..], &["--existing-certificates", "keep"][..]] {
-        let mut args = vec!["--secret-id", "hostkeys/hk"];
+        let mut args = vec!["--secret-id", SECRET];
         args.extend_from_slice(extra);
         let run = install(&bed, &node, &args);
         run.code(2);
@@ -76,7 +76,7 @@ fn host_certificate_is_refused_kept_or_replaced_as_the_admin_chooses() {
     let run = install(
         &bed,
         &node,
-        &["--secret-id", "hostkeys/hk", "--existing-certificates", "replace"],
+        &["--secret-id", SECRET, "--existing-certificates", "replace"],
     );
     run.ok();
     let out = connect(&ours);
@@ -84,7 +84,7 @@ fn host_certificate_is_refused_kept_or_replaced_as_the_admin_chooses() {
     assert!(!connect(&their_ca).status.success(), "their CA still trusted");
     // Later runs (push, the timer) need no choice: the file holds the set's
     // certificate from the set's CA.
-    let run = install(&bed, &node, &["--secret-id", "hostkeys/hk"]);
+    let run = install(&bed, &node, &["--secret-id", SECRET]);
     run.ok();
     assert_eq!(run.json()["result"], "unchanged", "{}", run.stdout);
     let cert = std::fs::read_to_string(&theirs).unwrap();
@@ -94,7 +94,7 @@ fn host_certificate_is_refused_kept_or_replaced_as_the_admin_chooses() {
     // 27: refuse overwrote it, and a client using that name was refused).
     own_certificate_from_the_sets_ca(&bed, &node, &theirs);
     let before = files(&node);
-    let run = install(&bed, &node, &["--secret-id", "hostkeys/hk"]);
+    let run = install(&bed, &node, &["--secret-id", SECRET]);
     run.code(2);
     assert!(
         run.stderr.contains("/etc/ssh/ssh_host_ed25519_key-cert.pub"),

@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use crate::bed::profiles::{in_net, install, profile_bed, run};
-use crate::common::bed::{Node, Run, TestBed};
+use crate::common::bed::{Node, Run, SECRET, TestBed};
 
 /// `hostkeyctl audit` of the node from beside it (its network namespace:
 /// the node's loopback, the source its own installs use), as JSON.
@@ -19,7 +19,7 @@ fn audit_beside(bed: &TestBed, node: &Node) -> Run {
         "--output",
         "json",
         "--secret-id",
-        "hostkeys/hk",
+        SECRET,
         "--endpoint",
         "127.0.0.1",
     ])
@@ -45,8 +45,8 @@ fn sleep_until(at: Instant) {
 fn timer_installs_and_an_audit_every_two_seconds_never_trip_openssh_10s_penalties() {
     let bed = profile_bed("debian-13");
     let node = bed.state.profiles[0].clone();
-    bed.init_from_node("hostkeys/hk", &node);
-    let first = install(&bed, &node, &["--secret-id", "hostkeys/hk"]);
+    bed.init_from_node(SECRET, &node);
+    let first = install(&bed, &node, &["--secret-id", SECRET]);
     assert_eq!(first.code, 0, "{}\n{}", first.stderr, first.stdout);
 
     let start = Instant::now();
@@ -56,7 +56,7 @@ fn timer_installs_and_an_audit_every_two_seconds_never_trip_openssh_10s_penaltie
             (0..10u32)
                 .map(|i| {
                     sleep_until(start + Duration::from_secs(12) * i);
-                    install(&bed, &node, &["--secret-id", "hostkeys/hk"])
+                    install(&bed, &node, &["--secret-id", SECRET])
                 })
                 .collect::<Vec<Run>>()
         });
@@ -98,8 +98,8 @@ fn timer_installs_and_an_audit_every_two_seconds_never_trip_openssh_10s_penaltie
 fn a_penalized_check_is_never_a_reason_to_roll_back_or_a_mismatch() {
     let bed = profile_bed("debian-13-penalties");
     let node = bed.state.profiles[0].clone();
-    bed.init_from_node("hostkeys/hk", &node);
-    let first = install(&bed, &node, &["--secret-id", "hostkeys/hk"]);
+    bed.init_from_node(SECRET, &node);
+    let first = install(&bed, &node, &["--secret-id", SECRET]);
     assert_eq!(first.code, 3, "{}\n{}", first.stderr, first.stdout);
     let report = first.json();
     assert_eq!(report["result"], "incomplete", "{report}");

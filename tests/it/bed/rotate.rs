@@ -5,7 +5,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::common::bed::{BedOptions, TARGETS, TestBed, keyscan, served, set_fingerprints};
+use crate::common::bed::{BedOptions, SECRET, TARGETS, TestBed, keyscan, served, set_fingerprints};
 use crate::common::support::require;
 
 /// `rotate --output json` of the bed's login nodes with `extra`: exit
@@ -16,7 +16,7 @@ pub(crate) fn rotate(bed: &TestBed, extra: &[&str]) -> (i32, Value, String) {
         "--output",
         "json",
         "--secret-id",
-        "hostkeys/hk",
+        SECRET,
         "--max-concurrency",
         "100%",
     ];
@@ -94,7 +94,7 @@ fn a_full_rotation_moves_every_node_and_the_lb_to_the_new_set() {
         assert_eq!(keyscan(&lb.address, lb.port, "ed25519"), expected[0]);
     }
     // The auditor's view (tags) follows the rotation.
-    let mut audit = vec!["audit", "--output", "json", "--secret-id", "hostkeys/hk"];
+    let mut audit = vec!["audit", "--output", "json", "--secret-id", SECRET];
     audit.extend(TARGETS);
     let run = bed.run(&audit);
     run.ok();
@@ -393,7 +393,7 @@ fn a_pull_only_fleet_is_rotated_end_to_end() {
         no_ssm: true,
         ..BedOptions::default()
     });
-    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
+    bed.init_from_node(SECRET, &bed.state.nodes[0]);
     timer(&bed);
     assert_serves_current(&bed, "before");
     // Certificates (issue 27): a CA-only client beside the plain-key one.
@@ -419,7 +419,7 @@ fn a_pull_only_fleet_is_rotated_end_to_end() {
     assert_serial_served(&bed, 3);
     assert_eq!(ca_refusals(&bed, &ca_only), 0, "CA-only client before the promotion");
     assert_serves_current(&bed, "announced, timers ran");
-    let mut status = vec!["status", "--output", "json", "--secret-id", "hostkeys/hk"];
+    let mut status = vec!["status", "--output", "json", "--secret-id", SECRET];
     status.extend(TARGETS);
     let phase = bed.run(&status).json();
     assert_eq!(phase["phase"]["state"], "announced", "{phase}");
@@ -440,7 +440,7 @@ fn a_pull_only_fleet_is_rotated_end_to_end() {
         "--output",
         "json",
         "--secret-id",
-        "hostkeys/hk",
+        SECRET,
         "--pull",
         "--finish",
         "--min-overlap",

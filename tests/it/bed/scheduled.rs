@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 
 use crate::bed::rotate::{set_of, stages};
-use crate::common::bed::{BedOptions, Role, TARGETS, TestBed, served};
+use crate::common::bed::{BedOptions, Role, SECRET, TARGETS, TestBed, served};
 use crate::common::support::require;
 
 /// The function's ARN on the bed (the emulator's account).
@@ -261,7 +261,7 @@ fn forged_events(bed: &TestBed, arn: &str) {
         .args(&["--algorithms", "ed25519"])
         .run()
         .ok();
-    let (ours, theirs) = (arn_of(bed, "hostkeys/hk"), arn_of(bed, "hostkeys/other"));
+    let (ours, theirs) = (arn_of(bed, SECRET), arn_of(bed, "hostkeys/other"));
     let before = (
         stages(bed),
         bed.control("GET", "/_bed/commands", &json!({}))
@@ -270,7 +270,7 @@ fn forged_events(bed: &TestBed, arn: &str) {
             .len(),
     );
     let served_before: Vec<_> = bed.state.nodes.iter().map(served).collect();
-    let versions = bed.control("POST", "/_bed/secret-versions", &json!({"secret": "hostkeys/hk"}));
+    let versions = bed.control("POST", "/_bed/secret-versions", &json!({"secret": SECRET}));
     let retired = versions
         .as_array()
         .unwrap()
@@ -350,7 +350,7 @@ fn three_rotations(pull: bool) {
         no_ssm: pull,
         ..BedOptions::default()
     });
-    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
+    bed.init_from_node(SECRET, &bed.state.nodes[0]);
     timer(&bed);
     let lb = bed.state.lb.clone().unwrap();
     let mut extra = vec![];
@@ -499,13 +499,13 @@ async fn doctor_reads_the_function(bed: &TestBed, arn: &str) {
 /// rules): its first rotation finds nothing announced, changes no key, and
 /// announces one. Returns the function.
 fn stack_first_rotation(bed: &TestBed, extra: &[&str], known_hosts: &std::path::Path) -> String {
-    let arn = deploy_function(bed, false, extra, Some(&arn_of(bed, "hostkeys/hk")));
+    let arn = deploy_function(bed, false, extra, Some(&arn_of(bed, SECRET)));
     let served_before: Vec<_> = bed.state.nodes.iter().map(served).collect();
     let rules = json!({"ScheduleExpression": "rate(30 days)"});
     bed.control(
         "POST",
         "/_bed/rotate-secret",
-        &json!({"SecretId": "hostkeys/hk", "RotationLambdaARN": arn, "RotationRules": rules}),
+        &json!({"SecretId": SECRET, "RotationLambdaARN": arn, "RotationRules": rules}),
     );
     assert_eq!(ended(bed, 1)["status"], "succeeded");
     let served_after: Vec<_> = bed.state.nodes.iter().map(served).collect();

@@ -17,7 +17,7 @@ use crate::bed::admission::{
 };
 use crate::bed::rotate::{set_of, stages};
 use crate::bed::scheduled::{deploy_function, ended, next_interval, schedule};
-use crate::common::bed::{BedOptions, Node, TestBed, served, wait_until};
+use crate::common::bed::{BedOptions, Node, SECRET, TestBed, served, wait_until};
 
 /// The timers of `nodes`: the plain install.
 fn timers(bed: &TestBed, nodes: &[&Node]) {
@@ -37,7 +37,7 @@ fn a_node_replaced_mid_rotation_and_the_promotions_convergence_warn_no_client() 
     });
     let nodes = bed.state.nodes.clone();
     let (old, new) = (&nodes[2], &nodes[3]);
-    bed.init_from_node("hostkeys/hk", &nodes[0]);
+    bed.init_from_node(SECRET, &nodes[0]);
     timers(&bed, &[&nodes[0], &nodes[1], old]);
     let known_hosts = lb_known_hosts(&bed);
     let arn = deploy_function(&bed, true, &[], None);

@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::common::bed::{BedOptions, Role, TARGETS, TestBed, set_fingerprints};
+use crate::common::bed::{BedOptions, Role, SECRET, TARGETS, TestBed, set_fingerprints};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn print_is_byte_stable_and_deploy_adds_versions_only_when_it_changes() {
@@ -78,15 +78,15 @@ fn push_and_rotate_run_through_the_document_with_the_shell_document_denied() {
     // The admin and rotation roles may send hostkeyctl-Install only
     // (iam/admin.json, iam/rotation.json), which the bed enforces.
     let bed = TestBed::start(BedOptions::default());
-    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
-    let mut push = vec!["push", "--secret-id", "hostkeys/hk", "--max-concurrency", "100%"];
+    bed.init_from_node(SECRET, &bed.state.nodes[0]);
+    let mut push = vec!["push", "--secret-id", SECRET, "--max-concurrency", "100%"];
     push.extend(TARGETS);
     let run = bed.run(&push);
     run.ok();
     let mut rotate = vec![
         "rotate",
         "--secret-id",
-        "hostkeys/hk",
+        SECRET,
         "--max-concurrency",
         "100%",
         "--min-overlap",
@@ -159,7 +159,7 @@ pub(crate) async fn tamper(ssm: &aws_sdk_ssm::Client, name: &str, content: &str)
 #[tokio::test(flavor = "multi_thread")]
 async fn a_tampered_document_is_never_sent() {
     let bed = TestBed::start(BedOptions::default());
-    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
+    bed.init_from_node(SECRET, &bed.state.nodes[0]);
     let ssm = aws_sdk_ssm::Client::new(&bed.sdk_config(1).await);
     let ours = bed.cli("ssm-document print").run().stdout;
     let pwned = bed.dir().join("pwned");
@@ -173,11 +173,11 @@ async fn a_tampered_document_is_never_sent() {
     let check = bed.cli("ssm-document print").args(&["--kind", "check"]).run().stdout;
     tamper(&ssm, "hostkeyctl-Check", &check.replacen("set -eu", "set -u", 1)).await;
 
-    let mut push = vec!["push", "--secret-id", "hostkeys/hk", "--max-concurrency", "100%"];
+    let mut push = vec!["push", "--secret-id", SECRET, "--max-concurrency", "100%"];
     push.extend(TARGETS);
-    let mut rotate = vec!["rotate", "--secret-id", "hostkeys/hk", "--max-concurrency", "100%"];
+    let mut rotate = vec!["rotate", "--secret-id", SECRET, "--max-concurrency", "100%"];
     rotate.extend(TARGETS);
-    let mut audit = vec!["audit", "--secret-id", "hostkeys/hk", "--via-ssm"];
+    let mut audit = vec!["audit", "--secret-id", SECRET, "--via-ssm"];
     audit.extend(TARGETS);
     for (args, name, option, expected) in [
         (&push, "hostkeyctl-Install", " --document NAME", sha256_hex(&ours)),
@@ -254,7 +254,7 @@ async fn a_tampered_document_is_never_sent() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_bed_refuses_bad_parameters_and_no_node_runs_anything() {
     let bed = TestBed::start(BedOptions::default());
-    let init = bed.init_generated("hostkeys/hk");
+    let init = bed.init_generated(SECRET);
     bed.cli("ssm-document deploy").run().ok();
     let ssm = aws_sdk_ssm::Client::new(&bed.sdk_config(1).await);
     let version = init["version_id"].as_str().unwrap().to_owned();
@@ -266,7 +266,7 @@ async fn the_bed_refuses_bad_parameters_and_no_node_runs_anything() {
     let ids: Vec<String> = bed.state.nodes.iter().map(|n| n.instance_id.clone()).collect();
     let good = || {
         vec![
-            ("SecretId", "hostkeys/hk".to_owned()),
+            ("SecretId", SECRET.to_owned()),
             ("VersionId", version.clone()),
             ("Expect", expect.clone()),
         ]

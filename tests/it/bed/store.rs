@@ -9,7 +9,7 @@ use hostkeyctl::ids::{SecretId, StageLabel, VersionId};
 use hostkeyctl::keyset::{HostKey, KeyAlgorithm, KeySet};
 use hostkeyctl::store::{SecretStore, StoreError, VersionSelector, stage};
 
-use crate::common::bed::{BedOptions, TestBed};
+use crate::common::bed::{BedOptions, SECRET, TestBed};
 
 /// Moving a label another version holds without naming it, or from a
 /// version that does not hold it, is LabelHeld with the real holder: how
@@ -23,9 +23,9 @@ async fn refused_stage_moves_and_reused_tokens_are_modelled_errors() {
         documents: false,
         ..BedOptions::default()
     });
-    bed.init_generated("hostkeys/hk");
+    bed.init_generated(SECRET);
     let store = SecretsManagerStore::new(&bed.sdk_config(1).await);
-    let secret = SecretId::parse("hostkeys/hk").unwrap();
+    let secret = SecretId::parse(SECRET).unwrap();
     let current = store
         .get(&secret, &VersionSelector::Stage(stage("AWSCURRENT")))
         .await

@@ -4,7 +4,7 @@
 //! of cluster `other` (tags `Role=login`, `Cluster=other`): what
 //! `tag:Role=login` alone reaches in an account with two fleets.
 
-use crate::common::bed::{BedOptions, TestBed};
+use crate::common::bed::{BedOptions, SECRET, TestBed};
 
 #[test]
 fn a_tag_target_that_reaches_another_cluster_is_refused_unless_allowed() {
@@ -22,7 +22,7 @@ fn a_tag_target_that_reaches_another_cluster_is_refused_unless_allowed() {
         .clone();
     let node = &bed.state.nodes[0];
     bed.cli("init")
-        .secret_id("hostkeys/hk")
+        .secret_id(SECRET)
         .args(&["--from-dir", node.ssh_dir.to_str().unwrap(), "--tag", "Cluster=hp"])
         .run()
         .ok();
@@ -112,7 +112,7 @@ fn hostkeyctls_document_not_deployed_is_refused_and_the_shell_goes_out_only_when
         documents: false,
         ..BedOptions::default()
     });
-    bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
+    bed.init_from_node(SECRET, &bed.state.nodes[0]);
     let scoped = ["--target", "tag:Role=login", "--target", "tag:Cluster=hp"];
     let push = bed.cli("push").secret().args(&scoped).run();
     push.code(2);

@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use crate::common::bed::{BedOptions, TestBed};
+use crate::common::bed::{BedOptions, SECRET, TestBed};
 
 fn converged(options: BedOptions) -> TestBed {
     TestBed::converged(options).0
@@ -22,7 +22,7 @@ fn set_health(bed: &TestBed, kind: &str, id: &str, state: &str, reason: &str) {
 }
 
 fn audit(bed: &TestBed, args: &[&str]) -> (i32, Value, String) {
-    let mut all = vec!["audit", "--output", "json", "--secret-id", "hostkeys/hk"];
+    let mut all = vec!["audit", "--output", "json", "--secret-id", SECRET];
     all.extend_from_slice(args);
     let run = bed.run(&all);
     let json = if run.stdout.trim().is_empty() {
@@ -138,7 +138,7 @@ fn audit_lb_by_name_samples_its_dns_name_with_the_real_backend_count() {
 #[test]
 fn push_through_a_load_balancer_reaches_its_instances() {
     let bed = TestBed::start(BedOptions::default());
-    let init = bed.init_generated("hostkeys/hk");
+    let init = bed.init_generated(SECRET);
     let want = crate::common::bed::set_fingerprints(&init);
     // Instance targets by id; IP targets through the instances' addresses.
     for target in ["lb:hp-login-i", "lb:hp-login"] {
@@ -203,7 +203,7 @@ fn hyperpod_nodes_are_audited_across_pages_and_never_pushed() {
 
     // push and rotate refuse, pointing to the pull path.
     for command in ["push", "rotate"] {
-        let run = bed.run(&[command, "--secret-id", "hostkeys/hk", "--target", "hyperpod:hp"]);
+        let run = bed.run(&[command, "--secret-id", SECRET, "--target", "hyperpod:hp"]);
         assert_eq!(run.code, 2, "{command}: {}", run.stderr);
         assert!(run.stderr.contains("docs/bootstrap.md"), "{command}: {}", run.stderr);
     }
@@ -221,7 +221,7 @@ fn unknown_sources_and_denied_calls_name_what_to_fix() {
         nodes: 1,
         ..BedOptions::default()
     });
-    bed.init_generated("hostkeys/hk");
+    bed.init_generated(SECRET);
     for (target, named) in [
         ("lb:nope", "load balancer nope"),
         (

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use aws_sdk_ssm::types::CommandInvocationStatus;
 use serde_json::json;
 
-use crate::common::bed::{BedOptions, TestBed, keyscan, wait_until};
+use crate::common::bed::{BedOptions, SECRET, TestBed, keyscan, wait_until};
 use crate::common::support::require;
 
 /// Waits until every invocation of a command is final; returns them by instance.
@@ -200,7 +200,7 @@ async fn list_command_invocations_pages_over_120_instances_and_push_reads_a_page
     // hostkeyctl's own polling of the same 120: a command per 50 ids, a
     // read per unfinished command a round (as it counts and SSM counted),
     // never one per instance.
-    bed.init_generated("hostkeys/hk");
+    bed.init_generated(SECRET);
     bed.control("POST", "/_bed/counts/reset", &json!({}));
     let push = bed
         .cli("push")

@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::bed::profiles::{files, in_node, profile_bed, served};
-use crate::common::bed::{Node, Run, TestBed, set_fingerprints};
+use crate::common::bed::{Node, Run, SECRET, TestBed, set_fingerprints};
 use crate::common::support::require;
 
 /// What the unit's directives say.
@@ -160,7 +160,7 @@ fn converges_in_the_units_sandbox(profile: &'static str) {
     if profile == "al2" {
         ssh_keys_group(&node);
     }
-    let init = bed.init_generated("hostkeys/hk");
+    let init = bed.init_generated(SECRET);
     let sandbox = unit_sandbox();
     let before = files(&node);
 
@@ -169,7 +169,7 @@ fn converges_in_the_units_sandbox(profile: &'static str) {
         read_write: vec![],
         ..unit_sandbox()
     };
-    let run = install_in(&bed, &node, &no_etc_ssh, &["--secret-id", "hostkeys/hk"]);
+    let run = install_in(&bed, &node, &no_etc_ssh, &["--secret-id", SECRET]);
     assert_eq!(
         run.code, 3,
         "{profile}: /etc/ssh read-only: rolled back: {}\n{}",
@@ -183,7 +183,7 @@ fn converges_in_the_units_sandbox(profile: &'static str) {
     );
     assert_eq!(files(&node), before, "{profile}: a refused install changed files");
 
-    let run = install_in(&bed, &node, &sandbox, &["--secret-id", "hostkeys/hk"]);
+    let run = install_in(&bed, &node, &sandbox, &["--secret-id", SECRET]);
     assert_eq!(run.code, 0, "{profile}: {}\n{}", run.stderr, run.stdout);
     // Regression: /run is read-only under ProtectSystem=strict, and the
     // connection budget went back to this run alone, with a warning.
@@ -198,10 +198,10 @@ fn converges_in_the_units_sandbox(profile: &'static str) {
         expected[..],
         "{profile}: not served after the sandboxed install"
     );
-    let again = install_in(&bed, &node, &sandbox, &["--secret-id", "hostkeys/hk"]);
+    let again = install_in(&bed, &node, &sandbox, &["--secret-id", SECRET]);
     again.ok();
     assert_eq!(again.json()["result"], "unchanged", "{profile}");
-    let check = install_in(&bed, &node, &sandbox, &["--secret-id", "hostkeys/hk", "--check"]);
+    let check = install_in(&bed, &node, &sandbox, &["--secret-id", SECRET, "--check"]);
     assert_eq!(check.code, 0, "{profile}: {}", check.stderr);
     metrics_reach_node_exporter_in_the_sandbox(&bed, &node, &sandbox);
     if profile == "al2" {
@@ -217,7 +217,7 @@ fn converges_in_the_units_sandbox(profile: &'static str) {
 /// with a warning.
 fn metrics_reach_node_exporter_in_the_sandbox(bed: &TestBed, node: &Node, sandbox: &Sandbox) {
     let file = format!("{TEXTFILE_DIR}/hostkeyctl.prom");
-    let args = ["--secret-id", "hostkeys/hk", "--check", "--metrics-file", &file];
+    let args = ["--secret-id", SECRET, "--check", "--metrics-file", &file];
     let dir = tempfile::tempdir_in(bed.dir()).unwrap();
     let check = install_with_textfile_dir(bed, node, sandbox, Some(dir.path()), &args);
     assert_eq!(check.code, 0, "{}", check.stderr);
@@ -267,7 +267,7 @@ fn install_converges_inside_the_units_sandbox_on_amazon_linux_2() {
     let bed = profile_bed("al2");
     let node = bed.state.profiles[0].clone();
     ssh_keys_group(&node);
-    bed.init_generated("hostkeys/hk");
+    bed.init_generated(SECRET);
     let before = files(&node);
     let no_chown = Sandbox {
         capabilities: unit_sandbox()
@@ -277,7 +277,7 @@ fn install_converges_inside_the_units_sandbox_on_amazon_linux_2() {
             .collect(),
         ..unit_sandbox()
     };
-    let run = install_in(&bed, &node, &no_chown, &["--secret-id", "hostkeys/hk"]);
+    let run = install_in(&bed, &node, &no_chown, &["--secret-id", SECRET]);
     run.code(3);
     assert_eq!(files(&node), before, "a failed install left changes");
 }

@@ -4,6 +4,10 @@
 
 #[cfg(feature = "testbed")]
 pub mod bed;
+
+/// The key set's secret the tests' command lines name (the roles'
+/// policies cover `hostkeys/*`); the memory tier's doubles use `hk`.
+pub const SECRET: &str = "hostkeys/hk";
 // Without the bed tier, part of these go unused.
 #[cfg_attr(not(feature = "testbed"), allow(dead_code))]
 pub mod roles;

@@ -480,7 +480,7 @@ fn a_ca_the_nodes_could_read_is_never_created_or_read() {
         vec![
             "sign",
             "--secret-id",
-            "hostkeys/hk",
+            crate::common::SECRET,
             "--ca-secret-id",
             "hostkeys/ca",
             "--principal",
@@ -489,7 +489,7 @@ fn a_ca_the_nodes_could_read_is_never_created_or_read() {
         vec![
             "rotate",
             "--secret-id",
-            "hostkeys/hk",
+            crate::common::SECRET,
             "--ca-secret-id",
             ca_arn,
             "--target",

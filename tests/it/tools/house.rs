@@ -171,6 +171,8 @@ fn the_commands_doors_and_map_rules_catch_their_breaches() {
         ("src/lost/mod.rs", big_door),
         ("src/commands/mod.rs", "pub mod a;\npub mod b;\npub mod c;\n".to_owned()),
         ("src/commands/a.rs", "// a line\n".repeat(151)),
+        ("tests/it/common/mod.rs", "pub const SECRET: &str = \"hostkeys/hk\";\n".to_owned()),
+        ("tests/it/bed/x.rs", "fn f() { g(\"hostkeys/hk\") }\n".to_owned()),
         ("src/commands/b.rs", "fn r() { let _ = serde_json::json!({}); }\n// json! in a comment\n".to_owned()),
         (
             "src/commands/c.rs",
@@ -188,6 +190,7 @@ fn the_commands_doors_and_map_rules_catch_their_breaches() {
         "src/commands/c.rs:2: Status::Drift in a command",
         "src/lost/mod.rs: 101 lines of code (a front door at most 100)",
         "src/lib.rs: module lost is not in the crate's map",
+        "tests/it/bed/x.rs:1: \"hostkeys/hk\" written out",
     ] {
         assert!(text.contains(breach), "missing {breach:?} in:\n{text}");
     }
@@ -198,6 +201,7 @@ fn the_commands_doors_and_map_rules_catch_their_breaches() {
         "b.rs:2",
         "module low",
         "module cli",
+        "common/mod.rs",
     ] {
         assert!(!text.contains(fine), "{fine:?} was not a breach:\n{text}");
     }

@@ -422,7 +422,7 @@ impl TestBed {
             "--output",
             "json",
             "--secret-id",
-            "hostkeys/hk",
+            SECRET,
             "--ca-secret-id",
             "hostkeyctl-ca/ca",
         ];

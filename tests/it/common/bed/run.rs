@@ -144,8 +144,8 @@ impl TestBed {
     /// report too.
     pub fn converged(options: BedOptions) -> (TestBed, Value) {
         let bed = TestBed::start(options);
-        let init = bed.init_from_node("hostkeys/hk", &bed.state.nodes[0]);
-        let mut push = vec!["push", "--secret-id", "hostkeys/hk", "--max-concurrency", "100%"];
+        let init = bed.init_from_node(SECRET, &bed.state.nodes[0]);
+        let mut push = vec!["push", "--secret-id", SECRET, "--max-concurrency", "100%"];
         push.extend(TARGETS);
         bed.run(&push).ok();
         (bed, init)
@@ -160,7 +160,7 @@ impl TestBed {
 }
 
 /// The secret most bed tests use.
-pub const SECRET: &str = "hostkeys/hk";
+pub use crate::common::SECRET;
 
 /// A `hostkeyctl` command line for the bed, built by what it says rather
 /// than by hand-written argument lists: the command, the role it signs as
