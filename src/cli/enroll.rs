@@ -25,7 +25,7 @@ pub struct EnrollArgs {
     /// `ip-10-1-*`, `10.1.*`): this node's ssh trusts the CA for them, with
     /// StrictHostKeyChecking yes.
     #[arg(long = "trust", value_name = "PATTERN", value_delimiter = ',')]
-    pub trust: Vec<crate::enrolment::configure::HostPattern>,
+    pub trust: Vec<crate::enrolment::node::configure::HostPattern>,
     /// This is a login node: it serves (or will serve, once `install` has
     /// run) the canonical set, so its keys get no certificate; it claims
     /// its instance and takes the trust alone.
@@ -46,7 +46,7 @@ pub struct EnrollArgs {
         value_name = "PATTERN",
         value_delimiter = ','
     )]
-    pub login_hosts: Vec<crate::enrolment::configure::HostPattern>,
+    pub login_hosts: Vec<crate::enrolment::node::configure::HostPattern>,
     /// How a login node's listener runs: `systemd` (the unit
     /// hostkeyctl-cluster-sshd.service, enabled), `direct` (enroll starts
     /// sshd, and HUPs it by its pid file later), or `auto` (systemd when

@@ -1,13 +1,13 @@
-//! `hostkeyctl enroll`: parses, runs [`crate::enrolment::host::enroll`]
+//! `hostkeyctl enroll`: parses, runs [`crate::enrolment::node::enroll::enroll`]
 //! with IMDS, the signer function and this node's sshd, prints what it did.
 
 use crate::aws;
 use crate::aws::enrol_signer::LambdaSigner;
 use crate::aws::imds::InstanceMetadata;
 use crate::cli::{EnrollArgs, GlobalArgs};
-use crate::enrolment::configure::LoginRoute;
-use crate::enrolment::host::{Setup, enroll};
-use crate::enrolment::listener::Service;
+use crate::enrolment::node::configure::LoginRoute;
+use crate::enrolment::node::enroll::{Setup, enroll};
+use crate::enrolment::node::listener::Service;
 use crate::exit::{Failure, Status};
 use crate::output::{self, OutputFormat};
 

@@ -4,26 +4,23 @@
 //!
 //! docs/cluster-trust.md has the design, the checks and what they prove.
 //!
-//! The signer's side: [`signer`] (what a request gets, and in which order
-//! it is checked: everything that needs no AWS call first, KMS last),
-//! [`identity`] and [`proof`] (what a request proves); the node's side:
-//! [`host`] (`enroll`'s flow), [`node`] (one request), [`configure`] and
-//! the listener's files.
+//! - [`node`]: the node's side, `hostkeyctl enroll`, top to bottom: its
+//!   flow, its one request, and what it sets up (sshd, the ssh client, a
+//!   login node's listener);
+//! - [`signer`]: the signer's side, what a request gets (everything that
+//!   needs no AWS call first, KMS last), and what it holds (bindings);
+//! - [`proof`] and [`identity`]: what a request carries and proves, made
+//!   on the node and checked by the signer;
+//! - `admin`: the admin's side (`hostkeyctl enrolment list|revoke`).
 
 #[cfg(feature = "admin")]
 pub mod admin;
-mod binding;
-pub mod configure;
-pub mod host;
 pub mod identity;
-pub mod listener;
-mod listener_config;
-mod listener_service;
 pub mod node;
 pub mod proof;
 pub mod signer;
 
-pub use binding::*;
 use identity::{IdentityError, IidKeys};
 use proof::ProofError;
+pub use signer::binding::*;
 pub use signer::{Cache, Trusted, claim, enrol, revoked, trust};

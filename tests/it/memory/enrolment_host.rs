@@ -1,4 +1,4 @@
-//! `enroll`'s flow on a node (`hostkeyctl::enrolment::host::enroll`) with a recording
+//! `enroll`'s flow on a node (`hostkeyctl::enrolment::node::enroll::enroll`) with a recording
 //! sshd: a login node gets the trust and no certificate even before
 //! `install` ran; sshd must include enrolment's drop-in by name before the
 //! signer is asked, and list the certificates (and offer their algorithms)
@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::enrolment::{Aws, NOW, compute_1, key_dir, node_keys, signer};
 use hostkeyctl::certificate::CaKey;
-use hostkeyctl::enrolment::configure::HostPattern;
-use hostkeyctl::enrolment::host::{Setup, enroll};
+use hostkeyctl::enrolment::node::configure::HostPattern;
+use hostkeyctl::enrolment::node::enroll::{Setup, enroll};
 use hostkeyctl::enrolment::node::NodeError;
 use hostkeyctl::install::sshd::{Effective, ReloadMethod, SshdControl, SshdError};
 use hostkeyctl::keyset::{HostKey, KeyAlgorithm};
@@ -71,7 +71,7 @@ async fn run(
     sshd: &FakeSshd,
     login: bool,
     bound: &MemBindings,
-) -> Result<hostkeyctl::enrolment::host::Report, NodeError> {
+) -> Result<hostkeyctl::enrolment::node::enroll::Report, NodeError> {
     let aws = Aws::new();
     let ca = CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
     let cluster = MemCluster::new(vec![compute_1()]);
@@ -85,7 +85,7 @@ async fn run(
         trust: &trust,
         login,
         route: None,
-        service: hostkeyctl::enrolment::listener::Service::Direct,
+        service: hostkeyctl::enrolment::node::listener::Service::Direct,
     };
     enroll(
         &setup,
@@ -175,7 +175,7 @@ fn the_client_trust_carries_the_cas_key_alone_and_each_revoked_key() {
     let revoked = format!("{} with a comment", key.to_openssh().unwrap());
     let bare = ssh_key::PublicKey::from(key.key_data().clone()).to_openssh().unwrap();
     let trust: Vec<HostPattern> = vec!["10.1.*".parse().unwrap()];
-    hostkeyctl::enrolment::configure::configure_client(
+    hostkeyctl::enrolment::node::configure::configure_client(
         dir.path(),
         &ca_line,
         std::slice::from_ref(&revoked),
@@ -191,7 +191,7 @@ fn the_client_trust_carries_the_cas_key_alone_and_each_revoked_key() {
 
 #[test]
 fn the_login_nodes_are_reached_on_their_listener_and_trusted_there() {
-    use hostkeyctl::enrolment::configure::LoginRoute;
+    use hostkeyctl::enrolment::node::configure::LoginRoute;
     let dir = tempfile::tempdir().unwrap();
     let ca = HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap();
     let trust: Vec<HostPattern> = vec!["ip-10-1-*".parse().unwrap(), "10.1.*".parse().unwrap()];
@@ -216,7 +216,7 @@ fn the_login_nodes_are_reached_on_their_listener_and_trusted_there() {
         "{refused}"
     );
     let revoked = node_keys()[0].public_key().to_openssh().unwrap();
-    hostkeyctl::enrolment::configure::configure_client(
+    hostkeyctl::enrolment::node::configure::configure_client(
         dir.path(),
         &ca.public_line(),
         std::slice::from_ref(&revoked),

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use super::listener::{Listener, Service, UNIT, write};
-use super::node::NodeError;
+use super::request::NodeError;
 use crate::install::sshd::{Sshd, sshd_pid};
 
 impl Listener {

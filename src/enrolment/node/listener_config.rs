@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::node::NodeError;
+use super::request::NodeError;
 
 /// The settings the listener's configuration sets itself.
 pub(super) const OWN: [&str; 8] = [

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use sha2::Digest;
 
 use super::listener_config::{PLACE, copy_config, same_otherwise};
-use super::node::NodeError;
+use super::request::NodeError;
 use crate::fsutil::{WriteOptions, write_atomic};
 use crate::hostport::HostPort;
 use crate::install::sshd::{Effective, Sshd};

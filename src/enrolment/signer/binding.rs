@@ -1,7 +1,7 @@
 //! What enrolment holds and decides with: a cluster's members, the bindings
 //! of instances to keys, the signing policy, and why nothing was signed.
 
-use super::*;
+use crate::enrolment::*;
 
 use std::net::IpAddr;
 

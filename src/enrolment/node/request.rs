@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use ssh_key::{Certificate, HashAlg, PrivateKey, PublicKey};
 
-use super::proof::{EnrolRequest, request};
+use crate::enrolment::proof::{EnrolRequest, request};
 use crate::certificate::Principal;
 use crate::fsutil::{WriteOptions, write_atomic};
 

@@ -15,7 +15,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::node::NodeError;
+use super::request::NodeError;
 use crate::fsutil::{WriteOptions, write_atomic};
 use crate::install::sshd::{ReloadMethod, SshdControl};
 

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use super::configure::{HostPattern, LoginRoute, configure_client, configure_sshd};
 use super::listener::{DIR_NAME, Listener, Service};
-use super::node::{Imds, NodeError, Signer, TrustAsk, Written, enrol_node, trust_node};
+use super::request::{Imds, NodeError, Signer, TrustAsk, Written, enrol_node, trust_node};
 use crate::certificate::Principal;
 use crate::install::sshd::{ReloadMethod, SshdControl};
 
