@@ -29,8 +29,8 @@ use lambda_runtime::{LambdaEvent, service_fn};
 use hostkeyctl::cli::{Cli, Command};
 use hostkeyctl::exit::Status;
 use hostkeyctl::ids::{SecretId, VersionId};
-pub use hostkeyctl::rotation::function::options_from;
-use hostkeyctl::rotation::function::{ARGS_VAR, SECRET_VAR};
+pub use hostkeyctl::rotation::scheduled::function::options_from;
+use hostkeyctl::rotation::scheduled::function::{ARGS_VAR, SECRET_VAR};
 use hostkeyctl::rotation::{FleetMode, LambdaStep};
 
 /// The secret of [`SECRET_VAR`]: set, and an ARN (events name the ARN).

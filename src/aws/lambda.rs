@@ -1,11 +1,11 @@
 //! Lambda: a function's configuration (`GetFunctionConfiguration`,
 //! `UpdateFunctionConfiguration`), what `schedule enable` pins to a
-//! secret ([`crate::rotation::function::FunctionConfig`]).
+//! secret ([`crate::rotation::scheduled::function::FunctionConfig`]).
 
 use std::collections::BTreeMap;
 
 use crate::aws::{AwsError, Call};
-use crate::rotation::function::{FunctionConfig, FunctionEnv};
+use crate::rotation::scheduled::function::{FunctionConfig, FunctionEnv};
 
 /// The Lambda API.
 #[derive(Clone, Debug)]

@@ -43,7 +43,7 @@ pub struct ScheduleEnableArgs {
     /// promotion waits a day), `cron(...)`, or a number of days. Clients
     /// that log in at least once in that period never see a warning. Default: the secret's schedule
     /// (one CloudFormation set, say), else `rate(30 days)`.
-    #[arg(long, alias = "every", value_name = "SCHEDULE", value_parser = crate::rotation::schedule::parse_schedule)]
+    #[arg(long, alias = "every", value_name = "SCHEDULE", value_parser = crate::rotation::scheduled::admin::parse_schedule)]
     pub schedule: Option<String>,
     /// The window each rotation may take, e.g. `3h` (Secrets Manager's
     /// `Duration`; default: its own).

@@ -1,5 +1,5 @@
 //! `hostkeyctl schedule enable|show|rotate|disable`: Secrets Manager's
-//! rotation schedule on a key set ([`crate::rotation::schedule`]).
+//! rotation schedule on a key set ([`crate::rotation::scheduled::admin`]).
 
 use crate::aws;
 use crate::aws::SecretsManagerStore;
@@ -7,7 +7,7 @@ use crate::aws::lambda::LambdaFunctions;
 use crate::cli::{GlobalArgs, ScheduleCommand};
 use crate::exit::{Failure, Status};
 use crate::output::{self, OutputFormat};
-use crate::rotation::schedule::{self, EnableRequest};
+use crate::rotation::scheduled::admin::{self as schedule, EnableRequest};
 
 /// Runs `schedule`.
 pub async fn run(command: &ScheduleCommand, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {

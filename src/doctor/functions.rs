@@ -9,7 +9,7 @@ use super::{Finding, Level};
 use crate::aws_error::AwsError;
 use crate::discovery::TargetSpec;
 use crate::escape::escape;
-use crate::rotation::function::{ARGS_VAR, FunctionEnv, SECRET_VAR, options_from};
+use crate::rotation::scheduled::function::{ARGS_VAR, FunctionEnv, SECRET_VAR, options_from};
 use crate::store::SecretInfo;
 
 /// `admit`'s options in the admission function.

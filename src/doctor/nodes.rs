@@ -21,7 +21,7 @@ where
     D: Dispatcher,
     M: ManagedInstances,
     B: crate::admission::Balancers,
-    L: crate::rotation::function::FunctionConfig,
+    L: crate::rotation::scheduled::function::FunctionConfig,
 {
     /// A HyperPod instance group: SSM Run Command does not reach its
     /// nodes, which get hostkeyctl and the keys from the lifecycle step

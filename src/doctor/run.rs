@@ -10,7 +10,7 @@ use crate::discovery::{Fleet, Instance, TargetSpec};
 use crate::dispatch::Dispatcher;
 use crate::escape::escape;
 use crate::ids::{Program, SecretId};
-use crate::rotation::function::FunctionConfig;
+use crate::rotation::scheduled::function::FunctionConfig;
 use crate::ssm_document::{Kind, ResolveError, Trust, resolve};
 use crate::store::SecretStore;
 

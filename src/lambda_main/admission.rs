@@ -54,7 +54,7 @@ pub fn main(
     runtime: &tokio::runtime::Runtime,
     usage: impl Fn(String) -> std::process::ExitCode,
 ) -> std::process::ExitCode {
-    let cli = match hostkeyctl::rotation::function::options_from(&std::env::var(ADMIT_ARGS_VAR).unwrap_or_default())
+    let cli = match hostkeyctl::rotation::scheduled::function::options_from(&std::env::var(ADMIT_ARGS_VAR).unwrap_or_default())
         .map_err(|e| e.replace("HOSTKEYCTL_ROTATE_ARGS", ADMIT_ARGS_VAR))
         .and_then(|o| parse(&o))
     {

@@ -24,13 +24,11 @@
 
 mod converge;
 mod create;
-pub mod function;
 pub mod gate;
 mod promote;
 mod rollback;
 mod run;
-pub mod schedule;
-mod scheduled;
+pub mod scheduled;
 pub mod setup;
 mod start;
 mod text;

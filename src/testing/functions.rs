@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use crate::aws::{AwsError, Call};
-use crate::rotation::function::{FunctionConfig, FunctionEnv};
+use crate::rotation::scheduled::function::{FunctionConfig, FunctionEnv};
 
 /// Functions by name or ARN, each with its variables and a revision that
 /// every update changes.

@@ -19,7 +19,7 @@
 //! - test: the new version is a key set like the current one; on a push
 //!   fleet every node still serves AWSCURRENT and nothing else;
 //! - finish: AWSCURRENT moves to `token` through the promotion gate
-//!   ([`super::gate`]: announced long enough, seen served by every node),
+//!   ([`crate::rotation::gate`]: announced long enough, seen served by every node),
 //!   a new set is announced, and a push fleet converges to the new desired
 //!   state.
 //!
@@ -36,7 +36,7 @@
 
 use serde::Serialize;
 
-use super::{Rotation, RotationError, Stages};
+use crate::rotation::{Rotation, RotationError, Stages};
 use crate::dispatch::Dispatcher;
 use crate::document::Retiring;
 use crate::ids::{SecretId, StageLabel, VersionId};
@@ -454,12 +454,12 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
     /// After `promoted` became AWSCURRENT: a new set announced
     /// ([`Announcer::announce_after`]), with this rotation's CA and clock.
     /// On a pull fleet, whose timers install the promotion one by one, the
-    /// set it retired stays offered for `--retire-for` ([`super::Gate`]); not on a push
+    /// set it retired stays offered for `--retire-for` ([`crate::rotation::Gate`]); not on a push
     /// fleet (converged in one push, and nothing would push again after
     /// the hour), nor after an immediate promotion (`--min-overlap 0`: a
     /// leaked key, which no node should offer a minute longer).
     pub async fn announce_after(&self, promoted: &StoredVersion, fleet: FleetMode) -> Result<VersionId, RotationError> {
-        let immediate = matches!(self.gate.min_overlap, super::MinOverlap::Exactly(d) if d.is_zero());
+        let immediate = matches!(self.gate.min_overlap, crate::rotation::MinOverlap::Exactly(d) if d.is_zero());
         Announcer {
             store: self.store,
             secret: self.secret,
@@ -516,7 +516,7 @@ impl<S: SecretStore> Announcer<'_, S> {
             .version_with_stage(STAGE_CURRENT)
             .map(|v| v.version_id.clone())
             .unwrap_or_else(|| promoted.version_id.clone());
-        let mut document = super::create::new_document(self.ca, self.now, &current, &promoted.document, None, &token)?;
+        let mut document = crate::rotation::create::new_document(self.ca, self.now, &current, &promoted.document, None, &token)?;
         document.retiring = match (self.retire_for, info.version_with_stage(STAGE_PREVIOUS)) {
             // From the promotion's moment: a rotation's set and test may
             // have taken a while since its clock was read.

@@ -6,8 +6,8 @@
 use serde::Serialize;
 
 use super::function::{FunctionConfig, PinError, pin};
-use super::gate::SHORTEST_SCHEDULE;
-use super::{Announcer, RotationError};
+use crate::rotation::gate::SHORTEST_SCHEDULE;
+use crate::rotation::{Announcer, RotationError};
 use crate::document::KeySetPrefix;
 use crate::exit::{ExitStatus, Status};
 use crate::ids::{SecretId, VersionId};
@@ -266,7 +266,7 @@ impl ScheduleReport {
         out.push(match &self.announced_version {
             Some(v) => format!(
                 "  announced      {v} ({}; HOSTKEYCTL_NEXT, promoted by a rotation once announced for the minimum overlap)",
-                super::age(self.announced_created.as_deref())
+                crate::rotation::age(self.announced_created.as_deref())
             ),
             None => "  announced      - (the next rotation promotes a copy of the current set and announces one)"
                 .to_owned(),

@@ -3,7 +3,7 @@
 //! (`HOSTKEYCTL_ROTATE_ARGS`), in the function's environment.
 //!
 //! A function acts on its own secret alone: its events are a stranger's
-//! requests ([`super::check_event_secret`]). `schedule enable` pins a
+//! requests ([`crate::rotation::check_event_secret`]). `schedule enable` pins a
 //! function that has no secret yet to the one it enables, and refuses one
 //! pinned to another: one function per fleet, each role scoped to its own
 //! secret (docs/rotation.md, "Scheduled rotation").
