@@ -1,6 +1,6 @@
 //! The `hostkeyctl` binary: parse arguments, set up logging, run, exit.
 
-// The Lambda function's handler future (lambda_main.rs) nests deeper than
+// The Lambda function's handler future (lambda_main/rotation.rs) nests deeper than
 // rustc's default layout depth.
 #![recursion_limit = "256"]
 
@@ -27,7 +27,7 @@ fn main() -> ExitCode {
         return ExitCode::from(hostkeyctl::exit::Status::Usage.code());
     }
     // The scheduled rotation's Lambda function is this binary, named
-    // `bootstrap` (src/lambda_main.rs).
+    // `bootstrap` (src/lambda_main/).
     #[cfg(feature = "lambda")]
     let lambda = lambda_main::invoked_as_bootstrap();
     #[cfg(not(feature = "lambda"))]

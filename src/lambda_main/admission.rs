@@ -18,8 +18,6 @@ use lambda_runtime::{LambdaEvent, service_fn};
 
 use hostkeyctl::cli::{Cli, Command};
 
-/// Which function a `bootstrap` is: `rotation` (unset) or `admission`.
-pub const FUNCTION_VAR: &str = "HOSTKEYCTL_FUNCTION";
 /// The admission function's `admit` options.
 pub const ADMIT_ARGS_VAR: &str = "HOSTKEYCTL_ADMIT_ARGS";
 
@@ -54,9 +52,11 @@ pub fn main(
     runtime: &tokio::runtime::Runtime,
     usage: impl Fn(String) -> std::process::ExitCode,
 ) -> std::process::ExitCode {
-    let cli = match hostkeyctl::rotation::scheduled::function::options_from(&std::env::var(ADMIT_ARGS_VAR).unwrap_or_default())
-        .map_err(|e| e.replace("HOSTKEYCTL_ROTATE_ARGS", ADMIT_ARGS_VAR))
-        .and_then(|o| parse(&o))
+    let cli = match hostkeyctl::rotation::scheduled::function::options_from(
+        &std::env::var(ADMIT_ARGS_VAR).unwrap_or_default(),
+    )
+    .map_err(|e| e.replace("HOSTKEYCTL_ROTATE_ARGS", ADMIT_ARGS_VAR))
+    .and_then(|o| parse(&o))
     {
         Ok(cli) => cli,
         Err(message) => return usage(message),

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 
 use ssh_key::{Certificate, HashAlg, PrivateKey, PublicKey};
 
-use crate::enrolment::proof::{EnrolRequest, request};
 use crate::certificate::Principal;
+use crate::enrolment::proof::{EnrolRequest, request};
 use crate::fsutil::{WriteOptions, write_atomic};
 
 /// The managed host key files a node may enrol, by type.

@@ -21,9 +21,9 @@ use std::sync::Mutex;
 
 use ssh_key::{Certificate, HashAlg, PublicKey};
 
+use super::binding::{Binding, Bindings, ClusterNodes, EnrolError, Enrolled, Member, Policy, SetKeys};
 use crate::enrolment::identity::{self, Identity, KeySource};
 use crate::enrolment::proof::{self, EnrolRequest};
-use super::binding::{Binding, Bindings, ClusterNodes, EnrolError, Enrolled, Member, Policy, SetKeys};
 
 /// How long a signing, once its binding is written, keeps another request
 /// of the instance from starting one (seconds): overlapping requests of

@@ -6,11 +6,11 @@
 use serde::Serialize;
 
 use super::function::{FunctionConfig, PinError, pin};
-use crate::rotation::gate::SHORTEST_SCHEDULE;
-use crate::rotation::{Announcer, RotationError};
 use crate::document::KeySetPrefix;
 use crate::exit::{ExitStatus, Status};
 use crate::ids::{SecretId, VersionId};
+use crate::rotation::gate::SHORTEST_SCHEDULE;
+use crate::rotation::{Announcer, RotationError};
 use crate::store::{
     RotationSchedule, STAGE_CURRENT, STAGE_NEXT, ScheduleSettings, Schedules, SecretStore, StoreError, VersionSelector,
     stage,

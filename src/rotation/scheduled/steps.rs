@@ -36,10 +36,10 @@
 
 use serde::Serialize;
 
-use crate::rotation::{Rotation, RotationError, Stages};
 use crate::dispatch::Dispatcher;
 use crate::document::Retiring;
 use crate::ids::{SecretId, StageLabel, VersionId};
+use crate::rotation::{Rotation, RotationError, Stages};
 use crate::scan::Prober;
 use crate::store::{
     STAGE_CURRENT, STAGE_NEXT, STAGE_PENDING, STAGE_PREVIOUS, SecretStore, StoreError, StoredVersion, VersionSelector,
@@ -516,7 +516,8 @@ impl<S: SecretStore> Announcer<'_, S> {
             .version_with_stage(STAGE_CURRENT)
             .map(|v| v.version_id.clone())
             .unwrap_or_else(|| promoted.version_id.clone());
-        let mut document = crate::rotation::create::new_document(self.ca, self.now, &current, &promoted.document, None, &token)?;
+        let mut document =
+            crate::rotation::create::new_document(self.ca, self.now, &current, &promoted.document, None, &token)?;
         document.retiring = match (self.retire_for, info.version_with_stage(STAGE_PREVIOUS)) {
             // From the promotion's moment: a rotation's set and test may
             // have taken a while since its clock was read.

@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::enrolment::{Aws, NOW, compute_1, key_dir, node_keys, signer};
 use hostkeyctl::certificate::CaKey;
+use hostkeyctl::enrolment::node::NodeError;
 use hostkeyctl::enrolment::node::configure::HostPattern;
 use hostkeyctl::enrolment::node::enroll::{Setup, enroll};
-use hostkeyctl::enrolment::node::NodeError;
 use hostkeyctl::install::sshd::{Effective, ReloadMethod, SshdControl, SshdError};
 use hostkeyctl::keyset::{HostKey, KeyAlgorithm};
 use hostkeyctl::testing::{MemBindings, MemCluster, MemImds};

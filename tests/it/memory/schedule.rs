@@ -5,8 +5,8 @@
 
 use hostkeyctl::document::KeySetPrefix;
 use hostkeyctl::ids::SecretId;
-use hostkeyctl::rotation::scheduled::function::{ARGS_VAR, SECRET_VAR};
 use hostkeyctl::rotation::scheduled::admin::{self as schedule, EnableRequest, ScheduleError};
+use hostkeyctl::rotation::scheduled::function::{ARGS_VAR, SECRET_VAR};
 use hostkeyctl::store::{STAGE_NEXT, SecretStore};
 use hostkeyctl::testing::{Hooked, MemFunctions};
 

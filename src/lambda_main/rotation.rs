@@ -1,10 +1,6 @@
-//! The Lambda functions (feature `lambda`): with `HOSTKEYCTL_FUNCTION`
-//! unset or `rotation`, the scheduled rotation's; with `admission`, the
-//! admission function ([`admission`]). The scheduled rotation's function is an entry
-//! point beside `main`: the admin binary, run as `bootstrap` by the
-//! `provided.al2023` runtime, answers
-//! Secrets Manager's four rotation steps with [`hostkeyctl::rotation`]'s
-//! scheduled steps (docs/rotation.md, "Scheduled rotation").
+//! The scheduled rotation's function: it answers Secrets Manager's four
+//! rotation steps with [`hostkeyctl::rotation`]'s scheduled steps
+//! (docs/rotation.md, "Scheduled rotation").
 //!
 //! The function rotates one secret, the ARN in `HOSTKEYCTL_SECRET_ARN`
 //! (`schedule enable` or the CloudFormation template sets it): an event
@@ -17,9 +13,6 @@
 //! checked when the function starts, so a wrong setting fails every
 //! invocation with the same clear message.
 
-mod admission;
-mod enrolment;
-
 use std::process::ExitCode;
 
 use aws_lambda_events::event::secretsmanager::SecretsManagerSecretRotationEvent;
@@ -27,7 +20,6 @@ use clap::Parser as _;
 use lambda_runtime::{LambdaEvent, service_fn};
 
 use hostkeyctl::cli::{Cli, Command};
-use hostkeyctl::exit::Status;
 use hostkeyctl::ids::{SecretId, VersionId};
 pub use hostkeyctl::rotation::scheduled::function::options_from;
 use hostkeyctl::rotation::scheduled::function::{ARGS_VAR, SECRET_VAR};
@@ -48,44 +40,6 @@ pub fn configured_secret(value: Option<&str>) -> Result<SecretId, String> {
         ));
     }
     Ok(secret)
-}
-
-/// What the Lambda runtime sets, checked before lambda_runtime reads it
-/// (it panics on a missing one).
-const RUNTIME_VARS: [&str; 4] = [
-    "AWS_LAMBDA_RUNTIME_API",
-    "AWS_LAMBDA_FUNCTION_NAME",
-    "AWS_LAMBDA_FUNCTION_MEMORY_SIZE",
-    "AWS_LAMBDA_FUNCTION_VERSION",
-];
-
-/// What is wrong with the runtime's variables, which lambda_runtime reads
-/// with `expect` (a panic): one missing, or a memory size that is no number.
-pub fn runtime_env_problem(get: impl Fn(&str) -> Option<String>) -> Option<String> {
-    if let Some(missing) = RUNTIME_VARS.iter().find(|v| get(v).is_none()) {
-        return Some(format!(
-            "{missing} is not set: `bootstrap` is the rotation, admission or enrolment function for the Lambda runtime; run `hostkeyctl` for the command line"
-        ));
-    }
-    let memory = get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE").unwrap_or_default();
-    memory.parse::<i32>().is_err().then(|| {
-        format!(
-            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE is {:?}, not a number of MB; the Lambda runtime sets it",
-            hostkeyctl::escape::escape(&memory)
-        )
-    })
-}
-
-/// Whether this process is a Lambda function's `bootstrap`: started under
-/// that name, with no arguments.
-pub fn invoked_as_bootstrap() -> bool {
-    let mut args = std::env::args_os();
-    let name = args.next();
-    let is_bootstrap = name
-        .as_deref()
-        .and_then(|n| std::path::Path::new(n).file_name())
-        .is_some_and(|n| n == "bootstrap");
-    is_bootstrap && args.next().is_none()
 }
 
 /// `hostkeyctl rotate --secret-id SECRET OPTIONS...`, parsed.
@@ -124,27 +78,8 @@ pub fn parse(secret: &str, options: &[String]) -> Result<Cli, String> {
     Ok(cli)
 }
 
-/// Runs the function until the runtime stops it.
-pub fn main(runtime: &tokio::runtime::Runtime) -> ExitCode {
-    let usage = |message: String| {
-        eprintln!("error: {}", hostkeyctl::escape::escape_lines(&message));
-        ExitCode::from(Status::Usage.code())
-    };
-    if let Some(problem) = runtime_env_problem(|v| std::env::var(v).ok()) {
-        return usage(problem);
-    }
-    match std::env::var(admission::FUNCTION_VAR).ok().as_deref().map(str::trim) {
-        None | Some("" | "rotation") => {}
-        Some("admission") => return admission::main(runtime, usage),
-        Some("enrolment") => return enrolment::main(runtime, usage),
-        Some(other) => {
-            return usage(format!(
-                "{} is {:?}: `rotation` (or unset) for the scheduled rotation, `admission` for admit on events, `enrolment` for the cluster's signer",
-                admission::FUNCTION_VAR,
-                hostkeyctl::escape::escape(other)
-            ));
-        }
-    }
+/// Runs the scheduled rotation's function until the runtime stops it.
+pub fn main(runtime: &tokio::runtime::Runtime, usage: impl Fn(String) -> ExitCode) -> ExitCode {
     let secret = match configured_secret(std::env::var(SECRET_VAR).ok().as_deref()) {
         Ok(secret) => secret,
         Err(message) => return usage(message),
@@ -302,7 +237,7 @@ async fn released(
 
 #[cfg(test)]
 mod tests {
-    use super::{RUNTIME_VARS, configured_secret, options_from, parse, runtime_env_problem};
+    use super::{configured_secret, options_from, parse};
 
     #[test]
     fn the_function_is_configured_with_one_secret_by_its_arn() {
@@ -325,29 +260,6 @@ mod tests {
             "{e}"
         );
         assert!(hostkeyctl::rotation::check_event_secret(&configured_secret(Some(arn)).unwrap(), arn).is_ok());
-    }
-
-    #[test]
-    fn the_runtime_variables_are_checked_before_lambda_runtime_panics_on_them() {
-        let all = |memory: &'static str| {
-            move |v: &str| {
-                Some(
-                    if v == "AWS_LAMBDA_FUNCTION_MEMORY_SIZE" {
-                        memory
-                    } else {
-                        "x"
-                    }
-                    .to_owned(),
-                )
-            }
-        };
-        assert_eq!(runtime_env_problem(all("256")), None);
-        let e = runtime_env_problem(all("lots")).unwrap();
-        assert!(e.contains("not a number"), "{e}");
-        for missing in RUNTIME_VARS {
-            let e = runtime_env_problem(|v: &str| (v != missing).then(|| "256".to_owned())).unwrap();
-            assert!(e.starts_with(missing) && e.contains("is not set"), "{e}");
-        }
     }
 
     #[test]
