@@ -7,6 +7,7 @@
 //! - [`group`]: the target group, its name and the ports that read and
 //!   change it;
 //! - [`run`]: the flow, from what is registered to the calls that change it;
+//! - `observe`: who is where, and what each node serves;
 //! - [`plan`]: the decision per node (admit, hold, drain, remove, keep)
 //!   within the safety limits;
 //! - [`text`]: the table an operator reads.
@@ -17,9 +18,9 @@ mod run;
 #[cfg(test)]
 mod tests_plan;
 mod text;
-mod whom;
+mod observe;
 
 pub use group::{Balancers, Group, GroupSettings, GroupSpec, TargetGroups};
 pub use plan::{Decision, Limits, NodePlan, Observed, Serving, decide, deregistrations};
 pub use run::*;
-use whom::{serving_of, who_is_where};
+use observe::{serving_of, who_is_where};

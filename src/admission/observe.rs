@@ -1,6 +1,6 @@
-//! Who is where and what they serve: the cluster's nodes and the target
-//! group's targets matched (by instance id or address), and a node's
-//! handshake findings read as what it serves.
+//! What admission observes before it decides: who is where (the
+//! cluster's nodes and the target group's targets matched, by instance id
+//! or address), and what each serves (its handshake findings read).
 
 use std::collections::BTreeSet;
 
