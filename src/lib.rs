@@ -35,6 +35,7 @@
 //!   (expected set, scan, verdicts), [`admission`] (which nodes the load
 //!   balancer may send users to: admit, hold, drain, within limits),
 //!   [`certificate`] and [`signing`] (sign: certificates on the set),
+//!   [`ca_init`] (a CA secret, its key adopted, generated or in KMS),
 //!   [`enrolment`] (a cluster's nodes trusting each other: each node's
 //!   own keys certified by a CA in KMS), [`doctor`] (what is missing for
 //!   a command to work), [`sessions`] (the HyperPod lifecycle step on
@@ -64,6 +65,8 @@ pub mod audit;
 pub mod aws;
 pub mod aws_error;
 pub mod aws_options;
+#[cfg(feature = "admin")]
+pub mod ca_init;
 pub mod certificate;
 pub mod cli;
 pub mod commands;

@@ -13,14 +13,14 @@
 //! - [`text`]: the table an operator reads.
 
 mod group;
+mod observe;
 pub mod plan;
 mod run;
 #[cfg(test)]
 mod tests_plan;
 mod text;
-mod observe;
 
 pub use group::{Balancers, Group, GroupSettings, GroupSpec, TargetGroups};
+use observe::{serving_of, who_is_where};
 pub use plan::{Decision, Limits, NodePlan, Observed, Serving, decide, deregistrations};
 pub use run::*;
-use observe::{serving_of, who_is_where};

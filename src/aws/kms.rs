@@ -11,47 +11,13 @@ use aws_sdk_kms::primitives::Blob;
 use aws_sdk_kms::types::{KeySpec, KeyUsageType, MessageType, SigningAlgorithmSpec, Tag};
 
 use crate::aws::{AwsError, Call};
-use crate::certificate::kms::{CA_TAG, KmsAlgorithm, KmsCa, KmsSign};
+pub use crate::certificate::kms::KmsCaError;
+use crate::certificate::kms::{CA_TAG, CaKeys, KmsAlgorithm, KmsCa, KmsSign};
 
 /// The KMS API.
 #[derive(Clone, Debug)]
 pub struct Kms {
     client: aws_sdk_kms::Client,
-}
-
-/// Why a KMS key cannot be the CA.
-#[derive(Debug, thiserror::Error)]
-pub enum KmsCaError {
-    /// KMS refused or could not be reached.
-    #[error(transparent)]
-    Aws(#[from] AwsError),
-    /// The key is no signing key SSH can use.
-    #[error("KMS key {key}: {reason}")]
-    Unusable {
-        /// The key as given.
-        key: String,
-        /// Why.
-        reason: String,
-    },
-    /// KMS could not use the key now (unavailable, internal error).
-    #[error("KMS key {key}: {reason}")]
-    Unavailable {
-        /// The key as given.
-        key: String,
-        /// Why.
-        reason: String,
-    },
-}
-
-impl crate::exit::ExitStatus for KmsCaError {
-    /// AWS's status; a key that cannot be a CA is a usage error (2).
-    fn status(&self) -> crate::exit::Status {
-        match self {
-            KmsCaError::Aws(e) => e.status(),
-            KmsCaError::Unavailable { .. } => crate::exit::Status::Aws,
-            KmsCaError::Unusable { .. } => crate::exit::Status::Usage,
-        }
-    }
 }
 
 /// How long one `kms:Sign` may take, retries included: the certificate
@@ -266,4 +232,18 @@ fn explain(code: Option<&str>, key: &str) -> Option<(String, bool)> {
         }
         _ => return None,
     })
+}
+
+impl CaKeys for Kms {
+    async fn create(&self, algorithm: KmsAlgorithm, description: &str) -> Result<String, KmsCaError> {
+        self.create_ca_key(algorithm, description).await
+    }
+
+    async fn ca(&self, key: &str, new: bool) -> Result<KmsCa, KmsCaError> {
+        if new {
+            self.new_ca(key).await
+        } else {
+            Kms::ca(self, key).await
+        }
+    }
 }

@@ -28,6 +28,57 @@ pub const MAX_KMS_MESSAGE: usize = 4096;
 /// docs/iam.md). `ca init --kms` sets it; an existing key needs it.
 pub const CA_TAG: (&str, &str) = ("hostkeyctl:purpose", "ssh-host-ca");
 
+/// Why a KMS key cannot be the CA.
+#[derive(Debug, thiserror::Error)]
+pub enum KmsCaError {
+    /// KMS refused or could not be reached.
+    #[error(transparent)]
+    Aws(#[from] crate::aws_error::AwsError),
+    /// The key is no signing key SSH can use.
+    #[error("KMS key {key}: {reason}")]
+    Unusable {
+        /// The key as given.
+        key: String,
+        /// Why.
+        reason: String,
+    },
+    /// KMS could not use the key now (unavailable, internal error).
+    #[error("KMS key {key}: {reason}")]
+    Unavailable {
+        /// The key as given.
+        key: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl crate::exit::ExitStatus for KmsCaError {
+    /// AWS's status; a key that cannot be a CA is a usage error (2).
+    fn status(&self) -> crate::exit::Status {
+        match self {
+            KmsCaError::Aws(e) => e.status(),
+            KmsCaError::Unavailable { .. } => crate::exit::Status::Aws,
+            KmsCaError::Unusable { .. } => crate::exit::Status::Usage,
+        }
+    }
+}
+
+/// KMS's keys as `ca init` uses them: create a signing key for a new CA,
+/// or read one (its ARN, spec and public key) to be the CA.
+pub trait CaKeys: Sync {
+    /// Creates an asymmetric signing key for `algorithm`, tagged
+    /// [`CA_TAG`]; its ARN.
+    fn create(
+        &self,
+        algorithm: KmsAlgorithm,
+        description: &str,
+    ) -> impl std::future::Future<Output = Result<String, KmsCaError>> + Send;
+    /// The CA for the key `key`, checked to be a signing key SSH can use;
+    /// `new`: a key just created, read again while KMS does not show it
+    /// yet (CreateKey is eventually consistent).
+    fn ca(&self, key: &str, new: bool) -> impl std::future::Future<Output = Result<KmsCa, KmsCaError>> + Send;
+}
+
 /// A KMS key spec hostkeyctl can use as a host CA, and how it signs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KmsAlgorithm {

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use super::faults::Faults;
 use super::fleet::lock;
 use crate::aws_error::AwsError;
-use crate::certificate::kms::{KmsAlgorithm, KmsSign};
+use crate::certificate::kms::{CaKeys, KmsAlgorithm, KmsCa, KmsCaError, KmsSign};
 use crate::certificate::{CaKey, Principal};
 use crate::enrolment::admin::BindingsAdmin;
 use crate::enrolment::node::{Answer, Imds, Signer, Trust, TrustAsk};
@@ -247,12 +247,18 @@ impl Signer for MemSigner<'_> {
     }
 }
 
-/// KMS played by a local P-256 key: DER signatures, as KMS answers.
+/// The key id a [`MemKms`] answers for from the start.
+pub const MEM_KMS_KEY: &str = "arn:aws:kms:us-east-1:111122223333:key/0000000a-0000-0000-0000-000000000000";
+
+/// KMS played by a local P-256 key: DER signatures, as KMS answers. Every
+/// key it knows ([`MEM_KMS_KEY`], and each it created) is that one key.
 pub struct MemKms {
     key: p256::ecdsa::SigningKey,
     /// Signatures made.
     pub signed: AtomicUsize,
-    /// Faults (`kms:Sign`).
+    /// The keys CreateKey made, in order.
+    pub created: Mutex<Vec<String>>,
+    /// Faults (`kms:Sign`, `kms:CreateKey`, `kms:GetPublicKey`).
     pub faults: Faults,
 }
 
@@ -262,6 +268,7 @@ impl MemKms {
         MemKms {
             key: p256::ecdsa::SigningKey::from_slice(&[seed; 32]).expect("a valid P-256 scalar"),
             signed: AtomicUsize::new(0),
+            created: Mutex::new(Vec::new()),
             faults: Faults::new(),
         }
     }
@@ -290,5 +297,38 @@ impl KmsSign for MemKms {
         self.signed.fetch_add(1, Ordering::SeqCst);
         let sig: p256::ecdsa::Signature = self.key.sign(message);
         Ok(sig.to_der().as_bytes().to_vec())
+    }
+}
+
+impl CaKeys for MemKms {
+    async fn create(&self, algorithm: KmsAlgorithm, _description: &str) -> Result<String, KmsCaError> {
+        self.faults.enter("kms:CreateKey").map_err(AwsError::from)?;
+        if algorithm != KmsAlgorithm::P256 {
+            return Err(KmsCaError::Unusable {
+                key: "(new)".to_owned(),
+                reason: format!("this double holds one P-256 key, not {}", algorithm.key_spec()),
+            });
+        }
+        let mut created = lock(&self.created);
+        let arn = format!("arn:aws:kms:us-east-1:111122223333:key/mem-{}", created.len() + 1);
+        created.push(arn.clone());
+        Ok(arn)
+    }
+
+    async fn ca(&self, key: &str, _new: bool) -> Result<KmsCa, KmsCaError> {
+        self.faults.enter("kms:GetPublicKey").map_err(AwsError::from)?;
+        if key != MEM_KMS_KEY && !lock(&self.created).iter().any(|k| k == key) {
+            return Err(KmsCaError::Aws(AwsError::NotFound {
+                action: "kms:GetPublicKey",
+                resource: format!("key {key}"),
+                message: "NotFoundException".to_owned(),
+            }));
+        }
+        let unusable = |reason: String| KmsCaError::Unusable {
+            key: key.to_owned(),
+            reason,
+        };
+        let public = KmsAlgorithm::P256.public_key(&self.public_der()).map_err(unusable)?;
+        KmsCa::new(key.to_owned(), "ECC_NIST_P256".to_owned(), &public).map_err(unusable)
     }
 }

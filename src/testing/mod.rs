@@ -42,7 +42,7 @@ mod ssm;
 mod target_groups;
 
 pub use dispatcher::{MemDispatcher, install_args};
-pub use enrolment::{MemBindings, MemCluster, MemImds, MemKms, MemSetKeys, MemSigner};
+pub use enrolment::{MEM_KMS_KEY, MemBindings, MemCluster, MemImds, MemKms, MemSetKeys, MemSigner};
 pub use faults::{Faults, Injected};
 pub use fleet::{MEM_BANNER, MEM_LB_ADDRESS, MEM_LB_NAME, MemFleet, MemNode, NodeFaults};
 pub use functions::MemFunctions;

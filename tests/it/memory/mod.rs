@@ -8,6 +8,7 @@ mod admission;
 mod association;
 mod audit;
 mod audit_metrics;
+mod ca_init;
 mod clients;
 mod doctor;
 mod document;
