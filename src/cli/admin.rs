@@ -169,24 +169,9 @@ pub struct AuditArgs {
     #[arg(long, value_delimiter = ',', value_name = "TYPE,...", value_parser = parse_scan_algorithm,
           default_value = "ssh-ed25519,ecdsa-sha2-nistp256,ecdsa-sha2-nistp384,ecdsa-sha2-nistp521,ssh-rsa")]
     pub key_types: Vec<crate::scan::ScanAlgorithm>,
-    /// Connections at once, overall.
-    #[arg(long, default_value_t = 32, value_name = "N")]
-    pub concurrency: usize,
-    /// Connections at once to one host (sshd starts dropping unauthenticated
-    /// connections at 10 by default: MaxStartups 10:30:100).
-    #[arg(long, default_value_t = 4, value_name = "N")]
-    pub per_host: usize,
-    /// Seconds to wait for each connection.
-    #[arg(
-        long = "connect-timeout",
-        alias = "timeout",
-        default_value_t = 5,
-        value_name = "SECS"
-    )]
-    pub connect_timeout: u64,
-    /// Attempts per probe when a connection is dropped or times out.
-    #[arg(long, default_value_t = 4, value_name = "N")]
-    pub attempts: u32,
+    /// How the nodes are asked by handshake.
+    #[command(flatten)]
+    pub scan: crate::cli::ScanArgs,
     /// Also run `hostkeyctl install --check` on the --target nodes over SSM
     /// and report what is on disk (catches keys written but not served).
     #[arg(long)]

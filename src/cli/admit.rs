@@ -49,18 +49,9 @@ pub struct AdmitArgs {
     /// (Cluster or parallelcluster:cluster-name).
     #[arg(long)]
     pub allow_other_clusters: bool,
-    /// Connections at once, in all.
-    #[arg(long, default_value_t = 32, value_name = "N")]
-    pub concurrency: usize,
-    /// Connections at once to one node.
-    #[arg(long, default_value_t = 4, value_name = "N")]
-    pub per_host: usize,
-    /// Seconds to wait for each connection.
-    #[arg(long = "connect-timeout", default_value_t = 5, value_name = "SECS")]
-    pub connect_timeout: u64,
-    /// Attempts per probe when a connection is dropped or times out.
-    #[arg(long, default_value_t = 4, value_name = "N")]
-    pub attempts: u32,
+    /// How the nodes are asked by handshake.
+    #[command(flatten)]
+    pub scan: crate::cli::ScanArgs,
 }
 
 impl AdmitArgs {

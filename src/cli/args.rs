@@ -419,3 +419,40 @@ impl InstallArgs {
         })))
     }
 }
+
+/// How `audit` and `admit` ask nodes by handshake.
+#[derive(Clone, Debug, Args)]
+pub struct ScanArgs {
+    /// Connections at once, overall.
+    #[arg(long, default_value_t = 32, value_name = "N")]
+    pub concurrency: usize,
+    /// Connections at once to one host (sshd starts dropping unauthenticated
+    /// connections at 10 by default: MaxStartups 10:30:100).
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub per_host: usize,
+    /// Seconds to wait for each connection.
+    #[arg(
+        long = "connect-timeout",
+        alias = "timeout",
+        default_value_t = 5,
+        value_name = "SECS"
+    )]
+    pub connect_timeout: u64,
+    /// Attempts per probe when a connection is dropped or times out.
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub attempts: u32,
+}
+
+impl ScanArgs {
+    /// The scan policy these ask for, asking for `algorithms` (at least one
+    /// second and one attempt).
+    pub fn policy(&self, algorithms: Vec<crate::scan::ScanAlgorithm>) -> crate::scan::ScanPolicy {
+        crate::scan::ScanPolicy::from_options(
+            self.concurrency,
+            self.per_host,
+            self.connect_timeout,
+            self.attempts,
+            algorithms,
+        )
+    }
+}

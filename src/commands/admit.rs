@@ -11,8 +11,8 @@ use crate::aws::{AwsFleet, SecretsManagerStore};
 use crate::cli::{AdmitArgs, GlobalArgs};
 use crate::exit::{Failure, Status};
 use crate::output::{self, OutputFormat};
+use crate::scan::ScanAlgorithm;
 use crate::scan::pacing::Paced;
-use crate::scan::{ScanAlgorithm, ScanPolicy};
 
 /// Runs `admit`.
 pub async fn run(args: &AdmitArgs, global: &GlobalArgs, output: OutputFormat) -> Result<Status, Failure> {
@@ -41,13 +41,7 @@ pub async fn report(args: &AdmitArgs, global: &GlobalArgs) -> Result<AdmissionRe
         groups: &AwsTargetGroups::new(&config),
         hooks: Some(&AwsLifecycle::new(&config)),
         prober: Arc::new(Paced::for_this_user()),
-        policy: ScanPolicy::from_options(
-            args.concurrency,
-            args.per_host,
-            args.connect_timeout,
-            args.attempts,
-            ScanAlgorithm::ALL.to_vec(),
-        ),
+        policy: args.scan.policy(ScanAlgorithm::ALL.to_vec()),
     };
     Ok(admission.run(&request).await?)
 }

@@ -37,11 +37,10 @@ where
         let found = match self.fleet.targets(req.targets).await {
             Ok(found) => found,
             Err(e) => {
-                out.push(Finding::bad(
+                out.push(Finding::failed(
                     "targets",
-                    Level::Fail,
                     subject,
-                    escape(&e.to_string()),
+                    &e,
                     "check the cluster and instance group names, and the admin policy's sagemaker:ListClusterNodes",
                 ));
                 return;
@@ -57,12 +56,7 @@ where
             ));
             return;
         }
-        let tags = self
-            .store
-            .describe(req.secret)
-            .await
-            .map(|i| i.tags)
-            .unwrap_or_default();
+        let tags = self.secret_tags(req.secret).await;
         match crate::discovery::scope::check_targets(&tags, req.targets, &found, req.allow_other_clusters) {
             Ok(()) => out.push(Finding::ok(
                 "targets",
@@ -72,11 +66,10 @@ where
                     found.len()
                 ),
             )),
-            Err(e) => out.push(Finding::bad(
+            Err(e) => out.push(Finding::failed(
                 "targets",
-                Level::Fail,
                 subject,
-                escape(&e.to_string()),
+                &e,
                 "name the secret's cluster in --target",
             )),
         }
@@ -117,11 +110,10 @@ where
         let registrations = match self.managed.registrations(&ids).await {
             Ok(r) => r,
             Err(e) => {
-                out.push(Finding::bad(
+                out.push(Finding::failed(
                     "ssm",
-                    Level::Fail,
                     "every node",
-                    escape(&e.to_string()),
+                    &e,
                     "the admin policy (iam/admin.json) allows ssm:DescribeInstanceInformation",
                 ));
                 return Vec::new();
@@ -186,11 +178,10 @@ where
         let sent = match self.dispatcher.send(&spec, &ids).await {
             Ok(sent) => sent,
             Err(e) => {
-                out.push(Finding::bad(
+                out.push(Finding::failed(
                     "node",
-                    Level::Fail,
                     "every node",
-                    escape(&e.to_string()),
+                    &e,
                     "the admin policy sends hostkeyctl-Check (iam/admin.json, or the auditor's)",
                 ));
                 return;
@@ -200,13 +191,7 @@ where
         let states = match self.dispatcher.wait(&sent, deadline, &|_, _| {}).await {
             Ok((states, _)) => states,
             Err(e) => {
-                out.push(Finding::bad(
-                    "node",
-                    Level::Fail,
-                    "every node",
-                    escape(&e.to_string()),
-                    "run doctor again",
-                ));
+                out.push(Finding::failed("node", "every node", &e, "run doctor again"));
                 return;
             }
         };

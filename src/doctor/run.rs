@@ -73,6 +73,17 @@ impl Finding {
             fix: Some(fix.into()),
         }
     }
+
+    /// A call that failed with `error`: a failure, in the error's words
+    /// (escaped).
+    pub(super) fn failed(
+        check: &'static str,
+        subject: impl Into<String>,
+        error: &impl std::fmt::Display,
+        fix: impl Into<String>,
+    ) -> Self {
+        Finding::bad(check, Level::Fail, subject, escape(&error.to_string()), fix)
+    }
 }
 
 /// A node as findings name it: its id, and its Name tag.
@@ -214,11 +225,10 @@ where
         let info = match self.store.describe(req.secret).await {
             Ok(info) => info,
             Err(e) => {
-                out.push(Finding::bad(
+                out.push(Finding::failed(
                     "secret",
-                    Level::Fail,
                     subject,
-                    escape(&e.to_string()),
+                    &e,
                     "create it with `hostkeyctl init`, or give the secret's name or ARN as the admin role reads it",
                 ));
                 return None;
@@ -312,11 +322,10 @@ where
                     ),
                     "compare with `hostkeyctl ssm-document print`, then `hostkeyctl ssm-document deploy` (or update the stack)",
                 )),
-                Err(e) => out.push(Finding::bad(
+                Err(e) => out.push(Finding::failed(
                     "document",
-                    Level::Fail,
                     name,
-                    escape(&e.to_string()),
+                    &e,
                     "the admin policy (iam/admin.json) allows ssm:DescribeDocument on it",
                 )),
             }
@@ -352,17 +361,22 @@ where
                 "not deployed: a node without hostkeyctl cannot get it through SSM",
                 "`hostkeyctl ssm-document deploy-setup --builds DIR --builds-at s3://BUCKET/PREFIX` (docs/install.md, \"Running nodes\"), unless every node gets hostkeyctl from its image, lifecycle step or custom action",
             )),
-            Err(e) => out.push(Finding::bad(
+            Err(e) => out.push(Finding::failed(
                 "setup",
-                Level::Fail,
                 name,
-                escape(&e.to_string()),
+                &e,
                 "`hostkeyctl ssm-document deploy-setup` from the builds you uploaded",
             )),
         }
     }
 
     /// The rotation function the secret's schedule calls, and with
+    /// The secret's tags (its Cluster tag scopes the targets); none when
+    /// it cannot be read (the secret's finding says why).
+    pub(super) async fn secret_tags(&self, secret: &SecretId) -> Vec<(String, String)> {
+        self.store.describe(secret).await.map(|i| i.tags).unwrap_or_default()
+    }
+
     /// `--stack`, the stack's admission and enrolment functions.
     async fn unattended(&self, req: &DoctorRequest<'_>, out: &mut Vec<Finding>) {
         let Ok(info) = self.store.describe(req.secret).await else {
@@ -433,11 +447,10 @@ where
                 format!("cannot tell: {}", escape(&e.to_string())),
                 "name one group with --target-group tg:ARN; the admin policy (iam/admin.json) reads target groups and their attributes",
             )),
-            Err(e) => out.push(Finding::bad(
+            Err(e) => out.push(Finding::failed(
                 "balancer",
-                Level::Fail,
                 spec.to_string(),
-                escape(&e.to_string()),
+                &e,
                 "check --target-group: `aws elbv2 describe-target-groups` lists them",
             )),
         }
@@ -450,11 +463,10 @@ where
         let instances = match self.fleet.discover(req.targets).await {
             Ok(found) => found,
             Err(e) => {
-                out.push(Finding::bad(
+                out.push(Finding::failed(
                     "targets",
-                    Level::Fail,
                     subject,
-                    escape(&e.to_string()),
+                    &e,
                     "check the targets and the admin policy's ec2:DescribeInstances",
                 ));
                 return Vec::new();
@@ -470,23 +482,17 @@ where
             ));
             return instances;
         }
-        let tags = self
-            .store
-            .describe(req.secret)
-            .await
-            .map(|i| i.tags)
-            .unwrap_or_default();
+        let tags = self.secret_tags(req.secret).await;
         match crate::discovery::scope::check(&tags, req.targets, &instances, req.allow_other_clusters) {
             Ok(()) => out.push(Finding::ok(
                 "targets",
                 subject,
                 format!("{} running instance(s), all in the secret's cluster", instances.len()),
             )),
-            Err(e) => out.push(Finding::bad(
+            Err(e) => out.push(Finding::failed(
                 "targets",
-                Level::Fail,
                 subject,
-                escape(&e.to_string()),
+                &e,
                 "add the cluster's tag to --target (tag:Cluster=NAME or tag:parallelcluster:cluster-name=NAME)",
             )),
         }

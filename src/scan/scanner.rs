@@ -198,15 +198,25 @@ impl<P: Prober> Scanner<P> {
     /// banner), in `endpoints`' order. What the promotion gate reads
     /// (`rotation::gate`).
     pub async fn greet_nodes(self: &Arc<Self>, endpoints: &[Endpoint], algorithm: ScanAlgorithm) -> Vec<Answer> {
+        self.ask_each(endpoints.iter().cloned(), algorithm, false).await
+    }
+
+    /// Each of `endpoints` asked at once, a task each (within limits), the
+    /// answers in order; a task that failed is an answer that says so.
+    async fn ask_each(
+        self: &Arc<Self>,
+        endpoints: impl IntoIterator<Item = Endpoint>,
+        algorithm: ScanAlgorithm,
+        certificates: bool,
+    ) -> Vec<Answer> {
         let tasks: Vec<_> = endpoints
-            .iter()
+            .into_iter()
             .map(|endpoint| {
                 let me = self.clone();
-                let endpoint = endpoint.clone();
-                tokio::spawn(async move { me.ask(&endpoint, algorithm, false).await })
+                tokio::spawn(async move { me.ask(&endpoint, algorithm, certificates).await })
             })
             .collect();
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(tasks.len());
         for t in tasks {
             out.push(t.await.unwrap_or_else(|e| Answer {
                 served: Err(ScanError::Other(format!("scan task failed: {e}"))),
@@ -334,22 +344,8 @@ impl<P: Prober> Scanner<P> {
         samples: usize,
         certificates: bool,
     ) -> Vec<Answer> {
-        let tasks: Vec<_> = (0..samples)
-            .map(|_| {
-                let me = self.clone();
-                let lb = lb.clone();
-                tokio::spawn(async move { me.ask(&lb, algorithm, certificates).await })
-            })
-            .collect();
-        let mut out = Vec::new();
-        for t in tasks {
-            out.push(t.await.unwrap_or_else(|e| Answer {
-                served: Err(ScanError::Other(format!("scan task failed: {e}"))),
-                hello: None,
-                connected: false,
-            }));
-        }
-        out
+        self.ask_each(std::iter::repeat_n(lb.clone(), samples), algorithm, certificates)
+            .await
     }
 }
 

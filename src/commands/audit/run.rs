@@ -13,7 +13,6 @@ use crate::discovery::LbSpec;
 use crate::exit::ExitStatus as _;
 use crate::exit::{Failure, Status};
 use crate::output::{self, OutputFormat};
-use crate::scan::ScanPolicy;
 use crate::scan::pacing::Paced;
 use crate::store::VersionSelector;
 
@@ -101,13 +100,7 @@ pub async fn run(args: &AuditArgs, global: &GlobalArgs, output: OutputFormat) ->
         fleet: fleet.as_ref(),
         dispatcher: dispatcher.as_ref(),
         prober: Arc::new(Paced::for_this_user()),
-        policy: ScanPolicy::from_options(
-            args.concurrency,
-            args.per_host,
-            args.connect_timeout,
-            args.attempts,
-            args.key_types.clone(),
-        ),
+        policy: args.scan.policy(args.key_types.clone()),
     };
     let started = std::time::Instant::now();
     let mut report: AuditReport = audit.run(&request).await?;
