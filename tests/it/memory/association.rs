@@ -282,21 +282,7 @@ async fn the_secret_by_name_and_by_arn_names_one_association_and_no_two_secrets_
     let mut names = Vec::new();
     for alike in ["hostkeys/a/b", "hostkeys/a-b"] {
         let id = SecretId::parse(alike).unwrap();
-        let document = hostkeyctl::document::SecretDocument::new(
-            hostkeyctl::keyset::KeySet::generate(&[hostkeyctl::keyset::KeyAlgorithm::Ed25519], 2048).unwrap(),
-        );
-        hostkeyctl::store::SecretStore::create(
-            &store,
-            &hostkeyctl::store::CreateRequest {
-                name: &id,
-                document: &document,
-                description: "",
-                tags: &[],
-                kms_key_id: None,
-            },
-        )
-        .await
-        .unwrap();
+        super::new_secret(&store, &id, &[hostkeyctl::keyset::KeyAlgorithm::Ed25519]).await;
         names.push(name_for(&store, &id).await.unwrap());
     }
     assert_ne!(names[0], names[1]);
@@ -330,21 +316,7 @@ async fn deploy_refuses_an_association_of_another_secret() {
     .await
     .unwrap();
     let other = SecretId::parse("hostkeys/other").unwrap();
-    let document = hostkeyctl::document::SecretDocument::new(
-        hostkeyctl::keyset::KeySet::generate(&[hostkeyctl::keyset::KeyAlgorithm::Ed25519], 2048).unwrap(),
-    );
-    hostkeyctl::store::SecretStore::create(
-        &store,
-        &hostkeyctl::store::CreateRequest {
-            name: &other,
-            document: &document,
-            description: "",
-            tags: &[],
-            kms_key_id: None,
-        },
-    )
-    .await
-    .unwrap();
+    super::new_secret(&store, &other, &[hostkeyctl::keyset::KeyAlgorithm::Ed25519]).await;
     let writes = state.writes();
     let err = deploy(
         &store,

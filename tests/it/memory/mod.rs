@@ -68,18 +68,7 @@ pub fn options(canary: usize) -> PushOptions {
 /// A secret with a fresh set, and a fleet whose nodes all serve it.
 pub async fn world(nodes: usize) -> (MemoryStore, Arc<MemFleet>, VersionId) {
     let store = MemoryStore::new();
-    let keys = KeySet::generate(&ALGS, 2048).unwrap();
-    let document = SecretDocument::new(keys);
-    let (_, version) = store
-        .create(&CreateRequest {
-            name: &secret(),
-            document: &document,
-            description: "test",
-            tags: &[],
-            kms_key_id: None,
-        })
-        .await
-        .unwrap();
+    let version = new_secret(&store, &secret(), &ALGS).await;
     let fleet = Arc::new(MemFleet::new(nodes, &ALGS).unwrap());
     let current = current(&store).await;
     let dispatcher = MemDispatcher::new(&fleet, &store);
@@ -89,6 +78,23 @@ pub async fn world(nodes: usize) -> (MemoryStore, Arc<MemFleet>, VersionId) {
     assert!(pushed.all_ok(), "{:?}", pushed.results);
     assert!(fleet.all_serve(&current.document.keys));
     (store, fleet, version)
+}
+
+/// A new secret `name` in `store`, holding a set of `algorithms`: its first
+/// version.
+pub async fn new_secret(store: &impl SecretStore, name: &SecretId, algorithms: &[KeyAlgorithm]) -> VersionId {
+    let document = SecretDocument::new(KeySet::generate(algorithms, 2048).unwrap());
+    let (_, version) = store
+        .create(&CreateRequest {
+            name,
+            document: &document,
+            description: "test",
+            tags: &[],
+            kms_key_id: None,
+        })
+        .await
+        .unwrap();
+    version
 }
 
 pub async fn current(store: &impl SecretStore) -> StoredVersion {

@@ -34,14 +34,11 @@ use rand::{RngExt, SeedableRng};
 
 use super::{options, secret, sign_current_with};
 use hostkeyctl::discovery::Instance;
-use hostkeyctl::document::SecretDocument;
 use hostkeyctl::ids::{SecretId, VersionId};
 use hostkeyctl::keyset::{HostKey, KeyAlgorithm, KeySet};
 use hostkeyctl::rotation::{FleetMode, Gate, LambdaStep, MinOverlap, Report, Request, Rotation};
 use hostkeyctl::scan::{Answer, Hello, Prober, ScanAlgorithm, ScanError, Served};
-use hostkeyctl::store::{
-    CreateRequest, STAGE_CURRENT, STAGE_NEXT, STAGE_PENDING, STAGE_PREVIOUS, SecretStore, servable,
-};
+use hostkeyctl::store::{STAGE_CURRENT, STAGE_NEXT, STAGE_PENDING, STAGE_PREVIOUS, SecretStore, servable};
 use hostkeyctl::testing::{Action, Call, Fault, Hooked, MemDispatcher, MemFleet, MemoryStore, Op};
 
 const ALGS: [KeyAlgorithm; 1] = [KeyAlgorithm::Ed25519];
@@ -143,17 +140,7 @@ impl World {
         let store = MemoryStore::new();
         let ca = hostkeyctl::certificate::CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
         for name in ["hk", "other"] {
-            let document = SecretDocument::new(KeySet::generate(&ALGS, 2048).unwrap());
-            store
-                .create(&CreateRequest {
-                    name: &SecretId::parse(name).unwrap(),
-                    document: &document,
-                    description: "model",
-                    tags: &[],
-                    kms_key_id: None,
-                })
-                .await
-                .unwrap();
+            super::new_secret(&store, &SecretId::parse(name).unwrap(), &ALGS).await;
         }
         let signed = sign_current_with(&store, &ca, &["login.test"], 365 * 86_400).await;
         let nodes = (0..NODES)
