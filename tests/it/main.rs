@@ -7,7 +7,8 @@
 //! - [`tools`] (feature `tools`): the built `hostkeyctl` binary and
 //!   OpenSSH's tools (`ssh-keygen`, `sshd -t`), no root and no network: the
 //!   CLI's transcripts and help, keygen, known_hosts against `ssh-keygen`,
-//!   and the house's rules (`scripts/check_house.py`).
+//!   the reports against docs/schemas/ (Python's `jsonschema`), and the
+//!   house's rules (`scripts/check_house.py`).
 //! - [`bed`] (feature `testbed`, which `make test` turns on): the real
 //!   binary against real sshd, HAProxy and the AWS emulator with IAM
 //!   enforced; `make deps` installs the parts.

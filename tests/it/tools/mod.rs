@@ -8,4 +8,5 @@ mod house;
 mod keygen;
 mod known_hosts;
 mod messages;
+mod schemas;
 mod vocabulary;
