@@ -29,9 +29,15 @@ use crate::memory::{secret, world};
 
 /// Each report's samples, by schema file.
 async fn samples() -> Vec<(&'static str, Value)> {
-    let mut out = Vec::new();
+    let mut out = ca_samples().await;
+    out.extend(node_samples());
+    out.extend(association_samples().await);
+    out
+}
 
-    // ca init: generated, and a new KMS key.
+/// `ca init`: generated, and a new KMS key.
+async fn ca_samples() -> Vec<(&'static str, Value)> {
+    let mut out = Vec::new();
     let store = MemoryStore::new();
     let kms = MemKms::p256(3);
     let prefix = KeySetPrefix::parse("hostkeys/").unwrap();
@@ -49,8 +55,14 @@ async fn samples() -> Vec<(&'static str, Value)> {
         };
         out.push(("ca-init", to(&init(&store, &kms, &request).await.unwrap())));
     }
+    out
+}
 
-    // enroll: a node with its certificates, a login node with the trust alone.
+/// `enroll` (a node with its certificates, a login node with the trust
+/// alone), `enrolment list|revoke`, and `known-hosts` (text for a client,
+/// a KRL written).
+fn node_samples() -> Vec<(&'static str, Value)> {
+    let mut out = Vec::new();
     let node = Report {
         enrolled: Some(Written {
             instance_id: "i-0000000000000c001".to_owned(),
@@ -104,8 +116,18 @@ async fn samples() -> Vec<(&'static str, Value)> {
             unknown: vec!["i-0000000000000c009".to_owned()],
         }),
     ));
+    let line = "login.example ssh-ed25519 AAAA\n";
+    out.push(("known-hosts", to(&MadeText::new("known_hosts", Some("paramiko"), line))));
+    out.push(("known-hosts", to(&MadeText::new("ssh_config", None, line))));
+    let krl = MadeKrl::new(Path::new("/tmp/hosts.krl"), None, "1 key, until 2027-01-01");
+    out.push(("known-hosts", to(&krl)));
+    out
+}
 
-    // association deploy, show and delete, over the doubles.
+/// `association deploy` (created; updated, as `--deliver` reports it
+/// beside the setup's), `show` and `delete`, over the doubles.
+async fn association_samples() -> Vec<(&'static str, Value)> {
+    let mut out = Vec::new();
     let (store, fleet, _) = world(1).await;
     let documents = MemDispatcher::new(&fleet, &store);
     let program = Program::parse("hostkeyctl").unwrap();
@@ -127,7 +149,6 @@ async fn samples() -> Vec<(&'static str, Value)> {
     let outcome = deploy(&store, &documents, &associations, &request).await.unwrap();
     let association = outcome.association.clone();
     out.push(("association-deploy", to(&DeployReport { outcome, setup: None })));
-    // Updated, with what changed, as --deliver reports it beside the setup's.
     let hourly = DeployRequest {
         schedule: "rate(1 hour)",
         ..request
@@ -159,13 +180,6 @@ async fn samples() -> Vec<(&'static str, Value)> {
         to(&Deleted::new("hostkeyctl-hk-test", Some("a-1"))),
     ));
     out.push(("association-delete", to(&Deleted::new("hostkeyctl-hk-test", None))));
-
-    // known-hosts: text for a client, a KRL written.
-    let line = "login.example ssh-ed25519 AAAA\n";
-    out.push(("known-hosts", to(&MadeText::new("known_hosts", Some("paramiko"), line))));
-    out.push(("known-hosts", to(&MadeText::new("ssh_config", None, line))));
-    let krl = MadeKrl::new(Path::new("/tmp/hosts.krl"), None, "1 key, until 2027-01-01");
-    out.push(("known-hosts", to(&krl)));
     out
 }
 
