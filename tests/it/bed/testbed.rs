@@ -234,24 +234,20 @@ async fn injected_failure_and_max_errors_show_through_the_sdk() {
     let ssm = aws_sdk_ssm::Client::new(&bed.sdk_config(1).await);
     let ids: Vec<String> = bed.state.nodes.iter().map(|n| n.instance_id.clone()).collect();
     bed.set_faults(json!({ "fail_instances": { ids[1].clone(): "disk full (injected)" } }));
-    let send = |max_concurrency: &str, max_errors: &str| {
-        ssm.send_command()
+    // The command's id.
+    let send = |max_concurrency: &'static str, max_errors: &'static str| {
+        let sent = ssm
+            .send_command()
             .document_name("AWS-RunShellScript")
             .set_instance_ids(Some(ids.clone()))
             .max_concurrency(max_concurrency)
             .max_errors(max_errors)
             .parameters("commands", vec!["echo fine".to_owned()])
-            .send()
+            .send();
+        async move { sent.await.unwrap().command().unwrap().command_id().unwrap().to_owned() }
     };
     // Everyone dispatched at once: one failure, two successes.
-    let c = send("3", "3")
-        .await
-        .unwrap()
-        .command()
-        .unwrap()
-        .command_id()
-        .unwrap()
-        .to_owned();
+    let c = send("3", "3").await;
     let inv = finished(&ssm, &c, 3).await;
     assert_eq!(inv[&ids[0]].status(), Some(&CommandInvocationStatus::Success));
     assert_eq!(inv[&ids[1]].status(), Some(&CommandInvocationStatus::Failed));
@@ -271,14 +267,7 @@ async fn injected_failure_and_max_errors_show_through_the_sdk() {
             .contains("disk full (injected)")
     );
     // One at a time with MaxErrors 0: the failure stops the rollout.
-    let c = send("1", "0")
-        .await
-        .unwrap()
-        .command()
-        .unwrap()
-        .command_id()
-        .unwrap()
-        .to_owned();
+    let c = send("1", "0").await;
     let inv = finished(&ssm, &c, 3).await;
     assert_eq!(inv[&ids[0]].status(), Some(&CommandInvocationStatus::Success));
     assert_eq!(inv[&ids[1]].status(), Some(&CommandInvocationStatus::Failed));
