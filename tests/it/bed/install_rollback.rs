@@ -3,32 +3,35 @@
 
 use std::process::Command;
 
-use crate::common::bed::{SECRET, served, snapshot};
+use serde_json::Value;
+
+use crate::common::bed::{Node, SECRET, TestBed, served, snapshot};
 
 use super::install::{assert_no_leftovers, bed, sighups};
+
+/// `install` of the secret on `node` with `args` rolls back (exit 3) for
+/// the reason `says`, its files byte for byte as they were and sshd
+/// serving what it served: the report.
+pub fn assert_rolled_back(bed: &TestBed, node: &Node, args: &[&str], says: &str) -> Value {
+    let before = snapshot(&node.ssh_dir);
+    let served_before = served(node);
+    let run = bed.cli("install").on(node).secret().args(args).run();
+    run.code(3);
+    let report = run.json();
+    assert_eq!(report["result"], "rolled_back", "{report}");
+    assert!(report["error"].as_str().unwrap().contains(says), "{report}");
+    assert_eq!(snapshot(&node.ssh_dir), before, "files not restored byte for byte");
+    assert_eq!(served(node), served_before, "sshd must keep serving its old keys");
+    report
+}
 
 #[test]
 fn a_failing_reload_restores_the_files_byte_for_byte() {
     let bed = bed();
     let node = &bed.state.nodes[1];
     bed.init_from_node(SECRET, &bed.state.nodes[0]);
-    let before = snapshot(&node.ssh_dir);
-    let served_before = served(node);
-    let run = bed
-        .cli("install")
-        .on(node)
-        .secret()
-        .args(&["--reload-command", "echo 'reload is broken' >&2; exit 7"])
-        .run();
-    run.code(3);
-    let report = run.json();
-    assert_eq!(report["result"], "rolled_back", "{report}");
-    assert!(
-        report["error"].as_str().unwrap().contains("reload is broken"),
-        "{report}"
-    );
-    assert_eq!(snapshot(&node.ssh_dir), before, "files not restored byte for byte");
-    assert_eq!(served(node), served_before, "old keys are not served");
+    let broken = ["--reload-command", "echo 'reload is broken' >&2; exit 7"];
+    let report = assert_rolled_back(&bed, node, &broken, "reload is broken");
     assert!(!node.ssh_dir.join("sshd_config.d/00-hostkeyctl.conf").exists());
     assert_no_leftovers(node);
     // The backup of the previous files is kept.
@@ -58,24 +61,7 @@ fn sshd_reading_another_host_key_path_fails_verification_and_rolls_back() {
     assert_ne!(config, moved);
     std::fs::write(&node.sshd_config, moved).unwrap();
     bed.start_node(&node.name);
-    let before = snapshot(&node.ssh_dir);
-    let served_before = served(node);
-
-    let run = bed
-        .cli("install")
-        .on(node)
-        .secret()
-        .args(&["--verify-timeout", "3"])
-        .run();
-    run.code(3);
-    let report = run.json();
-    assert_eq!(report["result"], "rolled_back", "{report}");
-    assert!(
-        report["error"].as_str().unwrap().contains("ssh-ed25519: serves"),
-        "{report}"
-    );
-    assert_eq!(snapshot(&node.ssh_dir), before);
-    assert_eq!(served(node), served_before);
+    assert_rolled_back(&bed, node, &["--verify-timeout", "3"], "ssh-ed25519: serves");
 }
 
 /// Unmounts a tmpfs when dropped, even if the test fails.
@@ -128,16 +114,7 @@ fn no_space_left_while_writing_rolls_back() {
         node.ssh_dir.display()
     );
     assert!(Command::new("sh").arg("-c").arg(room).status().unwrap().success());
-    let before = snapshot(&node.ssh_dir);
-    let served_before = served(node);
-
-    let run = bed.cli("install").on(node).secret().run();
-    run.code(3);
-    let report = run.json();
-    assert_eq!(report["result"], "rolled_back", "{report}");
-    assert!(report["error"].as_str().unwrap().contains("No space left"), "{report}");
-    assert_eq!(snapshot(&node.ssh_dir), before, "files not restored");
-    assert_eq!(served(node), served_before);
+    assert_rolled_back(&bed, node, &[], "No space left");
     assert_no_leftovers(node);
 }
 
@@ -150,16 +127,10 @@ fn a_refused_config_is_rolled_back_without_taking_sshd_down() {
     let bed = bed();
     let node = &bed.state.nodes[1];
     bed.init_from_node(SECRET, &bed.state.nodes[0]);
-    let served_before = served(node);
     for t in ["ed25519", "ecdsa", "rsa"] {
         let key = node.ssh_dir.join(format!("ssh_host_{t}_key"));
         assert!(Command::new("chmod").arg("0640").arg(&key).status().unwrap().success());
     }
-    let run = bed.cli("install").on(node).secret().run();
-    run.code(3);
-    let report = run.json();
-    assert_eq!(report["result"], "rolled_back", "{report}");
-    assert!(report["error"].as_str().unwrap().contains("sshd -t"), "{report}");
+    assert_rolled_back(&bed, node, &[], "sshd -t");
     assert_eq!(sighups(node), 0, "sshd was reloaded onto a refused config");
-    assert_eq!(served(node), served_before, "sshd must keep serving its old keys");
 }
