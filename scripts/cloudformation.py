@@ -33,6 +33,7 @@ from pathlib import Path
 
 import cloudformation_admission
 import cloudformation_enrolment
+from cloudformation_lambda import lambda_role
 
 ROOT = Path(__file__).resolve().parent.parent
 ROLES = {
@@ -191,7 +192,6 @@ def scoped_to_rotated_secret(value):
 def rotation_resources() -> dict:
     """The scheduled rotation: role, its policy, function, invoke
     permission, schedule."""
-    managed = "arn:${AWS::Partition}:iam::aws:policy/service-role/"
     policy = json.loads((ROOT / "iam" / "rotation-lambda.json").read_text())
     return {
         "RotationFunctionPolicy": {
@@ -205,34 +205,12 @@ def rotation_resources() -> dict:
                 "PolicyDocument": substitute(scoped_to_rotated_secret(policy)),
             },
         },
-        "RotationFunctionRole": {
-            "Type": "AWS::IAM::Role",
-            "Condition": "CreateRotation",
-            "Properties": {
-                "Description": "hostkeyctl's scheduled rotation function (iam/rotation-lambda.json)",
-                "AssumeRolePolicyDocument": {
-                    "Version": "2012-10-17",
-                    "Statement": [
-                        {
-                            "Effect": "Allow",
-                            "Principal": {"Service": "lambda.amazonaws.com"},
-                            "Action": "sts:AssumeRole",
-                        }
-                    ],
-                },
-                "ManagedPolicyArns": [
-                    {"Ref": "RotationFunctionPolicy"},
-                    {"Fn::Sub": managed + "AWSLambdaBasicExecutionRole"},
-                    {
-                        "Fn::If": [
-                            "RotationInVpc",
-                            {"Fn::Sub": managed + "AWSLambdaVPCAccessExecutionRole"},
-                            {"Ref": "AWS::NoValue"},
-                        ]
-                    },
-                ],
-            },
-        },
+        "RotationFunctionRole": lambda_role(
+            "CreateRotation",
+            "hostkeyctl's scheduled rotation function (iam/rotation-lambda.json)",
+            "RotationFunctionPolicy",
+            "RotationInVpc",
+        ),
         "RotationFunction": {
             "Type": "AWS::Lambda::Function",
             "Condition": "CreateRotation",

@@ -7,7 +7,7 @@ schedule, Auto Scaling's launch lifecycle actions of the login group, and,
 with AdmissionHyperPodClusterArn, the HyperPod cluster's events. An event
 only triggers a run: the function takes nothing from it."""
 
-MANAGED = "arn:${AWS::Partition}:iam::aws:policy/service-role/"
+from cloudformation_lambda import lambda_role
 
 PARAMETERS = {
     "AdmissionArgs": {
@@ -104,34 +104,12 @@ def resources() -> dict:
         }
     }
     return {
-        "AdmissionFunctionRole": {
-            "Type": "AWS::IAM::Role",
-            "Condition": "CreateAdmission",
-            "Properties": {
-                "Description": "hostkeyctl's admission function (iam/admission.json)",
-                "AssumeRolePolicyDocument": {
-                    "Version": "2012-10-17",
-                    "Statement": [
-                        {
-                            "Effect": "Allow",
-                            "Principal": {"Service": "lambda.amazonaws.com"},
-                            "Action": "sts:AssumeRole",
-                        }
-                    ],
-                },
-                "ManagedPolicyArns": [
-                    {"Ref": "AdmissionPolicy"},
-                    {"Fn::Sub": MANAGED + "AWSLambdaBasicExecutionRole"},
-                    {
-                        "Fn::If": [
-                            "AdmissionInVpc",
-                            {"Fn::Sub": MANAGED + "AWSLambdaVPCAccessExecutionRole"},
-                            {"Ref": "AWS::NoValue"},
-                        ]
-                    },
-                ],
-            },
-        },
+        "AdmissionFunctionRole": lambda_role(
+            "CreateAdmission",
+            "hostkeyctl's admission function (iam/admission.json)",
+            "AdmissionPolicy",
+            "AdmissionInVpc",
+        ),
         "AdmissionFunction": {
             "Type": "AWS::Lambda::Function",
             "Condition": "CreateAdmission",

@@ -6,7 +6,7 @@ with its role (iam/enrolment.json through the template's EnrolmentPolicy).
 The names are hostkeyctl-enrolment-STACK, as the node and signer policies
 grant (each stack's nodes invoke its own signer alone)."""
 
-MANAGED = "arn:${AWS::Partition}:iam::aws:policy/service-role/"
+from cloudformation_lambda import lambda_role
 
 PARAMETERS = {
     "EnrolmentCluster": {
@@ -94,27 +94,11 @@ def resources() -> dict:
                 "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
             },
         },
-        "EnrolmentFunctionRole": {
-            "Type": "AWS::IAM::Role",
-            "Condition": "CreateEnrolment",
-            "Properties": {
-                "Description": "hostkeyctl's enrolment signer (iam/enrolment.json)",
-                "AssumeRolePolicyDocument": {
-                    "Version": "2012-10-17",
-                    "Statement": [
-                        {
-                            "Effect": "Allow",
-                            "Principal": {"Service": "lambda.amazonaws.com"},
-                            "Action": "sts:AssumeRole",
-                        }
-                    ],
-                },
-                "ManagedPolicyArns": [
-                    {"Ref": "EnrolmentPolicy"},
-                    {"Fn::Sub": MANAGED + "AWSLambdaBasicExecutionRole"},
-                ],
-            },
-        },
+        "EnrolmentFunctionRole": lambda_role(
+            "CreateEnrolment",
+            "hostkeyctl's enrolment signer (iam/enrolment.json)",
+            "EnrolmentPolicy",
+        ),
         "EnrolmentFunction": {
             "Type": "AWS::Lambda::Function",
             "Condition": "CreateEnrolment",
