@@ -22,7 +22,11 @@ use hostkeyctl::enrolment::node::enroll::Report;
 use hostkeyctl::ids::{Program, SecretId};
 use hostkeyctl::keyset::KeyAlgorithm;
 use hostkeyctl::known_hosts::made::{MadeKrl, MadeText};
-use hostkeyctl::ssm_document::{CONVERGE_NAME, Kind, content};
+use hostkeyctl::rollout::deliver::{self, DeliverRequest};
+use hostkeyctl::rollout::{Push, PushRequest};
+use hostkeyctl::ssm_document::publish::{SetupReport, publish_setup};
+use hostkeyctl::ssm_document::setup::{Arch, NodeBuilds, SETUP_NAME};
+use hostkeyctl::ssm_document::{CONVERGE_NAME, DEFAULT_NAME, Kind, content};
 use hostkeyctl::testing::{MemAssociations, MemDispatcher, MemKms, MemoryStore};
 
 use crate::memory::{secret, world};
@@ -32,6 +36,7 @@ async fn samples() -> Vec<(&'static str, Value)> {
     let mut out = ca_samples().await;
     out.extend(node_samples());
     out.extend(association_samples().await);
+    out.extend(rollout_samples().await);
     out
 }
 
@@ -180,6 +185,61 @@ async fn association_samples() -> Vec<(&'static str, Value)> {
         to(&Deleted::new("hostkeyctl-hk-test", Some("a-1"))),
     ));
     out.push(("association-delete", to(&Deleted::new("hostkeyctl-hk-test", None))));
+    out
+}
+
+/// `push --dry-run` and `deliver --dry-run` (their plans, sent nowhere),
+/// and `ssm-document deploy-setup` (the setup document published).
+async fn rollout_samples() -> Vec<(&'static str, Value)> {
+    let mut out = Vec::new();
+    let (store, fleet, _) = world(2).await;
+    let documents = MemDispatcher::new(&fleet, &store);
+    let program = Program::parse("hostkeyctl").unwrap();
+    documents.deploy(DEFAULT_NAME, &content(Kind::Install, &program));
+    let (secret, targets) = (secret(), vec!["tag:Role=login".parse().unwrap()]);
+    let push = Push {
+        store: &store,
+        fleet: fleet.as_ref(),
+        dispatcher: &documents,
+    };
+    let plan = push
+        .plan(&PushRequest {
+            secret: &secret,
+            pin: None,
+            targets: &targets,
+            document: DEFAULT_NAME,
+            node_command: &program,
+            allow_other_clusters: false,
+        })
+        .await
+        .unwrap();
+    out.push((
+        "push-dry-run",
+        to(&plan.dry_run("hostkeyctl install --secret-id ARN --version-id V")),
+    ));
+    let builds = NodeBuilds {
+        location: "s3://my-bucket/hostkeyctl/v1".parse().unwrap(),
+        pins: [(Arch::X86_64, "a".repeat(64)), (Arch::Aarch64, "b".repeat(64))].into(),
+    };
+    let published = publish_setup(&documents, SETUP_NAME, builds).await.unwrap();
+    let updated = vec!["hostkeyctl-hk-setup".to_owned()];
+    out.push((
+        "ssm-document-deploy-setup",
+        to(&SetupReport {
+            setup: &published,
+            associations_updated: &updated,
+        }),
+    ));
+    let request = DeliverRequest {
+        secret: &secret,
+        targets: &targets,
+        document: SETUP_NAME,
+        allow_other_clusters: false,
+    };
+    let plan = deliver::plan(&documents, fleet.as_ref(), &store, &request)
+        .await
+        .unwrap();
+    out.push(("deliver-dry-run", to(&plan.dry_run())));
     out
 }
 
