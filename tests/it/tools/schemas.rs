@@ -37,7 +37,52 @@ async fn samples() -> Vec<(&'static str, Value)> {
     out.extend(node_samples());
     out.extend(association_samples().await);
     out.extend(rollout_samples().await);
+    out.extend(step_samples());
     out
+}
+
+/// `imds-guard` (its one serialiser written by hand) and `sessions`.
+fn step_samples() -> Vec<(&'static str, Value)> {
+    use hostkeyctl::imds_guard::{Family, FamilyReport, State};
+    let guarded = [
+        FamilyReport {
+            family: Family::Ipv4,
+            destination: Family::Ipv4.destination(),
+            state: State::RootOnly { allowed: vec![1001] },
+        },
+        FamilyReport {
+            family: Family::Ipv6,
+            destination: Family::Ipv6.destination(),
+            state: State::Ipv6Off,
+        },
+    ];
+    let open = [FamilyReport {
+        family: Family::Ipv4,
+        destination: Family::Ipv4.destination(),
+        state: State::Open,
+    }];
+    let session = |node: &str, command: Option<&str>, skipped: Option<&str>| hostkeyctl::sessions::Session {
+        node: node.to_owned(),
+        instance_id: "i-0123456789abcdef0".to_owned(),
+        status: if command.is_some() { "Running" } else { "Pending" }.to_owned(),
+        target: "sagemaker-cluster:abc123_login-i-0123456789abcdef0".to_owned(),
+        command: command.map(str::to_owned),
+        skipped: skipped.map(str::to_owned),
+    };
+    let sessions = hostkeyctl::sessions::Report {
+        cluster: "my-cluster".to_owned(),
+        group: "login".to_owned(),
+        cluster_id: "abc123".to_owned(),
+        sessions: vec![
+            session("login-1", Some("aws ssm start-session ..."), None),
+            session("login-2", None, Some("not Running")),
+        ],
+    };
+    vec![
+        ("imds-guard", to(&guarded)),
+        ("imds-guard", to(&open)),
+        ("sessions", to(&sessions)),
+    ]
 }
 
 /// `ca init`: generated, and a new KMS key.
@@ -303,11 +348,17 @@ async fn each_new_report_matches_its_schema_and_a_field_taken_out_does_not() {
             .find(|(s, _)| *s == name)
             .unwrap_or_else(|| panic!("docs/schemas/{name}.json has no sample here"));
         let text: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        let first = text["required"][0]
+        // An array's first item, else the object itself.
+        let required = text.get("items").unwrap_or(&text)["required"].clone();
+        let first = required[0]
             .as_str()
             .unwrap_or_else(|| panic!("{name}: no required field"));
         let mut less = instance.clone();
-        less.as_object_mut().unwrap().remove(first);
+        let object = match less.as_array_mut() {
+            Some(items) => &mut items[0],
+            None => &mut less,
+        };
+        object.as_object_mut().unwrap().remove(first);
         broken.push((*schema, less));
     }
     for ((schema, _), error) in broken.iter().zip(validate(&broken)) {
