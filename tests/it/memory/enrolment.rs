@@ -9,7 +9,7 @@ use sha2::Digest;
 use hostkeyctl::certificate::{CaKey, Principal};
 use hostkeyctl::enrolment::identity::IidKeys;
 use hostkeyctl::enrolment::proof::{EnrolRequest, request};
-use hostkeyctl::enrolment::{EnrolError, Member, Policy, enrol};
+use hostkeyctl::enrolment::{EnrolError, Enrolled, Member, Policy, SetKeys, enrol};
 use hostkeyctl::keyset::{HostKey, KeyAlgorithm, KeySet};
 use hostkeyctl::testing::{Faults, MemBindings, MemCluster, MemImds, MemSigner};
 
@@ -89,20 +89,70 @@ pub(super) fn ask(aws: &Aws, member: &Member, keys: &[ssh_key::PrivateKey], at: 
     request(&document, &signature, keys, at * 1000, AUDIENCE).unwrap()
 }
 
+/// A signer as these tests set it: AWS's identity key, a CA, the cluster
+/// (compute-1 alone), its bindings and the policy.
+pub(super) struct Desk {
+    pub(super) aws: Aws,
+    pub(super) ca: CaKey,
+    pub(super) cluster: MemCluster,
+    pub(super) bound: MemBindings,
+    pub(super) policy: Policy,
+}
+
+impl Desk {
+    pub(super) fn new() -> Self {
+        let aws = Aws::new();
+        let policy = aws.policy();
+        Desk {
+            aws,
+            ca: CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap()),
+            cluster: MemCluster::new(vec![compute_1()]),
+            bound: MemBindings::default(),
+            policy,
+        }
+    }
+
+    /// `member`'s request with `keys`, made at `at`.
+    pub(super) fn ask(&self, member: &Member, keys: &[ssh_key::PrivateKey], at: i64) -> EnrolRequest {
+        ask(&self.aws, member, keys, at)
+    }
+
+    /// `enrol` of `request` at `now`, asking for `asked` names, `set` the
+    /// canonical set's keys.
+    pub(super) async fn enrol_with(
+        &self,
+        request: &EnrolRequest,
+        asked: &[Principal],
+        set: &impl SetKeys,
+        now: i64,
+    ) -> Result<Enrolled, EnrolError> {
+        enrol(
+            request,
+            asked,
+            &self.cluster,
+            &self.bound,
+            set,
+            &self.ca,
+            &self.policy,
+            now,
+        )
+        .await
+    }
+
+    /// `enrol` of `request` at `now`, asking for no names, with no set.
+    pub(super) async fn enrol(&self, request: &EnrolRequest, now: i64) -> Result<Enrolled, EnrolError> {
+        self.enrol_with(request, &[], &(), now).await
+    }
+}
+
 #[tokio::test]
 async fn a_member_gets_certificates_for_its_own_keys_and_awss_names_and_every_forgery_nothing() {
-    let aws = Aws::new();
-    let ca = CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
-    let cluster = MemCluster::new(vec![compute_1()]);
-    let bound = MemBindings::default();
-    let policy = aws.policy();
+    let desk = Desk::new();
     let keys = node_keys();
-    let first = ask(&aws, &compute_1(), &keys, NOW);
-    let enrolled = enrol(&first, &names(&["compute-1"]), &cluster, &bound, &(), &ca, &policy, NOW)
-        .await
-        .unwrap();
+    let first = desk.ask(&compute_1(), &keys, NOW);
+    let enrolled = desk.enrol_with(&first, &names(&["compute-1"]), &(), NOW).await.unwrap();
     assert_eq!(enrolled.certificates.len(), 2);
-    let trusted = ca.public_key().fingerprint(ssh_key::HashAlg::Sha256);
+    let trusted = desk.ca.public_key().fingerprint(ssh_key::HashAlg::Sha256);
     for cert in &enrolled.certificates {
         cert.validate_at(u64::try_from(NOW).unwrap(), [&trusted]).unwrap();
         assert_eq!(
@@ -110,25 +160,15 @@ async fn a_member_gets_certificates_for_its_own_keys_and_awss_names_and_every_fo
             ["ip-10-1-0-11.ec2.internal", "10.1.0.11", "compute-1"]
         );
     }
-    assert_forgeries_refused(&aws, &cluster, &bound, &ca, &keys, &first).await;
+    assert_forgeries_refused(&desk, &keys, &first).await;
     // A renewal: the same keys, later.
-    let renewed = enrol(
-        &ask(&aws, &compute_1(), &keys, NOW + 600),
-        &[],
-        &cluster,
-        &bound,
-        &(),
-        &ca,
-        &policy,
-        NOW + 600,
-    )
-    .await;
+    let renewed = desk.enrol(&desk.ask(&compute_1(), &keys, NOW + 600), NOW + 600).await;
     assert!(renewed.is_ok(), "{renewed:?}");
     // Another renewal in the same second (the step's enroll, then its
     // timer's first run) is later by milliseconds: not a replay.
-    let (document, signature) = aws.imds(&compute_1().instance_id, "10.1.0.11", NOW - 60);
+    let (document, signature) = desk.aws.imds(&compute_1().instance_id, "10.1.0.11", NOW - 60);
     let soon = request(&document, &signature, &keys, (NOW + 600) * 1000 + 1, AUDIENCE).unwrap();
-    let again = enrol(&soon, &[], &cluster, &bound, &(), &ca, &policy, NOW + 600).await;
+    let again = desk.enrol(&soon, NOW + 600).await;
     assert!(again.is_ok(), "{again:?}");
 }
 
@@ -150,61 +190,35 @@ pub(super) fn refused(e: Result<hostkeyctl::enrolment::Enrolled, EnrolError>) ->
 
 /// Each forgery a stranger can make is refused, and binds nothing; then a
 /// renewal of the same keys, later, is signed.
-async fn assert_forgeries_refused(
-    aws: &Aws,
-    cluster: &MemCluster,
-    bound: &MemBindings,
-    ca: &CaKey,
-    keys: &[ssh_key::PrivateKey],
-    first: &EnrolRequest,
-) {
-    let policy = aws.policy();
-    let after_first = bound.all.lock().unwrap().clone();
+async fn assert_forgeries_refused(desk: &Desk, keys: &[ssh_key::PrivateKey], first: &EnrolRequest) {
+    let after_first = desk.bound.all.lock().unwrap().clone();
 
     // The same request again (a retry whose answer was lost): the same
     // answer, nothing new signed; an earlier one: a replay.
-    let again = enrol(first, &[], cluster, bound, &(), ca, &policy, NOW + 1)
-        .await
-        .unwrap();
+    let again = desk.enrol(first, NOW + 1).await.unwrap();
     assert!(!again.signed);
-    let earlier = ask(aws, &compute_1(), keys, NOW - 1);
-    let said = refused(enrol(&earlier, &[], cluster, bound, &(), ca, &policy, NOW + 1).await);
+    let earlier = desk.ask(&compute_1(), keys, NOW - 1);
+    let said = refused(desk.enrol(&earlier, NOW + 1).await);
     assert!(said.contains("a replay"), "{said}");
     // Another instance claimed with this instance's signature.
-    let mut forged = ask(aws, &compute_1(), keys, NOW + 2);
+    let mut forged = desk.ask(&compute_1(), keys, NOW + 2);
     forged.document = forged.document.replace("c001", "c002");
     let forged = request(&forged.document, &forged.signature, keys, (NOW + 2) * 1000, AUDIENCE).unwrap();
-    let said = refused(enrol(&forged, &[], cluster, bound, &(), ca, &policy, NOW + 2).await);
+    let said = refused(desk.enrol(&forged, NOW + 2).await);
     assert!(said.contains("signature does not verify"), "{said}");
     // An instance AWS signed, but no node of the cluster.
     let stranger = Member {
         instance_id: "i-00000000000000bad".to_owned(),
         ..compute_1()
     };
-    let said = refused(
-        enrol(
-            &ask(aws, &stranger, keys, NOW + 3),
-            &[],
-            cluster,
-            bound,
-            &(),
-            ca,
-            &policy,
-            NOW + 3,
-        )
-        .await,
-    );
+    let said = refused(desk.enrol(&desk.ask(&stranger, keys, NOW + 3), NOW + 3).await);
     assert!(said.contains("no node of this cluster"), "{said}");
     // Names the node does not have.
     let said = refused(
-        enrol(
-            &ask(aws, &compute_1(), keys, NOW + 4),
+        desk.enrol_with(
+            &desk.ask(&compute_1(), keys, NOW + 4),
             &names(&["login.cluster"]),
-            cluster,
-            bound,
             &(),
-            ca,
-            &policy,
             NOW + 4,
         )
         .await,
@@ -213,33 +227,17 @@ async fn assert_forgeries_refused(
         said.contains("login.cluster") && said.contains("not its names"),
         "{said}"
     );
-    assert_key_and_time_forgeries_refused(aws, cluster, bound, ca, keys).await;
+    assert_key_and_time_forgeries_refused(desk, keys).await;
     // Nothing was bound by any refusal.
-    assert_eq!(*bound.all.lock().unwrap(), after_first);
+    assert_eq!(*desk.bound.all.lock().unwrap(), after_first);
 }
 
 /// A thief's keys, another address, an old request: refused.
-async fn assert_key_and_time_forgeries_refused(
-    aws: &Aws,
-    cluster: &MemCluster,
-    bound: &MemBindings,
-    ca: &CaKey,
-    keys: &[ssh_key::PrivateKey],
-) {
-    let policy = aws.policy();
+async fn assert_key_and_time_forgeries_refused(desk: &Desk, keys: &[ssh_key::PrivateKey]) {
     // A thief with the document and its own keys: bound to the node's.
     let said = refused(
-        enrol(
-            &ask(aws, &compute_1(), &node_keys(), NOW + 5),
-            &[],
-            cluster,
-            bound,
-            &(),
-            ca,
-            &policy,
-            NOW + 5,
-        )
-        .await,
+        desk.enrol(&desk.ask(&compute_1(), &node_keys(), NOW + 5), NOW + 5)
+            .await,
     );
     assert!(said.contains("enrolled other host keys"), "{said}");
     // Another address in the document than the cluster's.
@@ -247,63 +245,28 @@ async fn assert_key_and_time_forgeries_refused(
         private_ip: "10.1.0.99".parse().unwrap(),
         ..compute_1()
     };
-    let said = refused(
-        enrol(
-            &ask(aws, &moved, keys, NOW + 6),
-            &[],
-            cluster,
-            bound,
-            &(),
-            ca,
-            &policy,
-            NOW + 6,
-        )
-        .await,
-    );
+    let said = refused(desk.enrol(&desk.ask(&moved, keys, NOW + 6), NOW + 6).await);
     assert!(said.contains("reports address 10.1.0.99"), "{said}");
     // A request from yesterday.
-    let said = refused(
-        enrol(
-            &ask(aws, &compute_1(), keys, NOW - 86_400),
-            &[],
-            cluster,
-            bound,
-            &(),
-            ca,
-            &policy,
-            NOW + 7,
-        )
-        .await,
-    );
+    let said = refused(desk.enrol(&desk.ask(&compute_1(), keys, NOW - 86_400), NOW + 7).await);
     assert!(said.contains("more than 300 s apart"), "{said}");
 }
 
 #[tokio::test]
 async fn a_first_enrolment_long_after_the_instance_started_is_refused() {
-    let aws = Aws::new();
-    let ca = CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
-    let cluster = MemCluster::new(vec![compute_1()]);
-    let bound = MemBindings::default();
+    let desk = Desk::new();
     let late = NOW + 2 * 3_600;
-    let said = enrol(
-        &ask(&aws, &compute_1(), &node_keys(), late),
-        &[],
-        &cluster,
-        &bound,
-        &(),
-        &ca,
-        &aws.policy(),
-        late,
-    )
-    .await
-    .err()
-    .map(|e| e.to_string())
-    .unwrap_or_default();
+    let said = desk
+        .enrol(&desk.ask(&compute_1(), &node_keys(), late), late)
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
     assert!(
         said.contains("never enrolled") && said.contains("within 3600 s"),
         "{said}"
     );
-    assert!(bound.all.lock().unwrap().is_empty());
+    assert!(desk.bound.all.lock().unwrap().is_empty());
 }
 
 /// The signer in process over `cluster`, `bound` and `ca`, with `aws`'s

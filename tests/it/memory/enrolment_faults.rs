@@ -7,33 +7,29 @@
 
 use hostkeyctl::certificate::CaKey;
 use hostkeyctl::enrolment::admin::revoke;
-use hostkeyctl::enrolment::enrol;
 use hostkeyctl::enrolment::node::enrol_node;
 use hostkeyctl::keyset::{HostKey, KeyAlgorithm};
 use hostkeyctl::testing::{MemBindings, MemCluster, MemImds, MemSetKeys};
 
-use super::enrolment::{Aws, NOW, ask, compute_1, key_dir, node_keys, signer};
+use super::enrolment::{Aws, Desk, NOW, compute_1, key_dir, node_keys, signer};
 
 #[tokio::test]
 async fn the_signer_refuses_when_a_read_or_its_write_fails_and_binds_nothing_half() {
-    let aws = Aws::new();
-    let ca = CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
-    let cluster = MemCluster::new(vec![compute_1()]);
-    let bound = MemBindings::default();
-    let set = MemSetKeys::default();
-    let policy = aws.policy();
+    let desk = Desk::new();
+    let (bound, set) = (&desk.bound, MemSetKeys::default());
     let keys = node_keys();
     let cases: [(&str, &hostkeyctl::testing::Faults); 4] = [
         ("dynamodb:GetItem", &bound.faults),
-        ("sagemaker:DescribeClusterNode", &cluster.faults),
+        ("sagemaker:DescribeClusterNode", &desk.cluster.faults),
         ("secretsmanager:DescribeSecret", &set.faults),
         ("dynamodb:PutItem", &bound.faults),
     ];
     for (at, (op, faults)) in (0_i64..).zip(cases) {
         faults.fail_nth(op, faults.count(op) + 1);
         let now = NOW + 2 * at;
-        let request = ask(&aws, &compute_1(), &keys, now);
-        let err = enrol(&request, &[], &cluster, &bound, &set, &ca, &policy, now)
+        let request = desk.ask(&compute_1(), &keys, now);
+        let err = desk
+            .enrol_with(&request, &[], &set, now)
             .await
             .err()
             .unwrap_or_else(|| panic!("{op}: enrolled"))
@@ -41,8 +37,8 @@ async fn the_signer_refuses_when_a_read_or_its_write_fails_and_binds_nothing_hal
         assert!(err.contains(op), "{op}: {err}");
         assert_eq!(bound.of(&compute_1().instance_id), None, "{op}: a binding was stored");
         // The next request (a node retries with a fresh one) enrols.
-        let retry = ask(&aws, &compute_1(), &keys, now + 1);
-        let enrolled = enrol(&retry, &[], &cluster, &bound, &set, &ca, &policy, now + 1).await;
+        let retry = desk.ask(&compute_1(), &keys, now + 1);
+        let enrolled = desk.enrol_with(&retry, &[], &set, now + 1).await;
         assert!(enrolled.is_ok(), "{op}: {:?}", enrolled.err().map(|e| e.to_string()));
         bound.all.lock().unwrap().clear();
     }

@@ -4,51 +4,56 @@
 //! signature, and a refusal no lookup; with the test doubles of
 //! [`hostkeyctl::enrolment::tests`].
 
-use super::enrolment::{Aws, NOW, ask, compute_1, node_keys, refused};
-use hostkeyctl::certificate::CaKey;
-use hostkeyctl::enrolment::{Binding, enrol};
-use hostkeyctl::keyset::{HostKey, KeyAlgorithm};
-use hostkeyctl::testing::{MemBindings, MemCluster, MemSetKeys};
+use super::enrolment::{Desk, NOW, compute_1, node_keys, refused};
+use hostkeyctl::enrolment::Binding;
+use hostkeyctl::testing::MemSetKeys;
 
 #[tokio::test]
 async fn a_login_nodes_claim_takes_its_instance_for_no_key_so_the_sets_holders_get_nothing() {
-    let aws = Aws::new();
-    let ca = CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
-    let cluster = MemCluster::new(vec![compute_1()]);
-    let bound = MemBindings::default();
-    let policy = aws.policy();
+    let desk = Desk::new();
     let set = node_keys();
-    let claimed =
-        hostkeyctl::enrolment::claim(&ask(&aws, &compute_1(), &set, NOW), &cluster, &bound, &policy, NOW).await;
+    let claimed = hostkeyctl::enrolment::claim(
+        &desk.ask(&compute_1(), &set, NOW),
+        &desk.cluster,
+        &desk.bound,
+        &desk.policy,
+        NOW,
+    )
+    .await;
     assert_eq!(claimed.unwrap().instance_id, compute_1().instance_id);
-    let after_claim = bound.all.lock().unwrap().clone();
+    let after_claim = desk.bound.all.lock().unwrap().clone();
     let binding = &after_claim[&compute_1().instance_id];
     assert!(binding.claim && binding.host_keys.is_empty(), "{binding:?}");
     // Whoever else holds the document enrols nothing for its names: not
     // with keys of their own, not with the set's (L1: any login node's
     // role reads the set; a leaked or retired set is the same).
     for keys in [node_keys(), set.clone()] {
-        let thief = ask(&aws, &compute_1(), &keys, NOW + 1);
-        let said = refused(enrol(&thief, &[], &cluster, &bound, &(), &ca, &policy, NOW + 1).await);
+        let thief = desk.ask(&compute_1(), &keys, NOW + 1);
+        let said = refused(desk.enrol(&thief, NOW + 1).await);
         assert!(said.contains("took the cluster's trust alone"), "{said}");
     }
     // The set rotates: the node's next claim is accepted, the binding kept.
-    let rotated = ask(&aws, &compute_1(), &node_keys(), NOW + 2);
+    let rotated = desk.ask(&compute_1(), &node_keys(), NOW + 2);
     assert!(
-        hostkeyctl::enrolment::claim(&rotated, &cluster, &bound, &policy, NOW + 2)
+        hostkeyctl::enrolment::claim(&rotated, &desk.cluster, &desk.bound, &desk.policy, NOW + 2)
             .await
             .is_ok()
     );
-    assert_eq!(*bound.all.lock().unwrap(), after_claim);
+    assert_eq!(*desk.bound.all.lock().unwrap(), after_claim);
     // Revoking it revokes no key (L2: never the set every login node serves).
-    bound
+    desk.bound
         .all
         .lock()
         .unwrap()
         .get_mut(&compute_1().instance_id)
         .unwrap()
         .revoked = true;
-    assert!(hostkeyctl::enrolment::revoked(&bound, &()).await.unwrap().is_empty());
+    assert!(
+        hostkeyctl::enrolment::revoked(&desk.bound, &())
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 fn fingerprints_of(keys: &[ssh_key::PrivateKey]) -> Vec<String> {
@@ -59,30 +64,17 @@ fn fingerprints_of(keys: &[ssh_key::PrivateKey]) -> Vec<String> {
 
 #[tokio::test]
 async fn the_sets_keys_are_never_certified_and_a_binding_to_them_from_before_becomes_a_claim() {
-    let aws = Aws::new();
-    let ca = CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
-    let cluster = MemCluster::new(vec![compute_1()]);
-    let policy = aws.policy();
+    let desk = Desk::new();
     let set = node_keys();
     let the_set = MemSetKeys::with(fingerprints_of(&set));
     // A fresh instance asked certificates for the set's keys: refused,
     // nothing bound.
-    let bound = MemBindings::default();
     let said = refused(
-        enrol(
-            &ask(&aws, &compute_1(), &set, NOW),
-            &[],
-            &cluster,
-            &bound,
-            &the_set,
-            &ca,
-            &policy,
-            NOW,
-        )
-        .await,
+        desk.enrol_with(&desk.ask(&compute_1(), &set, NOW), &[], &the_set, NOW)
+            .await,
     );
     assert!(said.contains("keys of the canonical set"), "{said}");
-    assert!(bound.all.lock().unwrap().is_empty());
+    assert!(desk.bound.all.lock().unwrap().is_empty());
     // A binding to the set made by a claim of an older signer (it bound the
     // keys and certified them on request): still refused by name, and the
     // login node's next claim makes it a claim.
@@ -102,23 +94,18 @@ async fn the_sets_keys_are_never_certified_and_a_binding_to_them_from_before_bec
         host_keys: host_keys.clone(),
         ..Binding::default()
     };
-    bound.all.lock().unwrap().insert(compute_1().instance_id, old.clone());
+    desk.bound
+        .all
+        .lock()
+        .unwrap()
+        .insert(compute_1().instance_id, old.clone());
     let said = refused(
-        enrol(
-            &ask(&aws, &compute_1(), &set, NOW),
-            &[],
-            &cluster,
-            &bound,
-            &the_set,
-            &ca,
-            &policy,
-            NOW,
-        )
-        .await,
+        desk.enrol_with(&desk.ask(&compute_1(), &set, NOW), &[], &the_set, NOW)
+            .await,
     );
     assert!(said.contains("keys of the canonical set"), "{said}");
     // Revoked as it stands, it lists no key of the set (L2).
-    bound
+    desk.bound
         .all
         .lock()
         .unwrap()
@@ -126,26 +113,26 @@ async fn the_sets_keys_are_never_certified_and_a_binding_to_them_from_before_bec
         .unwrap()
         .revoked = true;
     assert!(
-        hostkeyctl::enrolment::revoked(&bound, &the_set)
+        hostkeyctl::enrolment::revoked(&desk.bound, &the_set)
             .await
             .unwrap()
             .is_empty()
     );
     assert_eq!(
-        hostkeyctl::enrolment::revoked(&bound, &()).await.unwrap().len(),
+        hostkeyctl::enrolment::revoked(&desk.bound, &()).await.unwrap().len(),
         host_keys.len()
     );
-    bound.all.lock().unwrap().insert(compute_1().instance_id, old);
+    desk.bound.all.lock().unwrap().insert(compute_1().instance_id, old);
     hostkeyctl::enrolment::claim(
-        &ask(&aws, &compute_1(), &set, NOW + 1),
-        &cluster,
-        &bound,
-        &policy,
+        &desk.ask(&compute_1(), &set, NOW + 1),
+        &desk.cluster,
+        &desk.bound,
+        &desk.policy,
         NOW + 1,
     )
     .await
     .unwrap();
-    let now = bound.all.lock().unwrap()[&compute_1().instance_id].clone();
+    let now = desk.bound.all.lock().unwrap()[&compute_1().instance_id].clone();
     assert!(now.claim && now.host_keys.is_empty(), "{now:?}");
 }
 
@@ -153,29 +140,16 @@ async fn the_sets_keys_are_never_certified_and_a_binding_to_them_from_before_bec
 /// set rotated since, or someone else's enrolment) is refused loudly.
 #[tokio::test]
 async fn a_claim_over_a_binding_to_other_keys_is_refused_loudly() {
-    let aws = Aws::new();
-    let ca = CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
-    let cluster = MemCluster::new(vec![compute_1()]);
-    let policy = aws.policy();
+    let desk = Desk::new();
     let set = node_keys();
-    let bound = MemBindings::default();
-    enrol(
-        &ask(&aws, &compute_1(), &node_keys(), NOW),
-        &[],
-        &cluster,
-        &bound,
-        &(),
-        &ca,
-        &policy,
-        NOW,
-    )
-    .await
-    .unwrap();
+    desk.enrol(&desk.ask(&compute_1(), &node_keys(), NOW), NOW)
+        .await
+        .unwrap();
     let said = hostkeyctl::enrolment::claim(
-        &ask(&aws, &compute_1(), &set, NOW + 1),
-        &cluster,
-        &bound,
-        &policy,
+        &desk.ask(&compute_1(), &set, NOW + 1),
+        &desk.cluster,
+        &desk.bound,
+        &desk.policy,
         NOW + 1,
     )
     .await
@@ -186,79 +160,37 @@ async fn a_claim_over_a_binding_to_other_keys_is_refused_loudly() {
 
 #[tokio::test]
 async fn a_renewal_within_the_period_costs_no_signature_and_a_refusal_no_lookup_or_scan() {
-    let aws = Aws::new();
-    let ca = CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
-    let cluster = MemCluster::new(vec![compute_1()]);
-    let lookups = || cluster.faults.count("sagemaker:DescribeClusterNode");
-    let bound = MemBindings::default();
-    let policy = aws.policy();
+    let desk = Desk::new();
+    let lookups = || desk.cluster.faults.count("sagemaker:DescribeClusterNode");
     let keys = node_keys();
-    let first = enrol(
-        &ask(&aws, &compute_1(), &keys, NOW),
-        &[],
-        &cluster,
-        &bound,
-        &(),
-        &ca,
-        &policy,
-        NOW,
-    )
-    .await
-    .unwrap();
+    let first = desk.enrol(&desk.ask(&compute_1(), &keys, NOW), NOW).await.unwrap();
     assert!(first.signed);
     assert_eq!(lookups(), 1);
     // Root on the node renews in a loop (D1): every answer within the
     // period is the first signing's, with no lookup and no signature.
     for at in 1..5 {
-        let again = enrol(
-            &ask(&aws, &compute_1(), &keys, NOW + at),
-            &[],
-            &cluster,
-            &bound,
-            &(),
-            &ca,
-            &policy,
-            NOW + at,
-        )
-        .await
-        .unwrap();
+        let again = desk
+            .enrol(&desk.ask(&compute_1(), &keys, NOW + at), NOW + at)
+            .await
+            .unwrap();
         assert!(!again.signed);
         assert_eq!(again.certificates, first.certificates, "a new signature");
         assert_eq!(again.principals, first.principals);
     }
     assert_eq!(lookups(), 1);
     // After the period, a renewal is signed again.
-    let later = NOW + policy.renew_every;
-    let renewed = enrol(
-        &ask(&aws, &compute_1(), &keys, later),
-        &[],
-        &cluster,
-        &bound,
-        &(),
-        &ca,
-        &policy,
-        later,
-    )
-    .await
-    .unwrap();
+    let later = NOW + desk.policy.renew_every;
+    let renewed = desk.enrol(&desk.ask(&compute_1(), &keys, later), later).await.unwrap();
     assert!(renewed.signed && renewed.certificates != first.certificates);
     // A flood of refusals (D2): another's keys with the node's document,
     // a replay, a claim over its binding: no lookup of the cluster.
     let before = lookups();
     for at in 1..4 {
-        let thief = ask(&aws, &compute_1(), &node_keys(), later + at);
-        assert!(
-            enrol(&thief, &[], &cluster, &bound, &(), &ca, &policy, later + at)
-                .await
-                .is_err()
-        );
+        let thief = desk.ask(&compute_1(), &node_keys(), later + at);
+        assert!(desk.enrol(&thief, later + at).await.is_err());
     }
-    let replay = ask(&aws, &compute_1(), &keys, later - 1);
-    assert!(
-        enrol(&replay, &[], &cluster, &bound, &(), &ca, &policy, later + 5)
-            .await
-            .is_err()
-    );
+    let replay = desk.ask(&compute_1(), &keys, later - 1);
+    assert!(desk.enrol(&replay, later + 5).await.is_err());
     assert_eq!(lookups(), before, "a refusal looked the cluster up");
 }
 
@@ -285,47 +217,22 @@ fn a_cached_value_is_read_again_only_after_its_age() {
 /// refused, not signed; a minute later (a signing that failed) it goes on.
 #[tokio::test]
 async fn one_signing_at_a_time_per_instance() {
-    let aws = Aws::new();
-    let ca = CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
-    let cluster = MemCluster::new(vec![compute_1()]);
-    let bound = MemBindings::default();
-    let policy = aws.policy();
+    let desk = Desk::new();
     let keys = node_keys();
-    enrol(
-        &ask(&aws, &compute_1(), &keys, NOW),
-        &[],
-        &cluster,
-        &bound,
-        &(),
-        &ca,
-        &policy,
-        NOW,
-    )
-    .await
-    .unwrap();
+    desk.enrol(&desk.ask(&compute_1(), &keys, NOW), NOW).await.unwrap();
     // A signing started after the period, and not finished.
-    let later = NOW + policy.renew_every + 5;
-    bound
+    let later = NOW + desk.policy.renew_every + 5;
+    desk.bound
         .all
         .lock()
         .unwrap()
         .get_mut(&compute_1().instance_id)
         .unwrap()
         .signing_at = later - 1;
-    let overlapping = ask(&aws, &compute_1(), &keys, later);
-    let said = refused(enrol(&overlapping, &[], &cluster, &bound, &(), &ca, &policy, later).await);
+    let overlapping = desk.ask(&compute_1(), &keys, later);
+    let said = refused(desk.enrol(&overlapping, later).await);
     assert!(said.contains("at the same time"), "{said}");
     let after = later + 60;
-    let retried = enrol(
-        &ask(&aws, &compute_1(), &keys, after),
-        &[],
-        &cluster,
-        &bound,
-        &(),
-        &ca,
-        &policy,
-        after,
-    )
-    .await;
+    let retried = desk.enrol(&desk.ask(&compute_1(), &keys, after), after).await;
     assert!(retried.unwrap().signed);
 }
