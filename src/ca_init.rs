@@ -82,16 +82,23 @@ impl ExitStatus for CaInitError {
 
 const NOTHING: &str = "nothing was created";
 
+impl InitRequest<'_> {
+    /// What the request alone refuses, before any AWS configuration or
+    /// call: a CA under the prefix every login node's role may read.
+    pub fn check(&self) -> Result<(), CaInitError> {
+        self.key_set_prefix
+            .check_ca(self.secret)
+            .map_err(|e| CaInitError::Refused(format!("{e}; {NOTHING}")))
+    }
+}
+
 /// Makes the CA secret `request` asks for; its report.
 pub async fn init(
     store: &impl SecretStore,
     kms: &impl CaKeys,
     request: &InitRequest<'_>,
 ) -> Result<CaReport, CaInitError> {
-    request
-        .key_set_prefix
-        .check_ca(request.secret)
-        .map_err(|e| CaInitError::Refused(format!("{e}; {NOTHING}")))?;
+    request.check()?;
     let key = ca_key(store, kms, request).await?;
     let ca = CaDocument {
         created: crate::document::SecretDocument::new(crate::keyset::KeySet::default()).created,
@@ -120,10 +127,15 @@ pub async fn init(
             });
         }
         (Err(StoreError::AlreadyExists { name }), _, _) => return Err(CaInitError::Refused(exists(&name))),
+        // CreateSecret may have taken effect (a lost answer, one that
+        // cannot be read): say how to tell, never that nothing was made.
         (Err(error), _, _) => {
             return Err(CaInitError::Store {
                 error,
-                left: NOTHING.to_owned(),
+                left: format!(
+                    "the CA secret may or may not exist now: `aws secretsmanager describe-secret --secret-id {}` tells (ca init never overwrites one)",
+                    request.secret
+                ),
             });
         }
     };

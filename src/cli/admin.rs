@@ -120,8 +120,10 @@ pub struct PushArgs {
     pub dry_run: bool,
 }
 
-/// `hostkeyctl audit`.
+/// `hostkeyctl audit` (`--timeout`, its old spelling of `--connect-timeout`,
+/// is its alone: `admit` never had it).
 #[derive(Debug, Args)]
+#[command(mut_arg("connect_timeout", |a| a.alias("timeout")))]
 pub struct AuditArgs {
     /// Expected set from this secret: its public fingerprints from the
     /// tags (DescribeSecret only), or the value with --stage/--version-id.

@@ -431,12 +431,7 @@ pub struct ScanArgs {
     #[arg(long, default_value_t = 4, value_name = "N")]
     pub per_host: usize,
     /// Seconds to wait for each connection.
-    #[arg(
-        long = "connect-timeout",
-        alias = "timeout",
-        default_value_t = 5,
-        value_name = "SECS"
-    )]
+    #[arg(long = "connect-timeout", default_value_t = 5, value_name = "SECS")]
     pub connect_timeout: u64,
     /// Attempts per probe when a connection is dropped or times out.
     #[arg(long, default_value_t = 4, value_name = "N")]

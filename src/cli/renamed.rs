@@ -123,6 +123,28 @@ mod tests {
             .collect()
     }
 
+    /// An old spelling belongs to its command alone: `admit` shares
+    /// audit's handshake options (`ScanArgs`) but never took `--timeout`.
+    #[test]
+    fn an_old_spelling_stays_with_its_command() {
+        let root = Cli::command();
+        let aliases = |command: &str| -> Vec<String> {
+            let arg = root
+                .find_subcommand(command)
+                .unwrap()
+                .get_arguments()
+                .find(|a| a.get_long() == Some("connect-timeout"))
+                .unwrap();
+            arg.get_all_aliases()
+                .unwrap_or_default()
+                .into_iter()
+                .map(str::to_owned)
+                .collect()
+        };
+        assert_eq!(aliases("audit"), ["timeout"]);
+        assert!(aliases("admit").is_empty(), "{:?}", aliases("admit"));
+    }
+
     /// Each old spelling is a hidden alias of its new name in its command.
     #[test]
     fn every_rename_is_a_hidden_alias_of_the_new_name() {

@@ -137,6 +137,20 @@ async fn every_failure_after_a_new_kms_key_names_it_and_one_before_leaves_nothin
         "{e}"
     );
     assert!(store.describe(&secret).await.is_err(), "no CA secret");
+    // A failed CreateSecret of a CA held in the secret may still have
+    // taken effect (a lost answer): never "nothing was created".
+    let generated = Hooked::fault_at(&store, 1, Some(Op::CreateCa), Fault::Fail);
+    let e = init(
+        &generated,
+        &kms,
+        &request(&secret, &prefix, CaSource::Generate(KeyAlgorithm::Ed25519)),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("may or may not exist now") && !e.to_string().contains("nothing was created"),
+        "{e}"
+    );
     // And then it works, with a third key.
     let report = init(&store, &kms, &request(&secret, &prefix, new)).await.unwrap();
     assert_eq!(
