@@ -85,10 +85,10 @@ const NOTHING: &str = "nothing was created";
 impl InitRequest<'_> {
     /// What the request alone refuses, before any AWS configuration or
     /// call: a CA under the prefix every login node's role may read.
-    pub fn check(&self) -> Result<(), CaInitError> {
+    pub fn check(&self) -> Result<(), String> {
         self.key_set_prefix
             .check_ca(self.secret)
-            .map_err(|e| CaInitError::Refused(format!("{e}; {NOTHING}")))
+            .map_err(|e| format!("{e}; {NOTHING}"))
     }
 }
 
@@ -98,7 +98,7 @@ pub async fn init(
     kms: &impl CaKeys,
     request: &InitRequest<'_>,
 ) -> Result<CaReport, CaInitError> {
-    request.check()?;
+    request.check().map_err(CaInitError::Refused)?;
     let key = ca_key(store, kms, request).await?;
     let ca = CaDocument {
         created: crate::document::SecretDocument::new(crate::keyset::KeySet::default()).created,

@@ -31,7 +31,7 @@ async fn ca_init(args: &CaInitArgs, global: &GlobalArgs, output: OutputFormat) -
         kms_key_id: args.kms_key_id.as_deref(),
     };
     // Refused before any AWS configuration: a region is not needed to say no.
-    request.check()?;
+    request.check().map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
     let config = aws::load_config(&global.aws).await?;
     let report = init(&SecretsManagerStore::new(&config), &Kms::new(&config), &request).await?;
     match output {
