@@ -325,15 +325,7 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
             return Ok(());
         };
         let algorithm = ScanAlgorithm::for_managed(first.algorithm());
-        let endpoints: Vec<Endpoint> = self
-            .instances
-            .iter()
-            .map(|i| Endpoint {
-                name: i.name.clone().unwrap_or_else(|| i.instance_id.clone()),
-                host: i.private_ip.clone().unwrap_or_default(),
-                port: self.port,
-            })
-            .collect();
+        let endpoints = self.endpoints();
         if endpoints.is_empty() {
             if self.gate.trust_timers {
                 return Ok(());

@@ -382,18 +382,23 @@ impl<S: SecretStore, D: Dispatcher, P: Prober> Rotation<'_, S, D, P> {
         Ok(rollout::push_version(self.dispatcher, version, next, self.instances, self.push, self.progress).await?)
     }
 
-    /// Step test: audits every target against `keys`; `None` when every
-    /// node serves exactly them, else the findings.
-    pub async fn test(&self, keys: &KeySet) -> Option<Vec<(String, Vec<Finding>)>> {
-        let endpoints: Vec<Endpoint> = self
-            .instances
+    /// The login nodes as the handshakes reach them: by Name tag (else
+    /// instance id), at their private address and sshd's port.
+    pub(super) fn endpoints(&self) -> Vec<Endpoint> {
+        self.instances
             .iter()
             .map(|i| Endpoint {
                 name: i.name.clone().unwrap_or_else(|| i.instance_id.clone()),
                 host: i.private_ip.clone().unwrap_or_default(),
                 port: self.port,
             })
-            .collect();
+            .collect()
+    }
+
+    /// Step test: audits every target against `keys`; `None` when every
+    /// node serves exactly them, else the findings.
+    pub async fn test(&self, keys: &KeySet) -> Option<Vec<(String, Vec<Finding>)>> {
+        let endpoints = self.endpoints();
         let findings = audit::check_endpoints(self.prober.clone(), ScanPolicy::default(), &endpoints, keys).await;
         let all_ok = findings.iter().all(|(_, f)| f.iter().all(|f| f.status == Verdict::Ok));
         (!all_ok).then_some(findings)
