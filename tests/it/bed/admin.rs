@@ -9,10 +9,7 @@ use crate::common::bed::{BedOptions, SECRET, TARGETS, TestBed, private_lines, se
 
 #[tokio::test(flavor = "multi_thread")]
 async fn init_records_public_fingerprints_in_tags_and_refuses_to_overwrite() {
-    let bed = TestBed::start(BedOptions {
-        nodes: 0,
-        ..BedOptions::default()
-    });
+    let bed = TestBed::start(BedOptions::nodes(0));
     let init = bed.init_generated(SECRET);
     let sm = aws_sdk_secretsmanager::Client::new(&bed.sdk_config(1).await);
     let described = sm.describe_secret().secret_id(SECRET).send().await.unwrap();
@@ -49,10 +46,7 @@ async fn init_records_public_fingerprints_in_tags_and_refuses_to_overwrite() {
 
 #[test]
 fn adopting_node_one_and_pushing_makes_every_node_serve_its_keys() {
-    let bed = TestBed::start(BedOptions {
-        no_reexec: true,
-        ..BedOptions::default()
-    });
+    let bed = TestBed::start(BedOptions::default().no_reexec());
     let nodes = &bed.state.nodes;
     let before_node1 = served(&nodes[0]);
     let keys_node1 = snapshot(&nodes[0].ssh_dir);
@@ -142,10 +136,7 @@ fn adopting_node_one_and_pushing_makes_every_node_serve_its_keys() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_input_gets_clear_errors_and_documented_exit_codes() {
-    let bed = TestBed::start(BedOptions {
-        nodes: 1,
-        ..BedOptions::default()
-    });
+    let bed = TestBed::start(BedOptions::nodes(1));
     let sm = aws_sdk_secretsmanager::Client::new(&bed.sdk_config(1).await);
     sm.create_secret()
         .name("hostkeys/db-password")

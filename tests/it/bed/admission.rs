@@ -407,11 +407,7 @@ fn stale_tags_are_refused_never_read_around(bed: &TestBed) {
 
 #[test]
 fn admission_lets_users_reach_only_nodes_serving_the_set() {
-    let options = BedOptions {
-        nodes: 4,
-        held: 1,
-        ..BedOptions::default()
-    };
+    let options = BedOptions::nodes(4).held(1);
     let (bed, _) = TestBed::converged(options);
     let known_hosts = lb_known_hosts(&bed);
     let nodes = bed.state.nodes.clone();

@@ -138,11 +138,7 @@ fn node_report<'a>(report: &'a Value, node: &Node) -> &'a Value {
 
 #[test]
 fn a_launching_instance_goes_in_service_only_once_it_serves_the_set() {
-    let (bed, _) = TestBed::converged(BedOptions {
-        nodes: 7,
-        held: 4,
-        ..BedOptions::default()
-    });
+    let (bed, _) = TestBed::converged(BedOptions::nodes(7).held(4));
     let nodes = bed.state.nodes.clone();
     let (good, failing, replacement, stranger) = (&nodes[3], &nodes[4], &nodes[5], &nodes[6]);
     group_with_hook(&bed, GROUP, &nodes[0].instance_id);
@@ -268,11 +264,7 @@ fn target_ids(bed: &TestBed, arn: &str) -> Vec<String> {
 /// (deregistration delay) before it terminates.
 #[test]
 fn an_attached_group_registers_after_the_hook_and_drains_before_terminating() {
-    let (bed, _) = TestBed::converged(BedOptions {
-        nodes: 5,
-        held: 2,
-        ..BedOptions::default()
-    });
+    let (bed, _) = TestBed::converged(BedOptions::nodes(5).held(2));
     let nodes = bed.state.nodes.clone();
     let (new, second) = (&nodes[3], &nodes[4]);
     group_with_hook(&bed, GROUP, &nodes[0].instance_id);

@@ -57,11 +57,7 @@ fn cluster_id(bed: &TestBed, node: &Node) -> String {
 
 #[test]
 fn a_hyperpod_replacement_fails_no_login() {
-    let (bed, _) = TestBed::converged(BedOptions {
-        nodes: 4,
-        held: 1,
-        ..BedOptions::default()
-    });
+    let (bed, _) = TestBed::converged(BedOptions::nodes(4).held(1));
     let known_hosts = lb_known_hosts(&bed);
     let nodes = bed.state.nodes.clone();
     let (old, new) = (&nodes[2], &nodes[3]);

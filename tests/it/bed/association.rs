@@ -48,10 +48,7 @@ fn last_runs(bed: &TestBed) -> Value {
 
 #[test]
 fn an_association_converges_a_new_instance_and_never_moves_a_node_off_the_stages() {
-    let bed = TestBed::start(BedOptions {
-        held: 1,
-        ..BedOptions::default()
-    });
+    let bed = TestBed::start(BedOptions::default().held(1));
     let init = bed.init_from_node(SECRET, &bed.state.nodes[0]);
     let set = crate::common::bed::set_fingerprints(&init);
     let mut push = vec!["push", "--secret-id", SECRET, "--max-concurrency", "100%"];

@@ -233,10 +233,7 @@ fn unmanaged_types_and_stopped_nodes_are_reported() {
 
 #[test]
 fn many_probes_of_one_node_never_report_it_unreachable() {
-    let bed = TestBed::start(BedOptions {
-        nodes: 1,
-        ..BedOptions::default()
-    });
+    let bed = TestBed::start(BedOptions::nodes(1));
     bed.init_from_node(SECRET, &bed.state.nodes[0]);
     let endpoint = format!("{}:22", bed.state.nodes[0].address);
     let mut args = vec!["--secret-id", SECRET, "--concurrency", "64"];
@@ -251,10 +248,7 @@ fn many_probes_of_one_node_never_report_it_unreachable() {
 
 #[test]
 fn via_ssm_sees_keys_written_but_not_served() {
-    let (bed, _) = TestBed::converged(BedOptions {
-        no_reexec: true,
-        ..BedOptions::default()
-    });
+    let (bed, _) = TestBed::converged(BedOptions::default().no_reexec());
     // Someone regenerated node 2's ed25519 key on disk without reloading
     // sshd (started with -r): clients still see the right key.
     let n = &bed.state.nodes[1];

@@ -22,11 +22,7 @@ const LOGIN_IP: &str = "10.1.17.20";
 const WORKER_IP: &str = "10.1.17.40";
 
 fn bed_of_one() -> (TestBed, Node, Vec<Option<String>>) {
-    let bed = TestBed::start(BedOptions {
-        nodes: 1,
-        no_reexec: true,
-        ..BedOptions::default()
-    });
+    let bed = TestBed::start(BedOptions::nodes(1).no_reexec());
     let node = bed.state.nodes[0].clone();
     let init = bed.init_generated(SECRET);
     (bed, node, set_fingerprints(&init))

@@ -471,11 +471,7 @@ pub(super) fn reload_until_served(node: &Node, cert: Option<&str>) {
 /// the set's already, only the certificates are missing.
 #[test]
 fn a_reload_that_does_not_serve_the_certificates_is_rolled_back() {
-    let bed = TestBed::start(BedOptions {
-        nodes: 1,
-        no_reexec: true,
-        ..BedOptions::default()
-    });
+    let bed = TestBed::start(BedOptions::nodes(1).no_reexec());
     let node = bed.state.nodes[0].clone();
     bed.init_generated(SECRET);
     ok(

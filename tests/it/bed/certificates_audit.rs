@@ -73,10 +73,7 @@ fn serve(node: &Node, cert: Option<&str>) {
 
 #[test]
 fn the_audit_gives_each_certificate_verdict_and_expired_certificates_fall_back_to_the_key() {
-    let bed = TestBed::start(BedOptions {
-        nodes: 1,
-        ..BedOptions::default()
-    });
+    let bed = TestBed::start(BedOptions::nodes(1));
     let node = bed.state.nodes[0].clone();
     let ca = keygen_ca(bed.dir(), "ca");
     let rogue = keygen_ca(bed.dir(), "rogue");

@@ -27,11 +27,7 @@ fn with_targets<'a>(args: &[&'a str]) -> Vec<&'a str> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn deliver_puts_the_pinned_build_on_bare_nodes_and_nothing_else() {
-    let bed = TestBed::start(BedOptions {
-        nodes: 2,
-        bare: true,
-        ..BedOptions::default()
-    });
+    let bed = TestBed::start(BedOptions::nodes(2).bare());
     bed.init_from_node(SECRET, &bed.state.nodes[0]);
     for node in &bed.state.nodes {
         assert!(!installed(node).exists(), "{} starts bare", node.name);

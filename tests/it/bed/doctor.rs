@@ -32,11 +32,7 @@ fn level<'a>(findings: &'a [Value], check: &str, subject: &str) -> &'a str {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn doctor_finds_each_planted_fault_and_then_nothing() {
-    let bed = TestBed::start(BedOptions {
-        nodes: 2,
-        bare: true,
-        ..BedOptions::default()
-    });
+    let bed = TestBed::start(BedOptions::nodes(2).bare());
     let node0 = bed.state.nodes[0].instance_id.clone();
     let node1 = bed.state.nodes[1].instance_id.clone();
     bed.cli("init")

@@ -21,10 +21,7 @@ use crate::common::support::require;
 /// revocation.
 #[test]
 fn a_binding_is_written_only_over_what_was_read() {
-    let bed = TestBed::start(BedOptions {
-        nodes: 1,
-        ..BedOptions::default()
-    });
+    let bed = TestBed::start(BedOptions::nodes(1));
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let config = runtime.block_on(bed.sdk_config(1));
     create_table(&runtime, &config, TABLE);

@@ -86,10 +86,7 @@ fn cloud_init_enrol(bed: &TestBed, node: &Node, arn: &str) -> Run {
 
 #[test]
 fn an_auto_scaling_groups_instances_enrol_and_no_tag_makes_another_instance_a_member() {
-    let bed = TestBed::start(BedOptions {
-        nodes: 2,
-        ..BedOptions::default()
-    });
+    let bed = TestBed::start(BedOptions::nodes(2));
     let (runtime, arn) = with_signer(&bed, "ecdsa", "autoscaling", GROUP);
     let config = runtime.block_on(bed.sdk_config(1));
     crate::bed::admission_asg::create_group(&bed, GROUP, &bed.state.nodes[0].instance_id);

@@ -20,11 +20,7 @@ pub(crate) fn imds(bed: &TestBed, instance_id: &str) -> String {
 
 #[test]
 fn parallelcluster_nodes_enrol_by_their_tag_and_another_clusters_instance_is_refused() {
-    let bed = TestBed::start(BedOptions {
-        nodes: 3,
-        parallelcluster_tags: true,
-        ..BedOptions::default()
-    });
+    let bed = TestBed::start(BedOptions::nodes(3).parallelcluster_tags());
     let cluster = bed.state.hyperpod.as_ref().unwrap().cluster.clone();
     let (_runtime, arn) = with_signer(&bed, "ecdsa", "parallelcluster", &cluster);
     for node in &bed.state.nodes {

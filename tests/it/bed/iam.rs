@@ -243,10 +243,7 @@ async fn every_role_does_its_commands_with_its_own_key_and_is_refused_the_next_o
 /// the same action), which the next rotate removes.
 #[test]
 fn a_refused_sign_says_what_it_left_and_the_next_rotate_removes_it() {
-    let bed = TestBed::start(BedOptions {
-        nodes: 1,
-        ..BedOptions::default()
-    });
+    let bed = TestBed::start(BedOptions::nodes(1));
     bed.init_generated(SECRET);
     ok(
         &bed.cli("ca init").args(&["--ca-secret-id", "hostkeyctl-ca/ca"]).run(),

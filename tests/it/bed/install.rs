@@ -9,11 +9,7 @@ use crate::common::bed::{
 use crate::common::support::require;
 
 pub(super) fn bed() -> TestBed {
-    TestBed::start(BedOptions {
-        nodes: 2,
-        no_reexec: true,
-        ..BedOptions::default()
-    })
+    TestBed::start(BedOptions::nodes(2).no_reexec())
 }
 
 pub(super) fn sighups(node: &Node) -> usize {
@@ -282,10 +278,7 @@ fn installs_killed_at_random_points_always_converge_and_sshd_keeps_serving() {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Instant;
 
-    let bed = TestBed::start(BedOptions {
-        nodes: 1,
-        ..BedOptions::default()
-    });
+    let bed = TestBed::start(BedOptions::nodes(1));
     let node = bed.state.nodes[0].clone();
     let sets = [bed.init_generated("hostkeys/a"), bed.init_generated("hostkeys/b")];
 

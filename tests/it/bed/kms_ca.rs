@@ -220,10 +220,7 @@ fn assert_kms_ca_signs(
 /// in a secret or a file of the bed.
 #[test]
 fn a_ca_in_kms_signs_what_sshd_serves_and_its_private_key_is_nowhere_else() {
-    let bed = TestBed::start(BedOptions {
-        nodes: 1,
-        ..BedOptions::default()
-    });
+    let bed = TestBed::start(BedOptions::nodes(1));
     bed.init_generated(SECRET);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let kms = runtime.block_on(async { aws_sdk_kms::Client::new(&bed.sdk_config(1).await) });

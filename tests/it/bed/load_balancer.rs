@@ -198,10 +198,7 @@ fn targets_go_through_initial_and_draining_as_on_aws() {
 /// target failing its checks, a balancer fails open: it routes to all.
 #[test]
 fn both_balancers_route_and_fail_open() {
-    let bed = TestBed::start(BedOptions {
-        nodes: 2,
-        ..BedOptions::default()
-    });
+    let bed = TestBed::start(BedOptions::nodes(2));
     let elb = Elb::new(&bed);
     let nodes = &bed.state.nodes;
     let lb = bed.state.lb.as_ref().unwrap();

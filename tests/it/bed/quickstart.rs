@@ -33,13 +33,7 @@ use crate::common::bed::{BedOptions, Node, TestBed, served};
 /// the load balancer, with nothing but the page's commands.
 #[test]
 fn the_hyperpod_quick_start_takes_running_nodes_to_one_identity() {
-    let bed = TestBed::start(BedOptions {
-        nodes: 3,
-        no_ssm: true,
-        documents: false,
-        bare: true,
-        ..BedOptions::default()
-    });
+    let bed = TestBed::start(BedOptions::nodes(3).no_ssm().without_documents().bare());
     assert_bare(&bed);
     let before: Vec<_> = bed.state.nodes.iter().map(served).collect();
     assert!(
@@ -224,12 +218,7 @@ fn audit_passes(bed: &TestBed, secret: &str, targets: &[&str]) {
 /// later converged by the association the page deploys.
 #[test]
 fn the_ec2_quick_start_converges_running_and_new_nodes() {
-    let bed = TestBed::start(BedOptions {
-        nodes: 4,
-        held: 1,
-        bare: true,
-        ..BedOptions::default()
-    });
+    let bed = TestBed::start(BedOptions::nodes(4).held(1).bare());
     assert_bare(&bed);
     let release = Release::serve();
     let desk = Desk::new(&bed);
@@ -283,13 +272,7 @@ fn the_ec2_quick_start_converges_running_and_new_nodes() {
 /// and the pool's next node configured by the page's custom action.
 #[test]
 fn the_parallelcluster_quick_start_reaches_a_pool_by_its_own_tags() {
-    let bed = TestBed::start(BedOptions {
-        nodes: 4,
-        held: 1,
-        parallelcluster_tags: true,
-        bare: true,
-        ..BedOptions::default()
-    });
+    let bed = TestBed::start(BedOptions::nodes(4).held(1).parallelcluster_tags().bare());
     assert_bare(&bed);
     let release = Release::serve();
     let desk = Desk::new(&bed);

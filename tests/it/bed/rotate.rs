@@ -389,10 +389,7 @@ fn assert_serves_current(bed: &TestBed, what: &str) {
 /// connects 20 times with no warning.
 #[test]
 fn a_pull_only_fleet_is_rotated_end_to_end() {
-    let bed = TestBed::start(BedOptions {
-        no_ssm: true,
-        ..BedOptions::default()
-    });
+    let bed = TestBed::start(BedOptions::default().no_ssm());
     bed.init_from_node(SECRET, &bed.state.nodes[0]);
     timer(&bed);
     assert_serves_current(&bed, "before");

@@ -183,10 +183,7 @@ fn kill_at(bed: &TestBed, kind: &Kind, n: usize, effect: bool) {
 
 #[test]
 fn a_rotation_killed_anywhere_is_finished_by_resume() {
-    let (bed, _) = TestBed::converged(BedOptions {
-        nodes: 2,
-        ..BedOptions::default()
-    });
+    let (bed, _) = TestBed::converged(BedOptions::nodes(2));
     for kind in &KINDS {
         // An uninterrupted run counts the calls the kill points spread over.
         hold_at(&bed, usize::MAX);

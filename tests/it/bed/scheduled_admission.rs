@@ -29,12 +29,7 @@ fn timers(bed: &TestBed, nodes: &[&Node]) {
 
 #[test]
 fn a_node_replaced_mid_rotation_and_the_promotions_convergence_warn_no_client() {
-    let bed = TestBed::start(BedOptions {
-        nodes: 4,
-        held: 1,
-        no_ssm: true,
-        ..BedOptions::default()
-    });
+    let bed = TestBed::start(BedOptions::nodes(4).held(1).no_ssm());
     let nodes = bed.state.nodes.clone();
     let (old, new) = (&nodes[2], &nodes[3]);
     bed.init_from_node(SECRET, &nodes[0]);

@@ -9,11 +9,7 @@ use crate::common::bed::{BedOptions, Role, SECRET, TARGETS, TestBed, set_fingerp
 
 #[tokio::test(flavor = "multi_thread")]
 async fn print_is_byte_stable_and_deploy_adds_versions_only_when_it_changes() {
-    let bed = TestBed::start(BedOptions {
-        nodes: 0,
-        documents: false,
-        ..BedOptions::default()
-    });
+    let bed = TestBed::start(BedOptions::nodes(0).without_documents());
     let first = bed.cli("ssm-document print").run();
     first.ok();
     assert_eq!(

@@ -18,11 +18,7 @@ use crate::common::bed::{BedOptions, SECRET, TestBed};
 /// is TokenConflict: how a retried put is told from a racing one.
 #[tokio::test(flavor = "multi_thread")]
 async fn refused_stage_moves_and_reused_tokens_are_modelled_errors() {
-    let bed = TestBed::start(BedOptions {
-        nodes: 0,
-        documents: false,
-        ..BedOptions::default()
-    });
+    let bed = TestBed::start(BedOptions::nodes(0).without_documents());
     bed.init_generated(SECRET);
     let store = SecretsManagerStore::new(&bed.sdk_config(1).await);
     let secret = SecretId::parse(SECRET).unwrap();

@@ -8,10 +8,7 @@ use crate::common::bed::{BedOptions, SECRET, TestBed};
 
 #[test]
 fn a_tag_target_that_reaches_another_cluster_is_refused_unless_allowed() {
-    let bed = TestBed::start(BedOptions {
-        nodes: 1,
-        ..BedOptions::default()
-    });
+    let bed = TestBed::start(BedOptions::nodes(1));
     let other = bed
         .state
         .noise
@@ -107,11 +104,7 @@ fn a_tag_target_that_reaches_another_cluster_is_refused_unless_allowed() {
 
 #[test]
 fn hostkeyctls_document_not_deployed_is_refused_and_the_shell_goes_out_only_when_named() {
-    let bed = TestBed::start(BedOptions {
-        nodes: 1,
-        documents: false,
-        ..BedOptions::default()
-    });
+    let bed = TestBed::start(BedOptions::nodes(1).without_documents());
     bed.init_from_node(SECRET, &bed.state.nodes[0]);
     let scoped = ["--target", "tag:Role=login", "--target", "tag:Cluster=hp"];
     let push = bed.cli("push").secret().args(&scoped).run();

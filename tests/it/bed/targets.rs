@@ -217,10 +217,7 @@ fn hyperpod_nodes_are_audited_across_pages_and_never_pushed() {
 
 #[test]
 fn unknown_sources_and_denied_calls_name_what_to_fix() {
-    let bed = TestBed::start(BedOptions {
-        nodes: 1,
-        ..BedOptions::default()
-    });
+    let bed = TestBed::start(BedOptions::nodes(1));
     bed.init_generated(SECRET);
     for (target, named) in [
         ("lb:nope", "load balancer nope"),
@@ -250,11 +247,7 @@ fn unknown_sources_and_denied_calls_name_what_to_fix() {
 /// and it filters by tag without scanning every tag per instance.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_emulator_pages_describe_instances_by_instance() {
-    let bed = TestBed::start(BedOptions {
-        nodes: 0,
-        virtual_instances: 120,
-        ..BedOptions::default()
-    });
+    let bed = TestBed::start(BedOptions::nodes(0).virtual_instances(120));
     let ec2 = aws_sdk_ec2::Client::new(&bed.sdk_config(1).await);
     let mut pages = ec2.describe_instances().max_results(50).into_paginator().send();
     let mut sizes = Vec::new();

@@ -155,11 +155,7 @@ async fn send_command_runs_on_exactly_the_targeted_instances() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn list_command_invocations_pages_over_120_instances_and_push_reads_a_page_per_batch() {
-    let bed = TestBed::start(BedOptions {
-        nodes: 0,
-        virtual_instances: 120,
-        ..BedOptions::default()
-    });
+    let bed = TestBed::start(BedOptions::nodes(0).virtual_instances(120));
     let ssm = aws_sdk_ssm::Client::new(&bed.sdk_config(1).await);
     let sent = ssm
         .send_command()
@@ -276,10 +272,7 @@ async fn injected_failure_and_max_errors_show_through_the_sdk() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn execution_timeout_ends_timed_out() {
-    let bed = TestBed::start(BedOptions {
-        nodes: 1,
-        ..BedOptions::default()
-    });
+    let bed = TestBed::start(BedOptions::nodes(1));
     let ssm = aws_sdk_ssm::Client::new(&bed.sdk_config(1).await);
     let id = bed.state.nodes[0].instance_id.clone();
     let c = ssm
@@ -298,10 +291,7 @@ async fn execution_timeout_ends_timed_out() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn throttling_and_access_denied_reach_the_sdk_as_such() {
-    let bed = TestBed::start(BedOptions {
-        nodes: 1,
-        ..BedOptions::default()
-    });
+    let bed = TestBed::start(BedOptions::nodes(1));
     let config = bed.sdk_config(2).await;
     bed.set_faults(json!({
         "throttle_fraction": 1.0,
@@ -371,10 +361,7 @@ fn teardown_leaves_no_process_behind() {
 /// AWSCURRENT, so the emulator enforces it (rotation claims rely on it).
 #[tokio::test(flavor = "multi_thread")]
 async fn moving_a_label_held_elsewhere_needs_remove_from_version_id() {
-    let bed = TestBed::start(BedOptions {
-        nodes: 0,
-        ..BedOptions::default()
-    });
+    let bed = TestBed::start(BedOptions::nodes(0));
     let sm = aws_sdk_secretsmanager::Client::new(&bed.sdk_config(1).await);
     sm.create_secret().name("s").secret_string("a").send().await.unwrap();
     let put = |value: &'static str, label: &'static str| {
@@ -412,10 +399,7 @@ async fn moving_a_label_held_elsewhere_needs_remove_from_version_id() {
 /// a label move, two versions held AWSCURRENT (found by `make demo`).
 #[tokio::test(flavor = "multi_thread")]
 async fn put_with_awscurrent_after_a_stage_move_leaves_one_current() {
-    let bed = TestBed::start(BedOptions {
-        nodes: 0,
-        ..BedOptions::default()
-    });
+    let bed = TestBed::start(BedOptions::nodes(0));
     let sm = aws_sdk_secretsmanager::Client::new(&bed.sdk_config(1).await);
     let first = sm.create_secret().name("s").secret_string("a").send().await.unwrap();
     let first = first.version_id().unwrap().to_owned();

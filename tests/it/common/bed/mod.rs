@@ -79,6 +79,61 @@ pub struct BedOptions {
 }
 
 impl BedOptions {
+    /// `n` login nodes, and the rest as [`Default`] has it.
+    pub fn nodes(n: usize) -> Self {
+        BedOptions {
+            nodes: n,
+            ..BedOptions::default()
+        }
+    }
+
+    /// The nodes start without hostkeyctl ([`BedOptions::bare`]).
+    pub fn bare(self) -> Self {
+        BedOptions { bare: true, ..self }
+    }
+
+    /// The last `n` nodes wait for [`TestBed::launch_node`].
+    pub fn held(self, n: usize) -> Self {
+        BedOptions { held: n, ..self }
+    }
+
+    /// sshd runs with `-r` ([`BedOptions::no_reexec`]).
+    pub fn no_reexec(self) -> Self {
+        BedOptions {
+            no_reexec: true,
+            ..self
+        }
+    }
+
+    /// SSM cannot reach the nodes.
+    pub fn no_ssm(self) -> Self {
+        BedOptions { no_ssm: true, ..self }
+    }
+
+    /// `n` running instances without sshd beside the nodes.
+    pub fn virtual_instances(self, n: usize) -> Self {
+        BedOptions {
+            virtual_instances: n,
+            ..self
+        }
+    }
+
+    /// The nodes carry only ParallelCluster's own tags.
+    pub fn parallelcluster_tags(self) -> Self {
+        BedOptions {
+            parallelcluster_tags: true,
+            ..self
+        }
+    }
+
+    /// hostkeyctl's SSM documents are not deployed first.
+    pub fn without_documents(self) -> Self {
+        BedOptions {
+            documents: false,
+            ..self
+        }
+    }
+
     /// Login nodes of three OpenSSH releases side by side: this host's
     /// 9.2, Debian 11's 8.4 and Debian 13's 10.0, behind a balancer that
     /// checks them as an NLB does (every 10 s: 10.0's PerSourcePenalties
