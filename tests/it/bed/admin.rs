@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use serde_json::json;
 
-use crate::common::bed::{BedOptions, SECRET, TARGETS, TestBed, private_lines, served, set_fingerprints, snapshot};
+use crate::common::bed::{BedOptions, SECRET, TestBed, private_lines, served, set_fingerprints, snapshot};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn init_records_public_fingerprints_in_tags_and_refuses_to_overwrite() {
@@ -54,17 +54,8 @@ fn adopting_node_one_and_pushing_makes_every_node_serve_its_keys() {
     assert_eq!(set_fingerprints(&init), before_node1, "adopted set is node 1's");
     assert_ne!(served(&nodes[1]), before_node1, "nodes start different");
 
-    let mut args = vec![
-        "push",
-        "--output",
-        "json",
-        "--secret-id",
-        SECRET,
-        "--max-concurrency",
-        "100%",
-    ];
-    args.extend(TARGETS);
-    let push = bed.run(&args);
+    let push_all = || bed.cli("push --max-concurrency 100%").secret().targets().json().run();
+    let push = push_all();
     push.ok();
     let report = push.json();
     assert_eq!(report["succeeded"], 3, "{report}");
@@ -128,7 +119,7 @@ fn adopting_node_one_and_pushing_makes_every_node_serve_its_keys() {
     );
 
     // A second push changes nothing anywhere.
-    let again = bed.run(&args).json();
+    let again = push_all().json();
     for row in again["results"].as_array().unwrap() {
         assert_eq!(row["result"], "unchanged", "{row}");
     }

@@ -78,12 +78,7 @@ fn mismatches_before_push_and_one_key_per_type_after() {
         "{report}"
     );
 
-    bed.cli("push")
-        .secret()
-        .targets()
-        .args(&["--max-concurrency", "100%"])
-        .run()
-        .ok();
+    bed.cli("push --max-concurrency 100%").secret().targets().run().ok();
     let (code, report) = audit(&bed, &args);
     assert_eq!(code, 0, "{report}");
     for t in MANAGED {

@@ -58,22 +58,21 @@ async fn audit_metrics_reach_a_textfile_and_cloudwatch() {
     let prom = bed.dir().join("audit.prom");
     let path = prom.display().to_string();
     let namespace = "hostkeyctl/test";
-    let mut args = vec![
-        "audit",
-        "--output",
-        "json",
-        "--secret-id",
-        SECRET,
-        "--lb",
-        "lb:hp-login",
-        "--samples",
-        "6",
-        "--metrics-file",
-        &path,
-        "--cloudwatch",
-        namespace,
-    ];
-    args.extend(TARGETS);
+    let args = |namespace| {
+        let mut args: Vec<&str> = "audit --output json --lb lb:hp-login --samples 6"
+            .split_whitespace()
+            .collect();
+        args.extend([
+            "--secret-id",
+            SECRET,
+            "--metrics-file",
+            &path,
+            "--cloudwatch",
+            namespace,
+        ]);
+        args.extend(TARGETS);
+        args
+    };
     let value = |name: &str, label: Option<(&str, &str)>| {
         let samples = crate::common::support::prometheus_samples(&prom);
         samples
@@ -83,7 +82,7 @@ async fn audit_metrics_reach_a_textfile_and_cloudwatch() {
             .unwrap_or_else(|| panic!("no {name} {label:?} in {samples:?}"))
     };
 
-    let run = bed.run(&args);
+    let run = bed.run(&args(namespace));
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(!run.stderr.contains("warning"), "{}", run.stderr);
     assert_eq!(value("hostkeyctl_audit_nodes", Some(("verdict", "ok"))), 3.0);
@@ -106,7 +105,7 @@ async fn audit_metrics_reach_a_textfile_and_cloudwatch() {
     // Someone regenerates node 2's ed25519 key by hand (sshd re-executes
     // for each connection, so it serves the new key at once).
     crate::common::bed::change_ed25519_key_by_hand(&bed.state.nodes[1]);
-    let run = bed.run(&args);
+    let run = bed.run(&args(namespace));
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert_eq!(value("hostkeyctl_audit_nodes", Some(("verdict", "mismatch"))), 1.0);
     assert_eq!(value("hostkeyctl_audit_nodes_not_ok", None), 1.0);
@@ -121,12 +120,8 @@ async fn audit_metrics_reach_a_textfile_and_cloudwatch() {
     // In Lambda: the same metrics in the embedded metric format on stdout,
     // one document per line, and no PutMetricData.
     let in_lambda = "hostkeyctl/lambda";
-    let lambda_args: Vec<&str> = args
-        .iter()
-        .map(|a| if *a == namespace { in_lambda } else { *a })
-        .collect();
     let run = bed.run_env(
-        &lambda_args,
+        &args(in_lambda),
         &[("AWS_LAMBDA_FUNCTION_NAME".to_owned(), "hostkeyctl-audit".to_owned())],
     );
     assert_eq!(run.code, 1, "{}", run.stderr);

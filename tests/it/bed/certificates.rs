@@ -101,22 +101,15 @@ fn assert_nodes_serve_certificates(bed: &TestBed, ca_fp: &str) {
 /// The audit through the load balancer: every certificate verdict OK.
 fn assert_audit_ok(bed: &TestBed, ca_fp: &str) {
     let lb = bed.state.lb.clone().unwrap();
-    let mut args = vec![
-        "audit",
-        "--output",
-        "json",
-        "--secret-id",
-        SECRET,
-        "--ca-fingerprint",
-        ca_fp,
-    ];
-    args.extend(["--principal", NAME]);
-    args.extend(TARGETS);
-    args.extend(["--lb", &lb.address, "--samples", "6"]);
     // Debian 11's 8.4 has no post-quantum exchange, which 10.1 clients
     // warn about (issue 57): the bed keeps it on purpose.
-    args.extend(["--accept-message", "no_post_quantum_kex"]);
-    let run = bed.run(&args);
+    let run = bed
+        .cli("audit --samples 6 --accept-message no_post_quantum_kex")
+        .args(&["--ca-fingerprint", ca_fp, "--principal", NAME, "--lb", &lb.address])
+        .secret()
+        .targets()
+        .json()
+        .run();
     ok(&run, "audit");
     let report = run.json();
     let warned: Vec<&Value> = report["nodes"]
@@ -327,19 +320,11 @@ fn certificates_are_served_trusted_through_the_lb_and_survive_a_rotation() {
 /// `rotate --ca-secret-id`: it names the three keys it retired, which
 /// clients that trust the CA still accept.
 fn rotate_signed(bed: &TestBed) {
-    let mut rotate = vec![
-        "rotate",
-        "--secret-id",
-        SECRET,
-        "--ca-secret-id",
-        "hostkeyctl-ca/ca",
-        "--max-concurrency",
-        "100%",
-        "--min-overlap",
-        "0",
-    ];
-    rotate.extend(TARGETS);
-    let rotated = bed.run(&rotate);
+    let rotated = bed
+        .cli("rotate --ca-secret-id hostkeyctl-ca/ca --max-concurrency 100% --min-overlap 0")
+        .secret()
+        .targets()
+        .run();
     ok(&rotated, "rotate");
     let report = rotated.json();
     let retired = report["revocation"]["retired"].as_array().unwrap();

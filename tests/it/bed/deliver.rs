@@ -59,15 +59,7 @@ async fn deliver_puts_the_pinned_build_on_bare_nodes_and_nothing_else() {
     assert_eq!(deployed["builds"]["pins"]["x86_64"], pin.as_str(), "{deployed}");
     assert_eq!(deployed["builds"]["location"]["prefix"], "hk", "{deployed}");
 
-    let wrong = bed.run(&with_targets(&[
-        "deliver",
-        "--secret-id",
-        SECRET,
-        "--max-errors",
-        "100%",
-        "--output",
-        "json",
-    ]));
+    let wrong = bed.cli("deliver --max-errors 100%").secret().targets().json().run();
     wrong.code(3);
     for r in wrong.json()["results"].as_array().unwrap() {
         assert_eq!(r["status"], "Failed", "{r}");
@@ -133,15 +125,7 @@ async fn edit_the_setup_document(bed: &TestBed) -> std::path::PathBuf {
 /// Before any setup document: push says, per node, what is missing, and
 /// deliver sends nothing.
 fn nothing_before_the_setup_document(bed: &TestBed) {
-    let push = bed.run(&with_targets(&[
-        "push",
-        "--secret-id",
-        SECRET,
-        "--max-errors",
-        "100%",
-        "--output",
-        "json",
-    ]));
+    let push = bed.cli("push --max-errors 100%").secret().targets().json().run();
     push.code(3);
     for r in push.json()["results"].as_array().unwrap() {
         let error = r["error"].as_str().unwrap_or_default();

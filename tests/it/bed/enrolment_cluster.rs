@@ -4,7 +4,9 @@
 //! node is refused until it enrols, and no other node changes
 //! (docs/cluster-trust.md).
 
-use crate::bed::enrolment::{base_config, client_config, enroll, enroll_as, imds_of, instance_of, login, names_of};
+use crate::bed::enrolment::{
+    base_config, client_config, enroll, enroll_as, enrolment, imds_of, instance_of, login, names_of,
+};
 use crate::common::bed::{Node, Role, TestBed, keyscan, served, snapshot, wait_until};
 use crate::common::support::require;
 use aws_sdk_sagemaker::operation::update_cluster_software::builders::UpdateClusterSoftwareFluentBuilder;
@@ -322,23 +324,9 @@ fn a_revoked_node_is_refused_by_the_others_after_their_renewal() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 
     let instance = instance_of(&bed, &gone.address);
-    let run = bed.run(&[
-        "enrolment",
-        "revoke",
-        "--table",
-        crate::bed::enrolment::TABLE,
-        "--instance",
-        &instance,
-    ]);
+    let run = enrolment(&bed, &format!("revoke --instance {instance}"));
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
-    let run = bed.run(&[
-        "enrolment",
-        "revoke",
-        "--table",
-        crate::bed::enrolment::TABLE,
-        "--instance",
-        "i-0fffffffffffffff0",
-    ]);
+    let run = enrolment(&bed, "revoke --instance i-0fffffffffffffff0");
     assert_eq!(run.code, 3, "{}", run.stdout);
     assert_eq!(
         run.json()["unknown"],
@@ -346,14 +334,7 @@ fn a_revoked_node_is_refused_by_the_others_after_their_renewal() {
         "{}",
         run.stdout
     );
-    let listed = bed.run(&[
-        "enrolment",
-        "list",
-        "--table",
-        crate::bed::enrolment::TABLE,
-        "--output",
-        "json",
-    ]);
+    let listed = enrolment(&bed, "list --output json");
     assert_eq!(listed.code, 0, "{}", listed.stderr);
     let revoked: Vec<_> = listed.json()["bindings"]
         .as_array()

@@ -299,15 +299,7 @@ fn revoking_a_login_node_revokes_its_own_keys_alone(
     revoked: &Node,
 ) {
     let instance = instance_of(bed, &revoked.address);
-    bed.run(&[
-        "enrolment",
-        "revoke",
-        "--table",
-        crate::bed::enrolment::TABLE,
-        "--instance",
-        &instance,
-    ])
-    .ok();
+    crate::bed::enrolment::enrolment(bed, &format!("revoke --instance {instance}")).ok();
     enrol(bed, arn, compute, route, false).ok();
     enrol(bed, arn, kept, route, true).ok();
     serves_its_certificates_on_the_listener_alone(kept);

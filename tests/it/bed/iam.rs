@@ -68,18 +68,11 @@ fn admin_does_its_commands(bed: &TestBed) {
         "the admin reading the CA",
     );
     denied(
-        &bed.run_as(
-            Role::Admin,
-            &with_targets(&[
-                "rotate",
-                "--secret-id",
-                SECRET,
-                "--max-concurrency",
-                "100%",
-                "--min-overlap",
-                "0",
-            ]),
-        ),
+        &bed.cli("rotate --max-concurrency 100% --min-overlap 0")
+            .role(Role::Admin)
+            .secret()
+            .targets()
+            .run(),
         "secretsmanager:PutSecretValue",
         "the admin storing a version",
     );
@@ -165,19 +158,12 @@ fn signer_does_its_commands(bed: &TestBed) {
 /// installing through SSM with the node role; no new secret. Then the
 /// node: install (the timer's run), and neither a CA nor the metadata.
 fn rotation_and_node_do_their_commands(bed: &TestBed) {
-    let rotated = bed.run(&with_targets(&[
-        "rotate",
-        "--secret-id",
-        SECRET,
-        "--ca-secret-id",
-        "hostkeyctl-ca/ca",
-        "--max-concurrency",
-        "100%",
-        "--min-overlap",
-        "0",
-        "--output",
-        "json",
-    ]));
+    let rotated = bed
+        .cli("rotate --ca-secret-id hostkeyctl-ca/ca --max-concurrency 100% --min-overlap 0")
+        .secret()
+        .targets()
+        .json()
+        .run();
     ok(&rotated, "rotate");
     assert_eq!(rotated.json()["result"], "rotated");
     denied(

@@ -11,17 +11,12 @@ use crate::common::support::require;
 /// `rotate --output json` of the bed's login nodes with `extra`: exit
 /// code, report, stderr.
 pub(crate) fn rotate(bed: &TestBed, extra: &[&str]) -> (i32, Value, String) {
-    let mut args = vec![
-        "rotate",
-        "--output",
-        "json",
-        "--secret-id",
-        SECRET,
-        "--max-concurrency",
-        "100%",
-    ];
-    args.extend(TARGETS);
-    args.extend_from_slice(extra);
+    let mut cli = bed
+        .cli("rotate --max-concurrency 100%")
+        .secret()
+        .targets()
+        .json()
+        .args(extra);
     // Promotions at once unless the test says otherwise: what these tests
     // exercise is the protocol; the overlap test and docs/rotation.md's
     // minimum overlap are tested with --min-overlap left out.
@@ -29,9 +24,9 @@ pub(crate) fn rotate(bed: &TestBed, extra: &[&str]) -> (i32, Value, String) {
         .iter()
         .any(|a| a.starts_with("--min-overlap") || *a == "--overlap")
     {
-        args.extend(["--min-overlap", "0"]);
+        cli = cli.args(&["--min-overlap", "0"]);
     }
-    let run = bed.run(&args);
+    let run = cli.run();
     let json = if run.stdout.trim().is_empty() {
         Value::Null
     } else {

@@ -153,12 +153,7 @@ fn enable(bed: &TestBed, arn: &str, pull: bool, checks_before: usize, stopped: &
     if pull {
         timer_except(bed, stopped);
     } else {
-        bed.cli("push")
-            .secret()
-            .targets()
-            .args(&["--max-concurrency", "100%"])
-            .run()
-            .ok();
+        bed.cli("push --max-concurrency 100%").secret().targets().run().ok();
     }
     announced
 }

@@ -79,21 +79,16 @@ fn push_and_rotate_run_through_the_document_with_the_shell_document_denied() {
     push.extend(TARGETS);
     let run = bed.run(&push);
     run.ok();
-    let mut rotate = vec![
-        "rotate",
-        "--secret-id",
-        SECRET,
-        "--max-concurrency",
-        "100%",
-        "--min-overlap",
-        "0",
-        "--output",
-        "json",
-    ];
-    rotate.extend(TARGETS);
-    let overlap = bed.run(&[rotate.clone(), vec!["--overlap"]].concat());
-    overlap.ok();
-    let finish = bed.run(&[rotate.clone(), vec!["--finish"]].concat());
+    let rotate = |phase: &str| {
+        bed.cli("rotate --max-concurrency 100% --min-overlap 0")
+            .secret()
+            .targets()
+            .json()
+            .args(&[phase])
+            .run()
+    };
+    rotate("--overlap").ok();
+    let finish = rotate("--finish");
     finish.ok();
     assert_eq!(finish.json()["result"], "rotated");
     for c in bed.commands() {

@@ -5,6 +5,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use aws_sdk_ssm::error::ProvideErrorMetadata as _;
 use aws_sdk_ssm::types::CommandInvocationStatus;
 use serde_json::json;
 
@@ -300,25 +301,13 @@ async fn throttling_and_access_denied_reach_the_sdk_as_such() {
     }));
     let ec2 = aws_sdk_ec2::Client::new(&config);
     let err = ec2.describe_instances().send().await.unwrap_err();
-    assert_eq!(
-        err.as_service_error().and_then(|e| e.meta().code()),
-        Some("RequestLimitExceeded"),
-        "{err:?}"
-    );
+    assert_eq!(err.code(), Some("RequestLimitExceeded"), "{err:?}");
     let ssm = aws_sdk_ssm::Client::new(&config);
     let err = ssm.list_commands().send().await.unwrap_err();
-    assert_eq!(
-        err.as_service_error().and_then(|e| e.meta().code()),
-        Some("ThrottlingException"),
-        "{err:?}"
-    );
+    assert_eq!(err.code(), Some("ThrottlingException"), "{err:?}");
     let sm = aws_sdk_secretsmanager::Client::new(&config);
     let err = sm.get_secret_value().secret_id("x").send().await.unwrap_err();
-    assert_eq!(
-        err.as_service_error().and_then(|e| e.meta().code()),
-        Some("AccessDeniedException"),
-        "{err:?}"
-    );
+    assert_eq!(err.code(), Some("AccessDeniedException"), "{err:?}");
     // Two attempts each: the SDK retried the throttled calls once.
     let counts = bed.counts();
     assert_eq!(counts.get("ec2:DescribeInstances"), Some(&2), "{counts:?}");

@@ -112,6 +112,37 @@ impl Desk {
         }
     }
 
+    /// compute-1's metadata service, its document made a minute ago.
+    pub(super) fn imds(&self) -> MemImds {
+        let (document, signature) = self.aws.imds(&compute_1().instance_id, "10.1.0.11", NOW - 60);
+        MemImds::new(document, signature)
+    }
+
+    /// The signer as a node calls it: this desk's cluster, bindings and CA.
+    pub(super) fn signer(&self) -> MemSigner<'_> {
+        signer(&self.aws, &self.cluster, &self.bound, &self.ca)
+    }
+
+    /// A login node's `claim` of `request` at `now`.
+    pub(super) async fn claim(
+        &self,
+        request: &EnrolRequest,
+        now: i64,
+    ) -> Result<hostkeyctl::enrolment::Trusted, EnrolError> {
+        hostkeyctl::enrolment::claim(request, &self.cluster, &self.bound, &self.policy, now).await
+    }
+
+    /// The admin revokes `member`'s binding.
+    pub(super) fn revoke(&self, member: &Member) {
+        self.bound
+            .all
+            .lock()
+            .unwrap()
+            .get_mut(&member.instance_id)
+            .unwrap()
+            .revoked = true;
+    }
+
     /// `member`'s request with `keys`, made at `at`.
     pub(super) fn ask(&self, member: &Member, keys: &[ssh_key::PrivateKey], at: i64) -> EnrolRequest {
         ask(&self.aws, member, keys, at)
@@ -297,15 +328,11 @@ pub(super) fn key_dir(keys: &[ssh_key::PrivateKey]) -> tempfile::TempDir {
 
 #[tokio::test]
 async fn a_node_writes_a_certificate_beside_each_key_and_nothing_from_a_wrong_answer() {
-    let aws = Aws::new();
-    let ca = CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
-    let cluster = MemCluster::new(vec![compute_1()]);
-    let bound = MemBindings::default();
-    let (document, signature) = aws.imds(&compute_1().instance_id, "10.1.0.11", NOW - 60);
-    let imds = MemImds::new(document, signature);
+    let desk = Desk::new();
+    let imds = desk.imds();
     let keys = node_keys();
     let dir = key_dir(&keys);
-    let signer = signer(&aws, &cluster, &bound, &ca);
+    let signer = desk.signer();
     let written = hostkeyctl::enrolment::node::enrol_node(dir.path(), &[], &imds, &signer, NOW * 1000)
         .await
         .unwrap();
@@ -322,7 +349,7 @@ async fn a_node_writes_a_certificate_beside_each_key_and_nothing_from_a_wrong_an
         .map(|f| std::fs::read_to_string(f).unwrap())
         .collect();
     let foreign = hostkeyctl::certificate::sign_keys(
-        &ca,
+        &desk.ca,
         &other.iter().map(|k| k.public_key().clone()).collect::<Vec<_>>(),
         &hostkeyctl::certificate::SignRequest {
             principals: compute_1().names,

@@ -5,13 +5,11 @@
 //! with the call named, leaves no binding or file half made, and the
 //! same request afterwards succeeds.
 
-use hostkeyctl::certificate::CaKey;
 use hostkeyctl::enrolment::admin::revoke;
 use hostkeyctl::enrolment::node::enrol_node;
-use hostkeyctl::keyset::{HostKey, KeyAlgorithm};
-use hostkeyctl::testing::{MemBindings, MemCluster, MemImds, MemSetKeys};
+use hostkeyctl::testing::{MemBindings, MemSetKeys};
 
-use super::enrolment::{Aws, Desk, NOW, compute_1, key_dir, node_keys, signer};
+use super::enrolment::{Desk, NOW, compute_1, key_dir, node_keys};
 
 #[tokio::test]
 async fn the_signer_refuses_when_a_read_or_its_write_fails_and_binds_nothing_half() {
@@ -46,14 +44,10 @@ async fn the_signer_refuses_when_a_read_or_its_write_fails_and_binds_nothing_hal
 
 #[tokio::test]
 async fn a_node_whose_imds_or_signer_call_fails_writes_nothing() {
-    let aws = Aws::new();
-    let ca = CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
-    let cluster = MemCluster::new(vec![compute_1()]);
-    let bound = MemBindings::default();
-    let (document, signature) = aws.imds(&compute_1().instance_id, "10.1.0.11", NOW - 60);
-    let imds = MemImds::new(document, signature);
+    let desk = Desk::new();
+    let imds = desk.imds();
     let dir = key_dir(&node_keys());
-    let signer = signer(&aws, &cluster, &bound, &ca);
+    let signer = desk.signer();
     let listing = || {
         let mut names: Vec<String> = std::fs::read_dir(dir.path())
             .unwrap()

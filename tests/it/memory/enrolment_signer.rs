@@ -12,14 +12,7 @@ use hostkeyctl::testing::MemSetKeys;
 async fn a_login_nodes_claim_takes_its_instance_for_no_key_so_the_sets_holders_get_nothing() {
     let desk = Desk::new();
     let set = node_keys();
-    let claimed = hostkeyctl::enrolment::claim(
-        &desk.ask(&compute_1(), &set, NOW),
-        &desk.cluster,
-        &desk.bound,
-        &desk.policy,
-        NOW,
-    )
-    .await;
+    let claimed = desk.claim(&desk.ask(&compute_1(), &set, NOW), NOW).await;
     assert_eq!(claimed.unwrap().instance_id, compute_1().instance_id);
     let after_claim = desk.bound.all.lock().unwrap().clone();
     let binding = &after_claim[&compute_1().instance_id];
@@ -34,20 +27,10 @@ async fn a_login_nodes_claim_takes_its_instance_for_no_key_so_the_sets_holders_g
     }
     // The set rotates: the node's next claim is accepted, the binding kept.
     let rotated = desk.ask(&compute_1(), &node_keys(), NOW + 2);
-    assert!(
-        hostkeyctl::enrolment::claim(&rotated, &desk.cluster, &desk.bound, &desk.policy, NOW + 2)
-            .await
-            .is_ok()
-    );
+    assert!(desk.claim(&rotated, NOW + 2).await.is_ok());
     assert_eq!(*desk.bound.all.lock().unwrap(), after_claim);
     // Revoking it revokes no key (L2: never the set every login node serves).
-    desk.bound
-        .all
-        .lock()
-        .unwrap()
-        .get_mut(&compute_1().instance_id)
-        .unwrap()
-        .revoked = true;
+    desk.revoke(&compute_1());
     assert!(
         hostkeyctl::enrolment::revoked(&desk.bound, &())
             .await
@@ -105,13 +88,7 @@ async fn the_sets_keys_are_never_certified_and_a_binding_to_them_from_before_bec
     );
     assert!(said.contains("keys of the canonical set"), "{said}");
     // Revoked as it stands, it lists no key of the set (L2).
-    desk.bound
-        .all
-        .lock()
-        .unwrap()
-        .get_mut(&compute_1().instance_id)
-        .unwrap()
-        .revoked = true;
+    desk.revoke(&compute_1());
     assert!(
         hostkeyctl::enrolment::revoked(&desk.bound, &the_set)
             .await
@@ -123,15 +100,9 @@ async fn the_sets_keys_are_never_certified_and_a_binding_to_them_from_before_bec
         host_keys.len()
     );
     desk.bound.all.lock().unwrap().insert(compute_1().instance_id, old);
-    hostkeyctl::enrolment::claim(
-        &desk.ask(&compute_1(), &set, NOW + 1),
-        &desk.cluster,
-        &desk.bound,
-        &desk.policy,
-        NOW + 1,
-    )
-    .await
-    .unwrap();
+    desk.claim(&desk.ask(&compute_1(), &set, NOW + 1), NOW + 1)
+        .await
+        .unwrap();
     let now = desk.bound.all.lock().unwrap()[&compute_1().instance_id].clone();
     assert!(now.claim && now.host_keys.is_empty(), "{now:?}");
 }
@@ -145,16 +116,11 @@ async fn a_claim_over_a_binding_to_other_keys_is_refused_loudly() {
     desk.enrol(&desk.ask(&compute_1(), &node_keys(), NOW), NOW)
         .await
         .unwrap();
-    let said = hostkeyctl::enrolment::claim(
-        &desk.ask(&compute_1(), &set, NOW + 1),
-        &desk.cluster,
-        &desk.bound,
-        &desk.policy,
-        NOW + 1,
-    )
-    .await
-    .unwrap_err()
-    .to_string();
+    let said = desk
+        .claim(&desk.ask(&compute_1(), &set, NOW + 1), NOW + 1)
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(said.contains("not this login node's"), "{said}");
 }
 

@@ -98,29 +98,15 @@ async fn symlinked_config_and_keys_are_written_through_with_safe_modes() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_damaged_marker_refuses_the_install_and_writes_nothing() {
     let (store, fleet, _) = world(1).await;
-    let node = &fleet.nodes[0];
-    let config = node.ssh_dir.join("sshd_config");
-    let text = format!(
-        "{}{}\nHostKeyAlgorithms ssh-ed25519\n# END hostkeyctl!\nMatch User admin\n  ForceCommand /bin/false\n",
-        std::fs::read_to_string(&config).unwrap(),
+    let damaged = format!(
+        "{}\nHostKeyAlgorithms ssh-ed25519\n# END hostkeyctl!\nMatch User admin\n  ForceCommand /bin/false\n",
         hostkeyctl::install::sshd_config::BEGIN_MARK
     );
-    std::fs::write(&config, &text).unwrap();
-    let before = dir_contents(&node.ssh_dir);
-    let next = pending_set(&store).await;
-    let dispatcher = MemDispatcher::new(&fleet, &store);
-    let outcome = push_version(&dispatcher, &next, None, &fleet.instances(), &options(0), &|_, _| {})
-        .await
-        .unwrap();
-    let error = outcome.results[0].error.clone().unwrap_or_default();
+    let error = super::refused_with_config(&store, &fleet, &damaged).await;
     assert!(
         error.contains("sshd_config: line") && error.contains("damaged hostkeyctl marker"),
         "{error}"
     );
-    let inv = dispatcher_invocation(&dispatcher, &node.instance.instance_id);
-    assert_eq!(inv.response_code, Some(2));
-    let after = dir_contents(&node.ssh_dir);
-    assert_eq!(before, after, "something was written");
 }
 
 /// Regression: an overlap install killed after writing its files and

@@ -4,7 +4,6 @@ use super::current;
 use super::dir_contents;
 use super::dispatcher_invocation;
 use super::options;
-use super::pending_set;
 use super::sign_current;
 use super::world;
 use hostkeyctl::exit::ExitStatus as _;
@@ -23,32 +22,15 @@ use hostkeyctl::testing::MemDispatcher;
 #[tokio::test(flavor = "multi_thread")]
 async fn a_node_serving_host_certificates_is_refused_untouched() {
     let (store, fleet, _) = world(1).await;
-    let node = &fleet.nodes[0];
-    let config = node.ssh_dir.join("sshd_config");
-    let cert = node.ssh_dir.join("ssh_host_ed25519_key-cert.pub");
-    let text = format!(
-        "{}HostCertificate {}\n",
-        std::fs::read_to_string(&config).unwrap(),
-        cert.display()
-    );
-    std::fs::write(&config, text).unwrap();
-    let before = dir_contents(&node.ssh_dir);
-    let next = pending_set(&store).await;
-    let dispatcher = MemDispatcher::new(&fleet, &store);
-    let outcome = push_version(&dispatcher, &next, None, &fleet.instances(), &options(0), &|_, _| {})
-        .await
-        .unwrap();
-    let error = outcome.results[0].error.clone().unwrap_or_default();
+    let cert = fleet.nodes[0].ssh_dir.join("ssh_host_ed25519_key-cert.pub");
+    let listed = format!("HostCertificate {}\n", cert.display());
+    let error = super::refused_with_config(&store, &fleet, &listed).await;
     assert!(
         error.contains("sshd serves host certificates hostkeyctl did not install")
             && error.contains("--existing-certificates replace")
             && error.contains(&format!("HostCertificate {}", cert.display())),
         "{error}"
     );
-    let inv = dispatcher_invocation(&dispatcher, &node.instance.instance_id);
-    assert_eq!(inv.response_code, Some(2));
-    let after = dir_contents(&node.ssh_dir);
-    assert_eq!(before, after, "something was written");
 }
 
 /// Certificates (issue 17): install writes each certificate beside its key,

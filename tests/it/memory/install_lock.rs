@@ -23,13 +23,7 @@ async fn a_second_install_waits_for_the_lock_and_then_gives_up_clearly() {
     let node = &fleet.nodes[0];
     let lock_file = node.root.join("run/hostkeyctl.lock");
     std::fs::create_dir_all(lock_file.parent().unwrap()).unwrap();
-    let holder = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_file)
-        .unwrap();
-    holder.lock().unwrap();
+    let holder = hold(&lock_file);
     let before = dir_contents(&node.ssh_dir);
     let dispatcher = MemDispatcher::new(&fleet, &store);
     let started = std::time::Instant::now();
@@ -119,6 +113,19 @@ async fn a_no_op_install_and_check_ask_one_connection_per_held_key() {
 
 /// How many of this process's open files are `path` (the lock file): the
 /// holder's, and one for each install that has opened it.
+/// Takes the lock at `lock_file` as `flock(1)` would, until the file is
+/// dropped.
+fn hold(lock_file: &std::path::Path) -> std::fs::File {
+    let holder = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(lock_file)
+        .unwrap();
+    holder.lock().unwrap();
+    holder
+}
+
 fn opened(path: &std::path::Path) -> usize {
     std::fs::read_dir("/proc/self/fd")
         .unwrap()
@@ -168,13 +175,7 @@ async fn installs_queued_behind_the_lock_apply_the_state_they_read_under_it() {
     };
     for trial in 0..100 {
         let (from, to) = if trial % 2 == 0 { (&a, &b) } else { (&b, &a) };
-        let holder = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_file)
-            .unwrap();
-        holder.lock().unwrap();
+        let holder = hold(&lock_file);
         let first = install();
         let rest = async {
             until("the first install at the lock", || opened(&lock_file) >= 2).await;

@@ -320,6 +320,25 @@ pub fn assert_rotated(store: &MemoryStore, fleet: &MemFleet, original: &VersionI
     assert_eq!(tagged, current, "{what}: the tags are not of AWSCURRENT");
 }
 
+/// Node 0's sshd_config with `extra` after it, then a new set pushed: the
+/// install is refused with exit 2 and writes nothing. Returns its error.
+pub async fn refused_with_config(store: &MemoryStore, fleet: &MemFleet, extra: &str) -> String {
+    let node = &fleet.nodes[0];
+    let config = node.ssh_dir.join("sshd_config");
+    let text = std::fs::read_to_string(&config).unwrap() + extra;
+    std::fs::write(&config, text).unwrap();
+    let before = dir_contents(&node.ssh_dir);
+    let next = pending_set(store).await;
+    let dispatcher = MemDispatcher::new(fleet, store);
+    let outcome = push_version(&dispatcher, &next, None, &fleet.instances(), &options(0), &|_, _| {})
+        .await
+        .unwrap();
+    let inv = dispatcher_invocation(&dispatcher, &node.instance.instance_id);
+    assert_eq!(inv.response_code, Some(2), "{:?}", outcome.results);
+    assert_eq!(dir_contents(&node.ssh_dir), before, "something was written");
+    outcome.results[0].error.clone().unwrap_or_default()
+}
+
 pub fn dispatcher_invocation<S: SecretStore>(d: &MemDispatcher<'_, S>, id: &str) -> Invocation {
     let rt = tokio::runtime::Handle::current();
     let commands = vec![("x".to_owned(), vec![id.to_owned()])];
