@@ -33,7 +33,7 @@ from pathlib import Path
 
 import cloudformation_admission
 import cloudformation_enrolment
-from cloudformation_lambda import lambda_role
+from cloudformation_lambda import lambda_function, lambda_role
 
 ROOT = Path(__file__).resolve().parent.parent
 ROLES = {
@@ -211,37 +211,17 @@ def rotation_resources() -> dict:
             "RotationFunctionPolicy",
             "RotationInVpc",
         ),
-        "RotationFunction": {
-            "Type": "AWS::Lambda::Function",
-            "Condition": "CreateRotation",
-            "Properties": {
-                "FunctionName": {"Fn::Sub": "hostkeyctl-rotation-${AWS::StackName}"},
-                "Description": "hostkeyctl: Secrets Manager's rotation steps for an SSH host key set",
-                "Runtime": "provided.al2023",
-                "Handler": "bootstrap",
-                "Architectures": [{"Ref": "RotationArchitecture"}],
-                "Code": {"S3Bucket": {"Ref": "RotationCodeBucket"}, "S3Key": {"Ref": "RotationCodeKey"}},
-                "Role": {"Fn::GetAtt": ["RotationFunctionRole", "Arn"]},
-                "Timeout": 900,
-                "MemorySize": 256,
-                "Environment": {
-                    "Variables": {
-                        "HOSTKEYCTL_SECRET_ARN": {"Ref": "RotationSecretArn"},
-                        "HOSTKEYCTL_ROTATE_ARGS": {"Ref": "RotationArgs"},
-                    }
-                },
-                "VpcConfig": {
-                    "Fn::If": [
-                        "RotationInVpc",
-                        {
-                            "SubnetIds": {"Ref": "RotationSubnetIds"},
-                            "SecurityGroupIds": {"Ref": "RotationSecurityGroupIds"},
-                        },
-                        {"Ref": "AWS::NoValue"},
-                    ]
-                },
+        "RotationFunction": lambda_function(
+            "CreateRotation",
+            "rotation",
+            "hostkeyctl: Secrets Manager's rotation steps for an SSH host key set",
+            900,
+            {
+                "HOSTKEYCTL_SECRET_ARN": {"Ref": "RotationSecretArn"},
+                "HOSTKEYCTL_ROTATE_ARGS": {"Ref": "RotationArgs"},
             },
-        },
+            vpc="Rotation",
+        ),
         "RotationPermission": {
             "Type": "AWS::Lambda::Permission",
             "Condition": "CreateRotation",

@@ -7,7 +7,7 @@ schedule, Auto Scaling's launch lifecycle actions of the login group, and,
 with AdmissionHyperPodClusterArn, the HyperPod cluster's events. An event
 only triggers a run: the function takes nothing from it."""
 
-from cloudformation_lambda import lambda_role
+from cloudformation_lambda import lambda_function, lambda_role
 
 PARAMETERS = {
     "AdmissionArgs": {
@@ -110,35 +110,15 @@ def resources() -> dict:
             "AdmissionPolicy",
             "AdmissionInVpc",
         ),
-        "AdmissionFunction": {
-            "Type": "AWS::Lambda::Function",
-            "Condition": "CreateAdmission",
-            "Properties": {
-                "FunctionName": {"Fn::Sub": "hostkeyctl-admission-${AWS::StackName}"},
-                "Description": "hostkeyctl admit: the load balancer sends users only to nodes serving the set",
-                "Runtime": "provided.al2023",
-                "Handler": "bootstrap",
-                "Architectures": [{"Ref": "RotationArchitecture"}],
-                "Code": {"S3Bucket": {"Ref": "RotationCodeBucket"}, "S3Key": {"Ref": "RotationCodeKey"}},
-                "Role": {"Fn::GetAtt": ["AdmissionFunctionRole", "Arn"]},
-                "Timeout": 300,
-                "MemorySize": 256,
-                "ReservedConcurrentExecutions": 1,
-                "Environment": {
-                    "Variables": {"HOSTKEYCTL_FUNCTION": "admission", "HOSTKEYCTL_ADMIT_ARGS": {"Ref": "AdmissionArgs"}}
-                },
-                "VpcConfig": {
-                    "Fn::If": [
-                        "AdmissionInVpc",
-                        {
-                            "SubnetIds": {"Ref": "AdmissionSubnetIds"},
-                            "SecurityGroupIds": {"Ref": "AdmissionSecurityGroupIds"},
-                        },
-                        {"Ref": "AWS::NoValue"},
-                    ]
-                },
-            },
-        },
+        "AdmissionFunction": lambda_function(
+            "CreateAdmission",
+            "admission",
+            "hostkeyctl admit: the load balancer sends users only to nodes serving the set",
+            300,
+            {"HOSTKEYCTL_FUNCTION": "admission", "HOSTKEYCTL_ADMIT_ARGS": {"Ref": "AdmissionArgs"}},
+            reserved=1,
+            vpc="Admission",
+        ),
         "AdmissionScheduleRule": rule(
             "CreateAdmission",
             "hostkeyctl admit on a schedule",

@@ -6,7 +6,7 @@ with its role (iam/enrolment.json through the template's EnrolmentPolicy).
 The names are hostkeyctl-enrolment-STACK, as the node and signer policies
 grant (each stack's nodes invoke its own signer alone)."""
 
-from cloudformation_lambda import lambda_role
+from cloudformation_lambda import lambda_function, lambda_role
 
 PARAMETERS = {
     "EnrolmentCluster": {
@@ -99,42 +99,31 @@ def resources() -> dict:
             "hostkeyctl's enrolment signer (iam/enrolment.json)",
             "EnrolmentPolicy",
         ),
-        "EnrolmentFunction": {
-            "Type": "AWS::Lambda::Function",
-            "Condition": "CreateEnrolment",
-            "Properties": {
-                "FunctionName": {"Fn::Sub": "hostkeyctl-enrolment-${AWS::StackName}"},
-                "Description": "hostkeyctl enrolment: host certificates for cluster nodes' own keys",
-                "Runtime": "provided.al2023",
-                "Handler": "bootstrap",
-                "Architectures": [{"Ref": "RotationArchitecture"}],
-                "Code": {"S3Bucket": {"Ref": "RotationCodeBucket"}, "S3Key": {"Ref": "RotationCodeKey"}},
-                "Role": {"Fn::GetAtt": ["EnrolmentFunctionRole", "Arn"]},
-                "Timeout": 30,
-                "MemorySize": 256,
-                # Each signing is up to three kms:Sign calls, made one after
-                # the other: one environment made 23 a second on the test
-                # bed (bench.py enrol), so ten stay under KMS's default ECC
-                # quota (300/s, shared with the account's other ECC keys).
-                # A node signs at most once in 10 minutes, and a refusal
-                # costs no Sign. Lambda throttles the rest; the nodes retry
-                # with jitter (docs/cluster-trust.md, "Performance and
-                # quotas").
-                "ReservedConcurrentExecutions": 10,
-                "Environment": {
-                    "Variables": {
-                        "HOSTKEYCTL_FUNCTION": "enrolment",
-                        "HOSTKEYCTL_ENROL_CLUSTER": {"Ref": "EnrolmentCluster"},
-                        "HOSTKEYCTL_ENROL_CLUSTER_KIND": {"Ref": "EnrolmentClusterKind"},
-                        "HOSTKEYCTL_ENROL_CA_SECRET_ID": {"Ref": "EnrolmentCaSecretId"},
-                        "HOSTKEYCTL_ENROL_TABLE": {"Ref": "EnrolmentTable"},
-                        "HOSTKEYCTL_ENROL_SET_SECRET_ID": {"Ref": "EnrolmentSetSecretId"},
-                        "HOSTKEYCTL_ENROL_VALIDITY_HOURS": {"Ref": "EnrolmentValidityHours"},
-                        "HOSTKEYCTL_ENROL_FIRST_WITHIN_HOURS": {"Ref": "EnrolmentFirstWithinHours"},
-                    }
-                },
+        "EnrolmentFunction": lambda_function(
+            "CreateEnrolment",
+            "enrolment",
+            "hostkeyctl enrolment: host certificates for cluster nodes' own keys",
+            30,
+            {
+                "HOSTKEYCTL_FUNCTION": "enrolment",
+                "HOSTKEYCTL_ENROL_CLUSTER": {"Ref": "EnrolmentCluster"},
+                "HOSTKEYCTL_ENROL_CLUSTER_KIND": {"Ref": "EnrolmentClusterKind"},
+                "HOSTKEYCTL_ENROL_CA_SECRET_ID": {"Ref": "EnrolmentCaSecretId"},
+                "HOSTKEYCTL_ENROL_TABLE": {"Ref": "EnrolmentTable"},
+                "HOSTKEYCTL_ENROL_SET_SECRET_ID": {"Ref": "EnrolmentSetSecretId"},
+                "HOSTKEYCTL_ENROL_VALIDITY_HOURS": {"Ref": "EnrolmentValidityHours"},
+                "HOSTKEYCTL_ENROL_FIRST_WITHIN_HOURS": {"Ref": "EnrolmentFirstWithinHours"},
             },
-        },
+            # Each signing is up to three kms:Sign calls, made one after
+            # the other: one environment made 23 a second on the test
+            # bed (bench.py enrol), so ten stay under KMS's default ECC
+            # quota (300/s, shared with the account's other ECC keys).
+            # A node signs at most once in 10 minutes, and a refusal
+            # costs no Sign. Lambda throttles the rest; the nodes retry
+            # with jitter (docs/cluster-trust.md, "Performance and
+            # quotas").
+            reserved=10,
+        ),
         # Invoke also takes InvocationType=Event: a burst of queued events
         # from a node role would otherwise drain at the reserved concurrency
         # for hours (Lambda keeps events up to 6 h and retries twice). The

@@ -155,20 +155,23 @@ impl<C: SshdControl, P: Prober> Apply<'_, C, P> {
             Err(first) => first,
         };
         tracing::warn!("files are current but sshd serves other keys ({first}); reloading");
+        if let Err(e) = self.reload_into(&mut report).await {
+            report.result = InstallResult::Failed;
+            report.error = Some(e.to_string());
+        }
+        report
+    }
+
+    /// Reloads sshd over files that are already right and verifies what it
+    /// serves, into `report`: whether it reloaded, and `Reloaded` with the
+    /// verification when all went well.
+    async fn reload_into(&self, report: &mut InstallReport) -> Result<(), InstallError> {
         let mut reloaded = false;
         let outcome = self.reload_and_verify(&mut reloaded).await;
         report.reloaded = reloaded;
-        match outcome {
-            Ok(verified) => {
-                report.result = InstallResult::Reloaded;
-                report.verified = verified;
-            }
-            Err(e) => {
-                report.result = InstallResult::Failed;
-                report.error = Some(e.to_string());
-            }
-        }
-        report
+        report.verified = outcome?;
+        report.result = InstallResult::Reloaded;
+        Ok(())
     }
 
     /// Whether this install reloads sshd (and so verifies what it serves).
@@ -230,15 +233,8 @@ impl<C: SshdControl, P: Prober> Apply<'_, C, P> {
             "an earlier install was interrupted before sshd was verified to serve its files ({}); reloading",
             reload_marker::path(&self.options.state_dir).display()
         );
-        let mut reloaded = false;
-        let outcome = self.reload_and_verify(&mut reloaded).await;
-        report.reloaded = reloaded;
-        match outcome {
-            Ok(verified) => {
-                report.result = InstallResult::Reloaded;
-                report.verified = verified;
-                self.clear_pending();
-            }
+        match self.reload_into(&mut report).await {
+            Ok(()) => self.clear_pending(),
             Err(e) => {
                 report.result = InstallResult::Failed;
                 report.error = Some(format!(

@@ -141,6 +141,25 @@ impl SsmAssociations {
     }
 }
 
+/// The settings CreateAssociation and UpdateAssociation both send, on
+/// either builder: the SDK's two builders share no trait, and an update
+/// sends them all again (what it leaves out, SSM resets).
+macro_rules! with_spec {
+    ($builder:expr, $spec:expr) => {
+        $builder
+            .association_name(&$spec.name)
+            .name(&$spec.document)
+            .document_version(&$spec.document_version)
+            .set_parameters(Some($spec.parameters.clone().into_iter().collect()))
+            .set_targets(Some(targets_of($spec)))
+            .schedule_expression(&$spec.schedule)
+            .max_concurrency(&$spec.max_concurrency)
+            .max_errors(&$spec.max_errors)
+            .compliance_severity(AssociationComplianceSeverity::High)
+            .sync_compliance(AssociationSyncCompliance::Auto)
+    };
+}
+
 impl Associations for SsmAssociations {
     async fn named(&self, name: &str) -> Result<Vec<Association>, AwsError> {
         self.listed(AssociationFilterKey::AssociationName, name, |a| {
@@ -156,19 +175,7 @@ impl Associations for SsmAssociations {
 
     async fn create(&self, spec: &AssociationSpec) -> Result<Association, AwsError> {
         let call = Call::new("ssm:CreateAssociation", format!("association {}", spec.name));
-        let out = self
-            .client
-            .create_association()
-            .association_name(&spec.name)
-            .name(&spec.document)
-            .document_version(&spec.document_version)
-            .set_parameters(Some(spec.parameters.clone().into_iter().collect()))
-            .set_targets(Some(targets_of(spec)))
-            .schedule_expression(&spec.schedule)
-            .max_concurrency(&spec.max_concurrency)
-            .max_errors(&spec.max_errors)
-            .compliance_severity(AssociationComplianceSeverity::High)
-            .sync_compliance(AssociationSyncCompliance::Auto)
+        let out = with_spec!(self.client.create_association(), spec)
             .send()
             .await
             .map_err(|e| AwsError::from_sdk(e, &call))?;
@@ -177,20 +184,7 @@ impl Associations for SsmAssociations {
 
     async fn update(&self, id: &str, spec: &AssociationSpec) -> Result<Association, AwsError> {
         let call = Call::new("ssm:UpdateAssociation", format!("association {id}"));
-        let out = self
-            .client
-            .update_association()
-            .association_id(id)
-            .association_name(&spec.name)
-            .name(&spec.document)
-            .document_version(&spec.document_version)
-            .set_parameters(Some(spec.parameters.clone().into_iter().collect()))
-            .set_targets(Some(targets_of(spec)))
-            .schedule_expression(&spec.schedule)
-            .max_concurrency(&spec.max_concurrency)
-            .max_errors(&spec.max_errors)
-            .compliance_severity(AssociationComplianceSeverity::High)
-            .sync_compliance(AssociationSyncCompliance::Auto)
+        let out = with_spec!(self.client.update_association().association_id(id), spec)
             .send()
             .await
             .map_err(|e| AwsError::from_sdk(e, &call))?;
