@@ -72,12 +72,7 @@ fn adopting_node_one_and_pushing_makes_every_node_serve_its_keys() {
         .filter(|(n, _, _)| n.starts_with("ssh_host_"))
         .collect();
     assert_eq!(after, before, "node 1's key files changed");
-    let row1 = report["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["instance_id"] == nodes[0].instance_id.as_str())
-        .unwrap();
+    let row1 = crate::common::support::row(&report["results"], "instance_id", nodes[0].instance_id.as_str());
     assert_eq!(row1["result"], "changed (sshd setting only)", "{row1}");
 
     // Only the three login nodes of the cluster received a command.

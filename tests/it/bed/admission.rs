@@ -119,17 +119,7 @@ pub(crate) fn admit(bed: &TestBed, extra: &[&str]) -> (i32, Value) {
 
 /// Each node's decision in a report, by name.
 fn decisions(report: &Value) -> Vec<(String, String)> {
-    report["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| {
-            (
-                n["name"].as_str().unwrap().to_owned(),
-                n["decision"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect()
+    crate::common::support::pairs(&report["nodes"], "name", "decision")
 }
 
 /// The decision for the node or target at `address` (its target id in
@@ -561,13 +551,7 @@ fn safety_limits_hold(bed: &TestBed, nodes: &[Node]) {
     ];
     got.sort();
     assert_eq!(got, ["drain", "held_back"], "{report}");
-    let held = report["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|n| n["decision"] == "held_back")
-        .unwrap()["reason"]
-        .to_string();
+    let held = crate::common::support::row(&report["nodes"], "decision", "held_back")["reason"].to_string();
     assert!(held.contains("--max-drain 1"), "{held}");
     // Now every remaining target drifts: none is drained.
     change_ed25519_key_by_hand(&nodes[0]);

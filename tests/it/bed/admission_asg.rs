@@ -85,12 +85,7 @@ fn state_of(bed: &TestBed, group: &str, node: &Node) -> Option<String> {
 
 fn node_id(bed: &TestBed, node: &Node) -> String {
     let json: Value = serde_json::from_str(&std::fs::read_to_string(bed.dir().join("bed.json")).unwrap()).unwrap();
-    json["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|n| n["name"] == node.name.as_str())
-        .unwrap()["instance_id"]
+    crate::common::support::row(&json["nodes"], "name", node.name.as_str())["instance_id"]
         .as_str()
         .unwrap()
         .to_owned()
@@ -214,18 +209,10 @@ fn a_launching_instance_goes_in_service_only_once_it_serves_the_set() {
 /// `HOSTKEYCTL_FUNCTION=admission`), configured with admit's options for
 /// the bed's fleet and `extra`, signing as iam/admission.json. Its ARN.
 fn deploy_admission_function(bed: &TestBed, extra: &[&str]) -> String {
-    let (dir, bootstrap) = crate::bed::scheduled::function_task(bed, "admission-task");
     let tg = format!("tg:{}", bed.state.elb["ip"].target_group_arn);
     let mut options = vec!["--secret-id", SECRET, "--target-group", tg.as_str()];
     options.extend(TARGETS);
     options.extend_from_slice(extra);
-    let mut env: serde_json::Map<String, Value> = bed
-        .aws_env(Role::Admission)
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), Value::String(v)))
-        .collect();
-    env.insert("HOME".to_owned(), json!(dir.display().to_string()));
-    env.insert("PATH".to_owned(), json!("/usr/bin:/bin"));
     let variables = json!({
         "HOSTKEYCTL_FUNCTION": "admission",
         "HOSTKEYCTL_ADMIT_ARGS": serde_json::to_string(&options).unwrap(),
@@ -234,11 +221,8 @@ fn deploy_admission_function(bed: &TestBed, extra: &[&str]) -> String {
         "arn:aws:lambda:{}:123456789012:function:hostkeyctl-admission",
         bed.state.region
     );
-    bed.control(
-        "POST",
-        "/_bed/lambda/register",
-        &json!({"arn": arn, "bootstrap": bootstrap, "variables": variables, "env": env, "step_timeout": 120}),
-    );
+    let settings = json!({"step_timeout": 120});
+    crate::bed::scheduled::register_function(bed, "admission-task", Role::Admission, &arn, variables, settings);
     arn
 }
 

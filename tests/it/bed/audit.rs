@@ -16,35 +16,15 @@ fn audit(bed: &TestBed, extra: &[&str]) -> (i32, Value) {
 }
 
 fn node<'a>(report: &'a Value, name: &str) -> &'a Value {
-    report["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|n| n["name"] == name)
-        .unwrap_or_else(|| panic!("{name} not in {report}"))
+    crate::common::support::row(&report["nodes"], "name", name)
 }
 
 fn statuses(node: &Value) -> Vec<(String, String)> {
-    node["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| {
-            (
-                f["key_type"].as_str().unwrap().to_owned(),
-                f["status"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect()
+    crate::common::support::pairs(&node["findings"], "key_type", "status")
 }
 
 fn lb_distinct(report: &Value, key_type: &str) -> usize {
-    report["lb"]["types"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["key_type"] == key_type)
-        .unwrap()["seen"]
+    crate::common::support::row(&report["lb"]["types"], "key_type", key_type)["seen"]
         .as_array()
         .unwrap()
         .len()

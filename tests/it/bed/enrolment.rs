@@ -126,14 +126,7 @@ pub(crate) fn deploy_signer(bed: &TestBed, kind: &str, cluster: &str) -> String 
 
 /// [`deploy_signer`] with `more` variables.
 pub(crate) fn deploy_signer_with(bed: &TestBed, kind: &str, cluster: &str, more: &serde_json::Value) -> String {
-    let (dir, bootstrap) = crate::bed::scheduled::function_task(bed, "signer-task");
     let key = bed.control("POST", "/_bed/iid-key", &serde_json::json!({}));
-    let mut env: serde_json::Map<String, serde_json::Value> = bed
-        .aws_env(crate::common::bed::Role::Enrolment)
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), serde_json::Value::String(v)))
-        .collect();
-    env.insert("HOME".to_owned(), serde_json::json!(dir.display().to_string()));
     let mut variables = serde_json::json!({
         "HOSTKEYCTL_FUNCTION": "enrolment",
         "HOSTKEYCTL_ENROL_CLUSTER": cluster,
@@ -149,12 +142,8 @@ pub(crate) fn deploy_signer_with(bed: &TestBed, kind: &str, cluster: &str, more:
         variables[k] = v.clone();
     }
     let arn = format!("arn:aws:lambda:{}:123456789012:function:{SIGNER}", bed.state.region);
-    bed.control(
-        "POST",
-        "/_bed/lambda/register",
-        &serde_json::json!({"arn": arn, "bootstrap": bootstrap, "variables": variables, "env": env,
-            "step_timeout": 60, "reserved_concurrency": 10}),
-    );
+    let settings = serde_json::json!({"step_timeout": 60, "reserved_concurrency": 10});
+    crate::bed::scheduled::register_function(bed, "signer-task", Role::Enrolment, &arn, variables, settings);
     arn
 }
 

@@ -52,13 +52,7 @@ pub(crate) fn stages(bed: &TestBed) -> Value {
 /// The fingerprints of a version's keys, from `status`.
 pub(crate) fn set_of(bed: &TestBed, version: &str) -> Vec<Option<String>> {
     let status = bed.cli("status").json().secret().run().json();
-    let v = status["versions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|v| v["version_id"] == version)
-        .unwrap()
-        .clone();
+    let v = crate::common::support::row(&status["versions"], "version_id", version).clone();
     set_fingerprints(&v)
 }
 

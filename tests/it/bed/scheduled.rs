@@ -39,32 +39,46 @@ pub(crate) fn function_task(bed: &TestBed, name: &str) -> (std::path::PathBuf, s
     (dir, bootstrap)
 }
 
+/// Registers the crate's binary as the Lambda function `arn`, with its
+/// configuration's `variables`, run in the task directory `task` with
+/// what Lambda gives the process: `role`'s credentials, HOME and PATH.
+/// `settings` add to the registration (`step_timeout`,
+/// `reserved_concurrency`).
+pub(crate) fn register_function(bed: &TestBed, task: &str, role: Role, arn: &str, variables: Value, settings: Value) {
+    let (dir, bootstrap) = function_task(bed, task);
+    let mut env: serde_json::Map<String, Value> = bed
+        .aws_env(role)
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), Value::String(v)))
+        .collect();
+    env.insert("HOME".to_owned(), json!(dir.display().to_string()));
+    env.insert("PATH".to_owned(), json!("/usr/bin:/bin"));
+    let mut registration = json!({"arn": arn, "bootstrap": bootstrap, "variables": variables, "env": env});
+    for (k, v) in settings.as_object().unwrap() {
+        registration[k] = v.clone();
+    }
+    bed.control("POST", "/_bed/lambda/register", &registration);
+}
+
 pub(crate) fn deploy_function(bed: &TestBed, pull: bool, extra: &[&str], secret: Option<&str>) -> String {
-    let (dir, bootstrap) = function_task(bed, "lambda-task");
     let mut options = vec!["--max-concurrency", "100%"];
     options.extend(TARGETS);
     if pull {
         options.push("--pull");
     }
     options.extend_from_slice(extra);
-    // What Lambda gives the process (the role's credentials), apart from
-    // the function's configuration.
-    let mut env: serde_json::Map<String, Value> = bed
-        .aws_env(Role::RotationLambda)
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), Value::String(v)))
-        .collect();
-    env.insert("HOME".to_owned(), json!(dir.display().to_string()));
-    env.insert("PATH".to_owned(), json!("/usr/bin:/bin"));
     let mut variables = json!({"HOSTKEYCTL_ROTATE_ARGS": serde_json::to_string(&options).unwrap()});
     if let Some(secret) = secret {
         variables["HOSTKEYCTL_SECRET_ARN"] = json!(secret);
     }
     let arn = function_arn(bed);
-    bed.control(
-        "POST",
-        "/_bed/lambda/register",
-        &json!({"arn": arn, "bootstrap": bootstrap, "variables": variables, "env": env, "step_timeout": 300}),
+    register_function(
+        bed,
+        "lambda-task",
+        Role::RotationLambda,
+        &arn,
+        variables,
+        json!({"step_timeout": 300}),
     );
     arn
 }

@@ -279,23 +279,13 @@ fn every_other_message_is_found_on_the_node_that_causes_it() {
     assert_eq!(of(&nodes[1]), ["sha1_only"], "{report}");
     assert_eq!(of(&nodes[2]), ["small_rsa"], "{report}");
     assert_eq!(of(&nodes[3]), ["no_post_quantum_kex"], "{report}");
-    let old = report["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|n| n["name"] == nodes[3].name.as_str())
-        .unwrap();
+    let old = crate::common::support::row(&report["nodes"], "name", nodes[3].name.as_str());
     assert!(
         old["client_messages"][0]["fix"].as_str().unwrap().contains("Debian 12"),
         "{old}"
     );
     // A 1024-bit key is refused only by clients that require 2048 bits.
-    let small = report["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|n| n["name"] == nodes[2].name.as_str())
-        .unwrap();
+    let small = crate::common::support::row(&report["nodes"], "name", nodes[2].name.as_str());
     assert_eq!(small["client_messages"][0]["certain"], false, "{small}");
     // Each of the balancer's addresses was asked once; node 3's serves
     // another key: drift, and CheckHostIP's message.

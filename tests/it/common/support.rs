@@ -126,3 +126,23 @@ print(json.dumps([[s.name, s.labels, s.value] for f in parse(text) for s in f.sa
     let samples: Vec<(String, serde_json::Value, f64)> = serde_json::from_str(&out).unwrap();
     samples
 }
+
+/// The one item of the JSON array `rows` whose `key` is `value` (a
+/// report's node or result), or a panic that shows the array.
+pub fn row<'a>(rows: &'a serde_json::Value, key: &str, value: &str) -> &'a serde_json::Value {
+    let items = rows.as_array().unwrap_or_else(|| panic!("not an array: {rows}"));
+    items
+        .iter()
+        .find(|r| r[key] == value)
+        .unwrap_or_else(|| panic!("no {key} {value} in {rows}"))
+}
+
+/// `(item[a], item[b])` of each item of the JSON array `rows`, as text.
+pub fn pairs(rows: &serde_json::Value, a: &str, b: &str) -> Vec<(String, String)> {
+    let text = |v: &serde_json::Value, k: &str| v[k].as_str().unwrap_or_else(|| panic!("no {k} in {v}")).to_owned();
+    rows.as_array()
+        .unwrap_or_else(|| panic!("not an array: {rows}"))
+        .iter()
+        .map(|r| (text(r, a), text(r, b)))
+        .collect()
+}
