@@ -12,6 +12,14 @@ pub(super) fn bed() -> TestBed {
     TestBed::start(BedOptions::nodes(2).no_reexec())
 }
 
+/// [`bed`] with node 1's keys adopted as the set (`init`'s report), so
+/// that node 2 serves others.
+pub(super) fn adopted() -> (TestBed, serde_json::Value) {
+    let bed = bed();
+    let init = bed.init_from_node(SECRET, &bed.state.nodes[0]);
+    (bed, init)
+}
+
 pub(super) fn sighups(node: &Node) -> usize {
     let log = std::fs::read_to_string(node.root.join("sshd.log")).unwrap_or_default();
     log.matches("Received SIGHUP").count()
@@ -30,9 +38,8 @@ pub(super) fn assert_no_leftovers(node: &Node) {
 
 #[test]
 fn a_fresh_node_converges_and_a_second_run_changes_nothing() {
-    let bed = bed();
+    let (bed, init) = adopted();
     let node = &bed.state.nodes[1];
-    let init = bed.init_from_node(SECRET, &bed.state.nodes[0]);
     let expected = set_fingerprints(&init);
     assert_ne!(served(node), expected);
 
@@ -99,9 +106,8 @@ fn check_reports_drift_on_a_node_with_other_keys() {
 
 #[test]
 fn unmanaged_key_types_stop_being_served() {
-    let bed = bed();
+    let (bed, _) = adopted();
     let node = &bed.state.nodes[1];
-    bed.init_from_node(SECRET, &bed.state.nodes[0]);
     // The image baked in an extra ECDSA P-384 host key.
     let extra = node.ssh_dir.join("ssh_host_ecdsa384_key");
     let made = Command::new(require("ssh-keygen"))
@@ -133,9 +139,8 @@ fn unmanaged_key_types_stop_being_served() {
 
 #[test]
 fn a_config_without_include_gets_an_inline_block() {
-    let bed = bed();
+    let (bed, init) = adopted();
     let node = &bed.state.nodes[1];
-    let init = bed.init_from_node(SECRET, &bed.state.nodes[0]);
     let config = std::fs::read_to_string(&node.sshd_config).unwrap();
     let without: String = config
         .lines()
@@ -157,9 +162,8 @@ fn a_config_without_include_gets_an_inline_block() {
 
 #[test]
 fn private_key_bytes_never_reach_stdout_or_stderr() {
-    let bed = bed();
+    let (bed, _) = adopted();
     let node = &bed.state.nodes[1];
-    bed.init_from_node(SECRET, &bed.state.nodes[0]);
     let secret_lines = private_lines(&bed.state.nodes[0].ssh_dir);
     let old_lines = private_lines(&node.ssh_dir);
     let runs: Vec<Run> = vec![
@@ -359,9 +363,8 @@ fn installs_killed_at_random_points_always_converge_and_sshd_keeps_serving() {
 
 #[test]
 fn reload_is_found_from_sshds_pid_file_without_a_command() {
-    let bed = bed();
+    let (bed, init) = adopted();
     let node = &bed.state.nodes[1];
-    let init = bed.init_from_node(SECRET, &bed.state.nodes[0]);
     let env: Vec<(String, String)> = node
         .env
         .iter()

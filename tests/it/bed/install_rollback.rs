@@ -5,9 +5,9 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::common::bed::{Node, SECRET, TestBed, served, snapshot};
+use crate::common::bed::{Node, TestBed, served, snapshot};
 
-use super::install::{assert_no_leftovers, bed, sighups};
+use super::install::{adopted, assert_no_leftovers, sighups};
 
 /// `install` of the secret on `node` with `args` rolls back (exit 3) for
 /// the reason `says`, its files byte for byte as they were and sshd
@@ -27,9 +27,8 @@ pub fn assert_rolled_back(bed: &TestBed, node: &Node, args: &[&str], says: &str)
 
 #[test]
 fn a_failing_reload_restores_the_files_byte_for_byte() {
-    let bed = bed();
+    let (bed, _) = adopted();
     let node = &bed.state.nodes[1];
-    bed.init_from_node(SECRET, &bed.state.nodes[0]);
     let broken = ["--reload-command", "echo 'reload is broken' >&2; exit 7"];
     let report = assert_rolled_back(&bed, node, &broken, "reload is broken");
     assert!(!node.ssh_dir.join("sshd_config.d/00-hostkeyctl.conf").exists());
@@ -41,9 +40,8 @@ fn a_failing_reload_restores_the_files_byte_for_byte() {
 
 #[test]
 fn sshd_reading_another_host_key_path_fails_verification_and_rolls_back() {
-    let bed = bed();
+    let (bed, _) = adopted();
     let node = &bed.state.nodes[1];
-    bed.init_from_node(SECRET, &bed.state.nodes[0]);
     // sshd reads its ed25519 key from elsewhere: writing ssh_host_ed25519_key
     // changes nothing it serves.
     let elsewhere = node.root.join("elsewhere");
@@ -77,9 +75,8 @@ impl Drop for Mount {
 /// that failed was of a file that still had its old inode.
 #[test]
 fn no_space_left_while_writing_rolls_back() {
-    let bed = bed();
+    let (bed, _) = adopted();
     let node = &bed.state.nodes[1];
-    bed.init_from_node(SECRET, &bed.state.nodes[0]);
     // Move the node's /etc/ssh onto a 64 KiB tmpfs with two free pages.
     let saved = node.root.join("ssh-saved");
     assert!(
@@ -124,9 +121,8 @@ fn no_space_left_while_writing_rolls_back() {
 /// any reload, so the rollback must not reload at all.
 #[test]
 fn a_refused_config_is_rolled_back_without_taking_sshd_down() {
-    let bed = bed();
+    let (bed, _) = adopted();
     let node = &bed.state.nodes[1];
-    bed.init_from_node(SECRET, &bed.state.nodes[0]);
     for t in ["ed25519", "ecdsa", "rsa"] {
         let key = node.ssh_dir.join(format!("ssh_host_{t}_key"));
         assert!(Command::new("chmod").arg("0640").arg(&key).status().unwrap().success());

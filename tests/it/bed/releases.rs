@@ -32,6 +32,16 @@ fn sleep_until(at: Instant) {
     std::thread::sleep(at.saturating_duration_since(Instant::now()));
 }
 
+/// A bed of the one `profile` node, whose own keys become the set, and
+/// the node's first install of it.
+fn first_install(profile: &'static str) -> (TestBed, Node, Run) {
+    let bed = profile_bed(profile);
+    let node = bed.state.profiles[0].clone();
+    bed.init_from_node(SECRET, &node);
+    let first = install(&bed, &node, &["--secret-id", SECRET]);
+    (bed, node, first)
+}
+
 /// Issue 25's done-when, on Debian 13's stock OpenSSH 10.0: ten timer
 /// installs (one every 12 s) and an audit every 2 s, for two minutes, all
 /// from the node's own loopback. Each audit asks three handshakes, each
@@ -43,10 +53,7 @@ fn sleep_until(at: Instant) {
 /// unchanged, and sshd never activates a penalty or drops a connection.
 #[test]
 fn timer_installs_and_an_audit_every_two_seconds_never_trip_openssh_10s_penalties() {
-    let bed = profile_bed("debian-13");
-    let node = bed.state.profiles[0].clone();
-    bed.init_from_node(SECRET, &node);
-    let first = install(&bed, &node, &["--secret-id", SECRET]);
+    let (bed, node, first) = first_install("debian-13");
     assert_eq!(first.code, 0, "{}\n{}", first.stderr, first.stdout);
 
     let start = Instant::now();
@@ -96,10 +103,7 @@ fn timer_installs_and_an_audit_every_two_seconds_never_trip_openssh_10s_penaltie
 /// is asked once.
 #[test]
 fn a_penalized_check_is_never_a_reason_to_roll_back_or_a_mismatch() {
-    let bed = profile_bed("debian-13-penalties");
-    let node = bed.state.profiles[0].clone();
-    bed.init_from_node(SECRET, &node);
-    let first = install(&bed, &node, &["--secret-id", SECRET]);
+    let (bed, node, first) = first_install("debian-13-penalties");
     assert_eq!(first.code, 3, "{}\n{}", first.stderr, first.stdout);
     let report = first.json();
     assert_eq!(report["result"], "incomplete", "{report}");

@@ -154,26 +154,16 @@ async fn every_target_state_is_judged_through_the_flow() {
             let plan = report.nodes.iter().find(|p| p.observed.target_id == a[3]).unwrap();
             let want = if other_keys { drifted } else { set_decision };
             assert_eq!(plan.decision, want, "{what}: {plan:?}");
-            let registered = groups.registered.lock().unwrap().clone();
-            let deregistered = groups.deregistered.lock().unwrap().clone();
-            assert_eq!(
-                registered,
-                if want == Admit {
+            // The one target moved, on the side the decision says.
+            let moved_if = |decision| {
+                if want == decision {
                     vec![(a[3].clone(), Some(22))]
                 } else {
                     vec![]
-                },
-                "{what}"
-            );
-            assert_eq!(
-                deregistered,
-                if want == Drain {
-                    vec![(a[3].clone(), Some(22))]
-                } else {
-                    vec![]
-                },
-                "{what}"
-            );
+                }
+            };
+            assert_eq!(*groups.registered.lock().unwrap(), moved_if(Admit), "{what}");
+            assert_eq!(*groups.deregistered.lock().unwrap(), moved_if(Drain), "{what}");
             let status = match (other_keys, state) {
                 (true, _) => Status::Drift,
                 (false, Some("unused")) => Status::Incomplete,

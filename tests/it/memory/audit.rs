@@ -531,12 +531,7 @@ async fn a_certificate_verdict_never_hides_the_plain_key() {
     let ca = hostkeyctl::certificate::CaKey::from(HostKey::generate(KeyAlgorithm::Ed25519, 0).unwrap());
     let signed = super::sign_current_with(&store, &ca, &["login.test"], 86_400).await;
     let dispatcher = MemDispatcher::new(&fleet, &store);
-    assert!(
-        push_version(&dispatcher, &signed, None, &fleet.instances(), &options(0), &|_, _| {})
-            .await
-            .unwrap()
-            .all_ok()
-    );
+    assert!(super::push_all(&dispatcher, &fleet, &signed).await.all_ok());
     let mut policy = request(None, false);
     policy.certificates = Some(CertPolicy {
         ca_fingerprints: vec![ca.fingerprint().clone()],

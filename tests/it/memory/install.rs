@@ -23,9 +23,7 @@ async fn a_failing_reload_rolls_back_and_a_dead_sshd_is_exit_5() {
     fleet.nodes[1].faults.lock().unwrap().dies_on_reload = true;
     let on_disk = dir_contents(&fleet.nodes[0].ssh_dir);
     let dispatcher = MemDispatcher::new(&fleet, &store);
-    let outcome = push_version(&dispatcher, &pending, None, &fleet.instances(), &options(0), &|_, _| {})
-        .await
-        .unwrap();
+    let outcome = super::push_all(&dispatcher, &fleet, &pending).await;
     let reports: Vec<InstallReport> = outcome
         .results
         .iter()
@@ -67,9 +65,7 @@ async fn symlinked_config_and_keys_are_written_through_with_safe_modes() {
     }
     let next = pending_set(&store).await;
     let dispatcher = MemDispatcher::new(&fleet, &store);
-    let outcome = push_version(&dispatcher, &next, None, &fleet.instances(), &options(0), &|_, _| {})
-        .await
-        .unwrap();
+    let outcome = super::push_all(&dispatcher, &fleet, &next).await;
     assert!(outcome.all_ok(), "{:?}", outcome.results);
     assert!(node.serves(&next.document.keys));
     for (name, mode) in [("sshd_config", 0o640), ("ssh_host_ed25519_key.pub", 0o644)] {
@@ -203,9 +199,7 @@ async fn a_clean_rollback_on_a_node_with_an_unmanaged_type_is_reported_as_such()
 
     let next = pending_set(&store).await;
     let dispatcher = MemDispatcher::new(&fleet, &store);
-    let outcome = push_version(&dispatcher, &next, None, &fleet.instances(), &options(0), &|_, _| {})
-        .await
-        .unwrap();
+    let outcome = super::push_all(&dispatcher, &fleet, &next).await;
     let inv = dispatcher_invocation(&dispatcher, &node.instance.instance_id);
     let report: serde_json::Value = serde_json::from_str(inv.stdout.trim()).unwrap();
     assert_eq!(report["result"], "rolled_back", "{report}");

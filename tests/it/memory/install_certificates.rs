@@ -3,14 +3,12 @@
 use super::current;
 use super::dir_contents;
 use super::dispatcher_invocation;
-use super::options;
 use super::sign_current;
 use super::world;
 use hostkeyctl::exit::ExitStatus as _;
 use hostkeyctl::exit::Status;
 use hostkeyctl::install::InstallReport;
 use hostkeyctl::install::InstallResult;
-use hostkeyctl::rollout::push_version;
 use hostkeyctl::scan::ScanAlgorithm;
 use hostkeyctl::testing::MemDispatcher;
 
@@ -42,9 +40,7 @@ async fn install_serves_the_sets_certificates() {
     let node = &fleet.nodes[0];
     let signed = sign_current(&store, &["login.test"], 86_400).await;
     let dispatcher = MemDispatcher::new(&fleet, &store);
-    let outcome = push_version(&dispatcher, &signed, None, &fleet.instances(), &options(0), &|_, _| {})
-        .await
-        .unwrap();
+    let outcome = super::push_all(&dispatcher, &fleet, &signed).await;
     assert!(outcome.all_ok(), "{:?}", outcome.results);
     let served = node.served_certificates();
     assert_eq!(served.len(), signed.document.certificates.len());
@@ -71,9 +67,7 @@ async fn a_reload_that_drops_the_certificates_rolls_back() {
     let signed = sign_current(&store, &["login.test"], 86_400).await;
     node.faults.lock().unwrap().drops_certificates = true;
     let dispatcher = MemDispatcher::new(&fleet, &store);
-    let outcome = push_version(&dispatcher, &signed, None, &fleet.instances(), &options(0), &|_, _| {})
-        .await
-        .unwrap();
+    let outcome = super::push_all(&dispatcher, &fleet, &signed).await;
     let error = outcome.results[0].error.clone().unwrap_or_default();
     assert!(error.contains("without its certificate"), "{error}");
     let inv = dispatcher_invocation(&dispatcher, &node.instance.instance_id);
@@ -212,9 +206,7 @@ async fn a_nodes_own_certificate_from_the_same_ca_is_refused_untouched() {
     let signed = super::sign_current_with(&store, &ca, &["login.test"], 86_400).await;
     let before = dir_contents(&node.ssh_dir);
     let dispatcher = MemDispatcher::new(&fleet, &store);
-    let outcome = push_version(&dispatcher, &signed, None, &fleet.instances(), &options(0), &|_, _| {})
-        .await
-        .unwrap();
+    let outcome = super::push_all(&dispatcher, &fleet, &signed).await;
     let inv = dispatcher_invocation(&dispatcher, &node.instance.instance_id);
     assert_eq!(inv.response_code, Some(2), "{:?}", outcome.results);
     let error = outcome.results[0].error.clone().unwrap_or_default();
@@ -239,9 +231,7 @@ async fn a_nodes_own_certificate_from_the_same_ca_is_refused_untouched() {
     .find(|(a, _)| *a == KeyAlgorithm::Ed25519)
     .unwrap();
     std::fs::write(&cert, earlier.to_openssh().unwrap()).unwrap();
-    let again = push_version(&dispatcher, &signed, None, &fleet.instances(), &options(0), &|_, _| {})
-        .await
-        .unwrap();
+    let again = super::push_all(&dispatcher, &fleet, &signed).await;
     assert!(again.all_ok(), "{:?}", again.results);
 }
 

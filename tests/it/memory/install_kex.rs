@@ -13,12 +13,11 @@ use hostkeyctl::install::InstallReport;
 use hostkeyctl::install::InstallResult;
 use hostkeyctl::install::kex::KexStatus;
 use hostkeyctl::install::sshd::KexSupport;
-use hostkeyctl::rollout::push_version;
 use hostkeyctl::scan::ScanPolicy;
 use hostkeyctl::scan::warnings::{ClientVersion, MessageCode};
 use hostkeyctl::testing::{MemDispatcher, MemFleet, MemNode, MemoryStore};
 
-use super::{current, dir_contents, dispatcher_invocation, options, secret, world};
+use super::{current, dir_contents, dispatcher_invocation, secret, world};
 
 /// RHEL 9's DEFAULT policy's list, shortened: no post-quantum exchange.
 const POLICY: &str = "curve25519-sha256,curve25519-sha256@libssh.org,ecdh-sha2-nistp256,diffie-hellman-group14-sha256";
@@ -47,9 +46,7 @@ fn set_policy(node: &MemNode, kex: &str) {
 async fn install(store: &MemoryStore, fleet: &Arc<MemFleet>) -> Vec<InstallReport> {
     let set = current(store).await;
     let dispatcher = MemDispatcher::new(fleet, store);
-    let outcome = push_version(&dispatcher, &set, None, &fleet.instances(), &options(0), &|_, _| {})
-        .await
-        .unwrap();
+    let outcome = super::push_all(&dispatcher, fleet, &set).await;
     outcome
         .results
         .iter()

@@ -3,13 +3,11 @@
 use super::current;
 use super::dir_contents;
 use super::dispatcher_invocation;
-use super::options;
 use super::pending_set;
 use super::world;
 use hostkeyctl::exit::ExitStatus as _;
 use hostkeyctl::install::InstallReport;
 use hostkeyctl::install::InstallResult;
-use hostkeyctl::rollout::push_version;
 use hostkeyctl::testing::MemDispatcher;
 
 /// A second install waits for the lock (here for `--lock-timeout 1`), then
@@ -27,9 +25,7 @@ async fn a_second_install_waits_for_the_lock_and_then_gives_up_clearly() {
     let before = dir_contents(&node.ssh_dir);
     let dispatcher = MemDispatcher::new(&fleet, &store);
     let started = std::time::Instant::now();
-    let outcome = push_version(&dispatcher, &pending, None, &fleet.instances(), &options(0), &|_, _| {})
-        .await
-        .unwrap();
+    let outcome = super::push_all(&dispatcher, &fleet, &pending).await;
     assert!(
         started.elapsed() >= std::time::Duration::from_secs(1),
         "it did not wait"
@@ -46,9 +42,7 @@ async fn a_second_install_waits_for_the_lock_and_then_gives_up_clearly() {
     assert!(!node.serves(&pending.document.keys));
 
     drop(holder);
-    let again = push_version(&dispatcher, &pending, None, &fleet.instances(), &options(0), &|_, _| {})
-        .await
-        .unwrap();
+    let again = super::push_all(&dispatcher, &fleet, &pending).await;
     assert!(again.all_ok(), "{:?}", again.results);
     assert!(node.serves(&pending.document.keys));
 }
@@ -67,9 +61,7 @@ async fn a_refused_check_of_current_files_is_not_a_reason_to_reload() {
     let before = dir_contents(&node.ssh_dir);
     let dispatcher = MemDispatcher::new(&fleet, &store);
     let set = current(&store).await;
-    let outcome = push_version(&dispatcher, &set, None, &fleet.instances(), &options(0), &|_, _| {})
-        .await
-        .unwrap();
+    let outcome = super::push_all(&dispatcher, &fleet, &set).await;
     let inv = dispatcher_invocation(&dispatcher, &node.instance.instance_id);
     let report = InstallReport::from_output(&inv.stdout).unwrap();
     assert_eq!(report.result, InstallResult::Incomplete, "{report:?}");

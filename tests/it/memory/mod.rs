@@ -72,9 +72,7 @@ pub async fn world(nodes: usize) -> (MemoryStore, Arc<MemFleet>, VersionId) {
     let fleet = Arc::new(MemFleet::new(nodes, &ALGS).unwrap());
     let current = current(&store).await;
     let dispatcher = MemDispatcher::new(&fleet, &store);
-    let pushed = push_version(&dispatcher, &current, None, &fleet.instances(), &options(0), &|_, _| {})
-        .await
-        .unwrap();
+    let pushed = push_all(&dispatcher, &fleet, &current).await;
     assert!(pushed.all_ok(), "{:?}", pushed.results);
     assert!(fleet.all_serve(&current.document.keys));
     (store, fleet, version)
@@ -320,6 +318,18 @@ pub fn assert_rotated(store: &MemoryStore, fleet: &MemFleet, original: &VersionI
     assert_eq!(tagged, current, "{what}: the tags are not of AWSCURRENT");
 }
 
+/// `version` pushed to every node of `fleet` through `dispatcher`, no
+/// canary, no next set: what came of it.
+pub async fn push_all<S: SecretStore>(
+    dispatcher: &MemDispatcher<'_, S>,
+    fleet: &MemFleet,
+    version: &StoredVersion,
+) -> hostkeyctl::rollout::PushOutcome {
+    push_version(dispatcher, version, None, &fleet.instances(), &options(0), &|_, _| {})
+        .await
+        .unwrap()
+}
+
 /// Node 0's sshd_config with `extra` after it, then a new set pushed: the
 /// install is refused with exit 2 and writes nothing. Returns its error.
 pub async fn refused_with_config(store: &MemoryStore, fleet: &MemFleet, extra: &str) -> String {
@@ -330,9 +340,7 @@ pub async fn refused_with_config(store: &MemoryStore, fleet: &MemFleet, extra: &
     let before = dir_contents(&node.ssh_dir);
     let next = pending_set(store).await;
     let dispatcher = MemDispatcher::new(fleet, store);
-    let outcome = push_version(&dispatcher, &next, None, &fleet.instances(), &options(0), &|_, _| {})
-        .await
-        .unwrap();
+    let outcome = push_all(&dispatcher, fleet, &next).await;
     let inv = dispatcher_invocation(&dispatcher, &node.instance.instance_id);
     assert_eq!(inv.response_code, Some(2), "{:?}", outcome.results);
     assert_eq!(dir_contents(&node.ssh_dir), before, "something was written");

@@ -4,7 +4,6 @@ use super::assert_desired;
 use super::assert_rotated;
 use super::complete;
 use super::current;
-use super::options;
 use super::rotate;
 use super::secret;
 use super::sign_current;
@@ -12,7 +11,6 @@ use super::sign_current_with;
 use super::timer;
 use super::watch;
 use super::world;
-use hostkeyctl::rollout::push_version;
 use hostkeyctl::rotation::Outcome;
 use hostkeyctl::rotation::Step;
 use hostkeyctl::rotation::{Phase, Request};
@@ -112,9 +110,7 @@ async fn an_abort_moves_the_stages_first_and_a_failed_node_converges_later() {
     fleet.nodes[1].faults.lock().unwrap().dispatch_fails = None;
     let now = current(&store).await;
     let dispatcher = MemDispatcher::new(&fleet, &store);
-    let pushed = push_version(&dispatcher, &now, None, &fleet.instances(), &options(0), &|_, _| {})
-        .await
-        .unwrap();
+    let pushed = super::push_all(&dispatcher, &fleet, &now).await;
     assert!(pushed.all_ok());
     assert!(fleet.all_serve(&now.document.keys));
     assert!(!fleet.nodes[1].offers(&pending_keys));
