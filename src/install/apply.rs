@@ -14,7 +14,7 @@ use super::sshd_config;
 use super::verify::{expected_scan, fingerprints_on_disk, read_back, served_keys, verify};
 use super::{InstallError, InstallOptions, InstallReport, InstallResult, Refusal, io_err};
 use crate::fingerprint::Fingerprint;
-use crate::scan::{Prober, ScanAlgorithm, ScanError};
+use crate::scan::{Handshake, Prober, ScanAlgorithm, ScanError};
 
 /// The node's sshd, how to see what it serves, and the plan.
 pub(super) struct Apply<'a, C, P> {
@@ -305,7 +305,12 @@ impl<C: SshdControl, P: Prober> Apply<'_, C, P> {
         };
         let answer = self
             .prober
-            .handshake(address.host(), address.port(), algorithm, Duration::from_secs(5), false)
+            .handshake(Handshake::new(
+                address.host(),
+                address.port(),
+                algorithm,
+                Duration::from_secs(5),
+            ))
             .await;
         let Some(offered) = answer.hello.map(|h| h.kex_algorithms) else {
             tracing::warn!("could not read sshd's key exchanges at {address} to check the post-quantum one");

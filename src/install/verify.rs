@@ -13,7 +13,7 @@ use super::{InstallError, InstallOptions, io_err};
 use crate::fingerprint::Fingerprint;
 use crate::hostport::HostPort;
 use crate::keyset::{HostKey, KeyAlgorithm, KeySet, fingerprint_of};
-use crate::scan::{Prober, ScanAlgorithm, ScanError, Served, scan_held};
+use crate::scan::{Handshake, Prober, ScanAlgorithm, ScanError, Served, scan_held};
 
 /// Scans `address` for each algorithm it holds ([`scan_held`]: one
 /// connection per type its KEXINIT lists), each until it answers (sshd
@@ -30,7 +30,7 @@ pub async fn served_keys(
     let ask = |algorithm| async move {
         loop {
             let answer = prober
-                .handshake(host, port, algorithm, Duration::from_secs(5), false)
+                .handshake(Handshake::new(host, port, algorithm, Duration::from_secs(5)))
                 .await;
             match &answer.served {
                 Err(ScanError::Refused | ScanError::Dropped(_) | ScanError::Timeout(_))
@@ -149,7 +149,12 @@ async fn compare_certificates(
     let mut problems = Vec::new();
     for (algorithm, want) in expected {
         let served = prober
-            .probe_certificate(address.host(), address.port(), *algorithm, Duration::from_secs(5))
+            .probe_certificate(Handshake::new(
+                address.host(),
+                address.port(),
+                *algorithm,
+                Duration::from_secs(5),
+            ))
             .await;
         match served {
             // As served: the wire form, without the file's comment.

@@ -201,32 +201,66 @@ pub struct Answer {
     pub connected: bool,
 }
 
+impl Answer {
+    /// No connection was made: `error` says why.
+    pub fn unreached(error: ScanError) -> Self {
+        Answer {
+            served: Err(error),
+            hello: None,
+            connected: false,
+        }
+    }
+}
+
+/// One handshake to make: with whom, for which type, for how long.
+#[derive(Clone, Copy, Debug)]
+pub struct Handshake<'a> {
+    /// The server's host name or address.
+    pub host: &'a str,
+    /// Its port.
+    pub port: u16,
+    /// The host key type asked for.
+    pub algorithm: ScanAlgorithm,
+    /// How long the connection and the handshake may take.
+    pub timeout: Duration,
+    /// Ask for a certificate of the type first (`*-cert-v01@openssh.com`,
+    /// never the SHA-1 `ssh-rsa-cert-v01`), and the plain key if the
+    /// server has none.
+    pub certificates: bool,
+}
+
+impl<'a> Handshake<'a> {
+    /// A handshake for the plain key of `algorithm` at `host:port`.
+    pub fn new(host: &'a str, port: u16, algorithm: ScanAlgorithm, timeout: Duration) -> Self {
+        Handshake {
+            host,
+            port,
+            algorithm,
+            timeout,
+            certificates: false,
+        }
+    }
+}
+
 /// One handshake scan: the host key an SSH server serves for an algorithm.
 /// The real prober is [`SshProber`]; tests use doubles that answer from
 /// in-memory nodes (feature `testing`).
 pub trait Prober: Send + Sync + 'static {
-    /// A handshake with `host:port` asking for `algorithm`; with
-    /// `certificates`, for a certificate of the type first
-    /// (`*-cert-v01@openssh.com`, never the SHA-1 `ssh-rsa-cert-v01`), and
-    /// the plain key if the server has none.
-    fn handshake(
-        &self,
-        host: &str,
-        port: u16,
-        algorithm: ScanAlgorithm,
-        timeout: Duration,
-        certificates: bool,
-    ) -> impl std::future::Future<Output = Answer> + Send;
+    /// The handshake `to` asks for: what the server served and said.
+    fn handshake(&self, to: Handshake<'_>) -> impl std::future::Future<Output = Answer> + Send;
 
     /// [`Prober::handshake`] asking for a certificate first: what was served.
     fn probe_certificate(
         &self,
-        host: &str,
-        port: u16,
-        algorithm: ScanAlgorithm,
-        timeout: Duration,
+        to: Handshake<'_>,
     ) -> impl std::future::Future<Output = Result<Served, ScanError>> + Send {
-        async move { self.handshake(host, port, algorithm, timeout, true).await.served }
+        async move {
+            let to = Handshake {
+                certificates: true,
+                ..to
+            };
+            self.handshake(to).await.served
+        }
     }
 
     /// Says that `host:port` spreads its connections over `backends`
@@ -241,15 +275,8 @@ pub trait Prober: Send + Sync + 'static {
 }
 
 impl<P: Prober> Prober for std::sync::Arc<P> {
-    fn handshake(
-        &self,
-        host: &str,
-        port: u16,
-        algorithm: ScanAlgorithm,
-        timeout: Duration,
-        certificates: bool,
-    ) -> impl std::future::Future<Output = Answer> + Send {
-        P::handshake(self, host, port, algorithm, timeout, certificates)
+    fn handshake(&self, to: Handshake<'_>) -> impl std::future::Future<Output = Answer> + Send {
+        P::handshake(self, to)
     }
 
     fn spread(&self, host: &str, port: u16, backends: usize) {
@@ -267,15 +294,8 @@ impl<P: Prober> Prober for std::sync::Arc<P> {
 pub struct SshProber;
 
 impl Prober for SshProber {
-    async fn handshake(
-        &self,
-        host: &str,
-        port: u16,
-        algorithm: ScanAlgorithm,
-        timeout: Duration,
-        certificates: bool,
-    ) -> Answer {
-        handshake(host, port, algorithm, timeout, certificates).await
+    async fn handshake(&self, to: Handshake<'_>) -> Answer {
+        handshake(to).await
     }
 }
 
@@ -333,16 +353,17 @@ where
     out
 }
 
-async fn handshake(host: &str, port: u16, algorithm: ScanAlgorithm, timeout: Duration, certificates: bool) -> Answer {
+async fn handshake(to: Handshake<'_>) -> Answer {
+    let Handshake {
+        host,
+        port,
+        algorithm,
+        timeout,
+        certificates,
+    } = to;
     let (stream, heard) = match connect(host, port, timeout).await {
         Ok(s) => record::Recording::new(s),
-        Err(e) => {
-            return Answer {
-                served: Err(e),
-                hello: None,
-                connected: false,
-            };
-        }
+        Err(e) => return Answer::unreached(e),
     };
     let served = exchange(stream, algorithm, timeout, certificates).await;
     let greeting = heard.greeting();

@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::sync::Semaphore;
 
-use super::{Answer, Hello, Prober, ScanAlgorithm, ScanError, Served, scan_held};
+use super::{Answer, Handshake, Hello, Prober, ScanAlgorithm, ScanError, Served, scan_held};
 use crate::fingerprint::Fingerprint;
 use crate::keyset::fingerprint_of;
 
@@ -176,10 +176,11 @@ impl<P: Prober> Scanner<P> {
             let answer = {
                 let _g = self.global.acquire().await;
                 let _h = host_limit.acquire().await;
-                let (host, port, timeout) = (&endpoint.host, endpoint.port, self.policy.timeout);
-                self.prober
-                    .handshake(host, port, algorithm, timeout, certificates)
-                    .await
+                let to = Handshake {
+                    certificates,
+                    ..Handshake::new(&endpoint.host, endpoint.port, algorithm, self.policy.timeout)
+                };
+                self.prober.handshake(to).await
             };
             self.count(endpoint, &answer, attempt > 1);
             match &answer.served {
@@ -218,11 +219,10 @@ impl<P: Prober> Scanner<P> {
             .collect();
         let mut out = Vec::with_capacity(tasks.len());
         for t in tasks {
-            out.push(t.await.unwrap_or_else(|e| Answer {
-                served: Err(ScanError::Other(format!("scan task failed: {e}"))),
-                hello: None,
-                connected: false,
-            }));
+            out.push(
+                t.await
+                    .unwrap_or_else(|e| Answer::unreached(ScanError::Other(format!("scan task failed: {e}")))),
+            );
         }
         out
     }

@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::Duration;
 
 use ssh_key::PublicKey;
 
@@ -505,31 +504,15 @@ impl MemFleet {
 }
 
 impl Prober for MemFleet {
-    async fn handshake(
-        &self,
-        host: &str,
-        port: u16,
-        algorithm: ScanAlgorithm,
-        _timeout: Duration,
-        certificates: bool,
-    ) -> crate::scan::Answer {
+    async fn handshake(&self, to: crate::scan::Handshake<'_>) -> crate::scan::Answer {
         use crate::scan::{Answer, Served};
-        let (node, source) = match self.reached(host, port) {
+        let (algorithm, certificates) = (to.algorithm, to.certificates);
+        let (node, source) = match self.reached(to.host, to.port) {
             Ok(reached) => reached,
-            Err(e) => {
-                return Answer {
-                    served: Err(e),
-                    hello: None,
-                    connected: false,
-                };
-            }
+            Err(e) => return Answer::unreached(e),
         };
         let Some(keys) = lock(&node.served).clone() else {
-            return Answer {
-                served: Err(ScanError::Refused),
-                hello: None,
-                connected: false,
-            };
+            return Answer::unreached(ScanError::Refused);
         };
         *lock(&node.connections) += 1;
         let now = tokio::time::Instant::now();

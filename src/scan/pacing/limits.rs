@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
-use crate::scan::{Answer, Prober, ScanAlgorithm};
+use crate::scan::{Answer, Handshake, Prober};
 
 /// Connections a server may be owed at once (its `min` is 15 s of 1 s each).
 pub const BURST: f64 = 10.0;
@@ -327,20 +327,14 @@ impl<P> Paced<P> {
 }
 
 impl<P: Prober> Prober for Paced<P> {
-    async fn handshake(
-        &self,
-        host: &str,
-        port: u16,
-        algorithm: ScanAlgorithm,
-        timeout: Duration,
-        certificates: bool,
-    ) -> Answer {
+    async fn handshake(&self, to: Handshake<'_>) -> Answer {
+        let (host, port) = (to.host, to.port);
         let wait = self.ledger.reserve(host, port);
         if !wait.is_zero() {
             tracing::debug!("{host}:{port}: waiting {wait:?} for the connection budget");
             tokio::time::sleep(wait).await;
         }
-        let answer = self.inner.handshake(host, port, algorithm, timeout, certificates).await;
+        let answer = self.inner.handshake(to).await;
         if !answer.connected {
             self.ledger.refund(host, port);
         }

@@ -37,7 +37,7 @@ use hostkeyctl::discovery::Instance;
 use hostkeyctl::ids::{SecretId, VersionId};
 use hostkeyctl::keyset::{HostKey, KeyAlgorithm, KeySet};
 use hostkeyctl::rotation::{FleetMode, Gate, LambdaStep, MinOverlap, Report, Request, Rotation};
-use hostkeyctl::scan::{Answer, Hello, Prober, ScanAlgorithm, ScanError, Served};
+use hostkeyctl::scan::{Answer, Handshake, Hello, Prober, ScanAlgorithm, ScanError, Served};
 use hostkeyctl::store::{STAGE_CURRENT, STAGE_NEXT, STAGE_PENDING, STAGE_PREVIOUS, SecretStore, servable};
 use hostkeyctl::testing::{Action, Call, Fault, Hooked, MemDispatcher, MemFleet, MemoryStore, Op};
 
@@ -80,14 +80,11 @@ impl Nodes {
 }
 
 impl Prober for Nodes {
-    async fn handshake(&self, host: &str, _port: u16, algorithm: ScanAlgorithm, _t: Duration, _c: bool) -> Answer {
+    async fn handshake(&self, to: Handshake<'_>) -> Answer {
+        let (host, algorithm) = (to.host, to.algorithm);
         let nodes = self.lock();
         let Some(node) = nodes.iter().find(|n| n.address == host) else {
-            return Answer {
-                served: Err(ScanError::Refused),
-                hello: None,
-                connected: false,
-            };
+            return Answer::unreached(ScanError::Refused);
         };
         let mut banner = "SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u7".to_owned();
         if let Some(next) = &node.next {
