@@ -149,15 +149,7 @@ def bench_push(instances: int) -> None:
             f" (goal <= ceil(N/50)+1 = {batches + 1})"
         )
 
-        import boto3  # the baseline uses the Python SDK against the same bed
-
-        ssm = boto3.client(
-            "ssm",
-            endpoint_url=bed.state["endpoint"],
-            region_name="us-east-1",
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-        )
+        ssm = bed.client("ssm")  # the baseline: the Python SDK against the same bed
         ids = bed.state["virtual"]
         bed.control("/_bed/counts/reset", {})
         start = time.perf_counter()

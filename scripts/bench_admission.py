@@ -70,15 +70,7 @@ class Patch:
             )
 
     def start(self, batch_percent: int) -> None:
-        import boto3
-
-        sagemaker = boto3.client(
-            "sagemaker",
-            endpoint_url=self.bed.state["endpoint"],
-            region_name="us-east-1",
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-        )
+        sagemaker = self.bed.client("sagemaker")
         sagemaker.update_cluster_software(
             ClusterName=self.bed.state["hyperpod"]["cluster"],
             InstanceGroups=[{"InstanceGroupName": "login-group"}],
@@ -186,15 +178,7 @@ def sample(
 def node_zones(bed: Bed) -> dict[str, str]:
     """Each node of the bed's Availability Zone, by address (EC2's
     placement; the bed's other instances left out)."""
-    import boto3
-
-    ec2 = boto3.client(
-        "ec2",
-        endpoint_url=bed.state["endpoint"],
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
+    ec2 = bed.client("ec2")
     pages = ec2.get_paginator("describe_instances").paginate(Filters=[{"Name": "tag:Role", "Values": ["login"]}])
     ours = {n["address"] for n in bed.state["nodes"]}
     return {

@@ -14,6 +14,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 # The shipped admin build (`make dist` stages it here as `hostkeyctl`):
@@ -98,6 +99,19 @@ class Bed:
             method="POST" if body is not None else "GET",
         )
         return json.loads(urllib.request.urlopen(req).read())
+
+    def client(self, service: str) -> Any:
+        """A boto3 client of the bed's emulator (the Python SDK: the
+        baselines' and the benches' own calls)."""
+        import boto3
+
+        return boto3.client(
+            service,
+            endpoint_url=self.state["endpoint"],
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
 
     def hk(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run([str(BIN), *args], env=self.env, capture_output=True)

@@ -77,18 +77,27 @@ teardown() {
 }
 trap teardown EXIT INT TERM
 
+# Waits for a bed started in the background to write its state file:
+# await_bed STATE PID LOG. A bed that exits, or says nothing in 60 s,
+# ends the demo with its log.
+await_bed() {
+  for _ in $(seq 1 600); do
+    [ -s "$1" ] && return 0
+    kill -0 "$2" 2>/dev/null || { cat "$3" >&2; exit 1; }
+    sleep 0.1
+  done
+  echo "demo: the bed did not come up in 60 s" >&2
+  cat "$3" >&2
+  exit 1
+}
+
 [ -x "$HOSTKEYCTL" ] || { echo "demo: $HOSTKEYCTL is missing; run \`make demo\` (it builds first)" >&2; exit 2; }
 
 bold "Starting the test bed: 3 sshd login nodes, HAProxy, AWS emulator"
 python3 testbed/bed.py up --dir "$WORK/bed" --nodes 3 --profile ubuntu-24.04 --profile al2023 --profile debian-13 \
   --bin-dir "$BIN_DIR" --bare >"$WORK/ready.json" 2>"$WORK/bed.log" &
 BED_PID=$!
-for _ in $(seq 1 600); do
-  [ -s "$WORK/ready.json" ] && break
-  kill -0 "$BED_PID" 2>/dev/null || { cat "$WORK/bed.log" >&2; exit 1; }
-  sleep 0.1
-done
-[ -s "$WORK/ready.json" ] || { echo "demo: the bed did not come up in 60 s" >&2; cat "$WORK/bed.log" >&2; exit 1; }
+await_bed "$WORK/ready.json" "$BED_PID" "$WORK/bed.log"
 
 # The bed whose state is read (section 14 switches to the cluster's).
 STATE_FILE=$WORK/ready.json
@@ -412,11 +421,7 @@ bold "14. Inside the cluster: each node its own keys, certified for the names AW
 python3 testbed/bed.py up --dir "$WORK/cluster" --nodes 3 --hyperpod-groups controller-machine=1,worker-group=2 \
   --bin-dir "$BIN_DIR" >"$WORK/cluster.json" 2>"$WORK/cluster.log" &
 CLUSTER_PID=$!
-for _ in $(seq 1 600); do
-  [ -s "$WORK/cluster.json" ] && break
-  kill -0 "$CLUSTER_PID" 2>/dev/null || { cat "$WORK/cluster.log" >&2; exit 1; }
-  sleep 0.1
-done
+await_bed "$WORK/cluster.json" "$CLUSTER_PID" "$WORK/cluster.log"
 STATE_FILE=$WORK/cluster.json
 AWS_ENDPOINT_URL=$(state 's["endpoint"]')
 say "a second bed: a HyperPod cluster's controller and two compute nodes, each serving keys of its own"

@@ -10,6 +10,8 @@
 # Safe to run again: does nothing when everything is present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/install-lib.sh
+. scripts/install-lib.sh
 
 need_apt=()
 command -v /usr/sbin/sshd >/dev/null 2>&1 || need_apt+=(openssh-server)
@@ -29,27 +31,11 @@ command -v mmdebstrap >/dev/null 2>&1 || need_apt+=(mmdebstrap)
 # and Dropbear's dbclient, as Debian 12 ships them (0.78, 2022.83).
 command -v plink >/dev/null 2>&1 || need_apt+=(putty-tools)
 command -v dbclient >/dev/null 2>&1 || need_apt+=(dropbear-bin)
-if [ ${#need_apt[@]} -gt 0 ]; then
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "install-deps: need ${need_apt[*]}; run as root or: sudo apt-get install ${need_apt[*]}" >&2
-    exit 2
-  fi
-  echo "install-deps: apt-get install ${need_apt[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  # Do not let the package start a system sshd on port 22 of every address.
-  printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d
-  trap 'rm -f /usr/sbin/policy-rc.d' EXIT
-  apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
-fi
+apt_install install-deps "${need_apt[@]}"
 mkdir -p /run/sshd 2>/dev/null || true
 
 if ! python3 testbed/check_deps.py 2>/dev/null; then
   echo "install-deps: pip install -r testbed/requirements.txt"
-  pip_install() {
-    python3 -m pip install -q --disable-pip-version-check "$@" --root-user-action=ignore 2>/dev/null ||
-      python3 -m pip install -q --disable-pip-version-check "$@" --break-system-packages
-  }
   # The file's requirements, then those marked `# no-deps` without their
   # declared dependencies (the file says why).
   mapfile -t with_deps < <(grep -v '# no-deps$' testbed/requirements.txt | sed -e 's/[[:space:]]*#.*//' -e '/^$/d')

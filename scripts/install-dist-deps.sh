@@ -9,6 +9,8 @@
 # Safe to run again: does nothing when everything is present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/install-lib.sh
+. scripts/install-lib.sh
 
 ZIGBUILD=0.24.1 # as in scripts/dist-requirements.txt
 
@@ -17,16 +19,7 @@ command -v qemu-aarch64 >/dev/null 2>&1 || need_apt+=(qemu-user)
 [ -e /usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1 ] || need_apt+=(libc6-arm64-cross)
 command -v rpmbuild >/dev/null 2>&1 || need_apt+=(rpm)
 command -v objdump >/dev/null 2>&1 || need_apt+=(binutils)
-if [ ${#need_apt[@]} -gt 0 ]; then
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "install-dist-deps: need ${need_apt[*]}; run as root or: sudo apt-get install ${need_apt[*]}" >&2
-    exit 2
-  fi
-  echo "install-dist-deps: apt-get install ${need_apt[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
-fi
+apt_install install-dist-deps "${need_apt[@]}"
 
 if ! rustup target list --installed | grep -qx aarch64-unknown-linux-gnu; then
   echo "install-dist-deps: rustup target add aarch64-unknown-linux-gnu"
@@ -35,9 +28,7 @@ fi
 
 if ! python3 -m ziglang version >/dev/null 2>&1 || ! cargo-zigbuild --version 2>/dev/null | grep -qF " $ZIGBUILD"; then
   echo "install-dist-deps: pip install -r scripts/dist-requirements.txt"
-  pip_args=(install -q --disable-pip-version-check -r scripts/dist-requirements.txt)
-  python3 -m pip "${pip_args[@]}" --root-user-action=ignore 2>/dev/null ||
-    python3 -m pip "${pip_args[@]}" --break-system-packages
+  pip_install -r scripts/dist-requirements.txt
   cargo-zigbuild --version 2>/dev/null | grep -qF " $ZIGBUILD" || {
     echo "install-dist-deps: pip installed cargo-zigbuild $ZIGBUILD where PATH does not reach ($(command -v cargo-zigbuild || echo 'not found')): add pip's scripts directory to PATH" >&2
     exit 2

@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-import subprocess
 import threading
 import time
 import uuid
@@ -20,7 +19,7 @@ from moto.ec2.models import ec2_backends
 from moto.ec2.models.instances import Instance
 
 from .agent import Agent
-from .commands import FINAL, Command, Faults, Invocation, NodeEnv, PluginRun, Step
+from .commands import FINAL, Command, Invocation, PluginRun, Step
 from .errors import ApiError, denied
 from .iam import Enforcer, Principal, Refused
 from .wire import Answer, JsonObject
@@ -47,21 +46,12 @@ def _iso(ts: float | None) -> str:
 class SsmCommandPlane(Agent):
     """SSM's command plane, over the Emulator's state (set by ``Emulator``)."""
 
-    lock: threading.Lock
-    faults: Faults
+    # The rest (the lock, the nodes, --bare's bare_nodes, the buckets'
+    # s3_root, ...) are the Agent's.
     iam: Enforcer
     commands: dict[str, Command]
     command_order: list[str]
-    nodes: dict[str, NodeEnv]
     unmanaged: set[str]
-    base_env: dict[str, str]
-    # bed.py --bare: nodes start without hostkeyctl (their own
-    # /usr/local/bin); s3_root: the bed's buckets (BUCKET/KEY files).
-    bare_nodes: bool
-    s3_root: str
-    virtual_shared: tuple[str, dict[str, str]] | None
-    processes: set[subprocess.Popen[bytes]]
-    closing: bool
 
     # ------------------------------------------------------------- targets
 
