@@ -36,7 +36,6 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import TypedDict
 
 from .commands import Command, Invocation
 from .errors import ApiError
@@ -56,7 +55,8 @@ NAME = re.compile(r"[a-zA-Z0-9_\-.]{3,128}")
 RATE = re.compile(r"rate\((\d+) (minute|minutes|hour|hours|day|days)\)")
 
 
-class Settings(TypedDict):
+@dataclass
+class Settings:
     """What a Create or Update request sets (``StateManager._checked``)."""
 
     association_name: str
@@ -72,18 +72,10 @@ class Settings(TypedDict):
 
 
 @dataclass
-class Association:
+class Association(Settings):
+    """An association: its settings, and what State Manager keeps of it."""
+
     association_id: str
-    association_name: str
-    document: str
-    document_version: str
-    parameters: dict[str, list[str]]
-    targets: list[JsonObject]
-    schedule: str
-    max_concurrency: str
-    max_errors: str
-    compliance_severity: str
-    sync_compliance: str
     version: int = 1
     created: float = field(default_factory=time.time)
     updated: float = field(default_factory=time.time)
@@ -248,20 +240,20 @@ class StateManager(SsmCommandPlane):
                     "InvalidSchedule",
                     f"Schedule expression {schedule} is not valid: the minimum rate is 30 minutes.",
                 )
-        return {
-            "association_name": name,
-            "document": document,
-            "document_version": version,
-            "parameters": parameters,
-            "targets": targets,
-            "schedule": schedule,
-            "max_concurrency": request.get("MaxConcurrency", current.max_concurrency if current else "") or "",
-            "max_errors": request.get("MaxErrors", current.max_errors if current else "") or "",
-            "compliance_severity": request.get(
+        return Settings(
+            association_name=name,
+            document=document,
+            document_version=version,
+            parameters=parameters,
+            targets=targets,
+            schedule=schedule,
+            max_concurrency=request.get("MaxConcurrency", current.max_concurrency if current else "") or "",
+            max_errors=request.get("MaxErrors", current.max_errors if current else "") or "",
+            compliance_severity=request.get(
                 "ComplianceSeverity", current.compliance_severity if current else "UNSPECIFIED"
             ),
-            "sync_compliance": request.get("SyncCompliance", current.sync_compliance if current else "AUTO"),
-        }
+            sync_compliance=request.get("SyncCompliance", current.sync_compliance if current else "AUTO"),
+        )
 
     def _find_association(self, request: JsonObject) -> Association:
         with self.lock:
@@ -272,7 +264,7 @@ class StateManager(SsmCommandPlane):
 
     def _ssm_CreateAssociation(self, request: JsonObject, region: str) -> Answer:
         settings = self._checked(request, region, None)
-        association = Association(association_id=str(uuid.uuid4()), **settings)
+        association = Association(association_id=str(uuid.uuid4()), **vars(settings))
         with self.lock:
             self.associations[association.association_id] = association
         self._apply(association, region, None)
@@ -282,7 +274,7 @@ class StateManager(SsmCommandPlane):
         association = self._find_association(request)
         settings = self._checked(request, region, association)
         with self.lock:
-            for key, value in settings.items():
+            for key, value in vars(settings).items():
                 setattr(association, key, value)
             association.version += 1
             association.updated = time.time()
