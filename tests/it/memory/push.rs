@@ -63,6 +63,17 @@ fn request<'a>(
     }
 }
 
+/// The plan of a push of the current set to `tag:Role=login` through
+/// hostkeyctl's install document, which must be one to send.
+async fn planned(
+    flow: &Push<'_, MemoryStore, MemFleet, MemDispatcher<'_, MemoryStore>>,
+) -> hostkeyctl::rollout::PushPlan {
+    let (secret, targets, program) = (secret(), targets(), program());
+    flow.plan(&request(&secret, &targets, DEFAULT_NAME, &program))
+        .await
+        .unwrap()
+}
+
 fn push<'a>(
     store: &'a MemoryStore,
     fleet: &'a MemFleet,
@@ -98,10 +109,7 @@ async fn a_changed_install_document_is_refused_and_nothing_is_sent() {
     assert!(dispatcher.sent.lock().unwrap().is_empty());
 
     dispatcher.deploy(DEFAULT_NAME, &ours);
-    let plan = flow
-        .plan(&request(&secret, &targets, DEFAULT_NAME, &program))
-        .await
-        .unwrap();
+    let plan = planned(&flow).await;
     assert_eq!(plan.document.trust, Trust::Pinned);
     assert_eq!(plan.document.version.as_deref(), Some("3"));
     let outcome = flow.run(&plan, &options(0), &|_, _| {}).await.unwrap();
@@ -183,13 +191,10 @@ async fn a_failing_node_is_reported_and_the_others_converge() {
     let next = pending_set(&store).await;
     fleet.nodes[1].faults.lock().unwrap().dispatch_fails = Some("agent offline".to_owned());
     let dispatcher = MemDispatcher::new(&fleet, &store);
-    let (secret, targets, program) = (secret(), targets(), program());
+    let program = program();
     dispatcher.deploy(DEFAULT_NAME, &content(Kind::Install, &program));
     let flow = push(&store, &fleet, &dispatcher);
-    let plan = flow
-        .plan(&request(&secret, &targets, DEFAULT_NAME, &program))
-        .await
-        .unwrap();
+    let plan = planned(&flow).await;
     let outcome = flow.run(&plan, &options(0), &|_, _| {}).await.unwrap();
     let ok: Vec<bool> = outcome.results.iter().map(|r| r.ok).collect();
     assert_eq!(ok, [true, false, true]);
@@ -231,13 +236,10 @@ async fn a_passing_canary_lets_the_rest_follow() {
 async fn a_plan_names_the_nodes_and_the_command_line_and_sends_nothing() {
     let (store, fleet, _) = world(3).await;
     let dispatcher = MemDispatcher::new(&fleet, &store);
-    let (secret, targets, program) = (secret(), targets(), program());
+    let program = program();
     dispatcher.deploy(DEFAULT_NAME, &content(Kind::Install, &program));
     let flow = push(&store, &fleet, &dispatcher);
-    let plan = flow
-        .plan(&request(&secret, &targets, DEFAULT_NAME, &program))
-        .await
-        .unwrap();
+    let plan = planned(&flow).await;
     assert_eq!(plan.instances, fleet.instances());
     assert_eq!(plan.document.trust, Trust::Pinned);
     let version = &plan.desired.current;
@@ -252,10 +254,7 @@ async fn a_plan_names_the_nodes_and_the_command_line_and_sends_nothing() {
     assert!(plan.desired.next.is_none() && !line.contains("--next-version-id"));
 
     let next = pending_set(&store).await;
-    let plan = flow
-        .plan(&request(&secret, &targets, DEFAULT_NAME, &program))
-        .await
-        .unwrap();
+    let plan = planned(&flow).await;
     assert_eq!(
         plan.desired.next.as_ref().map(|n| &n.version_id),
         Some(&next.version_id)
