@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from .commands import Command, Invocation
 from .errors import ApiError
 from .ssm import SsmCommandPlane
-from .wire import Answer, JsonObject
+from .wire import Answer, JsonObject, page
 
 ASSOCIATION_ACTIONS = {
     "PutComplianceItems",
@@ -202,11 +202,7 @@ class StateManager(SsmCommandPlane):
                 raise ApiError("ValidationException", f"the bed does not filter compliance items by {key!r}")
             rows = [i for i in rows if i[field_name] in values]
         max_results = int(request.get("MaxResults") or 10)
-        start = int(request.get("NextToken") or 0)
-        result: Answer = {"ComplianceItems": rows[start : start + max_results]}
-        if start + max_results < len(rows):
-            result["NextToken"] = str(start + max_results)
-        return result
+        return page(request, "ComplianceItems", rows, max_results)
 
     # ------------------------------------------------------------- API
 

@@ -8,7 +8,8 @@ node, and the faults the tests switch on. Read by the command plane
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 from .wire import JsonObject
 
@@ -32,17 +33,28 @@ class Step:
     timeout: int = 3600
 
 
-@dataclass
-class PluginRun:
-    """What one step did on one instance."""
+@dataclass(kw_only=True)
+class Run:
+    """How a run went on one instance: one step's (``PluginRun``) or the
+    whole command's (``Invocation``)."""
 
-    name: str
     status: str = "Pending"
     response_code: int = -1
     stdout: str = ""
     stderr: str = ""
     started: float | None = None
     ended: float | None = None
+
+    def run(self) -> dict[str, Any]:
+        """This run's own fields, to give another run the same outcome."""
+        return {f.name: getattr(self, f.name) for f in fields(Run)}
+
+
+@dataclass
+class PluginRun(Run):
+    """What one step did on one instance."""
+
+    name: str
 
 
 @dataclass
@@ -96,16 +108,10 @@ class Faults:
 
 
 @dataclass
-class Invocation:
+class Invocation(Run):
     instance_id: str
     instance_name: str
-    status: str = "Pending"
     details: str = "Pending"
-    response_code: int = -1
-    stdout: str = ""
-    stderr: str = ""
-    started: float | None = None
-    ended: float | None = None
     plugins: list[PluginRun] = field(default_factory=list)
 
 

@@ -22,7 +22,7 @@ from .agent import Agent
 from .commands import FINAL, Command, Invocation, PluginRun, Step
 from .errors import ApiError, denied
 from .iam import Enforcer, Principal, Refused
-from .wire import Answer, JsonObject
+from .wire import Answer, JsonObject, page
 
 PLUGIN_OUTPUT_LIMIT = 2_500
 MAX_INSTANCE_IDS = 50
@@ -264,12 +264,7 @@ class SsmCommandPlane(Agent):
                 if request.get("InstanceId") and inv.instance_id != request["InstanceId"]:
                     continue
                 rows.append(self._invocation_json(c, inv, details))
-        start = int(request.get("NextToken") or 0)
-        page = rows[start : start + max_results]
-        result: Answer = {"CommandInvocations": page}
-        if start + max_results < len(rows):
-            result["NextToken"] = str(start + max_results)
-        return result
+        return page(request, "CommandInvocations", rows, max_results)
 
     @staticmethod
     def _invocation_json(c: Command, inv: Invocation, details: bool) -> Answer:
@@ -292,17 +287,7 @@ class SsmCommandPlane(Agent):
             # injected failure, shows the invocation's own).
             runs = inv.plugins if any(r.started is not None for r in inv.plugins) else []
             if not runs:
-                runs = [
-                    PluginRun(
-                        c.steps[0].name if c.steps else PLUGIN_NAME,
-                        inv.status,
-                        inv.response_code,
-                        inv.stdout,
-                        inv.stderr,
-                        inv.started,
-                        inv.ended,
-                    )
-                ]
+                runs = [PluginRun(c.steps[0].name if c.steps else PLUGIN_NAME, **inv.run())]
             plugins = []
             for run in runs:
                 output = run.stdout
@@ -340,17 +325,7 @@ class SsmCommandPlane(Agent):
             run = next((r for r in inv.plugins if r.name == plugin), None)
             if run is None:
                 raise ApiError("InvalidPluginName", "The plugin name is not valid.")
-            inv = Invocation(
-                inv.instance_id,
-                inv.instance_name,
-                run.status,
-                run.status,
-                run.response_code,
-                run.stdout,
-                run.stderr,
-                run.started,
-                run.ended,
-            )
+            inv = Invocation(inv.instance_id, inv.instance_name, details=run.status, **run.run())
         elapsed = (inv.ended or time.time()) - inv.started if inv.started else 0
         return {
             "CommandId": c.command_id,
@@ -382,11 +357,7 @@ class SsmCommandPlane(Agent):
             and (not request.get("CommandId") or c.command_id == request["CommandId"])
             and (not request.get("InstanceId") or request["InstanceId"] in c.invocations)
         ]
-        start = int(request.get("NextToken") or 0)
-        result: Answer = {"Commands": rows[start : start + max_results]}
-        if start + max_results < len(rows):
-            result["NextToken"] = str(start + max_results)
-        return result
+        return page(request, "Commands", rows, max_results)
 
     def _ssm_DescribeInstanceInformation(self, request: JsonObject, region: str) -> Answer:
         """The instances whose SSM agent is registered (every bed instance
@@ -438,11 +409,7 @@ class SsmCommandPlane(Agent):
                     break
             else:
                 rows.append(row)
-        start = int(request.get("NextToken") or 0)
-        result: Answer = {"InstanceInformationList": rows[start : start + max_results]}
-        if start + max_results < len(rows):
-            result["NextToken"] = str(start + max_results)
-        return result
+        return page(request, "InstanceInformationList", rows, max_results)
 
     def _ssm_CancelCommand(self, request: JsonObject, region: str) -> Answer:
         c = self._find(request.get("CommandId", ""))
