@@ -541,7 +541,7 @@ fn enroll_certifies_a_nodes_own_keys_and_a_login_node_gains_the_trust() {
     // nothing for its names, with keys of their own or with the set's (L1:
     // any login node's role reads the set), and nothing is signed.
     let login_instance = instance_of(&bed, &login_node.address);
-    let signed = bed.counts().get("kms:Sign").copied().unwrap_or(0);
+    let signed = bed.count("kms:Sign");
     for keys_of in [node, login_node] {
         let forged = node_request(&bed, keys_of, &login_instance, &arn, &[]);
         let (failed, answer) = invoke(&bed, &runtime, &arn, &forged);
@@ -550,7 +550,7 @@ fn enroll_certifies_a_nodes_own_keys_and_a_login_node_gains_the_trust() {
             "{answer}"
         );
     }
-    assert_eq!(bed.counts().get("kms:Sign").copied().unwrap_or(0), signed);
+    assert_eq!(bed.count("kms:Sign"), signed);
     assert_eq!(after, served, "the login node's keys or sshd changed");
     for target in names_of(&node.address) {
         assert_eq!(strictness(&from_login, &target), "true", "{target}");

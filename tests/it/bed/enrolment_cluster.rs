@@ -36,8 +36,7 @@ fn six_enrolled_nodes_reach_each_other_strictly_by_every_name() {
         let run = enroll(&bed, node, &arn);
         assert_eq!(run.code, 0, "{}: {}", node.name, run.stderr);
     }
-    let failed = all_pairs(&bed);
-    assert!(failed.is_empty(), "{failed:#?}");
+    every_pair_logs_in(&bed);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     a_rolling_patch_re_enrols_every_worker(&bed, &runtime, &arn);
     // Its 90 logins are the patched workers' too.
@@ -238,8 +237,7 @@ fn replace_a_compute_node(bed: &TestBed, arn: &str) {
     }
     let run = enroll_as(bed, node, arn, &successor);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let failed = all_pairs(bed);
-    assert!(failed.is_empty(), "after the replacement: {failed:#?}");
+    every_pair_logs_in(bed);
     let after: Vec<_> = others.iter().map(|n| snapshot(&n.ssh_dir)).collect();
     assert_eq!(before, after, "another node's files changed");
 }
@@ -280,14 +278,18 @@ fn image_config_script(node: &Node) -> String {
     writes.join(" && ")
 }
 
-/// Every ordered pair of distinct nodes, by each of the target's names,
-/// from the source node's users' config: the failures (pair, stderr).
-pub(crate) fn all_pairs(bed: &TestBed) -> Vec<String> {
+/// Every ordered pair of distinct nodes logs in strictly, by each of the
+/// target's names, from the source node's users' config; a failure lists
+/// each pair that did not, with ssh's stderr.
+#[track_caller]
+pub(crate) fn every_pair_logs_in(bed: &TestBed) {
     let nodes: Vec<&Node> = bed.state.nodes.iter().collect();
-    pairs(bed, &nodes, &nodes)
+    let failed = pairs(bed, &nodes, &nodes);
+    assert!(failed.is_empty(), "{failed:#?}");
 }
 
-/// [`all_pairs`] from each of `from` to each of `to`.
+/// The logins from each of `from` to each of `to`, as
+/// [`every_pair_logs_in`] makes them: the failures (pair, stderr).
 pub(crate) fn pairs(bed: &TestBed, from: &[&Node], to: &[&Node]) -> Vec<String> {
     let mut failed = Vec::new();
     for from in from {

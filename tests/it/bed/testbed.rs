@@ -215,7 +215,7 @@ async fn list_command_invocations_pages_over_120_instances_and_push_reads_a_page
         report["polling"]
     );
     assert_eq!(
-        bed.counts().get("ssm:ListCommandInvocations").copied().unwrap_or(0),
+        bed.count("ssm:ListCommandInvocations"),
         report["polling"]["list_calls"].as_u64().unwrap(),
     );
     assert_eq!(

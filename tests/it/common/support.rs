@@ -32,6 +32,23 @@ pub fn hostkeyctl_without_aws(dir: &Path) -> assert_cmd::Command {
     cmd
 }
 
+/// `install --check` of a fingerprint against the key files in `dir`
+/// (none) and an sshd that is not there (127.0.0.1:9), with no AWS
+/// configuration: a check that cannot ask anything.
+pub fn check_against_nothing(dir: &Path) -> assert_cmd::Command {
+    let mut cmd = hostkeyctl_without_aws(dir);
+    cmd.args([
+        "install",
+        "--check",
+        "--expect",
+        "SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+    ])
+    .arg("--ssh-dir")
+    .arg(dir)
+    .args(["--verify-address", "127.0.0.1:9", "--verify-timeout", "1"]);
+    cmd
+}
+
 /// The directory holding the `hostkeyctl` the login nodes run: cargo's own
 /// build, or the one `HOSTKEYCTL_NODE_BIN_DIR` names (`make dist-check`
 /// runs the node tests again with the shipped node build there).

@@ -70,6 +70,20 @@ fn claims(store: &MemoryStore) -> usize {
         .count()
 }
 
+/// `req`, a renewal the certificates just signed do not need yet: it
+/// signs nothing and stores no version. What it answered.
+async fn renewal_not_due(store: &MemoryStore, req: &SigningRequest<'_>) -> hostkeyctl::signing::Signed {
+    let versions = store.version_count(req.secret);
+    let again = sign_key_set(store, req).await.unwrap();
+    assert!(!again.signed);
+    assert_eq!(
+        store.version_count(req.secret),
+        versions,
+        "a renewal not due stored a version"
+    );
+    again
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_signed_set_becomes_current_and_a_renewal_not_due_stores_nothing() {
     let (store, _fleet, before) = world(0).await;
@@ -85,18 +99,8 @@ async fn the_signed_set_becomes_current_and_a_renewal_not_due_stores_nothing() {
     assert_eq!(now.version_id, signed.version_id);
     assert_eq!(now.document.certificates.len(), now.document.keys.keys().count());
     assert_eq!(claims(&store), 0, "a claim label was left");
-    let versions = store.version_count(&s);
-
-    let again = sign_key_set(&store, &request(&s, &ca, &p, &prefix, Some(3)))
-        .await
-        .unwrap();
-    assert!(!again.signed);
+    let again = renewal_not_due(&store, &request(&s, &ca, &p, &prefix, Some(3))).await;
     assert_eq!(again.version_id, signed.version_id);
-    assert_eq!(
-        store.version_count(&s),
-        versions,
-        "a renewal that was not due stored a version"
-    );
 }
 
 /// The CA's name is refused before anything is read when it is under the
@@ -224,13 +228,7 @@ async fn sign_during_an_overlap_renews_the_current_and_the_announced_set() {
         "{current_serials:?} {pending_serials:?}"
     );
     assert_eq!(claims(&store), 0, "a claim label was left");
-
-    let versions = store.version_count(&s);
-    let again = sign_key_set(&store, &request(&s, &ca, &p, &prefix, Some(3)))
-        .await
-        .unwrap();
-    assert!(!again.signed);
-    assert_eq!(store.version_count(&s), versions, "a renewal not due stored a version");
+    renewal_not_due(&store, &request(&s, &ca, &p, &prefix, Some(3))).await;
 }
 
 /// A finish that reads the stages before sign swaps the announced set and

@@ -405,6 +405,11 @@ impl TestBed {
         serde_json::from_value(self.control("GET", "/_bed/counts", &Value::Null)).unwrap()
     }
 
+    /// How many calls of `action` (`kms:Sign`) the emulator has answered.
+    pub fn count(&self, action: &str) -> u64 {
+        self.counts().get(action).copied().unwrap_or(0)
+    }
+
     /// Every command sent so far, with its parameters.
     pub fn commands(&self) -> Vec<Value> {
         serde_json::from_value(self.control("GET", "/_bed/commands", &Value::Null)).unwrap()
