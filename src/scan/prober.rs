@@ -202,7 +202,8 @@ pub struct Answer {
 }
 
 impl Answer {
-    /// No connection was made: `error` says why.
+    /// No connection was made (or none is known: a scan task that
+    /// failed): `error` says why.
     pub fn unreached(error: ScanError) -> Self {
         Answer {
             served: Err(error),

@@ -303,8 +303,6 @@ class StateManager(SsmCommandPlane):
             else:
                 raise ApiError("ValidationException", f"the bed does not filter associations by {key!r}")
         max_results = int(request.get("MaxResults") or 50)
-        start = int(request.get("NextToken") or 0)
-        page = rows[start : start + max_results]
         with self.lock:
             summaries = [
                 {
@@ -318,12 +316,9 @@ class StateManager(SsmCommandPlane):
                     "AssociationName": a.association_name,
                     **({"LastExecutionDate": a.last_execution} if a.last_execution else {}),
                 }
-                for a in page
+                for a in rows
             ]
-        result: Answer = {"Associations": summaries}
-        if start + max_results < len(rows):
-            result["NextToken"] = str(start + max_results)
-        return result
+        return page(request, "Associations", summaries, max_results)
 
     # ------------------------------------------------------------- runs
 

@@ -12,13 +12,13 @@ use crate::common::bed::{BedOptions, Node, Role, Run, TestBed, private_lines, sn
 /// The bindings table, named as the template names it for a stack
 /// `hostkeyctl-my-cluster`: the name the policies in iam/ grant.
 pub(crate) const TABLE: &str = "hostkeyctl-enrolment-hostkeyctl-my-cluster";
+/// The signer's function name, likewise.
+pub(crate) const SIGNER: &str = "hostkeyctl-enrolment-hostkeyctl-my-cluster";
 
 /// `hostkeyctl enrolment <words> --table TABLE`, as the admin.
 pub(crate) fn enrolment(bed: &TestBed, words: &str) -> Run {
     bed.cli(&format!("enrolment {words}")).args(&["--table", TABLE]).run()
 }
-/// The signer's function name, likewise.
-pub(crate) const SIGNER: &str = "hostkeyctl-enrolment-hostkeyctl-my-cluster";
 use crate::common::support::require;
 
 /// One writer wins from a read; a writer holding a stale read, or a second

@@ -103,7 +103,7 @@ fn an_auto_scaling_groups_instances_enrol_and_no_tag_makes_another_instance_a_me
     assert_eq!(run.code, 0, "{}\n{}", run.stderr, run.stdout);
     let run = enroll_with(&bed, second, &arn, &imds(&bed, &second.instance_id));
     assert_eq!(run.code, 0, "{}", run.stderr);
-    crate::bed::enrolment_cluster::every_pair_logs_in(&bed);
+    crate::bed::enrolment_cluster::every_pair_logs_in(&bed, "the group enrolled");
 
     // An instance outside the group, with a node's keys: refused, nothing
     // signed; and EC2 refuses to give it the group's tag.

@@ -36,7 +36,7 @@ fn six_enrolled_nodes_reach_each_other_strictly_by_every_name() {
         let run = enroll(&bed, node, &arn);
         assert_eq!(run.code, 0, "{}: {}", node.name, run.stderr);
     }
-    every_pair_logs_in(&bed);
+    every_pair_logs_in(&bed, "all enrolled");
     let runtime = tokio::runtime::Runtime::new().unwrap();
     a_rolling_patch_re_enrols_every_worker(&bed, &runtime, &arn);
     // Its 90 logins are the patched workers' too.
@@ -237,7 +237,7 @@ fn replace_a_compute_node(bed: &TestBed, arn: &str) {
     }
     let run = enroll_as(bed, node, arn, &successor);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    every_pair_logs_in(bed);
+    every_pair_logs_in(bed, "after the replacement");
     let after: Vec<_> = others.iter().map(|n| snapshot(&n.ssh_dir)).collect();
     assert_eq!(before, after, "another node's files changed");
 }
@@ -279,13 +279,13 @@ fn image_config_script(node: &Node) -> String {
 }
 
 /// Every ordered pair of distinct nodes logs in strictly, by each of the
-/// target's names, from the source node's users' config; a failure lists
-/// each pair that did not, with ssh's stderr.
+/// target's names, from the source node's users' config; a failure says
+/// `when` and lists each pair that did not, with ssh's stderr.
 #[track_caller]
-pub(crate) fn every_pair_logs_in(bed: &TestBed) {
+pub(crate) fn every_pair_logs_in(bed: &TestBed, when: &str) {
     let nodes: Vec<&Node> = bed.state.nodes.iter().collect();
     let failed = pairs(bed, &nodes, &nodes);
-    assert!(failed.is_empty(), "{failed:#?}");
+    assert!(failed.is_empty(), "{when}: {failed:#?}");
 }
 
 /// The logins from each of `from` to each of `to`, as

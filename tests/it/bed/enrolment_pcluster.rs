@@ -27,7 +27,7 @@ fn parallelcluster_nodes_enrol_by_their_tag_and_another_clusters_instance_is_ref
         let run = enroll_with(&bed, node, &arn, &imds(&bed, &node.instance_id));
         assert_eq!(run.code, 0, "{}: {}", node.name, run.stderr);
     }
-    crate::bed::enrolment_cluster::every_pair_logs_in(&bed);
+    crate::bed::enrolment_cluster::every_pair_logs_in(&bed, "the cluster enrolled");
 
     // Another cluster's instance, with a node's keys: refused, nothing signed.
     let other = bed

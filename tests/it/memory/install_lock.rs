@@ -103,8 +103,6 @@ async fn a_no_op_install_and_check_ask_one_connection_per_held_key() {
     }
 }
 
-/// How many of this process's open files are `path` (the lock file): the
-/// holder's, and one for each install that has opened it.
 /// Takes the lock at `lock_file` as `flock(1)` would, until the file is
 /// dropped.
 fn hold(lock_file: &std::path::Path) -> std::fs::File {
@@ -118,6 +116,8 @@ fn hold(lock_file: &std::path::Path) -> std::fs::File {
     holder
 }
 
+/// How many of this process's open files are `path` (the lock file): the
+/// holder's, and one for each install that has opened it.
 fn opened(path: &std::path::Path) -> usize {
     std::fs::read_dir("/proc/self/fd")
         .unwrap()

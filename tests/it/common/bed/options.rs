@@ -59,7 +59,7 @@ impl BedOptions {
         }
     }
 
-    /// The nodes start without hostkeyctl ([`BedOptions::bare`]).
+    /// The nodes start without hostkeyctl (the field `bare`).
     pub fn bare(self) -> Self {
         BedOptions { bare: true, ..self }
     }
@@ -69,7 +69,7 @@ impl BedOptions {
         BedOptions { held: n, ..self }
     }
 
-    /// sshd runs with `-r` ([`BedOptions::no_reexec`]).
+    /// sshd runs with `-r` (the field `no_reexec`).
     pub fn no_reexec(self) -> Self {
         BedOptions {
             no_reexec: true,
